@@ -1,0 +1,35 @@
+// Loading a model from disk: the format is detected from the file unless given.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "inferlab/tokenizer.h"
+#include "inferlab/weights.h"
+
+namespace inferlab {
+
+enum class ModelFormat { kAuto, kLlama2c, kGguf, kHuggingFace };
+
+// "auto", "llama2c", "gguf", "hf"; throws Error listing them otherwise.
+ModelFormat parse_model_format(const std::string& name);
+const char* model_format_name(ModelFormat format);
+// Looks at the path (folder => hf) and the first bytes (GGUF magic) to tell the format.
+ModelFormat detect_model_format(const std::string& path);
+
+struct LoadedModel {
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when none was found or given
+  ModelFormat format = ModelFormat::kAuto;
+};
+
+// Loads weights and, where the format carries one or tokenizer_path names one, a tokenizer.
+// For llama2c without tokenizer_path, tok<vocab>.bin or tokenizer.bin beside the model is used.
+// Every failure (missing, truncated, corrupt, unsupported) throws Error naming the file.
+LoadedModel load_model(const std::string& path, ModelFormat format = ModelFormat::kAuto,
+                       const std::string& tokenizer_path = "");
+
+// llama2.c checkpoint (legacy v0 header: dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+// vocab_size (negative = separate classifier), seq_len; then fp32 tensors).
+ModelWeights load_llama2c(const std::string& path);
+
+}  // namespace inferlab

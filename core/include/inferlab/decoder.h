@@ -1,0 +1,28 @@
+// Decoding strategy interface: turns logits into tokens, and may propose draft tokens that
+// the engine verifies in the same forward pass (speculative decoding).
+#pragma once
+#include <span>
+#include <vector>
+
+#include "inferlab/rng.h"
+
+namespace inferlab {
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Most draft tokens one step may verify per sequence (0 = not speculative).
+  virtual int max_draft_tokens() const { return 0; }
+  // Draft tokens to follow `tokens` (prompt + generated), at most max_draft of them.
+  virtual void propose(std::span<const int> tokens, int max_draft, std::vector<int>& drafts) {
+    (void)tokens;
+    (void)max_draft;
+    drafts.clear();
+  }
+  // logits: [1 + drafts.size(), vocab] — row 0 follows the last known token, row i follows
+  // draft i-1. Appends the accepted tokens to `out` (at least one). rng is the sequence's own.
+  virtual void accept(std::span<const int> tokens, std::span<const int> drafts,
+                      const float* logits, int vocab, Rng& rng, std::vector<int>& out) = 0;
+};
+
+}  // namespace inferlab

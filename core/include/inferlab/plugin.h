@@ -1,0 +1,68 @@
+// The plugin contract. Every strategy (built-ins too) is a shared library exporting, through
+// INFERLAB_PLUGIN, two symbols: the ABI version (an int, checked before anything else is
+// touched) and a descriptor with kind, name, version, summary, typed parameters, devices,
+// a capability check and a factory.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/dll/alias.hpp>
+
+#include "inferlab/attention.h"
+#include "inferlab/decoder.h"
+#include "inferlab/model_config.h"
+#include "inferlab/params.h"
+#include "inferlab/quantization.h"
+#include "inferlab/scheduler.h"
+
+namespace inferlab {
+
+// Bump when any interface in plugin.h or the headers it includes changes incompatibly.
+inline constexpr int kPluginAbiVersion = 1;
+
+enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
+const char* plugin_kind_name(PluginKind kind);
+// "attention", "quantization", "scheduling" (or "scheduler"), "decoding" (or "decoder").
+bool parse_plugin_kind(const std::string& text, PluginKind& kind);
+
+// What a capability check is asked about.
+struct SupportQuery {
+  const ModelConfig& model;
+  std::string device;  // "cpu" | "cuda"
+  KvDtype kv_dtype = KvDtype::kF32;
+  const Params& params;
+};
+
+struct PluginDescriptor {
+  PluginKind kind = PluginKind::kAttention;
+  std::string name;
+  std::string version;
+  std::string summary;
+  std::vector<ParamSpec> params;
+  std::vector<std::string> devices = {"cpu"};
+  std::vector<KvDtype> kv_dtypes = {KvDtype::kF32};  // attention: KV formats it can read
+  // Reasons it cannot run this problem (empty = supported). Optional; device and KV dtype are
+  // checked by the registry from the lists above.
+  std::function<std::vector<std::string>(const SupportQuery&)> supports;
+  // Exactly the factory matching `kind` is set.
+  std::function<std::unique_ptr<Attention>(const Params&)> make_attention;
+  std::function<std::unique_ptr<Quantization>(const Params&)> make_quantization;
+  std::function<std::unique_ptr<Scheduler>(const Params&)> make_scheduler;
+  std::function<std::unique_ptr<Decoder>(const Params&)> make_decoder;
+};
+
+}  // namespace inferlab
+
+// In exactly one .cpp of a plugin: INFERLAB_PLUGIN(fn) where fn() returns a PluginDescriptor.
+#define INFERLAB_PLUGIN(describe)                                                       \
+  namespace {                                                                           \
+  int inferlab_plugin_abi_impl() { return ::inferlab::kPluginAbiVersion; }              \
+  const ::inferlab::PluginDescriptor* inferlab_plugin_descriptor_impl() {               \
+    static const ::inferlab::PluginDescriptor descriptor = describe();                  \
+    return &descriptor;                                                                 \
+  }                                                                                     \
+  }                                                                                     \
+  BOOST_DLL_ALIAS(inferlab_plugin_abi_impl, inferlab_plugin_abi)                        \
+  BOOST_DLL_ALIAS(inferlab_plugin_descriptor_impl, inferlab_plugin_descriptor)

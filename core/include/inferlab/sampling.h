@@ -1,0 +1,22 @@
+// Token selection from one row of logits, shared by decoding strategies.
+#pragma once
+#include <vector>
+
+#include "inferlab/rng.h"
+
+namespace inferlab {
+
+struct SamplingParams {
+  double temperature = 0.0;  // 0 = greedy
+  int top_k = 0;             // 0 = all
+  double top_p = 1.0;        // nucleus mass
+};
+
+// Index of the largest logit; the lowest index wins ties (as llama2.c's argmax).
+int argmax(const float* logits, int vocab);
+// Greedy at temperature 0; otherwise softmax(logits / T), top-k, then top-p, sampled with rng.
+// `scratch` avoids reallocation across calls.
+int sample_token(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
+                 std::vector<std::pair<float, int>>& scratch);
+
+}  // namespace inferlab
