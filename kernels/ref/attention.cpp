@@ -1,0 +1,87 @@
+#include "kernels/ref/attention.h"
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "inferlab/error.h"
+
+namespace inferlab::ref {
+
+namespace {
+
+void check_batch(const AttentionBatch& batch, const KvLayerView& kv) {
+  const int n_seqs = batch.n_seqs();
+  check(static_cast<int>(batch.query_start.size()) == n_seqs + 1,
+        "ref_paged_attention: query_start needs n_seqs + 1 entries");
+  check(static_cast<int>(batch.block_tables.size()) == n_seqs,
+        "ref_paged_attention: block_tables needs n_seqs entries");
+  check(batch.n_heads > 0 && batch.n_kv_heads > 0 && batch.n_heads % batch.n_kv_heads == 0,
+        "ref_paged_attention: n_heads must be a positive multiple of n_kv_heads");
+  check(batch.n_kv_heads == kv.n_kv_heads && batch.head_dim == kv.head_dim,
+        "ref_paged_attention: batch and KV view disagree on n_kv_heads/head_dim");
+  check(kv.block_size > 0, "ref_paged_attention: block_size must be > 0");
+  for (int s = 0; s < n_seqs; ++s) {
+    const int n_q = batch.query_start[s + 1] - batch.query_start[s];
+    check(n_q >= 0 && n_q <= batch.context_len[s],
+          "ref_paged_attention: seq " + std::to_string(s) + " has more query rows than context");
+    const long long blocks_needed =
+        (static_cast<long long>(batch.context_len[s]) + kv.block_size - 1) / kv.block_size;
+    check(static_cast<long long>(batch.block_tables[s].size()) >= blocks_needed,
+          "ref_paged_attention: seq " + std::to_string(s) + " block table too short");
+  }
+}
+
+}  // namespace
+
+void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
+                         float* out) {
+  check_batch(batch, kv);
+  const int d = batch.head_dim;
+  const int group = batch.n_heads / batch.n_kv_heads;  // query heads per kv head
+  std::vector<double> scores;                           // [context_len]
+  std::vector<double> acc(static_cast<std::size_t>(d));  // [head_dim]
+
+  for (int s = 0; s < batch.n_seqs(); ++s) {
+    const int row0 = batch.query_start[s];
+    const int n_q = batch.query_start[s + 1] - row0;
+    const int ctx = batch.context_len[s];
+    const auto table = batch.block_tables[s];
+    for (int i = 0; i < n_q; ++i) {
+      const int pos = ctx - n_q + i;  // this row attends to positions [0, pos]
+      const int row = row0 + i;
+      for (int h = 0; h < batch.n_heads; ++h) {
+        const int kvh = h / group;
+        const float* qh = q + (static_cast<std::size_t>(row) * batch.n_heads + h) * d;
+        scores.assign(static_cast<std::size_t>(pos) + 1, 0.0);
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (int p = 0; p <= pos; ++p) {
+          const int slot = table[p / kv.block_size] * kv.block_size + p % kv.block_size;
+          const float* kp = kv.k_at(slot, kvh);
+          double dot = 0.0;
+          for (int c = 0; c < d; ++c) dot += static_cast<double>(qh[c]) * kp[c];
+          scores[static_cast<std::size_t>(p)] = dot * batch.scale;
+          if (scores[static_cast<std::size_t>(p)] > max_score) max_score = scores[static_cast<std::size_t>(p)];
+        }
+        double denom = 0.0;
+        for (double& sc : scores) {
+          sc = std::exp(sc - max_score);
+          denom += sc;
+        }
+        acc.assign(static_cast<std::size_t>(d), 0.0);
+        for (int p = 0; p <= pos; ++p) {
+          const int slot = table[p / kv.block_size] * kv.block_size + p % kv.block_size;
+          const float* vp = kv.v_at(slot, kvh);
+          const double w = scores[static_cast<std::size_t>(p)] / denom;
+          for (int c = 0; c < d; ++c) acc[static_cast<std::size_t>(c)] += w * vp[c];
+        }
+        float* oh = out + (static_cast<std::size_t>(row) * batch.n_heads + h) * d;
+        for (int c = 0; c < d; ++c) oh[c] = static_cast<float>(acc[static_cast<std::size_t>(c)]);
+      }
+    }
+  }
+}
+
+}  // namespace inferlab::ref

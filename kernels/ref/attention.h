@@ -1,0 +1,17 @@
+// Reference paged attention: the readable truth every attention strategy is tested against.
+// For each sequence, query row and head it scores every visible position (read through the
+// block table), applies a max-subtracted softmax and sums V, all accumulated in double.
+// Semantics (positions, causality, GQA) are those of inferlab/attention.h.
+#pragma once
+#include "inferlab/attention.h"
+#include "inferlab/kv_cache.h"
+
+namespace inferlab::ref {
+
+// q:   [rows, n_heads, head_dim]
+// out: [rows, n_heads, head_dim]
+// Single-threaded, slow on purpose; throws inferlab::Error on an inconsistent batch.
+void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
+                         float* out);
+
+}  // namespace inferlab::ref
