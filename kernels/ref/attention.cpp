@@ -10,35 +10,32 @@
 
 namespace inferlab::ref {
 
-namespace {
-
-void check_batch(const AttentionBatch& batch, const KvLayerView& kv) {
+void check_attention_batch(const AttentionBatch& batch, const KvLayerView& kv, const char* who) {
+  const std::string where = std::string(who) + ": ";
   const int n_seqs = batch.n_seqs();
   check(static_cast<int>(batch.query_start.size()) == n_seqs + 1,
-        "ref_paged_attention: query_start needs n_seqs + 1 entries");
+        where + "query_start needs n_seqs + 1 entries");
   check(static_cast<int>(batch.block_tables.size()) == n_seqs,
-        "ref_paged_attention: block_tables needs n_seqs entries");
+        where + "block_tables needs n_seqs entries");
   check(batch.n_heads > 0 && batch.n_kv_heads > 0 && batch.n_heads % batch.n_kv_heads == 0,
-        "ref_paged_attention: n_heads must be a positive multiple of n_kv_heads");
+        where + "n_heads must be a positive multiple of n_kv_heads");
   check(batch.n_kv_heads == kv.n_kv_heads && batch.head_dim == kv.head_dim,
-        "ref_paged_attention: batch and KV view disagree on n_kv_heads/head_dim");
-  check(kv.block_size > 0, "ref_paged_attention: block_size must be > 0");
+        where + "batch and KV view disagree on n_kv_heads/head_dim");
+  check(batch.head_dim > 0 && kv.block_size > 0, where + "head_dim and block_size must be > 0");
   for (int s = 0; s < n_seqs; ++s) {
     const int n_q = batch.query_start[s + 1] - batch.query_start[s];
     check(n_q >= 0 && n_q <= batch.context_len[s],
-          "ref_paged_attention: seq " + std::to_string(s) + " has more query rows than context");
+          where + "seq " + std::to_string(s) + " has more query rows than context");
     const long long blocks_needed =
         (static_cast<long long>(batch.context_len[s]) + kv.block_size - 1) / kv.block_size;
     check(static_cast<long long>(batch.block_tables[s].size()) >= blocks_needed,
-          "ref_paged_attention: seq " + std::to_string(s) + " block table too short");
+          where + "seq " + std::to_string(s) + " block table too short");
   }
 }
 
-}  // namespace
-
 void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
                          float* out) {
-  check_batch(batch, kv);
+  check_attention_batch(batch, kv, "ref_paged_attention");
   const int d = batch.head_dim;
   const int group = batch.n_heads / batch.n_kv_heads;  // query heads per kv head
   std::vector<double> scores;                           // [context_len]
