@@ -1,0 +1,88 @@
+// An experiment file parsed and checked: model, device, workload, and the stacks to compare
+// (the baseline first, then [[variant]]s and [sweep] grid points). Every error names the file,
+// line and column and what is allowed.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "inferlab/kv_cache.h"
+#include "inferlab/metrics.h"
+#include "inferlab/params.h"
+#include "inferlab/plugin.h"
+#include "inferlab/workload.h"
+
+namespace inferlab {
+
+struct PluginChoice {
+  std::string name;
+  std::map<std::string, ParamValue> params;  // as given (checked against the plugin later)
+  std::string where;                          // "file:line:col" of the choice
+};
+
+struct Stack {
+  PluginChoice attention{"naive", {}, ""};
+  PluginChoice quantization{"none", {}, ""};
+  PluginChoice scheduler{"continuous", {}, ""};
+  PluginChoice decoding{"sampling", {}, ""};
+  KvCacheConfig kv;
+  PluginChoice& choice(PluginKind kind);
+  const PluginChoice& choice(PluginKind kind) const;
+};
+
+struct Variant {
+  std::string name;
+  Stack stack;
+};
+
+struct ModelSpec {
+  std::string preset;     // random seeded weights of this shape …
+  std::string path;       // … or a checkpoint (resolved path)
+  std::string tokenizer;  // optional tokenizer file (llama2c)
+  std::string format = "auto";
+  int n_layers = 0;       // override the preset's depth (0 = keep)
+  std::uint64_t seed = 0; // weights seed for presets (defaults to experiment seed)
+};
+
+struct DeviceSpec {
+  std::string kind = "cpu";
+  int threads = 0;  // 0 = all cores
+};
+
+// Optional [quality]: teacher-forced evaluation of every variant on a text.
+struct QualitySpec {
+  bool enabled = false;
+  std::string text;     // resolved path of a UTF-8 text file
+  int max_tokens = 512; // evaluate at most this many tokens of it
+  int context = 0;      // window (0 = model's trained context)
+};
+
+struct ExperimentSpec {
+  std::string name;
+  std::string description;
+  std::uint64_t seed = 1;
+  int repeats = 1;
+  ModelSpec model;
+  DeviceSpec device;
+  WorkloadSpec workload;
+  SloSpec slo;
+  QualitySpec quality;
+  std::vector<std::string> plugin_paths;  // [plugins] paths, resolved
+  std::vector<Variant> variants;          // [0] is the baseline
+  std::string source_path;                // the TOML file
+  std::string source_text;                // its bytes, for hashing
+  std::vector<std::string> overrides;     // --set arguments, as given
+};
+
+// Parses `path` with --set overrides ("dotted.key=value", the value in TOML syntax or a bare
+// string). Throws Error "file:line:col: problem; allowed: ..." on any problem.
+ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides);
+
+// The folder data paths fall back to: $INFERLAB_DATA, else ../shared beside the source tree.
+std::string data_root();
+// Resolves a path from a config: absolute, else relative to base_dir, the working directory,
+// the source tree, or data_root() — the first that exists. Throws Error listing where it looked.
+std::string resolve_data_path(const std::string& path, const std::string& base_dir, const std::string& where);
+
+}  // namespace inferlab

@@ -1,0 +1,75 @@
+// What happened during one run (a timeline of requests and steps) and the metrics computed
+// from it. Computation is pure: tests build a timeline by hand and check every number.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace inferlab {
+
+struct RequestTimeline {
+  int id = 0;
+  double arrival_s = 0;
+  double first_token_s = -1;  // -1 if none produced
+  double finish_s = -1;
+  int prompt_tokens = 0;
+  int output_tokens = 0;
+  std::vector<double> token_times;  // emission time of every output token (spec steps emit several at once)
+  int preemptions = 0;
+  int cached_prompt_tokens = 0;     // prompt tokens served from a prefix cache
+};
+
+struct StepTimeline {
+  double start_s = 0;
+  double duration_s = 0;
+  int seqs = 0;            // sequences in the batch
+  int rows = 0;            // tokens run through the model
+  int prefill_tokens = 0;
+  int decode_tokens = 0;
+  int kv_blocks_reserved = 0;
+  int kv_blocks_used = 0;
+  long long kv_tokens = 0;  // valid tokens in the cache after the step
+};
+
+struct RunTimeline {
+  std::vector<RequestTimeline> requests;
+  std::vector<StepTimeline> steps;
+  int block_size = 16;
+  int kv_blocks_total = 0;
+  int kv_blocks_peak = 0;
+  long long spec_proposed = 0;
+  long long spec_accepted = 0;
+  int preemptions = 0;
+  std::uint64_t weights_bytes = 0;
+  // (sequence, decode step) pairs: each step adds the number of sequences it decoded (not
+  // prefilled). 0 = unknown: compute_metrics then counts distinct token emission times.
+  long long decode_seq_steps = 0;
+};
+
+struct SloSpec {
+  double ttft_ms = 0;  // 0 = no bound
+  double tpot_ms = 0;
+  double e2e_ms = 0;
+};
+
+// Ordered (name, value) pairs with stable names that carry units, e.g. "ttft_ms_p50".
+using MetricRow = std::vector<std::pair<std::string, double>>;
+
+// Percentile with linear interpolation between closest ranks (numpy's default); NaN if empty.
+double percentile(std::vector<double> values, double q);
+
+// TTFT, TPOT, ITL, e2e (mean/p50/p90/p99, ms); throughput (output and total tok/s, req/s) over
+// the span from the first arrival to the last finish; goodput (req/s meeting every SLO bound);
+// steps; batch_mean; kv_blocks_peak; kv_waste_frac (mean over steps of 1 - tokens/(reserved *
+// block_size)); preemptions; prefix_hit_frac; spec_accept_frac; spec_tokens_per_step; weights_bytes.
+MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo);
+
+// Names compute_metrics emits, in order (for CSV headers even when a variant failed).
+std::vector<std::string> metric_names();
+
+// Mean and half-width of the two-sided 95% Student-t confidence interval (0 for n < 2).
+std::pair<double, double> mean_ci95(const std::vector<double>& values);
+
+}  // namespace inferlab

@@ -1,0 +1,46 @@
+// Turns a parsed experiment into runs: checks every variant's plugins and parameters against
+// the registry before any work (plan), then runs variant × repeat and writes the results.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "inferlab/experiment.h"
+#include "inferlab/registry.h"
+#include "inferlab/checkpoint.h"
+
+namespace inferlab {
+
+struct ResolvedVariant {
+  std::string name;
+  Stack stack;
+  Params attention, quantization, scheduler, decoding;  // type-checked, defaults filled
+};
+
+struct Plan {
+  ExperimentSpec spec;
+  std::vector<ResolvedVariant> variants;  // [0] = baseline
+  int repeats = 1;
+};
+
+// Throws Error (with the TOML location) for an unknown plugin, a bad parameter or a variant the
+// plugin says it cannot run. `model` is the shape the run will use.
+Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model);
+
+// The model config an experiment asks for (preset with overrides, or read from the file header).
+ModelConfig experiment_model_config(const ModelSpec& spec);
+// Float weights (and the tokenizer when the checkpoint has one) for the experiment.
+LoadedModel load_experiment_model(const ModelSpec& spec);
+
+struct RunOptions {
+  std::string out_root = "results";
+  std::function<double()> clock;  // injected in tests; steady clock otherwise
+};
+
+// Runs the plan; returns the results folder. Failing variants are recorded, not thrown.
+std::string run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
+
+// The fully resolved experiment as TOML (defaults and plugin parameters filled in).
+std::string resolved_config_toml(const Plan& plan);
+
+}  // namespace inferlab
