@@ -1,0 +1,193 @@
+// Metrics from a RunTimeline. Pure functions: no clock, no I/O.
+//
+// Definitions (all latencies in ms, over requests with finish_s >= 0 only):
+//   ttft  = first_token_s - arrival_s                       (requests with a first token)
+//   tpot  = (finish_s - first_token_s) / (output_tokens - 1)  (requests with >= 2 output tokens)
+//   itl   = every gap between consecutive token_times of a request, pooled over requests; tokens
+//           emitted together by a speculative step give gaps of 0
+//   e2e   = finish_s - arrival_s
+// Each gives _mean, _p50, _p90, _p99; NaN when no request qualifies.
+// makespan = last finish_s - first arrival_s (over all requests); the throughputs divide the
+// finished requests' output tokens, prompt + output tokens and count by it (0 if it is not > 0).
+// goodput_req_s counts finished requests meeting every non-zero SLO bound (a request without a
+// TPOT, i.e. one output token, meets any TPOT bound).
+// spec_tokens_per_step = output tokens emitted by decode steps / (sequence, decode step) pairs,
+// where decode-step tokens are every output token but each request's first (the prefill's), and
+// the pairs are run.decode_seq_steps, or when that is 0, each request's distinct token_times
+// minus one (one decode step emits all its tokens at one time). 1.0 without speculation;
+// 0 when there was no decode step.
+#include "inferlab/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return kNaN;
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+void add_latency(MetricRow& row, const std::string& name, const std::vector<double>& ms) {
+  row.emplace_back(name + "_mean", mean_of(ms));
+  row.emplace_back(name + "_p50", percentile(ms, 50));
+  row.emplace_back(name + "_p90", percentile(ms, 90));
+  row.emplace_back(name + "_p99", percentile(ms, 99));
+}
+
+// Two-sided 95% critical values of Student's t, df = 1..30.
+constexpr double kT95[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                             2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                             2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+
+// Beyond the table, interpolate linearly in 1/df between df = 30, 40, 60, 120 and infinity
+// (t is nearly linear in 1/df there; error < 0.001).
+double t95(long long df) {
+  if (df <= 30) return kT95[df - 1];
+  static constexpr double kDf[] = {30, 40, 60, 120};
+  static constexpr double kT[] = {2.042, 2.021, 2.000, 1.980};
+  const double x = 1.0 / static_cast<double>(df);
+  for (int i = 0; i < 3; ++i) {
+    if (df <= kDf[i + 1]) {
+      const double x0 = 1.0 / kDf[i], x1 = 1.0 / kDf[i + 1];
+      return kT[i] + (x - x0) / (x1 - x0) * (kT[i + 1] - kT[i]);
+    }
+  }
+  const double x0 = 1.0 / 120.0;
+  return 1.980 + (x - x0) / (0.0 - x0) * (1.960 - 1.980);
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double q) {
+  check(q >= 0 && q <= 100, "percentile q = " + std::to_string(q) + "; expected 0 <= q <= 100");
+  if (values.empty()) return kNaN;
+  std::sort(values.begin(), values.end());
+  const double h = (static_cast<double>(values.size()) - 1.0) * q / 100.0;
+  const std::size_t lo = static_cast<std::size_t>(std::floor(h));
+  if (lo + 1 >= values.size()) return values.back();
+  return values[lo] + (h - static_cast<double>(lo)) * (values[lo + 1] - values[lo]);
+}
+
+std::vector<std::string> metric_names() {
+  std::vector<std::string> names;
+  for (const char* m : {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"})
+    for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string(m) + s);
+  for (const char* n :
+       {"throughput_out_tok_s", "throughput_total_tok_s", "throughput_req_s", "goodput_req_s", "requests",
+        "requests_unfinished", "steps", "batch_mean", "tokens_per_step_mean", "kv_blocks_peak", "kv_waste_frac",
+        "preemptions", "prefix_hit_frac", "spec_accept_frac", "spec_tokens_per_step", "weights_bytes"})
+    names.emplace_back(n);
+  return names;
+}
+
+MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
+  std::vector<double> ttft, tpot, itl, e2e;
+  double first_arrival = std::numeric_limits<double>::infinity();
+  double last_finish = -std::numeric_limits<double>::infinity();
+  double out_tokens = 0, total_tokens = 0, good = 0;
+  long long finished = 0, unfinished = 0, decode_tokens = 0, distinct_decode_steps = 0;
+  long long prompt_sum = 0, cached_sum = 0, request_preemptions = 0;
+
+  for (const RequestTimeline& r : run.requests) {
+    first_arrival = std::min(first_arrival, r.arrival_s);
+    prompt_sum += r.prompt_tokens;
+    cached_sum += r.cached_prompt_tokens;
+    request_preemptions += r.preemptions;
+    if (r.token_times.size() > 1) {
+      decode_tokens += static_cast<long long>(r.token_times.size()) - 1;
+      for (std::size_t i = 1; i < r.token_times.size(); ++i)
+        if (r.token_times[i] != r.token_times[i - 1]) ++distinct_decode_steps;
+    }
+    if (r.finish_s < 0) {
+      ++unfinished;
+      continue;
+    }
+    ++finished;
+    last_finish = std::max(last_finish, r.finish_s);
+    out_tokens += r.output_tokens;
+    total_tokens += r.prompt_tokens + r.output_tokens;
+    const bool has_first = r.first_token_s >= 0;
+    const double ttft_ms = (r.first_token_s - r.arrival_s) * 1e3;
+    if (has_first) ttft.push_back(ttft_ms);
+    const bool has_tpot = has_first && r.output_tokens >= 2;
+    const double tpot_ms = has_tpot ? (r.finish_s - r.first_token_s) * 1e3 / (r.output_tokens - 1) : 0.0;
+    if (has_tpot) tpot.push_back(tpot_ms);
+    for (std::size_t i = 1; i < r.token_times.size(); ++i)
+      itl.push_back((r.token_times[i] - r.token_times[i - 1]) * 1e3);
+    const double e2e_ms = (r.finish_s - r.arrival_s) * 1e3;
+    e2e.push_back(e2e_ms);
+    const bool meets = (slo.ttft_ms <= 0 || (has_first && ttft_ms <= slo.ttft_ms)) &&
+                       (slo.tpot_ms <= 0 || !has_tpot || tpot_ms <= slo.tpot_ms) &&
+                       (slo.e2e_ms <= 0 || e2e_ms <= slo.e2e_ms);
+    if (meets) good += 1;
+  }
+
+  MetricRow row;
+  add_latency(row, "ttft_ms", ttft);
+  add_latency(row, "tpot_ms", tpot);
+  add_latency(row, "itl_ms", itl);
+  add_latency(row, "e2e_ms", e2e);
+
+  const double makespan = finished > 0 ? last_finish - first_arrival : 0.0;
+  auto per_s = [&](double x) { return makespan > 0 ? x / makespan : 0.0; };
+  row.emplace_back("throughput_out_tok_s", per_s(out_tokens));
+  row.emplace_back("throughput_total_tok_s", per_s(total_tokens));
+  row.emplace_back("throughput_req_s", per_s(static_cast<double>(finished)));
+  row.emplace_back("goodput_req_s", per_s(good));
+  row.emplace_back("requests", static_cast<double>(finished));
+  row.emplace_back("requests_unfinished", static_cast<double>(unfinished));
+
+  double seqs = 0, rows_sum = 0, waste = 0;
+  int waste_steps = 0, peak_reserved = 0;
+  for (const StepTimeline& s : run.steps) {
+    seqs += s.seqs;
+    rows_sum += s.rows;
+    peak_reserved = std::max(peak_reserved, s.kv_blocks_reserved);
+    if (s.kv_blocks_reserved > 0) {
+      const double capacity = static_cast<double>(s.kv_blocks_reserved) * run.block_size;
+      waste += 1.0 - static_cast<double>(s.kv_tokens) / capacity;
+      ++waste_steps;
+    }
+  }
+  const double n_steps = static_cast<double>(run.steps.size());
+  row.emplace_back("steps", n_steps);
+  row.emplace_back("batch_mean", n_steps > 0 ? seqs / n_steps : 0.0);
+  row.emplace_back("tokens_per_step_mean", n_steps > 0 ? rows_sum / n_steps : 0.0);
+  // The engine's own peak; the steps' reservations stand in when it was not recorded.
+  row.emplace_back("kv_blocks_peak", static_cast<double>(run.kv_blocks_peak > 0 ? run.kv_blocks_peak : peak_reserved));
+  row.emplace_back("kv_waste_frac", waste_steps > 0 ? waste / waste_steps : 0.0);
+  // Run total and per-request counts should agree; take the larger if only one was filled in.
+  row.emplace_back("preemptions", static_cast<double>(std::max<long long>(run.preemptions, request_preemptions)));
+  row.emplace_back("prefix_hit_frac",
+                   prompt_sum > 0 ? static_cast<double>(cached_sum) / static_cast<double>(prompt_sum) : 0.0);
+  row.emplace_back("spec_accept_frac", run.spec_proposed > 0 ? static_cast<double>(run.spec_accepted) /
+                                                                   static_cast<double>(run.spec_proposed)
+                                                             : 0.0);
+  const long long seq_steps = run.decode_seq_steps > 0 ? run.decode_seq_steps : distinct_decode_steps;
+  row.emplace_back("spec_tokens_per_step",
+                   seq_steps > 0 ? static_cast<double>(decode_tokens) / static_cast<double>(seq_steps) : 0.0);
+  row.emplace_back("weights_bytes", static_cast<double>(run.weights_bytes));
+  return row;
+}
+
+std::pair<double, double> mean_ci95(const std::vector<double>& values) {
+  const double m = mean_of(values);
+  if (values.size() < 2) return {m, 0.0};
+  double ss = 0;
+  for (double v : values) ss += (v - m) * (v - m);
+  const double n = static_cast<double>(values.size());
+  const double sd = std::sqrt(ss / (n - 1.0));
+  return {m, t95(static_cast<long long>(values.size()) - 1) * sd / std::sqrt(n)};
+}
+
+}  // namespace inferlab
