@@ -1,0 +1,277 @@
+#include "commands.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/engine.h"
+#include "inferlab/error.h"
+#include "inferlab/log.h"
+#include "inferlab/quality.h"
+#include "inferlab/registry.h"
+#include "inferlab/runner.h"
+
+namespace po = boost::program_options;
+
+namespace inferlab::cli {
+
+namespace {
+
+// Parses args against opts (+ positionals); returns false after printing help.
+bool parse(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
+           const po::positional_options_description* pos, po::variables_map& vm) {
+  opts.add_options()("help,h", "show this help")("log", po::value<std::string>()->default_value("info"),
+                                                 "log level: debug, info, warn, error, quiet");
+  auto parser = po::command_line_parser(args).options(opts);
+  if (pos) parser.positional(*pos);
+  po::store(parser.run(), vm);
+  if (vm.count("help")) {
+    std::cout << usage << "\n" << opts;
+    return false;
+  }
+  po::notify(vm);
+  const std::string lvl = vm["log"].as<std::string>();
+  if (lvl == "debug") log::set_level(log::Level::kDebug);
+  else if (lvl == "info") log::set_level(log::Level::kInfo);
+  else if (lvl == "warn") log::set_level(log::Level::kWarn);
+  else if (lvl == "error") log::set_level(log::Level::kError);
+  else if (lvl == "quiet") log::set_level(log::Level::kQuiet);
+  else throw Error("--log " + lvl + ": allowed: debug, info, warn, error, quiet");
+  return true;
+}
+
+std::vector<std::string> search_path(const std::vector<std::string>& extra) {
+  std::vector<std::string> p = extra;
+  for (const auto& d : Registry::default_search_path()) p.push_back(d);
+  return p;
+}
+
+struct Loaded {
+  ExperimentSpec spec;
+  std::unique_ptr<Registry> registry;
+  Plan plan;
+};
+
+Loaded load_and_plan(const po::variables_map& vm) {
+  Loaded l;
+  std::vector<std::string> sets;
+  if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
+  l.spec = load_experiment(vm["file"].as<std::string>(), sets);
+  if (vm.count("repeats")) {
+    int r = vm["repeats"].as<int>();
+    if (r < 1) throw Error("--repeats must be at least 1");
+    l.spec.repeats = r;
+  }
+  l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
+  l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model));
+  return l;
+}
+
+void add_experiment_options(po::options_description& o) {
+  o.add_options()("file", po::value<std::string>()->required(), "experiment TOML")(
+      "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable)");
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  po::options_description o("run options");
+  add_experiment_options(o);
+  o.add_options()("out", po::value<std::string>()->default_value("results"), "results root folder")(
+      "repeats", po::value<int>(), "override [experiment] repeats");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N]", o, &pos, vm)) return 0;
+  Loaded l = load_and_plan(vm);
+  RunOptions ro;
+  ro.out_root = vm["out"].as<std::string>();
+  const std::string dir = run_plan(l.plan, *l.registry, ro);
+  std::ifstream summary(dir + "/summary.md");
+  std::cout << summary.rdbuf() << "\nresults: " << dir << "/summary.md\n";
+  // A failed variant is recorded in the results; the exit code says so too.
+  std::ifstream csv(dir + "/metrics.csv");
+  std::string line;
+  while (std::getline(csv, line))
+    if (line.find(",failed,") != std::string::npos) return 3;
+  return 0;
+}
+
+int cmd_validate(const std::vector<std::string>& args) {
+  po::options_description o("validate options");
+  add_experiment_options(o);
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
+  Loaded l = load_and_plan(vm);
+  std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
+            << " repeat(s)\n";
+  for (const auto& v : l.plan.variants)
+    std::cout << "  " << v.name << ": attention=" << v.stack.attention.name << " quantization=" << v.stack.quantization.name
+              << " scheduler=" << v.stack.scheduler.name << " decoding=" << v.stack.decoding.name
+              << " kv.block_size=" << v.stack.kv.block_size << "\n";
+  return 0;
+}
+
+int cmd_plugins(const std::vector<std::string>& args) {
+  po::options_description o("plugins options");
+  o.add_options()("kind", po::value<std::string>(), "attention, quantization, scheduling or decoding")(
+      "path", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)");
+  po::variables_map vm;
+  if (!parse(args, "usage: inferlab plugins [--kind K]", o, nullptr, vm)) return 0;
+  std::vector<std::string> extra;
+  if (vm.count("path")) extra = vm["path"].as<std::vector<std::string>>();
+  Registry reg(search_path(extra));
+  std::vector<const PluginDescriptor*> list;
+  if (vm.count("kind")) {
+    PluginKind k;
+    if (!parse_plugin_kind(vm["kind"].as<std::string>(), k))
+      throw Error("--kind " + vm["kind"].as<std::string>() + ": allowed: attention, quantization, scheduling, decoding");
+    list = reg.list(k);
+  } else {
+    list = reg.list();
+  }
+  for (const auto* d : list) {
+    std::cout << plugin_kind_name(d->kind) << "/" << d->name << " " << d->version << " — " << d->summary << "\n  devices:";
+    for (const auto& dev : d->devices) std::cout << " " << dev;
+    std::cout << "\n";
+    if (d->params.empty()) std::cout << "  (no parameters)\n";
+    for (const auto& p : d->params) {
+      std::cout << "  " << p.name << " (" << param_type_name(p.type) << ", default " << param_value_to_string(p.default_value);
+      if (p.min || p.max)
+        std::cout << ", range [" << (p.min ? std::to_string(*p.min) : "-inf") << ", " << (p.max ? std::to_string(*p.max) : "inf") << "]";
+      if (!p.choices.empty()) {
+        std::cout << ", one of:";
+        for (const auto& c : p.choices) std::cout << " " << c;
+      }
+      std::cout << "): " << p.doc << "\n";
+    }
+  }
+  for (const auto& rec : reg.load_log())
+    if (!rec.ok) std::cout << "skipped " << rec.path << ": " << rec.message << "\n";
+  if (list.empty()) std::cout << "no plugins found (searched: INFERLAB_PLUGIN_PATH and the build's plugins folder)\n";
+  return 0;
+}
+
+namespace {
+
+struct ModelStack {
+  LoadedModel loaded;
+  std::unique_ptr<Registry> registry;
+  std::shared_ptr<Attention> attention;
+  std::shared_ptr<Quantization> quant;
+  std::unique_ptr<Model> model;
+};
+
+void add_model_options(po::options_description& o) {
+  o.add_options()("model", po::value<std::string>()->required(), "checkpoint: llama2.c .bin, .gguf, or a Hugging Face folder")(
+      "tokenizer", po::value<std::string>()->default_value(""), "tokenizer file (llama2.c tokenizer.bin)")(
+      "format", po::value<std::string>()->default_value("auto"), "auto, llama2c, gguf or hf")(
+      "attention", po::value<std::string>()->default_value("flash"), "attention plugin")(
+      "quantization", po::value<std::string>()->default_value("none"), "quantization plugin")(
+      "threads", po::value<int>()->default_value(0), "threads (0 = all cores)");
+}
+
+ModelStack load_stack(const po::variables_map& vm) {
+  ModelStack s;
+  s.loaded = load_model(vm["model"].as<std::string>(), parse_model_format(vm["format"].as<std::string>()),
+                        vm["tokenizer"].as<std::string>());
+  s.registry = std::make_unique<Registry>(search_path({}));
+  const auto an = vm["attention"].as<std::string>(), qn = vm["quantization"].as<std::string>();
+  s.attention = s.registry->create_attention(an, s.registry->resolve(PluginKind::kAttention, an, {}, "--attention"));
+  s.quant = s.registry->create_quantization(qn, s.registry->resolve(PluginKind::kQuantization, qn, {}, "--quantization"));
+  s.model = std::make_unique<Model>(s.loaded.weights, *s.quant);
+  return s;
+}
+
+}  // namespace
+
+int cmd_generate(const std::vector<std::string>& args) {
+  po::options_description o("generate options");
+  add_model_options(o);
+  o.add_options()("prompt", po::value<std::string>()->default_value(""), "prompt text (empty = start from BOS)")(
+      "temperature", po::value<double>()->default_value(0.0), "0 = greedy")(
+      "top-k", po::value<int>()->default_value(0), "sample among the k most likely (0 = off)")(
+      "top-p", po::value<double>()->default_value(1.0), "nucleus mass")(
+      "max-tokens", po::value<int>()->default_value(256), "tokens to generate at most")(
+      "seed", po::value<unsigned long long>()->default_value(0), "sampling seed")(
+      "decoding", po::value<std::string>()->default_value("sampling"), "decoding plugin (sampling, prompt_lookup)");
+  po::variables_map vm;
+  if (!parse(args, "usage: inferlab generate --model M [--prompt P] [--temperature X] [--max-tokens N] [--seed S]", o,
+             nullptr, vm))
+    return 0;
+  ModelStack s = load_stack(vm);
+  if (!s.loaded.tokenizer) throw Error(vm["model"].as<std::string>() + ": no tokenizer found; pass --tokenizer FILE");
+  const Tokenizer& tok = *s.loaded.tokenizer;
+  const int max_tokens = vm["max-tokens"].as<int>();
+  if (max_tokens < 1) throw Error("--max-tokens must be at least 1");
+
+  const std::string dn = vm["decoding"].as<std::string>();
+  std::map<std::string, ParamValue> dp;
+  if (dn == "sampling") {
+    dp = {{"temperature", vm["temperature"].as<double>()},
+          {"top_k", static_cast<std::int64_t>(vm["top-k"].as<int>())},
+          {"top_p", vm["top-p"].as<double>()}};
+  } else if (vm["temperature"].as<double>() != 0.0) {
+    throw Error("--temperature applies to --decoding sampling; " + dn + " decodes greedily");
+  }
+  auto decoder = s.registry->create_decoder(dn, s.registry->resolve(PluginKind::kDecoding, dn, dp, "--decoding"));
+  const std::string sn = "continuous";
+  auto scheduler = s.registry->create_scheduler(sn, s.registry->resolve(PluginKind::kScheduling, sn, {}, "generate"));
+
+  Request req;
+  req.prompt = tok.encode(vm["prompt"].as<std::string>(), true);
+  req.max_output = max_tokens;
+  ThreadPool pool(vm["threads"].as<int>());
+  EngineOptions eo;
+  eo.seed = vm["seed"].as<unsigned long long>();
+  eo.stop_tokens = {tok.bos_id(), tok.eos_id()};
+  int prev = req.prompt.back();
+  std::cout << vm["prompt"].as<std::string>() << std::flush;
+  eo.on_token = [&](int, int t) {
+    if (t != tok.bos_id() && t != tok.eos_id()) std::cout << tok.decode_token(prev, t) << std::flush;
+    prev = t;
+  };
+  Engine engine(*s.model, *s.attention, *scheduler, *decoder, pool, eo);
+  RunResult r = engine.run({req});
+  std::cout << "\n";
+  const auto& rt = r.timeline.requests.front();
+  std::ostringstream stats;
+  stats << "generated " << rt.output_tokens << " tokens; " << rt.output_tokens / std::max(1e-9, rt.finish_s - rt.arrival_s)
+        << " tok/s";
+  if (r.timeline.spec_proposed)
+    stats << "; speculative acceptance " << static_cast<double>(r.timeline.spec_accepted) / static_cast<double>(r.timeline.spec_proposed);
+  log::info(stats.str());
+  return 0;
+}
+
+int cmd_perplexity(const std::vector<std::string>& args) {
+  po::options_description o("perplexity options");
+  add_model_options(o);
+  o.add_options()("text", po::value<std::string>()->required(), "UTF-8 text file")(
+      "context", po::value<int>()->default_value(0), "window length (0 = the model's context)")(
+      "stride", po::value<int>()->default_value(0), "window advance (0 = context: non-overlapping)")(
+      "max-tokens", po::value<int>()->default_value(0), "evaluate at most this many tokens (0 = all)");
+  po::variables_map vm;
+  if (!parse(args, "usage: inferlab perplexity --model M --text FILE [--context N] [--stride S]", o, nullptr, vm)) return 0;
+  ModelStack s = load_stack(vm);
+  if (!s.loaded.tokenizer) throw Error(vm["model"].as<std::string>() + ": no tokenizer found; pass --tokenizer FILE");
+  const std::string path = vm["text"].as<std::string>();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open text file");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto tokens = quality_tokens(text.str(), s.loaded.tokenizer.get(), s.model->config().vocab_size, vm["max-tokens"].as<int>());
+  ThreadPool pool(vm["threads"].as<int>());
+  auto r = evaluate_perplexity(*s.model, *s.attention, pool, tokens, vm["context"].as<int>(), vm["stride"].as<int>());
+  std::cout << "model: " << vm["model"].as<std::string>() << "\ntext: " << path << "\ntokens: " << r.tokens
+            << "\nmean_nll: " << r.mean_nll << " nats/token\nperplexity: " << r.perplexity << "\n";
+  return 0;
+}
+
+}  // namespace inferlab::cli

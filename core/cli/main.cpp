@@ -1,0 +1,50 @@
+// inferlab: run, validate, plugins, generate, perplexity.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options/errors.hpp>
+
+#include "commands.h"
+#include "inferlab/error.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: inferlab <command> [options]\n"
+    "commands:\n"
+    "  run FILE [--set key=value]... [--out DIR] [--repeats N]   run an experiment\n"
+    "  validate FILE [--set key=value]...                        check an experiment without running it\n"
+    "  plugins [--kind K]                                        list plugins and their parameters\n"
+    "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"
+    "  perplexity --model M --text FILE [--context N] [--stride S]\n"
+    "`inferlab <command> --help` shows a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (cmd == "run") return inferlab::cli::cmd_run(args);
+    if (cmd == "validate") return inferlab::cli::cmd_validate(args);
+    if (cmd == "plugins") return inferlab::cli::cmd_plugins(args);
+    if (cmd == "generate") return inferlab::cli::cmd_generate(args);
+    if (cmd == "perplexity") return inferlab::cli::cmd_perplexity(args);
+    std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "inferlab " << cmd << ": " << e.what() << " (see inferlab " << cmd << " --help)\n";
+    return 2;
+  } catch (const inferlab::Error& e) {
+    std::cerr << "inferlab: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "inferlab: unexpected error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,480 @@
+#include "inferlab/experiment.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+
+namespace fs = std::filesystem;
+
+PluginChoice& Stack::choice(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::kAttention: return attention;
+    case PluginKind::kQuantization: return quantization;
+    case PluginKind::kScheduling: return scheduler;
+    case PluginKind::kDecoding: return decoding;
+  }
+  return attention;
+}
+const PluginChoice& Stack::choice(PluginKind kind) const { return const_cast<Stack*>(this)->choice(kind); }
+
+std::string data_root() {
+  if (const char* env = std::getenv("INFERLAB_DATA"); env && *env) return env;
+  return (fs::path(INFERLAB_SOURCE_DIR).parent_path() / "shared").string();
+}
+
+std::string resolve_data_path(const std::string& path, const std::string& base_dir, const std::string& where) {
+  if (path.empty()) throw Error(where + ": empty path");
+  fs::path p(path);
+  if (p.is_absolute()) {
+    if (fs::exists(p)) return p.string();
+    throw Error(where + ": file not found: " + path);
+  }
+  std::vector<fs::path> tries = {fs::path(base_dir) / p, fs::current_path() / p,
+                                 fs::path(INFERLAB_SOURCE_DIR) / p, fs::path(data_root()) / p};
+  for (const auto& t : tries)
+    if (fs::exists(t)) return fs::weakly_canonical(t).string();
+  std::string looked;
+  for (const auto& t : tries) looked += (looked.empty() ? "" : ", ") + t.lexically_normal().string();
+  throw Error(where + ": file not found: " + path + " (looked in " + looked + "; set INFERLAB_DATA for shared data)");
+}
+
+namespace {
+
+// Locates nodes for error messages: "file:line:col", or "file (--set key)" for overrides.
+struct Ctx {
+  std::string file;
+  std::string at(const toml::node& n) const { return at(n.source()); }
+  std::string at(const toml::key& k) const { return at(k.source()); }
+  std::string at(const toml::source_region& src) const {
+    if (src.begin.line == 0) return file + " (--set)";
+    return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
+  }
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+void check_keys(const Ctx& c, const toml::table& t, const std::string& section,
+                const std::vector<std::string>& allowed) {
+  for (auto&& [k, v] : t) {
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == k.str();
+    (void)v;
+    if (!ok) throw Error(c.at(k) + ": unknown key '" + std::string(k.str()) + "' in " + section + "; allowed: " + join(allowed));
+  }
+}
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+std::string get_string(const Ctx& c, const toml::node& n, const std::string& key) {
+  if (auto s = n.as_string()) return s->get();
+  throw Error(c.at(n) + ": '" + key + "' must be a string, got " + type_name(n));
+}
+std::int64_t get_int(const Ctx& c, const toml::node& n, const std::string& key, std::int64_t lo,
+                     std::int64_t hi) {
+  auto i = n.as_integer();
+  if (!i) throw Error(c.at(n) + ": '" + key + "' must be an integer, got " + type_name(n));
+  if (i->get() < lo || i->get() > hi)
+    throw Error(c.at(n) + ": '" + key + "' = " + std::to_string(i->get()) + " is out of range [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return i->get();
+}
+double get_float(const Ctx& c, const toml::node& n, const std::string& key, double lo) {
+  double d;
+  if (auto f = n.as_floating_point()) d = f->get();
+  else if (auto i = n.as_integer()) d = static_cast<double>(i->get());
+  else throw Error(c.at(n) + ": '" + key + "' must be a number, got " + type_name(n));
+  if (!(d >= lo)) throw Error(c.at(n) + ": '" + key + "' must be >= " + std::to_string(lo));
+  return d;
+}
+const toml::table& get_table(const Ctx& c, const toml::node& n, const std::string& key) {
+  if (auto t = n.as_table()) return *t;
+  throw Error(c.at(n) + ": '" + key + "' must be a table, got " + type_name(n));
+}
+
+ParamValue to_param(const Ctx& c, const toml::node& n, const std::string& key) {
+  if (auto i = n.as_integer()) return i->get();
+  if (auto f = n.as_floating_point()) return f->get();
+  if (auto b = n.as_boolean()) return b->get();
+  if (auto s = n.as_string()) return s->get();
+  throw Error(c.at(n) + ": parameter '" + key + "' must be a string, number or boolean, got " + type_name(n));
+}
+
+// `attention = "flash"` or `attention = { name = "flash", tile = 32 }`. A table without a name
+// keeps the base choice's plugin and merges parameters into it.
+PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& key, const PluginChoice& base) {
+  PluginChoice out = base;
+  out.where = c.at(n);
+  if (auto s = n.as_string()) {
+    out.name = s->get();
+    out.params.clear();
+    return out;
+  }
+  const auto& t = get_table(c, n, key);
+  if (auto name = t.get("name")) {
+    std::string nm = get_string(c, *name, key + ".name");
+    if (nm != out.name) out.params.clear();
+    out.name = nm;
+  }
+  for (auto&& [k, v] : t)
+    if (k.str() != "name") out.params[std::string(k.str())] = to_param(c, v, std::string(k.str()));
+  return out;
+}
+
+void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
+  const auto& t = get_table(c, n, "kv");
+  check_keys(c, t, "kv", {"block_size", "num_blocks", "reservation"});
+  if (auto v = t.get("block_size")) kv.block_size = static_cast<int>(get_int(c, *v, "kv.block_size", 1, 1 << 20));
+  if (auto v = t.get("num_blocks")) kv.num_blocks = static_cast<int>(get_int(c, *v, "kv.num_blocks", 0, 1 << 26));
+  if (auto v = t.get("reservation")) {
+    std::string r = get_string(c, *v, "kv.reservation");
+    if (r != "on_demand" && r != "full")
+      throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: on_demand, full");
+    kv.reserve_full = r == "full";
+  }
+}
+
+const std::vector<std::string> kStackKeys = {"attention", "quantization", "scheduler", "decoding", "kv"};
+
+void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml::node& v) {
+  if (key == "attention") s.attention = parse_choice(c, v, key, s.attention);
+  else if (key == "quantization") s.quantization = parse_choice(c, v, key, s.quantization);
+  else if (key == "scheduler") s.scheduler = parse_choice(c, v, key, s.scheduler);
+  else if (key == "decoding") s.decoding = parse_choice(c, v, key, s.decoding);
+  else if (key == "kv") parse_kv(c, v, s.kv);
+}
+
+void parse_length(const Ctx& c, const toml::node& n, const std::string& key, LengthSpec& l) {
+  if (n.as_integer()) {
+    l.dist = "fixed";
+    l.value = static_cast<int>(get_int(c, n, key, 1, 1 << 24));
+    return;
+  }
+  const auto& t = get_table(c, n, key);
+  check_keys(c, t, key, {"dist", "value", "min", "max", "mean", "sigma"});
+  if (auto v = t.get("dist")) {
+    l.dist = get_string(c, *v, key + ".dist");
+    if (l.dist != "fixed" && l.dist != "uniform" && l.dist != "lognormal")
+      throw Error(c.at(*v) + ": " + key + ".dist = \"" + l.dist + "\"; allowed: fixed, uniform, lognormal");
+  }
+  if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, 1 << 24));
+  if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, 1 << 24));
+  if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, 1 << 24));
+  if (auto v = t.get("mean")) l.mean = get_float(c, *v, key + ".mean", 1.0);
+  if (auto v = t.get("sigma")) l.sigma = get_float(c, *v, key + ".sigma", 0.0);
+  if (l.min > l.max) throw Error(c.at(n) + ": " + key + ".min > " + key + ".max");
+}
+
+void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_dir, WorkloadSpec& w) {
+  check_keys(c, t, "[workload]",
+             {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len",
+              "limit", "time_scale", "max_prompt", "max_output", "seed"});
+  if (auto v = t.get("trace")) w.trace = resolve_data_path(get_string(c, *v, "trace"), base_dir, c.at(*v));
+  if (auto v = t.get("format")) {
+    w.format = get_string(c, *v, "format");
+    if (w.format != "canonical" && w.format != "azure" && w.format != "mooncake")
+      throw Error(c.at(*v) + ": format = \"" + w.format + "\"; allowed: canonical, azure, mooncake");
+  }
+  if (auto v = t.get("num_requests")) w.num_requests = static_cast<int>(get_int(c, *v, "num_requests", 1, 10000000));
+  if (auto v = t.get("arrival")) {
+    w.arrival = get_string(c, *v, "arrival");
+    if (w.arrival != "all_at_once" && w.arrival != "poisson" && w.arrival != "gamma")
+      throw Error(c.at(*v) + ": arrival = \"" + w.arrival + "\"; allowed: all_at_once, poisson, gamma");
+  }
+  if (auto v = t.get("rate")) w.rate = get_float(c, *v, "rate", 1e-9);
+  if (auto v = t.get("burstiness")) w.burstiness = get_float(c, *v, "burstiness", 1e-3);
+  if (auto v = t.get("prompt_len")) parse_length(c, *v, "prompt_len", w.prompt_len);
+  if (auto v = t.get("output_len")) parse_length(c, *v, "output_len", w.output_len);
+  if (auto v = t.get("limit")) w.limit = static_cast<int>(get_int(c, *v, "limit", 0, 100000000));
+  if (auto v = t.get("time_scale")) w.time_scale = get_float(c, *v, "time_scale", 0.0);
+  if (auto v = t.get("max_prompt")) w.max_prompt = static_cast<int>(get_int(c, *v, "max_prompt", 0, 1 << 24));
+  if (auto v = t.get("max_output")) w.max_output = static_cast<int>(get_int(c, *v, "max_output", 0, 1 << 24));
+  if (auto v = t.get("seed")) w.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
+}
+
+// Parses "a.b.c=value" and stores it into root, creating tables on the way. A string plugin
+// choice on the path (scheduler = "static") becomes { name = "static" } so that
+// baseline.scheduler.max_batch=4 works.
+void apply_override(toml::table& root, const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error("--set " + text + ": expected key=value with a dotted key, e.g. baseline.attention=flash");
+  std::string key = text.substr(0, eq), value = text.substr(eq + 1);
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string p; std::getline(ss, p, '.');) {
+    if (p.empty()) throw Error("--set " + text + ": empty part in key '" + key + "'");
+    parts.push_back(p);
+  }
+  toml::table* t = &root;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    toml::node* next = t->get(parts[i]);
+    if (next && next->is_array()) {
+      auto* arr = next->as_array();
+      std::size_t idx = 0;
+      if (parts[i + 1].find_first_not_of("0123456789") != std::string::npos)
+        throw Error("--set " + text + ": '" + parts[i] + "' is an array; index it, e.g. " + parts[i] + ".0");
+      idx = std::stoul(parts[i + 1]);
+      if (idx >= arr->size() || !arr->get(idx)->is_table())
+        throw Error("--set " + text + ": '" + parts[i] + "' has no table at index " + parts[i + 1]);
+      t = arr->get(idx)->as_table();
+      ++i;
+      if (i + 1 >= parts.size()) throw Error("--set " + text + ": missing key after the index");
+      continue;
+    }
+    if (next && next->is_string()) {
+      std::string name = next->as_string()->get();
+      t->insert_or_assign(parts[i], toml::table{{"name", name}});
+      next = t->get(parts[i]);
+    }
+    if (!next) {
+      t->insert_or_assign(parts[i], toml::table{});
+      next = t->get(parts[i]);
+    }
+    if (!next->is_table()) throw Error("--set " + text + ": '" + parts[i] + "' is not a table");
+    t = next->as_table();
+  }
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", value}};  // a bare string
+  }
+  t->insert_or_assign(parts.back(), *parsed.get("v"));
+}
+
+std::vector<std::string> expand_sweep_names(const std::vector<std::pair<std::string, std::vector<const toml::node*>>>& axes,
+                                            std::vector<std::vector<const toml::node*>>& points) {
+  std::vector<std::string> names;
+  std::vector<std::size_t> idx(axes.size(), 0);
+  if (axes.empty()) return names;
+  while (true) {
+    std::string name;
+    std::vector<const toml::node*> point;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      const toml::node* n = axes[a].second[idx[a]];
+      std::ostringstream os;
+      if (auto s = n->as_string()) os << s->get();
+      else if (auto i = n->as_integer()) os << i->get();
+      else if (auto f = n->as_floating_point()) os << f->get();
+      else if (auto b = n->as_boolean()) os << (b->get() ? "true" : "false");
+      else os << "?";
+      name += (name.empty() ? "" : ",") + axes[a].first + "=" + os.str();
+      point.push_back(n);
+    }
+    names.push_back(name);
+    points.push_back(point);
+    std::size_t a = axes.size();
+    while (a > 0) {
+      --a;
+      if (++idx[a] < axes[a].second.size()) break;
+      idx[a] = 0;
+      if (a == 0) return names;
+    }
+  }
+}
+
+// A sweep key "scheduler.max_batch" or "kv.block_size" or "attention" applied to a stack.
+void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const toml::node& v) {
+  auto dot = key.find('.');
+  std::string head = key.substr(0, dot);
+  if (std::find(kStackKeys.begin(), kStackKeys.end(), head) == kStackKeys.end())
+    throw Error(c.at(v) + ": sweep key '" + key + "' must start with one of: " + join(kStackKeys));
+  if (dot == std::string::npos) {
+    apply_stack_key(c, s, head, v);
+    return;
+  }
+  std::string rest = key.substr(dot + 1);
+  if (head == "kv") {
+    toml::table t;
+    t.insert(rest, v);
+    parse_kv(c, t, s.kv);
+    return;
+  }
+  PluginChoice& ch = s.choice(head == "attention" ? PluginKind::kAttention
+                              : head == "quantization" ? PluginKind::kQuantization
+                              : head == "scheduler" ? PluginKind::kScheduling
+                                                    : PluginKind::kDecoding);
+  ch.params[rest] = to_param(c, v, rest);
+}
+
+}  // namespace
+
+ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  ExperimentSpec spec;
+  spec.source_path = path;
+  spec.overrides = overrides;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open experiment file");
+    std::stringstream buf;
+    buf << in.rdbuf();
+    spec.source_text = buf.str();
+  }
+  toml::table root;
+  try {
+    root = toml::parse(spec.source_text, path);
+  } catch (const toml::parse_error& e) {
+    throw Error(path + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
+                ": " + std::string(e.description()));
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+  const Ctx c{path};
+  const std::string base_dir = fs::path(path).parent_path().string();
+  check_keys(c, root, "the experiment file",
+             {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality"});
+
+  if (auto n = root.get("experiment")) {
+    const auto& t = get_table(c, *n, "experiment");
+    check_keys(c, t, "[experiment]", {"name", "description", "seed", "repeats"});
+    if (auto v = t.get("name")) spec.name = get_string(c, *v, "name");
+    if (auto v = t.get("description")) spec.description = get_string(c, *v, "description");
+    if (auto v = t.get("seed")) spec.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
+    if (auto v = t.get("repeats")) spec.repeats = static_cast<int>(get_int(c, *v, "repeats", 1, 1000));
+  }
+  if (spec.name.empty()) spec.name = fs::path(path).stem().string();
+  for (char ch : spec.name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
+      throw Error(path + ": experiment name '" + spec.name + "' may only use letters, digits, '-', '_' and '.'");
+  spec.model.seed = spec.seed;
+  spec.workload.seed = spec.seed;
+
+  if (auto n = root.get("model")) {
+    const auto& t = get_table(c, *n, "model");
+    check_keys(c, t, "[model]", {"preset", "path", "tokenizer", "format", "n_layers", "seed"});
+    if (auto v = t.get("preset")) spec.model.preset = get_string(c, *v, "preset");
+    if (auto v = t.get("path")) spec.model.path = resolve_data_path(get_string(c, *v, "path"), base_dir, c.at(*v));
+    if (auto v = t.get("tokenizer")) spec.model.tokenizer = resolve_data_path(get_string(c, *v, "tokenizer"), base_dir, c.at(*v));
+    if (auto v = t.get("format")) {
+      spec.model.format = get_string(c, *v, "format");
+      if (spec.model.format != "auto" && spec.model.format != "llama2c" && spec.model.format != "gguf" &&
+          spec.model.format != "hf")
+        throw Error(c.at(*v) + ": format = \"" + spec.model.format + "\"; allowed: auto, llama2c, gguf, hf");
+    }
+    if (auto v = t.get("n_layers")) spec.model.n_layers = static_cast<int>(get_int(c, *v, "n_layers", 1, 1024));
+    if (auto v = t.get("seed")) spec.model.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
+    if (spec.model.preset.empty() == spec.model.path.empty())
+      throw Error(c.at(*n) + ": [model] needs exactly one of 'preset' (random weights) or 'path' (a checkpoint)");
+  } else {
+    throw Error(path + ": missing [model] section (preset = \"stories15m\" or path = \"...\")");
+  }
+
+  if (auto n = root.get("device")) {
+    const auto& t = get_table(c, *n, "device");
+    check_keys(c, t, "[device]", {"kind", "threads"});
+    if (auto v = t.get("kind")) {
+      spec.device.kind = get_string(c, *v, "kind");
+      if (spec.device.kind != "cpu" && spec.device.kind != "cuda")
+        throw Error(c.at(*v) + ": device kind \"" + spec.device.kind + "\"; allowed: cpu, cuda");
+    }
+    if (auto v = t.get("threads")) spec.device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
+  }
+
+  if (auto n = root.get("workload")) parse_workload(c, get_table(c, *n, "workload"), base_dir, spec.workload);
+
+  if (auto n = root.get("slo")) {
+    const auto& t = get_table(c, *n, "slo");
+    check_keys(c, t, "[slo]", {"ttft_ms", "tpot_ms", "e2e_ms"});
+    if (auto v = t.get("ttft_ms")) spec.slo.ttft_ms = get_float(c, *v, "ttft_ms", 0);
+    if (auto v = t.get("tpot_ms")) spec.slo.tpot_ms = get_float(c, *v, "tpot_ms", 0);
+    if (auto v = t.get("e2e_ms")) spec.slo.e2e_ms = get_float(c, *v, "e2e_ms", 0);
+  }
+
+  if (auto n = root.get("quality")) {
+    const auto& t = get_table(c, *n, "quality");
+    check_keys(c, t, "[quality]", {"text", "max_tokens", "context"});
+    spec.quality.enabled = true;
+    auto v = t.get("text");
+    if (!v) throw Error(c.at(*n) + ": [quality] needs 'text' (a UTF-8 text file)");
+    spec.quality.text = resolve_data_path(get_string(c, *v, "text"), base_dir, c.at(*v));
+    if (auto m = t.get("max_tokens")) spec.quality.max_tokens = static_cast<int>(get_int(c, *m, "max_tokens", 2, 1 << 24));
+    if (auto m = t.get("context")) spec.quality.context = static_cast<int>(get_int(c, *m, "context", 0, 1 << 24));
+  }
+
+  if (auto n = root.get("plugins")) {
+    const auto& t = get_table(c, *n, "plugins");
+    check_keys(c, t, "[plugins]", {"paths"});
+    if (auto v = t.get("paths")) {
+      auto arr = v->as_array();
+      if (!arr) throw Error(c.at(*v) + ": plugins.paths must be an array of folders");
+      for (const auto& p : *arr) spec.plugin_paths.push_back(resolve_data_path(get_string(c, p, "paths"), base_dir, c.at(p)));
+    }
+  }
+
+  Variant baseline{"baseline", {}};
+  if (auto n = root.get("baseline")) {
+    const auto& t = get_table(c, *n, "baseline");
+    check_keys(c, t, "[baseline]", kStackKeys);
+    for (auto&& [k, v] : t) apply_stack_key(c, baseline.stack, std::string(k.str()), v);
+  }
+  for (PluginKind k : {PluginKind::kAttention, PluginKind::kQuantization, PluginKind::kScheduling, PluginKind::kDecoding})
+    if (baseline.stack.choice(k).where.empty()) baseline.stack.choice(k).where = path + " (default)";
+  spec.variants.push_back(baseline);
+
+  std::set<std::string> names{"baseline"};
+  if (auto n = root.get("variant")) {
+    auto arr = n->as_array();
+    if (!arr) throw Error(c.at(*n) + ": variants are written [[variant]] (an array of tables)");
+    for (const auto& item : *arr) {
+      const auto& t = get_table(c, item, "variant");
+      std::vector<std::string> allowed = kStackKeys;
+      allowed.insert(allowed.begin(), "name");
+      check_keys(c, t, "[[variant]]", allowed);
+      Variant v{"", baseline.stack};
+      auto nm = t.get("name");
+      if (!nm) throw Error(c.at(item) + ": [[variant]] needs a 'name'");
+      v.name = get_string(c, *nm, "name");
+      if (!names.insert(v.name).second) throw Error(c.at(*nm) + ": duplicate variant name '" + v.name + "'");
+      for (auto&& [k, val] : t)
+        if (k.str() != "name") apply_stack_key(c, v.stack, std::string(k.str()), val);
+      spec.variants.push_back(std::move(v));
+    }
+  }
+
+  if (auto n = root.get("sweep")) {
+    const auto& t = get_table(c, *n, "sweep");
+    std::vector<std::pair<std::string, std::vector<const toml::node*>>> axes;
+    for (auto&& [k, v] : t) {
+      auto arr = v.as_array();
+      if (!arr || arr->empty()) throw Error(c.at(v) + ": sweep '" + std::string(k.str()) + "' must be a non-empty array of values");
+      std::vector<const toml::node*> values;
+      for (const auto& x : *arr) values.push_back(&x);
+      axes.emplace_back(std::string(k.str()), values);
+    }
+    std::vector<std::vector<const toml::node*>> points;
+    auto sweep_names = expand_sweep_names(axes, points);
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      Variant v{sweep_names[p], baseline.stack};
+      for (std::size_t a = 0; a < axes.size(); ++a) apply_sweep_value(c, v.stack, axes[a].first, *points[p][a]);
+      if (!names.insert(v.name).second) throw Error(c.at(*n) + ": duplicate variant name '" + v.name + "'");
+      spec.variants.push_back(std::move(v));
+    }
+  }
+  return spec;
+}
+
+}  // namespace inferlab

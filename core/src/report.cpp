@@ -1,0 +1,287 @@
+#include "inferlab/report.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+
+namespace fs = std::filesystem;
+
+std::string json_quote(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (ch < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+          out += buf;
+        } else {
+          out += static_cast<char>(ch);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+namespace {
+
+std::uint64_t fnv1a(std::uint64_t h, const char* data, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(data[i]);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string hex64(std::uint64_t h) {
+  std::ostringstream os;
+  os << std::hex << std::setw(16) << std::setfill('0') << h;
+  return os.str();
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "";
+  std::ostringstream os;
+  os << std::setprecision(8) << v;
+  return os.str();
+}
+
+std::string json_num(double v) { return std::isfinite(v) ? num(v) : "null"; }
+
+// Human formatting for the summary: 3 significant digits, thousands kept whole.
+std::string pretty(double v) {
+  if (std::isnan(v)) return "–";
+  std::ostringstream os;
+  double a = std::fabs(v);
+  if (a >= 1000) os << std::fixed << std::setprecision(0) << v;
+  else if (a >= 100) os << std::fixed << std::setprecision(1) << v;
+  else if (a >= 1) os << std::fixed << std::setprecision(2) << v;
+  else os << std::setprecision(3) << v;
+  return os.str();
+}
+
+void write_file(const fs::path& p, const std::string& text) {
+  fs::path tmp = p;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw Error("cannot write " + tmp.string());
+    out << text;
+    if (!out) throw Error("failed writing " + tmp.string());
+  }
+  fs::rename(tmp, p);  // readers never see a half-written file
+}
+
+}  // namespace
+
+std::string text_hash(const std::string& text) { return hex64(fnv1a(0xcbf29ce484222325ull, text.data(), text.size())); }
+
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = fnv1a(h, buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  return hex64(h);
+}
+
+ResultWriter::ResultWriter(const std::string& out_root, const std::string& experiment) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  fs::path base = fs::path(out_root) / experiment;
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  if (ec) throw Error("cannot create results folder " + base.string() + ": " + ec.message());
+  for (int n = 0;; ++n) {
+    fs::path d = base / (n == 0 ? std::string(stamp) : std::string(stamp) + "-" + std::to_string(n));
+    if (fs::create_directory(d, ec)) {  // atomic: fails if it exists
+      dir_ = d.string();
+      break;
+    }
+    if (ec) throw Error("cannot create results folder " + d.string() + ": " + ec.message());
+  }
+}
+
+void ResultWriter::write_text(const std::string& file, const std::string& text) const {
+  write_file(fs::path(dir_) / file, text);
+}
+
+void ResultWriter::set_header(const std::string& title, const std::string& description,
+                              const std::vector<std::string>& variants, const std::vector<std::string>& notes) {
+  title_ = title;
+  description_ = description;
+  variant_order_ = variants;
+  notes_ = notes;
+}
+
+void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>& requests) {
+  rows_.push_back(row);
+  for (const auto& r : requests) requests_.push_back({row.variant, row.repeat, r});
+  rewrite();
+}
+
+void ResultWriter::rewrite() const {
+  // Column set: the standard names, then any extra ones rows carry (e.g. quality metrics).
+  std::vector<std::string> cols = metric_names();
+  std::set<std::string> have(cols.begin(), cols.end());
+  for (const auto& r : rows_)
+    for (const auto& [k, v] : r.metrics)
+      if (have.insert(k).second) cols.push_back(k);
+
+  std::ostringstream csv, json;
+  csv << "variant,repeat,status,error,wall_s";
+  for (const auto& c : cols) csv << "," << c;
+  csv << "\n";
+  json << "[\n";
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    const auto& r = rows_[i];
+    std::map<std::string, double> m(r.metrics.begin(), r.metrics.end());
+    csv << csv_field(r.variant) << "," << r.repeat << "," << (r.ok ? "ok" : "failed") << ","
+        << csv_field(r.error) << "," << num(r.wall_s);
+    json << "  {\"variant\": " << json_quote(r.variant) << ", \"repeat\": " << r.repeat
+         << ", \"status\": \"" << (r.ok ? "ok" : "failed") << "\", \"error\": " << json_quote(r.error)
+         << ", \"wall_s\": " << json_num(r.wall_s) << ", \"metrics\": {";
+    bool first = true;
+    for (const auto& c : cols) {
+      auto it = m.find(c);
+      csv << "," << (it == m.end() ? "" : num(it->second));
+      if (it != m.end()) {
+        json << (first ? "" : ", ") << json_quote(c) << ": " << json_num(it->second);
+        first = false;
+      }
+    }
+    csv << "\n";
+    json << "}}" << (i + 1 < rows_.size() ? "," : "") << "\n";
+  }
+  json << "]\n";
+  write_file(fs::path(dir_) / "metrics.csv", csv.str());
+  write_file(fs::path(dir_) / "metrics.json", json.str());
+
+  std::ostringstream req;
+  req << "variant,repeat,request_id,arrival_s,first_token_s,finish_s,prompt_tokens,output_tokens,"
+         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms\n";
+  for (const auto& rr : requests_) {
+    const auto& r = rr.request;
+    bool done = r.finish_s >= 0;
+    req << csv_field(rr.variant) << "," << rr.repeat << "," << r.id << "," << num(r.arrival_s) << ","
+        << (r.first_token_s >= 0 ? num(r.first_token_s) : "") << "," << (done ? num(r.finish_s) : "") << ","
+        << r.prompt_tokens << "," << r.output_tokens << "," << r.cached_prompt_tokens << "," << r.preemptions << ","
+        << (r.first_token_s >= 0 ? num((r.first_token_s - r.arrival_s) * 1e3) : "") << ","
+        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "\n";
+  }
+  write_file(fs::path(dir_) / "requests.csv", req.str());
+  write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_));
+}
+
+std::string summary_markdown(const std::string& title, const std::string& description,
+                             const std::vector<std::string>& variants, const std::vector<ResultRow>& rows,
+                             const std::vector<std::string>& notes) {
+  // metric -> variant -> values over repeats
+  std::vector<std::string> cols = metric_names();
+  std::set<std::string> have(cols.begin(), cols.end());
+  std::map<std::string, std::map<std::string, std::vector<double>>> values;
+  std::map<std::string, std::vector<std::string>> errors;
+  for (const auto& r : rows) {
+    if (!r.ok) {
+      errors[r.variant].push_back("repeat " + std::to_string(r.repeat) + ": " + r.error);
+      continue;
+    }
+    for (const auto& [k, v] : r.metrics) {
+      if (have.insert(k).second) cols.push_back(k);
+      if (!std::isnan(v)) values[k][r.variant].push_back(v);
+    }
+  }
+  const std::string base = variants.empty() ? "" : variants.front();
+  auto cell = [&](const std::string& metric, const std::string& variant, bool with_ratio) {
+    auto& vs = values[metric][variant];
+    if (vs.empty()) return std::string("–");
+    auto [mean, half] = mean_ci95(vs);
+    std::string s = pretty(mean);
+    if (vs.size() > 1) s += " ± " + pretty(half);
+    if (with_ratio && variant != base) {
+      auto& bs = values[metric][base];
+      if (!bs.empty()) {
+        double bm = mean_ci95(bs).first;
+        if (bm != 0) s += " (×" + pretty(mean / bm) + ")";
+      }
+    }
+    return s;
+  };
+
+  std::ostringstream md;
+  md << "# " << title << "\n\n";
+  if (!description.empty()) md << description << "\n\n";
+  std::size_t repeats = 0;
+  for (const auto& r : rows) repeats = std::max<std::size_t>(repeats, static_cast<std::size_t>(r.repeat) + 1);
+  md << "Mean ± 95% confidence half-width over " << repeats
+     << " repeat(s); (×r) is the ratio to the baseline `" << base << "`.\n\n";
+
+  const std::vector<std::string> headline = {"ttft_ms_p50", "tpot_ms_p50", "itl_ms_p99", "e2e_ms_p90",
+                                             "throughput_out_tok_s", "goodput_req_s", "batch_mean",
+                                             "kv_blocks_peak", "spec_accept_frac", "weights_bytes",
+                                             "perplexity", "kl_vs_baseline", "top1_agree_frac"};
+  std::vector<std::string> shown;
+  for (const auto& h : headline)
+    if (values.count(h)) shown.push_back(h);
+  md << "| variant |";
+  for (const auto& h : shown) md << " " << h << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < shown.size(); ++i) md << "---|";
+  md << "\n";
+  for (const auto& v : variants) {
+    md << "| " << v << (errors.count(v) ? " (failed)" : "") << " |";
+    for (const auto& h : shown) md << " " << cell(h, v, true) << " |";
+    md << "\n";
+  }
+  if (!errors.empty()) {
+    md << "\n## Failures\n\n";
+    for (const auto& [v, es] : errors)
+      for (const auto& e : es) md << "- `" << v << "` " << e << "\n";
+  }
+  md << "\n## All metrics\n\n| metric |";
+  for (const auto& v : variants) md << " " << v << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < variants.size(); ++i) md << "---|";
+  md << "\n";
+  for (const auto& c : cols) {
+    if (!values.count(c)) continue;
+    md << "| " << c << " |";
+    for (const auto& v : variants) md << " " << cell(c, v, true) << " |";
+    md << "\n";
+  }
+  if (!notes.empty()) {
+    md << "\n## Notes\n\n";
+    for (const auto& n : notes) md << "- " << n << "\n";
+  }
+  return md.str();
+}
+
+}  // namespace inferlab

@@ -1,0 +1,281 @@
+#include "inferlab/runner.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/engine.h"
+#include "inferlab/error.h"
+#include "inferlab/log.h"
+#include "inferlab/model.h"
+#include "inferlab/quality.h"
+#include "inferlab/report.h"
+#include "inferlab/workload.h"
+
+namespace inferlab {
+
+namespace {
+
+const PluginKind kKinds[] = {PluginKind::kAttention, PluginKind::kQuantization, PluginKind::kScheduling,
+                             PluginKind::kDecoding};
+
+Params& params_of(ResolvedVariant& v, PluginKind k) {
+  switch (k) {
+    case PluginKind::kAttention: return v.attention;
+    case PluginKind::kQuantization: return v.quantization;
+    case PluginKind::kScheduling: return v.scheduler;
+    case PluginKind::kDecoding: return v.decoding;
+  }
+  return v.attention;
+}
+const Params& params_of(const ResolvedVariant& v, PluginKind k) {
+  return params_of(const_cast<ResolvedVariant&>(v), k);
+}
+
+std::string shell_line(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string toml_value(const ParamValue& v) { return param_value_to_string(v); }
+
+}  // namespace
+
+ModelConfig experiment_model_config(const ModelSpec& spec) {
+  if (!spec.preset.empty()) {
+    ModelConfig c = preset_config(spec.preset);
+    if (spec.n_layers > 0) c.n_layers = spec.n_layers;
+    return c;
+  }
+  return load_experiment_model(spec).weights.config;
+}
+
+LoadedModel load_experiment_model(const ModelSpec& spec) {
+  if (!spec.preset.empty()) {
+    ModelConfig c = experiment_model_config(spec);
+    const double bytes = static_cast<double>(c.parameter_count()) * 4.0;
+    const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    if (bytes * 2.2 > avail)  // float weights + the variant's copy
+      throw Error("model preset '" + spec.preset + "' needs about " + std::to_string(static_cast<long long>(bytes * 2.2 / (1 << 20))) +
+                  " MiB for fp32 weights, this machine has " + std::to_string(static_cast<long long>(avail / (1 << 20))) +
+                  " MiB; set [model] n_layers to a smaller depth");
+    LoadedModel m;
+    m.weights = random_weights(c, spec.seed);
+    return m;
+  }
+  LoadedModel m = load_model(spec.path, parse_model_format(spec.format), spec.tokenizer);
+  if (spec.n_layers > 0 && spec.n_layers < m.weights.config.n_layers) {
+    m.weights.layers.resize(static_cast<std::size_t>(spec.n_layers));
+    m.weights.config.n_layers = spec.n_layers;
+  }
+  return m;
+}
+
+Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
+  Plan plan;
+  plan.spec = spec;
+  plan.repeats = spec.repeats;
+  for (const Variant& v : spec.variants) {
+    ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}};
+    for (PluginKind k : kKinds) {
+      const PluginChoice& ch = v.stack.choice(k);
+      const std::string where = ch.where + ": variant '" + v.name + "'";
+      params_of(rv, k) = registry.resolve(k, ch.name, ch.params, where);
+    }
+    // KV storage comes from the quantization strategy; attention must be able to read it.
+    auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization);
+    for (PluginKind k : kKinds) {
+      const PluginChoice& ch = v.stack.choice(k);
+      SupportQuery q{model, spec.device.kind, quant->kv_dtype(), params_of(rv, k)};
+      auto reasons = registry.check_support(k, ch.name, q);
+      if (!reasons.empty()) {
+        std::string all;
+        for (const auto& r : reasons) all += (all.empty() ? "" : "; ") + r;
+        throw Error(ch.where + ": variant '" + v.name + "': " + plugin_kind_name(k) + " '" + ch.name +
+                    "' cannot run this: " + all);
+      }
+    }
+    plan.variants.push_back(std::move(rv));
+  }
+  return plan;
+}
+
+std::string resolved_config_toml(const Plan& plan) {
+  const auto& s = plan.spec;
+  std::ostringstream t;
+  t << "# Fully resolved by inferlab from " << s.source_path << "\n";
+  for (const auto& o : s.overrides) t << "# --set " << o << "\n";
+  t << "\n[experiment]\nname = " << json_quote(s.name) << "\ndescription = " << json_quote(s.description)
+    << "\nseed = " << s.seed << "\nrepeats = " << plan.repeats << "\n\n[model]\n";
+  if (!s.model.preset.empty()) t << "preset = " << json_quote(s.model.preset) << "\n";
+  if (!s.model.path.empty()) t << "path = " << json_quote(s.model.path) << "\nformat = " << json_quote(s.model.format) << "\n";
+  if (!s.model.tokenizer.empty()) t << "tokenizer = " << json_quote(s.model.tokenizer) << "\n";
+  if (s.model.n_layers) t << "n_layers = " << s.model.n_layers << "\n";
+  t << "seed = " << s.model.seed << "\n\n[device]\nkind = " << json_quote(s.device.kind)
+    << "\nthreads = " << s.device.threads << "\n\n[workload]\n";
+  const auto& w = s.workload;
+  if (!w.trace.empty()) {
+    t << "trace = " << json_quote(w.trace) << "\nformat = " << json_quote(w.format) << "\n";
+  } else {
+    auto len = [](const LengthSpec& l) {
+      std::ostringstream o;
+      o << "{ dist = \"" << l.dist << "\", value = " << l.value << ", min = " << l.min << ", max = " << l.max
+        << ", mean = " << l.mean << ", sigma = " << l.sigma << " }";
+      return o.str();
+    };
+    t << "num_requests = " << w.num_requests << "\narrival = " << json_quote(w.arrival) << "\nrate = " << w.rate
+      << "\nburstiness = " << w.burstiness << "\nprompt_len = " << len(w.prompt_len)
+      << "\noutput_len = " << len(w.output_len) << "\n";
+  }
+  t << "limit = " << w.limit << "\ntime_scale = " << w.time_scale << "\nmax_prompt = " << w.max_prompt
+    << "\nmax_output = " << w.max_output << "\nseed = " << w.seed << "\n";
+  if (s.slo.ttft_ms || s.slo.tpot_ms || s.slo.e2e_ms)
+    t << "\n[slo]\nttft_ms = " << s.slo.ttft_ms << "\ntpot_ms = " << s.slo.tpot_ms << "\ne2e_ms = " << s.slo.e2e_ms << "\n";
+  if (s.quality.enabled)
+    t << "\n[quality]\ntext = " << json_quote(s.quality.text) << "\nmax_tokens = " << s.quality.max_tokens
+      << "\ncontext = " << s.quality.context << "\n";
+  auto stack = [&](const ResolvedVariant& v) {
+    for (PluginKind k : kKinds) {
+      const char* key = k == PluginKind::kScheduling ? "scheduler" : k == PluginKind::kDecoding ? "decoding" : plugin_kind_name(k);
+      t << key << " = { name = " << json_quote(v.stack.choice(k).name);
+      for (const auto& [pk, pv] : params_of(v, k).values()) t << ", " << pk << " = " << toml_value(pv);
+      t << " }\n";
+    }
+    t << "kv = { block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
+      << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand") << "\" }\n";
+  };
+  t << "\n[baseline]\n";
+  stack(plan.variants.front());
+  for (std::size_t i = 1; i < plan.variants.size(); ++i) {
+    t << "\n[[variant]]\nname = " << json_quote(plan.variants[i].name) << "\n";
+    stack(plan.variants[i]);
+  }
+  return t.str();
+}
+
+std::string run_plan(const Plan& plan, const Registry& registry, const RunOptions& options) {
+  const ExperimentSpec& spec = plan.spec;
+  auto t_load = std::chrono::steady_clock::now();
+  LoadedModel loaded = load_experiment_model(spec.model);
+  const ModelWeights& weights = loaded.weights;
+  log::info("model " + weights.config.name + ": " + std::to_string(weights.config.parameter_count()) +
+            " parameters, loaded in " +
+            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count()) + " s");
+  std::vector<Request> requests = build_workload(spec.workload, weights.config.vocab_size);
+  log::info("workload: " + std::to_string(requests.size()) + " requests");
+  ThreadPool pool(spec.device.threads);
+
+  ResultWriter out(options.out_root, spec.name);
+  std::vector<std::string> names;
+  for (const auto& v : plan.variants) names.push_back(v.name);
+  std::vector<std::string> notes = {
+      "model: " + weights.config.name + (spec.model.preset.empty() ? " (checkpoint)" : " (seeded random weights)") +
+          ", " + std::to_string(weights.config.parameter_count()) + " parameters",
+      "workload: " + std::to_string(requests.size()) + " requests" +
+          (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
+      "device: " + spec.device.kind + ", " + std::to_string(pool.size()) + " threads, " + cpu_model()};
+  out.set_header(spec.name, spec.description, names, notes);
+  out.write_text("config.toml", resolved_config_toml(plan));
+
+  // Manifest: everything needed to tell two runs apart.
+  {
+    std::ostringstream m;
+    const std::string src = INFERLAB_SOURCE_DIR;
+    std::string commit = shell_line("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+    std::string dirty = shell_line("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
+    m << "{\n  \"experiment\": " << json_quote(spec.name) << ",\n  \"config_file\": " << json_quote(spec.source_path)
+      << ",\n  \"config_hash\": " << json_quote(text_hash(spec.source_text)) << ",\n  \"overrides\": [";
+    for (std::size_t i = 0; i < spec.overrides.size(); ++i) m << (i ? ", " : "") << json_quote(spec.overrides[i]);
+    m << "],\n  \"git_commit\": " << json_quote(commit.empty() ? "unknown" : commit)
+      << ",\n  \"git_dirty\": " << (dirty.empty() ? "false" : "true") << ",\n  \"compiler\": " << json_quote(INFERLAB_CXX_COMPILER)
+      << ",\n  \"cpu\": " << json_quote(cpu_model()) << ",\n  \"hardware_threads\": " << std::thread::hardware_concurrency()
+      << ",\n  \"threads\": " << pool.size() << ",\n  \"device\": " << json_quote(spec.device.kind)
+      << ",\n  \"model\": {\"name\": " << json_quote(weights.config.name) << ", \"preset\": " << json_quote(spec.model.preset)
+      << ", \"path\": " << json_quote(spec.model.path)
+      << ", \"hash\": " << json_quote(spec.model.path.empty() ? "" : file_hash(spec.model.path))
+      << ", \"parameters\": " << weights.config.parameter_count() << ", \"weights_seed\": " << spec.model.seed << "},\n"
+      << "  \"workload\": {\"trace\": " << json_quote(spec.workload.trace)
+      << ", \"trace_hash\": " << json_quote(spec.workload.trace.empty() ? "" : file_hash(spec.workload.trace))
+      << ", \"requests\": " << requests.size() << ", \"seed\": " << spec.workload.seed << "},\n"
+      << "  \"seed\": " << spec.seed << ",\n  \"repeats\": " << plan.repeats << ",\n  \"plugins\": [";
+    bool first = true;
+    for (const auto* d : registry.list()) {
+      m << (first ? "\n" : ",\n") << "    {\"kind\": \"" << plugin_kind_name(d->kind) << "\", \"name\": " << json_quote(d->name)
+        << ", \"version\": " << json_quote(d->version) << "}";
+      first = false;
+    }
+    m << "\n  ]\n}\n";
+    out.write_text("manifest.json", m.str());
+  }
+
+  std::unique_ptr<QualityEvaluator> quality;
+  if (spec.quality.enabled) {
+    std::ifstream in(spec.quality.text, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens);
+    notes.push_back("quality: " + std::to_string(tokens.size()) + " tokens of " + spec.quality.text +
+                    (loaded.tokenizer ? "" : " (UTF-8 bytes as ids: the model has no tokenizer)"));
+    out.set_header(spec.name, spec.description, names, notes);
+    quality = std::make_unique<QualityEvaluator>(spec.quality, std::move(tokens), pool);
+  }
+
+  // Repeats outermost so slow drift of a shared machine spreads over all variants alike.
+  for (int rep = 0; rep < plan.repeats; ++rep) {
+    for (const ResolvedVariant& v : plan.variants) {
+      ResultRow row;
+      row.variant = v.name;
+      row.repeat = rep;
+      std::vector<RequestTimeline> request_rows;
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        auto attention = registry.create_attention(v.stack.attention.name, v.attention);
+        auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization);
+        auto scheduler = registry.create_scheduler(v.stack.scheduler.name, v.scheduler);
+        auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding);
+        Model model(weights, *quant);
+        EngineOptions eo;
+        eo.kv = v.stack.kv;
+        eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
+        eo.clock = options.clock;
+        Engine engine(model, *attention, *scheduler, *decoder, pool, eo);
+        log::info("run " + v.name + " repeat " + std::to_string(rep));
+        RunResult r = engine.run(requests);
+        row.metrics = compute_metrics(r.timeline, spec.slo);
+        if (quality) {
+          // Quality is deterministic: measured once per variant, repeated in every row.
+          auto q = quality->evaluate(v.name, model, *attention, rep == 0 && &v == &plan.variants.front());
+          row.metrics.insert(row.metrics.end(), q.begin(), q.end());
+        }
+        request_rows = std::move(r.timeline.requests);
+      } catch (const std::exception& e) {
+        row.ok = false;
+        row.error = e.what();
+        row.metrics.clear();
+        log::error("variant '" + v.name + "' repeat " + std::to_string(rep) + " failed: " + e.what());
+      }
+      row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      out.add(row, request_rows);
+    }
+  }
+  return out.dir();
+}
+
+}  // namespace inferlab

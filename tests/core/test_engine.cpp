@@ -1,0 +1,177 @@
+// The step loop with real plugins and a fake clock: batching, scheduling, speculation and
+// preemption must never change greedy tokens; the timeline must be consistent.
+#include <gtest/gtest.h>
+
+#include "inferlab/engine.h"
+#include "inferlab/error.h"
+#include "inferlab/registry.h"
+#include "inferlab/workload.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+struct Fixture {
+  Registry reg{{testing::plugin_dir()}};
+  ModelWeights weights = random_weights(preset_config("stories260k"), 3);
+  ThreadPool pool{2};
+
+  RunResult run(const std::vector<Request>& reqs, const std::string& sched,
+                std::map<std::string, ParamValue> sched_params, const std::string& dec,
+                std::map<std::string, ParamValue> dec_params, KvCacheConfig kv = {}, const std::string& att = "naive") {
+    auto a = reg.create_attention(att, reg.resolve(PluginKind::kAttention, att, {}, "t"));
+    auto q = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
+    auto s = reg.create_scheduler(sched, reg.resolve(PluginKind::kScheduling, sched, sched_params, "t"));
+    auto d = reg.create_decoder(dec, reg.resolve(PluginKind::kDecoding, dec, dec_params, "t"));
+    Model model(weights, *q);
+    EngineOptions eo;
+    eo.kv = kv;
+    eo.seed = 11;
+    double fake = 0;
+    eo.clock = [&fake] { return fake += 0.001; };  // every clock read advances 1 ms
+    Engine engine(model, *a, *s, *d, pool, eo);
+    return engine.run(reqs);
+  }
+};
+
+std::vector<Request> make_requests(int n, int prompt, int output, std::uint64_t seed, double gap = 0) {
+  WorkloadSpec w;
+  w.num_requests = n;
+  w.prompt_len.value = prompt;
+  w.output_len.value = output;
+  w.arrival = "all_at_once";
+  w.seed = seed;
+  auto reqs = build_workload(w, 512);
+  for (std::size_t i = 0; i < reqs.size(); ++i) reqs[i].arrival_s = gap * static_cast<double>(i);
+  return reqs;
+}
+
+// Repetitive prompts so that prompt lookup finds matches.
+std::vector<Request> repetitive_requests() {
+  std::vector<Request> reqs;
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.id = i;
+    for (int k = 0; k < 6; ++k)
+      for (int t : {10 + i, 20, 30 + i, 40, 50}) r.prompt.push_back(t);
+    r.max_output = 24;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+TEST(Engine, ProducesExactLengthsAndAConsistentTimeline) {
+  Fixture f;
+  auto reqs = make_requests(5, 9, 7, 1, 0.002);
+  RunResult r = f.run(reqs, "continuous", {{"max_tokens", std::int64_t{16}}}, "sampling", {});
+  ASSERT_EQ(r.outputs.size(), 5u);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(r.outputs[i].size(), 7u);
+    const auto& t = r.timeline.requests[i];
+    EXPECT_EQ(t.output_tokens, 7);
+    EXPECT_EQ(t.token_times.size(), 7u);
+    EXPECT_GE(t.first_token_s, t.arrival_s);
+    EXPECT_GE(t.finish_s, t.first_token_s);
+    EXPECT_DOUBLE_EQ(t.token_times.back(), t.finish_s);
+  }
+  long long prefill = 0, decode = 0;
+  for (const auto& s : r.timeline.steps) {
+    EXPECT_LE(s.rows, 16);  // the token budget
+    prefill += s.prefill_tokens;
+    decode += s.decode_tokens;
+  }
+  EXPECT_EQ(prefill, 5 * 9);      // every prompt token once
+  EXPECT_EQ(decode, 5 * (7 - 1));  // every output token but the last is fed back once
+}
+
+TEST(Engine, BatchingAndSchedulingDoNotChangeGreedyTokens) {
+  Fixture f;
+  auto reqs = make_requests(4, 13, 9, 2);
+  auto batched = f.run(reqs, "continuous", {}, "sampling", {}).outputs;
+  auto chunked = f.run(reqs, "continuous", {{"max_tokens", std::int64_t{5}}}, "sampling", {}).outputs;
+  auto stat = f.run(reqs, "static", {{"max_batch", std::int64_t{3}}}, "sampling", {}).outputs;
+  auto flash = f.run(reqs, "continuous", {}, "sampling", {}, {}, "flash").outputs;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    auto alone = f.run({reqs[i]}, "continuous", {}, "sampling", {}).outputs[0];
+    EXPECT_EQ(batched[i], alone) << "request " << i;
+    EXPECT_EQ(chunked[i], alone) << "request " << i;
+    EXPECT_EQ(stat[i], alone) << "request " << i;
+    EXPECT_EQ(flash[i], alone) << "request " << i;
+  }
+}
+
+TEST(Engine, PromptLookupEqualsGreedyAndAcceptsSome) {
+  Fixture f;
+  auto reqs = repetitive_requests();
+  auto greedy = f.run(reqs, "continuous", {}, "sampling", {});
+  auto spec = f.run(reqs, "continuous", {}, "prompt_lookup", {{"num_draft", std::int64_t{4}}});
+  EXPECT_EQ(spec.outputs, greedy.outputs);
+  EXPECT_GT(spec.timeline.spec_proposed, 0);
+  EXPECT_LE(spec.timeline.spec_accepted, spec.timeline.spec_proposed);
+  EXPECT_EQ(greedy.timeline.spec_proposed, 0);
+  // Fewer steps when drafts are accepted.
+  if (spec.timeline.spec_accepted > 0) EXPECT_LT(spec.timeline.steps.size(), greedy.timeline.steps.size());
+}
+
+TEST(Engine, PreemptionUnderASmallPoolKeepsTokens) {
+  Fixture f;
+  auto reqs = make_requests(4, 12, 20, 4);
+  auto roomy = f.run(reqs, "continuous", {}, "sampling", {});
+  KvCacheConfig small;
+  small.block_size = 4;
+  small.num_blocks = 16;  // 64 tokens for 4 requests of 32: someone must be preempted
+  auto tight = f.run(reqs, "continuous", {}, "sampling", {}, small);
+  EXPECT_EQ(tight.outputs, roomy.outputs);
+  EXPECT_GT(tight.timeline.preemptions, 0);
+  EXPECT_LE(tight.timeline.kv_blocks_peak, 16);
+}
+
+TEST(Engine, FullReservationMatchesContiguousAllocation) {
+  Fixture f;
+  auto reqs = make_requests(3, 10, 6, 5);
+  KvCacheConfig contiguous;
+  contiguous.block_size = 64;  // >= prompt + output: one block per sequence
+  contiguous.reserve_full = true;
+  auto r = f.run(reqs, "static", {}, "sampling", {}, contiguous);
+  EXPECT_EQ(r.timeline.kv_blocks_peak, 3);
+  EXPECT_EQ(r.outputs, f.run(reqs, "static", {}, "sampling", {}).outputs);
+  for (const auto& s : r.timeline.steps) EXPECT_EQ(s.kv_blocks_reserved, s.seqs);
+}
+
+TEST(Engine, SamplingIsSeededPerRequest) {
+  Fixture f;
+  auto reqs = make_requests(3, 6, 12, 6);
+  std::map<std::string, ParamValue> hot = {{"temperature", 1.0}};
+  auto a = f.run(reqs, "continuous", {}, "sampling", hot).outputs;
+  auto b = f.run(reqs, "static", {{"max_batch", std::int64_t{1}}}, "sampling", hot).outputs;
+  EXPECT_EQ(a, b);  // same seed, different batching: same samples
+  auto greedy = f.run(reqs, "continuous", {}, "sampling", {}).outputs;
+  EXPECT_NE(a, greedy);
+}
+
+TEST(Engine, RequestThatCanNeverFitIsAnError) {
+  Fixture f;
+  auto reqs = make_requests(1, 40, 4, 7);
+  KvCacheConfig tiny;
+  tiny.block_size = 4;
+  tiny.num_blocks = 3;
+  try {
+    f.run(reqs, "continuous", {}, "sampling", {}, tiny);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("can never be scheduled"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Engine, IdleGapsAreFastForwarded) {
+  Fixture f;
+  auto reqs = make_requests(2, 4, 3, 8);
+  reqs[1].arrival_s = 3600.0;  // an hour later
+  RunResult r = f.run(reqs, "continuous", {}, "sampling", {});
+  const auto& late = r.timeline.requests[1];
+  EXPECT_GE(late.first_token_s, 3600.0);
+  EXPECT_LT(late.first_token_s - 3600.0, 1.0);  // fake clock: a few ms of steps, no sleeping
+}
+
+}  // namespace
+}  // namespace inferlab

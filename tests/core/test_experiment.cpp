@@ -1,0 +1,171 @@
+// Experiment files: every error names file:line:col and what is allowed; --set, variants, sweeps.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "inferlab/error.h"
+#include "inferlab/experiment.h"
+
+namespace inferlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string write_toml(const std::string& name, const std::string& text) {
+  fs::path dir = fs::temp_directory_path() / "inferlab_experiment_tests";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+std::string error_of(const std::string& path, const std::vector<std::string>& sets = {}) {
+  try {
+    load_experiment(path, sets);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kBase = R"([experiment]
+name = "t"
+seed = 7
+repeats = 2
+
+[model]
+preset = "stories260k"
+
+[workload]
+num_requests = 4
+prompt_len = 8
+output_len = { dist = "uniform", min = 2, max = 6 }
+
+[baseline]
+attention = "naive"
+scheduler = { name = "continuous", max_batch = 4 }
+kv = { block_size = 8 }
+)";
+
+TEST(Experiment, ParsesSectionsAndDefaults) {
+  auto spec = load_experiment(write_toml("base.toml", kBase), {});
+  EXPECT_EQ(spec.name, "t");
+  EXPECT_EQ(spec.seed, 7u);
+  EXPECT_EQ(spec.repeats, 2);
+  EXPECT_EQ(spec.model.preset, "stories260k");
+  EXPECT_EQ(spec.model.seed, 7u);  // inherits the experiment seed
+  EXPECT_EQ(spec.workload.num_requests, 4);
+  EXPECT_EQ(spec.workload.prompt_len.dist, "fixed");
+  EXPECT_EQ(spec.workload.prompt_len.value, 8);
+  EXPECT_EQ(spec.workload.output_len.dist, "uniform");
+  EXPECT_EQ(spec.workload.output_len.max, 6);
+  ASSERT_EQ(spec.variants.size(), 1u);
+  const Stack& s = spec.variants[0].stack;
+  EXPECT_EQ(s.attention.name, "naive");
+  EXPECT_EQ(s.quantization.name, "none");  // default
+  EXPECT_EQ(s.scheduler.name, "continuous");
+  EXPECT_EQ(std::get<std::int64_t>(s.scheduler.params.at("max_batch")), 4);
+  EXPECT_EQ(s.kv.block_size, 8);
+  EXPECT_NE(s.scheduler.where.find("base.toml:17:"), std::string::npos) << s.scheduler.where;
+}
+
+TEST(Experiment, VariantsMergeOrReplaceChoices) {
+  std::string text = std::string(kBase) + R"(
+[[variant]]
+name = "bigger"
+scheduler = { max_batch = 8 }
+
+[[variant]]
+name = "static"
+scheduler = "static"
+attention = { name = "flash", tile = 16 }
+)";
+  auto spec = load_experiment(write_toml("variants.toml", text), {});
+  ASSERT_EQ(spec.variants.size(), 3u);
+  EXPECT_EQ(spec.variants[1].stack.scheduler.name, "continuous");
+  EXPECT_EQ(std::get<std::int64_t>(spec.variants[1].stack.scheduler.params.at("max_batch")), 8);
+  EXPECT_EQ(spec.variants[2].stack.scheduler.name, "static");
+  EXPECT_TRUE(spec.variants[2].stack.scheduler.params.empty());  // a new plugin drops old params
+  EXPECT_EQ(spec.variants[2].stack.attention.name, "flash");
+  EXPECT_EQ(spec.variants[2].stack.kv.block_size, 8);  // inherited from the baseline
+}
+
+TEST(Experiment, SweepIsACartesianGrid) {
+  std::string text = std::string(kBase) + R"(
+[sweep]
+"scheduler.max_batch" = [1, 2]
+"kv.block_size" = [4, 16, 32]
+)";
+  auto spec = load_experiment(write_toml("sweep.toml", text), {});
+  ASSERT_EQ(spec.variants.size(), 7u);
+  EXPECT_EQ(spec.variants[1].name, "scheduler.max_batch=1,kv.block_size=4");
+  EXPECT_EQ(spec.variants[6].name, "scheduler.max_batch=2,kv.block_size=32");
+  EXPECT_EQ(spec.variants[6].stack.kv.block_size, 32);
+  EXPECT_EQ(std::get<std::int64_t>(spec.variants[6].stack.scheduler.params.at("max_batch")), 2);
+}
+
+TEST(Experiment, SetOverridesAnyDottedKey) {
+  auto spec = load_experiment(write_toml("set.toml", kBase),
+                              {"baseline.attention=flash", "experiment.repeats=1", "workload.num_requests=9",
+                               "baseline.scheduler.max_batch=2", "baseline.decoding.temperature=0.5",
+                               "workload.arrival=poisson"});
+  EXPECT_EQ(spec.repeats, 1);
+  EXPECT_EQ(spec.workload.num_requests, 9);
+  EXPECT_EQ(spec.workload.arrival, "poisson");
+  EXPECT_EQ(spec.variants[0].stack.attention.name, "flash");
+  EXPECT_EQ(std::get<std::int64_t>(spec.variants[0].stack.scheduler.params.at("max_batch")), 2);
+  EXPECT_EQ(spec.variants[0].stack.decoding.name, "sampling");  // a string choice became a table
+  EXPECT_DOUBLE_EQ(std::get<double>(spec.variants[0].stack.decoding.params.at("temperature")), 0.5);
+}
+
+TEST(Experiment, ErrorsNameFileLineColumnAndAllowed) {
+  struct Case {
+    std::string text, expect1, expect2;
+  };
+  const std::vector<Case> cases = {
+      {"[model]\npreset = \"stories260k\"\n[workload]\nnum_request = 3\n", ":4:1: unknown key 'num_request' in [workload]",
+       "allowed: trace, format, num_requests"},
+      {"[model]\npreset = \"stories260k\"\n[workload]\nnum_requests = \"three\"\n", ":4:16: 'num_requests' must be an integer",
+       "a string"},
+      {"[model]\npreset = \"stories260k\"\n[modle]\n", ":3:1: unknown key 'modle' in the experiment file", "allowed: experiment, model"},
+      {"[model]\npreset = \"stories260k\"\n[workload]\narrival = \"bursty\"\n", ":4:11:", "allowed: all_at_once, poisson, gamma"},
+      {"[model]\npreset = \"stories260k\"\n[baseline]\nkv = { block_size = 0 }\n", ":4:21:", "out of range [1,"},
+      {"[model]\npreset = \"stories260k\"\n[baseline]\nkv = { reservation = \"some\" }\n", ":4:", "allowed: on_demand, full"},
+      {"[model]\npreset = \"x\"\npath = \"y\"\n", "file not found", "y"},
+      {"[workload]\nnum_requests = 3\n", "missing [model] section", ""},
+      {"[model]\npreset = \"stories260k\"\n[experiment\n", ":3:", ""},  // TOML syntax error
+      {"[model]\npreset = \"stories260k\"\n[[variant]]\nattention = \"flash\"\n", ":3:1: [[variant]] needs a 'name'", ""},
+      {"[model]\npreset = \"stories260k\"\n[sweep]\n\"scheduler.max_batch\" = 4\n", ":4:", "non-empty array"},
+      {"[model]\npreset = \"stories260k\"\n[sweep]\n\"sched.max_batch\" = [4]\n", "must start with one of", "scheduler"},
+      {"[model]\npreset = \"stories260k\"\n[baseline]\nattention = 3\n", ":4:13: 'attention' must be a table", ""},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    std::string path = write_toml("bad" + std::to_string(i) + ".toml", cases[i].text);
+    std::string msg = error_of(path);
+    EXPECT_NE(msg.find(path), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_NE(msg.find(cases[i].expect1), std::string::npos) << "case " << i << ": " << msg;
+    EXPECT_NE(msg.find(cases[i].expect2), std::string::npos) << "case " << i << ": " << msg;
+  }
+}
+
+TEST(Experiment, BadSetOverrides) {
+  std::string path = write_toml("set_bad.toml", kBase);
+  EXPECT_NE(error_of(path, {"novalue"}).find("expected key=value"), std::string::npos);
+  EXPECT_NE(error_of(path, {"workload.nme=3"}).find("unknown key 'nme'"), std::string::npos);
+  EXPECT_NE(error_of(path, {"workload.num_requests=abc"}).find("(--set)"), std::string::npos);
+}
+
+TEST(Experiment, DataPathsResolveAgainstTheDataRoot) {
+  std::string msg;
+  try {
+    resolve_data_path("no/such/file.csv", "/tmp", "x.toml:1:1");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("x.toml:1:1: file not found: no/such/file.csv"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("INFERLAB_DATA"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace inferlab
