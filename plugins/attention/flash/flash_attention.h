@@ -1,0 +1,34 @@
+// Flash paged attention (FlashAttention-2 style, on CPU): K/V are streamed in tiles of `tile`
+// tokens through the block table and each query keeps a running max, denominator and
+// un-normalised output, rescaled when the max grows (online softmax); no score row over the
+// whole context ever exists. The query rows of one (sequence, kv head) — up to `query_rows`
+// rows times every query head of the GQA group — share each K/V tile, so a prefill chunk
+// reads its K/V once per row tile instead of once per (row, head).
+#pragma once
+#include "inferlab/attention.h"
+
+namespace inferlab::plugins {
+
+class FlashAttention final : public Attention {
+ public:
+  static constexpr int kDefaultTile = 64;
+  static constexpr int kDefaultQueryRows = 16;
+
+  // tile: K/V tokens per tile (>= 1). query_rows: rows of one sequence processed together.
+  explicit FlashAttention(int tile = kDefaultTile, int query_rows = kDefaultQueryRows);
+
+  // q:   [rows, n_heads, head_dim]
+  // out: [rows, n_heads, head_dim]
+  // Work items (sequence, kv head, query-row tile) are split over the pool's threads.
+  void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+               ThreadPool& pool) override;
+
+  int tile() const { return tile_; }
+  int query_rows() const { return query_rows_; }
+
+ private:
+  int tile_;
+  int query_rows_;
+};
+
+}  // namespace inferlab::plugins

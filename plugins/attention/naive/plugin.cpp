@@ -1,0 +1,25 @@
+// Plugin descriptor for the naive attention strategy (class in naive_attention.h).
+#include <memory>
+
+#include "inferlab/plugin.h"
+#include "naive_attention.h"
+
+namespace {
+
+inferlab::PluginDescriptor describe_naive() {
+  inferlab::PluginDescriptor d;
+  d.kind = inferlab::PluginKind::kAttention;
+  d.name = "naive";
+  d.version = "1.0.0";
+  d.summary = "Paged attention that materialises each score row, softmax, then V sum";
+  d.devices = {"cpu"};
+  d.kv_dtypes = {inferlab::KvDtype::kF32};
+  d.make_attention = [](const inferlab::Params&) -> std::unique_ptr<inferlab::Attention> {
+    return std::make_unique<inferlab::plugins::NaiveAttention>();
+  };
+  return d;
+}
+
+}  // namespace
+
+INFERLAB_PLUGIN(describe_naive)

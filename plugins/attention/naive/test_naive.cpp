@@ -1,0 +1,135 @@
+// Naive attention against the double-precision reference (kernels/ref/attention) over
+// awkward shapes: 1, 3, 129 query rows, partial blocks, block sizes 1/3/16, GQA, mixed
+// prefill/decode/verify batches and shuffled block tables. Loads nothing from the registry.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attention_fixtures.h"
+#include "inferlab/error.h"
+#include "naive_attention.h"
+
+namespace inferlab::testing {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+struct Heads {
+  int n_heads;
+  int n_kv_heads;
+};
+
+class NaiveAttentionShapes : public ::testing::TestWithParam<std::tuple<int, Heads>> {
+ protected:
+  AttentionProblemSpec spec(std::vector<SeqShape> seqs, std::uint64_t seed) const {
+    AttentionProblemSpec s;
+    s.seqs = std::move(seqs);
+    s.block_size = std::get<0>(GetParam());
+    s.n_heads = std::get<1>(GetParam()).n_heads;
+    s.n_kv_heads = std::get<1>(GetParam()).n_kv_heads;
+    s.head_dim = 16;
+    s.seed = seed;
+    return s;
+  }
+  static void expect_matches_reference(const AttentionProblemSpec& s) {
+    AttentionProblem problem(s);
+    plugins::NaiveAttention naive;
+    ThreadPool pool(2);
+    const std::vector<float> got = run_attention(naive, problem, pool);
+    const std::vector<float> want = reference_output(problem);
+    EXPECT_EQ(count_non_finite(got), 0u);
+    EXPECT_LT(max_relative_error(got, want), kTolerance);
+  }
+};
+
+TEST_P(NaiveAttentionShapes, SingleDecodeRow) {
+  expect_matches_reference(spec({{1, 1}}, 1));
+  expect_matches_reference(spec({{37, 1}}, 2));
+}
+
+TEST_P(NaiveAttentionShapes, ThreeRowChunkAndWholePrefill) {
+  expect_matches_reference(spec({{3, 3}}, 3));
+  expect_matches_reference(spec({{129, 129}}, 4));
+}
+
+TEST_P(NaiveAttentionShapes, MixedPrefillDecodeAndVerifyBatch) {
+  expect_matches_reference(spec(mixed_step_shapes(), 5));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BlocksAndGqa, NaiveAttentionShapes,
+    ::testing::Combine(::testing::Values(1, 3, 16),
+                       ::testing::Values(Heads{8, 2}, Heads{9, 3}, Heads{4, 4})),
+    [](const auto& info) {
+      const Heads h = std::get<1>(info.param);
+      return "bs" + std::to_string(std::get<0>(info.param)) + "_h" + std::to_string(h.n_heads) +
+             "_kv" + std::to_string(h.n_kv_heads);
+    });
+
+TEST(NaiveAttention, PeakedSoftmaxDoesNotOverflow) {
+  // Scores in the hundreds: exp without max subtraction would overflow float.
+  AttentionProblemSpec s;
+  s.seqs = {{200, 4}, {50, 1}};
+  s.q_scale = 80.0f;
+  s.head_dim = 64;
+  AttentionProblem problem(s);
+  plugins::NaiveAttention naive;
+  ThreadPool pool(2);
+  const std::vector<float> got = run_attention(naive, problem, pool);
+  EXPECT_EQ(count_non_finite(got), 0u);
+  EXPECT_LT(max_relative_error(got, reference_output(problem)), kTolerance);
+}
+
+TEST(NaiveAttention, SameResultForAnyThreadCount) {
+  AttentionProblemSpec s;
+  s.seqs = mixed_step_shapes();
+  AttentionProblem problem(s);
+  plugins::NaiveAttention naive;
+  ThreadPool one(1), three(3);
+  EXPECT_EQ(run_attention(naive, problem, one), run_attention(naive, problem, three));
+}
+
+TEST(NaiveAttention, SingleTokenContextCopiesItsValue) {
+  // One visible position: the softmax weight is exactly 1, so out == V of that position.
+  AttentionProblemSpec s;
+  s.seqs = {{1, 1}};
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 8;
+  AttentionProblem problem(s);
+  plugins::NaiveAttention naive;
+  ThreadPool pool(1);
+  const std::vector<float> out = run_attention(naive, problem, pool);
+  const KvLayerView kv = problem.kv();
+  const int slot = problem.batch().block_tables[0][0] * s.block_size;
+  for (int h = 0; h < 4; ++h)
+    for (int c = 0; c < 8; ++c) EXPECT_FLOAT_EQ(out[h * 8 + c], kv.v_at(slot, h / 2)[c]);
+}
+
+TEST(NaiveAttention, EmptyBatchWritesNothing) {
+  AttentionProblemSpec s;
+  s.seqs = {{5, 0}};
+  AttentionProblem problem(s);
+  plugins::NaiveAttention naive;
+  ThreadPool pool(2);
+  EXPECT_TRUE(run_attention(naive, problem, pool).empty());
+}
+
+TEST(NaiveAttention, RejectsShortBlockTable) {
+  AttentionProblemSpec s;
+  s.seqs = {{20, 1}};
+  s.block_size = 8;
+  AttentionProblem problem(s);
+  AttentionBatch batch = problem.batch();
+  const std::vector<int> lens = {40};  // needs 5 blocks, table has 3
+  batch.context_len = lens;
+  plugins::NaiveAttention naive;
+  ThreadPool pool(1);
+  std::vector<float> out(problem.out_size());
+  EXPECT_THROW(naive.forward(batch, problem.kv(), problem.q(), out.data(), pool), Error);
+}
+
+}  // namespace
+}  // namespace inferlab::testing
