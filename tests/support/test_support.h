@@ -1,5 +1,6 @@
 // Shared test helpers: where the shared data lives, and skipping visibly when it is missing.
 #pragma once
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
