@@ -1,0 +1,74 @@
+// Token selection from one row of logits: greedy, temperature, top-k, top-p.
+#include "inferlab/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+
+int argmax(const float* logits, int vocab) {
+  check(vocab > 0, "argmax: empty logits");
+  int best = 0;
+  for (int i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = i;  // strict: the lowest index wins ties
+  return best;
+}
+
+int sample_token(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
+                 std::vector<std::pair<float, int>>& scratch) {
+  check(params.temperature >= 0.0, "sampling: temperature must be >= 0");
+  check(params.top_k >= 0, "sampling: top_k must be >= 0");
+  check(params.top_p > 0.0 && params.top_p <= 1.0, "sampling: top_p must be in (0, 1]");
+  if (params.temperature == 0.0) return argmax(logits, vocab);
+
+  // Candidates as (logit, id), ordered by logit descending then id ascending, so the result
+  // is deterministic whatever the sort implementation does with ties.
+  auto before = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  scratch.resize(static_cast<std::size_t>(vocab));
+  for (int i = 0; i < vocab; ++i) scratch[static_cast<std::size_t>(i)] = {logits[i], i};
+  std::size_t n = scratch.size();
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
+    n = static_cast<std::size_t>(params.top_k);
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n - 1), scratch.end(), before);
+  }
+  const auto end = scratch.begin() + static_cast<std::ptrdiff_t>(n);
+  const bool nucleus = params.top_p < 1.0;
+  if (nucleus) std::sort(scratch.begin(), end, before);
+
+  // Softmax of logit / T over the candidates (probabilities overwrite the logits).
+  float max_logit = scratch[0].first;
+  for (std::size_t i = 1; i < n; ++i) max_logit = std::max(max_logit, scratch[i].first);
+  double total = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double p = std::exp((static_cast<double>(scratch[i].first) - max_logit) / params.temperature);
+    scratch[i].first = static_cast<float>(p);
+    total += p;
+  }
+  // Nucleus: the smallest prefix (by probability) whose mass reaches top_p.
+  double mass = total;
+  if (nucleus) {
+    double cum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      cum += scratch[i].first;
+      if (cum >= params.top_p * total) {
+        n = i + 1;
+        break;
+      }
+    }
+    mass = cum;
+  }
+  const double r = rng.uniform() * mass;
+  double cum = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    cum += scratch[i].first;
+    if (r < cum) return scratch[i].second;
+  }
+  return scratch[n - 1].second;  // rounding left r at the very top
+}
+
+}  // namespace inferlab

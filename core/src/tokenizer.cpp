@@ -1,0 +1,190 @@
+// SentencePiece-style tokenizer with byte fallback, behaving as llama2.c's run.c, and the
+// llama2.c tokenizer.bin reader.
+#include "inferlab/tokenizer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <queue>
+#include <string>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+namespace {
+
+// "<0xAB>" -> 0xAB, or -1 when the piece is not a byte-fallback piece.
+int byte_piece_value(const std::string& piece) {
+  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
+  auto hex = [](char ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    return -1;
+  };
+  const int hi = hex(piece[3]), lo = hex(piece[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+}  // namespace
+
+std::string Tokenizer::decode(const std::vector<int>& tokens) const {
+  // Starts as if after BOS, so the dummy-prefix space of the first piece is dropped and
+  // decode(encode(text)) == text.
+  std::string out;
+  int prev = bos_id();
+  for (int t : tokens) {
+    out += decode_token(prev, t);
+    prev = t;
+  }
+  return out;
+}
+
+SentencePieceTokenizer::SentencePieceTokenizer(std::vector<std::string> pieces, std::vector<float> scores,
+                                               int bos_id, int eos_id)
+    : pieces_(std::move(pieces)), scores_(std::move(scores)), bos_(bos_id), eos_(eos_id) {
+  const int n = static_cast<int>(pieces_.size());
+  check(n > 0, "tokenizer: empty vocabulary");
+  check(scores_.size() == pieces_.size(), "tokenizer: " + std::to_string(scores_.size()) + " scores for " +
+                                              std::to_string(n) + " pieces");
+  check(bos_ >= 0 && bos_ < n && eos_ >= 0 && eos_ < n,
+        "tokenizer: bos/eos ids (" + std::to_string(bos_) + ", " + std::to_string(eos_) +
+            ") outside the vocabulary of " + std::to_string(n));
+  sorted_.resize(pieces_.size());
+  for (int i = 0; i < n; ++i) sorted_[static_cast<std::size_t>(i)] = i;
+  // Stable on ties so a duplicated piece resolves to its lowest id.
+  std::stable_sort(sorted_.begin(), sorted_.end(),
+                   [&](int a, int b) { return pieces_[static_cast<std::size_t>(a)] < pieces_[static_cast<std::size_t>(b)]; });
+  // Byte fallback needs <0x00>..<0xFF> at consecutive ids (llama2.c: id = byte + 3).
+  const int base = lookup("<0x00>");
+  if (base >= 0 && base + 255 < n) {
+    bool consecutive = true;
+    for (int b = 0; b < 256 && consecutive; ++b)
+      consecutive = byte_piece_value(pieces_[static_cast<std::size_t>(base + b)]) == b;
+    if (consecutive) byte_base_ = base;
+  }
+}
+
+int SentencePieceTokenizer::lookup(std::string_view piece) const {
+  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), piece, [&](int id, std::string_view p) {
+    return std::string_view(pieces_[static_cast<std::size_t>(id)]) < p;
+  });
+  if (it != sorted_.end() && pieces_[static_cast<std::size_t>(*it)] == piece) return *it;
+  return -1;
+}
+
+std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_bos) const {
+  std::vector<int> out;
+  if (add_bos) out.push_back(bos_);
+  if (text.empty()) return out;
+
+  // Initial symbols: the dummy-prefix space, then one per UTF-8 code point (run.c groups a
+  // lead byte with up to 3 continuation bytes), falling back to one symbol per byte.
+  std::vector<int> sym;
+  auto add_piece = [&](std::string_view piece) {
+    const int id = lookup(piece);
+    if (id >= 0) {
+      sym.push_back(id);
+      return;
+    }
+    for (unsigned char byte : piece) {
+      check(byte_base_ >= 0, "tokenizer: no piece for input and no byte fallback");
+      sym.push_back(byte_base_ + byte);
+    }
+  };
+  add_piece(" ");
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t len = 1;
+    while (i + len < text.size() && len < 4 &&
+           (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80)
+      ++len;
+    add_piece(text.substr(i, len));
+    i += len;
+  }
+
+  // Merge the adjacent pair with the highest score, leftmost on ties, until none merges —
+  // run.c's loop, done with a heap over a linked list (O(n log n) instead of O(n^2)).
+  // Symbol i's original index orders the list, so "leftmost" is "smallest left index".
+  const int n = static_cast<int>(sym.size());
+  std::vector<int> prev(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n));
+  std::vector<bool> alive(static_cast<std::size_t>(n), true);
+  for (int i = 0; i < n; ++i) {
+    prev[static_cast<std::size_t>(i)] = i - 1;
+    next[static_cast<std::size_t>(i)] = i + 1 < n ? i + 1 : -1;
+  }
+  struct Candidate {
+    float score;
+    int left, right, left_id, right_id, merged;
+  };
+  auto worse = [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score < b.score;
+    return a.left > b.left;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
+  auto consider = [&](int left) {
+    if (left < 0) return;
+    const int right = next[static_cast<std::size_t>(left)];
+    if (right < 0) return;
+    const int a = sym[static_cast<std::size_t>(left)], b = sym[static_cast<std::size_t>(right)];
+    const int merged = lookup(pieces_[static_cast<std::size_t>(a)] + pieces_[static_cast<std::size_t>(b)]);
+    if (merged >= 0) heap.push({scores_[static_cast<std::size_t>(merged)], left, right, a, b, merged});
+  };
+  for (int i = 0; i + 1 < n; ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    const auto l = static_cast<std::size_t>(c.left), r = static_cast<std::size_t>(c.right);
+    // Stale entries: a side was merged away or changed since the candidate was pushed.
+    if (!alive[l] || !alive[r] || next[l] != c.right || sym[l] != c.left_id || sym[r] != c.right_id) continue;
+    sym[l] = c.merged;
+    alive[r] = false;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[static_cast<std::size_t>(next[r])] = c.left;
+    consider(prev[l]);
+    consider(c.left);
+  }
+  for (int i = 0; i >= 0; i = next[static_cast<std::size_t>(i)]) out.push_back(sym[static_cast<std::size_t>(i)]);
+  return out;
+}
+
+std::string SentencePieceTokenizer::decode_token(int prev, int token) const {
+  check(token >= 0 && token < vocab_size(),
+        "tokenizer: token id " + std::to_string(token) + " outside [0, " + std::to_string(vocab_size()) + ")");
+  if (token == bos_ || token == eos_) return "";  // control tokens print nothing
+  const std::string& piece = pieces_[static_cast<std::size_t>(token)];
+  const int byte = byte_piece_value(piece);
+  if (byte >= 0) return std::string(1, static_cast<char>(byte));
+  // After BOS the SentencePiece decoder strips the leading (dummy-prefix) space.
+  if (prev == bos_ && !piece.empty() && piece[0] == ' ') return piece.substr(1);
+  return piece;
+}
+
+std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, int vocab_size) {
+  check(vocab_size > 0, path + ": tokenizer vocab_size must be > 0");
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path + ": cannot open tokenizer");
+  std::int32_t max_len = 0;
+  in.read(reinterpret_cast<char*>(&max_len), sizeof(max_len));
+  check(in.good() && max_len > 0 && max_len <= (1 << 16),
+        path + ": not a llama2.c tokenizer (bad max_token_length)");
+  std::vector<std::string> pieces(static_cast<std::size_t>(vocab_size));
+  std::vector<float> scores(static_cast<std::size_t>(vocab_size));
+  for (int i = 0; i < vocab_size; ++i) {
+    std::int32_t len = 0;
+    in.read(reinterpret_cast<char*>(&scores[static_cast<std::size_t>(i)]), sizeof(float));
+    in.read(reinterpret_cast<char*>(&len), sizeof(len));
+    check(in.good(), path + ": truncated at token " + std::to_string(i) + " of " + std::to_string(vocab_size));
+    check(len >= 0 && len <= max_len, path + ": token " + std::to_string(i) + " has length " +
+                                          std::to_string(len) + " (max " + std::to_string(max_len) + ")");
+    std::string& piece = pieces[static_cast<std::size_t>(i)];
+    piece.resize(static_cast<std::size_t>(len));
+    in.read(piece.data(), len);
+    check(in.good() || (in.eof() && in.gcount() == len && i + 1 == vocab_size),
+          path + ": truncated in token " + std::to_string(i));
+  }
+  check(vocab_size > 2, path + ": vocabulary too small for <unk>, BOS, EOS");
+  return std::make_unique<SentencePieceTokenizer>(std::move(pieces), std::move(scores), 1, 2);
+}
+
+}  // namespace inferlab

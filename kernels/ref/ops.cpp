@@ -1,0 +1,64 @@
+// Reference dense ops: see ops.h.
+#include "kernels/ref/ops.h"
+
+#include <cmath>
+#include <cstddef>
+
+namespace inferlab::ref {
+
+void rmsnorm(float* out, const float* x, const float* w, int dim, float eps) {
+  double ss = 0.0;
+  for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+  for (int i = 0; i < dim; ++i) out[i] = w[i] * (inv * x[i]);
+}
+
+void rope(float* vec, int n_heads, int head_dim, int pos, float theta, RopeStyle style) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = vec + static_cast<std::size_t>(h) * head_dim;
+    for (int j = 0; j < half; ++j) {
+      // Same float expression as llama2.c run.c: freq = 1 / theta^(i / head_dim), i = 2j.
+      const float freq = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(head_dim));
+      const float angle = static_cast<float>(pos) * freq;
+      const float c = std::cos(angle), s = std::sin(angle);
+      const int a = style == RopeStyle::kInterleaved ? 2 * j : j;
+      const int b = style == RopeStyle::kInterleaved ? 2 * j + 1 : j + half;
+      const float v0 = v[a], v1 = v[b];
+      v[a] = v0 * c - v1 * s;
+      v[b] = v0 * s + v1 * c;
+    }
+  }
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void swiglu(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) gate[i] = silu(gate[i]) * up[i];
+}
+
+void softmax(float* x, int n) {
+  if (n <= 0) return;
+  float max = x[0];
+  for (int i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  for (int i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] / sum);
+}
+
+void matmul(const float* x, const float* w, float* y, int n, int out, int in) {
+  for (int r = 0; r < n; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * in;
+    for (int o = 0; o < out; ++o) {
+      const float* wo = w + static_cast<std::size_t>(o) * in;
+      double acc = 0.0;
+      for (int k = 0; k < in; ++k) acc += static_cast<double>(xr[k]) * wo[k];
+      y[static_cast<std::size_t>(r) * out + o] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace inferlab::ref

@@ -1,0 +1,62 @@
+// Test doubles for building and running a Model without the plugin registry: float linears on
+// the fast CPU matmul, attention through the reference kernel, and a single-sequence runner
+// that drives a real KvCache.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inferlab/attention.h"
+#include "inferlab/kv_cache.h"
+#include "inferlab/model.h"
+#include "inferlab/quantization.h"
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::testing {
+
+// Linears keep fp32 weights and run kernels/cpu/matmul_f32 (what the "none" plugin does).
+class FloatQuantization final : public Quantization {
+ public:
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
+                                      int in) override;
+  int linears_built() const { return built_; }
+
+ private:
+  int built_ = 0;
+};
+
+// Attention through kernels/ref ref_paged_attention (double accumulation, single thread).
+class RefAttention final : public Attention {
+ public:
+  void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+               ThreadPool& pool) override;
+};
+
+// One sequence (id 0) fed through a Model step by step, owning its KvCache.
+class SequenceRunner {
+ public:
+  SequenceRunner(Model& model, Attention& attention, ThreadPool& pool, int block_size = 16,
+                 int num_blocks = 0 /* 0: enough for max_seq_len */);
+  // Appends `tokens` in one step; returns the logits of its last row ([vocab]).
+  const std::vector<float>& feed(const std::vector<int>& tokens);
+  // As feed, but returns logits of every row ([tokens.size(), vocab]).
+  const std::vector<float>& feed_all_logits(const std::vector<int>& tokens);
+  int length() const { return kv_.length(0); }
+  KvCache& kv() { return kv_; }
+
+ private:
+  const std::vector<float>& step(const std::vector<int>& tokens, bool all_logits);
+  Model& model_;
+  Attention& attention_;
+  ThreadPool& pool_;
+  KvCache kv_;
+  StepBatch batch_;
+  std::vector<float> logits_;
+};
+
+// Greedy generation as llama2.c run.c: feed `bos` at position 0, take the argmax each step,
+// stop when the model emits `bos` or after `max_steps` positions. Returns the generated ids
+// (without the leading BOS, without the final BOS).
+std::vector<int> generate_greedy(Model& model, Attention& attention, ThreadPool& pool, int bos, int max_steps);
+
+}  // namespace inferlab::testing
