@@ -1,0 +1,35 @@
+// Plugin descriptor for decoding/sampling.
+#include "inferlab/plugin.h"
+#include "sampling.h"
+
+namespace {
+
+inferlab::PluginDescriptor describe() {
+  using namespace inferlab;
+  using namespace inferlab::plugins;
+  PluginDescriptor d;
+  d.kind = PluginKind::kDecoding;
+  d.name = "sampling";
+  d.version = "1.0.0";
+  d.summary = "Seeded sampling with temperature, top-k and top-p (temperature 0 = greedy)";
+  d.params = {
+      {"temperature", ParamType::kFloat, 0.0, 0.0, std::nullopt, {},
+       "Softmax temperature; 0 picks the argmax"},
+      {"top_k", ParamType::kInt, std::int64_t{0}, 0.0, std::nullopt, {},
+       "Keep only the k most likely tokens (0 = off)"},
+      {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {},
+       "Keep the smallest set of most likely tokens whose mass reaches top_p, in (0, 1]"},
+  };
+  d.make_decoder = [](const Params& p) -> std::unique_ptr<Decoder> {
+    SamplingParams sp;
+    sp.temperature = p.get_float("temperature");
+    sp.top_k = static_cast<int>(p.get_int("top_k"));
+    sp.top_p = p.get_float("top_p");
+    return std::make_unique<SamplingDecoder>(sp);
+  };
+  return d;
+}
+
+}  // namespace
+
+INFERLAB_PLUGIN(describe)
