@@ -1,0 +1,137 @@
+// Weight-only int8 matmul: register tiles of R token rows x C output channels. For small
+// batches each 8-wide int8 weight vector is sign-extended and converted to float in registers
+// once per tile and feeds R FMAs; from kWidenOnceRows rows on, a block of C weight rows is
+// widened once into a float buffer shared by all token rows. AVX2/FMA when available, an
+// `omp simd` loop otherwise. Contract and roofline: matmul_int8.h.
+#include "kernels/cpu/matmul_int8.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define INFERLAB_MATMUL_INT8_AVX2 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+#if INFERLAB_MATMUL_INT8_AVX2
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// 8 weights as floats: int8 are widened in registers, floats (pre-widened rows) just loaded.
+inline __m256 load8(const std::int8_t* p) {
+  __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+}
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+#endif
+
+// y[r, c] = scale[c] * x[r, :] · q[c, :] for R rows of x and C channels. Q is int8, or the same
+// integers already widened to float. x: [R, in] stride xs; q: [C, in] stride in; y: [R, C]
+// stride ys.
+template <int R, int C, class Q>
+inline void tile(const float* x, std::size_t xs, const Q* q, const float* scale, float* y,
+                 std::size_t ys, int in) {
+  const std::size_t qs = static_cast<std::size_t>(in);
+  float acc[R][C] = {};
+  int k = 0;
+#if INFERLAB_MATMUL_INT8_AVX2
+  __m256 vacc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
+  for (; k + 8 <= in; k += 8) {
+    __m256 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = load8(q + c * qs + k);
+    for (int r = 0; r < R; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + r * xs + k);
+      for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(xv, wv[c], vacc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = hsum(vacc[r][c]);
+#endif
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      const float* xr = x + r * xs;
+      const Q* qc = q + c * qs;
+      float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+      for (int kk = k; kk < in; ++kk) a += xr[kk] * static_cast<float>(qc[kk]);
+      y[r * ys + c] = (acc[r][c] + a) * scale[c];
+    }
+}
+
+// Rows of a batch at which a block of weight rows is widened once into a float buffer and then
+// shared by every token row, instead of being re-widened for each tile of 4 rows.
+constexpr int kWidenOnceRows = 8;
+
+// All n rows for output channels [o0, o1): each block of C weight rows is streamed once and
+// reused across every token row (x stays in cache).
+template <int C>
+void run_channels(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
+                  int out, int in, int o0, int o1) {
+  const std::size_t xs = static_cast<std::size_t>(in), ys = static_cast<std::size_t>(out);
+  std::vector<float> widened;  // [C, in] when n >= kWidenOnceRows
+  if (n >= kWidenOnceRows) widened.resize(static_cast<std::size_t>(C) * in);
+  int o = o0;
+  for (; o + C <= o1; o += C) {
+    const float* sb = scale + o;
+    if (n >= kWidenOnceRows) {
+      const std::int8_t* qb = q + static_cast<std::size_t>(o) * in;
+#pragma omp simd
+      for (std::size_t i = 0; i < widened.size(); ++i) widened[i] = static_cast<float>(qb[i]);
+      const float* wb = widened.data();
+      int r = 0;
+      for (; r + 4 <= n; r += 4) tile<4, C>(x + r * xs, xs, wb, sb, y + r * ys + o, ys, in);
+      for (; r < n; ++r) tile<1, C>(x + r * xs, xs, wb, sb, y + r * ys + o, ys, in);
+      continue;
+    }
+    const std::int8_t* qb = q + static_cast<std::size_t>(o) * in;
+    int r = 0;
+    for (; r + 4 <= n; r += 4) tile<4, C>(x + r * xs, xs, qb, sb, y + r * ys + o, ys, in);
+    switch (n - r) {
+      case 3: tile<3, C>(x + r * xs, xs, qb, sb, y + r * ys + o, ys, in); break;
+      case 2: tile<2, C>(x + r * xs, xs, qb, sb, y + r * ys + o, ys, in); break;
+      case 1: tile<1, C>(x + r * xs, xs, qb, sb, y + r * ys + o, ys, in); break;
+      default: break;
+    }
+  }
+  for (; o < o1; ++o) {
+    const std::int8_t* qb = q + static_cast<std::size_t>(o) * in;
+    for (int r = 0; r < n; ++r) tile<1, 1>(x + r * xs, xs, qb, scale + o, y + r * ys + o, ys, in);
+  }
+}
+
+}  // namespace
+
+void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
+                 int out, int in, ThreadPool& pool) {
+  if (n <= 0 || out <= 0) return;
+  // Units of 8 channels; a chunk should carry ~64K multiply-adds to amortise dispatch.
+  constexpr int kUnit = 8;
+  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
+  const std::size_t work_per_unit = static_cast<std::size_t>(kUnit) *
+                                    static_cast<std::size_t>(std::max(in, 1)) *
+                                    static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
+  pool.parallel_for(
+      units,
+      [&](std::size_t begin, std::size_t end) {
+        const int o0 = static_cast<int>(begin) * kUnit;
+        const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+        if (n <= 2)
+          run_channels<4>(x, q, scale, y, n, out, in, o0, o1);  // more loads in flight
+        else
+          run_channels<2>(x, q, scale, y, n, out, in, o0, o1);
+      },
+      grain);
+}
+
+}  // namespace inferlab::cpu

@@ -1,0 +1,21 @@
+// Threaded, vectorised weight-only int8 matmul: y[n, out] = x[n, in] · (scale ⊙ Q)^T with
+// Q [out, in] int8 and one fp32 scale per output channel (format: kernels/ref/matmul_int8.h).
+//
+// Roofline: at n = 1 (decode) each weight is used once, so the kernel is bound by memory
+// bandwidth; int8 moves 1 byte per multiply-add instead of fp32's 4, so decode can approach
+// 4x the fp32 kernel if the int8 -> float conversion keeps up. Each weight vector is widened
+// in registers once and reused for a block of up to 4 token rows. Threads split the output
+// channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
+// parity with the reference is tested in tests/kernels/test_matmul_int8.cpp.
+#pragma once
+#include <cstdint>
+
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// x: [n, in], q: [out, in], scale: [out], y: [n, out]. y must not alias x.
+void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
+                 int out, int in, ThreadPool& pool);
+
+}  // namespace inferlab::cpu

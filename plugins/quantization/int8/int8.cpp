@@ -1,0 +1,34 @@
+#include "int8.h"
+
+#include "inferlab/error.h"
+#include "kernels/cpu/matmul_int8.h"
+#include "kernels/ref/matmul_int8.h"
+
+namespace inferlab::plugins {
+
+Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in)
+    : Linear(out, in), q_(weight.size()), scale_(static_cast<std::size_t>(out > 0 ? out : 0)) {
+  check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in,
+        "quantization 'int8': weight holds " + std::to_string(weight.size()) +
+            " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
+  ref::quantize_int8_rows(weight.data(), out, in, q_.data(), scale_.data());
+}
+
+void Int8Linear::forward(const float* x, float* y, int n, ThreadPool& pool) const {
+  cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
+}
+
+std::uint64_t Int8Linear::weight_bytes() const {
+  return static_cast<std::uint64_t>(q_.size()) + static_cast<std::uint64_t>(scale_.size()) * 4;
+}
+
+std::unique_ptr<Linear> Int8Quantization::make_linear(const std::string& name,
+                                                      std::vector<float> weight, int out, int in) {
+  (void)name;
+  auto linear = std::make_unique<Int8Linear>(weight, out, in);
+  weight.clear();  // consumed: release the fp32 copy before the next layer is built
+  weight.shrink_to_fit();
+  return linear;
+}
+
+}  // namespace inferlab::plugins

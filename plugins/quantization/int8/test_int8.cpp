@@ -1,0 +1,86 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "inferlab/rng.h"
+#include "int8.h"
+#include "kernels/ref/ops.h"
+
+namespace inferlab {
+using namespace plugins;
+namespace {
+
+std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma) {
+  Rng rng(seed);
+  std::vector<float> v(count);
+  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
+  return v;
+}
+
+// For output o: y_int8 - y_fp32 = sum_i x_i (scale_o q_oi - w_oi), and rounding to the
+// nearest step gives |scale_o q_oi - w_oi| <= scale_o / 2 (no clamping happens: |w_oi| <=
+// max|w_o| = 127 scale_o). Hence |y_int8 - y_fp32| <= scale_o / 2 * sum_i |x_i|.
+TEST(Int8Quantization, ErrorWithinPerChannelBound) {
+  ThreadPool pool(2);
+  const int n = 6, out = 45, in = 131;
+  std::vector<float> x = gaussian(n * in, 1, 1.0);
+  std::vector<float> w = gaussian(out * in, 2, 0.05);
+  for (int i = 0; i < in; ++i) w[7 * in + i] *= 20.0f;  // channels of very different ranges
+  std::vector<float> y_fp32(n * out), y_int8(n * out, std::nanf(""));
+  ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
+
+  Int8Quantization quant;
+  auto linear = quant.make_linear("layers.0.w1", w, out, in);
+  linear->forward(x.data(), y_int8.data(), n, pool);
+  const auto& scale = dynamic_cast<const Int8Linear&>(*linear).scale();
+  for (int r = 0; r < n; ++r) {
+    double sum_abs_x = 0, mag = 0;
+    for (int i = 0; i < in; ++i) sum_abs_x += std::fabs(x[r * in + i]);
+    for (int o = 0; o < out; ++o) {
+      mag = 0;
+      for (int i = 0; i < in; ++i) mag += std::fabs(x[r * in + i] * w[o * in + i]);
+      double bound = scale[o] / 2 * sum_abs_x;
+      double err = std::fabs(y_int8[r * out + o] - y_fp32[r * out + o]);
+      // Slack for fp32 accumulation in the kernel, far below the quantization bound.
+      EXPECT_LE(err, bound + 1e-5 * mag) << "r=" << r << " o=" << o;
+    }
+  }
+}
+
+TEST(Int8Quantization, RelativeErrorUnderOnePercentOnGaussianWeights) {
+  ThreadPool pool(2);
+  const int n = 16, out = 576, in = 1536;
+  std::vector<float> x = gaussian(n * in, 3, 1.0);
+  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 4, 0.02);
+  std::vector<float> y_fp32(n * out), y_int8(n * out);
+  ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
+  auto linear = Int8Quantization().make_linear("w", w, out, in);
+  linear->forward(x.data(), y_int8.data(), n, pool);
+  double num = 0, den = 0;
+  for (int i = 0; i < n * out; ++i) {
+    num += (y_int8[i] - y_fp32[i]) * static_cast<double>(y_int8[i] - y_fp32[i]);
+    den += y_fp32[i] * static_cast<double>(y_fp32[i]);
+  }
+  double rel = std::sqrt(num / den);
+  // Expected about max|w_row| / 127 / sqrt(12) / sigma ~ 3.4 / 440 ~ 0.8%.
+  EXPECT_LT(rel, 0.01);
+  EXPECT_GT(rel, 0.001);  // it is quantized: not bit-exact
+}
+
+TEST(Int8Quantization, WeightBytesAboutAQuarterOfFp32) {
+  const int out = 576, in = 1536;
+  auto linear = Int8Quantization().make_linear("w", gaussian(out * in, 5, 1.0), out, in);
+  EXPECT_EQ(linear->weight_bytes(), static_cast<std::uint64_t>(out) * in + 4u * out);
+  double ratio = static_cast<double>(linear->weight_bytes()) / (4.0 * out * in);
+  EXPECT_NEAR(ratio, 0.25, 0.001);
+  EXPECT_EQ(Int8Quantization().kv_dtype(), KvDtype::kF32);
+}
+
+TEST(Int8Quantization, RejectsMismatchedWeight) {
+  EXPECT_THROW(Int8Quantization().make_linear("w", std::vector<float>(10), 3, 4), Error);
+}
+
+}  // namespace
+}  // namespace inferlab
