@@ -144,7 +144,7 @@ int cmd_plugins(const std::vector<std::string>& args) {
     for (const auto& p : d->params) {
       std::cout << "  " << p.name << " (" << param_type_name(p.type) << ", default " << param_value_to_string(p.default_value);
       if (p.min || p.max)
-        std::cout << ", range [" << (p.min ? std::to_string(*p.min) : "-inf") << ", " << (p.max ? std::to_string(*p.max) : "inf") << "]";
+        std::cout << ", range " << param_range_text(p);
       if (!p.choices.empty()) {
         std::cout << ", one of:";
         for (const auto& c : p.choices) std::cout << " " << c;

@@ -65,6 +65,17 @@ const std::string& Params::get_string(const std::string& name) const {
   throw Error("parameter '" + name + "' is not a string");
 }
 
+std::string param_range_text(const ParamSpec& s) {
+  std::ostringstream os;
+  os.precision(12);
+  os << "[";
+  if (s.min) os << *s.min; else os << "-inf";
+  os << ", ";
+  if (s.max) os << *s.max; else os << "inf";
+  os << "]";
+  return os.str();
+}
+
 namespace {
 
 std::string allowed_list(const std::vector<ParamSpec>& specs) {
@@ -77,13 +88,6 @@ std::string allowed_list(const std::vector<ParamSpec>& specs) {
   return out;
 }
 
-std::string range_text(const ParamSpec& s) {
-  std::ostringstream os;
-  os << "[" << (s.min ? std::to_string(*s.min) : "-inf") << ", "
-     << (s.max ? std::to_string(*s.max) : "inf") << "]";
-  return os.str();
-}
-
 // Coerces `v` to the declared type or explains why not.
 ParamValue coerce(const ParamSpec& spec, const ParamValue& v, const std::string& where) {
   const std::string head = where + ": parameter '" + spec.name + "' ";
@@ -94,7 +98,7 @@ ParamValue coerce(const ParamSpec& spec, const ParamValue& v, const std::string&
       if (auto p = std::get_if<std::int64_t>(&v)) {
         double d = static_cast<double>(*p);
         if ((spec.min && d < *spec.min) || (spec.max && d > *spec.max))
-          throw Error(head + "= " + std::to_string(*p) + " is out of range " + range_text(spec));
+          throw Error(head + "= " + std::to_string(*p) + " is out of range " + param_range_text(spec));
         return *p;
       }
       throw Error(head + want);
@@ -105,7 +109,7 @@ ParamValue coerce(const ParamSpec& spec, const ParamValue& v, const std::string&
       else if (auto q = std::get_if<std::int64_t>(&v)) d = static_cast<double>(*q);
       else throw Error(head + want);
       if (!std::isfinite(d) || (spec.min && d < *spec.min) || (spec.max && d > *spec.max))
-        throw Error(head + "= " + param_value_to_string(d) + " is out of range " + range_text(spec));
+        throw Error(head + "= " + param_value_to_string(d) + " is out of range " + param_range_text(spec));
       return d;
     }
     case ParamType::kBool:

@@ -51,7 +51,7 @@ std::vector<std::string> Registry::default_search_path() {
   }
   std::error_code ec;
   auto exe = boost::dll::program_location(ec);
-  if (!ec) dirs.push_back((fs::path(exe).parent_path().parent_path() / "plugins").string());
+  if (!ec) dirs.push_back((fs::path(exe).parent_path().parent_path() / "lib" / "inferlab").string());
   dirs.push_back(INFERLAB_BUILD_PLUGIN_DIR);
   return dirs;
 }

@@ -221,7 +221,20 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
         << ", \"version\": " << json_quote(d->version) << "}";
       first = false;
     }
-    m << "\n  ]\n}\n";
+    m << "\n  ],\n  \"stacks\": [";
+    for (std::size_t i = 0; i < plan.variants.size(); ++i) {
+      const auto& v = plan.variants[i];
+      m << (i ? ",\n" : "\n") << "    {\"variant\": " << json_quote(v.name);
+      for (PluginKind k : kKinds) {
+        const auto& d = registry.find(k, v.stack.choice(k).name);
+        m << ", \"" << plugin_kind_name(k) << "\": " << json_quote(d.name + " " + d.version);
+      }
+      m << "}";
+    }
+    m << "\n  ],\n  \"repeat_seeds\": [";
+    for (int rep = 0; rep < plan.repeats; ++rep)
+      m << (rep ? ", " : "") << mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
+    m << "]\n}\n";
     out.write_text("manifest.json", m.str());
   }
 

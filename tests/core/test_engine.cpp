@@ -110,7 +110,8 @@ TEST(Engine, PromptLookupEqualsGreedyAndAcceptsSome) {
   EXPECT_LE(spec.timeline.spec_accepted, spec.timeline.spec_proposed);
   EXPECT_EQ(greedy.timeline.spec_proposed, 0);
   // Fewer steps when drafts are accepted.
-  if (spec.timeline.spec_accepted > 0) EXPECT_LT(spec.timeline.steps.size(), greedy.timeline.steps.size());
+  EXPECT_GT(spec.timeline.spec_accepted, 0);
+  EXPECT_LT(spec.timeline.steps.size(), greedy.timeline.steps.size());
 }
 
 TEST(Engine, PreemptionUnderASmallPoolKeepsTokens) {

@@ -16,6 +16,10 @@ const char* param_type_name(ParamType type);
 using ParamValue = std::variant<std::int64_t, double, bool, std::string>;
 std::string param_value_to_string(const ParamValue& value);
 
+struct ParamSpec;
+// "[1, 4096]", "[0, inf]": the declared range of a numeric parameter.
+std::string param_range_text(const ParamSpec& spec);
+
 struct ParamSpec {
   std::string name;
   ParamType type = ParamType::kInt;

@@ -27,7 +27,7 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // INFERLAB_PLUGIN_PATH (':'-separated), then <exe dir>/../plugins, then the build tree's.
+  // INFERLAB_PLUGIN_PATH (':'-separated), then <exe dir>/../lib/inferlab, then the build tree's.
   static std::vector<std::string> default_search_path();
 
   const std::vector<PluginLoadRecord>& load_log() const { return log_; }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds everything and runs the whole test suite (GoogleTest through ctest).
+# Shared data is read from $INFERLAB_DATA (default ../shared); missing files skip visibly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+if [ -f scripts/fetch_smollm2.sh ]; then
+  bash scripts/fetch_smollm2.sh || echo "test: SmolLM2 model unavailable; its tests will skip"
+fi
+ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900

@@ -1,0 +1,196 @@
+// The CLI as a user runs it: the quickstart end to end with every output file and column
+// checked; a failing variant isolated; bad input a one-line error with no results written.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include "inferlab/metrics.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+Cli run_cli(const std::string& args) {
+  static int n = 0;
+  fs::path tmp = fs::temp_directory_path() / ("inferlab_e2e_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+  std::string cmd = testing::binary_dir() + "/bin/inferlab " + args + " >" + tmp.string() + ".out 2>" + tmp.string() + ".err";
+  int status = std::system(cmd.c_str());
+  Cli c;
+  c.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream o(tmp.string() + ".out"), e(tmp.string() + ".err");
+  std::stringstream so, se;
+  so << o.rdbuf();
+  se << e.rdbuf();
+  c.out = so.str();
+  c.err = se.str();
+  return c;
+}
+
+std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::string cell;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) cells.push_back(cell), cell.clear();
+      else cell += ch;
+    }
+    cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+fs::path only_run_dir(const fs::path& root, const std::string& experiment) {
+  std::vector<fs::path> dirs;
+  for (const auto& d : fs::directory_iterator(root / experiment)) dirs.push_back(d.path());
+  EXPECT_EQ(dirs.size(), 1u);
+  return dirs.empty() ? fs::path() : dirs.front();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("inferlab_e2e_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
+  fs::path out = fresh_dir("quickstart");
+  Cli c = run_cli("run " + testing::source_dir() + "/experiments/quickstart.toml --out " + out.string() + " --log warn");
+  ASSERT_EQ(c.code, 0) << c.err;
+  fs::path dir = only_run_dir(out, "quickstart");
+  EXPECT_NE(c.out.find("results: " + dir.string() + "/summary.md"), std::string::npos) << c.out;
+
+  for (const char* f : {"config.toml", "manifest.json", "metrics.csv", "metrics.json", "requests.csv", "summary.md"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+
+  // config.toml is valid TOML and fully resolved (plugin defaults written out).
+  toml::table cfg = toml::parse_file((dir / "config.toml").string());
+  EXPECT_EQ(cfg["experiment"]["name"].value_or(std::string()), "quickstart");
+  EXPECT_EQ(cfg["baseline"]["scheduler"]["max_batch"].value_or(0), 8);
+  EXPECT_TRUE(cfg["variant"][1]["attention"]["tile"].is_integer());  // flash's default, resolved
+
+  const std::string manifest = slurp(dir / "manifest.json");
+  for (const char* key : {"\"git_commit\"", "\"git_dirty\"", "\"compiler\"", "\"cpu\"", "\"config_hash\"", "\"plugins\"",
+                          "\"stacks\"", "\"repeat_seeds\"", "\"weights_seed\"", "flash 1.0.0"})
+    EXPECT_NE(manifest.find(key), std::string::npos) << key;
+
+  auto csv = read_csv(dir / "metrics.csv");
+  ASSERT_EQ(csv.size(), 1u + 3 * 2);  // header + 3 variants × 2 repeats
+  std::vector<std::string> expect = {"variant", "repeat", "status", "error", "wall_s"};
+  for (const auto& m : metric_names()) expect.push_back(m);
+  ASSERT_GE(csv[0].size(), expect.size());
+  for (std::size_t i = 0; i < expect.size(); ++i) EXPECT_EQ(csv[0][i], expect[i]);
+  for (std::size_t r = 1; r < csv.size(); ++r) {
+    EXPECT_EQ(csv[r][2], "ok") << csv[r][3];
+    ASSERT_EQ(csv[r].size(), csv[0].size());
+    for (std::size_t i = 4; i < csv[r].size(); ++i)
+      EXPECT_FALSE(csv[r][i].empty()) << "row " << r << " column " << csv[0][i];
+  }
+  // Every variant produced 16 finished requests, and int8 stores fewer weight bytes.
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < csv[0].size(); ++i) col[csv[0][i]] = i;
+  EXPECT_EQ(csv[1][col["requests"]], "16");
+  EXPECT_LT(std::stod(csv[3][col["weights_bytes"]]), 0.6 * std::stod(csv[1][col["weights_bytes"]]));
+
+  auto req = read_csv(dir / "requests.csv");
+  EXPECT_EQ(req.size(), 1u + 16 * 3 * 2);
+  EXPECT_EQ(req[0][0], "variant");
+  EXPECT_EQ(req[0].back(), "e2e_ms");
+
+  const std::string md = slurp(dir / "summary.md");
+  for (const char* s : {"baseline", "continuous+flash+int8", "±", "(×", "ttft_ms_p50"}) EXPECT_NE(md.find(s), std::string::npos) << s;
+  EXPECT_NE(slurp(dir / "metrics.json").find("\"throughput_out_tok_s\""), std::string::npos);
+}
+
+TEST(EndToEnd, FailingVariantIsRecordedAndOthersStillRun) {
+  fs::path out = fresh_dir("failing");
+  fs::path toml = out / "failing.toml";
+  std::ofstream(toml) << "[experiment]\nname = \"failing\"\n[model]\npreset = \"stories260k\"\n"
+                      << "[workload]\nnum_requests = 3\nprompt_len = 6\noutput_len = 8\n"
+                      << "[plugins]\npaths = [\"" << testing::binary_dir() << "/test_plugins/throwing\"]\n"
+                      << "[[variant]]\nname = \"broken\"\ndecoding = { name = \"throwing\", after = 2 }\n"
+                      << "[[variant]]\nname = \"flash\"\nattention = \"flash\"\n";
+  Cli c = run_cli("run " + toml.string() + " --out " + out.string() + " --log quiet");
+  EXPECT_EQ(c.code, 3) << c.err;
+  auto csv = read_csv(only_run_dir(out, "failing") / "metrics.csv");
+  ASSERT_EQ(csv.size(), 4u);
+  EXPECT_EQ(csv[1][2], "ok");
+  EXPECT_EQ(csv[2][0], "broken");
+  EXPECT_EQ(csv[2][2], "failed");
+  EXPECT_NE(csv[2][3].find("deliberate failure"), std::string::npos) << csv[2][3];
+  EXPECT_EQ(csv[3][0], "flash");
+  EXPECT_EQ(csv[3][2], "ok");
+}
+
+TEST(EndToEnd, BadInputIsOneLineErrorAndWritesNothing) {
+  fs::path out = fresh_dir("bad");
+  fs::path toml = out / "bad.toml";
+  std::ofstream(toml) << "[model]\npreset = \"stories260k\"\n[baseline]\nattention = \"flsh\"\n";
+  Cli c = run_cli("run " + toml.string() + " --out " + out.string());
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find(toml.string() + ":4:13"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("did you mean 'flash'"), std::string::npos) << c.err;
+  EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  EXPECT_FALSE(fs::exists(out / "bad"));
+
+  c = run_cli("run " + toml.string() + " --set baseline.attention=naive --set baseline.scheduler.max_batchh=2");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("unknown parameter 'max_batchh'"), std::string::npos) << c.err;
+
+  c = run_cli("run --no-such-flag x.toml");
+  EXPECT_EQ(c.code, 2);
+  c = run_cli("validate /nonexistent.toml");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("/nonexistent.toml: cannot open"), std::string::npos) << c.err;
+}
+
+TEST(EndToEnd, RunsNeverOverwriteEachOther) {
+  fs::path out = fresh_dir("twice");
+  fs::path toml = out / "tiny.toml";
+  std::ofstream(toml) << "[experiment]\nname = \"tiny\"\n[model]\npreset = \"stories260k\"\n"
+                      << "[workload]\nnum_requests = 2\nprompt_len = 4\noutput_len = 3\n";
+  ASSERT_EQ(run_cli("run " + toml.string() + " --out " + out.string() + " --log quiet").code, 0);
+  ASSERT_EQ(run_cli("run " + toml.string() + " --out " + out.string() + " --log quiet").code, 0);
+  std::size_t n = 0;
+  for (const auto& d : fs::directory_iterator(out / "tiny")) n += fs::exists(d.path() / "metrics.csv");
+  EXPECT_EQ(n, 2u);
+}
+
+TEST(EndToEnd, PluginsAndValidateCommands) {
+  Cli c = run_cli("plugins --kind attention");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("attention/flash"), std::string::npos);
+  EXPECT_NE(c.out.find("tile (int, default 64"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("decoding/"), std::string::npos);
+  c = run_cli("validate " + testing::source_dir() + "/experiments/quickstart.toml --set baseline.attention=flash");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("baseline: attention=flash"), std::string::npos) << c.out;
+}
+
+}  // namespace
+}  // namespace inferlab
