@@ -1,0 +1,144 @@
+// Checkpoint formats from the llama.cpp and Hugging Face worlds: GGUF files (v2, v3) and
+// Hugging Face snapshot folders (config.json + safetensors). Both load into the engine's fp32
+// ModelWeights; quantized GGUF tensors are dequantised on load and their original byte sizes
+// are reported in ModelWeights::source_bytes.
+//
+// Every failure on a bad file (wrong magic, unsupported version or tensor type, truncation at
+// any offset, a tensor whose shape disagrees with the config, a missing shard) throws
+// inferlab::Error("<path>: <problem>"). Readers bound every read by the file size, so a corrupt
+// count never causes an absurd allocation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/tokenizer.h"
+
+namespace inferlab {
+
+// ---------------------------------------------------------------------------------------------
+// GGML tensor types and dequantisation
+
+// GGML type ids as stored in GGUF tensor infos (only the ones named here are loadable).
+enum class GgmlType : std::uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,   // blocks of 32: fp16 d, 16 bytes of nibbles; x = (q - 8) * d
+  kQ4_1 = 3,   // blocks of 32: fp16 d, fp16 m, 16 bytes of nibbles; x = q * d + m
+  kQ8_0 = 8,   // blocks of 32: fp16 d, 32 int8; x = q * d
+  kBF16 = 30,
+};
+
+// "F32", "Q4_K", ... for any GGML type id, "type <n>" for an unknown one.
+std::string ggml_type_name(std::uint32_t type);
+// True for the types dequantize() handles.
+bool ggml_type_supported(std::uint32_t type);
+// Elements per block (1 for float types) and bytes per block.
+std::size_t ggml_block_elements(GgmlType type);
+std::size_t ggml_block_bytes(GgmlType type);
+// Bytes of n elements; throws Error unless n is a multiple of the block size.
+std::uint64_t ggml_tensor_bytes(GgmlType type, std::uint64_t n);
+// dst[0..n) = the n elements encoded in src (ggml_tensor_bytes(type, n) bytes).
+void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* dst);
+
+// IEEE half and bfloat16 conversions (exact for every input; to-half rounds to nearest even).
+float fp16_to_fp32(std::uint16_t h);
+std::uint16_t fp32_to_fp16(float f);
+float bf16_to_fp32(std::uint16_t b);
+
+// ---------------------------------------------------------------------------------------------
+// GGUF
+
+enum class GgufValueType : std::uint32_t {
+  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
+  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+};
+
+// One metadata value. Scalars keep their type; arrays keep their items compactly by kind.
+struct GgufValue {
+  GgufValueType type = GgufValueType::kUint8;
+  GgufValueType item_type = GgufValueType::kUint8;  // arrays only
+  std::int64_t i = 0;   // integer and bool scalars (uint64 above INT64_MAX is stored wrapped)
+  double f = 0.0;       // float scalars
+  std::string str;      // strings
+  std::vector<std::int64_t> ints;    // arrays of integers or bools
+  std::vector<double> floats;        // arrays of floats
+  std::vector<std::string> strings;  // arrays of strings
+  std::vector<GgufValue> arrays;     // arrays of arrays
+
+  bool is_integer() const;
+  bool is_float() const;
+  std::size_t array_size() const;  // 0 for scalars
+  // Throw Error (naming `key`) when the value is not of a fitting type.
+  std::int64_t as_int(const std::string& key) const;
+  double as_float(const std::string& key) const;  // integers convert too
+  const std::string& as_string(const std::string& key) const;
+  const std::vector<std::string>& as_strings(const std::string& key) const;
+  std::vector<float> as_floats(const std::string& key) const;  // integer arrays convert too
+  const std::vector<std::int64_t>& as_ints(const std::string& key) const;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<std::uint64_t> dims;  // ne[0] first: the fastest-varying (in_features) dimension
+  std::uint32_t type = 0;           // a GgmlType id (possibly unsupported)
+  std::uint64_t offset = 0;         // absolute file offset of the data
+  std::uint64_t bytes = 0;          // 0 when the type is unsupported
+  std::uint64_t elements() const;
+};
+
+// A parsed GGUF header: metadata and tensor infos. Tensor data is read on demand.
+class GgufFile {
+ public:
+  // Parses header, metadata and tensor infos; checks every tensor lies inside the file.
+  static GgufFile open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  std::uint32_t version() const { return version_; }
+  std::uint64_t alignment() const { return alignment_; }
+  std::uint64_t data_offset() const { return data_offset_; }
+  std::uint64_t file_size() const { return file_size_; }
+  const std::map<std::string, GgufValue>& metadata() const { return metadata_; }
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+
+  // Null when absent.
+  const GgufValue* find(const std::string& key) const;
+  const GgufTensorInfo* find_tensor(const std::string& name) const;
+  // Raw bytes of a tensor / the tensor dequantised to fp32. Throw Error for an unsupported type.
+  std::vector<std::uint8_t> read_bytes(const GgufTensorInfo& tensor) const;
+  std::vector<float> read_f32(const GgufTensorInfo& tensor) const;
+
+ private:
+  std::string path_;
+  std::uint32_t version_ = 0;
+  std::uint64_t alignment_ = 32;
+  std::uint64_t data_offset_ = 0;
+  std::uint64_t file_size_ = 0;
+  std::map<std::string, GgufValue> metadata_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, std::size_t> tensor_index_;
+};
+
+// Loads a GGUF of architecture "llama" (interleaved RoPE) or "qwen2" (half RoPE, QKV bias),
+// with its tokenizer ("llama" => SentencePieceTokenizer, "gpt2" => ByteLevelBpeTokenizer).
+// An output.weight absent or bit-identical to token_embd.weight gives a tied classifier.
+LoadedModel load_gguf(const std::string& path);
+// The tokenizer embedded in a GGUF, or null when it has none.
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& file);
+
+// ---------------------------------------------------------------------------------------------
+// Hugging Face snapshot folders
+
+// Loads config.json (model_type llama or qwen2), model.safetensors or the shards listed in
+// model.safetensors.index.json (F32, F16, BF16), and tokenizer.json when present and a
+// byte-level BPE (otherwise the tokenizer is null and a warning is logged).
+// Hugging Face stores Q/K for the half-rotation RoPE, so config.rope_style = kHalf.
+LoadedModel load_hf(const std::string& dir);
+// A Hugging Face tokenizer.json with a byte-level BPE model. Throws Error for anything else.
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path);
+
+}  // namespace inferlab

@@ -1,0 +1,260 @@
+// GGUF -> ModelWeights: the llama-architecture keys and tensor names (also "qwen2"), tensors
+// dequantised to fp32, and the embedded tokenizer. GGUF lists dimensions fastest-varying first,
+// so a [ne0 = in, ne1 = out] tensor is already our row-major [out, in]: no transposes.
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "inferlab/bpe_tokenizer.h"
+#include "inferlab/error.h"
+#include "inferlab/formats.h"
+#include "inferlab/log.h"
+
+namespace inferlab {
+
+namespace {
+
+std::string dims_string(const std::vector<std::uint64_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+class GgufModelReader {
+ public:
+  explicit GgufModelReader(const GgufFile& file) : f_(file) {}
+
+  std::int64_t int_key(const std::string& key, std::int64_t fallback, bool required) const {
+    const GgufValue* v = f_.find(key);
+    if (!v) {
+      if (required) fail("missing metadata key '" + key + "'");
+      return fallback;
+    }
+    const std::int64_t x = v->as_int(key);
+    if (x < 0 || x > (1ll << 30)) fail("metadata '" + key + "' = " + std::to_string(x) + " is out of range");
+    return x;
+  }
+  double float_key(const std::string& key, double fallback) const {
+    const GgufValue* v = f_.find(key);
+    return v ? v->as_float(key) : fallback;
+  }
+
+  // Reads `name` (ne0 first) as fp32 after checking its shape against `expect`.
+  std::vector<float> tensor(const std::string& name, std::vector<std::uint64_t> expect,
+                            bool required = true) {
+    const GgufTensorInfo* t = f_.find_tensor(name);
+    if (!t) {
+      if (required) fail("missing tensor '" + name + "'");
+      return {};
+    }
+    std::vector<std::uint64_t> dims = t->dims;
+    while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+    if (dims != expect)
+      fail("tensor '" + name + "' has shape " + dims_string(t->dims) + ", the config needs " +
+           dims_string(expect));
+    if (!ggml_type_supported(t->type))
+      fail("tensor '" + name + "' has unsupported type " + ggml_type_name(t->type) +
+           " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+    source_bytes += t->bytes;
+    used.push_back(name);
+    return f_.read_f32(*t);
+  }
+
+  [[noreturn]] void fail(const std::string& problem) const { throw Error(f_.path() + ": " + problem); }
+
+  std::uint64_t source_bytes = 0;
+  std::vector<std::string> used;
+
+ private:
+  const GgufFile& f_;
+};
+
+ModelConfig read_config(const GgufFile& f, const GgufModelReader& r, const std::string& arch) {
+  ModelConfig c;
+  c.name = std::filesystem::path(f.path()).stem().string();
+  c.dim = static_cast<int>(r.int_key(arch + ".embedding_length", 0, true));
+  c.hidden_dim = static_cast<int>(r.int_key(arch + ".feed_forward_length", 0, true));
+  c.n_layers = static_cast<int>(r.int_key(arch + ".block_count", 0, true));
+  c.n_heads = static_cast<int>(r.int_key(arch + ".attention.head_count", 0, true));
+  c.n_kv_heads = static_cast<int>(r.int_key(arch + ".attention.head_count_kv", c.n_heads, false));
+  c.max_seq_len = static_cast<int>(r.int_key(arch + ".context_length", 2048, false));
+  c.rope_theta = static_cast<float>(r.float_key(arch + ".rope.freq_base", 10000.0));
+  c.norm_eps = static_cast<float>(r.float_key(arch + ".attention.layer_norm_rms_epsilon", 1e-5));
+  if (c.n_heads <= 0 || c.dim % c.n_heads != 0)
+    r.fail("attention.head_count " + std::to_string(c.n_heads) + " does not divide embedding_length " +
+           std::to_string(c.dim));
+  const int head_dim = c.dim / c.n_heads;
+  const std::int64_t rot = r.int_key(arch + ".rope.dimension_count", head_dim, false);
+  if (rot != head_dim)
+    r.fail("partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + " < head dim " +
+           std::to_string(head_dim) + ") are not supported");
+  const std::int64_t key_length = r.int_key(arch + ".attention.key_length", head_dim, false);
+  if (key_length != head_dim)
+    r.fail("attention.key_length " + std::to_string(key_length) + " differs from embedding_length / head_count (" +
+           std::to_string(head_dim) + "): not supported");
+  // Vocabulary: the explicit key, else the tokenizer's size, else the embedding's rows.
+  std::int64_t vocab = r.int_key(arch + ".vocab_size", 0, false);
+  if (vocab == 0) {
+    if (const GgufValue* toks = f.find("tokenizer.ggml.tokens")) vocab = static_cast<std::int64_t>(toks->array_size());
+  }
+  if (vocab == 0) {
+    if (const GgufTensorInfo* e = f.find_tensor("token_embd.weight"); e && e->dims.size() == 2)
+      vocab = static_cast<std::int64_t>(e->dims[1]);
+  }
+  c.vocab_size = static_cast<int>(vocab);
+  c.rope_style = arch == "qwen2" ? RopeStyle::kHalf : RopeStyle::kInterleaved;
+  c.qkv_bias = arch == "qwen2";
+  auto token_id = [&](const char* key, int fallback) {
+    const GgufValue* v = f.find(key);
+    const std::int64_t id = v ? v->as_int(key) : fallback;
+    return id >= 0 && id < vocab ? static_cast<int>(id) : fallback;
+  };
+  c.bos_id = token_id("tokenizer.ggml.bos_token_id", 1);
+  c.eos_id = token_id("tokenizer.ggml.eos_token_id", 2);
+  return c;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
+  const GgufValue* model = f.find("tokenizer.ggml.model");
+  const GgufValue* tokens_v = f.find("tokenizer.ggml.tokens");
+  if (!model || !tokens_v) return nullptr;
+  const std::string& kind = model->as_string("tokenizer.ggml.model");
+  std::vector<std::string> tokens = tokens_v->as_strings("tokenizer.ggml.tokens");
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  auto id_key = [&](const char* key, std::int64_t fallback) {
+    const GgufValue* v = f.find(key);
+    const std::int64_t id = v ? v->as_int(key) : fallback;
+    return id >= 0 && id < n ? static_cast<int>(id) : -1;
+  };
+  const int bos = id_key("tokenizer.ggml.bos_token_id", 1);
+  const int eos = id_key("tokenizer.ggml.eos_token_id", 2);
+
+  if (kind == "llama") {
+    std::vector<float> scores(tokens.size(), 0.0f);
+    if (const GgufValue* s = f.find("tokenizer.ggml.scores")) {
+      scores = s->as_floats("tokenizer.ggml.scores");
+      if (scores.size() != tokens.size())
+        throw Error(f.path() + ": tokenizer.ggml.scores has " + std::to_string(scores.size()) +
+                    " entries for " + std::to_string(tokens.size()) + " tokens");
+    }
+    if (bos < 0 || eos < 0) throw Error(f.path() + ": tokenizer bos/eos ids outside the vocabulary");
+    // GGUF keeps SentencePiece's U+2581 for spaces; the llama2.c-style tokenizer uses ' '.
+    for (std::string& t : tokens) {
+      if (t.find("\xe2\x96\x81") == std::string::npos) continue;
+      std::string spaced;
+      for (std::size_t i = 0; i < t.size();) {
+        if (t.compare(i, 3, "\xe2\x96\x81") == 0) {
+          spaced += ' ';
+          i += 3;
+        } else {
+          spaced += t[i++];
+        }
+      }
+      t = std::move(spaced);
+    }
+    return std::make_unique<SentencePieceTokenizer>(std::move(tokens), std::move(scores), bos, eos);
+  }
+  if (kind == "gpt2") {
+    const GgufValue* merges_v = f.find("tokenizer.ggml.merges");
+    if (!merges_v) throw Error(f.path() + ": gpt2 tokenizer without tokenizer.ggml.merges");
+    BpeOptions opt;
+    const GgufValue* pre = f.find("tokenizer.ggml.pre");
+    const std::string pre_name = pre ? pre->as_string("tokenizer.ggml.pre") : "default";
+    // llama.cpp's pre-tokenizers that isolate every digit before the GPT-2 pattern.
+    for (const char* p : {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
+      if (pre_name == p) opt.split_digits = true;
+    if (!opt.split_digits && pre_name != "default" && pre_name != "gpt-2" && pre_name != "gpt2")
+      log::warn(f.path() + ": pre-tokenizer '" + pre_name +
+                "' approximated by the GPT-2 pattern; encodings may differ from the reference");
+    if (pre_name == "llama-bpe" || pre_name == "llama3") opt.ignore_merges = true;
+    if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
+      const auto& t = types->as_ints("tokenizer.ggml.token_type");
+      for (std::size_t i = 0; i < t.size() && i < tokens.size(); ++i)
+        if (t[i] == 3 || t[i] == 4) opt.special_ids.push_back(static_cast<int>(i));  // control, user-defined
+    }
+    opt.unk_id = id_key("tokenizer.ggml.unknown_token_id", -1);
+    auto merges = ByteLevelBpeTokenizer::split_merges(merges_v->as_strings("tokenizer.ggml.merges"));
+    return std::make_unique<ByteLevelBpeTokenizer>(std::move(tokens), merges, bos, eos, std::move(opt));
+  }
+  log::warn(f.path() + ": tokenizer model '" + kind + "' is not supported (llama, gpt2); no tokenizer");
+  return nullptr;
+}
+
+LoadedModel load_gguf(const std::string& path) {
+  try {
+    const GgufFile f = GgufFile::open(path);
+    GgufModelReader r(f);
+    const GgufValue* arch_v = f.find("general.architecture");
+    if (!arch_v) r.fail("missing metadata key 'general.architecture'");
+    const std::string arch = arch_v->as_string("general.architecture");
+    if (arch != "llama" && arch != "qwen2")
+      r.fail("architecture '" + arch + "' is not supported (llama, qwen2)");
+
+    LoadedModel out;
+    out.format = ModelFormat::kGguf;
+    ModelWeights& w = out.weights;
+    w.config = read_config(f, r, arch);
+    ModelConfig& c = w.config;
+    c.validate();
+    if (static_cast<std::size_t>(c.n_layers) > f.tensors().size())  // before allocating layers
+      r.fail("block_count " + std::to_string(c.n_layers) + " exceeds the " + std::to_string(f.tensors().size()) +
+             " tensors in the file");
+    const auto d = static_cast<std::uint64_t>(c.dim), h = static_cast<std::uint64_t>(c.hidden_dim),
+               kv = static_cast<std::uint64_t>(c.kv_dim()), v = static_cast<std::uint64_t>(c.vocab_size);
+
+    w.token_embedding = r.tensor("token_embd.weight", {d, v});  // [vocab, dim]
+    w.layers.resize(static_cast<std::size_t>(c.n_layers));
+    for (int l = 0; l < c.n_layers; ++l) {
+      LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
+      const std::string p = "blk." + std::to_string(l) + ".";
+      L.attn_norm = r.tensor(p + "attn_norm.weight", {d});
+      L.wq = r.tensor(p + "attn_q.weight", {d, d});      // [dim, dim]
+      L.wk = r.tensor(p + "attn_k.weight", {d, kv});     // [kv_dim, dim]
+      L.wv = r.tensor(p + "attn_v.weight", {d, kv});     // [kv_dim, dim]
+      L.wo = r.tensor(p + "attn_output.weight", {d, d}); // [dim, dim]
+      if (c.qkv_bias) {
+        L.bq = r.tensor(p + "attn_q.bias", {d});
+        L.bk = r.tensor(p + "attn_k.bias", {kv});
+        L.bv = r.tensor(p + "attn_v.bias", {kv});
+      }
+      L.ffn_norm = r.tensor(p + "ffn_norm.weight", {d});
+      L.w1 = r.tensor(p + "ffn_gate.weight", {d, h});    // [hidden, dim]
+      L.w2 = r.tensor(p + "ffn_down.weight", {h, d});    // [dim, hidden]
+      L.w3 = r.tensor(p + "ffn_up.weight", {d, h});      // [hidden, dim]
+    }
+    w.final_norm = r.tensor("output_norm.weight", {d});
+
+    // A separate classifier identical to the embedding (llama2.c conversions) is tied.
+    c.tied_classifier = true;
+    if (const GgufTensorInfo* out_t = f.find_tensor("output.weight")) {
+      const GgufTensorInfo* emb_t = f.find_tensor("token_embd.weight");
+      const bool same_bytes = out_t->type == emb_t->type && out_t->dims == emb_t->dims &&
+                              f.read_bytes(*out_t) == f.read_bytes(*emb_t);
+      if (same_bytes) {
+        r.source_bytes += out_t->bytes;
+        r.used.push_back("output.weight");
+      } else {
+        w.classifier = r.tensor("output.weight", {d, v});  // [vocab, dim]
+        c.tied_classifier = false;
+      }
+    }
+    for (const GgufTensorInfo& t : f.tensors())
+      if (std::find(r.used.begin(), r.used.end(), t.name) == r.used.end())
+        log::warn(path + ": tensor '" + t.name + "' is not used by the model");
+    w.source_bytes = r.source_bytes;
+    w.validate();
+    out.tokenizer = load_gguf_tokenizer(f);
+    if (out.tokenizer && out.tokenizer->vocab_size() > c.vocab_size)
+      r.fail("tokenizer has " + std::to_string(out.tokenizer->vocab_size()) +
+             " tokens, the model's vocabulary only " + std::to_string(c.vocab_size));
+    return out;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path + ":", 0) == 0) throw;
+    throw Error(path + ": " + what);
+  }
+}
+
+}  // namespace inferlab
