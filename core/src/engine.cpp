@@ -220,7 +220,9 @@ RunResult Engine::run(const std::vector<Request>& requests) {
         for (int r = first; r < batch.query_start.back() + n; ++r) batch.logit_rows.push_back(r);
         logit_rows += 1 + static_cast<int>(w.drafts.size());
       }
-      (s.num_computed > 0 && w.n_real == 1 ? decode_tokens : prefill_tokens) += n;
+      const bool decode_step = s.num_computed > 0 && w.n_real == 1;
+      (decode_step ? decode_tokens : prefill_tokens) += n;
+      tl.decode_seq_steps += decode_step;
       batch.query_start.push_back(batch.query_start.back() + n);
       batch.context_len.push_back(start + n);
       batch.block_tables.push_back(kv.block_table(id));

@@ -178,8 +178,8 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
   check_keys(c, t, key, {"dist", "value", "min", "max", "mean", "sigma"});
   if (auto v = t.get("dist")) {
     l.dist = get_string(c, *v, key + ".dist");
-    if (l.dist != "fixed" && l.dist != "uniform" && l.dist != "lognormal")
-      throw Error(c.at(*v) + ": " + key + ".dist = \"" + l.dist + "\"; allowed: fixed, uniform, lognormal");
+    if (l.dist != "fixed" && l.dist != "uniform" && l.dist != "lognormal" && l.dist != "trace")
+      throw Error(c.at(*v) + ": " + key + ".dist = \"" + l.dist + "\"; allowed: fixed, uniform, lognormal, trace");
   }
   if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, 1 << 24));
   if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, 1 << 24));
@@ -192,7 +192,7 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
 void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_dir, WorkloadSpec& w) {
   check_keys(c, t, "[workload]",
              {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len",
-              "limit", "time_scale", "max_prompt", "max_output", "seed"});
+              "lengths_file", "prefix_block_tokens", "limit", "time_scale", "max_prompt", "max_output", "seed"});
   if (auto v = t.get("trace")) w.trace = resolve_data_path(get_string(c, *v, "trace"), base_dir, c.at(*v));
   if (auto v = t.get("format")) {
     w.format = get_string(c, *v, "format");
@@ -209,6 +209,13 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   if (auto v = t.get("burstiness")) w.burstiness = get_float(c, *v, "burstiness", 1e-3);
   if (auto v = t.get("prompt_len")) parse_length(c, *v, "prompt_len", w.prompt_len);
   if (auto v = t.get("output_len")) parse_length(c, *v, "output_len", w.output_len);
+  if (auto v = t.get("lengths_file"))
+    w.lengths_file = resolve_data_path(get_string(c, *v, "lengths_file"), base_dir, c.at(*v));
+  if ((w.prompt_len.dist == "trace" || w.output_len.dist == "trace") && w.lengths_file.empty())
+    throw Error(c.at(t) + ": a length with dist = \"trace\" needs [workload] lengths_file (e.g. "
+                "\"traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv\")");
+  if (auto v = t.get("prefix_block_tokens"))
+    w.prefix_block_tokens = static_cast<int>(get_int(c, *v, "prefix_block_tokens", 1, 1 << 20));
   if (auto v = t.get("limit")) w.limit = static_cast<int>(get_int(c, *v, "limit", 0, 100000000));
   if (auto v = t.get("time_scale")) w.time_scale = get_float(c, *v, "time_scale", 0.0);
   if (auto v = t.get("max_prompt")) w.max_prompt = static_cast<int>(get_int(c, *v, "max_prompt", 0, 1 << 24));

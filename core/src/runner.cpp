@@ -143,6 +143,7 @@ std::string resolved_config_toml(const Plan& plan) {
     t << "num_requests = " << w.num_requests << "\narrival = " << json_quote(w.arrival) << "\nrate = " << w.rate
       << "\nburstiness = " << w.burstiness << "\nprompt_len = " << len(w.prompt_len)
       << "\noutput_len = " << len(w.output_len) << "\n";
+    if (!w.lengths_file.empty()) t << "lengths_file = " << json_quote(w.lengths_file) << "\n";
   }
   t << "limit = " << w.limit << "\ntime_scale = " << w.time_scale << "\nmax_prompt = " << w.max_prompt
     << "\nmax_output = " << w.max_output << "\nseed = " << w.seed << "\n";
