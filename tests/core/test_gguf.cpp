@@ -1,6 +1,7 @@
 // GGUF reader: the real stories260K GGUF against its llama2.c twin, dequantisation of every
 // supported block type against exact values, header versions, and bad files (wrong magic or
 // version, unsupported types, wrong shapes, truncation at every offset, random mutations).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,8 @@
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "inferlab/log.h"
+#include "inferlab/model.h"
+#include "model_fixtures.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -588,6 +591,37 @@ TEST(Gguf, SmolLM2Q4_1Loads) {
   }
   EXPECT_GT(sum, 0.0);
   ASSERT_NE(dynamic_cast<const ByteLevelBpeTokenizer*>(m.tokenizer.get()), nullptr);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// End to end through the loader's dequantisation and tokenizer: greedy decoding from SmolLM2
+// (Q4_1 + Q8_0) writes sensible English.
+TEST(Gguf, SmolLM2GreedyKnowsTheCapitalOfFrance) {
+  const std::string path = smollm2_path();
+  INFERLAB_REQUIRE_FILE(path);
+  LoadedModel m = load_gguf(path);
+  testing::FloatQuantization quant;
+  testing::RefAttention attention;
+  ThreadPool pool(2);
+  Model model(m.weights, quant);
+  m.weights = ModelWeights{};  // the Model holds its own copy
+  testing::SequenceRunner runner(model, attention, pool, 16, 8);
+  std::vector<int> next = m.tokenizer->encode("The capital of France is", false);
+  std::vector<int> out;
+  for (int step = 0; step < 6; ++step) {
+    const std::vector<float>& logits = runner.feed(next);
+    const int best = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(best);
+    next = {best};
+  }
+  const std::string text = m.tokenizer->decode(out);
+  RecordProperty("continuation", text);
+  EXPECT_NE(text.find("Paris"), std::string::npos) << text;
 }
 
 }  // namespace
