@@ -1,8 +1,11 @@
 #include "flash_attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -27,9 +30,82 @@ struct Scratch {
   std::vector<float> max;     // [vectors] running max of scores
   std::vector<float> denom;   // [vectors] running sum of exp(score - max)
   std::vector<float> acc;     // [vectors, head_dim] running un-normalised output
-  std::vector<float> scores;  // [tile]
+  std::vector<float> scores;  // [tile_pad]
+  std::vector<float> k_t;     // [head_dim, tile_pad] the tile's K, transposed
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the tile's positions
 };
+
+// exp(x) for x <= 0, written so `omp simd` loops vectorise it (the libm call does not): clamp,
+// split x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r, then scale by 2^n via
+// the exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below
+// e^-87 flush to ~1e-38 instead of 0, which no softmax sum can see.
+#pragma omp declare simd
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = std::floor(x * 1.44269504f + 0.5f);  // round(x / ln2), in [-126, 0]
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+}
+
+// acc[c] += sum_j p[j] * v_rows[j][c]. Columns go in 16-float chunks held in a register across
+// the whole j loop: updating acc in memory per j chains every step through a store and a
+// reload. A GCC/Clang vector type pins the vectorisation to the column axis (left to itself
+// GCC vectorises over j with gathers).
+using Vec16 = float __attribute__((vector_size(64)));
+constexpr int kAccBlock = 16;
+
+void accumulate_pv(const float* p, const float* const* v_rows, int n, int d, float* acc) {
+  int c0 = 0;
+  for (; c0 + kAccBlock <= d; c0 += kAccBlock) {
+    Vec16 a;
+    std::memcpy(&a, acc + c0, sizeof a);
+    for (int j = 0; j < n; ++j) {
+      Vec16 v;
+      std::memcpy(&v, v_rows[j] + c0, sizeof v);
+      a += p[j] * v;
+    }
+    std::memcpy(acc + c0, &a, sizeof a);
+  }
+  for (; c0 < d; ++c0) {  // head_dim not a multiple of kAccBlock
+    float a = acc[c0];
+    for (int j = 0; j < n; ++j) a += p[j] * v_rows[j][c0];
+    acc[c0] = a;
+  }
+}
+
+// Below this many query vectors per item (decode: one row times the GQA group) transposing a
+// K tile costs more than the horizontal sums it saves, so scores are plain dot products.
+constexpr std::size_t kTransposeMinVectors = 8;
+
+// Score columns computed together: 32 floats = 4 AVX2 accumulators the compiler keeps in
+// registers, one broadcast q[c] per K^T row.
+constexpr int kScoreBlock = 32;
+
+int padded_tile(int tile) { return (tile + kScoreBlock - 1) / kScoreBlock * kScoreBlock; }
+
+// s[j] = scale * sum_c q[c] * k_t[c][j] for j in [0, n) rounded up to kScoreBlock (columns past
+// the tile's valid ones hold stale finite values and are ignored by the caller).
+void tile_scores(const float* q, const float* k_t, int d, int stride, int n, float scale,
+                 float* s) {
+  for (int j0 = 0; j0 < n; j0 += kScoreBlock) {
+    float a[kScoreBlock] = {};
+    for (int c = 0; c < d; ++c) {
+      const float qc = q[c];
+      const float* row = k_t + static_cast<std::size_t>(c) * stride + j0;
+#pragma omp simd
+      for (int u = 0; u < kScoreBlock; ++u) a[u] += qc * row[u];
+    }
+#pragma omp simd
+    for (int u = 0; u < kScoreBlock; ++u) s[j0 + u] = a[u] * scale;
+  }
+}
 
 void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
               const WorkItem& item, int tile, Scratch& w) {
@@ -43,6 +119,8 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
   const int first_pos = ctx - n_q;  // position of local row 0
   const int n_rows = item.row_end - item.row_begin;
   const std::size_t vectors = static_cast<std::size_t>(n_rows) * group;  // query vectors
+  const int stride = padded_tile(tile);
+  const bool transpose = vectors >= kTransposeMinVectors;
 
   w.max.assign(vectors, -INFINITY);
   w.denom.assign(vectors, 0.0f);
@@ -53,9 +131,13 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
   for (int t0 = 0; t0 < end_pos; t0 += tile) {
     const int t1 = std::min(t0 + tile, end_pos);
     // Resolve the tile's positions through the block table once for all query vectors.
+    // K goes in transposed so scores vectorise over positions, without horizontal sums.
     for (int p = t0; p < t1; ++p) {
       const int slot = table[static_cast<std::size_t>(p / bs)] * bs + p % bs;
-      w.k_rows[static_cast<std::size_t>(p - t0)] = kv.k_at(slot, item.kv_head);
+      const float* k = kv.k_at(slot, item.kv_head);
+      w.k_rows[static_cast<std::size_t>(p - t0)] = k;
+      if (transpose)
+        for (int c = 0; c < d; ++c) w.k_t[static_cast<std::size_t>(c) * stride + (p - t0)] = k[c];
       w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_at(slot, item.kv_head);
     }
     for (int r = item.row_begin; r < item.row_end; ++r) {
@@ -69,15 +151,19 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
         float* acc = w.acc.data() + vec * d;
         float* s = w.scores.data();
 
-        float tile_max = -INFINITY;
-        for (int j = 0; j < n_valid; ++j) {
-          const float* k = w.k_rows[static_cast<std::size_t>(j)];
-          float dot = 0.0f;
+        if (transpose) {
+          tile_scores(q_h, w.k_t.data(), d, stride, n_valid, batch.scale, s);
+        } else {
+          for (int j = 0; j < n_valid; ++j) {
+            const float* k = w.k_rows[static_cast<std::size_t>(j)];
+            float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-          for (int c = 0; c < d; ++c) dot += q_h[c] * k[c];
-          s[j] = dot * batch.scale;
-          tile_max = std::max(tile_max, s[j]);
+            for (int c = 0; c < d; ++c) dot += q_h[c] * k[c];
+            s[j] = dot * batch.scale;
+          }
         }
+        float tile_max = -INFINITY;
+        for (int j = 0; j < n_valid; ++j) tile_max = std::max(tile_max, s[j]);
         // Online softmax: rescale what was accumulated under the old max.
         const float new_max = std::max(w.max[vec], tile_max);
         if (new_max > w.max[vec]) {
@@ -88,14 +174,13 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
           w.max[vec] = new_max;
         }
         float denom = w.denom[vec];
+#pragma omp simd reduction(+ : denom)
         for (int j = 0; j < n_valid; ++j) {
-          const float p = std::exp(s[j] - new_max);
-          denom += p;
-          const float* v = w.v_rows[static_cast<std::size_t>(j)];
-#pragma omp simd
-          for (int c = 0; c < d; ++c) acc[c] += p * v[c];
+          s[j] = exp_nonpositive(s[j] - new_max);
+          denom += s[j];
         }
         w.denom[vec] = denom;
+        accumulate_pv(s, w.v_rows.data(), n_valid, d, acc);
       }
     }
   }
@@ -145,7 +230,9 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
 
   pool.parallel_for(items.size(), [&](std::size_t begin, std::size_t end) {
     Scratch w;
-    w.scores.resize(static_cast<std::size_t>(tile_));
+    const auto pad = static_cast<std::size_t>(padded_tile(tile_));
+    w.scores.resize(pad);
+    w.k_t.assign(pad * static_cast<std::size_t>(batch.head_dim), 0.0f);
     w.k_rows.resize(static_cast<std::size_t>(tile_));
     w.v_rows.resize(static_cast<std::size_t>(tile_));
     for (std::size_t i = begin; i < end; ++i) run_item(batch, kv, q, out, items[i], tile_, w);

@@ -15,6 +15,10 @@ namespace inferlab::testing {
 namespace {
 
 constexpr double kTolerance = 1e-5;
+// Scores reach ~150 in the peaked test; a float score carries an absolute error of about
+// |score| * 1e-7 * (summation length), and exp turns it into the same relative weight error,
+// so no float kernel meets 1e-5 there. That test is about overflow, not precision.
+constexpr double kPeakedTolerance = 1e-4;
 
 struct Heads {
   int n_heads;
@@ -79,7 +83,7 @@ TEST(NaiveAttention, PeakedSoftmaxDoesNotOverflow) {
   ThreadPool pool(2);
   const std::vector<float> got = run_attention(naive, problem, pool);
   EXPECT_EQ(count_non_finite(got), 0u);
-  EXPECT_LT(max_relative_error(got, reference_output(problem)), kTolerance);
+  EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
 }
 
 TEST(NaiveAttention, SameResultForAnyThreadCount) {
