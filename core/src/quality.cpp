@@ -44,12 +44,16 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadP
   double nll = 0;
   long long count = 0;
 
-  // Window w covers [begin, begin + len); it predicts targets begin+1+j for rows j >= first_scored.
+  // A window covers tokens [begin, begin + len); its row j predicts token begin + j + 1. Each
+  // target is scored once, by the first window that reaches it (the one with the most context
+  // before it when windows overlap).
+  int next_target = 1;
   for (int begin = 0;; begin += stride) {
     const int len = std::min(context, n - begin);
     if (len < 2) break;
-    const int first_scored = begin == 0 ? 0 : len - std::min(stride, len) - 1;
-    kv.free(seq);
+    const int first_scored = std::max(0, next_target - begin - 1);
+    next_target = begin + len;
+    if (kv.has(seq)) kv.free(seq);
     check(kv.reserve(seq, len), "quality KV cache too small");
     for (int start = 0; start < len; start += chunk) {
       const int m = std::min(chunk, len - start);
@@ -76,7 +80,7 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadP
     }
     if (begin + len >= n) break;
   }
-  kv.free(seq);
+  if (kv.has(seq)) kv.free(seq);
   PerplexityResult r;
   r.tokens = count;
   r.mean_nll = count ? nll / static_cast<double>(count) : 0;

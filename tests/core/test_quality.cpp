@@ -1,0 +1,137 @@
+// Teacher-forced quality: NLL against a hand computation from the model's logits, windowing,
+// KL/top-1 against the baseline, and [quality] rows in an experiment run.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/experiment.h"
+#include "inferlab/quality.h"
+#include "inferlab/registry.h"
+#include "inferlab/runner.h"
+#include "model_fixtures.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+std::vector<int> some_tokens(int n, int vocab, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int> t(static_cast<std::size_t>(n));
+  for (auto& x : t) x = static_cast<int>(rng.uniform_int(3, vocab));
+  return t;
+}
+
+TEST(Quality, MeanNllMatchesAHandComputationFromLogits) {
+  ModelWeights w = random_weights(preset_config("stories260k"), 5);
+  testing::FloatQuantization q;
+  testing::RefAttention att;
+  Model model(w, q);
+  ThreadPool pool(2);
+  auto tokens = some_tokens(40, 512, 1);
+
+  testing::SequenceRunner runner(model, att, pool);
+  const auto& logits = runner.feed_all_logits(tokens);  // [40, vocab]
+  double nll = 0;
+  for (int i = 0; i + 1 < 40; ++i) {
+    const float* row = logits.data() + static_cast<std::size_t>(i) * 512;
+    double mx = *std::max_element(row, row + 512), sum = 0;
+    for (int v = 0; v < 512; ++v) sum += std::exp(row[v] - mx);
+    nll -= row[tokens[static_cast<std::size_t>(i) + 1]] - mx - std::log(sum);
+  }
+  nll /= 39;
+
+  auto r = evaluate_perplexity(model, att, pool, tokens, 0, 0);
+  EXPECT_EQ(r.tokens, 39);
+  EXPECT_NEAR(r.mean_nll, nll, 1e-4);
+  EXPECT_NEAR(r.perplexity, std::exp(nll), 1e-3 * std::exp(nll));
+}
+
+TEST(Quality, SlidingWindowsPredictEveryTokenOnce) {
+  ModelWeights w = random_weights(preset_config("stories260k"), 6);
+  testing::FloatQuantization q;
+  testing::RefAttention att;
+  Model model(w, q);
+  ThreadPool pool(2);
+  auto tokens = some_tokens(100, 512, 2);
+  EXPECT_EQ(evaluate_perplexity(model, att, pool, tokens, 32, 16).tokens, 99);  // sliding: all targets
+  EXPECT_EQ(evaluate_perplexity(model, att, pool, tokens, 32, 32).tokens, 96);  // disjoint: 31+31+31+3
+  std::vector<std::vector<float>> lp;
+  evaluate_perplexity(model, att, pool, tokens, 0, 0, &lp);
+  ASSERT_EQ(lp.size(), 99u);
+  double mass = 0;
+  for (float x : lp[0]) mass += std::exp(x);
+  EXPECT_NEAR(mass, 1.0, 1e-4);
+}
+
+TEST(Quality, Int8ShowsSmallNonZeroKlOnStories260K) {
+  const std::string bin = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(bin);
+  LoadedModel m = load_model(bin);
+  ASSERT_TRUE(m.tokenizer);
+  Registry reg({testing::plugin_dir()});
+  auto att = reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"));
+  auto none = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
+  auto int8 = reg.create_quantization("int8", reg.resolve(PluginKind::kQuantization, "int8", {}, "t"));
+  Model fp32(m.weights, *none), q8(m.weights, *int8);
+  ThreadPool pool(2);
+  std::ifstream in(testing::source_dir() + "/experiments/data/eval.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  QualitySpec spec;
+  spec.enabled = true;
+  spec.max_tokens = 300;
+  auto tokens = quality_tokens(text.str(), m.tokenizer.get(), 512, spec.max_tokens);
+  ASSERT_EQ(tokens.size(), 300u);
+  QualityEvaluator eval(spec, tokens, pool);
+  auto base = eval.evaluate("baseline", fp32, *att, true);
+  auto var = eval.evaluate("int8", q8, *att, false);
+  std::map<std::string, double> b(base.begin(), base.end()), v(var.begin(), var.end());
+  EXPECT_EQ(b["kl_vs_baseline"], 0.0);
+  EXPECT_EQ(b["top1_agree_frac"], 1.0);
+  EXPECT_GT(b["perplexity"], 2.0);
+  EXPECT_LT(b["perplexity"], 60.0);  // a trained model on a simple story, far below vocab size
+  EXPECT_GT(v["kl_vs_baseline"], 1e-6);
+  EXPECT_LT(v["kl_vs_baseline"], 0.02);
+  EXPECT_GT(v["top1_agree_frac"], 0.9);
+  EXPECT_NEAR(v["perplexity"], b["perplexity"], 0.05 * b["perplexity"]);
+  // Cached: asking again returns the same row without recomputation.
+  EXPECT_EQ(eval.evaluate("int8", q8, *att, false), var);
+}
+
+TEST(Quality, ExperimentRowsCarrySpeedAndQuality) {
+  const std::string bin = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(bin);
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("inferlab_quality_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "q.toml") << "[experiment]\nname = \"q\"\nrepeats = 2\n[model]\npath = \"" << bin << "\"\n"
+                                << "[workload]\nnum_requests = 2\nprompt_len = 8\noutput_len = 4\n"
+                                << "[quality]\ntext = \"" << testing::source_dir() << "/experiments/data/eval.txt\"\n"
+                                << "max_tokens = 200\n[[variant]]\nname = \"int8\"\nquantization = \"int8\"\n";
+  ExperimentSpec spec = load_experiment((dir / "q.toml").string(), {});
+  Registry reg({testing::plugin_dir()});
+  Plan plan = plan_experiment(spec, reg, experiment_model_config(spec.model));
+  RunOptions ro;
+  ro.out_root = dir.string();
+  std::string out = run_plan(plan, reg, ro);
+  std::ifstream csv(out + "/metrics.csv");
+  std::string header, row;
+  std::getline(csv, header);
+  for (const char* col : {"perplexity", "kl_vs_baseline", "top1_agree_frac", "ttft_ms_p50"})
+    EXPECT_NE(header.find(col), std::string::npos) << col;
+  int rows = 0;
+  while (std::getline(csv, row)) {
+    ++rows;
+    EXPECT_NE(row.find(",ok,"), std::string::npos) << row;
+  }
+  EXPECT_EQ(rows, 4);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace inferlab
