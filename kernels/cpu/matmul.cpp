@@ -1,11 +1,15 @@
-// fp32 matmul: register tiles of R token rows x C output channels, AVX2/FMA when available.
+// fp32 matmul: register tiles of R token rows x C output channels, AVX-512 or AVX2/FMA when
+// available (compile-time: -march=native), a scalar omp-simd loop otherwise.
 // See matmul.h for the contract and the roofline.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
 #include <cstddef>
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define INFERLAB_MATMUL_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define INFERLAB_MATMUL_AVX2 1
 #endif
@@ -13,7 +17,7 @@
 namespace inferlab::cpu {
 namespace {
 
-#if INFERLAB_MATMUL_AVX2
+#if INFERLAB_MATMUL_AVX2 || INFERLAB_MATMUL_AVX512
 inline float hsum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);
   __m128 hi = _mm256_extractf128_ps(v, 1);
@@ -21,6 +25,17 @@ inline float hsum(__m256 v) {
   lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
   lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
   return _mm_cvtss_f32(lo);
+}
+#endif
+#if INFERLAB_MATMUL_AVX512
+// Once per tile, so a store and a scalar sum cost nothing (and GCC 12's _mm512_reduce_add_ps
+// and _mm512_extractf64x4_pd trip -Werror=uninitialized).
+inline float hsum(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float s = 0.0f;
+  for (float l : lanes) s += l;
+  return s;
 }
 #endif
 
@@ -31,7 +46,21 @@ inline void tile(const float* x, std::size_t x_stride, const float* w, std::size
                  std::size_t y_stride, int in) {
   int k = 0;
   float acc[R][C] = {};
-#if INFERLAB_MATMUL_AVX2
+#if INFERLAB_MATMUL_AVX512
+  __m512 vacc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) vacc[r][c] = _mm512_setzero_ps();
+  for (; k + 16 <= in; k += 16) {
+    __m512 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = _mm512_loadu_ps(w + c * w_stride + k);
+    for (int r = 0; r < R; ++r) {
+      const __m512 xv = _mm512_loadu_ps(x + r * x_stride + k);
+      for (int c = 0; c < C; ++c) vacc[r][c] = _mm512_fmadd_ps(xv, wv[c], vacc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = hsum(vacc[r][c]);
+#elif INFERLAB_MATMUL_AVX2
   __m256 vacc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
@@ -56,6 +85,14 @@ inline void tile(const float* x, std::size_t x_stride, const float* w, std::size
       y[r * y_stride + c] = acc[r][c] + a;
     }
 }
+
+// Output channels per tile for n >= 3: a 4 x C tile needs 4*C + C + 1 vector registers
+// (32 with AVX-512, 16 with AVX2).
+#if INFERLAB_MATMUL_AVX512
+constexpr int kBatchChannels = 4;
+#else
+constexpr int kBatchChannels = 2;
+#endif
 
 // Rows [0, n) x output channels [o0, o1). Output channels are the outer loop so each block of
 // C weight rows is streamed from memory once and reused across all token rows, which stay in
@@ -93,16 +130,22 @@ void matmul_f32(const float* x, const float* w, float* y, int n, int out, int in
   const std::size_t work_per_unit = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(in) *
                                     static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / std::max<std::size_t>(1, work_per_unit));
+  // The lambda captures one reference so std::function stores it inline (no allocation per call).
+  struct Args {
+    const float *x, *w;
+    float* y;
+    int n, out, in;
+  } a{x, w, y, n, out, in};
   pool.parallel_for(
       units,
-      [&](std::size_t begin, std::size_t end) {
+      [&a](std::size_t begin, std::size_t end) {
         const int o0 = static_cast<int>(begin) * kUnit;
-        const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+        const int o1 = std::min(a.out, static_cast<int>(end) * kUnit);
         // Decode (n <= 2) is bandwidth bound: four channels at a time for more loads in flight.
-        if (n <= 2)
-          run_channels<4>(x, w, y, n, out, in, o0, o1);
+        if (a.n <= 2)
+          run_channels<4>(a.x, a.w, a.y, a.n, a.out, a.in, o0, o1);
         else
-          run_channels<2>(x, w, y, n, out, in, o0, o1);
+          run_channels<kBatchChannels>(a.x, a.w, a.y, a.n, a.out, a.in, o0, o1);
       },
       grain);
 }
