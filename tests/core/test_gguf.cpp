@@ -1,10 +1,11 @@
 // GGUF reader: the real stories260K GGUF against its llama2.c twin, dequantisation of every
-// supported block type against exact values, header versions, and bad files (wrong magic or
-// version, unsupported types, wrong shapes, truncation at every offset, random mutations).
+// supported block type against exact values, header versions 2 and 3, alignment, metadata of
+// every value type. Bad files are in test_gguf_errors.cpp, SmolLM2 in test_smollm2.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -15,8 +16,7 @@
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "inferlab/log.h"
-#include "inferlab/model.h"
-#include "model_fixtures.h"
+#include "gguf_fixtures.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -24,21 +24,8 @@ namespace {
 
 using testing::GgufBuilder;
 using testing::TempDir;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-struct QuietLogs {  // the mutation tests provoke warnings by design
-  log::Level saved = log::level();
-  QuietLogs() { log::set_level(log::Level::kQuiet); }
-  ~QuietLogs() { log::set_level(saved); }
-};
+using testing::TinyGguf;
+using testing::tiny_llama_gguf;
 
 // ---- stories260K: GGUF vs llama2.c -------------------------------------------------------------
 
@@ -195,107 +182,6 @@ TEST(Gguf, DequantizesEveryBlockTypeExactly) {
   EXPECT_FALSE(ggml_type_supported(12));
 }
 
-// ---- a tiny llama GGUF with every tensor type ---------------------------------------------------
-
-struct TinyGguf {
-  std::string bytes;
-  ModelWeights expected;  // the exact values the loader must produce
-  std::uint64_t tensor_bytes = 0;
-};
-
-TinyGguf tiny_llama_gguf(std::uint32_t version = 3, std::uint64_t alignment = 32) {
-  TinyGguf t;
-  ModelConfig& c = t.expected.config;
-  c.dim = 32, c.hidden_dim = 64, c.n_layers = 1, c.n_heads = 4, c.n_kv_heads = 2, c.vocab_size = 32;
-  c.max_seq_len = 128, c.rope_theta = 5000.0f, c.norm_eps = 1e-6f, c.bos_id = 29, c.eos_id = 30;
-  GgufBuilder g(version);
-  g.string("general.architecture", "llama");
-  g.u32("llama.embedding_length", 32);
-  g.u32("llama.feed_forward_length", 64);
-  g.u32("llama.block_count", 1);
-  g.u32("llama.attention.head_count", 4);
-  g.u32("llama.attention.head_count_kv", 2);
-  g.u32("llama.context_length", 128);
-  g.f32("llama.rope.freq_base", 5000.0f);
-  g.f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
-  if (alignment != 32) g.u32("general.alignment", static_cast<std::uint32_t>(alignment));
-  std::vector<std::string> tokens;
-  for (char ch = 'a'; ch <= 'z'; ++ch) tokens.emplace_back(1, ch);
-  for (const char* s : {"\xc4\xa0", "ab", "abc", "<s>", "</s>", "\xc4\xa0" "a"}) tokens.emplace_back(s);
-  std::vector<std::int32_t> types(32, 1);
-  types[29] = types[30] = 3;
-  g.string("tokenizer.ggml.model", "gpt2");
-  g.strings("tokenizer.ggml.tokens", tokens);
-  g.ints("tokenizer.ggml.token_type", types);
-  g.strings("tokenizer.ggml.merges", {"a b", "ab c", "\xc4\xa0 a"});
-  g.u32("tokenizer.ggml.bos_token_id", 29);
-  g.u32("tokenizer.ggml.eos_token_id", 30);
-
-  auto q8_tensor = [&](const std::string& name, std::uint64_t ne0, std::uint64_t ne1, int salt) {
-    std::vector<std::int8_t> q(ne0 * ne1);
-    std::vector<float> v(q.size());
-    for (std::size_t i = 0; i < q.size(); ++i) {
-      q[i] = static_cast<std::int8_t>(static_cast<int>((i * 37 + salt) % 255) - 127);
-      v[i] = q[i] * 0.25f;
-    }
-    std::string data = testing::encode_q8_0(q, 0x3400);  // d = 0.25
-    t.tensor_bytes += data.size();
-    g.tensor(name, {ne0, ne1}, GgmlType::kQ8_0, data);
-    return v;
-  };
-  auto q4_tensor = [&](const std::string& name, std::uint64_t ne0, std::uint64_t ne1, bool with_min) {
-    std::vector<std::uint8_t> nib(ne0 * ne1);
-    std::vector<float> v(nib.size());
-    const std::uint16_t m = 0xBC00;  // -1.0
-    for (std::size_t i = 0; i < nib.size(); ++i) {
-      nib[i] = static_cast<std::uint8_t>((i * 7 + (with_min ? 1 : 4)) % 16);
-      v[i] = with_min ? nib[i] * 0.5f - 1.0f : (nib[i] - 8) * 0.5f;
-    }
-    std::string data = testing::encode_q4(nib, 0x3800, with_min ? &m : nullptr);  // d = 0.5
-    t.tensor_bytes += data.size();
-    g.tensor(name, {ne0, ne1}, with_min ? GgmlType::kQ4_1 : GgmlType::kQ4_0, data);
-    return v;
-  };
-  auto half_tensor = [&](const std::string& name, std::uint64_t ne0, std::uint64_t ne1, bool bf16) {
-    std::vector<float> v(ne0 * ne1);
-    std::string data;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      v[i] = static_cast<float>(static_cast<int>(i % 61) - 30) / 16.0f;
-      std::uint32_t bits;
-      std::memcpy(&bits, &v[i], 4);
-      testing::append_pod<std::uint16_t>(data, bf16 ? static_cast<std::uint16_t>(bits >> 16) : fp32_to_fp16(v[i]));
-    }
-    t.tensor_bytes += data.size();
-    g.tensor(name, {ne0, ne1}, bf16 ? GgmlType::kBF16 : GgmlType::kF16, data);
-    return v;
-  };
-  auto f32_tensor = [&](const std::string& name, std::vector<std::uint64_t> dims, float base) {
-    std::uint64_t n = 1;
-    for (auto d : dims) n *= d;
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = base + static_cast<float>(i) / 64.0f;
-    t.tensor_bytes += n * sizeof(float);
-    g.tensor_f32(name, dims, v);
-    return v;
-  };
-  ModelWeights& w = t.expected;
-  w.token_embedding = q8_tensor("token_embd.weight", 32, 32, 0);
-  w.layers.resize(1);
-  LayerWeights& L = w.layers[0];
-  L.attn_norm = f32_tensor("blk.0.attn_norm.weight", {32}, 1.0f);
-  L.wq = q4_tensor("blk.0.attn_q.weight", 32, 32, false);
-  L.wk = q4_tensor("blk.0.attn_k.weight", 32, 16, true);
-  L.wv = half_tensor("blk.0.attn_v.weight", 32, 16, false);
-  L.wo = half_tensor("blk.0.attn_output.weight", 32, 32, true);
-  L.ffn_norm = f32_tensor("blk.0.ffn_norm.weight", {32}, 0.5f);
-  L.w1 = f32_tensor("blk.0.ffn_gate.weight", {32, 64}, -1.0f);
-  L.w2 = q8_tensor("blk.0.ffn_down.weight", 64, 32, 5);
-  L.w3 = half_tensor("blk.0.ffn_up.weight", 32, 64, false);
-  w.final_norm = f32_tensor("output_norm.weight", {32}, 2.0f);
-  t.bytes = g.build(alignment);
-  return t;
-}
-
 void expect_weights_equal(const ModelWeights& a, const ModelWeights& e) {
   EXPECT_EQ(a.token_embedding, e.token_embedding);
   ASSERT_EQ(a.layers.size(), e.layers.size());
@@ -420,209 +306,5 @@ TEST(Gguf, MetadataOfEveryValueType) {
   EXPECT_EQ(f.find("missing"), nullptr);
   EXPECT_TRUE(f.tensors().empty());
 }
-
-// ---- bad files ---------------------------------------------------------------------------------
-
-TEST(Gguf, RejectsBadMagicVersionAndTypes) {
-  TempDir dir("gguf_bad");
-  const std::string path = dir.file("bad.gguf");
-  std::string bytes = tiny_llama_gguf().bytes;
-
-  std::string magic = bytes;
-  magic[0] = 'X';
-  testing::write_file(path, magic);
-  EXPECT_NE(error_of([&] { load_gguf(path); }).find(path + ": not a GGUF file (bad magic)"), std::string::npos);
-
-  for (std::uint32_t v : {1u, 4u}) {
-    std::string ver = bytes;
-    std::memcpy(ver.data() + 4, &v, 4);
-    testing::write_file(path, ver);
-    EXPECT_NE(error_of([&] { load_gguf(path); }).find("unsupported GGUF version " + std::to_string(v)),
-              std::string::npos);
-  }
-
-  // A Q4_K attention matrix: named in the error, both when loading and when reading it.
-  GgufBuilder g;
-  g.string("general.architecture", "llama");
-  g.tensor_raw_type("token_embd.weight", {256, 4}, 12, std::string(4 * 144, '\0'));
-  testing::write_file(path, g.build());
-  const GgufFile f = GgufFile::open(path);
-  EXPECT_NE(error_of([&] { f.read_f32(f.tensors()[0]); }).find("unsupported type Q4_K"), std::string::npos);
-  GgufBuilder m;
-  m.string("general.architecture", "mamba");
-  testing::write_file(path, m.build());
-  EXPECT_NE(error_of([&] { load_gguf(path); }).find("architecture 'mamba' is not supported"), std::string::npos);
-  EXPECT_NE(error_of([&] { load_gguf(dir.file("absent.gguf")); }).find("absent.gguf: cannot open"),
-            std::string::npos);
-}
-
-TEST(Gguf, RejectsUnsupportedTensorTypeInModel) {
-  // Rewrite the type id of blk.0.attn_q.weight (Q4_0 = 2) to Q5_0 (6) in place.
-  TinyGguf t = tiny_llama_gguf();
-  const std::string name = "blk.0.attn_q.weight";
-  const std::size_t at = t.bytes.find(name);
-  ASSERT_NE(at, std::string::npos);
-  const std::size_t type_at = at + name.size() + 4 + 2 * 8;  // n_dims, two dims
-  ASSERT_EQ(t.bytes[type_at], 2);
-  t.bytes[type_at] = 6;
-  TempDir dir("gguf_type");
-  testing::write_file(dir.file("t.gguf"), t.bytes);
-  const std::string err = error_of([&] { load_gguf(dir.file("t.gguf")); });
-  EXPECT_NE(err.find("t.gguf"), std::string::npos) << err;
-  EXPECT_NE(err.find("'blk.0.attn_q.weight' has unsupported type Q5_0"), std::string::npos) << err;
-}
-
-TEST(Gguf, RejectsShapeDisagreeingWithConfig) {
-  TinyGguf t = tiny_llama_gguf();
-  // Claim a feed-forward width of 96: ffn_gate [32, 64] no longer fits.
-  const std::string key = "llama.feed_forward_length";
-  const std::size_t at = t.bytes.find(key);
-  ASSERT_NE(at, std::string::npos);
-  const std::uint32_t wide = 96;
-  std::memcpy(t.bytes.data() + at + key.size() + 4, &wide, 4);
-  TempDir dir("gguf_shape");
-  testing::write_file(dir.file("s.gguf"), t.bytes);
-  const std::string err = error_of([&] { load_gguf(dir.file("s.gguf")); });
-  EXPECT_NE(err.find("s.gguf: tensor 'blk.0.ffn_gate.weight' has shape [32, 64], the config needs [32, 96]"),
-            std::string::npos)
-      << err;
-}
-
-TEST(Gguf, RejectsTensorDataPastEndOfFile) {
-  const TinyGguf t = tiny_llama_gguf();
-  TempDir dir("gguf_eof");
-  testing::write_file(dir.file("e.gguf"), t.bytes.substr(0, t.bytes.size() - 1));
-  const std::string err = error_of([&] { GgufFile::open(dir.file("e.gguf")); });
-  EXPECT_NE(err.find("'output_norm.weight': data"), std::string::npos) << err;
-  EXPECT_NE(err.find("runs past the end of the file"), std::string::npos) << err;
-}
-
-TEST(Gguf, TruncationAtEveryOffsetIsAnError) {
-  QuietLogs quiet;
-  const TinyGguf t = tiny_llama_gguf();
-  TempDir dir("gguf_trunc");
-  const std::string path = dir.file("cut.gguf");
-  // Every offset through the header and the first tensors, then every 7th through the data
-  // (data cuts all meet the same bounds check).
-  const std::size_t dense = GgufFile::open([&] {
-    testing::write_file(path, t.bytes);
-    return path;
-  }()).data_offset() + 256;
-  for (std::size_t n = 0; n < t.bytes.size(); n += n < dense ? 1 : 7) {
-    testing::write_file(path, t.bytes.substr(0, n));
-    const std::string err = error_of([&] { load_gguf(path); });
-    ASSERT_EQ(err.rfind(path + ": ", 0), 0u) << "cut at " << n << ": '" << err << "'";
-  }
-}
-
-// Random mutations of a valid file must load or throw Error: never crash, never another exception.
-TEST(Gguf, RandomMutationsLoadOrThrowError) {
-  QuietLogs quiet;
-  const TinyGguf t = tiny_llama_gguf();
-  const std::size_t header = GgufBuilder().build().size() + 2048;  // bias mutations to the header
-  TempDir dir("gguf_fuzz");
-  const std::string path = dir.file("fuzz.gguf");
-  std::mt19937_64 rng(20240601);
-  int loaded = 0, rejected = 0;
-  for (int iter = 0; iter < 3000; ++iter) {
-    std::string b = t.bytes;
-    const int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      const std::size_t span = rng() % 4 == 0 ? b.size() : std::min(header, b.size());
-      const std::size_t at = rng() % span;
-      switch (rng() % 5) {
-        case 0: b[at] = static_cast<char>(rng()); break;                      // random byte
-        case 1: b[at] = static_cast<char>(b[at] ^ (1 << (rng() % 8))); break;  // bit flip
-        case 2: b[at] = static_cast<char>(0xFF); break;                       // huge counts
-        case 3: b.resize(at); break;                                          // truncate
-        case 4: b.insert(at, 1 + rng() % 8, static_cast<char>(rng())); break;  // insert
-      }
-      if (b.empty()) break;
-    }
-    testing::write_file(path, b);
-    try {
-      load_gguf(path);
-      ++loaded;
-    } catch (const Error& e) {
-      ++rejected;
-      ASSERT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
-    } catch (const std::exception& e) {
-      FAIL() << "iteration " << iter << ": non-Error exception " << e.what();
-    }
-  }
-  EXPECT_GT(rejected, 1000);
-  EXPECT_GT(loaded, 0);  // mutations of tensor data still load
-}
-
-// ---- SmolLM2 (optional: scripts/fetch_smollm2.sh) -----------------------------------------------
-
-std::string smollm2_path() {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string dir = env ? env : testing::source_dir() + "/models";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-TEST(Gguf, SmolLM2Q4_1Loads) {
-  const std::string path = smollm2_path();
-  INFERLAB_REQUIRE_FILE(path);
-  const GgufFile f = GgufFile::open(path);
-  std::uint64_t total = 0;
-  for (const auto& t : f.tensors()) total += t.bytes;
-  const LoadedModel m = load_gguf(path);
-  const ModelConfig& c = m.weights.config;
-  EXPECT_EQ(c.dim, 576);
-  EXPECT_EQ(c.hidden_dim, 1536);
-  EXPECT_EQ(c.n_layers, 30);
-  EXPECT_EQ(c.n_heads, 9);
-  EXPECT_EQ(c.n_kv_heads, 3);
-  EXPECT_EQ(c.vocab_size, 49152);
-  EXPECT_EQ(c.max_seq_len, 8192);
-  EXPECT_EQ(c.rope_theta, 100000.0f);
-  EXPECT_TRUE(c.tied_classifier);
-  EXPECT_EQ(c.bos_id, 1);
-  EXPECT_EQ(c.eos_id, 2);
-  EXPECT_EQ(m.weights.source_bytes, total);
-  EXPECT_LT(m.weights.source_bytes, static_cast<std::uint64_t>(c.parameter_count()) * 4 / 3);
-  // Dequantised weights are finite and not all zero.
-  double sum = 0.0;
-  for (float x : m.weights.layers[0].wq) {
-    ASSERT_TRUE(std::isfinite(x));
-    sum += std::fabs(x);
-  }
-  EXPECT_GT(sum, 0.0);
-  ASSERT_NE(dynamic_cast<const ByteLevelBpeTokenizer*>(m.tokenizer.get()), nullptr);
-}
-
-}  // namespace
-}  // namespace inferlab
-
-namespace inferlab {
-namespace {
-
-// End to end through the loader's dequantisation and tokenizer: greedy decoding from SmolLM2
-// (Q4_1 + Q8_0) writes sensible English.
-TEST(Gguf, SmolLM2GreedyKnowsTheCapitalOfFrance) {
-  const std::string path = smollm2_path();
-  INFERLAB_REQUIRE_FILE(path);
-  LoadedModel m = load_gguf(path);
-  testing::FloatQuantization quant;
-  testing::RefAttention attention;
-  ThreadPool pool(2);
-  Model model(m.weights, quant);
-  m.weights = ModelWeights{};  // the Model holds its own copy
-  testing::SequenceRunner runner(model, attention, pool, 16, 8);
-  std::vector<int> next = m.tokenizer->encode("The capital of France is", false);
-  std::vector<int> out;
-  for (int step = 0; step < 6; ++step) {
-    const std::vector<float>& logits = runner.feed(next);
-    const int best = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(best);
-    next = {best};
-  }
-  const std::string text = m.tokenizer->decode(out);
-  RecordProperty("continuation", text);
-  EXPECT_NE(text.find("Paris"), std::string::npos) << text;
-}
-
 }  // namespace
 }  // namespace inferlab
