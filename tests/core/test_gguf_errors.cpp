@@ -107,13 +107,8 @@ TEST(Gguf, TruncationAtEveryOffsetIsAnError) {
   const TinyGguf t = tiny_llama_gguf();
   TempDir dir("gguf_trunc");
   const std::string path = dir.file("cut.gguf");
-  // Every offset through the header and the first tensors, then every 7th through the data
-  // (data cuts all meet the same bounds check).
-  const std::size_t dense = GgufFile::open([&] {
-    testing::write_file(path, t.bytes);
-    return path;
-  }()).data_offset() + 256;
-  for (std::size_t n = 0; n < t.bytes.size(); n += n < dense ? 1 : 7) {
+  ASSERT_GT(t.bytes.size(), 10000u);  // header, metadata, tokenizer and every tensor type
+  for (std::size_t n = 0; n < t.bytes.size(); ++n) {
     testing::write_file(path, t.bytes.substr(0, n));
     const std::string err = error_of([&] { load_gguf(path); });
     ASSERT_EQ(err.rfind(path + ": ", 0), 0u) << "cut at " << n << ": '" << err << "'";

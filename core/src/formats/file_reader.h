@@ -45,10 +45,16 @@ class FileReader {
       fail("truncated: " + std::to_string(n) + " bytes at offset " + std::to_string(offset) +
            " run past the end (" + std::to_string(size_) + " bytes)");
     if (n == 0) return;
-    in_.clear();
-    in_.seekg(static_cast<std::streamoff>(offset));
+    if (offset != stream_pos_) {  // sequential reads skip the seek and use the stream's buffer
+      in_.clear();
+      in_.seekg(static_cast<std::streamoff>(offset));
+    }
     in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
-    if (!in_) fail("read error at offset " + std::to_string(offset));
+    if (!in_) {
+      stream_pos_ = ~std::uint64_t{0};
+      fail("read error at offset " + std::to_string(offset));
+    }
+    stream_pos_ = offset + n;
   }
   template <typename T>
   T get(const char* what) {
@@ -74,6 +80,7 @@ class FileReader {
   std::ifstream in_;
   std::uint64_t size_ = 0;
   std::uint64_t pos_ = 0;
+  std::uint64_t stream_pos_ = 0;  // where the ifstream's get pointer is
 };
 
 }  // namespace inferlab::formats
