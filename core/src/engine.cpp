@@ -14,6 +14,8 @@ namespace inferlab {
 
 namespace {
 
+constexpr long long kAutoKvBytes = 1LL << 30;  // cap of an automatically sized KV pool
+
 struct Seq {
   const Request* req = nullptr;
   std::vector<int> tokens;  // prompt + generated
@@ -69,6 +71,11 @@ RunResult Engine::run(const std::vector<Request>& requests) {
     for (const auto& r : requests)
       blocks += (static_cast<long long>(r.prompt.size()) + r.max_output + max_draft + kv_config.block_size - 1) /
                 kv_config.block_size;
+    // Enough for every request at once, capped so a long trace cannot ask for more memory
+    // than kAutoKvBytes; set kv.num_blocks to study memory pressure.
+    const ModelConfig& mc = model_.config();
+    const long long block_bytes = 2LL * mc.n_layers * mc.kv_dim() * kv_config.block_size * static_cast<long long>(sizeof(float));
+    blocks = std::min(blocks, std::max<long long>(1, kAutoKvBytes / block_bytes));
     kv_config.num_blocks = static_cast<int>(std::max<long long>(1, blocks));
   }
   KvCache kv(model_.config(), kv_config);

@@ -17,7 +17,7 @@
 namespace inferlab {
 
 struct EngineOptions {
-  KvCacheConfig kv;            // num_blocks 0 = enough for every request at once
+  KvCacheConfig kv;            // num_blocks 0 = enough for every request at once, at most 1 GiB
   std::uint64_t seed = 0;      // per-request RNG = mix_seed(seed, request id)
   std::vector<int> stop_tokens;  // a request finishes early when it emits one (empty = never)
   // Monotonic seconds; measures step durations. Tests inject a fake one.
