@@ -18,6 +18,7 @@ const char* kUsage =
     "  plugins [--kind K]                                        list plugins and their parameters\n"
     "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"
     "  perplexity --model M --text FILE [--context N] [--stride S]\n"
+    "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
     "`inferlab <command> --help` shows a command's options.\n";
 
 }  // namespace
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     if (cmd == "plugins") return inferlab::cli::cmd_plugins(args);
     if (cmd == "generate") return inferlab::cli::cmd_generate(args);
     if (cmd == "perplexity") return inferlab::cli::cmd_perplexity(args);
+    if (cmd == "bench") return inferlab::cli::cmd_bench(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::error& e) {

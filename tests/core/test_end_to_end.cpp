@@ -192,5 +192,16 @@ TEST(EndToEnd, PluginsAndValidateCommands) {
   EXPECT_NE(c.out.find("baseline: attention=flash"), std::string::npos) << c.out;
 }
 
+TEST(EndToEnd, BenchComparesStacksInOneRun) {
+  Cli c = run_cli("bench --preset stories260k --context 16 --batch 2 --repeats 2 --attention naive,flash --quantization none");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("| naive + none |"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("| flash + none |"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("| 1.00 |"), std::string::npos) << c.out;  // the first stack is the reference
+  c = run_cli("bench --preset stories260k --attention flsh");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("did you mean 'flash'"), std::string::npos) << c.err;
+}
+
 }  // namespace
 }  // namespace inferlab

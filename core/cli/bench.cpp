@@ -1,0 +1,167 @@
+// inferlab bench: forward-pass throughput of model stacks (attention × quantization), timed
+// in alternation within one run and reported as medians and ratios to the first stack, so a
+// shared, noisy machine still gives comparable numbers.
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "commands.h"
+#include "inferlab/batch.h"
+#include "inferlab/checkpoint.h"
+#include "inferlab/error.h"
+#include "inferlab/log.h"
+#include "inferlab/model.h"
+#include "inferlab/registry.h"
+#include "inferlab/rng.h"
+
+namespace po = boost::program_options;
+
+namespace inferlab::cli {
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+struct Stack {
+  std::string label;
+  std::shared_ptr<Attention> attention;
+  std::shared_ptr<Quantization> quant;
+  std::unique_ptr<Model> model;
+  std::vector<double> prefill_s, decode_s;
+};
+
+// Fills the KV of `seqs` sequences with `context` tokens each (untimed), then times one
+// prefill of `context` tokens for a fresh sequence and one decode step over all sequences.
+void measure(Stack& s, int seqs, int context, ThreadPool& pool, std::uint64_t seed) {
+  const ModelConfig& cfg = s.model->config();
+  KvCacheConfig kc;
+  kc.block_size = 16;
+  kc.num_blocks = (seqs + 1) * ((context + 1 + 15) / 16);
+  KvCache kv(cfg, kc);
+  Rng rng(seed);
+  StepBatch b;
+  std::vector<float> logits;
+  auto prefill = [&](int id) {
+    b.clear();
+    if (!kv.reserve(id, context + 1)) throw Error("bench: KV pool too small");
+    for (int p = 0; p < context; ++p) {
+      b.tokens.push_back(static_cast<int>(rng.uniform_int(3, cfg.vocab_size)));
+      b.positions.push_back(p);
+      b.slots.push_back(kv.slot(id, p));
+    }
+    b.query_start.push_back(context);
+    b.context_len.push_back(context);
+    b.block_tables.push_back(kv.block_table(id));
+    b.logit_rows.push_back(context - 1);
+    s.model->forward(b, kv, *s.attention, pool, logits);
+    kv.set_length(id, context);
+  };
+  for (int i = 0; i < seqs; ++i) prefill(i);
+  auto t0 = std::chrono::steady_clock::now();
+  prefill(seqs);
+  auto t1 = std::chrono::steady_clock::now();
+  b.clear();
+  for (int i = 0; i < seqs; ++i) {
+    b.tokens.push_back(static_cast<int>(rng.uniform_int(3, cfg.vocab_size)));
+    b.positions.push_back(context);
+    b.slots.push_back(kv.slot(i, context));
+    b.query_start.push_back(i + 1);
+    b.context_len.push_back(context + 1);
+    b.block_tables.push_back(kv.block_table(i));
+    b.logit_rows.push_back(i);
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  s.model->forward(b, kv, *s.attention, pool, logits);
+  auto t3 = std::chrono::steady_clock::now();
+  s.prefill_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+  s.decode_s.push_back(std::chrono::duration<double>(t3 - t2).count());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& args) {
+  po::options_description o("bench options");
+  o.add_options()("help,h", "show this help")("model", po::value<std::string>(), "checkpoint (or use --preset)")(
+      "preset", po::value<std::string>()->default_value("stories15m"), "random-weight preset when no --model")(
+      "n-layers", po::value<int>()->default_value(0), "keep only the first N layers (0 = all)")(
+      "attention", po::value<std::string>()->default_value("naive,flash"), "comma-separated attention plugins")(
+      "quantization", po::value<std::string>()->default_value("none,int8"), "comma-separated quantization plugins")(
+      "context", po::value<int>()->default_value(256), "prompt length / context of the decode step")(
+      "batch", po::value<int>()->default_value(8), "sequences in the decode step")(
+      "repeats", po::value<int>()->default_value(5), "timed rounds (stacks alternate within a round)")(
+      "threads", po::value<int>()->default_value(0), "threads (0 = all cores)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(o).run(), vm);
+  if (vm.count("help")) {
+    std::cout << "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x,y] [--context N] "
+                 "[--batch B] [--repeats R]\n"
+              << o;
+    return 0;
+  }
+  po::notify(vm);
+  const int context = vm["context"].as<int>(), batch = vm["batch"].as<int>(), repeats = vm["repeats"].as<int>();
+  if (context < 1 || batch < 1 || repeats < 1) throw Error("bench: --context, --batch and --repeats must be positive");
+
+  ModelWeights weights;
+  std::string model_name;
+  if (vm.count("model")) {
+    weights = load_model(vm["model"].as<std::string>()).weights;
+    model_name = vm["model"].as<std::string>();
+  } else {
+    ModelConfig c = preset_config(vm["preset"].as<std::string>());
+    model_name = c.name + " (random weights)";
+    weights = random_weights(c, 1);
+  }
+  if (int n = vm["n-layers"].as<int>(); n > 0 && n < weights.config.n_layers) {
+    weights.layers.resize(static_cast<std::size_t>(n));
+    weights.config.n_layers = n;
+  }
+  std::vector<std::string> search = Registry::default_search_path();
+  Registry reg(search);
+  std::vector<Stack> stacks;
+  for (const auto& q : split(vm["quantization"].as<std::string>()))
+    for (const auto& a : split(vm["attention"].as<std::string>())) {
+      Stack s;
+      s.label = a + " + " + q;
+      s.attention = reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"));
+      s.quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"));
+      s.model = std::make_unique<Model>(weights, *s.quant);
+      stacks.push_back(std::move(s));
+    }
+  if (stacks.empty()) throw Error("bench: no stacks (empty --attention or --quantization)");
+  ThreadPool pool(vm["threads"].as<int>());
+  for (auto& s : stacks) measure(s, batch, context, pool, 0);  // warm-up, untimed
+  for (auto& s : stacks) s.prefill_s.clear(), s.decode_s.clear();
+  for (int r = 0; r < repeats; ++r)
+    for (auto& s : stacks) measure(s, batch, context, pool, static_cast<std::uint64_t>(r + 1));
+
+  std::cout << "model: " << model_name << ", " << weights.config.n_layers << " layers; context " << context
+            << ", decode batch " << batch << ", " << pool.size() << " threads, median of " << repeats << " rounds\n\n"
+            << "| stack | weights MiB | prefill tok/s | × | decode tok/s | × |\n|---|---|---|---|---|---|\n";
+  const double p0 = median(stacks[0].prefill_s), d0 = median(stacks[0].decode_s);
+  for (const auto& s : stacks) {
+    const double p = median(s.prefill_s), d = median(s.decode_s);
+    std::cout << std::fixed << "| " << s.label << " | " << std::setprecision(1)
+              << static_cast<double>(s.model->weight_bytes()) / (1 << 20) << " | " << std::setprecision(0)
+              << context / p << " | " << std::setprecision(2) << p0 / p << " | " << std::setprecision(0) << batch / d
+              << " | " << std::setprecision(2) << d0 / d << " |\n";
+  }
+  return 0;
+}
+
+}  // namespace inferlab::cli
