@@ -84,8 +84,9 @@ std::vector<std::string> metric_names() {
     for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string(m) + s);
   for (const char* n :
        {"throughput_out_tok_s", "throughput_total_tok_s", "throughput_req_s", "goodput_req_s", "requests",
-        "requests_unfinished", "steps", "batch_mean", "tokens_per_step_mean", "kv_blocks_peak", "kv_waste_frac",
-        "preemptions", "prefix_hit_frac", "spec_accept_frac", "spec_tokens_per_step", "weights_bytes"})
+        "requests_unfinished", "steps", "batch_mean", "tokens_per_step_mean", "kv_blocks_total", "kv_blocks_peak",
+        "kv_waste_frac", "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
+        "spec_tokens_per_step", "weights_bytes"})
     names.emplace_back(n);
   return names;
 }
@@ -163,6 +164,7 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("steps", n_steps);
   row.emplace_back("batch_mean", n_steps > 0 ? seqs / n_steps : 0.0);
   row.emplace_back("tokens_per_step_mean", n_steps > 0 ? rows_sum / n_steps : 0.0);
+  row.emplace_back("kv_blocks_total", static_cast<double>(run.kv_blocks_total));
   // The engine's own peak; the steps' reservations stand in when it was not recorded.
   row.emplace_back("kv_blocks_peak", static_cast<double>(run.kv_blocks_peak > 0 ? run.kv_blocks_peak : peak_reserved));
   row.emplace_back("kv_waste_frac", waste_steps > 0 ? waste / waste_steps : 0.0);
@@ -170,6 +172,8 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("preemptions", static_cast<double>(std::max<long long>(run.preemptions, request_preemptions)));
   row.emplace_back("prefix_hit_frac",
                    prompt_sum > 0 ? static_cast<double>(cached_sum) / static_cast<double>(prompt_sum) : 0.0);
+  row.emplace_back("spec_proposed", static_cast<double>(run.spec_proposed));
+  row.emplace_back("spec_accepted", static_cast<double>(run.spec_accepted));
   row.emplace_back("spec_accept_frac", run.spec_proposed > 0 ? static_cast<double>(run.spec_accepted) /
                                                                    static_cast<double>(run.spec_proposed)
                                                              : 0.0);

@@ -88,6 +88,9 @@ TEST(Metrics, HandTimelineEveryNumber) {
   EXPECT_NEAR(m["batch_mean"], 2, eps);
   EXPECT_NEAR(m["tokens_per_step_mean"], 10.75, eps);
   EXPECT_EQ(m["kv_blocks_peak"], 12);
+  EXPECT_EQ(m["kv_blocks_total"], 64);
+  EXPECT_EQ(m["spec_proposed"], 4);
+  EXPECT_EQ(m["spec_accepted"], 1);
   // Waste: 1-30/32 = 0.0625, 1-38/40 = 0.05, (skipped), 1-15/20 = 0.25 → 0.3625/3.
   EXPECT_NEAR(m["kv_waste_frac"], 0.3625 / 3, eps);
   EXPECT_EQ(m["preemptions"], 1);

@@ -62,8 +62,9 @@ double percentile(std::vector<double> values, double q);
 
 // TTFT, TPOT, ITL, e2e (mean/p50/p90/p99, ms); throughput (output and total tok/s, req/s) over
 // the span from the first arrival to the last finish; goodput (req/s meeting every SLO bound);
-// steps; batch_mean; kv_blocks_peak; kv_waste_frac (mean over steps of 1 - tokens/(reserved *
-// block_size)); preemptions; prefix_hit_frac; spec_accept_frac; spec_tokens_per_step; weights_bytes.
+// steps; batch_mean; kv_blocks_total; kv_blocks_peak; kv_waste_frac (mean over steps of 1 -
+// tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
+// spec_accept_frac; spec_tokens_per_step; weights_bytes.
 MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo);
 
 // Names compute_metrics emits, in order (for CSV headers even when a variant failed).
