@@ -7,4 +7,8 @@ bash scripts/build.sh
 if [ -f scripts/fetch_smollm2.sh ]; then
   bash scripts/fetch_smollm2.sh || echo "test: SmolLM2 model unavailable; its tests will skip"
 fi
+data="${INFERLAB_DATA:-$(cd .. && pwd)/shared}"
+if [ ! -f "$data/models/stories260K/stories260K.bin" ]; then
+  echo "test: shared data not found at $data (set INFERLAB_DATA); tests that need it are reported as Skipped"
+fi
 ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
