@@ -230,7 +230,11 @@ std::string summary_markdown(const std::string& title, const std::string& descri
       auto& bs = values[metric][base];
       if (!bs.empty()) {
         double bm = mean_ci95(bs).first;
-        if (bm != 0) s += " (×" + pretty(mean / bm) + ")";
+        if (bm != 0) {
+          std::ostringstream r;
+          r << std::fixed << std::setprecision(mean / bm >= 10 ? 1 : 3) << mean / bm;
+          s += " (×" + r.str() + ")";
+        }
       }
     }
     return s;
