@@ -245,7 +245,8 @@ void apply_override(toml::table& root, const std::string& text) {
       std::size_t idx = 0;
       if (parts[i + 1].find_first_not_of("0123456789") != std::string::npos)
         throw Error("--set " + text + ": '" + parts[i] + "' is an array; index it, e.g. " + parts[i] + ".0");
-      idx = std::stoul(parts[i + 1]);
+      // More digits than any array can be long would overflow stoul; such an index is absent.
+      idx = parts[i + 1].size() > 9 ? arr->size() : std::stoul(parts[i + 1]);
       if (idx >= arr->size() || !arr->get(idx)->is_table())
         throw Error("--set " + text + ": '" + parts[i] + "' has no table at index " + parts[i + 1]);
       t = arr->get(idx)->as_table();

@@ -158,6 +158,14 @@ TEST(Experiment, BadSetOverrides) {
   EXPECT_NE(error_of(path, {"workload.num_requests=abc"}).find("(--set)"), std::string::npos);
 }
 
+TEST(Experiment, SetWithAHugeArrayIndexIsAnErrorNotAnOverflow) {
+  std::string path = write_toml("set_huge_index.toml", std::string(kBase) + "[[variant]]\nname = \"v\"\n");
+  EXPECT_NE(error_of(path, {"variant.99999999999999999999.name=x"}).find("has no table at index 99999999999999999999"),
+            std::string::npos);
+  EXPECT_NE(error_of(path, {"variant.1.name=x"}).find("has no table at index 1"), std::string::npos);
+  EXPECT_EQ(error_of(path, {"variant.0.name=x"}), "");
+}
+
 TEST(Experiment, DataPathsResolveAgainstTheDataRoot) {
   std::string msg;
   try {
