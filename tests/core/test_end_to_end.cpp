@@ -100,7 +100,7 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
     EXPECT_NE(manifest.find(key), std::string::npos) << key;
 
   auto csv = read_csv(dir / "metrics.csv");
-  ASSERT_EQ(csv.size(), 1u + 3 * 2);  // header + 3 variants × 2 repeats
+  ASSERT_EQ(csv.size(), 1u + 3 * 3);  // header + 3 variants × 3 repeats
   std::vector<std::string> expect = {"variant", "repeat", "status", "error", "wall_s"};
   for (const auto& m : metric_names()) expect.push_back(m);
   ASSERT_GE(csv[0].size(), expect.size());
@@ -111,14 +111,14 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
     for (std::size_t i = 4; i < csv[r].size(); ++i)
       EXPECT_FALSE(csv[r][i].empty()) << "row " << r << " column " << csv[0][i];
   }
-  // Every variant produced 16 finished requests, and int8 stores fewer weight bytes.
+  // Every variant finished all 48 requests, and int8 stores fewer weight bytes.
   std::map<std::string, std::size_t> col;
   for (std::size_t i = 0; i < csv[0].size(); ++i) col[csv[0][i]] = i;
-  EXPECT_EQ(csv[1][col["requests"]], "16");
+  EXPECT_EQ(csv[1][col["requests"]], "48");
   EXPECT_LT(std::stod(csv[3][col["weights_bytes"]]), 0.6 * std::stod(csv[1][col["weights_bytes"]]));
 
   auto req = read_csv(dir / "requests.csv");
-  EXPECT_EQ(req.size(), 1u + 16 * 3 * 2);
+  EXPECT_EQ(req.size(), 1u + 48 * 3 * 3);
   EXPECT_EQ(req[0][0], "variant");
   EXPECT_EQ(req[0].back(), "e2e_ms");
 
