@@ -456,6 +456,10 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       auto nm = t.get("name");
       if (!nm) throw Error(c.at(item) + ": [[variant]] needs a 'name'");
       v.name = get_string(c, *nm, "name");
+      bool printable = !v.name.empty();
+      for (char ch : v.name) printable = printable && !std::iscntrl(static_cast<unsigned char>(ch));
+      if (!printable)
+        throw Error(c.at(*nm) + ": variant name '" + v.name + "' is not allowed; allowed: a non-empty name without control characters");
       if (!names.insert(v.name).second) throw Error(c.at(*nm) + ": duplicate variant name '" + v.name + "'");
       for (auto&& [k, val] : t)
         if (k.str() != "name") apply_stack_key(c, v.stack, std::string(k.str()), val);

@@ -166,6 +166,14 @@ TEST(Experiment, SetWithAHugeArrayIndexIsAnErrorNotAnOverflow) {
   EXPECT_EQ(error_of(path, {"variant.0.name=x"}), "");
 }
 
+TEST(Experiment, VariantNameMustBeNonEmptyAndPrintable) {
+  std::string path = write_toml("variant_names.toml", std::string(kBase) + "[[variant]]\nname = \"\"\n");
+  std::string msg = error_of(path);
+  EXPECT_NE(msg.find(path + ":19:8: variant name '' is not allowed; allowed: a non-empty name"), std::string::npos) << msg;
+  EXPECT_NE(error_of(path, {"variant.0.name=\"a\\nb\""}).find("without control characters"), std::string::npos);
+  EXPECT_EQ(error_of(path, {"variant.0.name=\"flash, int8\""}), "");
+}
+
 TEST(Experiment, DataPathsResolveAgainstTheDataRoot) {
   std::string msg;
   try {
