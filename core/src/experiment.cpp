@@ -108,7 +108,11 @@ double get_float(const Ctx& c, const toml::node& n, const std::string& key, doub
   if (auto f = n.as_floating_point()) d = f->get();
   else if (auto i = n.as_integer()) d = static_cast<double>(i->get());
   else throw Error(c.at(n) + ": '" + key + "' must be a number, got " + type_name(n));
-  if (!(d >= lo)) throw Error(c.at(n) + ": '" + key + "' must be >= " + std::to_string(lo));
+  if (!(d >= lo)) {
+    std::ostringstream os;  // to_string would print 1e-9 as 0.000000, contradicting a rejected 0
+    os << c.at(n) << ": '" << key << "' = " << d << " is out of range; allowed: >= " << lo;
+    throw Error(os.str());
+  }
   return d;
 }
 const toml::table& get_table(const Ctx& c, const toml::node& n, const std::string& key) {

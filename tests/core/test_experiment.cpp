@@ -166,6 +166,14 @@ TEST(Experiment, SetWithAHugeArrayIndexIsAnErrorNotAnOverflow) {
   EXPECT_EQ(error_of(path, {"variant.0.name=x"}), "");
 }
 
+TEST(Experiment, FloatBoundInTheErrorIsTheRealOne) {
+  std::string path = write_toml("float_bound.toml", kBase);
+  EXPECT_NE(error_of(path, {"workload.rate=0"}).find("'rate' = 0 is out of range; allowed: >= 1e-09"), std::string::npos)
+      << error_of(path, {"workload.rate=0"});
+  EXPECT_NE(error_of(path, {"workload.time_scale=-1"}).find("'time_scale' = -1 is out of range; allowed: >= 0"),
+            std::string::npos);
+}
+
 TEST(Experiment, VariantNameMustBeNonEmptyAndPrintable) {
   std::string path = write_toml("variant_names.toml", std::string(kBase) + "[[variant]]\nname = \"\"\n");
   std::string msg = error_of(path);
