@@ -163,6 +163,8 @@ RunResult Engine::run(const std::vector<Request>& requests) {
       auto found = by_id.find(sch.id);
       check(found != by_id.end(), "scheduler scheduled unknown request " + std::to_string(sch.id));
       Seq* s = found->second;
+      check(std::none_of(work.begin(), work.end(), [&](const Work& w) { return w.seq == s; }),
+            "scheduler scheduled request " + std::to_string(sch.id) + " twice in one step");
       auto wit = std::find(waiting.begin(), waiting.end(), s);
       bool is_running = std::find(running.begin(), running.end(), s) != running.end();
       check(wit != waiting.end() || is_running,
@@ -198,8 +200,12 @@ RunResult Engine::run(const std::vector<Request>& requests) {
         continue;
       }
       const Seq* s = waiting.front();
-      int need = kv.blocks_for(static_cast<int>(s->tokens.size()) +
-                               (kv_config.reserve_full ? s->req->max_output : 1));
+      // The blocks for its whole life (prompt and all but the last output token), which is what
+      // a scheduler checks against the pool before it admits a request.
+      const int prompt = static_cast<int>(s->req->prompt.size());
+      const int life = kv_config.reserve_full ? prompt + s->req->max_output + max_draft
+                                              : prompt + std::max(s->req->max_output, 1) - 1;
+      int need = kv.blocks_for(std::max(life, static_cast<int>(s->tokens.size()) + 1));
       throw Error("request " + std::to_string(s->req->id) + " can never be scheduled: it needs " +
                   std::to_string(need) + " KV blocks, the pool has " + std::to_string(kv_config.num_blocks) +
                   " (raise kv.num_blocks or lower the lengths)");
@@ -227,9 +233,12 @@ RunResult Engine::run(const std::vector<Request>& requests) {
         for (int r = first; r < batch.query_start.back() + n; ++r) batch.logit_rows.push_back(r);
         logit_rows += 1 + static_cast<int>(w.drafts.size());
       }
-      const bool decode_step = s.num_computed > 0 && w.n_real == 1;
+      // A decode step feeds back a generated token; a prompt's last one-token chunk is prefill.
+      const bool decode_step = s.num_computed > 0 && w.n_real == 1 && s.generated > 0;
       (decode_step ? decode_tokens : prefill_tokens) += n;
-      tl.decode_seq_steps += decode_step;
+      // (sequence, step) pairs that emit tokens after the request's first, as compute_metrics
+      // counts them: decode steps, and the recompute of a preempted request that had output.
+      tl.decode_seq_steps += reaches_end && s.generated > 0;
       batch.query_start.push_back(batch.query_start.back() + n);
       batch.context_len.push_back(start + n);
       batch.block_tables.push_back(kv.block_table(id));

@@ -164,6 +164,20 @@ TEST(Engine, RequestThatCanNeverFitIsAnError) {
   }
 }
 
+TEST(Engine, NeverFitsErrorCountsTheBlocksForTheWholeOutput) {
+  Fixture f;
+  auto reqs = make_requests(1, 4, 40, 7);  // a short prompt, a long output: 43 tokens of KV
+  KvCacheConfig tiny;
+  tiny.block_size = 4;
+  tiny.num_blocks = 3;
+  try {
+    f.run(reqs, "continuous", {}, "sampling", {}, tiny);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs 11 KV blocks, the pool has 3"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Engine, IdleGapsAreFastForwarded) {
   Fixture f;
   auto reqs = make_requests(2, 4, 3, 8);
@@ -172,6 +186,134 @@ TEST(Engine, IdleGapsAreFastForwarded) {
   const auto& late = r.timeline.requests[1];
   EXPECT_GE(late.first_token_s, 3600.0);
   EXPECT_LT(late.first_token_s - 3600.0, 1.0);  // fake clock: a few ms of steps, no sleeping
+}
+
+// Speculation under a pool too small for every request: preemption may fall on a request
+// between speculative steps; rolled-back drafts must never leak into the recomputed K/V.
+TEST(Engine, PromptLookupUnderPreemptionEqualsGreedy) {
+  Fixture f;
+  auto reqs = repetitive_requests();
+  auto greedy = f.run(reqs, "continuous", {}, "sampling", {});
+  KvCacheConfig small;
+  small.block_size = 4;
+  small.num_blocks = 24;  // 96 tokens for 3 requests of 30 + 24 (+ drafts)
+  auto spec = f.run(reqs, "continuous", {}, "prompt_lookup", {{"num_draft", std::int64_t{4}}}, small);
+  EXPECT_EQ(spec.outputs, greedy.outputs);
+  EXPECT_GT(spec.timeline.preemptions, 0);
+  EXPECT_GT(spec.timeline.spec_accepted, 0);
+  EXPECT_LE(spec.timeline.kv_blocks_peak, 24);
+}
+
+TEST(Engine, PromptLookupWithFullReservationEqualsGreedy) {
+  Fixture f;
+  auto reqs = repetitive_requests();
+  auto greedy = f.run(reqs, "continuous", {}, "sampling", {});
+  KvCacheConfig full;
+  full.block_size = 4;
+  full.reserve_full = true;
+  auto spec = f.run(reqs, "continuous", {}, "prompt_lookup", {{"num_draft", std::int64_t{4}}}, full);
+  EXPECT_EQ(spec.outputs, greedy.outputs);
+  EXPECT_GT(spec.timeline.spec_accepted, 0);
+  // Rolled-back drafts keep their blocks under full reservation: each request holds
+  // ceil((30 + 24 + 4) / 4) = 15 blocks from admission to finish.
+  for (const auto& s : spec.timeline.steps) EXPECT_EQ(s.kv_blocks_reserved % 15, 0);
+}
+
+TEST(Engine, PromptLookupNeverExceedsMaxOutput) {
+  Fixture f;
+  auto reqs = repetitive_requests();
+  for (int n : {1, 2, 3, 5}) {
+    for (auto& r : reqs) r.max_output = n;
+    auto greedy = f.run(reqs, "continuous", {}, "sampling", {});
+    auto spec = f.run(reqs, "continuous", {}, "prompt_lookup", {{"num_draft", std::int64_t{8}}});
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(spec.outputs[i].size(), static_cast<std::size_t>(n));
+      EXPECT_EQ(spec.timeline.requests[i].token_times.size(), static_cast<std::size_t>(n));
+    }
+    EXPECT_EQ(spec.outputs, greedy.outputs);
+  }
+}
+
+// Without speculation every decode step emits exactly one token per sequence, so
+// spec_tokens_per_step is 1 whatever the chunking or preemption. A prompt of 17 under a budget
+// of 8 ends with a one-token chunk (not a decode step); a tight pool makes requests recompute
+// (a prefill that emits a non-first token).
+TEST(Engine, DecodeSequenceStepsCountOnlyStepsThatEmitALaterToken) {
+  Fixture f;
+  auto reqs = make_requests(1, 17, 5, 9);
+  RunResult r = f.run(reqs, "continuous", {{"max_tokens", std::int64_t{8}}}, "sampling", {});
+  EXPECT_EQ(r.timeline.decode_seq_steps, 4);  // tokens 2..5
+  long long prefill = 0, decode = 0;
+  for (const auto& s : r.timeline.steps) {
+    prefill += s.prefill_tokens;
+    decode += s.decode_tokens;
+  }
+  EXPECT_EQ(prefill, 17);
+  EXPECT_EQ(decode, 4);
+  auto tokens_per_step = [](const RunTimeline& tl) {
+    for (const auto& [k, v] : compute_metrics(tl, {}))
+      if (k == "spec_tokens_per_step") return v;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(tokens_per_step(r.timeline), 1.0);
+
+  KvCacheConfig small;
+  small.block_size = 4;
+  small.num_blocks = 16;
+  auto tight = f.run(make_requests(4, 12, 20, 4), "continuous", {}, "sampling", {}, small);
+  ASSERT_GT(tight.timeline.preemptions, 0);
+  EXPECT_EQ(tight.timeline.decode_seq_steps, 4 * 19);
+  EXPECT_DOUBLE_EQ(tokens_per_step(tight.timeline), 1.0);
+}
+
+TEST(Engine, StopTokenEndsARequestEvenInsideAcceptedDrafts) {
+  Fixture f;
+  auto reqs = repetitive_requests();
+  auto greedy = f.run(reqs, "continuous", {}, "sampling", {});
+  const int stop = greedy.outputs[0][5];
+  std::size_t cut = 0;
+  while (greedy.outputs[0][cut] != stop) ++cut;  // first occurrence
+  for (const char* dec : {"sampling", "prompt_lookup"}) {
+    auto a = f.reg.create_attention("naive", f.reg.resolve(PluginKind::kAttention, "naive", {}, "t"));
+    auto q = f.reg.create_quantization("none", f.reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
+    auto s = f.reg.create_scheduler("continuous", f.reg.resolve(PluginKind::kScheduling, "continuous", {}, "t"));
+    auto d = f.reg.create_decoder(dec, f.reg.resolve(PluginKind::kDecoding, dec, {}, "t"));
+    Model model(f.weights, *q);
+    EngineOptions eo;
+    eo.stop_tokens = {stop};
+    double fake = 0;
+    eo.clock = [&fake] { return fake += 0.001; };
+    RunResult r = Engine(model, *a, *s, *d, f.pool, eo).run(reqs);
+    std::vector<int> want(greedy.outputs[0].begin(), greedy.outputs[0].begin() + static_cast<std::ptrdiff_t>(cut) + 1);
+    EXPECT_EQ(r.outputs[0], want) << dec;
+    EXPECT_EQ(r.timeline.requests[0].output_tokens, static_cast<int>(cut) + 1) << dec;
+    EXPECT_EQ(r.timeline.requests[0].token_times.size(), cut + 1) << dec;
+  }
+}
+
+// A scheduler that lists one request twice in a step would run its tokens twice into the same
+// KV slots; the engine must refuse it and name the mistake.
+TEST(Engine, SchedulingARequestTwiceInOneStepIsAnError) {
+  struct Twice : Scheduler {
+    ScheduleDecision schedule(const SchedulerInput& in) override {
+      ScheduleDecision d;
+      for (const SeqView& s : in.waiting) d.scheduled.push_back({s.id, 1});
+      for (const SeqView& s : in.waiting) d.scheduled.push_back({s.id, 1});
+      return d;
+    }
+  } twice;
+  Fixture f;
+  auto a = f.reg.create_attention("naive", f.reg.resolve(PluginKind::kAttention, "naive", {}, "t"));
+  auto q = f.reg.create_quantization("none", f.reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
+  auto d = f.reg.create_decoder("sampling", f.reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"));
+  Model model(f.weights, *q);
+  Engine engine(model, *a, twice, *d, f.pool, EngineOptions{});
+  try {
+    engine.run(make_requests(1, 4, 2, 10));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("twice"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
