@@ -43,8 +43,10 @@ struct RunTimeline {
   long long spec_accepted = 0;
   int preemptions = 0;
   std::uint64_t weights_bytes = 0;
-  // (sequence, decode step) pairs: each step adds the number of sequences it decoded (not
-  // prefilled). 0 = unknown: compute_metrics then counts distinct token emission times.
+  // (sequence, decode step) pairs: each step adds the number of sequences it decoded, i.e.
+  // that emitted tokens after their first (a preempted request's recompute included; a
+  // prompt's last chunk is not). 0 = unknown: compute_metrics then counts distinct token
+  // emission times.
   long long decode_seq_steps = 0;
 };
 
