@@ -81,6 +81,10 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
     return m;
   }
   LoadedModel m = load_model(spec.path, parse_model_format(spec.format), spec.tokenizer);
+  if (spec.n_layers > m.weights.config.n_layers)  // cannot add layers to a checkpoint
+    throw Error("[model] n_layers = " + std::to_string(spec.n_layers) + ", but " + spec.path + " has " +
+                std::to_string(m.weights.config.n_layers) + " layers; allowed: 1.." +
+                std::to_string(m.weights.config.n_layers));
   if (spec.n_layers > 0 && spec.n_layers < m.weights.config.n_layers) {
     m.weights.layers.resize(static_cast<std::size_t>(spec.n_layers));
     m.weights.config.n_layers = spec.n_layers;

@@ -203,5 +203,18 @@ TEST(EndToEnd, BenchComparesStacksInOneRun) {
   EXPECT_NE(c.err.find("did you mean 'flash'"), std::string::npos) << c.err;
 }
 
+TEST(EndToEnd, CheckpointCannotGrowLayers) {
+  const std::string model = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(model);
+  fs::path out = fresh_dir("layers");
+  fs::path toml = out / "layers.toml";
+  std::ofstream(toml) << "[model]\npath = \"" << model << "\"\nn_layers = 100\n";
+  Cli c = run_cli("validate " + toml.string());
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("n_layers = 100, but " + model + " has 5 layers; allowed: 1..5"), std::string::npos) << c.err;
+  EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  EXPECT_EQ(run_cli("validate " + toml.string() + " --set model.n_layers=2").code, 0);
+}
+
 }  // namespace
 }  // namespace inferlab
