@@ -219,6 +219,17 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
       "workload: " + std::to_string(requests.size()) + " requests" +
           (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
       "device: " + spec.device.kind + ", " + std::to_string(pool.size()) + " threads, " + cpu_model()};
+  // Positions past max_seq_len still run (RoPE extrapolates) but the model was never trained
+  // there: say so rather than let a long-context sweep pass silently.
+  std::size_t beyond = 0;
+  for (const Request& r : requests)
+    beyond += static_cast<long long>(r.prompt.size()) + r.max_output - 1 > weights.config.max_seq_len;
+  if (beyond > 0) {
+    notes.push_back("context: " + std::to_string(beyond) + " of " + std::to_string(requests.size()) +
+                    " requests run past the model's trained context of " +
+                    std::to_string(weights.config.max_seq_len) + " tokens (positions beyond it are extrapolated)");
+    log::warn(notes.back());
+  }
   out.set_header(spec.name, spec.description, names, notes);
   out.write_text("config.toml", resolved_config_toml(plan));
 

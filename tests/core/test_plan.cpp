@@ -2,6 +2,7 @@
 // plugin runs on (never a silent CPU run) and a plugin's own supports() check.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include "inferlab/experiment.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
+#include "inferlab/workload.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -54,6 +56,34 @@ decoding = { name = "prompt_lookup", min_ngram = 4, max_ngram = 2 }
   EXPECT_NE(e.find("variant 'pld': decoding 'prompt_lookup' cannot run this: min_ngram must be <= max_ngram"),
             std::string::npos)
       << e;
+}
+
+// Requests longer than the trained context still run, and the summary says how many.
+TEST(Plan, RunNotesRequestsPastTheTrainedContext) {
+  const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
+  fs::create_directories(dir);
+  const fs::path p = dir / "long.toml";
+  const int ctx = preset_config("stories260k").max_seq_len;
+  std::ofstream(p) << "[model]\npreset = \"stories260k\"\n[device]\nthreads = 1\n[workload]\nnum_requests = 8\n"
+                   << "prompt_len = { dist = \"uniform\", min = " << ctx - 100 << ", max = " << ctx + 20 << " }\n"
+                   << "output_len = 2\n[baseline]\nscheduler = { name = \"continuous\", max_tokens = 4096 }\n";
+  Registry reg({testing::plugin_dir()});
+  const ExperimentSpec spec = load_experiment(p.string(), {});
+  const auto requests = build_workload(spec.workload, preset_config("stories260k").vocab_size);
+  std::size_t beyond = 0;
+  for (const auto& r : requests) beyond += static_cast<int>(r.prompt.size()) + r.max_output - 1 > ctx;
+  ASSERT_GT(beyond, 0u);  // the seed gives a mix: some past, some within
+  ASSERT_LT(beyond, requests.size());
+  RunOptions opt;
+  opt.out_root = (dir / "results").string();
+  const std::string out = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
+  std::ifstream in(fs::path(out) / "summary.md");
+  std::stringstream md;
+  md << in.rdbuf();
+  EXPECT_NE(md.str().find("context: " + std::to_string(beyond) + " of 8 requests run past the model's trained context of " +
+                          std::to_string(ctx) + " tokens"),
+            std::string::npos)
+      << md.str();
 }
 
 }  // namespace
