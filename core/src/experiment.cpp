@@ -423,8 +423,17 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     auto v = t.get("text");
     if (!v) throw Error(c.at(*n) + ": [quality] needs 'text' (a UTF-8 text file)");
     spec.quality.text = resolve_data_path(get_string(c, *v, "text"), base_dir, c.at(*v));
+    // An empty text (or a folder, /dev/null) gives fewer than the 2 tokens perplexity needs.
+    std::error_code ec;
+    if (!fs::is_regular_file(spec.quality.text, ec) || fs::file_size(spec.quality.text, ec) == 0)
+      throw Error(c.at(*v) + ": [quality] text " + spec.quality.text +
+                  " is empty or not a regular file; allowed: a UTF-8 text file with at least one character");
     if (auto m = t.get("max_tokens")) spec.quality.max_tokens = static_cast<int>(get_int(c, *m, "max_tokens", 2, 1 << 24));
-    if (auto m = t.get("context")) spec.quality.context = static_cast<int>(get_int(c, *m, "context", 0, 1 << 24));
+    if (auto m = t.get("context")) {
+      spec.quality.context = static_cast<int>(get_int(c, *m, "context", 0, 1 << 24));
+      if (spec.quality.context == 1)  // a 1-token window predicts nothing
+        throw Error(c.at(*m) + ": 'context' = 1 is out of range; allowed: 0 (the model's context) or >= 2");
+    }
   }
 
   if (auto n = root.get("plugins")) {

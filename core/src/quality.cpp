@@ -28,6 +28,7 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadP
   const ModelConfig& cfg = model.config();
   if (context <= 0) context = cfg.max_seq_len;
   if (stride <= 0 || stride > context) stride = context;
+  check(context >= 2, "perplexity needs a context of at least 2 tokens, got " + std::to_string(context));
   check(tokens.size() >= 2, "perplexity needs at least 2 tokens, got " + std::to_string(tokens.size()));
   const int vocab = cfg.vocab_size;
   for (int t : tokens) check(t >= 0 && t < vocab, "token id " + std::to_string(t) + " outside the vocabulary");

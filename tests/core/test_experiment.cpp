@@ -174,6 +174,20 @@ TEST(Experiment, FloatBoundInTheErrorIsTheRealOne) {
             std::string::npos);
 }
 
+TEST(Experiment, QualityTextMustHaveTextAndContextMustPredictSomething) {
+  std::string empty = write_toml("empty.txt", "");
+  std::string text = write_toml("some.txt", "Once upon a time");
+  std::string path = write_toml("quality_bad.toml", std::string(kBase) + "[quality]\ntext = \"" + empty + "\"\n");
+  std::string msg = error_of(path);
+  EXPECT_NE(msg.find(path + ":19:8: [quality] text " + empty + " is empty or not a regular file"), std::string::npos) << msg;
+  EXPECT_NE(error_of(path, {"quality.text=\"/dev/null\""}).find("is empty or not a regular file"), std::string::npos);
+  EXPECT_NE(error_of(path, {"quality.text=\"/tmp\""}).find("is empty or not a regular file"), std::string::npos);
+  EXPECT_EQ(error_of(path, {"quality.text=\"" + text + "\""}), "");
+  msg = error_of(path, {"quality.text=\"" + text + "\"", "quality.context=1"});
+  EXPECT_NE(msg.find("'context' = 1 is out of range; allowed: 0 (the model's context) or >= 2"), std::string::npos) << msg;
+  EXPECT_EQ(error_of(path, {"quality.text=\"" + text + "\"", "quality.context=2"}), "");
+}
+
 TEST(Experiment, VariantNameMustBeNonEmptyAndPrintable) {
   std::string path = write_toml("variant_names.toml", std::string(kBase) + "[[variant]]\nname = \"\"\n");
   std::string msg = error_of(path);

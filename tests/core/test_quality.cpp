@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/checkpoint.h"
+#include "inferlab/error.h"
 #include "inferlab/experiment.h"
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
@@ -65,6 +66,22 @@ TEST(Quality, SlidingWindowsPredictEveryTokenOnce) {
   double mass = 0;
   for (float x : lp[0]) mass += std::exp(x);
   EXPECT_NEAR(mass, 1.0, 1e-4);
+}
+
+TEST(Quality, ContextOfOneTokenIsAnErrorNotPerplexityOne) {
+  ModelWeights w = random_weights(preset_config("stories260k"), 6);
+  testing::FloatQuantization q;
+  testing::RefAttention att;
+  Model model(w, q);
+  ThreadPool pool(1);
+  auto tokens = some_tokens(20, 512, 3);
+  try {
+    evaluate_perplexity(model, att, pool, tokens, 1, 0);  // predicted nothing and reported perplexity 1
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context of at least 2 tokens, got 1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(evaluate_perplexity(model, att, pool, tokens, 2, 0).tokens, 10);  // 10 windows of 2: one target each
 }
 
 TEST(Quality, Int8ShowsSmallNonZeroKlOnStories260K) {
