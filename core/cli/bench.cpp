@@ -7,6 +7,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 
 #include "commands.h"
@@ -17,6 +19,7 @@
 #include "inferlab/model.h"
 #include "inferlab/registry.h"
 #include "inferlab/rng.h"
+#include "inferlab/runner.h"
 
 namespace po = boost::program_options;
 
@@ -36,7 +39,7 @@ struct Stack {
   std::string label;
   std::shared_ptr<Attention> attention;
   std::shared_ptr<Quantization> quant;
-  std::unique_ptr<Model> model;
+  std::shared_ptr<Model> model;  // one per quantization, shared by its attention stacks
   std::vector<double> prefill_s, decode_s;
 };
 
@@ -117,32 +120,50 @@ int cmd_bench(const std::vector<std::string>& args) {
   const int context = vm["context"].as<int>(), batch = vm["batch"].as<int>(), repeats = vm["repeats"].as<int>();
   if (context < 1 || batch < 1 || repeats < 1) throw Error("bench: --context, --batch and --repeats must be positive");
 
-  ModelWeights weights;
+  const int n_layers = vm["n-layers"].as<int>(), threads = vm["threads"].as<int>();
+  if (n_layers < 0 || n_layers > 1024)
+    throw Error("bench: --n-layers = " + std::to_string(n_layers) + " is out of range; allowed: 0 (all) .. 1024");
+  if (threads < 0 || threads > 4096)
+    throw Error("bench: --threads = " + std::to_string(threads) + " is out of range; allowed: 0 (all cores) .. 4096");
+
+  // As an experiment loads it: a preset too big for this machine's memory is refused up front
+  // (llama-3-8b asked for 32 GB of fp32 weights and was killed), --n-layers is checked.
+  ModelSpec spec;
+  spec.n_layers = n_layers;
+  spec.seed = 1;
   std::string model_name;
   if (vm.count("model")) {
-    weights = load_model(vm["model"].as<std::string>()).weights;
-    model_name = vm["model"].as<std::string>();
+    spec.path = vm["model"].as<std::string>();
+    model_name = spec.path;
   } else {
-    ModelConfig c = preset_config(vm["preset"].as<std::string>());
-    model_name = c.name + " (random weights)";
-    weights = random_weights(c, 1);
+    spec.preset = vm["preset"].as<std::string>();
+    model_name = preset_config(spec.preset).name + " (random weights)";
   }
-  if (int n = vm["n-layers"].as<int>(); n > 0 && n < weights.config.n_layers) {
-    weights.layers.resize(static_cast<std::size_t>(n));
-    weights.config.n_layers = n;
-  }
+  ModelWeights weights = load_experiment_model(spec).weights;
   std::vector<std::string> search = Registry::default_search_path();
   Registry reg(search);
+  const auto quants = split(vm["quantization"].as<std::string>());
+  // Each quantization's Model may hold its own copy of the weights (up to fp32 size).
+  const double need = static_cast<double>(weights.config.parameter_count()) * 4.0 * static_cast<double>(1 + quants.size());
+  const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (need * 1.1 > avail)
+    throw Error("bench: " + model_name + " with " + std::to_string(quants.size()) + " quantization(s) needs about " +
+                std::to_string(static_cast<long long>(need * 1.1 / (1 << 20))) + " MiB, this machine has " +
+                std::to_string(static_cast<long long>(avail / (1 << 20))) +
+                " MiB; allowed: a smaller --n-layers or fewer --quantization entries");
   std::vector<Stack> stacks;
-  for (const auto& q : split(vm["quantization"].as<std::string>()))
+  for (const auto& q : quants) {
+    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"));
+    auto model = std::make_shared<Model>(weights, *quant);
     for (const auto& a : split(vm["attention"].as<std::string>())) {
       Stack s;
       s.label = a + " + " + q;
       s.attention = reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"));
-      s.quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"));
-      s.model = std::make_unique<Model>(weights, *s.quant);
+      s.quant = quant;
+      s.model = model;
       stacks.push_back(std::move(s));
     }
+  }
   if (stacks.empty()) throw Error("bench: no stacks (empty --attention or --quantization)");
   ThreadPool pool(vm["threads"].as<int>());
   for (auto& s : stacks) measure(s, batch, context, pool, 0);  // warm-up, untimed

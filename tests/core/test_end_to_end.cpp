@@ -203,6 +203,21 @@ TEST(EndToEnd, BenchComparesStacksInOneRun) {
   EXPECT_NE(c.err.find("did you mean 'flash'"), std::string::npos) << c.err;
 }
 
+TEST(EndToEnd, BenchRefusesOutOfRangeOptions) {
+  Cli c = run_cli("bench --preset stories260k --context 4 --repeats 1 --n-layers -1");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("--n-layers = -1 is out of range; allowed: 0 (all) .. 1024"), std::string::npos) << c.err;
+  c = run_cli("bench --preset stories260k --context 4 --repeats 1 --threads -1");
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find("--threads = -1 is out of range; allowed: 0 (all cores) .. 4096"), std::string::npos) << c.err;
+  const std::string model = testing::data_path("models/stories260K/stories260K.bin");
+  if (std::filesystem::exists(model)) {  // a checkpoint cannot grow layers, as in an experiment
+    c = run_cli("bench --model " + model + " --context 4 --repeats 1 --n-layers 9");
+    EXPECT_EQ(c.code, 1);
+    EXPECT_NE(c.err.find("has 5 layers; allowed: 1..5"), std::string::npos) << c.err;
+  }
+}
+
 TEST(EndToEnd, CheckpointCannotGrowLayers) {
   const std::string model = testing::data_path("models/stories260K/stories260K.bin");
   INFERLAB_REQUIRE_FILE(model);
