@@ -177,7 +177,15 @@ void add_model_options(po::options_description& o) {
       "threads", po::value<int>()->default_value(0), "threads (0 = all cores)");
 }
 
+// An int option that must lie in [lo, hi]; `allowed` says what the range means.
+int int_option(const po::variables_map& vm, const std::string& name, int lo, int hi, const std::string& allowed) {
+  const int v = vm[name].as<int>();
+  if (v < lo || v > hi) throw Error("--" + name + " = " + std::to_string(v) + " is out of range; allowed: " + allowed);
+  return v;
+}
+
 ModelStack load_stack(const po::variables_map& vm) {
+  int_option(vm, "threads", 0, 4096, "0 (all cores) .. 4096");
   ModelStack s;
   s.loaded = load_model(vm["model"].as<std::string>(), parse_model_format(vm["format"].as<std::string>()),
                         vm["tokenizer"].as<std::string>());
@@ -259,6 +267,9 @@ int cmd_perplexity(const std::vector<std::string>& args) {
       "max-tokens", po::value<int>()->default_value(0), "evaluate at most this many tokens (0 = all)");
   po::variables_map vm;
   if (!parse(args, "usage: inferlab perplexity --model M --text FILE [--context N] [--stride S]", o, nullptr, vm)) return 0;
+  if (vm["context"].as<int>() != 0) int_option(vm, "context", 2, 1 << 24, "0 (the model's context) or 2 .. 16777216");
+  int_option(vm, "stride", 0, 1 << 24, "0 (= context) .. 16777216");
+  int_option(vm, "max-tokens", 0, 1 << 30, "0 (all) or a positive count");
   ModelStack s = load_stack(vm);
   if (!s.loaded.tokenizer) throw Error(vm["model"].as<std::string>() + ": no tokenizer found; pass --tokenizer FILE");
   const std::string path = vm["text"].as<std::string>();
@@ -267,6 +278,9 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   std::stringstream text;
   text << in.rdbuf();
   auto tokens = quality_tokens(text.str(), s.loaded.tokenizer.get(), s.model->config().vocab_size, vm["max-tokens"].as<int>());
+  if (tokens.size() < 2)
+    throw Error(path + ": " + std::to_string(tokens.size()) +
+                " token(s) to evaluate, BOS included; allowed: a non-empty text and --max-tokens 0 or >= 2");
   ThreadPool pool(vm["threads"].as<int>());
   auto r = evaluate_perplexity(*s.model, *s.attention, pool, tokens, vm["context"].as<int>(), vm["stride"].as<int>());
   std::cout << "model: " << vm["model"].as<std::string>() << "\ntext: " << path << "\ntokens: " << r.tokens

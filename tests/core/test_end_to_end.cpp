@@ -203,6 +203,37 @@ TEST(EndToEnd, BenchComparesStacksInOneRun) {
   EXPECT_NE(c.err.find("did you mean 'flash'"), std::string::npos) << c.err;
 }
 
+TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
+  const std::string model = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(model);
+  fs::path dir = fresh_dir("ppl_opts");
+  std::ofstream(dir / "t.txt") << "Once upon a time there was a little girl.";
+  std::ofstream(dir / "empty.txt") << "";
+  const std::string ppl = "perplexity --model " + model + " --text " + (dir / "t.txt").string();
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {ppl + " --context 1", "--context = 1 is out of range; allowed: 0 (the model's context) or 2 .."},
+      {ppl + " --context -5", "--context = -5 is out of range"},
+      {ppl + " --stride -1", "--stride = -1 is out of range; allowed: 0 (= context)"},
+      {ppl + " --max-tokens -1", "--max-tokens = -1 is out of range"},
+      {ppl + " --threads -1", "--threads = -1 is out of range; allowed: 0 (all cores) .. 4096"},
+      {"perplexity --model " + model + " --text " + (dir / "empty.txt").string(),
+       (dir / "empty.txt").string() + ": 1 token(s) to evaluate, BOS included; allowed: a non-empty text"},
+      {"generate --model " + model + " --max-tokens 2 --threads 100000", "--threads = 100000 is out of range"},
+  };
+  for (const auto& k : cases) {
+    Cli c = run_cli(k.args);
+    EXPECT_EQ(c.code, 1) << k.args;
+    EXPECT_NE(c.err.find(k.expect), std::string::npos) << k.args << "\n" << c.err;
+    EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  }
+  Cli ok = run_cli(ppl + " --context 8 --stride 4 --threads 1");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("perplexity: "), std::string::npos) << ok.out;
+}
+
 TEST(EndToEnd, BenchRefusesOutOfRangeOptions) {
   Cli c = run_cli("bench --preset stories260k --context 4 --repeats 1 --n-layers -1");
   EXPECT_EQ(c.code, 1);
