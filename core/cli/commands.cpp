@@ -14,6 +14,7 @@
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
+#include "inferlab/workload.h"
 
 namespace po = boost::program_options;
 
@@ -109,6 +110,11 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
   Loaded l = load_and_plan(vm);
+  // Read the trace and lengths files too, so a malformed row is reported here, not at run time.
+  const WorkloadSpec& w = l.spec.workload;
+  if (!w.trace.empty()) read_trace(w.trace, w.format);
+  if (!w.lengths_file.empty() && (w.prompt_len.dist == "trace" || w.output_len.dist == "trace"))
+    read_lengths_file(w.lengths_file);
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
   for (const auto& v : l.plan.variants)

@@ -203,6 +203,19 @@ TEST(EndToEnd, BenchComparesStacksInOneRun) {
   EXPECT_NE(c.err.find("did you mean 'flash'"), std::string::npos) << c.err;
 }
 
+TEST(EndToEnd, ValidateReadsTheTrace) {
+  fs::path dir = fresh_dir("validate_trace");
+  std::ofstream(dir / "bad.csv") << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,abc,5\n";
+  std::ofstream(dir / "good.csv") << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n";
+  fs::path toml = dir / "trace.toml";
+  std::ofstream(toml) << "[model]\npreset = \"stories260k\"\n[workload]\ntrace = \"bad.csv\"\n";
+  Cli c = run_cli("validate " + toml.string());
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find((dir / "bad.csv").string() + ":3: prompt_tokens 'abc' is not an integer"), std::string::npos) << c.err;
+  EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  EXPECT_EQ(run_cli("validate " + toml.string() + " --set workload.trace=good.csv").code, 0);
+}
+
 TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
   const std::string model = testing::data_path("models/stories260K/stories260K.bin");
   INFERLAB_REQUIRE_FILE(model);
