@@ -191,6 +191,12 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
   if (auto v = t.get("mean")) l.mean = get_float(c, *v, key + ".mean", 1.0);
   if (auto v = t.get("sigma")) l.sigma = get_float(c, *v, key + ".sigma", 0.0);
   if (l.min > l.max) throw Error(c.at(n) + ": " + key + ".min > " + key + ".max");
+  // Without these the defaults silently apply: a fixed 64 for a table without dist, and
+  // lengths up to 2^20 tokens (a run of hours) for a uniform without max.
+  if (!t.get("dist") && t.size() > (t.get("value") ? 1u : 0u))
+    throw Error(c.at(n) + ": " + key + " table needs 'dist'; allowed: fixed, uniform, lognormal, trace");
+  if (l.dist == "uniform" && !t.get("max"))
+    throw Error(c.at(n) + ": " + key + " with dist = \"uniform\" needs 'max'; allowed: { dist = \"uniform\", min = A, max = B }");
 }
 
 void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_dir, WorkloadSpec& w) {

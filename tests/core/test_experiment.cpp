@@ -188,6 +188,17 @@ TEST(Experiment, QualityTextMustHaveTextAndContextMustPredictSomething) {
   EXPECT_EQ(error_of(path, {"quality.text=\"" + text + "\"", "quality.context=2"}), "");
 }
 
+TEST(Experiment, LengthTablesMustNotFallBackToDefaultsSilently) {
+  std::string path = write_toml("length_tables.toml", kBase);
+  std::string msg = error_of(path, {"workload.prompt_len={ dist = \"uniform\", min = 5 }"});
+  EXPECT_NE(msg.find("prompt_len with dist = \"uniform\" needs 'max'"), std::string::npos) << msg;
+  msg = error_of(path, {"workload.prompt_len={ min = 8, max = 64 }"});
+  EXPECT_NE(msg.find("prompt_len table needs 'dist'; allowed: fixed, uniform"), std::string::npos) << msg;
+  EXPECT_EQ(error_of(path, {"workload.prompt_len={ value = 8 }"}), "");
+  EXPECT_EQ(error_of(path, {"workload.prompt_len={ dist = \"uniform\", min = 5, max = 9 }"}), "");
+  EXPECT_EQ(error_of(path, {"workload.prompt_len={ dist = \"lognormal\", mean = 20 }"}), "");
+}
+
 TEST(Experiment, VariantNameMustBeNonEmptyAndPrintable) {
   std::string path = write_toml("variant_names.toml", std::string(kBase) + "[[variant]]\nname = \"\"\n");
   std::string msg = error_of(path);
