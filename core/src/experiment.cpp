@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "inferlab/error.h"
+#include "inferlab/model_config.h"
 
 namespace inferlab {
 
@@ -384,7 +385,14 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   if (auto n = root.get("model")) {
     const auto& t = get_table(c, *n, "model");
     check_keys(c, t, "[model]", {"preset", "path", "tokenizer", "format", "n_layers", "seed"});
-    if (auto v = t.get("preset")) spec.model.preset = get_string(c, *v, "preset");
+    if (auto v = t.get("preset")) {
+      spec.model.preset = get_string(c, *v, "preset");
+      try {
+        preset_config(spec.model.preset);
+      } catch (const Error& e) {
+        throw Error(c.at(*v) + ": " + e.what());
+      }
+    }
     if (auto v = t.get("path")) spec.model.path = resolve_data_path(get_string(c, *v, "path"), base_dir, c.at(*v));
     if (auto v = t.get("tokenizer")) spec.model.tokenizer = resolve_data_path(get_string(c, *v, "tokenizer"), base_dir, c.at(*v));
     if (auto v = t.get("format")) {
@@ -397,6 +405,17 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (auto v = t.get("seed")) spec.model.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
     if (spec.model.preset.empty() == spec.model.path.empty())
       throw Error(c.at(*n) + ": [model] needs exactly one of 'preset' (random weights) or 'path' (a checkpoint)");
+    if (!spec.model.preset.empty()) {
+      for (const char* k : {"tokenizer", "format"})
+        if (auto v = t.get(k))
+          throw Error(c.at(*v) + ": [model] " + k + " applies to a checkpoint 'path', not to a random-weight preset");
+      if (auto v = t.get("n_layers")) {
+        const int depth = preset_config(spec.model.preset).n_layers;
+        if (spec.model.n_layers > depth)
+          throw Error(c.at(*v) + ": n_layers = " + std::to_string(spec.model.n_layers) + ", but preset '" +
+                      spec.model.preset + "' has " + std::to_string(depth) + " layers; allowed: 1.." + std::to_string(depth));
+      }
+    }
   } else {
     throw Error(path + ": missing [model] section (preset = \"stories15m\" or path = \"...\")");
   }

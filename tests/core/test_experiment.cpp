@@ -134,13 +134,16 @@ TEST(Experiment, ErrorsNameFileLineColumnAndAllowed) {
       {"[model]\npreset = \"stories260k\"\n[workload]\narrival = \"bursty\"\n", ":4:11:", "allowed: all_at_once, poisson, gamma"},
       {"[model]\npreset = \"stories260k\"\n[baseline]\nkv = { block_size = 0 }\n", ":4:21:", "out of range [1,"},
       {"[model]\npreset = \"stories260k\"\n[baseline]\nkv = { reservation = \"some\" }\n", ":4:", "allowed: on_demand, full"},
-      {"[model]\npreset = \"x\"\npath = \"y\"\n", "file not found", "y"},
+      {"[model]\npreset = \"stories260k\"\npath = \"y\"\n", "file not found", "y"},
       {"[workload]\nnum_requests = 3\n", "missing [model] section", ""},
       {"[model]\npreset = \"stories260k\"\n[experiment\n", ":3:", ""},  // TOML syntax error
       {"[model]\npreset = \"stories260k\"\n[[variant]]\nattention = \"flash\"\n", ":3:1: [[variant]] needs a 'name'", ""},
       {"[model]\npreset = \"stories260k\"\n[sweep]\n\"scheduler.max_batch\" = 4\n", ":4:", "non-empty array"},
       {"[model]\npreset = \"stories260k\"\n[sweep]\n\"sched.max_batch\" = [4]\n", "must start with one of", "scheduler"},
       {"[model]\npreset = \"stories260k\"\n[baseline]\nattention = 3\n", ":4:13: 'attention' must be a table", ""},
+      {"[model]\npreset = \"stories260k\"\nn_layers = 9\n", ":3:12: n_layers = 9, but preset 'stories260k' has 5 layers", "allowed: 1..5"},
+      {"[model]\npreset = \"stories260k\"\nformat = \"gguf\"\n", ":3:10: [model] format applies to a checkpoint", ""},
+      {"[model]\npreset = \"nosuch\"\n", "unknown", "stories260k"},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     std::string path = write_toml("bad" + std::to_string(i) + ".toml", cases[i].text);
