@@ -16,9 +16,32 @@ namespace inferlab {
 
 namespace fs = std::filesystem;
 
+// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not valid.
+inline std::size_t utf8_length(const std::string& s, std::size_t i) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
+  return n;
+}
+
 std::string json_quote(const std::string& s) {
   std::string out = "\"";
-  for (unsigned char ch : s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto ch = static_cast<unsigned char>(s[i]);
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) {  // invalid UTF-8 would make the file invalid JSON
+      out += "\\ufffd";
+      ++i;
+      continue;
+    }
+    if (n > 1) {
+      out.append(s, i, n);
+      i += n;
+      continue;
+    }
+    ++i;
     switch (ch) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -69,6 +92,18 @@ std::string num(double v) {
 }
 
 std::string json_num(double v) { return std::isfinite(v) ? num(v) : "null"; }
+
+// Text safe inside a Markdown table cell: pipes escaped, newlines and backticks flattened.
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n' || c == '\r') out += ' ';
+    else if (c == '`') out += '\'';
+    else out += c;
+  }
+  return out;
+}
 
 // Human formatting for the summary: 3 significant digits, thousands kept whole.
 std::string pretty(double v) {
@@ -261,17 +296,17 @@ std::string summary_markdown(const std::string& title, const std::string& descri
   for (std::size_t i = 0; i < shown.size(); ++i) md << "---|";
   md << "\n";
   for (const auto& v : variants) {
-    md << "| " << v << (errors.count(v) ? " (failed)" : "") << " |";
+    md << "| " << md_cell(v) << (errors.count(v) ? " (failed)" : "") << " |";
     for (const auto& h : shown) md << " " << cell(h, v, true) << " |";
     md << "\n";
   }
   if (!errors.empty()) {
     md << "\n## Failures\n\n";
     for (const auto& [v, es] : errors)
-      for (const auto& e : es) md << "- `" << v << "` " << e << "\n";
+      for (const auto& e : es) md << "- " << md_cell(v) << ": " << md_cell(e) << "\n";
   }
   md << "\n## All metrics\n\n| metric |";
-  for (const auto& v : variants) md << " " << v << " |";
+  for (const auto& v : variants) md << " " << md_cell(v) << " |";
   md << "\n|---|";
   for (std::size_t i = 0; i < variants.size(); ++i) md << "---|";
   md << "\n";
