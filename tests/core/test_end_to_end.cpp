@@ -192,6 +192,25 @@ TEST(EndToEnd, PluginsAndValidateCommands) {
   EXPECT_NE(c.out.find("baseline: attention=flash"), std::string::npos) << c.out;
 }
 
+TEST(EndToEnd, GenerateStreamsTheGoldenStoryFromEveryFormat) {
+  const std::string dir = testing::data_path("models/stories260K");
+  INFERLAB_REQUIRE_FILE(dir + "/stories260K.bin");
+  const std::string golden =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+      "One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
+  for (const std::string& args : std::vector<std::string>{"--model " + dir + "/stories260K.bin", "--model " + dir + "/stories260K.gguf",
+                                 "--model " + dir + "/stories260K.bin --attention naive --decoding prompt_lookup"}) {
+    Cli c = run_cli("generate " + args + " --max-tokens 80 --log warn");
+    ASSERT_EQ(c.code, 0) << args << ": " << c.err;
+    EXPECT_EQ(c.out.rfind(golden, 0), 0u) << args << ": " << c.out;
+  }
+  Cli c = run_cli("generate --model " + dir + "/stories260K.bin --temperature 1 --seed 5 --max-tokens 30 --log warn");
+  Cli again = run_cli("generate --model " + dir + "/stories260K.bin --temperature 1 --seed 5 --max-tokens 30 --log warn");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.out, again.out);  // seeded
+  EXPECT_NE(c.out.rfind(golden, 0), 0u);
+}
+
 TEST(EndToEnd, BenchComparesStacksInOneRun) {
   Cli c = run_cli("bench --preset stories260k --context 16 --batch 2 --repeats 2 --attention naive,flash --quantization none");
   ASSERT_EQ(c.code, 0) << c.err;
