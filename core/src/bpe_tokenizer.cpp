@@ -6,6 +6,7 @@
 
 #include "inferlab/bpe_tokenizer.h"
 #include "inferlab/error.h"
+#include "utf8.h"
 
 namespace inferlab {
 
@@ -26,23 +27,6 @@ const std::array<char32_t, 256>& byte_to_cp() {
   return table;
 }
 
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-}
 
 // Maps a token in the byte alphabet back to bytes; code points outside the alphabet (possible
 // in added tokens) are kept as their UTF-8.
@@ -106,7 +90,7 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
 
   for (int b = 0; b < 256; ++b) {
     std::string cp;
-    append_utf8(cp, byte_to_cp()[static_cast<std::size_t>(b)]);
+    utf8::append(cp, byte_to_cp()[static_cast<std::size_t>(b)]);
     byte_ids_[b] = find(cp);
   }
 
@@ -139,7 +123,7 @@ std::vector<std::pair<std::string, std::string>> ByteLevelBpeTokenizer::split_me
 void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int>& out) const {
   if (options_.ignore_merges) {
     std::string whole;
-    for (unsigned char c : piece) append_utf8(whole, byte_to_cp()[c]);
+    for (unsigned char c : piece) utf8::append(whole, byte_to_cp()[c]);
     if (const int id = find(whole); id >= 0) {
       out.push_back(id);
       return;

@@ -11,26 +11,17 @@
 #include <sstream>
 
 #include "inferlab/error.h"
+#include "utf8.h"
 
 namespace inferlab {
 
 namespace fs = std::filesystem;
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not valid.
-inline std::size_t utf8_length(const std::string& s, std::size_t i) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k)
-    if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return 0;
-  return n;
-}
-
 std::string json_quote(const std::string& s) {
   std::string out = "\"";
   for (std::size_t i = 0; i < s.size();) {
     const auto ch = static_cast<unsigned char>(s[i]);
-    const std::size_t n = utf8_length(s, i);
+    const std::size_t n = utf8::sequence_length(s, i);
     if (n == 0) {  // invalid UTF-8 would make the file invalid JSON
       out += "\\ufffd";
       ++i;

@@ -2,6 +2,8 @@
 // nesting is limited, \u escapes (with surrogate pairs) become UTF-8.
 #include "json.h"
 
+#include "../utf8.h"
+
 #include <cmath>
 #include <cstdlib>
 
@@ -159,23 +161,7 @@ class JsonParser {
     return v;
   }
 
-  static void put_utf8(std::string& out, unsigned c) {
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
+
 
   std::string string() {
     ++i_;  // opening quote
@@ -209,7 +195,7 @@ class JsonParser {
             if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             else i_ = save;  // lone high surrogate: keep as is, reparse the next escape
           }
-          put_utf8(out, cp);
+          utf8::append(out, static_cast<char32_t>(cp));
           break;
         }
         default: fail("unknown escape");
