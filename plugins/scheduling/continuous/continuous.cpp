@@ -150,4 +150,20 @@ ScheduleDecision ContinuousScheduler::schedule(const SchedulerInput& in) {
   return decision;
 }
 
+std::vector<ParamSpec> ContinuousScheduler::param_specs() {
+  return {
+      {"max_tokens", ParamType::kInt, std::int64_t{512}, 1.0, 1048576.0, {},
+       "Tokens processed per step over all running requests (prefill chunks + decode)"},
+      {"max_batch", ParamType::kInt, std::int64_t{64}, 1.0, 4096.0, {}, "Most requests running at once"},
+      {"chunked_prefill", ParamType::kBool, true, std::nullopt, std::nullopt, {},
+       "Split prompts larger than the remaining budget into chunks; when false a prompt runs "
+       "whole (one longer than max_tokens runs alone in its step)"},
+  };
+}
+
+ContinuousScheduler ContinuousScheduler::from_params(const Params& p) {
+  return ContinuousScheduler(static_cast<int>(p.get_int("max_tokens")), static_cast<int>(p.get_int("max_batch")),
+                             p.get_bool("chunked_prefill"));
+}
+
 }  // namespace inferlab::plugins

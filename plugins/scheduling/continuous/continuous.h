@@ -4,6 +4,9 @@
 // budget-sized chunks (chunked prefill, Sarathi: Agrawal et al. 2023) and a decode request
 // that cannot grow its KV preempts the most recently admitted one (recompute-style).
 #pragma once
+#include <vector>
+
+#include "inferlab/params.h"
 #include "inferlab/scheduler.h"
 
 namespace inferlab::plugins {
@@ -24,6 +27,11 @@ class ContinuousScheduler : public Scheduler {
   int max_tokens() const { return max_tokens_; }
   int max_batch() const { return max_batch_; }
   bool chunked_prefill() const { return chunked_prefill_; }
+
+  // The parameters above as plugin ParamSpecs (max_tokens, max_batch, chunked_prefill), shared
+  // by strategies built on this step (scheduling/sjf), and the scheduler they describe.
+  static std::vector<ParamSpec> param_specs();
+  static ContinuousScheduler from_params(const Params& p);
 
  private:
   int max_tokens_;

@@ -14,19 +14,14 @@ inferlab::PluginDescriptor describe() {
   d.summary =
       "Shortest-job-first admission (with aging) on top of continuous batching: token budget, "
       "chunked prefill, preemption by recompute";
-  d.params = {
-      {"max_tokens", ParamType::kInt, std::int64_t{512}, 1.0, 1048576.0, {},
-       "Tokens processed per step over all running requests (prefill chunks + decode)"},
-      {"max_batch", ParamType::kInt, std::int64_t{64}, 1.0, 4096.0, {},
-       "Most requests running at once"},
-      {"chunked_prefill", ParamType::kBool, true, std::nullopt, std::nullopt, {},
-       "Split prompts larger than the remaining budget into chunks"},
+  d.params = ContinuousScheduler::param_specs();
+  d.params.insert(d.params.end(), {
       {"key", ParamType::kString, std::string("total"), std::nullopt, std::nullopt,
        {"total", "prompt", "output"},
        "Length that orders the waiting queue: prompt_len + max_output, prompt_len or max_output"},
       {"starvation_s", ParamType::kFloat, 0.0, 0.0, std::nullopt, {},
        "A request waiting longer than this many seconds goes first, oldest first (0 = no aging)"},
-  };
+  });
   d.make_scheduler = [](const Params& p) -> std::unique_ptr<Scheduler> {
     return std::make_unique<SjfScheduler>(
         static_cast<int>(p.get_int("max_tokens")), static_cast<int>(p.get_int("max_batch")),
