@@ -28,6 +28,7 @@ TEST(Registry, FindsEveryBuiltInStrategy) {
   Registry reg({testing::plugin_dir()});
   for (auto [kind, name] : std::vector<std::pair<PluginKind, std::string>>{
            {PluginKind::kAttention, "naive"},      {PluginKind::kAttention, "flash"},
+           {PluginKind::kAttention, "split_k"},
            {PluginKind::kQuantization, "none"},    {PluginKind::kQuantization, "int8"},
            {PluginKind::kScheduling, "static"},    {PluginKind::kScheduling, "continuous"},
            {PluginKind::kDecoding, "sampling"},    {PluginKind::kDecoding, "prompt_lookup"}}) {
