@@ -123,9 +123,20 @@ RunResult Engine::run(const std::vector<Request>& requests) {
   std::vector<int> accepted;
   const bool keep_capacity = kv_config.reserve_full;
 
+  // A request entering the queue (on arrival, or preempted) takes the longest cached prefix of
+  // its known tokens; at least one token is left to compute so that it produces logits.
+  auto enqueue = [&](Seq* s, bool front) {
+    const int matched = kv.acquire_prefix(s->req->id, s->tokens, static_cast<int>(s->tokens.size()) - 1);
+    s->num_computed = matched;
+    if (s->timeline->preemptions == 0)
+      s->timeline->cached_prompt_tokens = std::min(matched, static_cast<int>(s->req->prompt.size()));
+    if (front) waiting.push_front(s);
+    else waiting.push_back(s);
+  };
+
   while (finished < requests.size()) {
     while (next_arrival < order.size() && requests[order[next_arrival]].arrival_s <= now)
-      waiting.push_back(&seqs[order[next_arrival++]]);
+      enqueue(&seqs[order[next_arrival++]], false);
     if (running.empty() && waiting.empty()) {
       now = requests[order[next_arrival]].arrival_s;  // fast-forward the idle gap
       continue;
@@ -152,10 +163,9 @@ RunResult Engine::run(const std::vector<Request>& requests) {
       Seq* s = *it;
       running.erase(it);
       kv.free(id);
-      s->num_computed = 0;  // recompute prompt + generated tokens when readmitted
       s->timeline->preemptions++;
       tl.preemptions++;
-      waiting.push_front(s);
+      enqueue(s, true);  // recompute prompt + generated tokens (minus any cached prefix) when readmitted
     }
 
     work.clear();
@@ -284,6 +294,8 @@ RunResult Engine::run(const std::vector<Request>& requests) {
       if (s.generated >= s.req->max_output) s.finished = true;
       emitted.emplace_back(&s, std::move(out));
     }
+
+    for (const Work& w : work) kv.publish_prefix(w.seq->req->id, w.seq->tokens);
 
     const double duration = options_.clock() - t0;
     const double end = now + std::max(0.0, duration);

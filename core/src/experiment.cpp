@@ -152,7 +152,7 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
 
 void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   const auto& t = get_table(c, n, "kv");
-  check_keys(c, t, "kv", {"block_size", "num_blocks", "reservation"});
+  check_keys(c, t, "kv", {"block_size", "num_blocks", "reservation", "prefix_caching"});
   if (auto v = t.get("block_size")) kv.block_size = static_cast<int>(get_int(c, *v, "kv.block_size", 1, 1 << 20));
   if (auto v = t.get("num_blocks")) kv.num_blocks = static_cast<int>(get_int(c, *v, "kv.num_blocks", 0, 1 << 26));
   if (auto v = t.get("reservation")) {
@@ -160,6 +160,11 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     if (r != "on_demand" && r != "full")
       throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: on_demand, full");
     kv.reserve_full = r == "full";
+  }
+  if (auto v = t.get("prefix_caching")) {
+    auto b = v->as_boolean();
+    if (!b) throw Error(c.at(*v) + ": 'kv.prefix_caching' must be true or false, got " + type_name(*v));
+    kv.prefix_caching = b->get();
   }
 }
 
@@ -203,7 +208,7 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
 void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_dir, WorkloadSpec& w) {
   check_keys(c, t, "[workload]",
              {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len",
-              "lengths_file", "prefix_block_tokens", "limit", "time_scale", "max_prompt", "max_output", "seed"});
+              "lengths_file", "prefix_block_tokens", "shared_prefix", "limit", "time_scale", "max_prompt", "max_output", "seed"});
   if (auto v = t.get("trace")) w.trace = resolve_data_path(get_string(c, *v, "trace"), base_dir, c.at(*v));
   if (auto v = t.get("format")) {
     w.format = get_string(c, *v, "format");
@@ -225,6 +230,8 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   if ((w.prompt_len.dist == "trace" || w.output_len.dist == "trace") && w.lengths_file.empty())
     throw Error(c.at(t) + ": a length with dist = \"trace\" needs [workload] lengths_file (e.g. "
                 "\"traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv\")");
+  if (auto v = t.get("shared_prefix"))
+    w.shared_prefix = static_cast<int>(get_int(c, *v, "shared_prefix", 0, 1 << 24));
   if (auto v = t.get("prefix_block_tokens"))
     w.prefix_block_tokens = static_cast<int>(get_int(c, *v, "prefix_block_tokens", 1, 1 << 20));
   if (auto v = t.get("limit")) w.limit = static_cast<int>(get_int(c, *v, "limit", 0, 100000000));

@@ -113,13 +113,13 @@ bool KvCache::reserve(int seq, int tokens) {
     for (int b = first; b <= last; ++b) {
       int& block = sb.blocks[static_cast<std::size_t>(b)];
       if (pool_.ref_count(block) <= 1) continue;
-      const int copy = pool_.allocate();  // cannot fail: counted in blocks_needed
+      const int copy = allocate_block();  // cannot fail: counted in blocks_needed
       copy_block(block, copy);
-      pool_.release(block);
+      release_block(block);
       block = copy;
     }
   }
-  while (static_cast<int>(sb.blocks.size()) < blocks_for(tokens)) sb.blocks.push_back(pool_.allocate());
+  while (static_cast<int>(sb.blocks.size()) < blocks_for(tokens)) sb.blocks.push_back(allocate_block());
   note_peak();
   return true;
 }
@@ -139,10 +139,14 @@ void KvCache::truncate(int seq, int tokens, bool keep_capacity) {
                                           std::to_string(tokens));
   SeqBlocks& sb = seqs_.at(seq);
   sb.length = tokens;
+  if (sb.published * config_.block_size > tokens) {  // re-derive the chain on the next publish
+    sb.published = 0;
+    sb.chain = 0;
+  }
   if (keep_capacity) return;
   const auto keep = static_cast<std::size_t>(blocks_for(tokens));
   while (sb.blocks.size() > keep) {
-    pool_.release(sb.blocks.back());
+    release_block(sb.blocks.back());
     sb.blocks.pop_back();
   }
 }
@@ -158,7 +162,7 @@ void KvCache::fork(int src, int dst) {
 void KvCache::free(int seq) {
   const auto it = seqs_.find(seq);
   check(it != seqs_.end(), "KvCache::free: unknown seq " + std::to_string(seq));
-  for (int block : it->second.blocks) pool_.release(block);
+  for (int block : it->second.blocks) release_block(block);
   seqs_.erase(it);
 }
 
@@ -204,7 +208,8 @@ KvLayerView KvCache::layer(int l) const {
 KvStats KvCache::stats() const {
   KvStats s;
   s.blocks_total = pool_.total();
-  s.blocks_free = pool_.free_count();
+  s.blocks_free = free_blocks();
+  s.blocks_cached = static_cast<int>(evictable_.size());
   s.blocks_reserved = s.blocks_total - s.blocks_free;
   // Valid tokens per physical block: the most any sequence sharing it has written there.
   std::vector<int> valid(static_cast<std::size_t>(s.blocks_total), 0);
@@ -244,7 +249,91 @@ void KvCache::copy_block(int from, int to) {
 }
 
 void KvCache::note_peak() {
-  peak_reserved_ = std::max(peak_reserved_, pool_.total() - pool_.free_count());
+  peak_reserved_ = std::max(peak_reserved_, pool_.total() - free_blocks());
+}
+
+// ---- prefix caching -------------------------------------------------------------------------
+
+namespace {
+
+// Extends a hash chain by one block of token ids.
+std::uint64_t chain_hash(std::uint64_t parent, std::span<const int> block) {
+  std::uint64_t h = parent ^ 0x9E3779B97F4A7C15ull;
+  for (int t : block) {
+    h ^= static_cast<std::uint64_t>(static_cast<std::uint32_t>(t));
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h * 0xBF58476D1CE4E5B9ull ^ (h >> 31);
+}
+
+}  // namespace
+
+int KvCache::allocate_block() {
+  int block = pool_.allocate();
+  if (block >= 0 || evictable_.empty()) return block;
+  const int victim = evictable_.front();  // least recently released
+  evictable_.pop_front();
+  prefix_index_.erase(cached_.at(victim).hash);
+  cached_.erase(victim);
+  pool_.release(victim);  // the cache's reference was the last one
+  return pool_.allocate();
+}
+
+void KvCache::release_block(int block) {
+  pool_.release(block);
+  auto it = cached_.find(block);
+  if (it != cached_.end() && pool_.ref_count(block) == 1 && !it->second.evictable) {
+    it->second.evictable = true;
+    it->second.where = evictable_.insert(evictable_.end(), block);
+  }
+}
+
+int KvCache::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens) {
+  if (!config_.prefix_caching) return 0;
+  check(!has(seq), "KvCache::acquire_prefix: seq " + std::to_string(seq) + " already exists");
+  const int bs = config_.block_size;
+  const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
+  SeqBlocks sb;
+  for (int b = 0; (b + 1) * bs <= limit; ++b) {
+    const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b * bs), static_cast<std::size_t>(bs));
+    const std::uint64_t h = chain_hash(sb.chain, block_tokens);
+    auto found = prefix_index_.find(h);
+    if (found == prefix_index_.end()) break;
+    CachedBlock& entry = cached_.at(found->second);
+    if (!std::equal(entry.tokens.begin(), entry.tokens.end(), block_tokens.begin())) break;
+    pool_.retain(found->second);
+    if (entry.evictable) {
+      evictable_.erase(entry.where);
+      entry.evictable = false;
+    }
+    sb.blocks.push_back(found->second);
+    sb.chain = h;
+  }
+  const int matched = static_cast<int>(sb.blocks.size()) * bs;
+  if (matched == 0) return 0;
+  sb.length = matched;
+  sb.published = static_cast<int>(sb.blocks.size());
+  seqs_.emplace(seq, std::move(sb));
+  note_peak();
+  return matched;
+}
+
+void KvCache::publish_prefix(int seq, std::span<const int> tokens) {
+  if (!config_.prefix_caching) return;
+  SeqBlocks& sb = seqs_.at(seq);
+  const int bs = config_.block_size;
+  const int full = std::min(sb.length, static_cast<int>(tokens.size())) / bs;
+  for (int b = sb.published; b < full; ++b) {
+    const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b * bs), static_cast<std::size_t>(bs));
+    sb.chain = chain_hash(sb.chain, block_tokens);
+    const int block = sb.blocks[static_cast<std::size_t>(b)];
+    if (prefix_index_.count(sb.chain) || cached_.count(block)) continue;  // already indexed
+    pool_.retain(block);  // the cache's own reference
+    cached_[block] = CachedBlock{sb.chain, std::vector<int>(block_tokens.begin(), block_tokens.end()), false, {}};
+    prefix_index_[sb.chain] = block;
+  }
+  sb.published = std::max(sb.published, full);
 }
 
 }  // namespace inferlab

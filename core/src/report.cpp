@@ -276,11 +276,17 @@ std::string summary_markdown(const std::string& title, const std::string& descri
 
   const std::vector<std::string> headline = {"ttft_ms_p50", "tpot_ms_p50", "itl_ms_p99", "e2e_ms_p90",
                                              "throughput_out_tok_s", "goodput_req_s", "batch_mean",
-                                             "kv_blocks_peak", "spec_accept_frac", "weights_bytes",
-                                             "perplexity", "kl_vs_baseline", "top1_agree_frac"};
+                                             "kv_blocks_peak", "preemptions", "prefix_hit_frac",
+                                             "spec_accept_frac", "weights_bytes", "perplexity", "kl_vs_baseline",
+                                             "top1_agree_frac"};
+  // Headline columns that say something: present, and not zero for every variant.
   std::vector<std::string> shown;
-  for (const auto& h : headline)
-    if (values.count(h)) shown.push_back(h);
+  for (const auto& h : headline) {
+    bool nonzero = false;
+    for (const auto& [variant, vs] : values[h])
+      for (double x : vs) nonzero = nonzero || x != 0.0;
+    if (nonzero) shown.push_back(h);
+  }
   md << "| variant |";
   for (const auto& h : shown) md << " " << h << " |";
   md << "\n|---|";

@@ -170,7 +170,8 @@ std::string resolved_config_toml(const Plan& plan) {
       << "\noutput_len = " << len(w.output_len) << "\n";
     if (!w.lengths_file.empty()) t << "lengths_file = " << json_quote(w.lengths_file) << "\n";
   }
-  t << "prefix_block_tokens = " << w.prefix_block_tokens << "\nlimit = " << w.limit
+  t << "prefix_block_tokens = " << w.prefix_block_tokens << "\nshared_prefix = " << w.shared_prefix
+    << "\nlimit = " << w.limit
     << "\ntime_scale = " << toml_float(w.time_scale) << "\nmax_prompt = " << w.max_prompt
     << "\nmax_output = " << w.max_output << "\nseed = " << w.seed << "\n";
   if (s.slo.ttft_ms || s.slo.tpot_ms || s.slo.e2e_ms)
@@ -187,7 +188,8 @@ std::string resolved_config_toml(const Plan& plan) {
       t << " }\n";
     }
     t << "kv = { block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
-      << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand") << "\" }\n";
+      << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
+      << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << " }\n";
   };
   t << "\n[baseline]\n";
   stack(plan.variants.front());

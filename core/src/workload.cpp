@@ -25,6 +25,7 @@ constexpr std::uint64_t kArrivalStream = 1;
 constexpr std::uint64_t kLengthStream = 2;
 constexpr std::uint64_t kPromptStream = 3;
 constexpr std::uint64_t kBlockStream = 4;
+constexpr std::uint64_t kSharedPrefixStream = 5;
 
 // Exponential with mean 1: u in (0, 1] keeps the log finite.
 double exponential(Rng& rng) { return -std::log(1.0 - rng.uniform()); }
@@ -141,6 +142,11 @@ std::vector<int> make_prompt(const WorkloadSpec& spec, const TraceRow& row, int 
     Rng rng(mix_seed(block_seed, row.prefix_blocks[b]));
     for (int j = 0; j < block && pos < prompt.size(); ++j, ++pos)
       prompt[pos] = static_cast<int>(rng.uniform_int(3, vocab_size));
+  }
+  if (spec.trace.empty() && spec.shared_prefix > 0) {
+    Rng shared(mix_seed(spec.seed, kSharedPrefixStream));
+    for (; pos < prompt.size() && pos < static_cast<std::size_t>(spec.shared_prefix); ++pos)
+      prompt[pos] = static_cast<int>(shared.uniform_int(3, vocab_size));
   }
   Rng rng(mix_seed(mix_seed(spec.seed, kPromptStream), index));
   for (; pos < prompt.size(); ++pos) prompt[pos] = static_cast<int>(rng.uniform_int(3, vocab_size));

@@ -4,6 +4,7 @@
 // pre-allocation. A full cache is a return value (false), never an exception.
 #pragma once
 #include <cstdint>
+#include <list>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -19,6 +20,7 @@ struct KvCacheConfig {
   int block_size = 16;     // tokens per block
   int num_blocks = 0;      // blocks in the pool (0 = engine picks from the workload)
   bool reserve_full = false;  // reserve prompt + max output at admission (contiguous-style)
+  bool prefix_caching = false;  // keep computed full blocks for reuse by later sequences
 };
 
 // Read-only view of one layer's storage for attention kernels.
@@ -57,7 +59,8 @@ struct KvStats {
   int blocks_total = 0;
   int blocks_reserved = 0;  // allocated to some sequence (distinct blocks)
   int blocks_used = 0;      // holding at least one valid token
-  int blocks_free = 0;
+  int blocks_free = 0;      // allocatable: never used, or cached and held by no sequence
+  int blocks_cached = 0;    // prefix-cached blocks held by no sequence (counted in blocks_free)
   long long tokens_stored = 0;  // valid tokens over all sequences (shared blocks counted once)
 };
 
@@ -72,7 +75,10 @@ class KvCache {
   // Blocks that must be newly allocated for `seq` to hold `tokens` tokens and to write
   // positions [length(seq), tokens) (including copies of shared blocks to be written).
   int blocks_needed(int seq, int tokens) const;
-  bool can_allocate(int blocks) const { return pool_.free_count() >= blocks; }
+  bool can_allocate(int blocks) const { return free_blocks() >= blocks; }
+  // Blocks a reservation can take: free ones plus cached ones no sequence holds (evicted least
+  // recently released first).
+  int free_blocks() const { return pool_.free_count() + static_cast<int>(evictable_.size()); }
   // Grows seq's block table to hold `tokens` tokens and makes the blocks covering
   // [length, tokens) private (copy on write). Returns false, changing nothing, when the pool
   // cannot supply blocks_needed(seq, tokens).
@@ -84,6 +90,16 @@ class KvCache {
   void truncate(int seq, int tokens, bool keep_capacity);
   // dst shares all of src's blocks (ref counted) and its length.
   void fork(int src, int dst);
+
+  // Prefix caching (config.prefix_caching; no-ops otherwise). Full blocks whose K/V are
+  // computed are indexed by a hash chain over their token ids (verified token by token on a
+  // match) and outlive the sequences that wrote them until the pool needs the space.
+  // Gives `seq` (which must not exist yet) the cached blocks matching the longest run of full
+  // blocks at the start of tokens[0, max_tokens); returns the tokens matched (a multiple of
+  // block_size, 0 when nothing matched, in which case seq is not created).
+  int acquire_prefix(int seq, std::span<const int> tokens, int max_tokens);
+  // Indexes seq's full blocks among its first length(seq) tokens; `tokens` are its token ids.
+  void publish_prefix(int seq, std::span<const int> tokens);
   void free(int seq);
   bool has(int seq) const { return seqs_.count(seq) != 0; }
   int length(int seq) const;
@@ -105,7 +121,17 @@ class KvCache {
   struct SeqBlocks {
     std::vector<int> blocks;
     int length = 0;
+    int published = 0;             // leading blocks already offered to the prefix index
+    std::uint64_t chain = 0;       // hash chain up to `published`
   };
+  struct CachedBlock {
+    std::uint64_t hash = 0;
+    std::vector<int> tokens;       // the block's token ids, to verify a hash match
+    bool evictable = false;        // only the cache holds it (it sits in evictable_ at `where`)
+    std::list<int>::iterator where;
+  };
+  int allocate_block();            // evicts a cached block when the pool is empty
+  void release_block(int block);   // a cached block left by its last sequence becomes evictable
   void copy_block(int from, int to);
   void note_peak();
 
@@ -114,6 +140,9 @@ class KvCache {
   BlockPool pool_;
   std::vector<std::vector<float>> k_, v_;  // per layer: [num_blocks * block_size * kv_dim]
   std::unordered_map<int, SeqBlocks> seqs_;
+  std::unordered_map<std::uint64_t, int> prefix_index_;  // chain hash -> block
+  std::unordered_map<int, CachedBlock> cached_;          // block -> its index entry
+  std::list<int> evictable_;                              // least recently released first
   int peak_reserved_ = 0;
 };
 

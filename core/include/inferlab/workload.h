@@ -54,6 +54,9 @@ struct WorkloadSpec {
   // Prompt tokens per trace prefix block: requests whose prefix_blocks share a hash share the
   // same prompt tokens over that block (Mooncake hashes 512-token blocks).
   int prefix_block_tokens = 512;
+  // Synthetic only: the first `shared_prefix` prompt tokens are the same for every request
+  // (a shared system prompt), for prefix-caching studies. 0 = none.
+  int shared_prefix = 0;
 };
 
 // Builds the requests: lengths and arrivals from the spec, prompt ids drawn uniformly from
