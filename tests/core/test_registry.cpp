@@ -30,6 +30,7 @@ TEST(Registry, FindsEveryBuiltInStrategy) {
            {PluginKind::kAttention, "naive"},      {PluginKind::kAttention, "flash"},
            {PluginKind::kAttention, "split_k"},
            {PluginKind::kQuantization, "none"},    {PluginKind::kQuantization, "int8"},
+           {PluginKind::kQuantization, "int4"},
            {PluginKind::kScheduling, "static"},    {PluginKind::kScheduling, "continuous"},
            {PluginKind::kDecoding, "sampling"},    {PluginKind::kDecoding, "prompt_lookup"}}) {
     const auto& d = reg.find(kind, name);

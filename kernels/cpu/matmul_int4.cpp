@@ -1,0 +1,244 @@
+// Weight-only int4 matmul with group-wise scales: register tiles of R token rows x C output
+// channels. For small batches each 8-code word of a weight row is unpacked, offset by its
+// group's zero point and scaled in registers once per tile and feeds R FMAs; from
+// kDequantOnceRows rows on (and always without AVX2), a block of C weight rows is dequantized
+// once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
+// otherwise. Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
+#include "kernels/cpu/matmul_int4.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "kernels/ref/matmul_int4.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define INFERLAB_MATMUL_INT4_AVX2 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+// The quantized matrix and its geometry.
+struct Int4Matrix {
+  const std::uint8_t* packed;  // [out, row_bytes]
+  const float* scale;          // [out, groups]
+  const std::uint8_t* zero;    // [out, groups] or nullptr (symmetric)
+  std::size_t row_bytes, groups;
+  int in, group_size;
+
+  const std::uint8_t* row(int o) const { return packed + static_cast<std::size_t>(o) * row_bytes; }
+  float scale_of(int o, int g) const { return scale[static_cast<std::size_t>(o) * groups + g]; }
+  int zero_of(int o, int g) const {
+    return zero ? zero[static_cast<std::size_t>(o) * groups + g] : ref::kInt4SymmetricZero;
+  }
+};
+
+inline int code_at(const std::uint8_t* row, int i) { return (row[i >> 1] >> ((i & 1) * 4)) & 0xF; }
+
+#if INFERLAB_MATMUL_INT4_AVX2
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+// Weights k..k+7 of a row (k a multiple of 8): one 32-bit word holds their codes at bit
+// offsets 0, 4, ..., 28; broadcast, shift each lane by its offset, mask, convert, then
+// scale * u + bias with bias = -scale * zero (the group's dequantization as one FMA).
+inline __m256 dequant8(const std::uint8_t* row, int k, __m256 vscale, __m256 vbias) {
+  std::uint32_t word;
+  std::memcpy(&word, row + k / 2, sizeof word);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i codes = _mm256_and_si256(
+      _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts), _mm256_set1_epi32(0xF));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(codes), vscale, vbias);
+}
+#endif
+
+// w[0, in) = dequantized row o.
+void dequant_row(const Int4Matrix& m, int o, float* w) {
+  const std::uint8_t* row = m.row(o);
+  for (int g = 0, k0 = 0; k0 < m.in; ++g, k0 += m.group_size) {
+    const int k1 = std::min(m.in, k0 + m.group_size);
+    const float s = m.scale_of(o, g);
+    const int z = m.zero_of(o, g);
+    int k = k0;
+#if INFERLAB_MATMUL_INT4_AVX2
+    const __m256 vs = _mm256_set1_ps(s), vb = _mm256_set1_ps(-s * static_cast<float>(z));
+    for (; k + 8 <= k1; k += 8) _mm256_storeu_ps(w + k, dequant8(row, k, vs, vb));
+#endif
+#pragma omp simd
+    for (int kk = k; kk < k1; ++kk) w[kk] = static_cast<float>(code_at(row, kk) - z) * s;
+  }
+}
+
+// y[r, c] = x[r, :] · w[c, :] for R token rows and C dequantized weight rows.
+// x: [R, in] stride xs; w: [C, in] stride in; y: [R, C] stride ys.
+template <int R, int C>
+inline void tile_f32(const float* x, std::size_t xs, const float* w, float* y, std::size_t ys,
+                     int in) {
+  const std::size_t ws = static_cast<std::size_t>(in);
+  float acc[R][C] = {};
+  int k = 0;
+#if INFERLAB_MATMUL_INT4_AVX2
+  __m256 vacc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
+  for (; k + 8 <= in; k += 8) {
+    __m256 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w + c * ws + k);
+    for (int r = 0; r < R; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + r * xs + k);
+      for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(xv, wv[c], vacc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = hsum(vacc[r][c]);
+#endif
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      const float* xr = x + r * xs;
+      const float* wc = w + c * ws;
+      float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+      for (int kk = k; kk < in; ++kk) a += xr[kk] * wc[kk];
+      y[r * ys + c] = acc[r][c] + a;
+    }
+}
+
+#if INFERLAB_MATMUL_INT4_AVX2
+// y[r, c] = x[r, :] · W[o + c, :] for R token rows and C channels, unpacking the codes in
+// registers: each 8-weight vector is dequantized once and used by all R rows. Only the last
+// group can end off an 8-boundary (in % 8 != 0); its tail is scalar.
+template <int R, int C>
+inline void tile_int4(const float* x, std::size_t xs, const Int4Matrix& m, int o, float* y,
+                      std::size_t ys) {
+  const std::uint8_t* rows[C];
+  for (int c = 0; c < C; ++c) rows[c] = m.row(o + c);
+  float acc[R][C] = {};
+  __m256 vacc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
+  for (int g = 0, k0 = 0; k0 < m.in; ++g, k0 += m.group_size) {
+    const int k1 = std::min(m.in, k0 + m.group_size);
+    float s[C];
+    int z[C];
+    __m256 vs[C], vb[C];
+    for (int c = 0; c < C; ++c) {
+      s[c] = m.scale_of(o + c, g);
+      z[c] = m.zero_of(o + c, g);
+      vs[c] = _mm256_set1_ps(s[c]);
+      vb[c] = _mm256_set1_ps(-s[c] * static_cast<float>(z[c]));
+    }
+    int k = k0;
+    for (; k + 8 <= k1; k += 8) {
+      __m256 wv[C];
+      for (int c = 0; c < C; ++c) wv[c] = dequant8(rows[c], k, vs[c], vb[c]);
+      for (int r = 0; r < R; ++r) {
+        const __m256 xv = _mm256_loadu_ps(x + r * xs + k);
+        for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(xv, wv[c], vacc[r][c]);
+      }
+    }
+    for (; k < k1; ++k)
+      for (int c = 0; c < C; ++c) {
+        const float wk = static_cast<float>(code_at(rows[c], k) - z[c]) * s[c];
+        for (int r = 0; r < R; ++r) acc[r][c] += x[r * xs + k] * wk;
+      }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) y[r * ys + c] = hsum(vacc[r][c]) + acc[r][c];
+}
+
+// All n token rows for channels [o, o + C), in-register unpacking.
+template <int C>
+void rows_int4(const float* x, std::size_t xs, const Int4Matrix& m, int o, float* y,
+               std::size_t ys, int n) {
+  int r = 0;
+  for (; r + 4 <= n; r += 4) tile_int4<4, C>(x + r * xs, xs, m, o, y + r * ys, ys);
+  switch (n - r) {
+    case 3: tile_int4<3, C>(x + r * xs, xs, m, o, y + r * ys, ys); break;
+    case 2: tile_int4<2, C>(x + r * xs, xs, m, o, y + r * ys, ys); break;
+    case 1: tile_int4<1, C>(x + r * xs, xs, m, o, y + r * ys, ys); break;
+    default: break;
+  }
+}
+
+// Token rows at which a block of weight rows is dequantized once into a float buffer and then
+// shared by every token row, instead of being unpacked again for each tile of 4 rows.
+constexpr int kDequantOnceRows = 8;
+#else
+constexpr int kDequantOnceRows = 1;  // no in-register path: always dequantize once
+#endif
+
+// All n token rows against C weight rows already dequantized into w: [C, in].
+template <int C>
+void rows_f32(const float* x, std::size_t xs, const float* w, float* y, std::size_t ys, int n,
+              int in) {
+  int r = 0;
+  for (; r + 4 <= n; r += 4) tile_f32<4, C>(x + r * xs, xs, w, y + r * ys, ys, in);
+  for (; r < n; ++r) tile_f32<1, C>(x + r * xs, xs, w, y + r * ys, ys, in);
+}
+
+// All n token rows for output channels [o0, o1), in blocks of C channels; x stays in cache
+// while each block of weight rows is streamed once.
+template <int C>
+void run_channels(const float* x, const Int4Matrix& m, float* y, int n, int out, int o0, int o1) {
+  const std::size_t xs = static_cast<std::size_t>(m.in), ys = static_cast<std::size_t>(out);
+  if (n >= kDequantOnceRows) {
+    std::vector<float> w(static_cast<std::size_t>(C) * m.in);  // [C, in]
+    int o = o0;
+    for (; o + C <= o1; o += C) {
+      for (int c = 0; c < C; ++c) dequant_row(m, o + c, w.data() + c * xs);
+      rows_f32<C>(x, xs, w.data(), y + o, ys, n, m.in);
+    }
+    for (; o < o1; ++o) {
+      dequant_row(m, o, w.data());
+      rows_f32<1>(x, xs, w.data(), y + o, ys, n, m.in);
+    }
+    return;
+  }
+#if INFERLAB_MATMUL_INT4_AVX2
+  int o = o0;
+  for (; o + C <= o1; o += C) rows_int4<C>(x, xs, m, o, y + o, ys, n);
+  for (; o < o1; ++o) rows_int4<1>(x, xs, m, o, y + o, ys, n);
+#endif
+}
+
+}  // namespace
+
+void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
+                 const std::uint8_t* zero, float* y, int n, int out, int in, int group_size,
+                 ThreadPool& pool) {
+  check(group_size > 0 && group_size % 8 == 0,
+        "matmul_int4: group_size must be a positive multiple of 8, got " +
+            std::to_string(group_size));
+  if (n <= 0 || out <= 0) return;
+  const Int4Matrix m{packed, scale, zero, ref::int4_row_bytes(in),
+                     static_cast<std::size_t>(ref::int4_groups(in, group_size)), in, group_size};
+  // Units of 8 channels; a chunk should carry ~64K multiply-adds to amortise dispatch.
+  constexpr int kUnit = 8;
+  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
+  const std::size_t work_per_unit = static_cast<std::size_t>(kUnit) *
+                                    static_cast<std::size_t>(std::max(in, 1)) *
+                                    static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
+  pool.parallel_for(
+      units,
+      [&](std::size_t begin, std::size_t end) {
+        const int o0 = static_cast<int>(begin) * kUnit;
+        const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+        if (n <= 2)
+          run_channels<4>(x, m, y, n, out, o0, o1);  // more weight loads in flight
+        else
+          run_channels<2>(x, m, y, n, out, o0, o1);
+      },
+      grain);
+}
+
+}  // namespace inferlab::cpu

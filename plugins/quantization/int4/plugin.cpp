@@ -1,0 +1,42 @@
+// Plugin descriptor for quantization/int4.
+#include "inferlab/plugin.h"
+#include "int4.h"
+
+namespace {
+
+inferlab::PluginDescriptor describe() {
+  using namespace inferlab;
+  using namespace inferlab::plugins;
+  PluginDescriptor d;
+  d.kind = PluginKind::kQuantization;
+  d.name = "int4";
+  d.version = "1.0.0";
+  d.summary =
+      "Weight-only int4, group-wise fp32 scales (GPTQ/AWQ/Q4 storage, round-to-nearest, no "
+      "calibration); fp32 activations and KV cache";
+  d.params = {
+      {"group_size", ParamType::kInt, std::int64_t{32}, 8.0, 4096.0, {},
+       "Input channels per scale (a multiple of 8); a partial last group is fine"},
+      {"symmetric", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+       "true: scale = max|w|/7, q in [-7, 7]; false: min/max range with a 4-bit zero point"},
+      {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+       "Keep the 'classifier' (LM head) in fp32"},
+  };
+  d.supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    if (q.params.get_int("group_size") % 8 != 0)
+      reasons.push_back("group_size must be a multiple of 8, got " +
+                        std::to_string(q.params.get_int("group_size")));
+    return reasons;
+  };
+  d.make_quantization = [](const Params& p) -> std::unique_ptr<Quantization> {
+    return std::make_unique<Int4Quantization>(static_cast<int>(p.get_int("group_size")),
+                                              p.get_bool("symmetric"),
+                                              p.get_bool("skip_classifier"));
+  };
+  return d;
+}
+
+}  // namespace
+
+INFERLAB_PLUGIN(describe)

@@ -1,0 +1,215 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "inferlab/rng.h"
+#include "int4.h"
+#include "kernels/ref/ops.h"
+
+namespace inferlab {
+using namespace plugins;
+namespace {
+
+std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma) {
+  Rng rng(seed);
+  std::vector<float> v(count);
+  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
+  return v;
+}
+
+// Runs `linear` on x [n, in] and returns y [n, out].
+std::vector<float> run(const Linear& linear, const std::vector<float>& x, int n) {
+  ThreadPool pool(2);
+  std::vector<float> y(static_cast<std::size_t>(n) * linear.out_features(), std::nanf(""));
+  linear.forward(x.data(), y.data(), n, pool);
+  return y;
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+    den += want[i] * static_cast<double>(want[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+// Relative output error of int4 on Gaussian weights [576, 1536] and inputs, n = 8.
+double gaussian_error(int group_size, bool symmetric, double mean = 0.0) {
+  const int n = 8, out = 576, in = 1536;
+  std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 3, 1.0);
+  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 4, 0.02);
+  for (float& v : w) v += static_cast<float>(mean);
+  std::vector<float> y_fp32(static_cast<std::size_t>(n) * out);
+  ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
+  auto linear = Int4Quantization(group_size, symmetric, false).make_linear("w", w, out, in);
+  return relative_error(run(*linear, x, n), y_fp32);
+}
+
+// For output o: y_int4 - y_fp32 = sum_i x_i (w_q,oi - w_oi), and round-to-nearest on a grid of
+// step scale_og that covers the group's weights (sym: |w| <= 7 scale; asym: the range [lo, hi]
+// is 15 scales wide and the zero point puts lo within half a step of code 0) gives
+// |w_q,oi - w_oi| <= scale_og / 2. Hence
+// |y_int4 - y_fp32| <= sum_g scale_og / 2 * sum_{i in g} |x_i|.
+TEST(Int4Quantization, ErrorWithinPerGroupBound) {
+  const int n = 5, out = 37, in = 131;  // groups of 32: the last holds 3 channels
+  std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 1, 1.0);
+  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 2, 0.05);
+  for (int i = 0; i < in; ++i) w[7 * in + i] *= 20.0f;    // rows of very different ranges
+  for (int i = 0; i < 40; ++i) w[9 * in + i] += 0.3f;     // groups far from zero-mean
+  for (int i = 128; i < in; ++i) w[11 * in + i] = 0.0f;   // an all-zero partial group
+  std::vector<float> y_fp32(static_cast<std::size_t>(n) * out);
+  ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
+  for (int gs : {8, 32, 48}) {
+    for (bool symmetric : {false, true}) {
+      auto linear = Int4Quantization(gs, symmetric, false).make_linear("layers.0.w1", w, out, in);
+      const auto& q = dynamic_cast<const Int4Linear&>(*linear);
+      const int G = q.groups();
+      ASSERT_EQ(G, (in + gs - 1) / gs);
+      std::vector<float> y = run(*linear, x, n);
+      for (int r = 0; r < n; ++r)
+        for (int o = 0; o < out; ++o) {
+          double bound = 0, mag = 0;
+          for (int i = 0; i < in; ++i) {
+            bound += q.scale()[o * G + i / gs] / 2 * std::fabs(x[r * in + i]);
+            mag += std::fabs(x[r * in + i] * w[o * in + i]);
+          }
+          double err = std::fabs(y[r * out + o] - y_fp32[r * out + o]);
+          // Slack for fp32 accumulation in the kernel, far below the quantization bound.
+          EXPECT_LE(err, bound * (1 + 1e-5) + 1e-5 * mag)
+              << "gs=" << gs << " sym=" << symmetric << " r=" << r << " o=" << o;
+        }
+    }
+  }
+}
+
+TEST(Int4Quantization, RelativeErrorOnGaussianWeightsIsAFewPercent) {
+  // Asymmetric, groups of 32: the range of 32 normals is ~4.1 sigma, a step ~0.27 sigma, so
+  // the rms weight error is ~0.27 / sqrt(12) ~ 7.9% of sigma, and so is the output error
+  // (10x int8's ~0.8%).
+  const double rel = gaussian_error(32, false);
+  EXPECT_GT(rel, 0.05);
+  EXPECT_LT(rel, 0.10);
+}
+
+TEST(Int4Quantization, SmallerGroupsGiveSmallerError) {
+  const double e8 = gaussian_error(8, false), e32 = gaussian_error(32, false),
+               e128 = gaussian_error(128, false), e1536 = gaussian_error(1536, false);
+  std::printf("gaussian rel. error by group size: 8 %.4f 32 %.4f 128 %.4f 1536 %.4f\n", e8, e32,
+              e128, e1536);
+  EXPECT_LT(e8, e32);
+  EXPECT_LT(e32, e128);
+  EXPECT_LT(e128, e1536);
+}
+
+TEST(Int4Quantization, SymmetricChangesResultsAndLosesOnOffsetWeights) {
+  // Zero-mean weights: sym's step max|w|/7 (~0.31 sigma) is coarser than asym's range/15.
+  const double asym = gaussian_error(32, false), sym = gaussian_error(32, true);
+  EXPECT_LT(asym, sym);
+  EXPECT_LT(sym, 0.12);
+  // Weights offset by +1.5 sigma: sym spends half its codes on a sign that hardly occurs. A
+  // group spans about [0, 3.5 sigma] (asym keeps 0 in its range): steps 0.23 vs 0.5 sigma.
+  const double asym_off = gaussian_error(32, false, 0.03), sym_off = gaussian_error(32, true, 0.03);
+  std::printf("gaussian rel. error, groups of 32: asym %.4f sym %.4f; offset: asym %.4f sym %.4f\n",
+              asym, sym, asym_off, sym_off);
+  EXPECT_LT(1.5 * asym_off, sym_off);
+}
+
+// Weights that are already on a group's grid come back exactly, and the layer then computes
+// the fp32 product (up to fp32 accumulation).
+TEST(Int4Quantization, WeightsOnTheGridRoundTripExactly) {
+  const int out = 6, in = 70, gs = 16;  // groups 16, 16, 16, 16, 6
+  Rng rng(9);
+  for (bool symmetric : {false, true}) {
+    std::vector<float> w(static_cast<std::size_t>(out) * in);
+    for (int o = 0; o < out; ++o)
+      for (int k0 = 0; k0 < in; k0 += gs) {
+        const float s = std::ldexp(1.0f, -static_cast<int>(rng.next_u64() % 8));  // 2^-k
+        const int z = static_cast<int>(rng.next_u64() % 16);
+        for (int i = k0; i < std::min(in, k0 + gs); ++i) {
+          const int u = static_cast<int>(rng.next_u64() % 16);
+          const int q = symmetric ? static_cast<int>(rng.next_u64() % 15) - 7 : u - z;
+          w[o * in + i] = s * static_cast<float>(q);
+        }
+        // The grid's ends occur in the group: codes 0 and 15 (asym), +-7 (sym).
+        w[o * in + k0] = s * static_cast<float>(symmetric ? 7 : -z);
+        if (k0 + 1 < in) w[o * in + k0 + 1] = s * static_cast<float>(symmetric ? -7 : 15 - z);
+      }
+    auto linear = Int4Quantization(gs, symmetric, false).make_linear("w", w, out, in);
+    const auto& q = dynamic_cast<const Int4Linear&>(*linear);
+    EXPECT_EQ(q.dequantized(), w) << "sym=" << symmetric;
+    const int n = 3;
+    std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 10, 1.0);
+    std::vector<float> y_fp32(static_cast<std::size_t>(n) * out);
+    ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
+    std::vector<float> y = run(*linear, x, n);
+    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], y_fp32[i], 1e-5);
+  }
+}
+
+TEST(Int4Quantization, WeightBytesAboutAnEighthOfFp32PlusScales) {
+  const int out = 576, in = 1536;
+  const double fp32 = 4.0 * out * in;
+  auto w = gaussian(static_cast<std::size_t>(out) * in, 5, 1.0);
+  auto asym = Int4Quantization(32, false, false).make_linear("w", w, out, in);
+  // codes + fp32 scale + uint8 zero per group of 32: 1/8 + 1/32 + 1/128 of fp32.
+  EXPECT_EQ(asym->weight_bytes(), std::uint64_t{out} * in / 2 + 5u * out * (in / 32));
+  EXPECT_NEAR(asym->weight_bytes() / fp32, 0.125 + 1.0 / 32 + 1.0 / 128, 1e-9);
+  auto sym = Int4Quantization(32, true, false).make_linear("w", w, out, in);
+  EXPECT_EQ(sym->weight_bytes(), std::uint64_t{out} * in / 2 + 4u * out * (in / 32));
+  auto sym128 = Int4Quantization(128, true, false).make_linear("w", w, out, in);
+  EXPECT_NEAR(sym128->weight_bytes() / fp32, 0.125 + 1.0 / 128, 1e-9);
+  // Odd in and a partial last group: ceil(in/2) bytes per row, ceil(in/gs) groups.
+  auto odd = Int4Quantization(8, false, false).make_linear("w", gaussian(3 * 13, 6, 1.0), 3, 13);
+  EXPECT_EQ(odd->weight_bytes(), 3u * 7 + 3u * 2 * 5);
+  EXPECT_EQ(Int4Quantization(32, false, false).kv_dtype(), KvDtype::kF32);
+}
+
+TEST(Int4Quantization, GroupSizeAndSymmetricChangeOutputs) {
+  const int n = 2, out = 16, in = 256;
+  std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 7, 1.0);
+  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 8, 0.05);
+  auto y = [&](int gs, bool sym) {
+    return run(*Int4Quantization(gs, sym, false).make_linear("w", w, out, in), x, n);
+  };
+  const std::vector<float> base = y(32, false);
+  EXPECT_NE(base, y(64, false));
+  EXPECT_NE(base, y(32, true));
+  EXPECT_EQ(base, y(32, false));  // deterministic
+}
+
+TEST(Int4Quantization, SkipClassifierKeepsOnlyTheClassifierInFp32) {
+  const int n = 3, out = 40, in = 64;
+  std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 11, 1.0);
+  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 12, 0.05);
+  std::vector<float> y_fp32(static_cast<std::size_t>(n) * out);
+  ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
+
+  Int4Quantization skip(32, false, true), plain(32, false, false);
+  auto cls = skip.make_linear("classifier", w, out, in);
+  EXPECT_EQ(cls->weight_bytes(), 4u * out * in);
+  EXPECT_EQ(dynamic_cast<const Int4Linear*>(cls.get()), nullptr);
+  EXPECT_LT(relative_error(run(*cls, x, n), y_fp32), 1e-6);
+
+  for (auto* linear : {skip.make_linear("layers.0.wq", w, out, in).release(),
+                       plain.make_linear("classifier", w, out, in).release()}) {
+    std::unique_ptr<Linear> owned(linear);
+    EXPECT_NE(dynamic_cast<const Int4Linear*>(owned.get()), nullptr);
+    EXPECT_LT(owned->weight_bytes(), 1u * out * in);
+    EXPECT_GT(relative_error(run(*owned, x, n), y_fp32), 0.01);
+  }
+}
+
+TEST(Int4Quantization, RejectsBadGroupSizeAndMismatchedWeight) {
+  EXPECT_THROW(Int4Quantization(12, false, false), Error);
+  EXPECT_THROW(Int4Quantization(4, false, false), Error);
+  EXPECT_THROW(Int4Quantization(8192, false, false), Error);
+  EXPECT_THROW(Int4Quantization(32, false, false).make_linear("w", std::vector<float>(10), 3, 4),
+               Error);
+}
+
+}  // namespace
+}  // namespace inferlab

@@ -1,0 +1,76 @@
+// Weight-only int4 (groups of 32, asymmetric: the plugin's defaults) at SmolLM2-135M's MLP
+// shapes, for decode (n = 1) and a small batch (n = 16), 2 threads. Same arguments and counter
+// as matmul_f32 / matmul_int8 in bench_matmul_int8.cpp, so one run compares all three:
+//   ./inferlab_bench --benchmark_filter='matmul_(f32|int8|int4)/n:(1|16)/out:576/in:1536'
+// Counter weight_bytes_per_s: bytes of weight storage (codes + scales + zero points) per call
+// divided by wall time. `cold:1` cycles through enough copies of the matrix (192 MiB of fp32's
+// worth, ~31 MiB of int4) that the weights come from DRAM or at best the last-level cache;
+// `cold:0` keeps one matrix hot, which shows the cost of unpacking nibbles.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/matmul_int4.h"
+#include "kernels/ref/matmul_int4.h"
+
+namespace {
+
+constexpr int kGroupSize = 32;
+
+// Args: n, out, in, cold.
+void matmul_int4(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
+            in = static_cast<int>(state.range(2));
+  const std::size_t size = static_cast<std::size_t>(out) * in;
+  const int copies =
+      state.range(3) ? static_cast<int>((std::size_t{192} << 20) / (4 * size)) + 1 : 1;
+  const std::size_t packed_bytes =
+      static_cast<std::size_t>(out) * inferlab::ref::int4_row_bytes(in);
+  const std::size_t cells =
+      static_cast<std::size_t>(out) * inferlab::ref::int4_groups(in, kGroupSize);
+
+  inferlab::Rng rng(17);
+  std::vector<float> x(static_cast<std::size_t>(n) * in), y(static_cast<std::size_t>(n) * out);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  std::vector<float> w(size);
+  for (float& v : w) v = static_cast<float>(0.02 * rng.normal());
+  std::vector<std::uint8_t> packed(packed_bytes * copies), zero(cells * copies);
+  std::vector<float> scale(cells * copies);
+  for (int c = 0; c < copies; ++c)
+    inferlab::ref::quantize_int4_groups(w.data(), out, in, kGroupSize,
+                                        packed.data() + c * packed_bytes, scale.data() + c * cells,
+                                        zero.data() + c * cells);
+
+  inferlab::ThreadPool pool(2);
+  auto call = [&](int c) {
+    inferlab::cpu::matmul_int4(x.data(), packed.data() + c * packed_bytes, scale.data() + c * cells,
+                               zero.data() + c * cells, y.data(), n, out, in, kGroupSize, pool);
+  };
+  for (int c = 0; c < copies; ++c) call(c);  // warm-up: page faults, thread pool wake-up
+  int c = 0;
+  for (auto _ : state) {
+    call(c);
+    c = c + 1 == copies ? 0 : c + 1;
+    benchmark::ClobberMemory();
+  }
+  const double weight_bytes = static_cast<double>(packed_bytes) + 5.0 * static_cast<double>(cells);
+  state.counters["weight_bytes_per_s"] = benchmark::Counter(
+      weight_bytes * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(matmul_int4)->Apply([](benchmark::internal::Benchmark* b) {
+  for (int cold : {0, 1})
+    for (int n : {1, 16}) {
+      b->Args({n, 1536, 576, cold});
+      b->Args({n, 576, 1536, cold});
+    }
+  b->ArgNames({"n", "out", "in", "cold"})
+      ->UseRealTime()
+      ->Repetitions(3)
+      ->ReportAggregatesOnly(true);
+});
+
+}  // namespace

@@ -1,0 +1,174 @@
+// kernels/cpu/matmul_int4 against the reference over awkward shapes (partial last groups, in
+// not a multiple of 8, odd in), and the quantizer's format guarantees.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "inferlab/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/matmul_int4.h"
+#include "kernels/ref/matmul_int4.h"
+
+namespace inferlab {
+namespace {
+
+std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma = 1.0) {
+  Rng rng(seed);
+  std::vector<float> v(count);
+  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
+  return v;
+}
+
+// A quantized matrix in the reference format.
+struct Quantized {
+  std::vector<std::uint8_t> packed, zero;
+  std::vector<float> scale;
+  Quantized(const std::vector<float>& w, int out, int in, int gs, bool symmetric)
+      : packed(static_cast<std::size_t>(out) * ref::int4_row_bytes(in)),
+        zero(symmetric ? 0 : static_cast<std::size_t>(out) * ref::int4_groups(in, gs)),
+        scale(static_cast<std::size_t>(out) * ref::int4_groups(in, gs)) {
+    ref::quantize_int4_groups(w.data(), out, in, gs, packed.data(), scale.data(),
+                              symmetric ? nullptr : zero.data());
+  }
+  const std::uint8_t* zp() const { return zero.empty() ? nullptr : zero.data(); }
+};
+
+int code(const std::vector<std::uint8_t>& packed, int in, int o, int i) {
+  return (packed[o * ref::int4_row_bytes(in) + i / 2] >> ((i & 1) * 4)) & 0xF;
+}
+
+TEST(QuantizeInt4Groups, ScalesZerosCodesAndRoundingError) {
+  const int out = 4, in = 45, gs = 16;  // groups of 16, 16, 13
+  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 21, 0.3);
+  for (int i = 0; i < 16; ++i) w[1 * in + i] = 0.0f;           // an all-zero group
+  for (int i = 16; i < 32; ++i) w[2 * in + i] = 0.5f + 0.01f * i;  // an all-positive group
+  w[3 * in + 40] = -3.5f;                                      // extreme in the partial group
+  for (bool symmetric : {true, false}) {
+    Quantized q(w, out, in, gs, symmetric);
+    const int G = ref::int4_groups(in, gs);
+    ASSERT_EQ(G, 3);
+    std::vector<float> deq(w.size());
+    ref::dequantize_int4(q.packed.data(), q.scale.data(), q.zp(), out, in, gs, deq.data());
+    for (int o = 0; o < out; ++o)
+      for (int g = 0; g < G; ++g) {
+        float lo = 0, hi = 0, amax = 0;
+        for (int i = g * gs; i < std::min(in, (g + 1) * gs); ++i) {
+          lo = std::min(lo, w[o * in + i]);
+          hi = std::max(hi, w[o * in + i]);
+          amax = std::max(amax, std::fabs(w[o * in + i]));
+        }
+        const float s = q.scale[o * G + g];
+        EXPECT_FLOAT_EQ(s, symmetric ? amax / 7.0f : (hi - lo) / 15.0f) << o << "," << g;
+        if (!symmetric && s > 0) {
+          EXPECT_EQ(q.zero[o * G + g], std::lround(-lo / s));
+        }
+        for (int i = g * gs; i < std::min(in, (g + 1) * gs); ++i) {
+          const int u = code(q.packed, in, o, i);
+          if (symmetric) {
+            EXPECT_GE(u, 1);  // q = u - 8 in [-7, 7]
+          }
+          EXPECT_LE(std::fabs(w[o * in + i] - deq[o * in + i]), s * 0.5f * (1 + 1e-5f) + 1e-12f);
+        }
+      }
+    EXPECT_EQ(q.scale[1 * G + 0], 0.0f);
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(deq[1 * in + i], 0.0f);
+    if (symmetric) {
+      // The extreme of row 3's partial group is exact: -a = scale * -7.
+      EXPECT_FLOAT_EQ(deq[3 * in + 40], -3.5f);
+      EXPECT_EQ(code(q.packed, in, 3, 40), 1);  // -7 + 8
+    } else {
+      EXPECT_EQ(q.zero[1 * G + 0], 0);       // all-zero group: zero point 0
+      EXPECT_EQ(q.zero[2 * G + 1], 0);       // all-positive group: range [0, max], zero 0
+      EXPECT_EQ(code(q.packed, in, 2, 31), 15);
+    }
+  }
+}
+
+TEST(MatmulInt4, RefMatchesHandPackedCodes) {
+  // One row, in = 10, group size 8: group 0 = codes 0..7, group 1 = codes 15, 3.
+  const int in = 10, gs = 8;
+  std::vector<std::uint8_t> packed = {0x10, 0x32, 0x54, 0x76, 0x3F};
+  const std::vector<float> scale = {0.5f, 2.0f};
+  const std::vector<std::uint8_t> zero = {4, 1};
+  const std::vector<float> x = {1, 1, 1, 1, 1, 1, 1, 1, 1, -1};
+  float y = 0;
+  ref::matmul_int4(x.data(), packed.data(), scale.data(), zero.data(), &y, 1, 1, in, gs);
+  // 0.5 * sum(0..7 - 4) + 2 * ((15 - 1) - (3 - 1)) = 0.5 * -4 + 2 * 12.
+  EXPECT_FLOAT_EQ(y, 22.0f);
+  ref::matmul_int4(x.data(), packed.data(), scale.data(), nullptr, &y, 1, 1, in, gs);
+  // Symmetric, zero point 8: 0.5 * (28 - 64) + 2 * (7 - (-5)).
+  EXPECT_FLOAT_EQ(y, -18.0f + 24.0f);
+}
+
+TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
+  ThreadPool pool1(1), pool2(2);
+  const int ns[] = {1, 2, 3, 4, 5, 8, 17, 129};
+  const int outs[] = {1, 3, 13, 129};
+  const int ins[] = {1, 7, 8, 9, 33, 100, 257};
+  const int group_sizes[] = {8, 32, 40};
+  for (int n : ns)
+    for (int out : outs)
+      for (int in : ins)
+        for (int gs : group_sizes)
+          for (bool symmetric : {false, true}) {
+            if (n == 129 && out == 129 && in > 100) continue;  // keep the reference cheap
+            std::uint64_t seed = static_cast<std::uint64_t>(n * 10007 + out * 101 + in + gs);
+            std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, seed);
+            std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, seed + 1, 0.05);
+            Quantized q(w, out, in, gs, symmetric);
+            std::vector<float> deq(w.size());
+            ref::dequantize_int4(q.packed.data(), q.scale.data(), q.zp(), out, in, gs,
+                                 deq.data());
+            std::vector<float> want(static_cast<std::size_t>(n) * out);
+            ref::matmul_int4(x.data(), q.packed.data(), q.scale.data(), q.zp(), want.data(), n,
+                             out, in, gs);
+            for (ThreadPool* pool : {&pool1, &pool2}) {
+              std::vector<float> got(want.size(), std::nanf(""));
+              cpu::matmul_int4(x.data(), q.packed.data(), q.scale.data(), q.zp(), got.data(), n,
+                               out, in, gs, *pool);
+              for (int r = 0; r < n; ++r)
+                for (int o = 0; o < out; ++o) {
+                  // fp32 accumulation error scales with the sum of |terms|.
+                  double mag = 0;
+                  for (int i = 0; i < in; ++i) mag += std::fabs(x[r * in + i] * deq[o * in + i]);
+                  float g = got[r * out + o], e = want[r * out + o];
+                  ASSERT_FALSE(std::isnan(g)) << "n=" << n << " out=" << out << " in=" << in;
+                  ASSERT_NEAR(g, e, 1e-5 * mag + 1e-7)
+                      << "n=" << n << " out=" << out << " in=" << in << " gs=" << gs
+                      << " sym=" << symmetric << " r=" << r << " o=" << o;
+                }
+            }
+          }
+}
+
+TEST(MatmulInt4, ZeroWeightsGiveZeroNotNaN) {
+  ThreadPool pool(2);
+  const int out = 9, in = 20, gs = 8;
+  for (int n : {1, 3, 9}) {
+    std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 5);
+    std::vector<float> w(out * in, 0.0f);
+    for (bool symmetric : {false, true}) {
+      Quantized q(w, out, in, gs, symmetric);
+      std::vector<float> y(static_cast<std::size_t>(n) * out, std::nanf(""));
+      cpu::matmul_int4(x.data(), q.packed.data(), q.scale.data(), q.zp(), y.data(), n, out, in,
+                       gs, pool);
+      for (float v : y) EXPECT_EQ(v, 0.0f);
+    }
+  }
+}
+
+TEST(MatmulInt4, RejectsGroupSizeNotMultipleOfEight) {
+  ThreadPool pool(1);
+  std::vector<float> x(12, 1.0f), scale(2, 1.0f), y(1);
+  std::vector<std::uint8_t> packed(6, 0);
+  EXPECT_THROW(cpu::matmul_int4(x.data(), packed.data(), scale.data(), nullptr, y.data(), 1, 1,
+                                12, 6, pool),
+               Error);
+}
+
+}  // namespace
+}  // namespace inferlab
