@@ -4,6 +4,8 @@
 // shapes, unsupported model types, random mutations of the safetensors file).
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <random>
 
@@ -385,6 +387,20 @@ TEST(HfCheckpoint, Stories260KInHalfRopeLayoutGivesSameLogits) {
   float diff = 0.0f;
   for (std::size_t i = 0; i < la.size(); ++i) diff = std::max(diff, std::fabs(la[i] - lw[i]));
   EXPECT_GT(diff, 1e-2f);
+
+  // The same folder through `inferlab generate`: the format is detected (a folder is HF), the
+  // tokenizer is given explicitly, and the golden story comes out.
+  const std::string out = dir.file("generated.txt");
+  const std::string cmd = testing::binary_dir() + "/bin/inferlab generate --model " + dir.path.string() +
+                          " --tokenizer " + testing::data_path("models/stories260K/tok512.bin") +
+                          " --max-tokens 80 --log warn > " + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+                       "One day, she saw a big, red ball. She wanted to play with it, but it was too high.", 0),
+            0u)
+      << text;
 }
 
 }  // namespace
