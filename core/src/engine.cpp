@@ -292,10 +292,15 @@ RunResult Engine::run(const std::vector<Request>& requests) {
         }
       }
       if (s.generated >= s.req->max_output) s.finished = true;
+      if (!kv_config.enabled && !s.finished) {  // no KV cache: the next token recomputes everything
+        kv.free(id);
+        s.num_computed = 0;
+      }
       emitted.emplace_back(&s, std::move(out));
     }
 
-    for (const Work& w : work) kv.publish_prefix(w.seq->req->id, w.seq->tokens);
+    for (const Work& w : work)
+      if (kv.has(w.seq->req->id)) kv.publish_prefix(w.seq->req->id, w.seq->tokens);
 
     const double duration = options_.clock() - t0;
     const double end = now + std::max(0.0, duration);

@@ -152,7 +152,12 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
 
 void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   const auto& t = get_table(c, n, "kv");
-  check_keys(c, t, "kv", {"block_size", "num_blocks", "reservation", "prefix_caching"});
+  check_keys(c, t, "kv", {"enabled", "block_size", "num_blocks", "reservation", "prefix_caching"});
+  if (auto v = t.get("enabled")) {
+    auto b = v->as_boolean();
+    if (!b) throw Error(c.at(*v) + ": 'kv.enabled' must be true or false, got " + type_name(*v));
+    kv.enabled = b->get();
+  }
   if (auto v = t.get("block_size")) kv.block_size = static_cast<int>(get_int(c, *v, "kv.block_size", 1, 1 << 20));
   if (auto v = t.get("num_blocks")) kv.num_blocks = static_cast<int>(get_int(c, *v, "kv.num_blocks", 0, 1 << 26));
   if (auto v = t.get("reservation")) {
@@ -166,6 +171,8 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     if (!b) throw Error(c.at(*v) + ": 'kv.prefix_caching' must be true or false, got " + type_name(*v));
     kv.prefix_caching = b->get();
   }
+  if (kv.prefix_caching && !kv.enabled)
+    throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }
 
 const std::vector<std::string> kStackKeys = {"attention", "quantization", "scheduler", "decoding", "kv"};

@@ -187,7 +187,7 @@ std::string resolved_config_toml(const Plan& plan) {
       for (const auto& [pk, pv] : params_of(v, k).values()) t << ", " << pk << " = " << toml_value(pv);
       t << " }\n";
     }
-    t << "kv = { block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
+    t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
       << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
       << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << " }\n";
   };

@@ -150,6 +150,32 @@ TEST(Engine, SamplingIsSeededPerRequest) {
   EXPECT_NE(a, greedy);
 }
 
+TEST(Engine, WithoutAKvCacheEveryTokenRecomputesTheSequence) {
+  Fixture f;
+  auto reqs = make_requests(3, 7, 5, 12);
+  KvCacheConfig off;
+  off.enabled = false;
+  auto cached = f.run(reqs, "continuous", {}, "sampling", {});
+  for (const std::string& sched : {std::string("continuous"), std::string("static")}) {
+    auto recompute = f.run(reqs, sched, {}, "sampling", {}, off);
+    EXPECT_EQ(recompute.outputs, cached.outputs) << sched;
+    long long rows = 0;
+    const auto& steps = recompute.timeline.steps;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      rows += steps[i].rows;
+      // Nothing is kept between steps (the last step's finishing requests are freed after it).
+      if (i + 1 < steps.size()) {
+        EXPECT_EQ(steps[i].kv_blocks_reserved, 0) << sched << " step " << i;
+      }
+    }
+    // Output token i (0-based) needs the prompt and the i tokens before it: sum of 7 + i, i < 5.
+    EXPECT_EQ(rows, 3 * (5 * 7 + 0 + 1 + 2 + 3 + 4)) << sched;
+  }
+  // Chunked prefill under a small budget still completes (partial chunks keep their K/V).
+  auto chunked = f.run(reqs, "continuous", {{"max_tokens", std::int64_t{4}}}, "sampling", {}, off);
+  EXPECT_EQ(chunked.outputs, cached.outputs);
+}
+
 TEST(Engine, RequestThatCanNeverFitIsAnError) {
   Fixture f;
   auto reqs = make_requests(1, 40, 4, 7);

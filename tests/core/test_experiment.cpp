@@ -144,6 +144,8 @@ TEST(Experiment, ErrorsNameFileLineColumnAndAllowed) {
       {"[model]\npreset = \"stories260k\"\nn_layers = 9\n", ":3:12: n_layers = 9, but preset 'stories260k' has 5 layers", "allowed: 1..5"},
       {"[model]\npreset = \"stories260k\"\nformat = \"gguf\"\n", ":3:10: [model] format applies to a checkpoint", ""},
       {"[model]\npreset = \"nosuch\"\n", "unknown", "stories260k"},
+      {"[model]\npreset = \"stories260k\"\n[baseline]\nkv = { enabled = false, prefix_caching = true }\n", ":4:6:",
+       "cannot be combined with kv.enabled = false"},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     std::string path = write_toml("bad" + std::to_string(i) + ".toml", cases[i].text);

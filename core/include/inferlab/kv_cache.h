@@ -21,6 +21,9 @@ struct KvCacheConfig {
   int num_blocks = 0;      // blocks in the pool (0 = engine picks from the workload)
   bool reserve_full = false;  // reserve prompt + max output at admission (contiguous-style)
   bool prefix_caching = false;  // keep computed full blocks for reuse by later sequences
+  // false = the no-KV-cache baseline: a sequence's K/V are dropped once a step has produced its
+  // next token, so every token recomputes the whole sequence (the engine applies this).
+  bool enabled = true;
 };
 
 // Read-only view of one layer's storage for attention kernels.
