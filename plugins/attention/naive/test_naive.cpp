@@ -20,31 +20,14 @@ constexpr double kTolerance = 1e-5;
 // so no float kernel meets 1e-5 there. That test is about overflow, not precision.
 constexpr double kPeakedTolerance = 1e-4;
 
-struct Heads {
-  int n_heads;
-  int n_kv_heads;
-};
-
 class NaiveAttentionShapes : public ::testing::TestWithParam<std::tuple<int, Heads>> {
  protected:
   AttentionProblemSpec spec(std::vector<SeqShape> seqs, std::uint64_t seed) const {
-    AttentionProblemSpec s;
-    s.seqs = std::move(seqs);
-    s.block_size = std::get<0>(GetParam());
-    s.n_heads = std::get<1>(GetParam()).n_heads;
-    s.n_kv_heads = std::get<1>(GetParam()).n_kv_heads;
-    s.head_dim = 16;
-    s.seed = seed;
-    return s;
+    return problem_spec(std::move(seqs), std::get<0>(GetParam()), std::get<1>(GetParam()), seed);
   }
   static void expect_matches_reference(const AttentionProblemSpec& s) {
-    AttentionProblem problem(s);
     plugins::NaiveAttention naive;
-    ThreadPool pool(2);
-    const std::vector<float> got = run_attention(naive, problem, pool);
-    const std::vector<float> want = reference_output(problem);
-    EXPECT_EQ(count_non_finite(got), 0u);
-    EXPECT_LT(max_relative_error(got, want), kTolerance);
+    expect_attention_matches_reference(naive, s, kTolerance);
   }
 };
 

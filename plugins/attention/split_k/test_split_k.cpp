@@ -26,11 +26,6 @@ constexpr double kTolerance = 1e-5;
 // precision.
 constexpr double kPeakedTolerance = 1e-4;
 
-struct Heads {
-  int n_heads;
-  int n_kv_heads;
-};
-
 // A batch whose every kind of row takes a different path: long decode, verify, whole prefill,
 // a prefill chunk mid-sequence, a one-token context, a context shorter than most split counts.
 std::vector<SeqShape> mixed_long_shapes() {
@@ -41,22 +36,11 @@ std::vector<SeqShape> mixed_long_shapes() {
 class SplitKShapes : public ::testing::TestWithParam<std::tuple<int, Heads, int>> {
  protected:
   AttentionProblemSpec spec(std::vector<SeqShape> seqs, std::uint64_t seed) const {
-    AttentionProblemSpec s;
-    s.seqs = std::move(seqs);
-    s.block_size = std::get<0>(GetParam());
-    s.n_heads = std::get<1>(GetParam()).n_heads;
-    s.n_kv_heads = std::get<1>(GetParam()).n_kv_heads;
-    s.head_dim = 16;
-    s.seed = seed;
-    return s;
+    return problem_spec(std::move(seqs), std::get<0>(GetParam()), std::get<1>(GetParam()), seed);
   }
   void expect_matches_reference(const AttentionProblemSpec& s, int threads = 2) const {
-    AttentionProblem problem(s);
     SplitKAttention attention(std::get<2>(GetParam()));
-    ThreadPool pool(threads);
-    const std::vector<float> got = run_attention(attention, problem, pool);
-    EXPECT_EQ(count_non_finite(got), 0u);
-    EXPECT_LT(max_relative_error(got, reference_output(problem)), kTolerance);
+    expect_attention_matches_reference(attention, s, kTolerance, threads);
   }
 };
 
