@@ -151,7 +151,7 @@ RunResult Engine::run(const std::vector<Request>& requests) {
     input.now_s = now;
     input.running = running_views;
     input.waiting = waiting_views;
-    input.free_blocks = kv.stats().blocks_free;
+    input.free_blocks = kv.free_blocks();
     input.block_size = kv_config.block_size;
     input.reserve_full = kv_config.reserve_full;
     input.max_draft_tokens = max_draft;
@@ -195,7 +195,7 @@ RunResult Engine::run(const std::vector<Request>& requests) {
       if (!kv.reserve(s->req->id, target))
         throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
                     std::to_string(kv.blocks_needed(s->req->id, target)) + " blocks, " +
-                    std::to_string(kv.stats().blocks_free) + " free");
+                    std::to_string(kv.free_blocks()) + " free");
       if (wit != waiting.end()) {
         waiting.erase(wit);
         running.push_back(s);
