@@ -1,7 +1,5 @@
 #include "attention_fixtures.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -129,26 +127,6 @@ double max_relative_error(std::span<const float> got, std::span<const float> wan
 std::size_t count_non_finite(std::span<const float> values) {
   return static_cast<std::size_t>(
       std::count_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); }));
-}
-
-AttentionProblemSpec problem_spec(std::vector<SeqShape> seqs, int block_size, Heads heads, std::uint64_t seed) {
-  AttentionProblemSpec s;
-  s.seqs = std::move(seqs);
-  s.block_size = block_size;
-  s.n_heads = heads.n_heads;
-  s.n_kv_heads = heads.n_kv_heads;
-  s.head_dim = 16;
-  s.seed = seed;
-  return s;
-}
-
-void expect_attention_matches_reference(Attention& attention, const AttentionProblemSpec& spec, double tolerance,
-                                        int threads) {
-  AttentionProblem problem(spec);
-  ThreadPool pool(threads);
-  const std::vector<float> got = run_attention(attention, problem, pool);
-  EXPECT_EQ(count_non_finite(got), 0u);
-  EXPECT_LT(max_relative_error(got, reference_output(problem)), tolerance);
 }
 
 }  // namespace inferlab::testing

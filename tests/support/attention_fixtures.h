@@ -71,17 +71,5 @@ double max_relative_error(std::span<const float> got, std::span<const float> wan
 // Count of NaN or infinite values.
 std::size_t count_non_finite(std::span<const float> values);
 
-struct Heads {
-  int n_heads;
-  int n_kv_heads;
-};
-
-// A spec for `seqs` with head_dim 16, the given block size and head counts.
-AttentionProblemSpec problem_spec(std::vector<SeqShape> seqs, int block_size, Heads heads, std::uint64_t seed);
-
-// Runs `attention` on the problem on `threads` threads and expects finite output within
-// `tolerance` (max relative error) of the double-precision reference.
-void expect_attention_matches_reference(Attention& attention, const AttentionProblemSpec& spec, double tolerance,
-                                        int threads = 2);
 
 }  // namespace inferlab::testing

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "attention_fixtures.h"
+#include "attention_checks.h"
 #include "flash_attention.h"
 #include "inferlab/error.h"
 #include "plugins/attention/naive/naive_attention.h"

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "attention_fixtures.h"
+#include "attention_checks.h"
 #include "inferlab/error.h"
 #include "naive_attention.h"
 

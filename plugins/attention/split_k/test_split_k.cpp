@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "attention_fixtures.h"
+#include "attention_checks.h"
 #include "inferlab/error.h"
 #include "partial_attention.h"
 #include "plugins/attention/naive/naive_attention.h"
