@@ -45,28 +45,28 @@ struct Stack {
 
 // Fills the KV of `seqs` sequences with `context` tokens each (untimed), then times one
 // prefill of `context` tokens for a fresh sequence and one decode step over all sequences.
-void measure(Stack& s, int seqs, int context, ThreadPool& pool, std::uint64_t seed) {
+void measure(Stack& s, int seqs, int context, std::uint64_t seed) {
   const ModelConfig& cfg = s.model->config();
   KvCacheConfig kc;
   kc.block_size = 16;
   kc.num_blocks = (seqs + 1) * ((context + 1 + 15) / 16);
-  KvCache kv(cfg, kc);
+  BlockManager kv(kc);
+  KvStorage storage(s.model->device(), cfg, kc.num_blocks, kc.block_size);
+  std::vector<BlockCopy> copies;  // private sequences: never any
   Rng rng(seed);
   StepBatch b;
   std::vector<float> logits;
+  std::vector<int> tokens;
+  auto random_tokens = [&](int n) {
+    tokens.resize(static_cast<std::size_t>(n));
+    for (int& t : tokens) t = static_cast<int>(rng.uniform_int(3, cfg.vocab_size));
+    return std::span<const int>(tokens);
+  };
   auto prefill = [&](int id) {
     b.clear();
-    if (!kv.reserve(id, context + 1)) throw Error("bench: KV pool too small");
-    for (int p = 0; p < context; ++p) {
-      b.tokens.push_back(static_cast<int>(rng.uniform_int(3, cfg.vocab_size)));
-      b.positions.push_back(p);
-      b.slots.push_back(kv.slot(id, p));
-    }
-    b.query_start.push_back(context);
-    b.context_len.push_back(context);
-    b.block_tables.push_back(kv.block_table(id));
-    b.logit_rows.push_back(context - 1);
-    s.model->forward(b, kv, *s.attention, pool, logits);
+    if (!kv.reserve(id, context + 1, copies)) throw Error("bench: KV pool too small");
+    b.add_sequence(random_tokens(context), 0, kv.block_table(id), kc.block_size, context - 1, context);
+    s.model->forward(b, storage, *s.attention, logits);
     kv.set_length(id, context);
   };
   for (int i = 0; i < seqs; ++i) prefill(i);
@@ -74,17 +74,9 @@ void measure(Stack& s, int seqs, int context, ThreadPool& pool, std::uint64_t se
   prefill(seqs);
   auto t1 = std::chrono::steady_clock::now();
   b.clear();
-  for (int i = 0; i < seqs; ++i) {
-    b.tokens.push_back(static_cast<int>(rng.uniform_int(3, cfg.vocab_size)));
-    b.positions.push_back(context);
-    b.slots.push_back(kv.slot(i, context));
-    b.query_start.push_back(i + 1);
-    b.context_len.push_back(context + 1);
-    b.block_tables.push_back(kv.block_table(i));
-    b.logit_rows.push_back(i);
-  }
+  for (int i = 0; i < seqs; ++i) b.add_sequence(random_tokens(1), context, kv.block_table(i), kc.block_size, 0, 1);
   auto t2 = std::chrono::steady_clock::now();
-  s.model->forward(b, kv, *s.attention, pool, logits);
+  s.model->forward(b, storage, *s.attention, logits);
   auto t3 = std::chrono::steady_clock::now();
   s.prefill_s.push_back(std::chrono::duration<double>(t1 - t0).count());
   s.decode_s.push_back(std::chrono::duration<double>(t3 - t2).count());
@@ -151,28 +143,28 @@ int cmd_bench(const std::vector<std::string>& args) {
                 std::to_string(static_cast<long long>(need * 1.1 / (1 << 20))) + " MiB, this machine has " +
                 std::to_string(static_cast<long long>(avail / (1 << 20))) +
                 " MiB; allowed: a smaller --n-layers or fewer --quantization entries");
+  CpuDevice device(threads);
   std::vector<Stack> stacks;
   for (const auto& q : quants) {
-    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"));
-    auto model = std::make_shared<Model>(weights, *quant);
+    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), device);
+    auto model = std::make_shared<Model>(weights, *quant, device);
     for (const auto& a : split(vm["attention"].as<std::string>())) {
       Stack s;
       s.label = a + " + " + q;
-      s.attention = reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"));
+      s.attention = reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), device);
       s.quant = quant;
       s.model = model;
       stacks.push_back(std::move(s));
     }
   }
   if (stacks.empty()) throw Error("bench: no stacks (empty --attention or --quantization)");
-  ThreadPool pool(vm["threads"].as<int>());
-  for (auto& s : stacks) measure(s, batch, context, pool, 0);  // warm-up, untimed
+  for (auto& s : stacks) measure(s, batch, context, 0);  // warm-up, untimed
   for (auto& s : stacks) s.prefill_s.clear(), s.decode_s.clear();
   for (int r = 0; r < repeats; ++r)
-    for (auto& s : stacks) measure(s, batch, context, pool, static_cast<std::uint64_t>(r + 1));
+    for (auto& s : stacks) measure(s, batch, context, static_cast<std::uint64_t>(r + 1));
 
   std::cout << "model: " << model_name << ", " << weights.config.n_layers << " layers; context " << context
-            << ", decode batch " << batch << ", " << pool.size() << " threads, median of " << repeats << " rounds\n\n"
+            << ", decode batch " << batch << ", " << device.describe() << ", median of " << repeats << " rounds\n\n"
             << "| stack | weights MiB | prefill tok/s | × | decode tok/s | × |\n|---|---|---|---|---|---|\n";
   const double p0 = median(stacks[0].prefill_s), d0 = median(stacks[0].decode_s);
   for (const auto& s : stacks) {

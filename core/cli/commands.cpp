@@ -144,7 +144,7 @@ int cmd_plugins(const std::vector<std::string>& args) {
   }
   for (const auto* d : list) {
     std::cout << plugin_kind_name(d->kind) << "/" << d->name << " " << d->version << " — " << d->summary << "\n  devices:";
-    for (const auto& dev : d->devices) std::cout << " " << dev;
+    for (const auto& dev : d->devices) std::cout << " " << device_kind_name(dev);
     std::cout << "\n";
     if (d->params.empty()) std::cout << "  (no parameters)\n";
     for (const auto& p : d->params) {
@@ -169,6 +169,7 @@ namespace {
 struct ModelStack {
   LoadedModel loaded;
   std::unique_ptr<Registry> registry;
+  std::unique_ptr<Device> device;  // outlives everything created on it
   std::shared_ptr<Attention> attention;
   std::shared_ptr<Quantization> quant;
   std::unique_ptr<Model> model;
@@ -196,10 +197,11 @@ ModelStack load_stack(const po::variables_map& vm) {
   s.loaded = load_model(vm["model"].as<std::string>(), parse_model_format(vm["format"].as<std::string>()),
                         vm["tokenizer"].as<std::string>());
   s.registry = std::make_unique<Registry>(search_path({}));
+  s.device = make_device(DeviceKind::kCpu, vm["threads"].as<int>());
   const auto an = vm["attention"].as<std::string>(), qn = vm["quantization"].as<std::string>();
-  s.attention = s.registry->create_attention(an, s.registry->resolve(PluginKind::kAttention, an, {}, "--attention"));
-  s.quant = s.registry->create_quantization(qn, s.registry->resolve(PluginKind::kQuantization, qn, {}, "--quantization"));
-  s.model = std::make_unique<Model>(s.loaded.weights, *s.quant);
+  s.attention = s.registry->create_attention(an, s.registry->resolve(PluginKind::kAttention, an, {}, "--attention"), *s.device);
+  s.quant = s.registry->create_quantization(qn, s.registry->resolve(PluginKind::kQuantization, qn, {}, "--quantization"), *s.device);
+  s.model = std::make_unique<Model>(s.loaded.weights, *s.quant, *s.device);
   return s;
 }
 
@@ -234,14 +236,13 @@ int cmd_generate(const std::vector<std::string>& args) {
   } else if (vm["temperature"].as<double>() != 0.0) {
     throw Error("--temperature applies to --decoding sampling; " + dn + " decodes greedily");
   }
-  auto decoder = s.registry->create_decoder(dn, s.registry->resolve(PluginKind::kDecoding, dn, dp, "--decoding"));
+  auto decoder = s.registry->create_decoder(dn, s.registry->resolve(PluginKind::kDecoding, dn, dp, "--decoding"), *s.device);
   const std::string sn = "continuous";
-  auto scheduler = s.registry->create_scheduler(sn, s.registry->resolve(PluginKind::kScheduling, sn, {}, "generate"));
+  auto scheduler = s.registry->create_scheduler(sn, s.registry->resolve(PluginKind::kScheduling, sn, {}, "generate"), *s.device);
 
   Request req;
   req.prompt = tok.encode(vm["prompt"].as<std::string>(), true);
   req.max_output = max_tokens;
-  ThreadPool pool(vm["threads"].as<int>());
   EngineOptions eo;
   eo.seed = vm["seed"].as<unsigned long long>();
   eo.stop_tokens = {tok.bos_id(), tok.eos_id()};
@@ -251,7 +252,7 @@ int cmd_generate(const std::vector<std::string>& args) {
     if (t != tok.bos_id() && t != tok.eos_id()) std::cout << tok.decode_token(prev, t) << std::flush;
     prev = t;
   };
-  Engine engine(*s.model, *s.attention, *scheduler, *decoder, pool, eo);
+  Engine engine(*s.model, *s.attention, *scheduler, *decoder, eo);
   RunResult r = engine.run({req});
   std::cout << "\n";
   const auto& rt = r.timeline.requests.front();
@@ -287,8 +288,7 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   if (tokens.size() < 2)
     throw Error(path + ": " + std::to_string(tokens.size()) +
                 " token(s) to evaluate, BOS included; allowed: a non-empty text and --max-tokens 0 or >= 2");
-  ThreadPool pool(vm["threads"].as<int>());
-  auto r = evaluate_perplexity(*s.model, *s.attention, pool, tokens, vm["context"].as<int>(), vm["stride"].as<int>());
+  auto r = evaluate_perplexity(*s.model, *s.attention, tokens, vm["context"].as<int>(), vm["stride"].as<int>());
   std::cout << "model: " << vm["model"].as<std::string>() << "\ntext: " << path << "\ntokens: " << r.tokens
             << "\nmean_nll: " << r.mean_nll << " nats/token\nperplexity: " << r.perplexity << "\n";
   return 0;

@@ -1,20 +1,26 @@
+// The step loop as stages (see inferlab/engine.h): admit → schedule → apply the decision
+// (preempt, reserve blocks, draft) → build the batch → execute → commit (accept tokens, roll
+// back rejected drafts, finish requests, record the step). Every stage but execute is the
+// same for every backend.
 #include "inferlab/engine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <limits>
 #include <unordered_map>
 
 #include "inferlab/batch.h"
 #include "inferlab/error.h"
-#include "inferlab/log.h"
 
 namespace inferlab {
 
 namespace {
 
 constexpr long long kAutoKvBytes = 1LL << 30;  // cap of an automatically sized KV pool
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Seq {
   const Request* req = nullptr;
@@ -26,7 +32,72 @@ struct Seq {
   RequestTimeline* timeline = nullptr;
 };
 
-SeqView view_of(const Seq& s, const KvCache& kv) {
+// Scheduled work for one sequence in this step.
+struct Work {
+  Seq* seq;
+  int n_real;                // known tokens run this step
+  std::vector<int> drafts;   // speculative tokens appended after them
+  int logit_offset = -1;     // first logits row, -1 when no logits are needed
+};
+
+// The state of one run and its stages.
+class StepLoop {
+ public:
+  StepLoop(StepExecutor& executor, Scheduler& scheduler, Decoder& decoder, const EngineOptions& options,
+           const std::vector<Request>& requests, const KvCacheConfig& kv_config)
+      : executor_(executor), scheduler_(scheduler), decoder_(decoder), options_(options), requests_(requests),
+        kv_config_(kv_config), blocks_(kv_config), device_(executor.device()),
+        vocab_(executor.config().vocab_size), max_draft_(decoder.max_draft_tokens()) {}
+
+  RunResult run();
+
+ private:
+  void setup();
+  void enqueue(Seq* s, bool front);
+  void admit_arrivals();
+  ScheduleDecision schedule();
+  // Preempts, checks and reserves the scheduled work; false when nothing was scheduled and the
+  // loop must wait for an arrival (throws when nothing can ever be scheduled).
+  bool apply(const ScheduleDecision& decision);
+  void build_batch();
+  // Accepts tokens, rolls back rejected drafts, publishes prefixes.
+  void commit();
+  // Stamps the emitted tokens with the step's end and records the step.
+  void record_step(double step_start, double duration);
+  void finish_requests();
+  [[noreturn]] void throw_unschedulable() const;
+
+  StepExecutor& executor_;
+  Scheduler& scheduler_;
+  Decoder& decoder_;
+  const EngineOptions& options_;
+  const std::vector<Request>& requests_;
+  KvCacheConfig kv_config_;
+  BlockManager blocks_;
+  Device& device_;
+  const int vocab_, max_draft_;
+
+  RunResult result_;
+  std::vector<Seq> seqs_;
+  std::unordered_map<int, Seq*> by_id_;
+  std::vector<std::size_t> order_;   // request indices by arrival
+  std::deque<Seq*> waiting_;         // arrived, not admitted (preempted ones pushed to the front)
+  std::vector<Seq*> running_;        // admission order
+  std::size_t next_arrival_ = 0, finished_ = 0;
+  double now_ = 0;
+
+  // Per-step scratch, reused.
+  StepBatch batch_;
+  std::vector<float> logits_;
+  std::vector<Work> work_;
+  std::vector<BlockCopy> copies_;
+  std::vector<SeqView> running_views_, waiting_views_;
+  std::vector<int> accepted_;
+  std::vector<std::pair<Seq*, std::vector<int>>> emitted_;
+  int prefill_tokens_ = 0, decode_tokens_ = 0;
+};
+
+SeqView view_of(const Seq& s, const BlockManager& blocks) {
   SeqView v;
   v.id = s.req->id;
   v.arrival_s = s.req->arrival_s;
@@ -36,312 +107,373 @@ SeqView view_of(const Seq& s, const KvCache& kv) {
   v.num_tokens = static_cast<int>(s.tokens.size());
   v.num_computed = s.num_computed;
   v.generated = s.generated;
-  v.blocks_held = kv.has(v.id) ? static_cast<int>(kv.block_table(v.id).size()) : 0;
+  v.blocks_held = blocks.has(v.id) ? static_cast<int>(blocks.block_table(v.id).size()) : 0;
   return v;
 }
 
-// Scheduled work for one sequence in this step.
-struct Work {
-  Seq* seq;
-  int n_real;                // known tokens run this step
-  std::vector<int> drafts;   // speculative tokens appended after them
-  int logit_offset = -1;     // first logits row, -1 when no logits are needed
-};
+void StepLoop::setup() {
+  RunTimeline& tl = result_.timeline;
+  tl.block_size = kv_config_.block_size;
+  tl.kv_blocks_total = kv_config_.num_blocks;
+  tl.weights_bytes = executor_.weight_bytes();
+  tl.requests.resize(requests_.size());
+  result_.outputs.resize(requests_.size());
+  seqs_.resize(requests_.size());
+  order_.resize(requests_.size());
+  for (std::size_t i = 0; i < requests_.size(); ++i) {
+    const Request& r = requests_[i];
+    check(!r.prompt.empty(), "request " + std::to_string(r.id) + " has an empty prompt");
+    check(r.max_output >= 1, "request " + std::to_string(r.id) + " asks for no output tokens");
+    for (int t : r.prompt)
+      check(t >= 0 && t < vocab_, "request " + std::to_string(r.id) + " has token id " + std::to_string(t) +
+                                      " outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+    check(by_id_.emplace(r.id, &seqs_[i]).second, "duplicate request id " + std::to_string(r.id));
+    seqs_[i].req = &r;
+    seqs_[i].tokens = r.prompt;
+    seqs_[i].rng = Rng(mix_seed(options_.seed, static_cast<std::uint64_t>(r.id)));
+    seqs_[i].timeline = &tl.requests[i];
+    tl.requests[i].id = r.id;
+    tl.requests[i].arrival_s = r.arrival_s;
+    tl.requests[i].prompt_tokens = static_cast<int>(r.prompt.size());
+    order_[i] = i;
+  }
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](std::size_t a, std::size_t b) { return requests_[a].arrival_s < requests_[b].arrival_s; });
+  now_ = requests_.empty() ? 0.0 : requests_[order_[0]].arrival_s;
+}
 
-}  // namespace
+// A request entering the queue (on arrival, or preempted) takes the longest cached prefix of
+// its known tokens; at least one token is left to compute so that it produces logits.
+void StepLoop::enqueue(Seq* s, bool front) {
+  const int matched = blocks_.acquire_prefix(s->req->id, s->tokens, static_cast<int>(s->tokens.size()) - 1);
+  s->num_computed = matched;
+  if (s->timeline->preemptions == 0)
+    s->timeline->cached_prompt_tokens = std::min(matched, static_cast<int>(s->req->prompt.size()));
+  if (front) waiting_.push_front(s);
+  else waiting_.push_back(s);
+}
 
-Engine::Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder& decoder,
-               ThreadPool& pool, EngineOptions options)
-    : model_(model), attention_(attention), scheduler_(scheduler), decoder_(decoder), pool_(pool),
-      options_(std::move(options)) {
-  if (!options_.clock) {
-    options_.clock = [] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    };
+void StepLoop::admit_arrivals() {
+  while (next_arrival_ < order_.size() && requests_[order_[next_arrival_]].arrival_s <= now_)
+    enqueue(&seqs_[order_[next_arrival_++]], false);
+}
+
+ScheduleDecision StepLoop::schedule() {
+  running_views_.clear();
+  waiting_views_.clear();
+  for (Seq* s : running_) running_views_.push_back(view_of(*s, blocks_));
+  for (Seq* s : waiting_) waiting_views_.push_back(view_of(*s, blocks_));
+  SchedulerInput input;
+  input.now_s = now_;
+  input.running = running_views_;
+  input.waiting = waiting_views_;
+  input.free_blocks = blocks_.free_blocks();
+  input.block_size = kv_config_.block_size;
+  input.reserve_full = kv_config_.reserve_full;
+  input.max_draft_tokens = max_draft_;
+  OpScope timed(device_, TimeCategory::kScheduler);
+  return scheduler_.schedule(input);
+}
+
+bool StepLoop::apply(const ScheduleDecision& decision) {
+  RunTimeline& tl = result_.timeline;
+  for (int id : decision.preempt) {
+    auto it = std::find_if(running_.begin(), running_.end(), [&](Seq* s) { return s->req->id == id; });
+    check(it != running_.end(), "scheduler preempted request " + std::to_string(id) + " which is not running");
+    Seq* s = *it;
+    running_.erase(it);
+    blocks_.free(id);
+    s->timeline->preemptions++;
+    tl.preemptions++;
+    enqueue(s, true);  // recompute prompt + generated tokens (minus any cached prefix) when readmitted
+  }
+
+  work_.clear();
+  copies_.clear();
+  for (const ScheduledSeq& sch : decision.scheduled) {
+    auto found = by_id_.find(sch.id);
+    check(found != by_id_.end(), "scheduler scheduled unknown request " + std::to_string(sch.id));
+    Seq* s = found->second;
+    check(std::none_of(work_.begin(), work_.end(), [&](const Work& w) { return w.seq == s; }),
+          "scheduler scheduled request " + std::to_string(sch.id) + " twice in one step");
+    auto wit = std::find(waiting_.begin(), waiting_.end(), s);
+    const bool is_running = std::find(running_.begin(), running_.end(), s) != running_.end();
+    check(wit != waiting_.end() || is_running,
+          "scheduler scheduled request " + std::to_string(sch.id) + " which is neither waiting nor running");
+    const int pending = static_cast<int>(s->tokens.size()) - s->num_computed;
+    const bool decode = pending == 1 && s->num_computed > 0;
+    const int limit = decode ? 1 + max_draft_ : pending;
+    check(sch.num_tokens >= 1 && sch.num_tokens <= limit,
+          "scheduler asked for " + std::to_string(sch.num_tokens) + " tokens of request " + std::to_string(sch.id) +
+              " which allows 1.." + std::to_string(limit));
+    Work w{s, std::min(sch.num_tokens, pending), {}, -1};
+    const int remaining = s->req->max_output - s->generated;
+    if (decode && sch.num_tokens > 1 && remaining > 1) {
+      OpScope timed(device_, TimeCategory::kSampling);
+      decoder_.propose(s->tokens, std::min(sch.num_tokens - 1, remaining - 1), w.drafts);
+    }
+    int target = s->num_computed + w.n_real + static_cast<int>(w.drafts.size());
+    if (kv_config_.reserve_full)
+      target = std::max(target, static_cast<int>(s->req->prompt.size()) + s->req->max_output + max_draft_);
+    if (!blocks_.reserve(s->req->id, target, copies_))
+      throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
+                  std::to_string(blocks_.blocks_needed(s->req->id, target)) + " blocks, " +
+                  std::to_string(blocks_.free_blocks()) + " free");
+    if (wit != waiting_.end()) {
+      waiting_.erase(wit);
+      running_.push_back(s);
+    }
+    work_.push_back(std::move(w));
+  }
+  if (!work_.empty()) return true;
+  if (!running_.empty() || !decision.preempt.empty())
+    throw Error("scheduler made no progress with " + std::to_string(running_.size()) + " running requests");
+  if (next_arrival_ < order_.size()) {  // nothing fits yet: wait for the next arrival
+    now_ = std::max(now_, requests_[order_[next_arrival_]].arrival_s);
+    return false;
+  }
+  throw_unschedulable();
+}
+
+void StepLoop::throw_unschedulable() const {
+  const Seq* s = waiting_.front();
+  // The blocks for its whole life (prompt and all but the last output token), which is what a
+  // scheduler checks against the pool before it admits a request.
+  const int prompt = static_cast<int>(s->req->prompt.size());
+  const int life = kv_config_.reserve_full ? prompt + s->req->max_output + max_draft_
+                                           : prompt + std::max(s->req->max_output, 1) - 1;
+  const int need = blocks_.blocks_for(std::max(life, static_cast<int>(s->tokens.size()) + 1));
+  throw Error("request " + std::to_string(s->req->id) + " can never be scheduled: it needs " + std::to_string(need) +
+              " KV blocks, the pool has " + std::to_string(kv_config_.num_blocks) +
+              " (raise kv.num_blocks or lower the lengths)");
+}
+
+void StepLoop::build_batch() {
+  RunTimeline& tl = result_.timeline;
+  batch_.clear();
+  int logit_rows = 0;
+  prefill_tokens_ = decode_tokens_ = 0;
+  std::vector<int> step_tokens;
+  for (Work& w : work_) {
+    Seq& s = *w.seq;
+    const int start = s.num_computed;
+    const int n = w.n_real + static_cast<int>(w.drafts.size());
+    step_tokens.assign(s.tokens.begin() + start, s.tokens.begin() + start + w.n_real);
+    step_tokens.insert(step_tokens.end(), w.drafts.begin(), w.drafts.end());
+    const bool reaches_end = start + w.n_real == static_cast<int>(s.tokens.size());
+    // Logits follow the last known token and every draft.
+    const int logits_begin = reaches_end ? w.n_real - 1 : 0, logits_end = reaches_end ? n : 0;
+    if (reaches_end) {
+      w.logit_offset = logit_rows;
+      logit_rows += 1 + static_cast<int>(w.drafts.size());
+    }
+    batch_.add_sequence(step_tokens, start, blocks_.block_table(s.req->id), kv_config_.block_size, logits_begin,
+                        logits_end);
+    // A decode step feeds back a generated token; a prompt's last one-token chunk is prefill.
+    const bool decode_step = s.num_computed > 0 && w.n_real == 1 && s.generated > 0;
+    (decode_step ? decode_tokens_ : prefill_tokens_) += n;
+    // (sequence, step) pairs that emit tokens after the request's first, as compute_metrics
+    // counts them: decode steps, and the recompute of a preempted request that had output.
+    tl.decode_seq_steps += reaches_end && s.generated > 0;
   }
 }
 
+void StepLoop::commit() {
+  RunTimeline& tl = result_.timeline;
+  const bool keep_capacity = kv_config_.reserve_full;
+  emitted_.clear();
+  for (Work& w : work_) {
+    Seq& s = *w.seq;
+    const int id = s.req->id;
+    if (w.logit_offset < 0) {  // a prefill chunk that does not reach the last known token
+      s.num_computed += w.n_real;
+      blocks_.set_length(id, s.num_computed);
+      continue;
+    }
+    accepted_.clear();
+    {
+      OpScope timed(device_, TimeCategory::kSampling);
+      decoder_.accept(s.tokens, w.drafts, logits_.data() + static_cast<std::size_t>(w.logit_offset) * vocab_,
+                      vocab_, s.rng, accepted_);
+    }
+    const int m = static_cast<int>(accepted_.size());
+    check(m >= 1 && m <= 1 + static_cast<int>(w.drafts.size()),
+          "decoder accepted " + std::to_string(m) + " tokens for " + std::to_string(w.drafts.size()) + " drafts");
+    for (int i = 0; i + 1 < m; ++i)
+      check(accepted_[static_cast<std::size_t>(i)] == w.drafts[static_cast<std::size_t>(i)],
+            "decoder accepted a token that differs from the draft it verified");
+    tl.spec_proposed += static_cast<long long>(w.drafts.size());
+    tl.spec_accepted += m - 1;
+    // K/V is valid for the known tokens plus the accepted drafts; rejected drafts roll back.
+    s.num_computed += w.n_real + (m - 1);
+    blocks_.set_length(id, s.num_computed + static_cast<int>(w.drafts.size()) - (m - 1));
+    if (m - 1 < static_cast<int>(w.drafts.size())) blocks_.truncate(id, s.num_computed, keep_capacity);
+    std::vector<int> out;
+    for (int t : accepted_) {
+      if (s.generated >= s.req->max_output) break;
+      s.tokens.push_back(t);
+      s.generated++;
+      out.push_back(t);
+      if (std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), t) != options_.stop_tokens.end()) {
+        s.finished = true;
+        break;
+      }
+    }
+    if (s.generated >= s.req->max_output) s.finished = true;
+    if (!kv_config_.enabled && !s.finished) {  // no KV cache: the next token recomputes everything
+      blocks_.free(id);
+      s.num_computed = 0;
+    }
+    emitted_.emplace_back(&s, std::move(out));
+  }
+  for (const Work& w : work_)
+    if (blocks_.has(w.seq->req->id)) blocks_.publish_prefix(w.seq->req->id, w.seq->tokens);
+}
+
+void StepLoop::record_step(double step_start, double duration) {
+  RunTimeline& tl = result_.timeline;
+  const double end = step_start + duration;
+  for (auto& [s, out] : emitted_) {
+    RequestTimeline& rt = *s->timeline;
+    for (int t : out) {
+      if (rt.first_token_s < 0) rt.first_token_s = end;
+      rt.token_times.push_back(end);
+      result_.outputs[static_cast<std::size_t>(s - seqs_.data())].push_back(t);
+      if (options_.on_token) options_.on_token(s->req->id, t);
+    }
+    rt.output_tokens = s->generated;
+  }
+  StepTimeline st;
+  st.start_s = step_start;
+  st.duration_s = duration;
+  st.seqs = static_cast<int>(work_.size());
+  st.rows = batch_.rows();
+  st.prefill_tokens = prefill_tokens_;
+  st.decode_tokens = decode_tokens_;
+  const KvStats ks = blocks_.stats();
+  st.kv_blocks_reserved = ks.blocks_reserved;
+  st.kv_blocks_used = ks.blocks_used;
+  st.kv_tokens = ks.tokens_stored;
+  tl.steps.push_back(st);
+  now_ = end;
+}
+
+void StepLoop::finish_requests() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    Seq* s = *it;
+    if (!s->finished) {
+      ++it;
+      continue;
+    }
+    s->timeline->finish_s = now_;
+    blocks_.free(s->req->id);
+    it = running_.erase(it);
+    ++finished_;
+  }
+}
+
+RunResult StepLoop::run() {
+  setup();
+  executor_.prepare(kv_config_);
+  device_.reset_op_times();
+  double step_wall_s = 0;  // real time inside steps, whatever the injected clock says
+  while (finished_ < requests_.size()) {
+    admit_arrivals();
+    if (running_.empty() && waiting_.empty()) {
+      now_ = requests_[order_[next_arrival_]].arrival_s;  // fast-forward the idle gap
+      continue;
+    }
+    const double wall0 = steady_seconds();
+    const double t0 = options_.clock();
+    if (!apply(schedule())) continue;
+    build_batch();
+    const double modelled = executor_.execute(batch_, copies_, logits_);
+    commit();
+    const double duration = modelled >= 0 ? modelled : std::max(0.0, options_.clock() - t0);
+    record_step(now_, duration);
+    finish_requests();
+    step_wall_s += steady_seconds() - wall0;
+  }
+  RunTimeline& tl = result_.timeline;
+  tl.kv_blocks_peak = blocks_.peak_blocks_reserved();
+  // Where the steps' time went: each category as timed on the device, the rest is framework.
+  const OpTimes& times = device_.op_times();
+  double timed = 0;
+  for (int c = 0; c < kTimeCategories; ++c) {
+    tl.time_s[static_cast<std::size_t>(c)] = times.seconds[static_cast<std::size_t>(c)];
+    timed += times.seconds[static_cast<std::size_t>(c)];
+  }
+  tl.step_wall_s = std::max(step_wall_s, timed);
+  tl.time_s[static_cast<std::size_t>(TimeCategory::kFramework)] += tl.step_wall_s - timed;
+  tl.timer_overhead_s = static_cast<double>(times.ops) * device_.timer_overhead_s();
+  return std::move(result_);
+}
+
+}  // namespace
+
+std::uint64_t StepExecutor::kv_bytes_per_block(int block_size) const {
+  const ModelConfig& mc = config();
+  return 2ull * static_cast<std::uint64_t>(mc.n_layers) * static_cast<std::uint64_t>(mc.kv_dim()) *
+         static_cast<std::uint64_t>(block_size) * sizeof(float);
+}
+
+ModelExecutor::ModelExecutor(Model& model, Attention& attention, KvDtype kv_dtype)
+    : model_(model), attention_(attention), kv_dtype_(kv_dtype) {}
+
+std::uint64_t ModelExecutor::kv_bytes_per_block(int block_size) const {
+  const ModelConfig& mc = model_.config();
+  return 2ull * static_cast<std::uint64_t>(mc.n_layers) * static_cast<std::uint64_t>(mc.kv_dim()) *
+         static_cast<std::uint64_t>(block_size) * static_cast<std::uint64_t>(kv_dtype_bits(kv_dtype_)) / 8;
+}
+
+void ModelExecutor::prepare(const KvCacheConfig& kv) {
+  storage_ = std::make_unique<KvStorage>(model_.device(), model_.config(), kv.num_blocks, kv.block_size, kv_dtype_);
+}
+
+double ModelExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) {
+  check(storage_ != nullptr, "ModelExecutor::execute before prepare");
+  if (!copies.empty()) {
+    OpScope timed(model_.device(), TimeCategory::kNormRopeAct);
+    storage_->copy_blocks(copies);
+  }
+  model_.forward(batch, *storage_, attention_, logits);
+  return -1;
+}
+
+Engine::Engine(StepExecutor& executor, Scheduler& scheduler, Decoder& decoder, EngineOptions options)
+    : executor_(executor), scheduler_(scheduler), decoder_(decoder), options_(std::move(options)) {
+  if (!options_.clock) options_.clock = steady_seconds;
+}
+
+Engine::Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder& decoder, EngineOptions options)
+    : owned_executor_(std::make_unique<ModelExecutor>(model, attention)),
+      executor_(*owned_executor_),
+      scheduler_(scheduler),
+      decoder_(decoder),
+      options_(std::move(options)) {
+  if (!options_.clock) options_.clock = steady_seconds;
+}
+
+Engine::~Engine() = default;
+
 RunResult Engine::run(const std::vector<Request>& requests) {
-  const int vocab = model_.config().vocab_size;
-  const int max_draft = decoder_.max_draft_tokens();
   KvCacheConfig kv_config = options_.kv;
   check(kv_config.block_size > 0, "kv.block_size must be positive");
   if (kv_config.num_blocks <= 0) {
+    const int max_draft = decoder_.max_draft_tokens();
     long long blocks = 0;
     for (const auto& r : requests)
       blocks += (static_cast<long long>(r.prompt.size()) + r.max_output + max_draft + kv_config.block_size - 1) /
                 kv_config.block_size;
     // Enough for every request at once, capped so a long trace cannot ask for more memory
     // than kAutoKvBytes; set kv.num_blocks to study memory pressure.
-    const ModelConfig& mc = model_.config();
-    const long long block_bytes = 2LL * mc.n_layers * mc.kv_dim() * kv_config.block_size * static_cast<long long>(sizeof(float));
+    const long long block_bytes =
+        std::max<long long>(1, static_cast<long long>(executor_.kv_bytes_per_block(kv_config.block_size)));
     blocks = std::min(blocks, std::max<long long>(1, kAutoKvBytes / block_bytes));
     kv_config.num_blocks = static_cast<int>(std::max<long long>(1, blocks));
   }
-  KvCache kv(model_.config(), kv_config);
-
-  RunResult result;
-  RunTimeline& tl = result.timeline;
-  tl.block_size = kv_config.block_size;
-  tl.kv_blocks_total = kv_config.num_blocks;
-  tl.weights_bytes = model_.weight_bytes();
-  tl.requests.resize(requests.size());
-  result.outputs.resize(requests.size());
-
-  std::vector<Seq> seqs(requests.size());
-  std::unordered_map<int, Seq*> by_id;
-  std::vector<std::size_t> order(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    const Request& r = requests[i];
-    check(!r.prompt.empty(), "request " + std::to_string(r.id) + " has an empty prompt");
-    check(r.max_output >= 1, "request " + std::to_string(r.id) + " asks for no output tokens");
-    for (int t : r.prompt)
-      check(t >= 0 && t < vocab, "request " + std::to_string(r.id) + " has token id " + std::to_string(t) +
-                                     " outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    check(by_id.emplace(r.id, &seqs[i]).second, "duplicate request id " + std::to_string(r.id));
-    seqs[i].req = &r;
-    seqs[i].tokens = r.prompt;
-    seqs[i].rng = Rng(mix_seed(options_.seed, static_cast<std::uint64_t>(r.id)));
-    seqs[i].timeline = &tl.requests[i];
-    tl.requests[i].id = r.id;
-    tl.requests[i].arrival_s = r.arrival_s;
-    tl.requests[i].prompt_tokens = static_cast<int>(r.prompt.size());
-    order[i] = i;
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return requests[a].arrival_s < requests[b].arrival_s; });
-
-  std::deque<Seq*> waiting;   // arrived, not admitted (preempted ones pushed to the front)
-  std::vector<Seq*> running;  // admission order
-  std::size_t next_arrival = 0, finished = 0;
-  double now = requests.empty() ? 0.0 : requests[order[0]].arrival_s;
-
-  StepBatch batch;
-  std::vector<float> logits;
-  std::vector<Work> work;
-  std::vector<SeqView> running_views, waiting_views;
-  std::vector<int> accepted;
-  const bool keep_capacity = kv_config.reserve_full;
-
-  // A request entering the queue (on arrival, or preempted) takes the longest cached prefix of
-  // its known tokens; at least one token is left to compute so that it produces logits.
-  auto enqueue = [&](Seq* s, bool front) {
-    const int matched = kv.acquire_prefix(s->req->id, s->tokens, static_cast<int>(s->tokens.size()) - 1);
-    s->num_computed = matched;
-    if (s->timeline->preemptions == 0)
-      s->timeline->cached_prompt_tokens = std::min(matched, static_cast<int>(s->req->prompt.size()));
-    if (front) waiting.push_front(s);
-    else waiting.push_back(s);
-  };
-
-  while (finished < requests.size()) {
-    while (next_arrival < order.size() && requests[order[next_arrival]].arrival_s <= now)
-      enqueue(&seqs[order[next_arrival++]], false);
-    if (running.empty() && waiting.empty()) {
-      now = requests[order[next_arrival]].arrival_s;  // fast-forward the idle gap
-      continue;
-    }
-    const double t0 = options_.clock();
-
-    running_views.clear();
-    waiting_views.clear();
-    for (Seq* s : running) running_views.push_back(view_of(*s, kv));
-    for (Seq* s : waiting) waiting_views.push_back(view_of(*s, kv));
-    SchedulerInput input;
-    input.now_s = now;
-    input.running = running_views;
-    input.waiting = waiting_views;
-    input.free_blocks = kv.free_blocks();
-    input.block_size = kv_config.block_size;
-    input.reserve_full = kv_config.reserve_full;
-    input.max_draft_tokens = max_draft;
-    ScheduleDecision decision = scheduler_.schedule(input);
-
-    for (int id : decision.preempt) {
-      auto it = std::find_if(running.begin(), running.end(), [&](Seq* s) { return s->req->id == id; });
-      check(it != running.end(), "scheduler preempted request " + std::to_string(id) + " which is not running");
-      Seq* s = *it;
-      running.erase(it);
-      kv.free(id);
-      s->timeline->preemptions++;
-      tl.preemptions++;
-      enqueue(s, true);  // recompute prompt + generated tokens (minus any cached prefix) when readmitted
-    }
-
-    work.clear();
-    for (const ScheduledSeq& sch : decision.scheduled) {
-      auto found = by_id.find(sch.id);
-      check(found != by_id.end(), "scheduler scheduled unknown request " + std::to_string(sch.id));
-      Seq* s = found->second;
-      check(std::none_of(work.begin(), work.end(), [&](const Work& w) { return w.seq == s; }),
-            "scheduler scheduled request " + std::to_string(sch.id) + " twice in one step");
-      auto wit = std::find(waiting.begin(), waiting.end(), s);
-      bool is_running = std::find(running.begin(), running.end(), s) != running.end();
-      check(wit != waiting.end() || is_running,
-            "scheduler scheduled request " + std::to_string(sch.id) + " which is neither waiting nor running");
-      const int pending = static_cast<int>(s->tokens.size()) - s->num_computed;
-      const bool decode = pending == 1 && s->num_computed > 0;
-      const int limit = decode ? 1 + max_draft : pending;
-      check(sch.num_tokens >= 1 && sch.num_tokens <= limit,
-            "scheduler asked for " + std::to_string(sch.num_tokens) + " tokens of request " +
-                std::to_string(sch.id) + " which allows 1.." + std::to_string(limit));
-      Work w{s, std::min(sch.num_tokens, pending), {}, -1};
-      const int remaining = s->req->max_output - s->generated;
-      if (decode && sch.num_tokens > 1 && remaining > 1)
-        decoder_.propose(s->tokens, std::min(sch.num_tokens - 1, remaining - 1), w.drafts);
-      int target = s->num_computed + w.n_real + static_cast<int>(w.drafts.size());
-      if (kv_config.reserve_full)
-        target = std::max(target, static_cast<int>(s->req->prompt.size()) + s->req->max_output + max_draft);
-      if (!kv.reserve(s->req->id, target))
-        throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
-                    std::to_string(kv.blocks_needed(s->req->id, target)) + " blocks, " +
-                    std::to_string(kv.free_blocks()) + " free");
-      if (wit != waiting.end()) {
-        waiting.erase(wit);
-        running.push_back(s);
-      }
-      work.push_back(std::move(w));
-    }
-    if (work.empty()) {
-      if (!running.empty() || !decision.preempt.empty())
-        throw Error("scheduler made no progress with " + std::to_string(running.size()) + " running requests");
-      if (next_arrival < order.size()) {  // nothing fits yet: wait for the next arrival
-        now = std::max(now, requests[order[next_arrival]].arrival_s);
-        continue;
-      }
-      const Seq* s = waiting.front();
-      // The blocks for its whole life (prompt and all but the last output token), which is what
-      // a scheduler checks against the pool before it admits a request.
-      const int prompt = static_cast<int>(s->req->prompt.size());
-      const int life = kv_config.reserve_full ? prompt + s->req->max_output + max_draft
-                                              : prompt + std::max(s->req->max_output, 1) - 1;
-      int need = kv.blocks_for(std::max(life, static_cast<int>(s->tokens.size()) + 1));
-      throw Error("request " + std::to_string(s->req->id) + " can never be scheduled: it needs " +
-                  std::to_string(need) + " KV blocks, the pool has " + std::to_string(kv_config.num_blocks) +
-                  " (raise kv.num_blocks or lower the lengths)");
-    }
-
-    // Flatten into one batch.
-    batch.clear();
-    int logit_rows = 0, prefill_tokens = 0, decode_tokens = 0;
-    for (Work& w : work) {
-      Seq& s = *w.seq;
-      const int id = s.req->id;
-      const int start = s.num_computed;
-      const int n = w.n_real + static_cast<int>(w.drafts.size());
-      for (int i = 0; i < n; ++i) {
-        const int pos = start + i;
-        batch.tokens.push_back(i < w.n_real ? s.tokens[static_cast<std::size_t>(pos)]
-                                            : w.drafts[static_cast<std::size_t>(i - w.n_real)]);
-        batch.positions.push_back(pos);
-        batch.slots.push_back(kv.slot(id, pos));
-      }
-      const bool reaches_end = start + w.n_real == static_cast<int>(s.tokens.size());
-      if (reaches_end) {
-        const int first = batch.query_start.back() + w.n_real - 1;
-        w.logit_offset = logit_rows;
-        for (int r = first; r < batch.query_start.back() + n; ++r) batch.logit_rows.push_back(r);
-        logit_rows += 1 + static_cast<int>(w.drafts.size());
-      }
-      // A decode step feeds back a generated token; a prompt's last one-token chunk is prefill.
-      const bool decode_step = s.num_computed > 0 && w.n_real == 1 && s.generated > 0;
-      (decode_step ? decode_tokens : prefill_tokens) += n;
-      // (sequence, step) pairs that emit tokens after the request's first, as compute_metrics
-      // counts them: decode steps, and the recompute of a preempted request that had output.
-      tl.decode_seq_steps += reaches_end && s.generated > 0;
-      batch.query_start.push_back(batch.query_start.back() + n);
-      batch.context_len.push_back(start + n);
-      batch.block_tables.push_back(kv.block_table(id));
-    }
-
-    model_.forward(batch, kv, attention_, pool_, logits);
-
-    std::vector<std::pair<Seq*, std::vector<int>>> emitted;
-    for (Work& w : work) {
-      Seq& s = *w.seq;
-      const int id = s.req->id;
-      if (w.logit_offset < 0) {  // a prefill chunk that does not reach the last known token
-        s.num_computed += w.n_real;
-        kv.set_length(id, s.num_computed);
-        continue;
-      }
-      accepted.clear();
-      decoder_.accept(s.tokens, w.drafts,
-                      logits.data() + static_cast<std::size_t>(w.logit_offset) * vocab, vocab, s.rng, accepted);
-      const int m = static_cast<int>(accepted.size());
-      check(m >= 1 && m <= 1 + static_cast<int>(w.drafts.size()),
-            "decoder accepted " + std::to_string(m) + " tokens for " + std::to_string(w.drafts.size()) + " drafts");
-      for (int i = 0; i + 1 < m; ++i)
-        check(accepted[static_cast<std::size_t>(i)] == w.drafts[static_cast<std::size_t>(i)],
-              "decoder accepted a token that differs from the draft it verified");
-      tl.spec_proposed += static_cast<long long>(w.drafts.size());
-      tl.spec_accepted += m - 1;
-      // K/V is valid for the known tokens plus the accepted drafts; rejected drafts roll back.
-      s.num_computed += w.n_real + (m - 1);
-      kv.set_length(id, s.num_computed + static_cast<int>(w.drafts.size()) - (m - 1));
-      if (m - 1 < static_cast<int>(w.drafts.size())) kv.truncate(id, s.num_computed, keep_capacity);
-      std::vector<int> out;
-      for (int t : accepted) {
-        if (s.generated >= s.req->max_output) break;
-        s.tokens.push_back(t);
-        s.generated++;
-        out.push_back(t);
-        if (std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), t) != options_.stop_tokens.end()) {
-          s.finished = true;
-          break;
-        }
-      }
-      if (s.generated >= s.req->max_output) s.finished = true;
-      if (!kv_config.enabled && !s.finished) {  // no KV cache: the next token recomputes everything
-        kv.free(id);
-        s.num_computed = 0;
-      }
-      emitted.emplace_back(&s, std::move(out));
-    }
-
-    for (const Work& w : work)
-      if (kv.has(w.seq->req->id)) kv.publish_prefix(w.seq->req->id, w.seq->tokens);
-
-    const double duration = options_.clock() - t0;
-    const double end = now + std::max(0.0, duration);
-    for (auto& [s, out] : emitted) {
-      RequestTimeline& rt = *s->timeline;
-      for (int t : out) {
-        if (rt.first_token_s < 0) rt.first_token_s = end;
-        rt.token_times.push_back(end);
-        result.outputs[static_cast<std::size_t>(s - seqs.data())].push_back(t);
-        if (options_.on_token) options_.on_token(s->req->id, t);
-      }
-      rt.output_tokens = s->generated;
-    }
-    StepTimeline st;
-    st.start_s = now;
-    st.duration_s = std::max(0.0, duration);
-    st.seqs = static_cast<int>(work.size());
-    st.rows = batch.rows();
-    st.prefill_tokens = prefill_tokens;
-    st.decode_tokens = decode_tokens;
-    KvStats ks = kv.stats();
-    st.kv_blocks_reserved = ks.blocks_reserved;
-    st.kv_blocks_used = ks.blocks_used;
-    st.kv_tokens = ks.tokens_stored;
-    tl.steps.push_back(st);
-    now = end;
-
-    for (auto it = running.begin(); it != running.end();) {
-      Seq* s = *it;
-      if (!s->finished) {
-        ++it;
-        continue;
-      }
-      s->timeline->finish_s = now;
-      kv.free(s->req->id);
-      it = running.erase(it);
-      ++finished;
-    }
-  }
-  tl.kv_blocks_peak = kv.peak_blocks_reserved();
-  return result;
+  StepLoop loop(executor_, scheduler_, decoder_, options_, requests, kv_config);
+  return loop.run();
 }
 
 }  // namespace inferlab

@@ -88,6 +88,10 @@ std::vector<std::string> metric_names() {
         "kv_waste_frac", "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
         "spec_tokens_per_step", "weights_bytes"})
     names.emplace_back(n);
+  for (int c = 0; c < kTimeCategories; ++c)
+    names.push_back(std::string("time_") + time_category_name(static_cast<TimeCategory>(c)) + "_frac");
+  names.emplace_back("step_overhead_frac");
+  names.emplace_back("timer_overhead_frac");
   return names;
 }
 
@@ -181,6 +185,20 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("spec_tokens_per_step",
                    seq_steps > 0 ? static_cast<double>(decode_tokens) / static_cast<double>(seq_steps) : 0.0);
   row.emplace_back("weights_bytes", static_cast<double>(run.weights_bytes));
+  // Where the steps' time went (fractions of the real time inside steps; all 0 when the run
+  // recorded none). step_overhead_frac is what is not the model's device ops.
+  const double wall = run.step_wall_s;
+  auto frac = [&](double s) { return wall > 0 ? s / wall : 0.0; };
+  double model_ops = 0;
+  for (int c = 0; c < kTimeCategories; ++c) {
+    const auto cat = static_cast<TimeCategory>(c);
+    const double t = run.time_s[static_cast<std::size_t>(c)];
+    row.emplace_back(std::string("time_") + time_category_name(cat) + "_frac", frac(t));
+    if (cat == TimeCategory::kLinear || cat == TimeCategory::kAttention || cat == TimeCategory::kNormRopeAct)
+      model_ops += t;
+  }
+  row.emplace_back("step_overhead_frac", wall > 0 ? 1.0 - frac(model_ops) : 0.0);
+  row.emplace_back("timer_overhead_frac", frac(run.timer_overhead_s));
   return row;
 }
 

@@ -1,19 +1,18 @@
-// The Llama-family forward pass over one flattened step batch (see inferlab/model.h).
+// The Llama-family forward pass over one flattened step batch (see inferlab/model.h). Every
+// op runs on the model's device and is timed there by category.
 #include "inferlab/model.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 
 #include "inferlab/error.h"
-#include "kernels/ref/ops.h"
 
 namespace inferlab {
 
 struct Model::Layer {
-  std::vector<float> attn_norm, ffn_norm;  // [dim]
-  std::vector<float> bq, bk, bv;           // [out] or empty
+  Buffer attn_norm, ffn_norm;  // [dim]
+  Buffer bq, bk, bv;           // [out] or empty
   std::unique_ptr<Linear> wq, wk, wv, wo, w1, w2, w3;
 };
 
@@ -30,46 +29,29 @@ std::unique_ptr<Linear> build(Quantization& quant, const std::string& name, cons
   return linear;
 }
 
-// y[r, :] += b for each of `rows` rows of width b.size().
-void add_bias(float* y, const std::vector<float>& b, int rows) {
-  if (b.empty()) return;
-  const std::size_t w = b.size();
-  for (int r = 0; r < rows; ++r)
-    for (std::size_t i = 0; i < w; ++i) y[static_cast<std::size_t>(r) * w + i] += b[i];
-}
-
-// Rotates n_heads heads of `vec` with the per-pair cos/sin of one position ([head_dim/2] each).
-void apply_rope(float* vec, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
-  const int half = head_dim / 2;
-  const int stride = style == RopeStyle::kInterleaved ? 2 : 1;  // distance between pair starts
-  const int offset = style == RopeStyle::kInterleaved ? 1 : half;  // partner of element a
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = vec + static_cast<std::size_t>(h) * head_dim;
-    for (int j = 0; j < half; ++j) {
-      const int a = j * stride;
-      const float v0 = v[a], v1 = v[a + offset];
-      v[a] = v0 * cos[j] - v1 * sin[j];
-      v[a + offset] = v0 * sin[j] + v1 * cos[j];
-    }
-  }
+Buffer to_device(Device& device, const std::vector<float>& host) {
+  Buffer b(device, host.size() * sizeof(float));
+  device.copy_to_device(b.data(), host.data(), host.size() * sizeof(float));
+  return b;
 }
 
 }  // namespace
 
-Model::Model(const ModelWeights& weights, Quantization& quant) : config_(weights.config) {
+Model::Model(const ModelWeights& weights, Quantization& quant, Device& device)
+    : config_(weights.config), device_(device) {
   weights.validate();
   const int d = config_.dim, h = config_.hidden_dim, kv = config_.kv_dim(), v = config_.vocab_size;
-  embedding_ = weights.token_embedding;
-  final_norm_ = weights.final_norm;
+  embedding_ = to_device(device_, weights.token_embedding);
+  final_norm_ = to_device(device_, weights.final_norm);
   for (int l = 0; l < config_.n_layers; ++l) {
     const LayerWeights& src = weights.layers[static_cast<std::size_t>(l)];
     const std::string p = "layers." + std::to_string(l) + ".";
     auto layer = std::make_unique<Layer>();
-    layer->attn_norm = src.attn_norm;
-    layer->ffn_norm = src.ffn_norm;
-    layer->bq = src.bq;
-    layer->bk = src.bk;
-    layer->bv = src.bv;
+    layer->attn_norm = to_device(device_, src.attn_norm);
+    layer->ffn_norm = to_device(device_, src.ffn_norm);
+    layer->bq = to_device(device_, src.bq);
+    layer->bk = to_device(device_, src.bk);
+    layer->bv = to_device(device_, src.bv);
     layer->wq = build(quant, p + "wq", src.wq, d, d);
     layer->wk = build(quant, p + "wk", src.wk, kv, d);
     layer->wv = build(quant, p + "wv", src.wv, kv, d);
@@ -82,38 +64,51 @@ Model::Model(const ModelWeights& weights, Quantization& quant) : config_(weights
   classifier_ = build(quant, "classifier", config_.tied_classifier ? weights.token_embedding : weights.classifier,
                       v, d);
   const int hd = config_.head_dim();
-  inv_freq_.resize(static_cast<std::size_t>(hd / 2));
+  std::vector<float> inv_freq(static_cast<std::size_t>(hd / 2));
   for (int j = 0; j < hd / 2; ++j)  // the float expression of llama2.c run.c
-    inv_freq_[static_cast<std::size_t>(j)] =
+    inv_freq[static_cast<std::size_t>(j)] =
         1.0f / std::pow(config_.rope_theta, static_cast<float>(2 * j) / static_cast<float>(hd));
+  inv_freq_ = to_device(device_, inv_freq);
 }
 
 Model::~Model() = default;
 
 std::uint64_t Model::weight_bytes() const {
-  std::uint64_t floats = embedding_.size() + final_norm_.size();
-  std::uint64_t bytes = classifier_->weight_bytes();
+  std::uint64_t bytes = embedding_.bytes() + final_norm_.bytes() + classifier_->weight_bytes();
   for (const auto& l : layers_) {
-    floats += l->attn_norm.size() + l->ffn_norm.size() + l->bq.size() + l->bk.size() + l->bv.size();
+    bytes += l->attn_norm.bytes() + l->ffn_norm.bytes() + l->bq.bytes() + l->bk.bytes() + l->bv.bytes();
     for (const Linear* lin : {l->wq.get(), l->wk.get(), l->wv.get(), l->wo.get(), l->w1.get(), l->w2.get(),
                               l->w3.get()})
       bytes += lin->weight_bytes();
   }
-  return bytes + floats * sizeof(float);
+  return bytes;
 }
 
-void Model::forward(const StepBatch& batch, KvCache& kv, Attention& attention, ThreadPool& pool,
-                    std::vector<float>& logits) {
+const int* Model::upload(const std::vector<int>& host, Buffer& staging) {
+  if (device_.kind() == DeviceKind::kCpu) return host.data();
+  const std::size_t bytes = host.size() * sizeof(int);
+  if (staging.bytes() < bytes) staging = Buffer(device_, bytes);
+  device_.copy_to_device(staging.data(), host.data(), bytes);
+  return staging.as<int>();
+}
+
+float* Model::scratch(Buffer& buffer, std::size_t floats) {
+  if (buffer.bytes() < floats * sizeof(float)) buffer = Buffer(device_, floats * sizeof(float));
+  return buffer.as<float>();
+}
+
+void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits) {
   const int rows = batch.rows(), n_seqs = batch.n_seqs();
   const int d = config_.dim, h = config_.hidden_dim, kvd = config_.kv_dim(), hd = config_.head_dim();
   const std::size_t sd = static_cast<std::size_t>(d), skv = static_cast<std::size_t>(kvd),
                     sh = static_cast<std::size_t>(h), srows = static_cast<std::size_t>(rows);
+  check(&kv.device() == &device_, "model forward: the KV storage lives on another device");
   check(batch.positions.size() == srows && batch.slots.size() == srows,
         "step batch: tokens, positions and slots must have one entry per row");
   check(batch.query_start.size() == static_cast<std::size_t>(n_seqs) + 1 && batch.query_start.back() == rows &&
-            batch.block_tables.size() == static_cast<std::size_t>(n_seqs),
-        "step batch: query_start must hold n_seqs + 1 offsets ending at rows, and one block table per sequence");
-  const long long kv_slots = static_cast<long long>(kv.config().num_blocks) * kv.block_size();
+            batch.block_table.size() == static_cast<std::size_t>(n_seqs) * static_cast<std::size_t>(batch.max_blocks),
+        "step batch: query_start must hold n_seqs + 1 offsets ending at rows, and the block table n_seqs rows");
+  const long long kv_slots = kv.slots();
   for (int r = 0; r < rows; ++r) {
     const int t = batch.tokens[static_cast<std::size_t>(r)], s = batch.slots[static_cast<std::size_t>(r)];
     check(t >= 0 && t < config_.vocab_size,
@@ -131,79 +126,92 @@ void Model::forward(const StepBatch& batch, KvCache& kv, Attention& attention, T
   if (rows == 0) return;
 
   // Scratch only grows; after warm-up at the largest batch no step allocates.
-  x_.resize(srows * sd);    // [rows, dim] residual stream
-  xn_.resize(srows * sd);   // [rows, dim] normed input of a block
-  q_.resize(srows * sd);    // [rows, n_heads, head_dim]
-  k_.resize(srows * skv);   // [rows, n_kv_heads, head_dim]
-  v_.resize(srows * skv);   // [rows, n_kv_heads, head_dim]
-  att_.resize(srows * sd);  // [rows, n_heads, head_dim]
-  h1_.resize(srows * sh);   // [rows, hidden]
-  h3_.resize(srows * sh);   // [rows, hidden]
-  tmp_.resize(srows * std::max<std::size_t>(sd, static_cast<std::size_t>(hd)));  // [rows, dim]
+  float* x = scratch(x_, srows * sd);      // [rows, dim] residual stream
+  float* xn = scratch(xn_, srows * sd);    // [rows, dim] normed input of a block
+  float* q = scratch(q_, srows * sd);      // [rows, n_heads, head_dim]
+  float* k = scratch(k_, srows * skv);     // [rows, n_kv_heads, head_dim]
+  float* v = scratch(v_, srows * skv);     // [rows, n_kv_heads, head_dim]
+  float* att = scratch(att_, srows * sd);  // [rows, n_heads, head_dim]
+  float* h1 = scratch(h1_, srows * sh);    // [rows, hidden]
+  float* h3 = scratch(h3_, srows * sh);    // [rows, hidden]
+  float* tmp = scratch(tmp_, srows * sd);  // [rows, dim]
 
-  for (int r = 0; r < rows; ++r)
-    std::memcpy(&x_[static_cast<std::size_t>(r) * sd],
-                &embedding_[static_cast<std::size_t>(batch.tokens[static_cast<std::size_t>(r)]) * sd],
-                sd * sizeof(float));
+  const int* tokens = upload(batch.tokens, d_tokens_);
+  const int* positions = upload(batch.positions, d_positions_);
+  const int* slots = upload(batch.slots, d_slots_);
+  AttentionBatch ab = batch.attention(config_.n_heads, config_.n_kv_heads, hd);
+  if (device_.kind() != DeviceKind::kCpu) {
+    ab.query_start = {upload(batch.query_start, d_query_start_), batch.query_start.size()};
+    ab.context_len = {upload(batch.context_len, d_context_len_), batch.context_len.size()};
+    ab.block_table = {upload(batch.block_table, d_block_table_), batch.block_table.size()};
+  }
 
-  AttentionBatch ab;
-  ab.query_start = batch.query_start;
-  ab.context_len = batch.context_len;
-  ab.block_tables = batch.block_tables;
-  ab.n_heads = config_.n_heads;
-  ab.n_kv_heads = config_.n_kv_heads;
-  ab.head_dim = hd;
-  ab.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-
-  const int half = hd / 2;
+  Device& dev = device_;
+  const float eps = config_.norm_eps;
+  {
+    OpScope t(dev, TimeCategory::kNormRopeAct);
+    dev.embedding(embedding_.as<float>(), tokens, rows, d, x);
+  }
+  auto linear = [&](const Linear& lin, const float* in, float* out) {
+    OpScope t(dev, TimeCategory::kLinear);
+    lin.forward(in, out, rows, dev);
+  };
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = *layers_[l];
-    for (int r = 0; r < rows; ++r)
-      ref::rmsnorm(&xn_[static_cast<std::size_t>(r) * sd], &x_[static_cast<std::size_t>(r) * sd],
-                   layer.attn_norm.data(), d, config_.norm_eps);
-    layer.wq->forward(xn_.data(), q_.data(), rows, pool);
-    layer.wk->forward(xn_.data(), k_.data(), rows, pool);
-    layer.wv->forward(xn_.data(), v_.data(), rows, pool);
-    add_bias(q_.data(), layer.bq, rows);
-    add_bias(k_.data(), layer.bk, rows);
-    add_bias(v_.data(), layer.bv, rows);
-
-    // RoPE: per row, cos/sin of each pair at the row's position (tmp_ is free until wo).
-    for (int r = 0; r < rows; ++r) {
-      float* cos = &tmp_[static_cast<std::size_t>(r) * static_cast<std::size_t>(hd)];
-      float* sin = cos + half;
-      const float pos = static_cast<float>(batch.positions[static_cast<std::size_t>(r)]);
-      for (int j = 0; j < half; ++j) {
-        const float angle = pos * inv_freq_[static_cast<std::size_t>(j)];
-        cos[j] = std::cos(angle);
-        sin[j] = std::sin(angle);
-      }
-      apply_rope(&q_[static_cast<std::size_t>(r) * sd], config_.n_heads, hd, cos, sin, config_.rope_style);
-      apply_rope(&k_[static_cast<std::size_t>(r) * skv], config_.n_kv_heads, hd, cos, sin, config_.rope_style);
-      const int slot = batch.slots[static_cast<std::size_t>(r)];
-      std::memcpy(kv.k_slot(static_cast<int>(l), slot), &k_[static_cast<std::size_t>(r) * skv], skv * sizeof(float));
-      std::memcpy(kv.v_slot(static_cast<int>(l), slot), &v_[static_cast<std::size_t>(r) * skv], skv * sizeof(float));
+    {
+      OpScope t(dev, TimeCategory::kNormRopeAct);
+      dev.rmsnorm(x, layer.attn_norm.as<float>(), xn, rows, d, eps);
     }
-
-    attention.forward(ab, kv.layer(static_cast<int>(l)), q_.data(), att_.data(), pool);
-    layer.wo->forward(att_.data(), tmp_.data(), rows, pool);
-    for (std::size_t i = 0; i < srows * sd; ++i) x_[i] += tmp_[i];
-
-    for (int r = 0; r < rows; ++r)
-      ref::rmsnorm(&xn_[static_cast<std::size_t>(r) * sd], &x_[static_cast<std::size_t>(r) * sd],
-                   layer.ffn_norm.data(), d, config_.norm_eps);
-    layer.w1->forward(xn_.data(), h1_.data(), rows, pool);
-    layer.w3->forward(xn_.data(), h3_.data(), rows, pool);
-    ref::swiglu(h1_.data(), h3_.data(), rows * h);
-    layer.w2->forward(h1_.data(), tmp_.data(), rows, pool);
-    for (std::size_t i = 0; i < srows * sd; ++i) x_[i] += tmp_[i];
+    linear(*layer.wq, xn, q);
+    linear(*layer.wk, xn, k);
+    linear(*layer.wv, xn, v);
+    {
+      OpScope t(dev, TimeCategory::kNormRopeAct);
+      if (layer.bq.bytes() > 0) dev.add_bias(q, layer.bq.as<float>(), rows, d);
+      if (layer.bk.bytes() > 0) dev.add_bias(k, layer.bk.as<float>(), rows, kvd);
+      if (layer.bv.bytes() > 0) dev.add_bias(v, layer.bv.as<float>(), rows, kvd);
+      dev.rope(q, k, positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
+               config_.rope_style);
+      kv.write(static_cast<int>(l), k, v, slots, rows);
+    }
+    {
+      OpScope t(dev, TimeCategory::kAttention);
+      attention.forward(ab, kv.layer(static_cast<int>(l)), q, att, dev);
+    }
+    linear(*layer.wo, att, tmp);
+    {
+      OpScope t(dev, TimeCategory::kNormRopeAct);
+      dev.add(x, tmp, srows * sd);
+      dev.rmsnorm(x, layer.ffn_norm.as<float>(), xn, rows, d, eps);
+    }
+    linear(*layer.w1, xn, h1);
+    linear(*layer.w3, xn, h3);
+    {
+      OpScope t(dev, TimeCategory::kNormRopeAct);
+      dev.swiglu(h1, h3, srows * sh);
+    }
+    linear(*layer.w2, h1, tmp);
+    {
+      OpScope t(dev, TimeCategory::kNormRopeAct);
+      dev.add(x, tmp, srows * sd);
+    }
   }
 
   if (n_logits == 0) return;
-  for (std::size_t i = 0; i < n_logits; ++i)
-    ref::rmsnorm(&xn_[i * sd], &x_[static_cast<std::size_t>(batch.logit_rows[i]) * sd], final_norm_.data(), d,
-                 config_.norm_eps);
-  classifier_->forward(xn_.data(), logits.data(), static_cast<int>(n_logits), pool);
+  const int n = static_cast<int>(n_logits);
+  {
+    OpScope t(dev, TimeCategory::kNormRopeAct);
+    dev.embedding(x, upload(batch.logit_rows, d_logit_rows_), n, d, tmp);  // gather the rows asked for
+    dev.rmsnorm(tmp, final_norm_.as<float>(), xn, n, d, eps);
+  }
+  OpScope t(dev, TimeCategory::kLinear);
+  if (dev.kind() == DeviceKind::kCpu) {
+    classifier_->forward(xn, logits.data(), n, dev);
+  } else {
+    float* out = scratch(logits_, logits.size());
+    classifier_->forward(xn, out, n, dev);
+    dev.copy_to_host(logits.data(), out, logits.size() * sizeof(float));
+  }
 }
 
 }  // namespace inferlab

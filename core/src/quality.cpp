@@ -22,8 +22,7 @@ void log_softmax(const float* logits, int vocab, std::vector<float>& out) {
 
 }  // namespace
 
-PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadPool& pool,
-                                     const std::vector<int>& tokens, int context, int stride,
+PerplexityResult evaluate_perplexity(Model& model, Attention& attention, const std::vector<int>& tokens, int context, int stride,
                                      std::vector<std::vector<float>>* logprobs) {
   const ModelConfig& cfg = model.config();
   if (context <= 0) context = cfg.max_seq_len;
@@ -36,7 +35,9 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadP
   KvCacheConfig kvc;
   kvc.block_size = 16;
   kvc.num_blocks = (context + kvc.block_size - 1) / kvc.block_size;
-  KvCache kv(cfg, kvc);
+  BlockManager kv(kvc);
+  KvStorage storage(model.device(), cfg, kvc.num_blocks, kvc.block_size);
+  std::vector<BlockCopy> copies;  // a single private sequence: never any
   const int seq = 0;
   const int chunk = 256;
   const int n = static_cast<int>(tokens.size());
@@ -55,21 +56,16 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadP
     const int first_scored = std::max(0, next_target - begin - 1);
     next_target = begin + len;
     if (kv.has(seq)) kv.free(seq);
-    check(kv.reserve(seq, len), "quality KV cache too small");
+    check(kv.reserve(seq, len, copies), "quality KV cache too small");
     for (int start = 0; start < len; start += chunk) {
       const int m = std::min(chunk, len - start);
       batch.clear();
-      for (int i = 0; i < m; ++i) {
-        const int pos = start + i;
-        batch.tokens.push_back(tokens[static_cast<std::size_t>(begin + pos)]);
-        batch.positions.push_back(pos);
-        batch.slots.push_back(kv.slot(seq, pos));
-        if (pos + 1 < len && pos >= std::max(0, first_scored)) batch.logit_rows.push_back(i);
-      }
-      batch.query_start.push_back(m);
-      batch.context_len.push_back(start + m);
-      batch.block_tables.push_back(kv.block_table(seq));
-      model.forward(batch, kv, attention, pool, logits);
+      // Rows at positions [first_scored, len - 1) predict a token of the window.
+      const int lo = std::clamp(first_scored - start, 0, m), hi = std::clamp(len - 1 - start, lo, m);
+      batch.add_sequence(std::span<const int>(tokens).subspan(static_cast<std::size_t>(begin + start),
+                                                               static_cast<std::size_t>(m)),
+                         start, kv.block_table(seq), kvc.block_size, lo, hi);
+      model.forward(batch, storage, attention, logits);
       kv.set_length(seq, start + m);
       for (std::size_t r = 0; r < batch.logit_rows.size(); ++r) {
         const int pos = start + batch.logit_rows[r];
@@ -101,13 +97,13 @@ std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokeni
   return ids;
 }
 
-QualityEvaluator::QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens, ThreadPool& pool)
-    : spec_(spec), tokens_(std::move(tokens)), pool_(pool) {}
+QualityEvaluator::QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens)
+    : spec_(spec), tokens_(std::move(tokens)) {}
 
 MetricRow QualityEvaluator::evaluate(const std::string& variant, Model& model, Attention& attention, bool is_baseline) {
   if (auto it = cache_.find(variant); it != cache_.end()) return it->second;
   std::vector<std::vector<float>> lp;
-  PerplexityResult p = evaluate_perplexity(model, attention, pool_, tokens_, spec_.context, spec_.context, &lp);
+  PerplexityResult p = evaluate_perplexity(model, attention, tokens_, spec_.context, spec_.context, &lp);
   MetricRow row = {{"perplexity", p.perplexity}, {"mean_nll", p.mean_nll}};
   if (is_baseline) {
     baseline_ = std::move(lp);

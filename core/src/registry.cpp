@@ -182,7 +182,7 @@ std::vector<std::string> Registry::check_support(PluginKind kind, const std::str
   const auto& d = find(kind, name);
   std::vector<std::string> reasons;
   if (std::find(d.devices.begin(), d.devices.end(), query.device) == d.devices.end())
-    reasons.push_back("does not run on device '" + query.device + "'");
+    reasons.push_back(std::string("does not run on device '") + device_kind_name(query.device) + "'");
   if (kind == PluginKind::kAttention &&
       std::find(d.kv_dtypes.begin(), d.kv_dtypes.end(), query.kv_dtype) == d.kv_dtypes.end())
     reasons.push_back(std::string("cannot read KV cache stored as ") + kv_dtype_name(query.kv_dtype));
@@ -196,10 +196,12 @@ std::vector<std::string> Registry::check_support(PluginKind kind, const std::str
 namespace {
 
 template <typename T, typename Make>
-std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, const Make& make,
-                        const Params& params, const std::string& label) {
+std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, const PluginDescriptor& desc,
+                        const Make& make, const Params& params, Device& device, const std::string& label) {
   if (!make) throw Error(label + " has no factory for its kind");
-  std::unique_ptr<T> obj = make(params);
+  if (std::find(desc.devices.begin(), desc.devices.end(), device.kind()) == desc.devices.end())
+    throw Error(label + " does not run on device '" + device_kind_name(device.kind()) + "'");
+  std::unique_ptr<T> obj = make(PluginContext{params, device});
   if (!obj) throw Error(label + " factory returned nothing");
   // The deleter keeps the library loaded until the object (and its vtable) is gone.
   return std::shared_ptr<T>(obj.release(), [lib](T* p) { delete p; });
@@ -207,21 +209,21 @@ std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, 
 
 }  // namespace
 
-std::shared_ptr<Attention> Registry::create_attention(const std::string& name, const Params& params) const {
+std::shared_ptr<Attention> Registry::create_attention(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kAttention, name, "");
-  return hold<Attention>(e.lib, e.desc->make_attention, params, "attention/" + name);
+  return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, params, device, "attention/" + name);
 }
-std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params) const {
+std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kQuantization, name, "");
-  return hold<Quantization>(e.lib, e.desc->make_quantization, params, "quantization/" + name);
+  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, params, device, "quantization/" + name);
 }
-std::shared_ptr<Scheduler> Registry::create_scheduler(const std::string& name, const Params& params) const {
+std::shared_ptr<Scheduler> Registry::create_scheduler(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kScheduling, name, "");
-  return hold<Scheduler>(e.lib, e.desc->make_scheduler, params, "scheduling/" + name);
+  return hold<Scheduler>(e.lib, *e.desc, e.desc->make_scheduler, params, device, "scheduling/" + name);
 }
-std::shared_ptr<Decoder> Registry::create_decoder(const std::string& name, const Params& params) const {
+std::shared_ptr<Decoder> Registry::create_decoder(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kDecoding, name, "");
-  return hold<Decoder>(e.lib, e.desc->make_decoder, params, "decoding/" + name);
+  return hold<Decoder>(e.lib, *e.desc, e.desc->make_decoder, params, device, "decoding/" + name);
 }
 
 }  // namespace inferlab

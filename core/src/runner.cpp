@@ -118,11 +118,15 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
       const std::string where = ch.where + ": variant '" + v.name + "'";
       params_of(rv, k) = registry.resolve(k, ch.name, ch.params, where);
     }
-    // KV storage comes from the quantization strategy; attention must be able to read it.
-    auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization);
+    // KV storage comes from the quantization strategy; attention must be able to read it. The
+    // strategy is asked on a one-thread host device: planning allocates nothing.
+    DeviceKind device_kind = DeviceKind::kCpu;
+    check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
+    CpuDevice host(1);
+    auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization, host);
     for (PluginKind k : kKinds) {
       const PluginChoice& ch = v.stack.choice(k);
-      SupportQuery q{model, spec.device.kind, quant->kv_dtype(), params_of(rv, k)};
+      SupportQuery q{model, device_kind, quant->kv_dtype(), params_of(rv, k)};
       auto reasons = registry.check_support(k, ch.name, q);
       if (!reasons.empty()) {
         std::string all;
@@ -210,7 +214,9 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
             std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count()) + " s");
   std::vector<Request> requests = build_workload(spec.workload, weights.config.vocab_size);
   log::info("workload: " + std::to_string(requests.size()) + " requests");
-  ThreadPool pool(spec.device.threads);
+  DeviceKind device_kind = DeviceKind::kCpu;
+  parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
+  std::unique_ptr<Device> device = make_device(device_kind, spec.device.threads);
 
   ResultWriter out(options.out_root, spec.name);
   std::vector<std::string> names;
@@ -220,7 +226,7 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
           ", " + std::to_string(weights.config.parameter_count()) + " parameters",
       "workload: " + std::to_string(requests.size()) + " requests" +
           (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
-      "device: " + spec.device.kind + ", " + std::to_string(pool.size()) + " threads, " + cpu_model()};
+      "device: " + device->describe() + ", " + cpu_model()};
   // Positions past max_seq_len still run (RoPE extrapolates) but the model was never trained
   // there: say so rather than let a long-context sweep pass silently.
   std::size_t beyond = 0;
@@ -247,7 +253,7 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
     m << "],\n  \"git_commit\": " << json_quote(commit.empty() ? "unknown" : commit)
       << ",\n  \"git_dirty\": " << (dirty.empty() ? "false" : "true") << ",\n  \"compiler\": " << json_quote(INFERLAB_CXX_COMPILER)
       << ",\n  \"cpu\": " << json_quote(cpu_model()) << ",\n  \"hardware_threads\": " << std::thread::hardware_concurrency()
-      << ",\n  \"threads\": " << pool.size() << ",\n  \"device\": " << json_quote(spec.device.kind)
+      << ",\n  \"threads\": " << (spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency())) << ",\n  \"device_detail\": " << json_quote(device->describe()) << ",\n  \"device\": " << json_quote(spec.device.kind)
       << ",\n  \"model\": {\"name\": " << json_quote(weights.config.name) << ", \"preset\": " << json_quote(spec.model.preset)
       << ", \"path\": " << json_quote(spec.model.path)
       << ", \"hash\": " << json_quote(spec.model.path.empty() ? "" : file_hash(spec.model.path))
@@ -288,7 +294,7 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
     notes.push_back("quality: " + std::to_string(tokens.size()) + " tokens of " + spec.quality.text +
                     (loaded.tokenizer ? "" : " (UTF-8 bytes as ids: the model has no tokenizer)"));
     out.set_header(spec.name, spec.description, names, notes);
-    quality = std::make_unique<QualityEvaluator>(spec.quality, std::move(tokens), pool);
+    quality = std::make_unique<QualityEvaluator>(spec.quality, std::move(tokens));
   }
 
   // Repeats outermost so slow drift of a shared machine spreads over all variants alike.
@@ -300,16 +306,17 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
       std::vector<RequestTimeline> request_rows;
       auto t0 = std::chrono::steady_clock::now();
       try {
-        auto attention = registry.create_attention(v.stack.attention.name, v.attention);
-        auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization);
-        auto scheduler = registry.create_scheduler(v.stack.scheduler.name, v.scheduler);
-        auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding);
-        Model model(weights, *quant);
+        auto attention = registry.create_attention(v.stack.attention.name, v.attention, *device);
+        auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
+        auto scheduler = registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
+        auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding, *device);
+        Model model(weights, *quant, *device);
         EngineOptions eo;
         eo.kv = v.stack.kv;
         eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
         eo.clock = options.clock;
-        Engine engine(model, *attention, *scheduler, *decoder, pool, eo);
+        ModelExecutor executor(model, *attention, quant->kv_dtype());
+        Engine engine(executor, *scheduler, *decoder, eo);
         log::info("run " + v.name + " repeat " + std::to_string(rep));
         RunResult r = engine.run(requests);
         row.metrics = compute_metrics(r.timeline, spec.slo);

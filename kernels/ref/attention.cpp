@@ -10,29 +10,6 @@
 
 namespace inferlab::ref {
 
-void check_attention_batch(const AttentionBatch& batch, const KvLayerView& kv, const char* who) {
-  const std::string where = std::string(who) + ": ";
-  const int n_seqs = batch.n_seqs();
-  check(static_cast<int>(batch.query_start.size()) == n_seqs + 1,
-        where + "query_start needs n_seqs + 1 entries");
-  check(static_cast<int>(batch.block_tables.size()) == n_seqs,
-        where + "block_tables needs n_seqs entries");
-  check(batch.n_heads > 0 && batch.n_kv_heads > 0 && batch.n_heads % batch.n_kv_heads == 0,
-        where + "n_heads must be a positive multiple of n_kv_heads");
-  check(batch.n_kv_heads == kv.n_kv_heads && batch.head_dim == kv.head_dim,
-        where + "batch and KV view disagree on n_kv_heads/head_dim");
-  check(batch.head_dim > 0 && kv.block_size > 0, where + "head_dim and block_size must be > 0");
-  for (int s = 0; s < n_seqs; ++s) {
-    const int n_q = batch.query_start[s + 1] - batch.query_start[s];
-    check(n_q >= 0 && n_q <= batch.context_len[s],
-          where + "seq " + std::to_string(s) + " has more query rows than context");
-    const long long blocks_needed =
-        (static_cast<long long>(batch.context_len[s]) + kv.block_size - 1) / kv.block_size;
-    check(static_cast<long long>(batch.block_tables[s].size()) >= blocks_needed,
-          where + "seq " + std::to_string(s) + " block table too short");
-  }
-}
-
 void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
                          float* out) {
   check_attention_batch(batch, kv, "ref_paged_attention");
@@ -45,7 +22,7 @@ void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, con
     const int row0 = batch.query_start[s];
     const int n_q = batch.query_start[s + 1] - row0;
     const int ctx = batch.context_len[s];
-    const auto table = batch.block_tables[s];
+    const auto table = batch.table(s);
     for (int i = 0; i < n_q; ++i) {
       const int pos = ctx - n_q + i;  // this row attends to positions [0, pos]
       const int row = row0 + i;

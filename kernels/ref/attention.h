@@ -8,14 +8,10 @@
 
 namespace inferlab::ref {
 
-// Throws inferlab::Error naming `who` and the first inconsistency: table sizes, head counts,
-// a sequence with more query rows than context or a block table too short for its context.
-// Cheap (O(n_seqs)); every attention strategy calls it before touching memory.
-void check_attention_batch(const AttentionBatch& batch, const KvLayerView& kv, const char* who);
-
 // q:   [rows, n_heads, head_dim]
 // out: [rows, n_heads, head_dim]
-// Single-threaded, slow on purpose; throws inferlab::Error on an inconsistent batch.
+// Single-threaded, slow on purpose; throws inferlab::Error on an inconsistent batch
+// (inferlab::check_attention_batch).
 void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
                          float* out);
 

@@ -49,6 +49,27 @@ void softmax(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] / sum);
 }
 
+void embedding(const float* table, const int* tokens, int rows, int dim, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < dim; ++i)
+      out[static_cast<std::size_t>(r) * dim + i] = table[static_cast<std::size_t>(tokens[r]) * dim + i];
+}
+
+void kv_write(float* cache, const float* src, const int* slots, int rows, int width) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < width; ++i)
+      cache[static_cast<std::size_t>(slots[r]) * width + i] = src[static_cast<std::size_t>(r) * width + i];
+}
+
+void add(float* x, const float* y, int n) {
+  for (int i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void add_bias(float* y, const float* b, int rows, int width) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < width; ++i) y[static_cast<std::size_t>(r) * width + i] += b[i];
+}
+
 void matmul(const float* x, const float* w, float* y, int n, int out, int in) {
   for (int r = 0; r < n; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * in;

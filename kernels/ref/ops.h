@@ -25,6 +25,18 @@ void swiglu(float* gate, const float* up, int n);
 // In-place softmax of n values (max-subtracted).
 void softmax(float* x, int n);
 
+// out[r, :] = table[tokens[r], :] for rows rows of dim values.
+void embedding(const float* table, const int* tokens, int rows, int dim, float* out);
+
+// cache[slots[r] * width + i] = src[r * width + i]: one row of K (or V) per slot.
+void kv_write(float* cache, const float* src, const int* slots, int rows, int width);
+
+// x[i] += y[i] for n values.
+void add(float* x, const float* y, int n);
+
+// y[r, :] += b for rows rows of width values.
+void add_bias(float* y, const float* b, int rows, int width);
+
 // y[n, out] = x[n, in] · W^T with W [out, in], accumulated in double.
 void matmul(const float* x, const float* w, float* y, int n, int out, int in);
 

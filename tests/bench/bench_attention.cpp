@@ -39,14 +39,14 @@ AttentionProblemSpec bench_spec(int context, int rows) {
 template <class Strategy>
 void run(benchmark::State& state, int context, int rows, int threads) {
   const AttentionProblem problem(bench_spec(context, rows));
-  inferlab::ThreadPool pool(threads);
+  inferlab::CpuDevice device(threads);
   Strategy attention;
   std::vector<float> out(problem.out_size());
   const auto batch = problem.batch();
   const auto kv = problem.kv();
-  attention.forward(batch, kv, problem.q(), out.data(), pool);  // warm-up
+  attention.forward(batch, kv, problem.q(), out.data(), device);  // warm-up
   for (auto _ : state) {
-    attention.forward(batch, kv, problem.q(), out.data(), pool);
+    attention.forward(batch, kv, problem.q(), out.data(), device);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

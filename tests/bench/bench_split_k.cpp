@@ -37,14 +37,14 @@ void split_k_decode(benchmark::State& state) {
   s.block_size = 16;
   s.seed = 11;
   const AttentionProblem problem(s);
-  inferlab::ThreadPool pool(static_cast<int>(state.range(2)));
+  inferlab::CpuDevice device(static_cast<int>(state.range(2)));
   Strategy attention;
   std::vector<float> out(problem.out_size());
   const auto batch = problem.batch();
   const auto kv = problem.kv();
-  attention.forward(batch, kv, problem.q(), out.data(), pool);  // warm-up
+  attention.forward(batch, kv, problem.q(), out.data(), device);  // warm-up
   for (auto _ : state) {
-    attention.forward(batch, kv, problem.q(), out.data(), pool);
+    attention.forward(batch, kv, problem.q(), out.data(), device);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -14,22 +14,22 @@ namespace {
 struct Fixture {
   Registry reg{{testing::plugin_dir()}};
   ModelWeights weights = random_weights(preset_config("stories260k"), 3);
-  ThreadPool pool{2};
+  CpuDevice device{2};
 
   RunResult run(const std::vector<Request>& reqs, const std::string& sched,
                 std::map<std::string, ParamValue> sched_params, const std::string& dec,
                 std::map<std::string, ParamValue> dec_params, KvCacheConfig kv = {}, const std::string& att = "naive") {
-    auto a = reg.create_attention(att, reg.resolve(PluginKind::kAttention, att, {}, "t"));
-    auto q = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
-    auto s = reg.create_scheduler(sched, reg.resolve(PluginKind::kScheduling, sched, sched_params, "t"));
-    auto d = reg.create_decoder(dec, reg.resolve(PluginKind::kDecoding, dec, dec_params, "t"));
-    Model model(weights, *q);
+    auto a = reg.create_attention(att, reg.resolve(PluginKind::kAttention, att, {}, "t"), device);
+    auto q = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"), device);
+    auto s = reg.create_scheduler(sched, reg.resolve(PluginKind::kScheduling, sched, sched_params, "t"), device);
+    auto d = reg.create_decoder(dec, reg.resolve(PluginKind::kDecoding, dec, dec_params, "t"), device);
+    Model model(weights, *q, device);
     EngineOptions eo;
     eo.kv = kv;
     eo.seed = 11;
     double fake = 0;
     eo.clock = [&fake] { return fake += 0.001; };  // every clock read advances 1 ms
-    Engine engine(model, *a, *s, *d, pool, eo);
+    Engine engine(model, *a, *s, *d, eo);
     return engine.run(reqs);
   }
 };
@@ -300,16 +300,16 @@ TEST(Engine, StopTokenEndsARequestEvenInsideAcceptedDrafts) {
   std::size_t cut = 0;
   while (greedy.outputs[0][cut] != stop) ++cut;  // first occurrence
   for (const char* dec : {"sampling", "prompt_lookup"}) {
-    auto a = f.reg.create_attention("naive", f.reg.resolve(PluginKind::kAttention, "naive", {}, "t"));
-    auto q = f.reg.create_quantization("none", f.reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
-    auto s = f.reg.create_scheduler("continuous", f.reg.resolve(PluginKind::kScheduling, "continuous", {}, "t"));
-    auto d = f.reg.create_decoder(dec, f.reg.resolve(PluginKind::kDecoding, dec, {}, "t"));
-    Model model(f.weights, *q);
+    auto a = f.reg.create_attention("naive", f.reg.resolve(PluginKind::kAttention, "naive", {}, "t"), f.device);
+    auto q = f.reg.create_quantization("none", f.reg.resolve(PluginKind::kQuantization, "none", {}, "t"), f.device);
+    auto s = f.reg.create_scheduler("continuous", f.reg.resolve(PluginKind::kScheduling, "continuous", {}, "t"), f.device);
+    auto d = f.reg.create_decoder(dec, f.reg.resolve(PluginKind::kDecoding, dec, {}, "t"), f.device);
+    Model model(f.weights, *q, f.device);
     EngineOptions eo;
     eo.stop_tokens = {stop};
     double fake = 0;
     eo.clock = [&fake] { return fake += 0.001; };
-    RunResult r = Engine(model, *a, *s, *d, f.pool, eo).run(reqs);
+    RunResult r = Engine(model, *a, *s, *d, eo).run(reqs);
     std::vector<int> want(greedy.outputs[0].begin(), greedy.outputs[0].begin() + static_cast<std::ptrdiff_t>(cut) + 1);
     EXPECT_EQ(r.outputs[0], want) << dec;
     EXPECT_EQ(r.timeline.requests[0].output_tokens, static_cast<int>(cut) + 1) << dec;
@@ -329,11 +329,11 @@ TEST(Engine, SchedulingARequestTwiceInOneStepIsAnError) {
     }
   } twice;
   Fixture f;
-  auto a = f.reg.create_attention("naive", f.reg.resolve(PluginKind::kAttention, "naive", {}, "t"));
-  auto q = f.reg.create_quantization("none", f.reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
-  auto d = f.reg.create_decoder("sampling", f.reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"));
-  Model model(f.weights, *q);
-  Engine engine(model, *a, twice, *d, f.pool, EngineOptions{});
+  auto a = f.reg.create_attention("naive", f.reg.resolve(PluginKind::kAttention, "naive", {}, "t"), f.device);
+  auto q = f.reg.create_quantization("none", f.reg.resolve(PluginKind::kQuantization, "none", {}, "t"), f.device);
+  auto d = f.reg.create_decoder("sampling", f.reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"), f.device);
+  Model model(f.weights, *q, f.device);
+  Engine engine(model, *a, twice, *d, EngineOptions{});
   try {
     engine.run(make_requests(1, 4, 2, 10));
     FAIL() << "expected an error";

@@ -367,9 +367,9 @@ TEST(HfCheckpoint, Stories260KInHalfRopeLayoutGivesSameLogits) {
 
   testing::FloatQuantization q1, q2;
   testing::RefAttention attention;
-  ThreadPool pool(1);
-  Model a(ref, q1), b(hf.weights, q2);
-  testing::SequenceRunner ra(a, attention, pool), rb(b, attention, pool);
+  CpuDevice device(1);
+  Model a(ref, q1, device), b(hf.weights, q2, device);
+  testing::SequenceRunner ra(a, attention), rb(b, attention);
   const std::vector<int> prompt = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
   const std::vector<float> la = ra.feed_all_logits(prompt);
   const std::vector<float> lb = rb.feed_all_logits(prompt);
@@ -381,8 +381,8 @@ TEST(HfCheckpoint, Stories260KInHalfRopeLayoutGivesSameLogits) {
   ModelWeights wrong = hf.weights;
   wrong.config.rope_style = RopeStyle::kInterleaved;
   testing::FloatQuantization q3;
-  Model m(wrong, q3);
-  testing::SequenceRunner rw(m, attention, pool);
+  Model m(wrong, q3, device);
+  testing::SequenceRunner rw(m, attention);
   const std::vector<float> lw = rw.feed_all_logits(prompt);
   float diff = 0.0f;
   for (std::size_t i = 0; i < la.size(); ++i) diff = std::max(diff, std::fabs(la[i] - lw[i]));

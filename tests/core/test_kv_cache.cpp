@@ -1,5 +1,6 @@
-// KvCache and BlockPool: block accounting, copy on write, truncation, slot mapping.
+// testing::PagedKv and BlockPool: block accounting, copy on write, truncation, slot mapping.
 #include "inferlab/kv_cache.h"
+#include "kv_fixtures.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +33,7 @@ KvCacheConfig cfg(int block_size, int num_blocks) {
 }
 
 // Writes a recognisable value to every float of positions [from, to) of seq, all layers.
-void write_tokens(KvCache& kv, int seq, int from, int to, float base) {
+void write_tokens(testing::PagedKv& kv, int seq, int from, int to, float base) {
   const int kv_dim = 8;
   for (int l = 0; l < 2; ++l)
     for (int p = from; p < to; ++p) {
@@ -44,7 +45,7 @@ void write_tokens(KvCache& kv, int seq, int from, int to, float base) {
     }
 }
 
-float k_value(const KvCache& kv, int seq, int layer, int pos, int c) {
+float k_value(const testing::PagedKv& kv, int seq, int layer, int pos, int c) {
   const KvLayerView view = kv.layer(layer);
   return view.k_at(kv.slot(seq, pos), 0)[c];
 }
@@ -74,14 +75,14 @@ TEST(BlockPool, HandsOutLowestIdsAndCountsReferences) {
 }
 
 TEST(KvCache, RejectsBadConfig) {
-  EXPECT_THROW(KvCache(tiny_model(), cfg(16, 0)), Error);
-  EXPECT_THROW(KvCache(tiny_model(), cfg(0, 8)), Error);
+  EXPECT_THROW(testing::PagedKv(tiny_model(), cfg(16, 0)), Error);
+  EXPECT_THROW(testing::PagedKv(tiny_model(), cfg(0, 8)), Error);
   ModelConfig empty;
-  EXPECT_THROW(KvCache(empty, cfg(16, 8)), Error);
+  EXPECT_THROW(testing::PagedKv(empty, cfg(16, 8)), Error);
 }
 
 TEST(KvCache, AccountsReservedUsedFreeAndPeak) {
-  KvCache kv(tiny_model(), cfg(4, 10));
+  testing::PagedKv kv(tiny_model(), cfg(4, 10));
   EXPECT_EQ(kv.bytes(), 2ull * 2 * 10 * 4 * 8 * sizeof(float));
   EXPECT_EQ(kv.blocks_needed(1, 9), 3);
   ASSERT_TRUE(kv.reserve(1, 9));
@@ -112,7 +113,7 @@ TEST(KvCache, AccountsReservedUsedFreeAndPeak) {
 }
 
 TEST(KvCache, ReserveIsAllOrNothingWhenThePoolIsShort) {
-  KvCache kv(tiny_model(), cfg(4, 5));
+  testing::PagedKv kv(tiny_model(), cfg(4, 5));
   ASSERT_TRUE(kv.reserve(1, 12));  // 3 blocks
   kv.set_length(1, 12);
   EXPECT_EQ(kv.blocks_needed(1, 24), 3);
@@ -130,7 +131,7 @@ TEST(KvCache, ReserveIsAllOrNothingWhenThePoolIsShort) {
 }
 
 TEST(KvCache, ForkSharesBlocksAndCopyOnWriteKeepsTheSourceIntact) {
-  KvCache kv(tiny_model(), cfg(4, 8));
+  testing::PagedKv kv(tiny_model(), cfg(4, 8));
   ASSERT_TRUE(kv.reserve(1, 6));
   write_tokens(kv, 1, 0, 6, 1000.0f);
   kv.set_length(1, 6);
@@ -174,7 +175,7 @@ TEST(KvCache, ForkSharesBlocksAndCopyOnWriteKeepsTheSourceIntact) {
 }
 
 TEST(KvCache, TruncateKeepsOrReleasesCapacity) {
-  KvCache kv(tiny_model(), cfg(4, 8));
+  testing::PagedKv kv(tiny_model(), cfg(4, 8));
   ASSERT_TRUE(kv.reserve(1, 14));
   kv.set_length(1, 14);
   kv.truncate(1, 9, /*keep_capacity=*/true);
@@ -194,7 +195,7 @@ TEST(KvCache, TruncateKeepsOrReleasesCapacity) {
 }
 
 TEST(KvCache, FreeReturnsEverything) {
-  KvCache kv(tiny_model(), cfg(3, 12));
+  testing::PagedKv kv(tiny_model(), cfg(3, 12));
   for (int seq = 0; seq < 4; ++seq) {
     ASSERT_TRUE(kv.reserve(seq, 3 * seq + 2));
     kv.set_length(seq, 3 * seq + 1);
@@ -213,7 +214,7 @@ TEST(KvCache, FreeReturnsEverything) {
 
 TEST(KvCache, OneBlockPerSequenceWhenBlockCoversMaxLength) {
   // Contiguous-style: block_size >= the longest sequence, reservation up front.
-  KvCache kv(tiny_model(), cfg(64, 3));
+  testing::PagedKv kv(tiny_model(), cfg(64, 3));
   for (int seq = 0; seq < 3; ++seq) {
     ASSERT_TRUE(kv.reserve(seq, 64));
     EXPECT_EQ(kv.block_table(seq).size(), 1u);
@@ -229,7 +230,7 @@ TEST(KvCache, OneBlockPerSequenceWhenBlockCoversMaxLength) {
 }
 
 TEST(KvCache, SlotMappingFollowsTheBlockTable) {
-  KvCache kv(tiny_model(), cfg(4, 8));
+  testing::PagedKv kv(tiny_model(), cfg(4, 8));
   ASSERT_TRUE(kv.reserve(1, 4));  // block 0
   ASSERT_TRUE(kv.reserve(2, 4));  // block 1
   ASSERT_TRUE(kv.reserve(1, 8));  // block 2
@@ -251,7 +252,7 @@ TEST(KvCache, SlotMappingFollowsTheBlockTable) {
 }
 
 TEST(KvCache, InvalidUseThrows) {
-  KvCache kv(tiny_model(), cfg(4, 4));
+  testing::PagedKv kv(tiny_model(), cfg(4, 4));
   EXPECT_THROW(kv.set_length(1, 1), Error);
   EXPECT_THROW(kv.length(1), Error);
   EXPECT_THROW(kv.block_table(1), Error);

@@ -39,12 +39,12 @@ TEST(ModelGolden, Stories260kGreedyMatchesLlama2c) {
   INFERLAB_REQUIRE_FILE(stories_path());
   const LoadedModel loaded = load_model(stories_path());
   ASSERT_NE(loaded.tokenizer, nullptr);
+  CpuDevice device(2);
   FloatQuantization quant;
-  Model model(loaded.weights, quant);
+  Model model(loaded.weights, quant, device);
   EXPECT_EQ(quant.linears_built(), 5 * 7 + 1);
   RefAttention attention;
-  ThreadPool pool(2);
-  const std::vector<int> tokens = testing::generate_greedy(model, attention, pool, 1, 256);
+  const std::vector<int> tokens = testing::generate_greedy(model, attention, 1, 256);
   const std::string text = loaded.tokenizer->decode(tokens);
   std::printf("[golden] %zu tokens, stopped by %s:\n%s\n", tokens.size(),
               tokens.size() + 1 < 256 ? "BOS" : "the 256-step limit", text.c_str());
@@ -58,8 +58,9 @@ TEST(ModelGolden, Stories260kGreedyMatchesLlama2c) {
 TEST(ModelGolden, WeightBytesCountLinearsEmbeddingAndNorms) {
   INFERLAB_REQUIRE_FILE(stories_path());
   const LoadedModel loaded = load_model(stories_path());
+  CpuDevice device(2);
   FloatQuantization quant;
-  Model model(loaded.weights, quant);
+  Model model(loaded.weights, quant, device);
   // All parameters once, plus the classifier linear built from a copy of the tied embedding.
   EXPECT_EQ(model.weight_bytes(), (260032u + 512u * 64u) * 4u);
 }
@@ -67,19 +68,19 @@ TEST(ModelGolden, WeightBytesCountLinearsEmbeddingAndNorms) {
 TEST(ModelGolden, PrefillInOneBatchEqualsTokenByToken) {
   INFERLAB_REQUIRE_FILE(stories_path());
   const LoadedModel loaded = load_model(stories_path());
+  CpuDevice device(2);
   FloatQuantization quant;
-  Model model(loaded.weights, quant);
+  Model model(loaded.weights, quant, device);
   RefAttention attention;
-  ThreadPool pool(2);
   const std::vector<int> prompt = loaded.tokenizer->encode("Once upon a time, there was a little dog who", true);
   ASSERT_GT(prompt.size(), 8u);
   const int vocab = model.config().vocab_size;
 
-  SequenceRunner batched(model, attention, pool, 4);  // small blocks: the prompt spans several
+  SequenceRunner batched(model, attention, 4);  // small blocks: the prompt spans several
   const std::vector<float> all = batched.feed_all_logits(prompt);
   ASSERT_EQ(all.size(), prompt.size() * static_cast<std::size_t>(vocab));
 
-  SequenceRunner stepped(model, attention, pool, 4);
+  SequenceRunner stepped(model, attention, 4);
   for (std::size_t i = 0; i < prompt.size(); ++i) {
     const std::vector<float>& one = stepped.feed({prompt[i]});
     EXPECT_LT(max_abs_diff(one.data(), &all[i * static_cast<std::size_t>(vocab)], static_cast<std::size_t>(vocab)),
@@ -88,7 +89,7 @@ TEST(ModelGolden, PrefillInOneBatchEqualsTokenByToken) {
   }
 
   // Chunked prefill (3, then the rest) lands on the same last-row logits.
-  SequenceRunner chunked(model, attention, pool, 4);
+  SequenceRunner chunked(model, attention, 4);
   chunked.feed({prompt.begin(), prompt.begin() + 3});
   const std::vector<float> last = chunked.feed({prompt.begin() + 3, prompt.end()});
   EXPECT_LT(max_abs_diff(last.data(), &all[(prompt.size() - 1) * static_cast<std::size_t>(vocab)],
@@ -99,58 +100,41 @@ TEST(ModelGolden, PrefillInOneBatchEqualsTokenByToken) {
 TEST(ModelGolden, MixedBatchOfTwoSequencesEqualsSeparateRuns) {
   INFERLAB_REQUIRE_FILE(stories_path());
   const LoadedModel loaded = load_model(stories_path());
+  CpuDevice device(2);
   FloatQuantization quant;
-  Model model(loaded.weights, quant);
+  Model model(loaded.weights, quant, device);
   RefAttention attention;
-  ThreadPool pool(2);
   const int vocab = model.config().vocab_size;
   const std::vector<int> a = loaded.tokenizer->encode("The cat sat", true);
   const std::vector<int> b = loaded.tokenizer->encode("Tom had a red car and", true);
 
   // Separate: a prefilled whole; b's last token decoded after the rest.
-  SequenceRunner ra(model, attention, pool, 4), rb(model, attention, pool, 4);
+  SequenceRunner ra(model, attention, 4), rb(model, attention, 4);
   const std::vector<float> want_a = ra.feed(a);
   rb.feed({b.begin(), b.end() - 1});
   const std::vector<float> want_b = rb.feed({b.back()});
 
   // Together: seq 7 = b's prefix already cached, decodes 1 row; seq 3 prefills a in the same step.
-  KvCache kv(model.config(), KvCacheConfig{4, 64, false});
+  BlockManager kv(KvCacheConfig{4, 64, false});
+  KvStorage storage(model.device(), model.config(), 64, 4);
+  std::vector<BlockCopy> copies;
   std::vector<float> logits;
   StepBatch batch;
   const int nb = static_cast<int>(b.size());
-  ASSERT_TRUE(kv.reserve(7, nb - 1));
-  batch.clear();
-  for (int i = 0; i + 1 < nb; ++i) {
-    batch.tokens.push_back(b[static_cast<std::size_t>(i)]);
-    batch.positions.push_back(i);
-    batch.slots.push_back(kv.slot(7, i));
-  }
-  batch.query_start.push_back(nb - 1);
-  batch.context_len.push_back(nb - 1);
-  batch.block_tables.push_back(kv.block_table(7));
-  model.forward(batch, kv, attention, pool, logits);
+  ASSERT_TRUE(kv.reserve(7, nb - 1, copies));
+  batch.add_sequence(std::span<const int>(b).first(static_cast<std::size_t>(nb - 1)), 0, kv.block_table(7), 4);
+  model.forward(batch, storage, attention, logits);
   EXPECT_TRUE(logits.empty());
   kv.set_length(7, nb - 1);
 
-  ASSERT_TRUE(kv.reserve(7, nb));
-  ASSERT_TRUE(kv.reserve(3, static_cast<int>(a.size())));
+  ASSERT_TRUE(kv.reserve(7, nb, copies));
+  ASSERT_TRUE(kv.reserve(3, static_cast<int>(a.size()), copies));
+  EXPECT_TRUE(copies.empty());
   batch.clear();
-  batch.tokens.push_back(b.back());
-  batch.positions.push_back(nb - 1);
-  batch.slots.push_back(kv.slot(7, nb - 1));
-  batch.query_start.push_back(1);
-  batch.context_len.push_back(nb);
-  batch.block_tables.push_back(kv.block_table(7));
-  for (int i = 0; i < static_cast<int>(a.size()); ++i) {
-    batch.tokens.push_back(a[static_cast<std::size_t>(i)]);
-    batch.positions.push_back(i);
-    batch.slots.push_back(kv.slot(3, i));
-  }
-  batch.query_start.push_back(batch.rows());
-  batch.context_len.push_back(static_cast<int>(a.size()));
-  batch.block_tables.push_back(kv.block_table(3));
-  batch.logit_rows = {0, batch.rows() - 1};
-  model.forward(batch, kv, attention, pool, logits);
+  batch.add_sequence(std::span<const int>(b).last(1), nb - 1, kv.block_table(7), 4, 0, 1);
+  batch.add_sequence(a, 0, kv.block_table(3), 4, static_cast<int>(a.size()) - 1, static_cast<int>(a.size()));
+  EXPECT_EQ(batch.logit_rows, (std::vector<int>{0, batch.rows() - 1}));
+  model.forward(batch, storage, attention, logits);
   ASSERT_EQ(logits.size(), 2u * static_cast<std::size_t>(vocab));
   EXPECT_LT(max_abs_diff(logits.data(), want_b.data(), static_cast<std::size_t>(vocab)), 1e-4);
   EXPECT_LT(max_abs_diff(&logits[static_cast<std::size_t>(vocab)], want_a.data(), static_cast<std::size_t>(vocab)),
@@ -237,11 +221,11 @@ TEST(Model, MatchesNaiveReferenceForwardOnEveryArchitectureOption) {
       const ModelWeights w = random_weights(c, 5);
       const std::vector<int> tokens = {1, 17, 42, 96, 0, 5, 5, 63, 88, 2, 30};
       const std::vector<float> want = reference_forward(w, tokens);
+      CpuDevice device(2);
       FloatQuantization quant;
-      Model model(w, quant);
+      Model model(w, quant, device);
       RefAttention attention;
-      ThreadPool pool(2);
-      SequenceRunner runner(model, attention, pool, 4);
+      SequenceRunner runner(model, attention, 4);
       const std::vector<float> got = runner.feed_all_logits(tokens);
       ASSERT_EQ(got.size(), want.size());
       double scale = 0;
@@ -253,11 +237,11 @@ TEST(Model, MatchesNaiveReferenceForwardOnEveryArchitectureOption) {
 
 TEST(Model, RandomPresetGivesFiniteVariedLogits) {
   const ModelWeights w = random_weights(preset_config("stories15m"), 11);
+  CpuDevice device(2);
   FloatQuantization quant;
-  Model model(w, quant);
+  Model model(w, quant, device);
   RefAttention attention;
-  ThreadPool pool(2);
-  SequenceRunner runner(model, attention, pool);
+  SequenceRunner runner(model, attention);
   const std::vector<float> logits = runner.feed({1, 400, 9000, 31999});
   double s = 0, ss = 0;
   for (float v : logits) {
@@ -274,28 +258,21 @@ TEST(Model, RejectsBadTokensAndSlots) {
   ModelConfig c = preset_config("stories260k");
   c.n_layers = 1;
   const ModelWeights w = random_weights(c, 2);
+  CpuDevice device(2);
   FloatQuantization quant;
-  Model model(w, quant);
+  Model model(w, quant, device);
   RefAttention attention;
-  ThreadPool pool(1);
-  KvCache kv(c, KvCacheConfig{16, 2, false});
-  ASSERT_TRUE(kv.reserve(0, 1));
+  KvStorage kv(device, c, 2, 16);
+  const std::vector<int> table = {0};
   StepBatch batch;
-  batch.clear();
-  batch.tokens = {512};
-  batch.positions = {0};
-  batch.slots = {kv.slot(0, 0)};
-  batch.query_start.push_back(1);
-  batch.context_len = {1};
-  batch.block_tables = {kv.block_table(0)};
-  batch.logit_rows = {0};
+  batch.add_sequence(std::vector<int>{512}, 0, table, 16, 0, 1);
   std::vector<float> logits;
-  EXPECT_THROW(model.forward(batch, kv, attention, pool, logits), Error);
+  EXPECT_THROW(model.forward(batch, kv, attention, logits), Error);
   batch.tokens = {5};
   batch.slots = {32};
-  EXPECT_THROW(model.forward(batch, kv, attention, pool, logits), Error);
-  batch.slots = {kv.slot(0, 0)};
-  EXPECT_NO_THROW(model.forward(batch, kv, attention, pool, logits));
+  EXPECT_THROW(model.forward(batch, kv, attention, logits), Error);
+  batch.slots = {0};
+  EXPECT_NO_THROW(model.forward(batch, kv, attention, logits));
   EXPECT_EQ(logits.size(), 512u);
 }
 

@@ -6,6 +6,7 @@
 
 #include "inferlab/engine.h"
 #include "inferlab/kv_cache.h"
+#include "kv_fixtures.h"
 #include "inferlab/registry.h"
 #include "inferlab/workload.h"
 #include "test_support.h"
@@ -34,12 +35,12 @@ std::vector<int> seq_tokens(int n, int first = 10) {
 }
 
 // Writes a recognisable value into every slot of seq's first `n` positions (layer 0, K).
-void fill(KvCache& kv, int seq, int n, float value) {
+void fill(testing::PagedKv& kv, int seq, int n, float value) {
   for (int p = 0; p < n; ++p) kv.k_slot(0, kv.slot(seq, p))[0] = value + static_cast<float>(p);
 }
 
 TEST(PrefixCache, PublishedFullBlocksAreFoundAgain) {
-  KvCache kv(tiny_model(), caching(16));
+  testing::PagedKv kv(tiny_model(), caching(16));
   auto tokens = seq_tokens(10);  // 2 full blocks of 4 + 2 tokens
   ASSERT_TRUE(kv.reserve(1, 10));
   fill(kv, 1, 10, 100.0f);
@@ -61,7 +62,7 @@ TEST(PrefixCache, PublishedFullBlocksAreFoundAgain) {
 }
 
 TEST(PrefixCache, FreedBlocksStayCachedUntilThePoolNeedsThem) {
-  KvCache kv(tiny_model(), caching(4));
+  testing::PagedKv kv(tiny_model(), caching(4));
   auto a = seq_tokens(8);
   ASSERT_TRUE(kv.reserve(1, 8));
   kv.set_length(1, 8);
@@ -86,7 +87,7 @@ TEST(PrefixCache, FreedBlocksStayCachedUntilThePoolNeedsThem) {
 }
 
 TEST(PrefixCache, EvictsLeastRecentlyReleasedFirst) {
-  KvCache kv(tiny_model(), caching(3));
+  testing::PagedKv kv(tiny_model(), caching(3));
   auto a = seq_tokens(4, 10), b = seq_tokens(4, 50);
   ASSERT_TRUE(kv.reserve(1, 4));
   kv.set_length(1, 4);
@@ -104,7 +105,7 @@ TEST(PrefixCache, EvictsLeastRecentlyReleasedFirst) {
 TEST(PrefixCache, DisabledIsANoOp) {
   KvCacheConfig c = caching(8);
   c.prefix_caching = false;
-  KvCache kv(tiny_model(), c);
+  testing::PagedKv kv(tiny_model(), c);
   auto t = seq_tokens(8);
   ASSERT_TRUE(kv.reserve(1, 8));
   kv.set_length(1, 8);
@@ -115,7 +116,7 @@ TEST(PrefixCache, DisabledIsANoOp) {
 }
 
 TEST(PrefixCache, GrowingPastASharedPrefixAllocatesOnlyNewBlocks) {
-  KvCache kv(tiny_model(), caching(16));
+  testing::PagedKv kv(tiny_model(), caching(16));
   auto t = seq_tokens(8);
   ASSERT_TRUE(kv.reserve(1, 8));
   fill(kv, 1, 8, 0.0f);
@@ -143,20 +144,20 @@ struct EngineRun {
 EngineRun run_engine(const std::vector<Request>& reqs, bool prefix, int num_blocks, const std::string& decoding) {
   static Registry reg({testing::plugin_dir()});
   static ModelWeights w = random_weights(preset_config("stories260k"), 9);
-  auto a = reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"));
-  auto q = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
+  CpuDevice device(2);
+  auto a = reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"), device);
+  auto q = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"), device);
   auto s = reg.create_scheduler("continuous", reg.resolve(PluginKind::kScheduling, "continuous",
-                                                          {{"max_tokens", std::int64_t{64}}}, "t"));
-  auto d = reg.create_decoder(decoding, reg.resolve(PluginKind::kDecoding, decoding, {}, "t"));
-  Model model(w, *q);
-  ThreadPool pool(2);
+                                                          {{"max_tokens", std::int64_t{64}}}, "t"), device);
+  auto d = reg.create_decoder(decoding, reg.resolve(PluginKind::kDecoding, decoding, {}, "t"), device);
+  Model model(w, *q, device);
   EngineOptions eo;
   eo.kv.block_size = 8;
   eo.kv.num_blocks = num_blocks;
   eo.kv.prefix_caching = prefix;
   double fake = 0;
   eo.clock = [&fake] { return fake += 0.001; };
-  Engine engine(model, *a, *s, *d, pool, eo);
+  Engine engine(model, *a, *s, *d, eo);
   EngineRun r;
   r.result = engine.run(reqs);
   for (const auto& st : r.result.timeline.steps) r.prefill_tokens += st.prefill_tokens;

@@ -30,11 +30,11 @@ TEST(Quality, MeanNllMatchesAHandComputationFromLogits) {
   ModelWeights w = random_weights(preset_config("stories260k"), 5);
   testing::FloatQuantization q;
   testing::RefAttention att;
-  Model model(w, q);
-  ThreadPool pool(2);
+  CpuDevice device(2);
+  Model model(w, q, device);
   auto tokens = some_tokens(40, 512, 1);
 
-  testing::SequenceRunner runner(model, att, pool);
+  testing::SequenceRunner runner(model, att);
   const auto& logits = runner.feed_all_logits(tokens);  // [40, vocab]
   double nll = 0;
   for (int i = 0; i + 1 < 40; ++i) {
@@ -45,7 +45,7 @@ TEST(Quality, MeanNllMatchesAHandComputationFromLogits) {
   }
   nll /= 39;
 
-  auto r = evaluate_perplexity(model, att, pool, tokens, 0, 0);
+  auto r = evaluate_perplexity(model, att, tokens, 0, 0);
   EXPECT_EQ(r.tokens, 39);
   EXPECT_NEAR(r.mean_nll, nll, 1e-4);
   EXPECT_NEAR(r.perplexity, std::exp(nll), 1e-3 * std::exp(nll));
@@ -55,13 +55,13 @@ TEST(Quality, SlidingWindowsPredictEveryTokenOnce) {
   ModelWeights w = random_weights(preset_config("stories260k"), 6);
   testing::FloatQuantization q;
   testing::RefAttention att;
-  Model model(w, q);
-  ThreadPool pool(2);
+  CpuDevice device(2);
+  Model model(w, q, device);
   auto tokens = some_tokens(100, 512, 2);
-  EXPECT_EQ(evaluate_perplexity(model, att, pool, tokens, 32, 16).tokens, 99);  // sliding: all targets
-  EXPECT_EQ(evaluate_perplexity(model, att, pool, tokens, 32, 32).tokens, 96);  // disjoint: 31+31+31+3
+  EXPECT_EQ(evaluate_perplexity(model, att, tokens, 32, 16).tokens, 99);  // sliding: all targets
+  EXPECT_EQ(evaluate_perplexity(model, att, tokens, 32, 32).tokens, 96);  // disjoint: 31+31+31+3
   std::vector<std::vector<float>> lp;
-  evaluate_perplexity(model, att, pool, tokens, 0, 0, &lp);
+  evaluate_perplexity(model, att, tokens, 0, 0, &lp);
   ASSERT_EQ(lp.size(), 99u);
   double mass = 0;
   for (float x : lp[0]) mass += std::exp(x);
@@ -72,16 +72,16 @@ TEST(Quality, ContextOfOneTokenIsAnErrorNotPerplexityOne) {
   ModelWeights w = random_weights(preset_config("stories260k"), 6);
   testing::FloatQuantization q;
   testing::RefAttention att;
-  Model model(w, q);
-  ThreadPool pool(1);
+  CpuDevice device(1);
+  Model model(w, q, device);
   auto tokens = some_tokens(20, 512, 3);
   try {
-    evaluate_perplexity(model, att, pool, tokens, 1, 0);  // predicted nothing and reported perplexity 1
+    evaluate_perplexity(model, att, tokens, 1, 0);  // predicted nothing and reported perplexity 1
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("context of at least 2 tokens, got 1"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(evaluate_perplexity(model, att, pool, tokens, 2, 0).tokens, 10);  // 10 windows of 2: one target each
+  EXPECT_EQ(evaluate_perplexity(model, att, tokens, 2, 0).tokens, 10);  // 10 windows of 2: one target each
 }
 
 // fp32 vs int8 on a real checkpoint over the first `max_tokens` tokens of the committed text:
@@ -91,11 +91,11 @@ void expect_int8_close_to_fp32(const std::string& path, int max_tokens, double m
   LoadedModel m = load_model(path);
   ASSERT_TRUE(m.tokenizer);
   Registry reg({testing::plugin_dir()});
-  auto att = reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"));
-  auto none = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"));
-  auto int8 = reg.create_quantization("int8", reg.resolve(PluginKind::kQuantization, "int8", {}, "t"));
-  Model fp32(m.weights, *none), q8(m.weights, *int8);
-  ThreadPool pool(2);
+  CpuDevice device(2);
+  auto att = reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"), device);
+  auto none = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"), device);
+  auto int8 = reg.create_quantization("int8", reg.resolve(PluginKind::kQuantization, "int8", {}, "t"), device);
+  Model fp32(m.weights, *none, device), q8(m.weights, *int8, device);
   std::ifstream in(testing::source_dir() + "/experiments/data/eval.txt");
   std::stringstream text;
   text << in.rdbuf();
@@ -104,7 +104,7 @@ void expect_int8_close_to_fp32(const std::string& path, int max_tokens, double m
   spec.max_tokens = max_tokens;
   auto tokens = quality_tokens(text.str(), m.tokenizer.get(), m.weights.config.vocab_size, spec.max_tokens);
   ASSERT_EQ(tokens.size(), static_cast<std::size_t>(max_tokens));
-  QualityEvaluator eval(spec, tokens, pool);
+  QualityEvaluator eval(spec, tokens);
   auto base = eval.evaluate("baseline", fp32, *att, true);
   auto var = eval.evaluate("int8", q8, *att, false);
   std::map<std::string, double> b(base.begin(), base.end()), v(var.begin(), var.end());

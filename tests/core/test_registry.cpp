@@ -102,7 +102,8 @@ TEST(Registry, CreatedObjectsOutliveTheRegistry) {
   std::shared_ptr<Decoder> dec;
   {
     Registry reg({testing::plugin_dir()});
-    dec = reg.create_decoder("sampling", reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"));
+    CpuDevice device(1);
+    dec = reg.create_decoder("sampling", reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"), device);
   }
   float logits[4] = {0.1f, 2.0f, -1.0f, 0.5f};
   std::vector<int> out;

@@ -67,10 +67,10 @@ TEST(SmolLM2, GreedyKnowsTheCapitalOfFrance) {
   LoadedModel m = load_gguf(path);
   testing::FloatQuantization quant;
   testing::RefAttention attention;
-  ThreadPool pool(2);
-  Model model(m.weights, quant);
+  CpuDevice device(2);
+  Model model(m.weights, quant, device);
   m.weights = ModelWeights{};  // the Model holds its own copy
-  testing::SequenceRunner runner(model, attention, pool, 16, 8);
+  testing::SequenceRunner runner(model, attention, 16, 8);
   std::vector<int> next = m.tokenizer->encode("The capital of France is", false);
   std::vector<int> out;
   for (int step = 0; step < 6; ++step) {

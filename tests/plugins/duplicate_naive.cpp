@@ -5,7 +5,7 @@ namespace {
 class NoAttention final : public inferlab::Attention {
  public:
   void forward(const inferlab::AttentionBatch&, const inferlab::KvLayerView&, const float*, float*,
-               inferlab::ThreadPool&) override {}
+               inferlab::Device&) override {}
 };
 inferlab::PluginDescriptor describe() {
   inferlab::PluginDescriptor d;
@@ -13,7 +13,7 @@ inferlab::PluginDescriptor describe() {
   d.name = "naive";
   d.version = "0.0.1";
   d.summary = "duplicate name for registry tests";
-  d.make_attention = [](const inferlab::Params&) { return std::make_unique<NoAttention>(); };
+  d.make_attention = [](const inferlab::PluginContext&) { return std::make_unique<NoAttention>(); };
   return d;
 }
 }  // namespace

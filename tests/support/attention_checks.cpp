@@ -18,8 +18,8 @@ AttentionProblemSpec problem_spec(std::vector<SeqShape> seqs, int block_size, He
 void expect_attention_matches_reference(Attention& attention, const AttentionProblemSpec& spec, double tolerance,
                                         int threads) {
   AttentionProblem problem(spec);
-  ThreadPool pool(threads);
-  const std::vector<float> got = run_attention(attention, problem, pool);
+  CpuDevice device(threads);
+  const std::vector<float> got = run_attention(attention, problem, device);
   EXPECT_EQ(count_non_finite(got), 0u);
   EXPECT_LT(max_relative_error(got, reference_output(problem)), tolerance);
 }

@@ -40,6 +40,8 @@ AttentionProblem::AttentionProblem(const AttentionProblemSpec& spec) : spec_(spe
   const std::size_t floats = static_cast<std::size_t>(total_blocks) * bs * kv_dim;
   k_.assign(floats, nan);
   v_.assign(floats, nan);
+  num_blocks_ = total_blocks;
+  for (const SeqShape& s : spec.seqs) max_blocks_ = std::max(max_blocks_, (s.context_len + bs - 1) / bs);
   std::size_t next = 0;
   for (const SeqShape& s : spec.seqs) {
     std::vector<int> table;
@@ -51,9 +53,9 @@ AttentionProblem::AttentionProblem(const AttentionProblemSpec& spec) : spec_(spe
         v_[slot * kv_dim + c] = static_cast<float>(rng.uniform() * 2.0 - 1.0);
       }
     }
-    tables_.push_back(std::move(table));
+    table.resize(static_cast<std::size_t>(max_blocks_), -1);  // padding nobody may read
+    block_table_.insert(block_table_.end(), table.begin(), table.end());
   }
-  for (const auto& t : tables_) spans_.emplace_back(t);
 
   q_.resize(static_cast<std::size_t>(rows()) * spec.n_heads * spec.head_dim);
   for (float& x : q_) x = static_cast<float>(rng.normal()) * spec.q_scale;
@@ -63,7 +65,8 @@ AttentionBatch AttentionProblem::batch() const {
   AttentionBatch b;
   b.query_start = query_start_;
   b.context_len = context_len_;
-  b.block_tables = spans_;
+  b.block_table = block_table_;
+  b.max_blocks = max_blocks_;
   b.n_heads = spec_.n_heads;
   b.n_kv_heads = spec_.n_kv_heads;
   b.head_dim = spec_.head_dim;
@@ -75,6 +78,7 @@ KvLayerView AttentionProblem::kv() const {
   KvLayerView view;
   view.k = k_.data();
   view.v = v_.data();
+  view.num_blocks = num_blocks_;
   view.block_size = spec_.block_size;
   view.n_kv_heads = spec_.n_kv_heads;
   view.head_dim = spec_.head_dim;
@@ -105,9 +109,9 @@ std::vector<float> reference_output(const AttentionProblem& problem) {
 }
 
 std::vector<float> run_attention(Attention& attention, const AttentionProblem& problem,
-                                 ThreadPool& pool) {
+                                 Device& device) {
   std::vector<float> out(problem.out_size(), std::numeric_limits<float>::quiet_NaN());
-  attention.forward(problem.batch(), problem.kv(), problem.q(), out.data(), pool);
+  attention.forward(problem.batch(), problem.kv(), problem.q(), out.data(), device);
   return out;
 }
 

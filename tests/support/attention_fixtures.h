@@ -9,7 +9,7 @@
 
 #include "inferlab/attention.h"
 #include "inferlab/kv_cache.h"
-#include "inferlab/thread_pool.h"
+#include "inferlab/device.h"
 
 namespace inferlab::testing {
 
@@ -49,8 +49,9 @@ class AttentionProblem {
   AttentionProblemSpec spec_;
   std::vector<int> query_start_;             // [n_seqs + 1]
   std::vector<int> context_len_;             // [n_seqs]
-  std::vector<std::vector<int>> tables_;     // [n_seqs][blocks]
-  std::vector<std::span<const int>> spans_;  // [n_seqs]
+  std::vector<int> block_table_;             // [n_seqs, max_blocks] padded with -1
+  int max_blocks_ = 0;
+  int num_blocks_ = 0;
   std::vector<float> k_, v_;  // [num_blocks, block_size, n_kv_heads, head_dim]
   std::vector<float> q_;      // [rows, n_heads, head_dim]
 };
@@ -64,7 +65,7 @@ std::vector<SeqShape> mixed_step_shapes();
 std::vector<float> reference_output(const AttentionProblem& problem);
 // out of `attention` on the problem; the buffer starts NaN-filled so unwritten rows show.
 std::vector<float> run_attention(Attention& attention, const AttentionProblem& problem,
-                                 ThreadPool& pool);
+                                 Device& device);
 
 // max |got - want| / max |want| (0 when both are all zero).
 double max_relative_error(std::span<const float> got, std::span<const float> want);

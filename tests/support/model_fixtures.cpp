@@ -13,8 +13,8 @@ class FloatLinear final : public Linear {
   FloatLinear(std::vector<float> w, int out, int in) : Linear(out, in), w_(std::move(w)) {
     check(w_.size() == static_cast<std::size_t>(out) * static_cast<std::size_t>(in), "FloatLinear: bad size");
   }
-  void forward(const float* x, float* y, int n, ThreadPool& pool) const override {
-    cpu::matmul_f32(x, w_.data(), y, n, out_features(), in_features(), pool);
+  void forward(const float* x, float* y, int n, Device& device) const override {
+    cpu::matmul_f32(x, w_.data(), y, n, out_features(), in_features(), cpu_pool(device, "test FloatLinear"));
   }
   std::uint64_t weight_bytes() const override { return w_.size() * sizeof(float); }
 
@@ -31,19 +31,21 @@ std::unique_ptr<Linear> FloatQuantization::make_linear(const std::string& /*name
 }
 
 void RefAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-                           ThreadPool& /*pool*/) {
+                           Device& /*device*/) {
   ref::ref_paged_attention(batch, kv, q, out);
 }
 
-SequenceRunner::SequenceRunner(Model& model, Attention& attention, ThreadPool& pool, int block_size,
-                               int num_blocks)
+namespace {
+int runner_blocks(const Model& model, int block_size, int num_blocks) {
+  return num_blocks > 0 ? num_blocks : (model.config().max_seq_len + block_size - 1) / block_size;
+}
+}  // namespace
+
+SequenceRunner::SequenceRunner(Model& model, Attention& attention, int block_size, int num_blocks)
     : model_(model),
       attention_(attention),
-      pool_(pool),
-      kv_(model.config(), KvCacheConfig{block_size,
-                                        num_blocks > 0 ? num_blocks
-                                                       : (model.config().max_seq_len + block_size - 1) / block_size,
-                                        false}) {}
+      kv_(KvCacheConfig{block_size, runner_blocks(model, block_size, num_blocks), false}),
+      storage_(model.device(), model.config(), runner_blocks(model, block_size, num_blocks), block_size) {}
 
 const std::vector<float>& SequenceRunner::feed(const std::vector<int>& tokens) { return step(tokens, false); }
 
@@ -54,24 +56,18 @@ const std::vector<float>& SequenceRunner::feed_all_logits(const std::vector<int>
 const std::vector<float>& SequenceRunner::step(const std::vector<int>& tokens, bool all_logits) {
   const int start = kv_.has(0) ? kv_.length(0) : 0;
   const int end = start + static_cast<int>(tokens.size());
-  check(kv_.reserve(0, end), "SequenceRunner: KV cache full");
+  std::vector<BlockCopy> copies;  // one private sequence: never any
+  check(kv_.reserve(0, end, copies), "SequenceRunner: KV cache full");
   batch_.clear();
-  for (int i = 0; i < static_cast<int>(tokens.size()); ++i) {
-    batch_.tokens.push_back(tokens[static_cast<std::size_t>(i)]);
-    batch_.positions.push_back(start + i);
-    batch_.slots.push_back(kv_.slot(0, start + i));
-    if (all_logits || i + 1 == static_cast<int>(tokens.size())) batch_.logit_rows.push_back(i);
-  }
-  batch_.query_start.push_back(static_cast<int>(tokens.size()));
-  batch_.context_len.push_back(end);
-  batch_.block_tables.push_back(kv_.block_table(0));
-  model_.forward(batch_, kv_, attention_, pool_, logits_);
+  const int n = static_cast<int>(tokens.size());
+  batch_.add_sequence(tokens, start, kv_.block_table(0), kv_.block_size(), all_logits ? 0 : n - 1, n);
+  model_.forward(batch_, storage_, attention_, logits_);
   kv_.set_length(0, end);
   return logits_;
 }
 
-std::vector<int> generate_greedy(Model& model, Attention& attention, ThreadPool& pool, int bos, int max_steps) {
-  SequenceRunner runner(model, attention, pool);
+std::vector<int> generate_greedy(Model& model, Attention& attention, int bos, int max_steps) {
+  SequenceRunner runner(model, attention);
   std::vector<int> out;
   int token = bos;
   for (int pos = 0; pos < max_steps; ++pos) {

@@ -1,6 +1,6 @@
 // Test doubles for building and running a Model without the plugin registry: float linears on
 // the fast CPU matmul, attention through the reference kernel, and a single-sequence runner
-// that drives a real KvCache.
+// that drives a real BlockManager and KvStorage.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,7 +10,7 @@
 #include "inferlab/kv_cache.h"
 #include "inferlab/model.h"
 #include "inferlab/quantization.h"
-#include "inferlab/thread_pool.h"
+#include "inferlab/device.h"
 
 namespace inferlab::testing {
 
@@ -29,27 +29,29 @@ class FloatQuantization final : public Quantization {
 class RefAttention final : public Attention {
  public:
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-               ThreadPool& pool) override;
+               Device& device) override;
 };
 
-// One sequence (id 0) fed through a Model step by step, owning its KvCache.
+// One sequence (id 0) fed through a Model step by step (on the model's device), owning its
+// KV cache.
 class SequenceRunner {
  public:
-  SequenceRunner(Model& model, Attention& attention, ThreadPool& pool, int block_size = 16,
+  SequenceRunner(Model& model, Attention& attention, int block_size = 16,
                  int num_blocks = 0 /* 0: enough for max_seq_len */);
   // Appends `tokens` in one step; returns the logits of its last row ([vocab]).
   const std::vector<float>& feed(const std::vector<int>& tokens);
   // As feed, but returns logits of every row ([tokens.size(), vocab]).
   const std::vector<float>& feed_all_logits(const std::vector<int>& tokens);
   int length() const { return kv_.length(0); }
-  KvCache& kv() { return kv_; }
+  BlockManager& kv() { return kv_; }
+  KvStorage& storage() { return storage_; }
 
  private:
   const std::vector<float>& step(const std::vector<int>& tokens, bool all_logits);
   Model& model_;
   Attention& attention_;
-  ThreadPool& pool_;
-  KvCache kv_;
+  BlockManager kv_;
+  KvStorage storage_;
   StepBatch batch_;
   std::vector<float> logits_;
 };
@@ -57,6 +59,6 @@ class SequenceRunner {
 // Greedy generation as llama2.c run.c: feed `bos` at position 0, take the argmax each step,
 // stop when the model emits `bos` or after `max_steps` positions. Returns the generated ids
 // (without the leading BOS, without the final BOS).
-std::vector<int> generate_greedy(Model& model, Attention& attention, ThreadPool& pool, int bos, int max_steps);
+std::vector<int> generate_greedy(Model& model, Attention& attention, int bos, int max_steps);
 
 }  // namespace inferlab::testing

@@ -1,13 +1,14 @@
-// Attention strategy interface. Reads K/V only through block tables (paged is the only
-// layout). One batch mixes prefill chunks and decode tokens; several query rows per sequence
-// are the norm (chunked prefill, speculative verification); GQA maps head h to kv head
+// Attention strategy interface. Reads K/V only through block tables (paged is the only layout).
+// One batch mixes prefill chunks and decode tokens; several query rows per sequence are the
+// norm (chunked prefill, speculative verification); GQA maps head h to kv head
 // h / (n_heads / n_kv_heads). The model writes this step's K/V into the cache before the call.
+// Every array of the batch is flat and lives where the device wants it, so a whole batch
+// uploads in one transfer.
 #pragma once
 #include <span>
-#include <vector>
 
+#include "inferlab/device.h"
 #include "inferlab/kv_cache.h"
-#include "inferlab/thread_pool.h"
 
 namespace inferlab {
 
@@ -15,9 +16,11 @@ struct AttentionBatch {
   // Sequence s owns query rows [query_start[s], query_start[s+1]). Its context holds
   // context_len[s] tokens (this step's included); query row i of s sits at position
   // context_len[s] - n_q(s) + i and attends causally to positions [0, that position].
-  std::span<const int> query_start;               // [n_seqs + 1]
-  std::span<const int> context_len;               // [n_seqs]
-  std::span<const std::span<const int>> block_tables;  // [n_seqs][blocks]
+  std::span<const int> query_start;  // [n_seqs + 1]
+  std::span<const int> context_len;  // [n_seqs]
+  // Row s holds sequence s's physical blocks in order, padded with -1 to max_blocks.
+  std::span<const int> block_table;  // [n_seqs, max_blocks]
+  int max_blocks = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
@@ -25,15 +28,26 @@ struct AttentionBatch {
 
   int n_seqs() const { return static_cast<int>(context_len.size()); }
   int rows() const { return query_start.empty() ? 0 : query_start.back(); }
+  // Sequence s's row of the block table (max_blocks entries, the used ones first).
+  std::span<const int> table(int s) const {
+    return block_table.subspan(static_cast<std::size_t>(s) * static_cast<std::size_t>(max_blocks),
+                               static_cast<std::size_t>(max_blocks));
+  }
 };
+
+// Throws inferlab::Error naming `who` and the first inconsistency: array sizes, head counts,
+// a sequence with more query rows than context, a block table too short for its context or a
+// block outside the pool. Cheap (O(n_seqs)); every attention strategy calls it before touching
+// memory.
+void check_attention_batch(const AttentionBatch& batch, const KvLayerView& kv, const char* who);
 
 class Attention {
  public:
   virtual ~Attention() = default;
   // q:   [rows, n_heads, head_dim]
   // out: [rows, n_heads, head_dim]
-  virtual void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
-                       float* out, ThreadPool& pool) = 0;
+  virtual void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+                       Device& device) = 0;
 };
 
 }  // namespace inferlab

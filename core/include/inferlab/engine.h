@@ -1,13 +1,18 @@
 // The step loop: admit arrivals, ask the scheduler what to run, let the decoder draft, flatten
-// into one batch, run the model, accept tokens, finish requests, record the timeline.
-// The clock measures each step's real duration and fast-forwards idle gaps between arrivals.
+// into one batch, execute it, accept tokens, finish requests, record the timeline. The loop is
+// backend-free; only the execute stage differs, behind StepExecutor: the real model on a
+// device today, a cost model (simulation) or a stub (scheduler tests) elsewhere.
+// The clock measures each step's duration and fast-forwards idle gaps between arrivals.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "inferlab/attention.h"
 #include "inferlab/decoder.h"
+#include "inferlab/device.h"
 #include "inferlab/kv_cache.h"
 #include "inferlab/metrics.h"
 #include "inferlab/model.h"
@@ -15,6 +20,44 @@
 #include "inferlab/workload.h"
 
 namespace inferlab {
+
+// Runs one step's batch. The engine owns the block bookkeeping; the executor owns the K/V
+// storage (if any) and applies the engine's block copies to it.
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual std::uint64_t weight_bytes() const = 0;
+  // The device whose op timer every category is charged to (host strategies included).
+  virtual Device& device() = 0;
+  // Bytes of K/V storage one block takes (sizes the automatic pool).
+  virtual std::uint64_t kv_bytes_per_block(int block_size) const;
+  // Called once per run, before any step, with the pool the run uses.
+  virtual void prepare(const KvCacheConfig& kv) = 0;
+  // Applies `copies` (copy on write) to the K/V storage, then runs the batch and fills logits
+  // [batch.logit_rows.size(), vocab] on the host. Returns the step's modelled duration in
+  // seconds, or a negative value when the step really ran (the engine's clock measures it).
+  virtual double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) = 0;
+};
+
+// The real model with an attention strategy on the model's device.
+class ModelExecutor final : public StepExecutor {
+ public:
+  ModelExecutor(Model& model, Attention& attention, KvDtype kv_dtype = KvDtype::kF32);
+  const ModelConfig& config() const override { return model_.config(); }
+  std::uint64_t weight_bytes() const override { return model_.weight_bytes(); }
+  Device& device() override { return model_.device(); }
+  std::uint64_t kv_bytes_per_block(int block_size) const override;
+  void prepare(const KvCacheConfig& kv) override;
+  double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) override;
+  KvStorage& storage() { return *storage_; }
+
+ private:
+  Model& model_;
+  Attention& attention_;
+  KvDtype kv_dtype_;
+  std::unique_ptr<KvStorage> storage_;
+};
 
 struct EngineOptions {
   KvCacheConfig kv;            // num_blocks 0 = enough for every request at once, at most 1 GiB
@@ -33,18 +76,19 @@ struct RunResult {
 
 class Engine {
  public:
-  Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder& decoder,
-         ThreadPool& pool, EngineOptions options);
+  Engine(StepExecutor& executor, Scheduler& scheduler, Decoder& decoder, EngineOptions options);
+  // The real model: a ModelExecutor over `model` (on the model's device) and `attention`.
+  Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder& decoder, EngineOptions options);
+  ~Engine();
   // Runs every request to completion. Throws Error when a plugin breaks its contract or a
   // request can never fit in the KV pool.
   RunResult run(const std::vector<Request>& requests);
 
  private:
-  Model& model_;
-  Attention& attention_;
+  std::unique_ptr<StepExecutor> owned_executor_;
+  StepExecutor& executor_;
   Scheduler& scheduler_;
   Decoder& decoder_;
-  ThreadPool& pool_;
   EngineOptions options_;
 };
 

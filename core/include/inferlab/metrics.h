@@ -1,11 +1,14 @@
 // What happened during one run (a timeline of requests and steps) and the metrics computed
 // from it. Computation is pure: tests build a timeline by hand and check every number.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "inferlab/device.h"
 
 namespace inferlab {
 
@@ -48,6 +51,11 @@ struct RunTimeline {
   // prompt's last chunk is not). 0 = unknown: compute_metrics then counts distinct token
   // emission times.
   long long decode_seq_steps = 0;
+  // Real seconds inside steps, and how they split by TimeCategory (framework is the rest, so
+  // the categories sum to step_wall_s); timer_overhead_s is the op timer's own measured cost.
+  double step_wall_s = 0;
+  std::array<double, kTimeCategories> time_s{};
+  double timer_overhead_s = 0;
 };
 
 struct SloSpec {
@@ -66,7 +74,9 @@ double percentile(std::vector<double> values, double q);
 // the span from the first arrival to the last finish; goodput (req/s meeting every SLO bound);
 // steps; batch_mean; kv_blocks_total; kv_blocks_peak; kv_waste_frac (mean over steps of 1 -
 // tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
-// spec_accept_frac; spec_tokens_per_step; weights_bytes.
+// spec_accept_frac; spec_tokens_per_step; weights_bytes; time_<category>_frac for every
+// TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
+// timer_overhead_frac.
 MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo);
 
 // Names compute_metrics emits, in order (for CSV headers even when a variant failed).

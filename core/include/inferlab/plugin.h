@@ -12,6 +12,7 @@
 
 #include "inferlab/attention.h"
 #include "inferlab/decoder.h"
+#include "inferlab/device.h"
 #include "inferlab/model_config.h"
 #include "inferlab/params.h"
 #include "inferlab/quantization.h"
@@ -20,7 +21,7 @@
 namespace inferlab {
 
 // Bump when any interface in plugin.h or the headers it includes changes incompatibly.
-inline constexpr int kPluginAbiVersion = 1;
+inline constexpr int kPluginAbiVersion = 2;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);
@@ -30,9 +31,16 @@ bool parse_plugin_kind(const std::string& text, PluginKind& kind);
 // What a capability check is asked about.
 struct SupportQuery {
   const ModelConfig& model;
-  std::string device;  // "cpu" | "cuda"
+  DeviceKind device = DeviceKind::kCpu;
   KvDtype kv_dtype = KvDtype::kF32;
   const Params& params;
+};
+
+// What a factory gets: the checked parameters (defaults filled) and the device the object
+// will run on (its memory, its ops, its thread pool on the CPU).
+struct PluginContext {
+  const Params& params;
+  Device& device;
 };
 
 struct PluginDescriptor {
@@ -41,16 +49,16 @@ struct PluginDescriptor {
   std::string version;
   std::string summary;
   std::vector<ParamSpec> params;
-  std::vector<std::string> devices = {"cpu"};
+  std::vector<DeviceKind> devices = {DeviceKind::kCpu};  // where it can run
   std::vector<KvDtype> kv_dtypes = {KvDtype::kF32};  // attention: KV formats it can read
   // Reasons it cannot run this problem (empty = supported). Optional; device and KV dtype are
   // checked by the registry from the lists above.
   std::function<std::vector<std::string>(const SupportQuery&)> supports;
   // Exactly the factory matching `kind` is set.
-  std::function<std::unique_ptr<Attention>(const Params&)> make_attention;
-  std::function<std::unique_ptr<Quantization>(const Params&)> make_quantization;
-  std::function<std::unique_ptr<Scheduler>(const Params&)> make_scheduler;
-  std::function<std::unique_ptr<Decoder>(const Params&)> make_decoder;
+  std::function<std::unique_ptr<Attention>(const PluginContext&)> make_attention;
+  std::function<std::unique_ptr<Quantization>(const PluginContext&)> make_quantization;
+  std::function<std::unique_ptr<Scheduler>(const PluginContext&)> make_scheduler;
+  std::function<std::unique_ptr<Decoder>(const PluginContext&)> make_decoder;
 };
 
 }  // namespace inferlab

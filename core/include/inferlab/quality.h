@@ -23,7 +23,7 @@ struct PerplexityResult {
 // (stride <= context; the first window predicts all its tokens, later ones only the last
 // `stride`), chunked `chunk` rows at a time. When `logprobs` is given, stores the
 // log-softmax row [vocab] used for each predicted token, in order. context 0 = model's.
-PerplexityResult evaluate_perplexity(Model& model, Attention& attention, ThreadPool& pool,
+PerplexityResult evaluate_perplexity(Model& model, Attention& attention,
                                      const std::vector<int>& tokens, int context, int stride,
                                      std::vector<std::vector<float>>* logprobs = nullptr);
 
@@ -35,14 +35,13 @@ std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokeni
 // top-1 agreement. Results are cached by variant name.
 class QualityEvaluator {
  public:
-  QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens, ThreadPool& pool);
+  QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens);
   // perplexity, mean_nll, kl_vs_baseline (mean KL(baseline || variant), nats), top1_agree_frac.
   MetricRow evaluate(const std::string& variant, Model& model, Attention& attention, bool is_baseline);
 
  private:
   QualitySpec spec_;
   std::vector<int> tokens_;
-  ThreadPool& pool_;
   std::vector<std::vector<float>> baseline_;  // [predicted tokens][vocab] log-probs
   bool have_baseline_ = false;
   std::map<std::string, MetricRow> cache_;

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/device.h"
 #include "inferlab/kv_cache.h"
-#include "inferlab/thread_pool.h"
 
 namespace inferlab {
 
@@ -15,8 +15,9 @@ class Linear {
  public:
   Linear(int out_features, int in_features) : out_(out_features), in_(in_features) {}
   virtual ~Linear() = default;
-  // y[n, out] = x[n, in] · W^T, W being [out, in]. Bias, if any, is the model's business.
-  virtual void forward(const float* x, float* y, int n, ThreadPool& pool) const = 0;
+  // y[n, out] = x[n, in] · W^T, W being [out, in]; x and y are memory of `device`, the one
+  // the strategy was created for. Bias, if any, is the model's business.
+  virtual void forward(const float* x, float* y, int n, Device& device) const = 0;
   // Bytes of weight storage (including scales).
   virtual std::uint64_t weight_bytes() const = 0;
   int out_features() const { return out_; }

@@ -43,11 +43,12 @@ class Registry {
   std::vector<std::string> check_support(PluginKind kind, const std::string& name,
                                          const SupportQuery& query) const;
 
-  // Each returned object keeps its library loaded.
-  std::shared_ptr<Attention> create_attention(const std::string& name, const Params& params) const;
-  std::shared_ptr<Quantization> create_quantization(const std::string& name, const Params& params) const;
-  std::shared_ptr<Scheduler> create_scheduler(const std::string& name, const Params& params) const;
-  std::shared_ptr<Decoder> create_decoder(const std::string& name, const Params& params) const;
+  // Each returned object keeps its library loaded and runs on `device` (refused with an Error
+  // when the plugin does not list the device's kind).
+  std::shared_ptr<Attention> create_attention(const std::string& name, const Params& params, Device& device) const;
+  std::shared_ptr<Quantization> create_quantization(const std::string& name, const Params& params, Device& device) const;
+  std::shared_ptr<Scheduler> create_scheduler(const std::string& name, const Params& params, Device& device) const;
+  std::shared_ptr<Decoder> create_decoder(const std::string& name, const Params& params, Device& device) const;
 
  private:
   struct Entry;

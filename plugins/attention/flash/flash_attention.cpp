@@ -115,7 +115,7 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
   const int row0 = batch.query_start[static_cast<std::size_t>(item.seq)];
   const int n_q = batch.query_start[static_cast<std::size_t>(item.seq) + 1] - row0;
   const int ctx = batch.context_len[static_cast<std::size_t>(item.seq)];
-  const auto table = batch.block_tables[static_cast<std::size_t>(item.seq)];
+  const auto table = batch.table(item.seq);
   const int first_pos = ctx - n_q;  // position of local row 0
   const int n_rows = item.row_end - item.row_begin;
   const std::size_t vectors = static_cast<std::size_t>(n_rows) * group;  // query vectors
@@ -206,8 +206,9 @@ FlashAttention::FlashAttention(int tile, int query_rows) : tile_(tile), query_ro
 }
 
 void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
-                             float* out, ThreadPool& pool) {
-  ref::check_attention_batch(batch, kv, "attention 'flash'");
+                             float* out, Device& device) {
+  check_attention_batch(batch, kv, "attention 'flash'");
+  ThreadPool& pool = cpu_pool(device, "attention 'flash'");
   std::vector<WorkItem> items;
   for (int s = 0; s < batch.n_seqs(); ++s) {
     const int n_q = batch.query_start[static_cast<std::size_t>(s) + 1] -

@@ -21,7 +21,7 @@ class FlashAttention final : public Attention {
   // out: [rows, n_heads, head_dim]
   // Work items (sequence, kv head, query-row tile) are split over the pool's threads.
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-               ThreadPool& pool) override;
+               Device& device) override;
 
   int tile() const { return tile_; }
   int query_rows() const { return query_rows_; }

@@ -20,11 +20,11 @@ inferlab::PluginDescriptor describe_flash() {
        1.0, 1024.0, {},
        "query rows of one sequence processed together (times the GQA group) per K/V pass"},
   };
-  d.devices = {"cpu"};
+  d.devices = {inferlab::DeviceKind::kCpu};
   d.kv_dtypes = {inferlab::KvDtype::kF32};
-  d.make_attention = [](const inferlab::Params& p) -> std::unique_ptr<inferlab::Attention> {
-    return std::make_unique<FlashAttention>(static_cast<int>(p.get_int("tile")),
-                                            static_cast<int>(p.get_int("query_rows")));
+  d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
+    return std::make_unique<FlashAttention>(static_cast<int>(ctx.params.get_int("tile")),
+                                            static_cast<int>(ctx.params.get_int("query_rows")));
   };
   return d;
 }

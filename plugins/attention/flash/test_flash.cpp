@@ -71,9 +71,9 @@ TEST(FlashAttention, AgreesWithNaiveOnLongContexts) {
   AttentionProblem problem(s);
   plugins::FlashAttention flash;
   plugins::NaiveAttention naive;
-  ThreadPool pool(2);
-  const std::vector<float> f = run_attention(flash, problem, pool);
-  const std::vector<float> n = run_attention(naive, problem, pool);
+  CpuDevice device(2);
+  const std::vector<float> f = run_attention(flash, problem, device);
+  const std::vector<float> n = run_attention(naive, problem, device);
   EXPECT_EQ(count_non_finite(f), 0u);
   EXPECT_LT(max_relative_error(f, n), kTolerance);
   EXPECT_LT(max_relative_error(f, reference_output(problem)), kTolerance);
@@ -87,8 +87,8 @@ TEST(FlashAttention, PeakedSoftmaxRescalesWithoutOverflow) {
   s.head_dim = 64;
   AttentionProblem problem(s);
   plugins::FlashAttention flash(8, 2);
-  ThreadPool pool(2);
-  const std::vector<float> got = run_attention(flash, problem, pool);
+  CpuDevice device(2);
+  const std::vector<float> got = run_attention(flash, problem, device);
   EXPECT_EQ(count_non_finite(got), 0u);
   EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
 }
@@ -98,8 +98,8 @@ TEST(FlashAttention, TileLargerThanContext) {
   s.seqs = {{10, 2}, {5, 5}};
   AttentionProblem problem(s);
   plugins::FlashAttention flash(4096, 1024);
-  ThreadPool pool(2);
-  EXPECT_LT(max_relative_error(run_attention(flash, problem, pool), reference_output(problem)),
+  CpuDevice device(2);
+  EXPECT_LT(max_relative_error(run_attention(flash, problem, device), reference_output(problem)),
             kTolerance);
 }
 
@@ -108,7 +108,7 @@ TEST(FlashAttention, SameResultForAnyThreadCount) {
   s.seqs = mixed_step_shapes();
   AttentionProblem problem(s);
   plugins::FlashAttention flash(16, 4);
-  ThreadPool one(1), three(3);
+  CpuDevice one(1), three(3);
   EXPECT_EQ(run_attention(flash, problem, one), run_attention(flash, problem, three));
 }
 
@@ -124,8 +124,8 @@ TEST(FlashAttention, EmptyBatchWritesNothing) {
   s.seqs = {{5, 0}};
   AttentionProblem problem(s);
   plugins::FlashAttention flash;
-  ThreadPool pool(2);
-  EXPECT_TRUE(run_attention(flash, problem, pool).empty());
+  CpuDevice device(2);
+  EXPECT_TRUE(run_attention(flash, problem, device).empty());
 }
 
 TEST(FlashAttention, RejectsShortBlockTable) {
@@ -137,9 +137,9 @@ TEST(FlashAttention, RejectsShortBlockTable) {
   const std::vector<int> lens = {40};  // needs 5 blocks, table has 3
   batch.context_len = lens;
   plugins::FlashAttention flash;
-  ThreadPool pool(1);
+  CpuDevice device(1);
   std::vector<float> out(problem.out_size());
-  EXPECT_THROW(flash.forward(batch, problem.kv(), problem.q(), out.data(), pool), Error);
+  EXPECT_THROW(flash.forward(batch, problem.kv(), problem.q(), out.data(), device), Error);
 }
 
 }  // namespace

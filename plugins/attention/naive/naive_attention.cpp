@@ -43,8 +43,9 @@ void attend_one(const AttentionBatch& batch, const KvLayerView& kv, std::span<co
 }  // namespace
 
 void NaiveAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
-                             float* out, ThreadPool& pool) {
-  ref::check_attention_batch(batch, kv, "attention 'naive'");
+                             float* out, Device& device) {
+  check_attention_batch(batch, kv, "attention 'naive'");
+  ThreadPool& pool = cpu_pool(device, "attention 'naive'");
   const int rows = batch.rows();
   if (rows == 0) return;
   const int n_heads = batch.n_heads;
@@ -74,7 +75,7 @@ void NaiveAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
       const int s = row_seq[local_row];
       const std::size_t offset =
           ((local_row + static_cast<std::size_t>(first_row)) * n_heads + h) * batch.head_dim;
-      attend_one(batch, kv, batch.block_tables[static_cast<std::size_t>(s)], row_pos[local_row],
+      attend_one(batch, kv, batch.table(s), row_pos[local_row],
                  q + offset, h / group, scores.data(), out + offset);
     }
   }, /*grain=*/4);

@@ -12,7 +12,7 @@ class NaiveAttention final : public Attention {
   // out: [rows, n_heads, head_dim]
   // Work items (row, head) are split over the pool's threads.
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-               ThreadPool& pool) override;
+               Device& device) override;
 };
 
 }  // namespace inferlab::plugins

@@ -12,9 +12,9 @@ inferlab::PluginDescriptor describe_naive() {
   d.name = "naive";
   d.version = "1.0.0";
   d.summary = "Paged attention that materialises each score row, softmax, then V sum";
-  d.devices = {"cpu"};
+  d.devices = {inferlab::DeviceKind::kCpu};
   d.kv_dtypes = {inferlab::KvDtype::kF32};
-  d.make_attention = [](const inferlab::Params&) -> std::unique_ptr<inferlab::Attention> {
+  d.make_attention = [](const inferlab::PluginContext&) -> std::unique_ptr<inferlab::Attention> {
     return std::make_unique<inferlab::plugins::NaiveAttention>();
   };
   return d;

@@ -63,8 +63,8 @@ TEST(NaiveAttention, PeakedSoftmaxDoesNotOverflow) {
   s.head_dim = 64;
   AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  ThreadPool pool(2);
-  const std::vector<float> got = run_attention(naive, problem, pool);
+  CpuDevice device(2);
+  const std::vector<float> got = run_attention(naive, problem, device);
   EXPECT_EQ(count_non_finite(got), 0u);
   EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
 }
@@ -74,7 +74,7 @@ TEST(NaiveAttention, SameResultForAnyThreadCount) {
   s.seqs = mixed_step_shapes();
   AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  ThreadPool one(1), three(3);
+  CpuDevice one(1), three(3);
   EXPECT_EQ(run_attention(naive, problem, one), run_attention(naive, problem, three));
 }
 
@@ -87,10 +87,10 @@ TEST(NaiveAttention, SingleTokenContextCopiesItsValue) {
   s.head_dim = 8;
   AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  ThreadPool pool(1);
-  const std::vector<float> out = run_attention(naive, problem, pool);
+  CpuDevice device(1);
+  const std::vector<float> out = run_attention(naive, problem, device);
   const KvLayerView kv = problem.kv();
-  const int slot = problem.batch().block_tables[0][0] * s.block_size;
+  const int slot = problem.batch().table(0)[0] * s.block_size;
   for (int h = 0; h < 4; ++h)
     for (int c = 0; c < 8; ++c) EXPECT_FLOAT_EQ(out[h * 8 + c], kv.v_at(slot, h / 2)[c]);
 }
@@ -100,8 +100,8 @@ TEST(NaiveAttention, EmptyBatchWritesNothing) {
   s.seqs = {{5, 0}};
   AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  ThreadPool pool(2);
-  EXPECT_TRUE(run_attention(naive, problem, pool).empty());
+  CpuDevice device(2);
+  EXPECT_TRUE(run_attention(naive, problem, device).empty());
 }
 
 TEST(NaiveAttention, RejectsShortBlockTable) {
@@ -113,9 +113,9 @@ TEST(NaiveAttention, RejectsShortBlockTable) {
   const std::vector<int> lens = {40};  // needs 5 blocks, table has 3
   batch.context_len = lens;
   plugins::NaiveAttention naive;
-  ThreadPool pool(1);
+  CpuDevice device(1);
   std::vector<float> out(problem.out_size());
-  EXPECT_THROW(naive.forward(batch, problem.kv(), problem.q(), out.data(), pool), Error);
+  EXPECT_THROW(naive.forward(batch, problem.kv(), problem.q(), out.data(), device), Error);
 }
 
 }  // namespace

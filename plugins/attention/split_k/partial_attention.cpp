@@ -52,7 +52,7 @@ void attend_range(const AttentionBatch& batch, const KvLayerView& kv, const floa
   const int row0 = batch.query_start[seq];
   const int n_q = batch.query_start[seq + 1] - row0;
   const int first_pos = batch.context_len[seq] - n_q;  // position of local row 0
-  const auto table = batch.block_tables[seq];
+  const auto table = batch.table(seq);
   // No row of the block sees past the position of its last row.
   pos_end = std::min(pos_end, first_pos + block.row_end);
 

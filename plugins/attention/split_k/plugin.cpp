@@ -28,12 +28,12 @@ inferlab::PluginDescriptor describe_split_k() {
        "a sequence with at most this many query rows is split; more rows (prefill) run tiled "
        "without splitting"},
   };
-  d.devices = {"cpu"};
+  d.devices = {inferlab::DeviceKind::kCpu};
   d.kv_dtypes = {inferlab::KvDtype::kF32};
-  d.make_attention = [](const inferlab::Params& p) -> std::unique_ptr<inferlab::Attention> {
-    return std::make_unique<SplitKAttention>(static_cast<int>(p.get_int("splits")),
-                                             static_cast<int>(p.get_int("min_split_tokens")),
-                                             static_cast<int>(p.get_int("max_query_rows")));
+  d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
+    return std::make_unique<SplitKAttention>(static_cast<int>(ctx.params.get_int("splits")),
+                                             static_cast<int>(ctx.params.get_int("min_split_tokens")),
+                                             static_cast<int>(ctx.params.get_int("max_query_rows")));
   };
   return d;
 }

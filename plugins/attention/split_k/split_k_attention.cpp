@@ -75,12 +75,13 @@ std::vector<int> SplitKAttention::plan(const AttentionBatch& batch, int threads)
 }
 
 void SplitKAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
-                              float* out, ThreadPool& pool) {
+                              float* out, Device& device) {
   using split_k::Item;
   using split_k::Merge;
   using split_k::PartialView;
   using split_k::QueryBlock;
-  ref::check_attention_batch(batch, kv, "attention 'split_k'");
+  check_attention_batch(batch, kv, "attention 'split_k'");
+  ThreadPool& pool = cpu_pool(device, "attention 'split_k'");
   if (batch.rows() == 0) return;
   const int group = batch.n_heads / batch.n_kv_heads;
   const int d = batch.head_dim;

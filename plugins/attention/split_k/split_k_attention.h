@@ -29,7 +29,7 @@ class SplitKAttention final : public Attention {
   // q:   [rows, n_heads, head_dim]
   // out: [rows, n_heads, head_dim]
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-               ThreadPool& pool) override;
+               Device& device) override;
 
   // Chunks per sequence: [n_seqs]. 0 for a sequence with no rows or more than max_query_rows
   // rows (tiled path). Otherwise forced splits, or with splits = 0 the smallest count with

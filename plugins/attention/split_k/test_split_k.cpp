@@ -151,8 +151,8 @@ TEST(SplitKAttention, EveryParameterSettingMatchesTheReference) {
                  std::to_string(max_rows));
     SplitKAttention attention(splits, min_tokens, max_rows);
     for (int threads : {1, 2}) {
-      ThreadPool pool(threads);
-      const std::vector<float> got = run_attention(attention, problem, pool);
+      CpuDevice device(threads);
+      const std::vector<float> got = run_attention(attention, problem, device);
       EXPECT_EQ(count_non_finite(got), 0u);
       EXPECT_LT(max_relative_error(got, want), kTolerance);
     }
@@ -170,12 +170,12 @@ TEST(SplitKAttention, AgreesWithNaiveOnLongContexts) {
   const std::vector<float> want = reference_output(problem);
   plugins::NaiveAttention naive;
   for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    const std::vector<float> n = run_attention(naive, problem, pool);
+    CpuDevice device(threads);
+    const std::vector<float> n = run_attention(naive, problem, device);
     for (int splits : {0, 2, 7, 64}) {
       SCOPED_TRACE("threads " + std::to_string(threads) + " splits " + std::to_string(splits));
       SplitKAttention attention(splits);
-      const std::vector<float> got = run_attention(attention, problem, pool);
+      const std::vector<float> got = run_attention(attention, problem, device);
       EXPECT_EQ(count_non_finite(got), 0u);
       EXPECT_LT(max_relative_error(got, n), kTolerance);
       EXPECT_LT(max_relative_error(got, want), kTolerance);
@@ -191,10 +191,10 @@ TEST(SplitKAttention, PeakedSoftmaxMergesWithoutOverflow) {
   s.q_scale = 80.0f;
   s.head_dim = 64;
   AttentionProblem problem(s);
-  ThreadPool pool(2);
+  CpuDevice device(2);
   for (int splits : {0, 7, 64}) {
     SplitKAttention attention(splits, 16);
-    const std::vector<float> got = run_attention(attention, problem, pool);
+    const std::vector<float> got = run_attention(attention, problem, device);
     EXPECT_EQ(count_non_finite(got), 0u);
     EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
   }
@@ -204,7 +204,7 @@ TEST(SplitKAttention, ForcedSplitsGiveIdenticalResultsForOneAndTwoThreads) {
   AttentionProblemSpec s;
   s.seqs = mixed_long_shapes();
   AttentionProblem problem(s);
-  ThreadPool one(1), two(2);
+  CpuDevice one(1), two(2);
   for (int splits : {1, 7, 64}) {
     SplitKAttention attention(splits);
     EXPECT_EQ(run_attention(attention, problem, one), run_attention(attention, problem, two));
@@ -221,8 +221,8 @@ TEST(SplitKAttention, AutoSplitsDependOnThreadsAndStayCorrect) {
   EXPECT_EQ(attention.plan(problem.batch(), 2), (std::vector<int>{4}));
   const std::vector<float> want = reference_output(problem);
   for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    EXPECT_LT(max_relative_error(run_attention(attention, problem, pool), want), kTolerance);
+    CpuDevice device(threads);
+    EXPECT_LT(max_relative_error(run_attention(attention, problem, device), want), kTolerance);
   }
 }
 
@@ -275,8 +275,8 @@ TEST(SplitKAttention, EmptyBatchWritesNothing) {
   s.seqs = {{5, 0}};
   AttentionProblem problem(s);
   SplitKAttention attention(7);
-  ThreadPool pool(2);
-  EXPECT_TRUE(run_attention(attention, problem, pool).empty());
+  CpuDevice device(2);
+  EXPECT_TRUE(run_attention(attention, problem, device).empty());
 }
 
 TEST(SplitKAttention, RejectsShortBlockTable) {
@@ -288,9 +288,9 @@ TEST(SplitKAttention, RejectsShortBlockTable) {
   const std::vector<int> lens = {40};  // needs 5 blocks, the table has 3
   batch.context_len = lens;
   SplitKAttention attention;
-  ThreadPool pool(1);
+  CpuDevice device(1);
   std::vector<float> out(problem.out_size());
-  EXPECT_THROW(attention.forward(batch, problem.kv(), problem.q(), out.data(), pool), Error);
+  EXPECT_THROW(attention.forward(batch, problem.kv(), problem.q(), out.data(), device), Error);
 }
 
 }  // namespace

@@ -26,10 +26,10 @@ inferlab::PluginDescriptor describe() {
       reasons.push_back("min_ngram must be <= max_ngram");
     return reasons;
   };
-  d.make_decoder = [](const Params& p) -> std::unique_ptr<Decoder> {
-    return std::make_unique<PromptLookupDecoder>(static_cast<int>(p.get_int("num_draft")),
-                                                 static_cast<int>(p.get_int("max_ngram")),
-                                                 static_cast<int>(p.get_int("min_ngram")));
+  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+    return std::make_unique<PromptLookupDecoder>(static_cast<int>(ctx.params.get_int("num_draft")),
+                                                 static_cast<int>(ctx.params.get_int("max_ngram")),
+                                                 static_cast<int>(ctx.params.get_int("min_ngram")));
   };
   return d;
 }

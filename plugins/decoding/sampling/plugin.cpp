@@ -20,11 +20,11 @@ inferlab::PluginDescriptor describe() {
       {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {},
        "Keep the smallest set of most likely tokens whose mass reaches top_p, in (0, 1]"},
   };
-  d.make_decoder = [](const Params& p) -> std::unique_ptr<Decoder> {
+  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     SamplingParams sp;
-    sp.temperature = p.get_float("temperature");
-    sp.top_k = static_cast<int>(p.get_int("top_k"));
-    sp.top_p = p.get_float("top_p");
+    sp.temperature = ctx.params.get_float("temperature");
+    sp.top_k = static_cast<int>(ctx.params.get_int("top_k"));
+    sp.top_p = ctx.params.get_float("top_p");
     return std::make_unique<SamplingDecoder>(sp);
   };
   return d;

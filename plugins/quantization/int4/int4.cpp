@@ -1,6 +1,6 @@
 #include "int4.h"
 
-#include "../none/none.h"
+#include "inferlab/float_linear.h"
 #include "inferlab/error.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/ref/matmul_int4.h"
@@ -31,7 +31,8 @@ Int4Linear::Int4Linear(const std::vector<float>& weight, int out, int in, int gr
                             symmetric ? nullptr : zero_.data());
 }
 
-void Int4Linear::forward(const float* x, float* y, int n, ThreadPool& pool) const {
+void Int4Linear::forward(const float* x, float* y, int n, Device& device) const {
+  ThreadPool& pool = cpu_pool(device, "quantization 'int4'");
   cpu::matmul_int4(x, packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y, n,
                    out_features(), in_features(), group_size_, pool);
 }

@@ -18,7 +18,7 @@ class Int4Linear : public Linear {
   // weight: [out, in] fp32, quantized here. group_size: a multiple of 8 in [8, 4096].
   Int4Linear(const std::vector<float>& weight, int out, int in, int group_size, bool symmetric);
   // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4.
-  void forward(const float* x, float* y, int n, ThreadPool& pool) const override;
+  void forward(const float* x, float* y, int n, Device& device) const override;
   // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
   // group when asymmetric).
   std::uint64_t weight_bytes() const override;

@@ -29,10 +29,10 @@ inferlab::PluginDescriptor describe() {
                         std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
-  d.make_quantization = [](const Params& p) -> std::unique_ptr<Quantization> {
-    return std::make_unique<Int4Quantization>(static_cast<int>(p.get_int("group_size")),
-                                              p.get_bool("symmetric"),
-                                              p.get_bool("skip_classifier"));
+  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
+                                              ctx.params.get_bool("symmetric"),
+                                              ctx.params.get_bool("skip_classifier"));
   };
   return d;
 }

@@ -22,9 +22,9 @@ std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma)
 
 // Runs `linear` on x [n, in] and returns y [n, out].
 std::vector<float> run(const Linear& linear, const std::vector<float>& x, int n) {
-  ThreadPool pool(2);
+  CpuDevice device(2);
   std::vector<float> y(static_cast<std::size_t>(n) * linear.out_features(), std::nanf(""));
-  linear.forward(x.data(), y.data(), n, pool);
+  linear.forward(x.data(), y.data(), n, device);
   return y;
 }
 

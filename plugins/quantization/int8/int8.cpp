@@ -14,8 +14,9 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in)
   ref::quantize_int8_rows(weight.data(), out, in, q_.data(), scale_.data());
 }
 
-void Int8Linear::forward(const float* x, float* y, int n, ThreadPool& pool) const {
-  cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
+void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
+  cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(),
+                   cpu_pool(device, "quantization 'int8'"));
 }
 
 std::uint64_t Int8Linear::weight_bytes() const {

@@ -17,7 +17,7 @@ class Int8Linear : public Linear {
   // weight: [out, in] fp32, quantized here (kernels/ref/matmul_int8.h defines the format).
   Int8Linear(const std::vector<float>& weight, int out, int in);
   // y[n, out] = x[n, in] · (scale ⊙ Q)^T through kernels/cpu/matmul_int8.
-  void forward(const float* x, float* y, int n, ThreadPool& pool) const override;
+  void forward(const float* x, float* y, int n, Device& device) const override;
   // out*in bytes of int8 plus 4*out bytes of scales.
   std::uint64_t weight_bytes() const override;
 

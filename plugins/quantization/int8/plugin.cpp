@@ -12,7 +12,7 @@ inferlab::PluginDescriptor describe() {
   d.name = "int8";
   d.version = "1.0.0";
   d.summary = "Weight-only int8, symmetric per output channel; fp32 activations and KV cache";
-  d.make_quantization = [](const Params&) -> std::unique_ptr<Quantization> {
+  d.make_quantization = [](const PluginContext&) -> std::unique_ptr<Quantization> {
     return std::make_unique<Int8Quantization>();
   };
   return d;

@@ -23,7 +23,7 @@ std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma)
 // nearest step gives |scale_o q_oi - w_oi| <= scale_o / 2 (no clamping happens: |w_oi| <=
 // max|w_o| = 127 scale_o). Hence |y_int8 - y_fp32| <= scale_o / 2 * sum_i |x_i|.
 TEST(Int8Quantization, ErrorWithinPerChannelBound) {
-  ThreadPool pool(2);
+  CpuDevice device(2);
   const int n = 6, out = 45, in = 131;
   std::vector<float> x = gaussian(n * in, 1, 1.0);
   std::vector<float> w = gaussian(out * in, 2, 0.05);
@@ -33,7 +33,7 @@ TEST(Int8Quantization, ErrorWithinPerChannelBound) {
 
   Int8Quantization quant;
   auto linear = quant.make_linear("layers.0.w1", w, out, in);
-  linear->forward(x.data(), y_int8.data(), n, pool);
+  linear->forward(x.data(), y_int8.data(), n, device);
   const auto& scale = dynamic_cast<const Int8Linear&>(*linear).scale();
   for (int r = 0; r < n; ++r) {
     double sum_abs_x = 0, mag = 0;
@@ -50,14 +50,14 @@ TEST(Int8Quantization, ErrorWithinPerChannelBound) {
 }
 
 TEST(Int8Quantization, RelativeErrorUnderOnePercentOnGaussianWeights) {
-  ThreadPool pool(2);
+  CpuDevice device(2);
   const int n = 16, out = 576, in = 1536;
   std::vector<float> x = gaussian(n * in, 3, 1.0);
   std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 4, 0.02);
   std::vector<float> y_fp32(n * out), y_int8(n * out);
   ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
   auto linear = Int8Quantization().make_linear("w", w, out, in);
-  linear->forward(x.data(), y_int8.data(), n, pool);
+  linear->forward(x.data(), y_int8.data(), n, device);
   double num = 0, den = 0;
   for (int i = 0; i < n * out; ++i) {
     num += (y_int8[i] - y_fp32[i]) * static_cast<double>(y_int8[i] - y_fp32[i]);

@@ -1,18 +1,17 @@
 // Plugin descriptor for quantization/none.
 #include "inferlab/plugin.h"
-#include "none.h"
+#include "inferlab/float_linear.h"
 
 namespace {
 
 inferlab::PluginDescriptor describe() {
   using namespace inferlab;
-  using namespace inferlab::plugins;
   PluginDescriptor d;
   d.kind = PluginKind::kQuantization;
   d.name = "none";
   d.version = "1.0.0";
   d.summary = "No quantization: fp32 weights, fp32 matmul, fp32 KV cache";
-  d.make_quantization = [](const Params&) -> std::unique_ptr<Quantization> {
+  d.make_quantization = [](const PluginContext&) -> std::unique_ptr<Quantization> {
     return std::make_unique<NoQuantization>();
   };
   return d;

@@ -6,14 +6,13 @@
 #include "inferlab/error.h"
 #include "inferlab/rng.h"
 #include "kernels/ref/ops.h"
-#include "none.h"
+#include "inferlab/float_linear.h"
 
 namespace inferlab {
-using namespace plugins;
 namespace {
 
 TEST(NoQuantization, ForwardMatchesReferenceMatmul) {
-  ThreadPool pool(2);
+  CpuDevice device(2);
   const int n = 5, out = 37, in = 67;
   Rng rng(3);
   std::vector<float> x(n * in), w(out * in);
@@ -28,7 +27,7 @@ TEST(NoQuantization, ForwardMatchesReferenceMatmul) {
   EXPECT_EQ(linear->in_features(), in);
   EXPECT_EQ(linear->weight_bytes(), 4u * out * in);
   EXPECT_EQ(quant.kv_dtype(), KvDtype::kF32);
-  linear->forward(x.data(), got.data(), n, pool);
+  linear->forward(x.data(), got.data(), n, device);
   for (int i = 0; i < n * out; ++i) EXPECT_NEAR(got[i], want[i], 1e-4f) << i;
 }
 

@@ -1,12 +1,11 @@
 // Plugin descriptor for scheduling/continuous.
-#include "continuous.h"
+#include "inferlab/continuous_scheduler.h"
 #include "inferlab/plugin.h"
 
 namespace {
 
 inferlab::PluginDescriptor describe() {
   using namespace inferlab;
-  using namespace inferlab::plugins;
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "continuous";
@@ -15,8 +14,8 @@ inferlab::PluginDescriptor describe() {
       "Continuous (iteration-level) batching under a token budget, chunked prefill, "
       "preemption by recompute";
   d.params = ContinuousScheduler::param_specs();
-  d.make_scheduler = [](const Params& p) -> std::unique_ptr<Scheduler> {
-    return std::make_unique<ContinuousScheduler>(ContinuousScheduler::from_params(p));
+  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+    return std::make_unique<ContinuousScheduler>(ContinuousScheduler::from_params(ctx.params));
   };
   return d;
 }

@@ -3,11 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "../sim_engine.h"
-#include "continuous.h"
+#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 
 namespace inferlab {
-using namespace plugins;
 namespace {
 
 SeqView waiting_seq(int id, int prompt, int output) {

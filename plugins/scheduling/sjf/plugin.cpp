@@ -22,11 +22,11 @@ inferlab::PluginDescriptor describe() {
       {"starvation_s", ParamType::kFloat, 0.0, 0.0, std::nullopt, {},
        "A request waiting longer than this many seconds goes first, oldest first (0 = no aging)"},
   });
-  d.make_scheduler = [](const Params& p) -> std::unique_ptr<Scheduler> {
+  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     return std::make_unique<SjfScheduler>(
-        static_cast<int>(p.get_int("max_tokens")), static_cast<int>(p.get_int("max_batch")),
-        p.get_bool("chunked_prefill"), SjfScheduler::parse_key(p.get_string("key")),
-        p.get_float("starvation_s"));
+        static_cast<int>(ctx.params.get_int("max_tokens")), static_cast<int>(ctx.params.get_int("max_batch")),
+        ctx.params.get_bool("chunked_prefill"), SjfScheduler::parse_key(ctx.params.get_string("key")),
+        ctx.params.get_float("starvation_s"));
   };
   return d;
 }

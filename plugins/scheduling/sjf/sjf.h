@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../continuous/continuous.h"
+#include "inferlab/continuous_scheduler.h"
 #include "inferlab/scheduler.h"
 
 namespace inferlab::plugins {

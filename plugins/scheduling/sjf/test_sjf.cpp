@@ -7,7 +7,7 @@
 #include <map>
 #include <numeric>
 
-#include "../continuous/continuous.h"
+#include "inferlab/continuous_scheduler.h"
 #include "../sim_engine.h"
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
@@ -91,7 +91,8 @@ TEST(SjfScheduler, LoadsThroughTheRegistryWithTypedParams) {
   Params p = reg.resolve(PluginKind::kScheduling, "sjf", {{"key", std::string("prompt")}}, "test");
   EXPECT_EQ(p.get_string("key"), "prompt");
   EXPECT_EQ(p.get_float("starvation_s"), 0.0);
-  std::shared_ptr<Scheduler> sched = reg.create_scheduler("sjf", p);
+  CpuDevice device(1);
+  std::shared_ptr<Scheduler> sched = reg.create_scheduler("sjf", p, device);
   ASSERT_NE(sched, nullptr);
   // Shorter prompt first, though it arrived later.
   std::vector<SeqView> waiting = {waiting_seq(1, 0, 300, 2), waiting_seq(2, 1, 20, 100)};

@@ -16,8 +16,8 @@ inferlab::PluginDescriptor describe() {
       {"max_batch", ParamType::kInt, std::int64_t{8}, 1.0, 4096.0, {},
        "Most requests admitted into one batch"},
   };
-  d.make_scheduler = [](const Params& p) -> std::unique_ptr<Scheduler> {
-    return std::make_unique<StaticScheduler>(static_cast<int>(p.get_int("max_batch")));
+  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+    return std::make_unique<StaticScheduler>(static_cast<int>(ctx.params.get_int("max_batch")));
   };
   return d;
 }

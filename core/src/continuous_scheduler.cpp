@@ -1,4 +1,4 @@
-#include "continuous.h"
+#include "inferlab/continuous_scheduler.h"
 
 #include <algorithm>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include "inferlab/error.h"
 
-namespace inferlab::plugins {
+namespace inferlab {
 
 namespace {
 
@@ -166,4 +166,4 @@ ContinuousScheduler ContinuousScheduler::from_params(const Params& p) {
                              p.get_bool("chunked_prefill"));
 }
 
-}  // namespace inferlab::plugins
+}  // namespace inferlab

@@ -1,5 +1,7 @@
-// No quantization: linears keep their fp32 weights and run the fp32 matmul kernel. The
-// baseline every quantization strategy is compared against.
+// The fp32 linear (weights kept as floats, the AVX2/AVX-512 matmul of kernels/cpu) and the
+// no-quantization strategy built from it: the baseline every quantization strategy is compared
+// against, and the linear strategies fall back to for layers they leave in float
+// (quantization/int4's fp32 classifier). The plugin quantization/none exposes NoQuantization.
 #pragma once
 #include <memory>
 #include <string>
@@ -7,14 +9,14 @@
 
 #include "inferlab/quantization.h"
 
-namespace inferlab::plugins {
+namespace inferlab {
 
 class FloatLinear : public Linear {
  public:
   // weight: [out, in], taken over.
   FloatLinear(std::vector<float> weight, int out, int in);
   // y[n, out] = x[n, in] · W^T.
-  void forward(const float* x, float* y, int n, ThreadPool& pool) const override;
+  void forward(const float* x, float* y, int n, Device& device) const override;
   // 4 bytes per weight.
   std::uint64_t weight_bytes() const override;
 
@@ -28,4 +30,4 @@ class NoQuantization : public Quantization {
                                       int in) override;
 };
 
-}  // namespace inferlab::plugins
+}  // namespace inferlab

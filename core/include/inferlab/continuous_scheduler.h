@@ -3,13 +3,15 @@
 // requests leave and waiting ones join between any two steps. Long prompts are split into
 // budget-sized chunks (chunked prefill, Sarathi: Agrawal et al. 2023) and a decode request
 // that cannot grow its KV preempts the most recently admitted one (recompute-style).
+// Lives in core because other strategies build on its step (scheduling/sjf reorders its
+// admissions); the plugin scheduling/continuous exposes it as is.
 #pragma once
 #include <vector>
 
 #include "inferlab/params.h"
 #include "inferlab/scheduler.h"
 
-namespace inferlab::plugins {
+namespace inferlab {
 
 class ContinuousScheduler : public Scheduler {
  public:
@@ -39,4 +41,4 @@ class ContinuousScheduler : public Scheduler {
   bool chunked_prefill_;
 };
 
-}  // namespace inferlab::plugins
+}  // namespace inferlab

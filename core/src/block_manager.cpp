@@ -1,5 +1,6 @@
-// Paged KV cache: block pool with ref counts, per-sequence block tables, copy on write.
-#include "inferlab/kv_cache.h"
+// The KV cache's host bookkeeping: block pool with ref counts, per-sequence block tables,
+// copy on write (as BlockCopy lists), prefix index, and O(1) stats (see block_manager.h).
+#include "inferlab/block_manager.h"
 
 #include <algorithm>
 #include <functional>
@@ -11,10 +12,22 @@ namespace inferlab {
 
 const char* kv_dtype_name(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::kF32:
-      return "f32";
+    case KvDtype::kF32: return "f32";
+    case KvDtype::kF16: return "f16";
+    case KvDtype::kInt8: return "int8";
+    case KvDtype::kInt4: return "int4";
   }
   return "unknown";
+}
+
+int kv_dtype_bits(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32: return 32;
+    case KvDtype::kF16: return 16;
+    case KvDtype::kInt8: return 8;
+    case KvDtype::kInt4: return 4;
+  }
+  return 0;
 }
 
 // ---- BlockPool ----------------------------------------------------------------------------
@@ -54,14 +67,14 @@ void BlockPool::release(int block) {
   }
 }
 
-// ---- KvCache ------------------------------------------------------------------------------
+// ---- BlockManager ------------------------------------------------------------------------------
 
 namespace {
 
 int checked_num_blocks(const KvCacheConfig& config) {
   check(config.block_size > 0,
-        "KvCache: block_size must be > 0, got " + std::to_string(config.block_size));
-  check(config.num_blocks > 0, "KvCache: num_blocks must be > 0 when the cache is built, got " +
+        "BlockManager: block_size must be > 0, got " + std::to_string(config.block_size));
+  check(config.num_blocks > 0, "BlockManager: num_blocks must be > 0 when the cache is built, got " +
                                    std::to_string(config.num_blocks) +
                                    " (0 means the engine must pick a size first)");
   return config.num_blocks;
@@ -69,24 +82,11 @@ int checked_num_blocks(const KvCacheConfig& config) {
 
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& model, const KvCacheConfig& config)
-    : config_(config),
-      n_layers_(model.n_layers),
-      n_kv_heads_(model.n_kv_heads),
-      head_dim_(model.n_heads > 0 ? model.head_dim() : 0),
-      kv_dim_(model.n_heads > 0 ? model.kv_dim() : 0),
-      pool_(checked_num_blocks(config)) {
-  check(n_layers_ > 0 && n_kv_heads_ > 0 && head_dim_ > 0,
-        "KvCache: model '" + model.name + "' needs n_layers, n_heads, n_kv_heads and dim > 0");
-  const std::size_t floats = static_cast<std::size_t>(config_.num_blocks) *
-                             static_cast<std::size_t>(config_.block_size) *
-                             static_cast<std::size_t>(kv_dim_);
-  k_.assign(static_cast<std::size_t>(n_layers_), std::vector<float>(floats, 0.0f));
-  v_.assign(static_cast<std::size_t>(n_layers_), std::vector<float>(floats, 0.0f));
-}
+BlockManager::BlockManager(const KvCacheConfig& config)
+    : config_(config), pool_(checked_num_blocks(config)), valid_(static_cast<std::size_t>(config.num_blocks), 0) {}
 
-int KvCache::blocks_needed(int seq, int tokens) const {
-  check(tokens >= 0, "KvCache::blocks_needed: tokens must be >= 0");
+int BlockManager::blocks_needed(int seq, int tokens) const {
+  check(tokens >= 0, "BlockManager::blocks_needed: tokens must be >= 0");
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return blocks_for(tokens);  // an unknown seq starts empty
   const SeqBlocks& sb = it->second;
@@ -102,7 +102,7 @@ int KvCache::blocks_needed(int seq, int tokens) const {
   return needed;
 }
 
-bool KvCache::reserve(int seq, int tokens) {
+bool BlockManager::reserve(int seq, int tokens, std::vector<BlockCopy>& copies) {
   const int needed = blocks_needed(seq, tokens);
   if (!can_allocate(needed)) return false;
   SeqBlocks& sb = seqs_[seq];
@@ -114,8 +114,9 @@ bool KvCache::reserve(int seq, int tokens) {
       int& block = sb.blocks[static_cast<std::size_t>(b)];
       if (pool_.ref_count(block) <= 1) continue;
       const int copy = allocate_block();  // cannot fail: counted in blocks_needed
-      copy_block(block, copy);
+      copies.push_back({block, copy});
       release_block(block);
+      set_valid(copy, std::clamp(sb.length - b * config_.block_size, 0, config_.block_size));
       block = copy;
     }
   }
@@ -124,20 +125,35 @@ bool KvCache::reserve(int seq, int tokens) {
   return true;
 }
 
-void KvCache::set_length(int seq, int tokens) {
+void BlockManager::set_length(int seq, int tokens) {
   const int cap = capacity(seq);  // throws on an unknown seq
-  check(tokens >= 0 && tokens <= cap, "KvCache::set_length: seq " + std::to_string(seq) +
+  check(tokens >= 0 && tokens <= cap, "BlockManager::set_length: seq " + std::to_string(seq) +
                                           " has capacity " + std::to_string(cap) + ", asked " +
                                           std::to_string(tokens));
-  seqs_.at(seq).length = tokens;
+  SeqBlocks& sb = seqs_.at(seq);
+  if (tokens < sb.length) {
+    truncate(seq, tokens, true);
+    return;
+  }
+  const int bs = config_.block_size;
+  for (int b = sb.length / bs; b * bs < tokens; ++b) {
+    const int block = sb.blocks[static_cast<std::size_t>(b)];
+    set_valid(block, std::max(valid_[static_cast<std::size_t>(block)], std::min(bs, tokens - b * bs)));
+  }
+  sb.length = tokens;
 }
 
-void KvCache::truncate(int seq, int tokens, bool keep_capacity) {
+void BlockManager::truncate(int seq, int tokens, bool keep_capacity) {
   const int len = length(seq);  // throws on an unknown seq
-  check(tokens >= 0 && tokens <= len, "KvCache::truncate: seq " + std::to_string(seq) +
+  check(tokens >= 0 && tokens <= len, "BlockManager::truncate: seq " + std::to_string(seq) +
                                           " holds " + std::to_string(len) + " tokens, asked " +
                                           std::to_string(tokens));
   SeqBlocks& sb = seqs_.at(seq);
+  const int bs = config_.block_size;
+  for (int b = tokens / bs; b * bs < len; ++b) {  // blocks only this sequence holds lose the tail
+    const int block = sb.blocks[static_cast<std::size_t>(b)];
+    if (seq_holders(block) == 1) set_valid(block, std::clamp(tokens - b * bs, 0, bs));
+  }
   sb.length = tokens;
   if (sb.published * config_.block_size > tokens) {  // re-derive the chain on the next publish
     sb.published = 0;
@@ -151,104 +167,72 @@ void KvCache::truncate(int seq, int tokens, bool keep_capacity) {
   }
 }
 
-void KvCache::fork(int src, int dst) {
-  check(has(src), "KvCache::fork: unknown source seq " + std::to_string(src));
-  check(!has(dst), "KvCache::fork: destination seq " + std::to_string(dst) + " already exists");
+void BlockManager::fork(int src, int dst) {
+  check(has(src), "BlockManager::fork: unknown source seq " + std::to_string(src));
+  check(!has(dst), "BlockManager::fork: destination seq " + std::to_string(dst) + " already exists");
   SeqBlocks copy = seqs_.at(src);
   for (int block : copy.blocks) pool_.retain(block);
   seqs_.emplace(dst, std::move(copy));
 }
 
-void KvCache::free(int seq) {
+void BlockManager::free(int seq) {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "KvCache::free: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), "BlockManager::free: unknown seq " + std::to_string(seq));
   for (int block : it->second.blocks) release_block(block);
   seqs_.erase(it);
 }
 
-int KvCache::length(int seq) const {
+int BlockManager::length(int seq) const {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "KvCache::length: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), "BlockManager::length: unknown seq " + std::to_string(seq));
   return it->second.length;
 }
 
-int KvCache::capacity(int seq) const {
+int BlockManager::capacity(int seq) const {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "KvCache::capacity: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), "BlockManager::capacity: unknown seq " + std::to_string(seq));
   return static_cast<int>(it->second.blocks.size()) * config_.block_size;
 }
 
-std::span<const int> KvCache::block_table(int seq) const {
+std::span<const int> BlockManager::block_table(int seq) const {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "KvCache::block_table: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), "BlockManager::block_table: unknown seq " + std::to_string(seq));
   return it->second.blocks;
 }
 
-int KvCache::slot(int seq, int pos) const {
+int BlockManager::slot(int seq, int pos) const {
   const auto table = block_table(seq);
   const int cap = static_cast<int>(table.size()) * config_.block_size;
-  check(pos >= 0 && pos < cap, "KvCache::slot: position " + std::to_string(pos) +
+  check(pos >= 0 && pos < cap, "BlockManager::slot: position " + std::to_string(pos) +
                                    " outside seq " + std::to_string(seq) + "'s capacity " +
                                    std::to_string(cap));
   return table[static_cast<std::size_t>(pos / config_.block_size)] * config_.block_size +
          pos % config_.block_size;
 }
 
-KvLayerView KvCache::layer(int l) const {
-  check(l >= 0 && l < n_layers_, "KvCache::layer: no layer " + std::to_string(l));
-  KvLayerView view;
-  view.k = k_[static_cast<std::size_t>(l)].data();
-  view.v = v_[static_cast<std::size_t>(l)].data();
-  view.block_size = config_.block_size;
-  view.n_kv_heads = n_kv_heads_;
-  view.head_dim = head_dim_;
-  return view;
-}
-
-KvStats KvCache::stats() const {
+KvStats BlockManager::stats() const {
   KvStats s;
   s.blocks_total = pool_.total();
   s.blocks_free = free_blocks();
   s.blocks_cached = static_cast<int>(evictable_.size());
   s.blocks_reserved = s.blocks_total - s.blocks_free;
-  // Valid tokens per physical block: the most any sequence sharing it has written there.
-  std::vector<int> valid(static_cast<std::size_t>(s.blocks_total), 0);
-  for (const auto& [seq, sb] : seqs_) {
-    const int full = sb.length / config_.block_size;
-    const int rest = sb.length % config_.block_size;
-    for (int b = 0; b < full; ++b) valid[static_cast<std::size_t>(sb.blocks[static_cast<std::size_t>(b)])] = config_.block_size;
-    if (rest > 0) {
-      int& v = valid[static_cast<std::size_t>(sb.blocks[static_cast<std::size_t>(full)])];
-      v = std::max(v, rest);
-    }
-  }
-  for (int v : valid) {
-    if (v > 0) ++s.blocks_used;
-    s.tokens_stored += v;
-  }
+  s.blocks_used = blocks_used_;
+  s.tokens_stored = tokens_stored_;
   return s;
 }
 
-std::uint64_t KvCache::bytes() const {
-  return 2ull * static_cast<std::uint64_t>(n_layers_) *
-         static_cast<std::uint64_t>(config_.num_blocks) *
-         static_cast<std::uint64_t>(config_.block_size) * static_cast<std::uint64_t>(kv_dim_) *
-         sizeof(float);
+int BlockManager::seq_holders(int block) const {
+  return pool_.ref_count(block) - (cached_.count(block) != 0 ? 1 : 0);
 }
 
-void KvCache::copy_block(int from, int to) {
-  const std::size_t span = static_cast<std::size_t>(config_.block_size) * static_cast<std::size_t>(kv_dim_);
-  const std::size_t src = static_cast<std::size_t>(from) * span;
-  const std::size_t dst = static_cast<std::size_t>(to) * span;
-  for (int l = 0; l < n_layers_; ++l) {
-    auto& k = k_[static_cast<std::size_t>(l)];
-    auto& v = v_[static_cast<std::size_t>(l)];
-    std::copy_n(k.begin() + static_cast<std::ptrdiff_t>(src), span, k.begin() + static_cast<std::ptrdiff_t>(dst));
-    std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(src), span, v.begin() + static_cast<std::ptrdiff_t>(dst));
-  }
+void BlockManager::set_valid(int block, int tokens) {
+  int& v = valid_[static_cast<std::size_t>(block)];
+  blocks_used_ += (tokens > 0) - (v > 0);
+  tokens_stored_ += tokens - v;
+  v = tokens;
 }
 
-void KvCache::note_peak() {
+void BlockManager::note_peak() {
   peak_reserved_ = std::max(peak_reserved_, pool_.total() - free_blocks());
 }
 
@@ -269,7 +253,7 @@ std::uint64_t chain_hash(std::uint64_t parent, std::span<const int> block) {
 
 }  // namespace
 
-int KvCache::allocate_block() {
+int BlockManager::allocate_block() {
   int block = pool_.allocate();
   if (block >= 0 || evictable_.empty()) return block;
   const int victim = evictable_.front();  // least recently released
@@ -280,8 +264,9 @@ int KvCache::allocate_block() {
   return pool_.allocate();
 }
 
-void KvCache::release_block(int block) {
+void BlockManager::release_block(int block) {
   pool_.release(block);
+  if (seq_holders(block) == 0) set_valid(block, 0);
   auto it = cached_.find(block);
   if (it != cached_.end() && pool_.ref_count(block) == 1 && !it->second.evictable) {
     it->second.evictable = true;
@@ -289,9 +274,9 @@ void KvCache::release_block(int block) {
   }
 }
 
-int KvCache::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens) {
+int BlockManager::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens) {
   if (!config_.prefix_caching) return 0;
-  check(!has(seq), "KvCache::acquire_prefix: seq " + std::to_string(seq) + " already exists");
+  check(!has(seq), "BlockManager::acquire_prefix: seq " + std::to_string(seq) + " already exists");
   const int bs = config_.block_size;
   const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   SeqBlocks sb;
@@ -308,6 +293,7 @@ int KvCache::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens
       entry.evictable = false;
     }
     sb.blocks.push_back(found->second);
+    set_valid(found->second, bs);
     sb.chain = h;
   }
   const int matched = static_cast<int>(sb.blocks.size()) * bs;
@@ -319,7 +305,7 @@ int KvCache::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens
   return matched;
 }
 
-void KvCache::publish_prefix(int seq, std::span<const int> tokens) {
+void BlockManager::publish_prefix(int seq, std::span<const int> tokens) {
   if (!config_.prefix_caching) return;
   SeqBlocks& sb = seqs_.at(seq);
   const int bs = config_.block_size;

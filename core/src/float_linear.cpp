@@ -1,9 +1,9 @@
-#include "none.h"
+#include "inferlab/float_linear.h"
 
 #include "inferlab/error.h"
 #include "kernels/cpu/matmul.h"
 
-namespace inferlab::plugins {
+namespace inferlab {
 
 FloatLinear::FloatLinear(std::vector<float> weight, int out, int in)
     : Linear(out, in), weight_(std::move(weight)) {
@@ -12,8 +12,8 @@ FloatLinear::FloatLinear(std::vector<float> weight, int out, int in)
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
 }
 
-void FloatLinear::forward(const float* x, float* y, int n, ThreadPool& pool) const {
-  cpu::matmul_f32(x, weight_.data(), y, n, out_features(), in_features(), pool);
+void FloatLinear::forward(const float* x, float* y, int n, Device& device) const {
+  cpu::matmul_f32(x, weight_.data(), y, n, out_features(), in_features(), cpu_pool(device, "fp32 linear"));
 }
 
 std::uint64_t FloatLinear::weight_bytes() const {
@@ -26,4 +26,4 @@ std::unique_ptr<Linear> NoQuantization::make_linear(const std::string& name,
   return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
-}  // namespace inferlab::plugins
+}  // namespace inferlab

@@ -1,0 +1,114 @@
+// The host half of the paged KV cache: a ref-counted pool of block ids, per-sequence block
+// tables and lengths, copy on write, and the prefix-cache index. It never touches K/V data:
+// a write into a shared block returns the copy to make (BlockCopy) and the caller's KvStorage
+// makes it. A full pool is a return value (false), never an exception.
+#pragma once
+#include <cstdint>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "inferlab/kv_cache.h"
+
+namespace inferlab {
+
+// Ref-counted pool of block ids. allocate() returns -1 when empty; the lowest free id first.
+class BlockPool {
+ public:
+  explicit BlockPool(int num_blocks);
+  int allocate();
+  void retain(int block);
+  void release(int block);  // frees the block when its count reaches zero
+  int ref_count(int block) const { return refs_.at(static_cast<std::size_t>(block)); }
+  int free_count() const { return static_cast<int>(free_.size()); }
+  int total() const { return static_cast<int>(refs_.size()); }
+
+ private:
+  std::vector<int> refs_;
+  std::vector<int> free_;  // min-heap
+};
+
+class BlockManager {
+ public:
+  explicit BlockManager(const KvCacheConfig& config);
+
+  const KvCacheConfig& config() const { return config_; }
+  int block_size() const { return config_.block_size; }
+  int num_blocks() const { return config_.num_blocks; }
+  int blocks_for(int tokens) const { return (tokens + config_.block_size - 1) / config_.block_size; }
+
+  // Blocks that must be newly allocated for `seq` to hold `tokens` tokens and to write
+  // positions [length(seq), tokens) (including copies of shared blocks to be written).
+  int blocks_needed(int seq, int tokens) const;
+  bool can_allocate(int blocks) const { return free_blocks() >= blocks; }
+  // Blocks a reservation can take: free ones plus cached ones no sequence holds (evicted least
+  // recently released first).
+  int free_blocks() const { return pool_.free_count() + static_cast<int>(evictable_.size()); }
+  // Grows seq's block table to hold `tokens` tokens and makes the blocks covering
+  // [length, tokens) private: each shared block is replaced by a fresh one, and the copy the
+  // storage must make is appended to `copies`. Returns false, changing nothing, when the pool
+  // cannot supply blocks_needed(seq, tokens).
+  bool reserve(int seq, int tokens, std::vector<BlockCopy>& copies);
+  // Declares positions [0, tokens) valid (after the model wrote them). tokens <= capacity.
+  void set_length(int seq, int tokens);
+  // Rolls back to `tokens` valid tokens; releases blocks past the ones needed when
+  // keep_capacity is false.
+  void truncate(int seq, int tokens, bool keep_capacity);
+  // dst shares all of src's blocks (ref counted) and its length.
+  void fork(int src, int dst);
+
+  // Prefix caching (config.prefix_caching; no-ops otherwise). Full blocks whose K/V are
+  // computed are indexed by a hash chain over their token ids (verified token by token on a
+  // match) and outlive the sequences that wrote them until the pool needs the space.
+  // Gives `seq` (which must not exist yet) the cached blocks matching the longest run of full
+  // blocks at the start of tokens[0, max_tokens); returns the tokens matched (a multiple of
+  // block_size, 0 when nothing matched, in which case seq is not created).
+  int acquire_prefix(int seq, std::span<const int> tokens, int max_tokens);
+  // Indexes seq's full blocks among its first length(seq) tokens; `tokens` are its token ids.
+  void publish_prefix(int seq, std::span<const int> tokens);
+  void free(int seq);
+  bool has(int seq) const { return seqs_.count(seq) != 0; }
+  int length(int seq) const;
+  int capacity(int seq) const;
+  std::span<const int> block_table(int seq) const;
+  // Physical slot of position pos of seq (block * block_size + offset).
+  int slot(int seq, int pos) const;
+
+  // O(1): kept up to date by every call above (shared blocks count once; a block's valid
+  // tokens are the most any sequence holding it has written there).
+  KvStats stats() const;
+  int peak_blocks_reserved() const { return peak_reserved_; }
+
+ private:
+  struct SeqBlocks {
+    std::vector<int> blocks;
+    int length = 0;
+    int published = 0;             // leading blocks already offered to the prefix index
+    std::uint64_t chain = 0;       // hash chain up to `published`
+  };
+  struct CachedBlock {
+    std::uint64_t hash = 0;
+    std::vector<int> tokens;       // the block's token ids, to verify a hash match
+    bool evictable = false;        // only the cache holds it (it sits in evictable_ at `where`)
+    std::list<int>::iterator where;
+  };
+  int allocate_block();            // evicts a cached block when the pool is empty
+  void release_block(int block);   // a cached block left by its last sequence becomes evictable
+  int seq_holders(int block) const;
+  void set_valid(int block, int tokens);  // keeps blocks_used_ / tokens_stored_ current
+  void note_peak();
+
+  KvCacheConfig config_;
+  BlockPool pool_;
+  std::unordered_map<int, SeqBlocks> seqs_;
+  std::unordered_map<std::uint64_t, int> prefix_index_;  // chain hash -> block
+  std::unordered_map<int, CachedBlock> cached_;          // block -> its index entry
+  std::list<int> evictable_;                              // least recently released first
+  std::vector<int> valid_;                                // [num_blocks] valid tokens per block
+  int blocks_used_ = 0;
+  long long tokens_stored_ = 0;
+  int peak_reserved_ = 0;
+};
+
+}  // namespace inferlab
