@@ -6,6 +6,7 @@
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
 #include "inferlab/workload.h"
+#include "stub_executor.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -340,6 +341,72 @@ TEST(Engine, SchedulingARequestTwiceInOneStepIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("twice"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// The execute stage is a seam: a stub executor drives the same loop, and its modelled step
+// durations are the timeline's.
+TEST(Engine, StubExecutorDrivesTheRealStepLoop) {
+  Registry reg({testing::plugin_dir()});
+  CpuDevice device(1);
+  testing::StubExecutor stub(testing::stub_model_config(), [](const StepBatch& b) { return 0.5 + b.rows(); });
+  auto s = reg.create_scheduler("continuous", reg.resolve(PluginKind::kScheduling, "continuous",
+                                                          {{"max_tokens", std::int64_t{16}}}, "t"), device);
+  auto d = reg.create_decoder("sampling", reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"), device);
+  std::vector<Request> reqs(3);
+  for (int i = 0; i < 3; ++i) {
+    reqs[static_cast<std::size_t>(i)].id = i;
+    reqs[static_cast<std::size_t>(i)].prompt = std::vector<int>(static_cast<std::size_t>(10 + 7 * i), 5 + i);
+    reqs[static_cast<std::size_t>(i)].max_output = 6;
+  }
+  EngineOptions eo;
+  eo.kv.block_size = 4;
+  RunResult r = Engine(stub, *s, *d, eo).run(reqs);
+  EXPECT_TRUE(stub.violations().empty()) << stub.violations().front();
+  for (int i = 0; i < 3; ++i) {  // each output token is the stub's function of the previous one
+    const auto& out = r.outputs[static_cast<std::size_t>(i)];
+    ASSERT_EQ(out.size(), 6u);
+    int prev = reqs[static_cast<std::size_t>(i)].prompt.back();
+    int pos = static_cast<int>(reqs[static_cast<std::size_t>(i)].prompt.size()) - 1;
+    for (int t : out) {
+      EXPECT_EQ(t, stub.next_token(prev, pos++));
+      prev = t;
+    }
+  }
+  ASSERT_EQ(r.timeline.steps.size(), stub.steps().size());
+  for (std::size_t k = 0; k < stub.steps().size(); ++k)
+    EXPECT_DOUBLE_EQ(r.timeline.steps[k].duration_s, 0.5 + stub.steps()[k].rows);
+}
+
+// Every row says where its time went: the categories sum to 1, the model's ops are non-zero,
+// and the timer's own cost stays small.
+TEST(Engine, TimeFractionsCoverEveryStepAndSumToOne) {
+  Fixture f;
+  auto r = f.run(make_requests(4, 24, 8, 5), "continuous", {}, "sampling", {});
+  const MetricRow row = compute_metrics(r.timeline, SloSpec{});
+  double sum = 0;
+  std::map<std::string, double> m(row.begin(), row.end());
+  for (int c = 0; c < kTimeCategories; ++c) {
+    const std::string name = std::string("time_") + time_category_name(static_cast<TimeCategory>(c)) + "_frac";
+    ASSERT_TRUE(m.count(name)) << name;
+    EXPECT_GE(m[name], 0.0) << name;
+    sum += m[name];
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+  EXPECT_GT(m["time_linear_frac"], 0.0);
+  EXPECT_GT(m["time_attention_frac"], 0.0);
+  EXPECT_GT(m["time_norm_rope_act_frac"], 0.0);
+  EXPECT_GT(m["time_sampling_frac"], 0.0);
+  EXPECT_GT(m["time_scheduler_frac"], 0.0);
+  EXPECT_NEAR(m["step_overhead_frac"],
+              m["time_sampling_frac"] + m["time_scheduler_frac"] + m["time_framework_frac"], 1e-9);
+  EXPECT_GT(r.timeline.timer_overhead_s, 0.0);
+  EXPECT_LT(m["timer_overhead_frac"], 0.2);  // loose: a shared 2-core machine; the bench reports the real figure
 }
 
 }  // namespace
