@@ -83,7 +83,10 @@ int checked_num_blocks(const KvCacheConfig& config) {
 }  // namespace
 
 BlockManager::BlockManager(const KvCacheConfig& config)
-    : config_(config), pool_(checked_num_blocks(config)), valid_(static_cast<std::size_t>(config.num_blocks), 0) {}
+    : config_(config),
+      pool_(checked_num_blocks(config)),
+      valid_(static_cast<std::size_t>(config.num_blocks), 0),
+      holders_(static_cast<std::size_t>(config.num_blocks) * static_cast<std::size_t>(config.block_size + 1), 0) {}
 
 int BlockManager::blocks_needed(int seq, int tokens) const {
   check(tokens >= 0, "BlockManager::blocks_needed: tokens must be >= 0");
@@ -115,8 +118,10 @@ bool BlockManager::reserve(int seq, int tokens, std::vector<BlockCopy>& copies) 
       if (pool_.ref_count(block) <= 1) continue;
       const int copy = allocate_block();  // cannot fail: counted in blocks_needed
       copies.push_back({block, copy});
+      const int held = written(sb.length, b);
+      change_holder(block, held, 0);
+      change_holder(copy, 0, held);
       release_block(block);
-      set_valid(copy, std::clamp(sb.length - b * config_.block_size, 0, config_.block_size));
       block = copy;
     }
   }
@@ -135,11 +140,8 @@ void BlockManager::set_length(int seq, int tokens) {
     truncate(seq, tokens, true);
     return;
   }
-  const int bs = config_.block_size;
-  for (int b = sb.length / bs; b * bs < tokens; ++b) {
-    const int block = sb.blocks[static_cast<std::size_t>(b)];
-    set_valid(block, std::max(valid_[static_cast<std::size_t>(block)], std::min(bs, tokens - b * bs)));
-  }
+  for (int b = sb.length / config_.block_size; b * config_.block_size < tokens; ++b)
+    change_holder(sb.blocks[static_cast<std::size_t>(b)], written(sb.length, b), written(tokens, b));
   sb.length = tokens;
 }
 
@@ -149,11 +151,8 @@ void BlockManager::truncate(int seq, int tokens, bool keep_capacity) {
                                           " holds " + std::to_string(len) + " tokens, asked " +
                                           std::to_string(tokens));
   SeqBlocks& sb = seqs_.at(seq);
-  const int bs = config_.block_size;
-  for (int b = tokens / bs; b * bs < len; ++b) {  // blocks only this sequence holds lose the tail
-    const int block = sb.blocks[static_cast<std::size_t>(b)];
-    if (seq_holders(block) == 1) set_valid(block, std::clamp(tokens - b * bs, 0, bs));
-  }
+  for (int b = tokens / config_.block_size; b * config_.block_size < len; ++b)
+    change_holder(sb.blocks[static_cast<std::size_t>(b)], written(len, b), written(tokens, b));
   sb.length = tokens;
   if (sb.published * config_.block_size > tokens) {  // re-derive the chain on the next publish
     sb.published = 0;
@@ -171,14 +170,21 @@ void BlockManager::fork(int src, int dst) {
   check(has(src), "BlockManager::fork: unknown source seq " + std::to_string(src));
   check(!has(dst), "BlockManager::fork: destination seq " + std::to_string(dst) + " already exists");
   SeqBlocks copy = seqs_.at(src);
-  for (int block : copy.blocks) pool_.retain(block);
+  for (std::size_t b = 0; b < copy.blocks.size(); ++b) {
+    pool_.retain(copy.blocks[b]);
+    change_holder(copy.blocks[b], 0, written(copy.length, static_cast<int>(b)));
+  }
   seqs_.emplace(dst, std::move(copy));
 }
 
 void BlockManager::free(int seq) {
   const auto it = seqs_.find(seq);
   check(it != seqs_.end(), "BlockManager::free: unknown seq " + std::to_string(seq));
-  for (int block : it->second.blocks) release_block(block);
+  const SeqBlocks& sb = it->second;
+  for (std::size_t b = 0; b < sb.blocks.size(); ++b) {
+    change_holder(sb.blocks[b], written(sb.length, static_cast<int>(b)), 0);
+    release_block(sb.blocks[b]);
+  }
   seqs_.erase(it);
 }
 
@@ -221,15 +227,25 @@ KvStats BlockManager::stats() const {
   return s;
 }
 
-int BlockManager::seq_holders(int block) const {
-  return pool_.ref_count(block) - (cached_.count(block) != 0 ? 1 : 0);
+int BlockManager::written(int length, int b) const {
+  return std::clamp(length - b * config_.block_size, 0, config_.block_size);
 }
 
-void BlockManager::set_valid(int block, int tokens) {
+void BlockManager::change_holder(int block, int from, int to) {
+  if (from == to) return;
+  const std::size_t row = static_cast<std::size_t>(block) * static_cast<std::size_t>(config_.block_size + 1);
+  if (from > 0) --holders_[row + static_cast<std::size_t>(from)];
+  if (to > 0) ++holders_[row + static_cast<std::size_t>(to)];
   int& v = valid_[static_cast<std::size_t>(block)];
-  blocks_used_ += (tokens > 0) - (v > 0);
-  tokens_stored_ += tokens - v;
-  v = tokens;
+  int now = v;
+  if (to > now) {
+    now = to;
+  } else if (from == now) {  // the most written holder left or shrank: the next most, if any
+    while (now > 0 && holders_[row + static_cast<std::size_t>(now)] == 0) --now;
+  }
+  blocks_used_ += (now > 0) - (v > 0);
+  tokens_stored_ += now - v;
+  v = now;
 }
 
 void BlockManager::note_peak() {
@@ -266,7 +282,6 @@ int BlockManager::allocate_block() {
 
 void BlockManager::release_block(int block) {
   pool_.release(block);
-  if (seq_holders(block) == 0) set_valid(block, 0);
   auto it = cached_.find(block);
   if (it != cached_.end() && pool_.ref_count(block) == 1 && !it->second.evictable) {
     it->second.evictable = true;
@@ -293,7 +308,7 @@ int BlockManager::acquire_prefix(int seq, std::span<const int> tokens, int max_t
       entry.evictable = false;
     }
     sb.blocks.push_back(found->second);
-    set_valid(found->second, bs);
+    change_holder(found->second, 0, bs);
     sb.chain = h;
   }
   const int matched = static_cast<int>(sb.blocks.size()) * bs;

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "inferlab/error.h"
+#include "inferlab/rng.h"
 
 namespace inferlab {
 namespace {
@@ -261,6 +263,97 @@ TEST(KvCache, InvalidUseThrows) {
   EXPECT_THROW(kv.set_length(1, 5), Error);
   EXPECT_THROW(kv.blocks_needed(1, -1), Error);
   EXPECT_STREQ(kv_dtype_name(KvDtype::kF32), "f32");
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// stats() is kept up to date by every operation instead of scanning the pool each step; a long
+// random sequence of operations (reserve, write, roll back, fork, free, prefix reuse) must give
+// exactly what a full scan of the block tables gives after every operation.
+KvStats scanned_stats(const BlockManager& kv, const std::vector<int>& live, int blocks_total) {
+  KvStats s;
+  s.blocks_total = blocks_total;
+  std::vector<int> valid(static_cast<std::size_t>(blocks_total), 0);
+  for (int seq : live) {
+    const auto table = kv.block_table(seq);
+    const int len = kv.length(seq), bs = kv.block_size();
+    for (int b = 0; b * bs < len; ++b) {
+      int& v = valid[static_cast<std::size_t>(table[static_cast<std::size_t>(b)])];
+      v = std::max(v, std::min(bs, len - b * bs));
+    }
+  }
+  for (int v : valid) {
+    s.blocks_used += v > 0;
+    s.tokens_stored += v;
+  }
+  return s;
+}
+
+TEST(BlockManager, IncrementalStatsEqualAFullScan) {
+  KvCacheConfig c;
+  c.block_size = 4;
+  c.num_blocks = 40;
+  c.prefix_caching = true;
+  BlockManager kv(c);
+  Rng rng(17);
+  std::vector<int> live, forked;  // forked: shares blocks with another sequence (never truncated)
+  std::vector<std::vector<int>> tokens(1000);
+  std::vector<BlockCopy> copies;
+  int next_id = 0;
+  for (int op = 0; op < 3000; ++op) {
+    const int kind = static_cast<int>(rng.uniform_int(0, 6));
+    if (kind == 0 || live.empty()) {  // a new sequence, maybe from a cached prefix
+      const int id = next_id++ % 1000;
+      if (kv.has(id)) continue;
+      tokens[static_cast<std::size_t>(id)].assign(static_cast<std::size_t>(rng.uniform_int(1, 20)), 0);
+      for (std::size_t i = 0; i < tokens[static_cast<std::size_t>(id)].size(); ++i)
+        tokens[static_cast<std::size_t>(id)][i] = static_cast<int>(i < 8 ? i : rng.uniform_int(0, 3));
+      const auto& t = tokens[static_cast<std::size_t>(id)];
+      kv.acquire_prefix(id, t, static_cast<int>(t.size()) - 1);
+      if (!kv.reserve(id, static_cast<int>(t.size()), copies)) {
+        if (kv.has(id)) kv.free(id);
+        continue;
+      }
+      kv.set_length(id, static_cast<int>(t.size()));
+      kv.publish_prefix(id, t);
+      live.push_back(id);
+    } else {
+      const std::size_t pick = static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(live.size())));
+      const int id = live[pick];
+      const bool shared = std::find(forked.begin(), forked.end(), id) != forked.end();
+      auto& t = tokens[static_cast<std::size_t>(id)];
+      if (kind == 1 || kind == 2) {  // grow by a few tokens (copy on write when shared)
+        const int grow = static_cast<int>(rng.uniform_int(1, 6));
+        if (!kv.reserve(id, kv.length(id) + grow, copies)) continue;
+        for (int i = 0; i < grow; ++i) t.push_back(static_cast<int>(rng.uniform_int(0, 3)));
+        kv.set_length(id, static_cast<int>(t.size()));
+        kv.publish_prefix(id, t);
+      } else if (kind == 3 && !shared && kv.length(id) > 1) {  // roll back rejected drafts
+        const int to = static_cast<int>(rng.uniform_int(1, kv.length(id)));
+        kv.truncate(id, to, rng.uniform() < 0.5);
+        t.resize(static_cast<std::size_t>(to));
+      } else if (kind == 4) {  // fork (beam search style)
+        const int dst = next_id++ % 1000;
+        if (kv.has(dst)) continue;
+        kv.fork(id, dst);
+        tokens[static_cast<std::size_t>(dst)] = t;
+        live.push_back(dst);
+        forked.push_back(dst);
+        forked.push_back(id);
+      } else {
+        kv.free(id);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(pick));
+      }
+    }
+    const KvStats want = scanned_stats(kv, live, c.num_blocks), got = kv.stats();
+    ASSERT_EQ(got.blocks_used, want.blocks_used) << "after op " << op;
+    ASSERT_EQ(got.tokens_stored, want.tokens_stored) << "after op " << op;
+    ASSERT_EQ(got.blocks_reserved + got.blocks_free, c.num_blocks) << "after op " << op;
+  }
 }
 
 }  // namespace

@@ -75,8 +75,8 @@ class BlockManager {
   // Physical slot of position pos of seq (block * block_size + offset).
   int slot(int seq, int pos) const;
 
-  // O(1): kept up to date by every call above (shared blocks count once; a block's valid
-  // tokens are the most any sequence holding it has written there).
+  // O(1): kept exact by every call above (shared blocks count once; a block's valid tokens are
+  // the most any sequence holding it has written there).
   KvStats stats() const;
   int peak_blocks_reserved() const { return peak_reserved_; }
 
@@ -95,8 +95,11 @@ class BlockManager {
   };
   int allocate_block();            // evicts a cached block when the pool is empty
   void release_block(int block);   // a cached block left by its last sequence becomes evictable
-  int seq_holders(int block) const;
-  void set_valid(int block, int tokens);  // keeps blocks_used_ / tokens_stored_ current
+  // Tokens a sequence of `length` tokens has written into its b-th block.
+  int written(int length, int b) const;
+  // One sequence's written tokens in `block` change from `from` to `to` (0 = not held);
+  // keeps valid_, blocks_used_ and tokens_stored_ exact.
+  void change_holder(int block, int from, int to);
   void note_peak();
 
   KvCacheConfig config_;
@@ -105,7 +108,8 @@ class BlockManager {
   std::unordered_map<std::uint64_t, int> prefix_index_;  // chain hash -> block
   std::unordered_map<int, CachedBlock> cached_;          // block -> its index entry
   std::list<int> evictable_;                              // least recently released first
-  std::vector<int> valid_;                                // [num_blocks] valid tokens per block
+  std::vector<int> valid_;     // [num_blocks] valid tokens: the most any holding sequence wrote
+  std::vector<int> holders_;   // [num_blocks, block_size + 1] sequences holding it with t written
   int blocks_used_ = 0;
   long long tokens_stored_ = 0;
   int peak_reserved_ = 0;
