@@ -1,14 +1,40 @@
-# inferlab_add_plugin(<kind> <name> SOURCES a.cpp ... [TESTS test_a.cpp ...])
-# Builds plugins/<kind>/<name> as a shared library named inferlab_<kind>_<name> in the
-# plugin directory the registry scans, and its tests as a GoogleTest binary registered with ctest.
+# inferlab_add_plugin(<kind> <name> SOURCES a.cpp ... [LIBS lib ...] [TESTS test_a.cpp ...])
+# Builds a strategy plugin: a MODULE library libinferlab_<kind>_<name>.so (the file name the
+# registry scans for), C++20, linked to inferlab::core, whose usage requirements carry what the
+# headers need to match the core (BOOST_DLL_USE_STD_FS, Boost's headers). One function, two homes:
+# - in the inferlab tree (plugins/<kind>/<name>/CMakeLists.txt): also warnings-as-errors and the
+#   CPU flags, output into the build's plugin directory, installed beside the core, and TESTS
+#   become a GoogleTest binary registered with ctest;
+# - out of the tree, after find_package(inferlab) (which includes this file): output into the
+#   current build folder, to be named in an experiment's [plugins] paths or INFERLAB_PLUGIN_PATH.
+#   TESTS is refused there: the test helpers are not installed.
 function(inferlab_add_plugin kind name)
   cmake_parse_arguments(P "" "" "SOURCES;TESTS;LIBS" ${ARGN})
+  if(NOT kind MATCHES "^(attention|quantization|scheduling|decoding)$")
+    message(FATAL_ERROR "inferlab_add_plugin: kind '${kind}' is not one of attention, quantization, scheduling, decoding")
+  endif()
+  if(NOT P_SOURCES OR P_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "inferlab_add_plugin(${kind} ${name} SOURCES a.cpp ... [LIBS ...] [TESTS ...])"
+                        " got: ${ARGN}")
+  endif()
+  set(in_tree FALSE)
+  if(TARGET inferlab_core)
+    set(in_tree TRUE)
+  endif()
   set(target inferlab_${kind}_${name})
   add_library(${target} MODULE ${P_SOURCES})
-  target_link_libraries(${target} PRIVATE inferlab_core inferlab_warnings inferlab_cpu_flags ${P_LIBS})
-  set_target_properties(${target} PROPERTIES
-    LIBRARY_OUTPUT_DIRECTORY ${INFERLAB_PLUGIN_DIR}
-    PREFIX "lib")
+  target_link_libraries(${target} PRIVATE inferlab::core ${P_LIBS})
+  set_target_properties(${target} PROPERTIES PREFIX "lib" CXX_EXTENSIONS OFF)
+  if(in_tree)
+    target_link_libraries(${target} PRIVATE inferlab_warnings inferlab_cpu_flags)
+    set_target_properties(${target} PROPERTIES
+      LIBRARY_OUTPUT_DIRECTORY ${INFERLAB_PLUGIN_DIR}
+      INSTALL_RPATH "$ORIGIN/..")
+    install(TARGETS ${target} LIBRARY DESTINATION ${INFERLAB_INSTALL_PLUGIN_DIR})
+  elseif(P_TESTS)
+    message(FATAL_ERROR "inferlab_add_plugin(${kind} ${name}): TESTS is only supported in the inferlab tree;"
+                        " add your own test executable linked to inferlab::core")
+  endif()
   if(P_TESTS AND INFERLAB_TESTS)
     set(test_target test_${kind}_${name})
     add_executable(${test_target} ${P_TESTS})

@@ -49,10 +49,13 @@ std::vector<std::string> Registry::default_search_path() {
       start = end + 1;
     }
   }
+  // The built-in plugins sit in inferlab/ beside libinferlab_core: <build>/lib/inferlab in the
+  // build tree, <prefix>/lib/inferlab once installed. Located from the library itself, not the
+  // executable, so the CLI, the tests and any program linking the core agree, and an installed
+  // copy never also loads the build tree's plugins (they would be duplicates).
   std::error_code ec;
-  auto exe = boost::dll::program_location(ec);
-  if (!ec) dirs.push_back((fs::path(exe).parent_path().parent_path() / "lib" / "inferlab").string());
-  dirs.push_back(INFERLAB_BUILD_PLUGIN_DIR);
+  auto core = boost::dll::this_line_location(ec);
+  if (!ec) dirs.push_back((fs::path(core).parent_path() / "inferlab").string());
   return dirs;
 }
 

@@ -27,7 +27,8 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // INFERLAB_PLUGIN_PATH (':'-separated), then <exe dir>/../lib/inferlab, then the build tree's.
+  // INFERLAB_PLUGIN_PATH (':'-separated), then the inferlab/ folder beside libinferlab_core
+  // (build/lib/inferlab in the build tree, <prefix>/lib/inferlab when installed).
   static std::vector<std::string> default_search_path();
 
   const std::vector<PluginLoadRecord>& load_log() const { return log_; }
