@@ -39,8 +39,8 @@ PluginDescriptor describe() {
   d.version = "0.1.0";
   d.summary = "First come first served, whole lives reserved at admission (out-of-tree example)";
   d.params = {{"max_batch", ParamType::kInt, std::int64_t{4}, 1.0, 4096.0, {}, "Most requests running at once"}};
-  d.make_scheduler = [](const Params& p) -> std::unique_ptr<Scheduler> {
-    return std::make_unique<FcfsScheduler>(static_cast<int>(p.get_int("max_batch")));
+  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+    return std::make_unique<FcfsScheduler>(static_cast<int>(ctx.params.get_int("max_batch")));
   };
   return d;
 }
