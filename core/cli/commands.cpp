@@ -117,10 +117,11 @@ int cmd_validate(const std::vector<std::string>& args) {
     read_lengths_file(w.lengths_file);
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
-  for (const auto& v : l.plan.variants)
-    std::cout << "  " << v.name << ": attention=" << v.stack.attention.name << " quantization=" << v.stack.quantization.name
-              << " scheduler=" << v.stack.scheduler.name << " decoding=" << v.stack.decoding.name
-              << " kv.block_size=" << v.stack.kv.block_size << "\n";
+  for (const auto& v : l.plan.variants) {
+    std::cout << "  " << v.name << ":";
+    for (PluginKind k : kStackKinds) std::cout << " " << stack_key(k) << "=" << v.stack.choice(k).name;
+    std::cout << " kv.block_size=" << v.stack.kv.block_size << "\n";
+  }
   return 0;
 }
 

@@ -21,22 +21,6 @@ namespace inferlab {
 
 namespace {
 
-const PluginKind kKinds[] = {PluginKind::kAttention, PluginKind::kQuantization, PluginKind::kScheduling,
-                             PluginKind::kDecoding};
-
-Params& params_of(ResolvedVariant& v, PluginKind k) {
-  switch (k) {
-    case PluginKind::kAttention: return v.attention;
-    case PluginKind::kQuantization: return v.quantization;
-    case PluginKind::kScheduling: return v.scheduler;
-    case PluginKind::kDecoding: return v.decoding;
-  }
-  return v.attention;
-}
-const Params& params_of(const ResolvedVariant& v, PluginKind k) {
-  return params_of(const_cast<ResolvedVariant&>(v), k);
-}
-
 std::string shell_line(const std::string& cmd) {
   std::string out;
   if (FILE* p = popen(cmd.c_str(), "r")) {
@@ -72,6 +56,17 @@ std::string toml_value(const ParamValue& v) {
 }
 
 }  // namespace
+
+Params& ResolvedVariant::params(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::kAttention: return attention;
+    case PluginKind::kQuantization: return quantization;
+    case PluginKind::kScheduling: return scheduler;
+    case PluginKind::kDecoding: return decoding;
+  }
+  return attention;
+}
+const Params& ResolvedVariant::params(PluginKind kind) const { return const_cast<ResolvedVariant*>(this)->params(kind); }
 
 ModelConfig experiment_model_config(const ModelSpec& spec) {
   if (!spec.preset.empty()) {
@@ -113,16 +108,16 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   plan.repeats = spec.repeats;
   for (const Variant& v : spec.variants) {
     ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}};
-    for (PluginKind k : kKinds) {
+    for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       const std::string where = ch.where + ": variant '" + v.name + "'";
-      params_of(rv, k) = registry.resolve(k, ch.name, ch.params, where);
+      rv.params(k) = registry.resolve(k, ch.name, ch.params, where);
     }
     // KV storage comes from the quantization strategy; attention must be able to read it.
     auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization);
-    for (PluginKind k : kKinds) {
+    for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
-      SupportQuery q{model, spec.device.kind, quant->kv_dtype(), params_of(rv, k)};
+      SupportQuery q{model, spec.device.kind, quant->kv_dtype(), rv.params(k)};
       auto reasons = registry.check_support(k, ch.name, q);
       if (!reasons.empty()) {
         std::string all;
@@ -181,10 +176,9 @@ std::string resolved_config_toml(const Plan& plan) {
     t << "\n[quality]\ntext = " << json_quote(s.quality.text) << "\nmax_tokens = " << s.quality.max_tokens
       << "\ncontext = " << s.quality.context << "\n";
   auto stack = [&](const ResolvedVariant& v) {
-    for (PluginKind k : kKinds) {
-      const char* key = k == PluginKind::kScheduling ? "scheduler" : k == PluginKind::kDecoding ? "decoding" : plugin_kind_name(k);
-      t << key << " = { name = " << json_quote(v.stack.choice(k).name);
-      for (const auto& [pk, pv] : params_of(v, k).values()) t << ", " << pk << " = " << toml_value(pv);
+    for (PluginKind k : kStackKinds) {
+      t << stack_key(k) << " = { name = " << json_quote(v.stack.choice(k).name);
+      for (const auto& [pk, pv] : v.params(k).values()) t << ", " << pk << " = " << toml_value(pv);
       t << " }\n";
     }
     t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
@@ -266,7 +260,7 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
     for (std::size_t i = 0; i < plan.variants.size(); ++i) {
       const auto& v = plan.variants[i];
       m << (i ? ",\n" : "\n") << "    {\"variant\": " << json_quote(v.name);
-      for (PluginKind k : kKinds) {
+      for (PluginKind k : kStackKinds) {
         const auto& d = registry.find(k, v.stack.choice(k).name);
         m << ", \"" << plugin_kind_name(k) << "\": " << json_quote(d.name + " " + d.version);
       }

@@ -15,6 +15,9 @@ struct ResolvedVariant {
   std::string name;
   Stack stack;
   Params attention, quantization, scheduler, decoding;  // type-checked, defaults filled
+  // One of the four above, by kind.
+  Params& params(PluginKind kind);
+  const Params& params(PluginKind kind) const;
 };
 
 struct Plan {
