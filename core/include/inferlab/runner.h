@@ -43,7 +43,4 @@ struct RunOptions {
 // Runs the plan; returns the results folder. Failing variants are recorded, not thrown.
 std::string run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
 
-// The fully resolved experiment as TOML (defaults and plugin parameters filled in).
-std::string resolved_config_toml(const Plan& plan);
-
 }  // namespace inferlab
