@@ -91,15 +91,11 @@ int cmd_run(const std::vector<std::string>& args) {
   Loaded l = load_and_plan(vm);
   RunOptions ro;
   ro.out_root = vm["out"].as<std::string>();
-  const std::string dir = run_plan(l.plan, *l.registry, ro);
-  std::ifstream summary(dir + "/summary.md");
-  std::cout << summary.rdbuf() << "\nresults: " << dir << "/summary.md\n";
+  const RunOutcome outcome = run_plan(l.plan, *l.registry, ro);
+  std::ifstream summary(outcome.dir + "/summary.md");
+  std::cout << summary.rdbuf() << "\nresults: " << outcome.dir << "/summary.md\n";
   // A failed variant is recorded in the results; the exit code says so too.
-  std::ifstream csv(dir + "/metrics.csv");
-  std::string line;
-  while (std::getline(csv, line))
-    if (line.find(",failed,") != std::string::npos) return 3;
-  return 0;
+  return outcome.failed > 0 ? 3 : 0;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {

@@ -93,7 +93,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   return plan;
 }
 
-std::string run_plan(const Plan& plan, const Registry& registry, const RunOptions& options) {
+RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options) {
   const ExperimentSpec& spec = plan.spec;
   auto t_load = std::chrono::steady_clock::now();
   LoadedModel loaded = load_experiment_model(spec.model);
@@ -179,7 +179,9 @@ std::string run_plan(const Plan& plan, const Registry& registry, const RunOption
       out.add(row, request_rows);
     }
   }
-  return out.dir();
+  RunOutcome outcome{out.dir(), out.rows().size(), 0};
+  for (const ResultRow& row : out.rows()) outcome.failed += !row.ok;
+  return outcome;
 }
 
 }  // namespace inferlab

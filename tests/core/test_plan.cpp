@@ -76,14 +76,34 @@ TEST(Plan, RunNotesRequestsPastTheTrainedContext) {
   ASSERT_LT(beyond, requests.size());
   RunOptions opt;
   opt.out_root = (dir / "results").string();
-  const std::string out = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
-  std::ifstream in(fs::path(out) / "summary.md");
+  const RunOutcome outcome = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
+  EXPECT_EQ(outcome.rows, 1u);
+  EXPECT_EQ(outcome.failed, 0u);
+  std::ifstream in(fs::path(outcome.dir) / "summary.md");
   std::stringstream md;
   md << in.rdbuf();
   EXPECT_NE(md.str().find("context: " + std::to_string(beyond) + " of 8 requests run past the model's trained context of " +
                           std::to_string(ctx) + " tokens"),
             std::string::npos)
       << md.str();
+}
+
+// run_plan counts its rows and failed rows: `inferlab run` exits 3 on failed > 0.
+TEST(Plan, RunCountsFailedRows) {
+  const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
+  fs::create_directories(dir);
+  const fs::path p = dir / "failing.toml";
+  std::ofstream(p) << "[experiment]\nrepeats = 2\n[model]\npreset = \"stories260k\"\n[device]\nthreads = 1\n"
+                   << "[workload]\nnum_requests = 2\nprompt_len = 4\noutput_len = 4\n"
+                   << "[[variant]]\nname = \"broken\"\ndecoding = { name = \"throwing\", after = 1 }\n";
+  Registry reg({testing::plugin_dir(), testing::binary_dir() + "/test_plugins/throwing"});
+  const ExperimentSpec spec = load_experiment(p.string(), {});
+  RunOptions opt;
+  opt.out_root = (dir / "results").string();
+  const RunOutcome outcome = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
+  EXPECT_EQ(outcome.rows, 4u);  // 2 variants x 2 repeats
+  EXPECT_EQ(outcome.failed, 2u);
+  EXPECT_TRUE(fs::exists(fs::path(outcome.dir) / "metrics.csv"));
 }
 
 }  // namespace

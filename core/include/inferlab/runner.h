@@ -1,6 +1,7 @@
 // Turns a parsed experiment into runs: checks every variant's plugins and parameters against
 // the registry before any work (plan), then runs variant × repeat and writes the results.
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -40,7 +41,14 @@ struct RunOptions {
   std::function<double()> clock;  // injected in tests; steady clock otherwise
 };
 
-// Runs the plan; returns the results folder. Failing variants are recorded, not thrown.
-std::string run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
+struct RunOutcome {
+  std::string dir;         // the results folder
+  std::size_t rows = 0;    // variant × repeat rows written
+  std::size_t failed = 0;  // of them, rows whose variant failed
+};
+
+// Runs the plan into a fresh results folder. A failing variant is a failed row, not a throw;
+// errors before the first row (weights, workload) throw Error.
+RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
 
 }  // namespace inferlab
