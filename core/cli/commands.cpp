@@ -105,12 +105,7 @@ int cmd_validate(const std::vector<std::string>& args) {
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
-  Loaded l = load_and_plan(vm);
-  // Read the trace and lengths files too, so a malformed row is reported here, not at run time.
-  const WorkloadSpec& w = l.spec.workload;
-  if (!w.trace.empty()) read_trace(w.trace, w.format);
-  if (!w.lengths_file.empty() && (w.prompt_len.dist == "trace" || w.output_len.dist == "trace"))
-    read_lengths_file(w.lengths_file);
+  Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
   for (const auto& v : l.plan.variants) {

@@ -19,6 +19,18 @@
 
 namespace inferlab {
 
+namespace {
+
+// Reads the trace and lengths files through, so a malformed row is a located error at plan
+// time (validate and run alike), before any weights are loaded.
+void check_workload_files(const WorkloadSpec& w) {
+  if (!w.trace.empty()) read_trace(w.trace, w.format);
+  if (!w.lengths_file.empty() && (w.prompt_len.dist == "trace" || w.output_len.dist == "trace"))
+    read_lengths_file(w.lengths_file);
+}
+
+}  // namespace
+
 Params& ResolvedVariant::params(PluginKind kind) {
   switch (kind) {
     case PluginKind::kAttention: return attention;
@@ -90,6 +102,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     }
     plan.variants.push_back(std::move(rv));
   }
+  check_workload_files(spec.workload);
   return plan;
 }
 

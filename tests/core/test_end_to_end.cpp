@@ -235,6 +235,19 @@ TEST(EndToEnd, ValidateReadsTheTrace) {
   EXPECT_EQ(run_cli("validate " + toml.string() + " --set workload.trace=good.csv").code, 0);
 }
 
+// run checks the trace at plan time too: the located error, nothing written.
+TEST(EndToEnd, RunRefusesAMalformedTraceBeforeWritingResults) {
+  fs::path dir = fresh_dir("run_trace");
+  std::ofstream(dir / "bad.csv") << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,abc,5\n";
+  fs::path toml = dir / "trace.toml";
+  std::ofstream(toml) << "[experiment]\nname = \"badtrace\"\n[model]\npreset = \"stories260k\"\n[workload]\ntrace = \"bad.csv\"\n";
+  Cli c = run_cli("run " + toml.string() + " --out " + (dir / "results").string());
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find((dir / "bad.csv").string() + ":3: prompt_tokens 'abc' is not an integer"), std::string::npos) << c.err;
+  EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  EXPECT_FALSE(fs::exists(dir / "results"));
+}
+
 TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
   const std::string model = testing::data_path("models/stories260K/stories260K.bin");
   INFERLAB_REQUIRE_FILE(model);

@@ -58,6 +58,20 @@ decoding = { name = "prompt_lookup", min_ngram = 4, max_ngram = 2 }
       << e;
 }
 
+// The trace and lengths files are read at plan time: a malformed row is a located error before
+// any weights are loaded, for validate and run alike.
+TEST(Plan, MalformedTraceAndLengthsFilesAreLocatedErrors) {
+  const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
+  fs::create_directories(dir);
+  std::ofstream(dir / "plan_bad_trace.csv") << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,abc,5\n";
+  std::ofstream(dir / "plan_bad_lengths.csv") << "prompt_tokens,output_tokens\n10,5\n12,-3\n";
+  std::string e = plan_error("bad_trace.toml", "[model]\npreset = \"stories260k\"\n[workload]\ntrace = \"plan_bad_trace.csv\"\n");
+  EXPECT_NE(e.find((dir / "plan_bad_trace.csv").string() + ":3: prompt_tokens 'abc' is not an integer"), std::string::npos) << e;
+  e = plan_error("bad_lengths.toml", "[model]\npreset = \"stories260k\"\n[workload]\nlengths_file = \"plan_bad_lengths.csv\"\n"
+                                     "prompt_len = { dist = \"trace\" }\noutput_len = { dist = \"trace\" }\n");
+  EXPECT_NE(e.find((dir / "plan_bad_lengths.csv").string() + ":3: output_tokens"), std::string::npos) << e;
+}
+
 // Requests longer than the trained context still run, and the summary says how many.
 TEST(Plan, RunNotesRequestsPastTheTrainedContext) {
   const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";

@@ -28,7 +28,8 @@ struct Plan {
 };
 
 // Throws Error (with the TOML location) for an unknown plugin, a bad parameter or a variant the
-// plugin says it cannot run. `model` is the shape the run will use.
+// plugin says it cannot run, and (file:line) for a malformed row of the workload's trace or
+// lengths file. `model` is the shape the run will use. Reads no weights.
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model);
 
 // The model config an experiment asks for (preset with overrides, or read from the file header).
