@@ -29,6 +29,13 @@ void check_workload_files(const WorkloadSpec& w) {
     read_lengths_file(w.lengths_file);
 }
 
+// [model] n_layers may cut a checkpoint's depth, never add layers.
+void check_checkpoint_layers(const ModelSpec& spec, int file_layers) {
+  if (spec.n_layers > file_layers)
+    throw Error("[model] n_layers = " + std::to_string(spec.n_layers) + ", but " + spec.path + " has " +
+                std::to_string(file_layers) + " layers; allowed: 1.." + std::to_string(file_layers));
+}
+
 }  // namespace
 
 Params& ResolvedVariant::params(PluginKind kind) {
@@ -48,7 +55,10 @@ ModelConfig experiment_model_config(const ModelSpec& spec) {
     if (spec.n_layers > 0) c.n_layers = spec.n_layers;
     return c;
   }
-  return load_experiment_model(spec).weights.config;
+  ModelConfig c = read_model_config(spec.path, parse_model_format(spec.format));
+  check_checkpoint_layers(spec, c.n_layers);
+  if (spec.n_layers > 0) c.n_layers = spec.n_layers;
+  return c;
 }
 
 LoadedModel load_experiment_model(const ModelSpec& spec) {
@@ -65,10 +75,7 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
     return m;
   }
   LoadedModel m = load_model(spec.path, parse_model_format(spec.format), spec.tokenizer);
-  if (spec.n_layers > m.weights.config.n_layers)  // cannot add layers to a checkpoint
-    throw Error("[model] n_layers = " + std::to_string(spec.n_layers) + ", but " + spec.path + " has " +
-                std::to_string(m.weights.config.n_layers) + " layers; allowed: 1.." +
-                std::to_string(m.weights.config.n_layers));
+  check_checkpoint_layers(spec, m.weights.config.n_layers);
   if (spec.n_layers > 0 && spec.n_layers < m.weights.config.n_layers) {
     m.weights.layers.resize(static_cast<std::size_t>(spec.n_layers));
     m.weights.config.n_layers = spec.n_layers;

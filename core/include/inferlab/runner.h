@@ -32,7 +32,8 @@ struct Plan {
 // lengths file. `model` is the shape the run will use. Reads no weights.
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model);
 
-// The model config an experiment asks for (preset with overrides, or read from the file header).
+// The model config an experiment asks for: a preset with overrides, or a checkpoint's header
+// (read_model_config: no weights are read).
 ModelConfig experiment_model_config(const ModelSpec& spec);
 // Float weights (and the tokenizer when the checkpoint has one) for the experiment.
 LoadedModel load_experiment_model(const ModelSpec& spec);
