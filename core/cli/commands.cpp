@@ -91,15 +91,11 @@ int cmd_run(const std::vector<std::string>& args) {
   Loaded l = load_and_plan(vm);
   RunOptions ro;
   ro.out_root = vm["out"].as<std::string>();
-  const std::string dir = run_plan(l.plan, *l.registry, ro);
-  std::ifstream summary(dir + "/summary.md");
-  std::cout << summary.rdbuf() << "\nresults: " << dir << "/summary.md\n";
+  const RunOutcome outcome = run_plan(l.plan, *l.registry, ro);
+  std::ifstream summary(outcome.dir + "/summary.md");
+  std::cout << summary.rdbuf() << "\nresults: " << outcome.dir << "/summary.md\n";
   // A failed variant is recorded in the results; the exit code says so too.
-  std::ifstream csv(dir + "/metrics.csv");
-  std::string line;
-  while (std::getline(csv, line))
-    if (line.find(",failed,") != std::string::npos) return 3;
-  return 0;
+  return outcome.failed > 0 ? 3 : 0;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {
@@ -109,18 +105,14 @@ int cmd_validate(const std::vector<std::string>& args) {
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
-  Loaded l = load_and_plan(vm);
-  // Read the trace and lengths files too, so a malformed row is reported here, not at run time.
-  const WorkloadSpec& w = l.spec.workload;
-  if (!w.trace.empty()) read_trace(w.trace, w.format);
-  if (!w.lengths_file.empty() && (w.prompt_len.dist == "trace" || w.output_len.dist == "trace"))
-    read_lengths_file(w.lengths_file);
+  Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
-  for (const auto& v : l.plan.variants)
-    std::cout << "  " << v.name << ": attention=" << v.stack.attention.name << " quantization=" << v.stack.quantization.name
-              << " scheduler=" << v.stack.scheduler.name << " decoding=" << v.stack.decoding.name
-              << " kv.block_size=" << v.stack.kv.block_size << "\n";
+  for (const auto& v : l.plan.variants) {
+    std::cout << "  " << v.name << ":";
+    for (PluginKind k : kStackKinds) std::cout << " " << stack_key(k) << "=" << v.stack.choice(k).name;
+    std::cout << " kv.block_size=" << v.stack.kv.block_size << "\n";
+  }
   return 0;
 }
 

@@ -78,26 +78,23 @@ ModelFormat detect_model_format(const std::string& path) {
   return ModelFormat::kLlama2c;
 }
 
-ModelWeights load_llama2c(const std::string& path) {
-  std::error_code ec;
-  check(fs::is_regular_file(path, ec), path + ": no such file");
-  const std::uintmax_t file_size = fs::file_size(path, ec);
-  check(!ec, path + ": cannot read size: " + ec.message());
-  std::ifstream in(path, std::ios::binary);
-  check(in.good(), path + ": cannot open");
+namespace {
 
+// The llama2.c v0 header: 7 int32.
+constexpr std::size_t kLlama2cHeaderBytes = 7 * sizeof(std::int32_t);
+
+// Reads and checks the header at the start of `in`; `fields` gets its values for messages.
+ModelConfig read_llama2c_header(std::ifstream& in, const std::string& path, std::string& fields) {
   std::int32_t header[7] = {};
-  check(file_size >= sizeof(header), path + ": " + std::to_string(file_size) +
-                                         " bytes, too short for a llama2.c header (28 bytes)");
+  static_assert(sizeof(header) == kLlama2cHeaderBytes);
   in.read(reinterpret_cast<char*>(header), sizeof(header));
-  check(in.good(), path + ": cannot read the llama2.c header");
+  check(in.good(), path + ": too short for a llama2.c header (28 bytes)");
   const int dim = header[0], hidden = header[1], n_layers = header[2], n_heads = header[3],
             n_kv_heads = header[4], signed_vocab = header[5], seq_len = header[6];
-  const std::string fields = "dim=" + std::to_string(dim) + " hidden_dim=" + std::to_string(hidden) +
-                             " n_layers=" + std::to_string(n_layers) + " n_heads=" +
-                             std::to_string(n_heads) + " n_kv_heads=" + std::to_string(n_kv_heads) +
-                             " vocab_size=" + std::to_string(signed_vocab) + " seq_len=" +
-                             std::to_string(seq_len);
+  fields = "dim=" + std::to_string(dim) + " hidden_dim=" + std::to_string(hidden) +
+           " n_layers=" + std::to_string(n_layers) + " n_heads=" + std::to_string(n_heads) +
+           " n_kv_heads=" + std::to_string(n_kv_heads) + " vocab_size=" + std::to_string(signed_vocab) +
+           " seq_len=" + std::to_string(seq_len);
   // Bounds far above any real model, low enough that the size arithmetic below cannot overflow.
   auto in_range = [](int v, int hi) { return v > 0 && v <= hi; };
   const bool plausible = in_range(dim, 1 << 16) && in_range(hidden, 1 << 18) &&
@@ -125,6 +122,35 @@ ModelWeights load_llama2c(const std::string& path) {
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
   c.validate();
+  return c;
+}
+
+std::ifstream open_llama2c(const std::string& path) {
+  std::error_code ec;
+  check(fs::is_regular_file(path, ec), path + ": no such file");
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), path + ": cannot open");
+  return in;
+}
+
+}  // namespace
+
+ModelConfig read_llama2c_config(const std::string& path) {
+  std::ifstream in = open_llama2c(path);
+  std::string fields;
+  return read_llama2c_header(in, path, fields);
+}
+
+ModelWeights load_llama2c(const std::string& path) {
+  std::ifstream in = open_llama2c(path);
+  std::error_code ec;
+  const std::uintmax_t file_size = fs::file_size(path, ec);
+  check(!ec, path + ": cannot read size: " + ec.message());
+  check(file_size >= kLlama2cHeaderBytes, path + ": " + std::to_string(file_size) +
+                                              " bytes, too short for a llama2.c header (28 bytes)");
+  std::string fields;
+  const ModelConfig c = read_llama2c_header(in, path, fields);
+  const int dim = c.dim, hidden = c.hidden_dim, n_layers = c.n_layers, seq_len = c.max_seq_len;
 
   const std::uint64_t d = static_cast<std::uint64_t>(dim), h = static_cast<std::uint64_t>(hidden),
                       L = static_cast<std::uint64_t>(n_layers),
@@ -133,7 +159,7 @@ ModelWeights load_llama2c(const std::string& path) {
   const std::uint64_t freq = static_cast<std::uint64_t>(seq_len) * static_cast<std::uint64_t>(c.head_dim()) / 2;
   const std::uint64_t weight_floats = v * d + L * (2 * d + 2 * d * d + 2 * kv * d + 3 * h * d) + d +
                                       (c.tied_classifier ? 0 : v * d);
-  const std::uint64_t expected = sizeof(header) + (weight_floats + 2 * freq) * sizeof(float);
+  const std::uint64_t expected = kLlama2cHeaderBytes + (weight_floats + 2 * freq) * sizeof(float);
   check(file_size == expected, path + ": " + std::to_string(file_size) + " bytes, but the header (" +
                                    fields + ") implies " + std::to_string(expected) +
                                    (file_size < expected ? " (truncated file?)" : " (trailing data?)"));
@@ -158,6 +184,17 @@ ModelWeights load_llama2c(const std::string& path) {
   w.source_bytes = weight_floats * sizeof(float);
   w.validate();
   return w;
+}
+
+ModelConfig read_model_config(const std::string& path, ModelFormat format) {
+  if (format == ModelFormat::kAuto) format = detect_model_format(path);
+  switch (format) {
+    case ModelFormat::kLlama2c: return read_llama2c_config(path);
+    case ModelFormat::kGguf: return read_gguf_config(path);
+    case ModelFormat::kHuggingFace: return read_hf_config(path);
+    case ModelFormat::kAuto: break;
+  }
+  throw Error(path + ": could not determine the model format");
 }
 
 LoadedModel load_model(const std::string& path, ModelFormat format, const std::string& tokenizer_path) {

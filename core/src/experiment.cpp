@@ -29,6 +29,25 @@ PluginChoice& Stack::choice(PluginKind kind) {
 }
 const PluginChoice& Stack::choice(PluginKind kind) const { return const_cast<Stack*>(this)->choice(kind); }
 
+const char* stack_key(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::kAttention: return "attention";
+    case PluginKind::kQuantization: return "quantization";
+    case PluginKind::kScheduling: return "scheduler";
+    case PluginKind::kDecoding: return "decoding";
+  }
+  return "?";
+}
+
+bool stack_key_kind(const std::string& key, PluginKind& kind) {
+  for (PluginKind k : kStackKinds)
+    if (key == stack_key(k)) {
+      kind = k;
+      return true;
+    }
+  return false;
+}
+
 std::string data_root() {
   if (const char* env = std::getenv("INFERLAB_DATA"); env && *env) return env;
   return (fs::path(INFERLAB_SOURCE_DIR).parent_path() / "shared").string();
@@ -175,13 +194,16 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }
 
-const std::vector<std::string> kStackKeys = {"attention", "quantization", "scheduler", "decoding", "kv"};
+const std::vector<std::string> kStackKeys = [] {
+  std::vector<std::string> keys;
+  for (PluginKind k : kStackKinds) keys.push_back(stack_key(k));
+  keys.push_back("kv");
+  return keys;
+}();
 
 void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml::node& v) {
-  if (key == "attention") s.attention = parse_choice(c, v, key, s.attention);
-  else if (key == "quantization") s.quantization = parse_choice(c, v, key, s.quantization);
-  else if (key == "scheduler") s.scheduler = parse_choice(c, v, key, s.scheduler);
-  else if (key == "decoding") s.decoding = parse_choice(c, v, key, s.decoding);
+  PluginKind k = PluginKind::kAttention;
+  if (stack_key_kind(key, k)) s.choice(k) = parse_choice(c, v, key, s.choice(k));
   else if (key == "kv") parse_kv(c, v, s.kv);
 }
 
@@ -348,11 +370,9 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
     parse_kv(c, t, s.kv);
     return;
   }
-  PluginChoice& ch = s.choice(head == "attention" ? PluginKind::kAttention
-                              : head == "quantization" ? PluginKind::kQuantization
-                              : head == "scheduler" ? PluginKind::kScheduling
-                                                    : PluginKind::kDecoding);
-  ch.params[rest] = to_param(c, v, rest);
+  PluginKind k = PluginKind::kAttention;
+  stack_key_kind(head, k);  // head is one of kStackKeys and not "kv"
+  s.choice(k).params[rest] = to_param(c, v, rest);
 }
 
 }  // namespace
@@ -491,7 +511,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     check_keys(c, t, "[baseline]", kStackKeys);
     for (auto&& [k, v] : t) apply_stack_key(c, baseline.stack, std::string(k.str()), v);
   }
-  for (PluginKind k : {PluginKind::kAttention, PluginKind::kQuantization, PluginKind::kScheduling, PluginKind::kDecoding})
+  for (PluginKind k : kStackKinds)
     if (baseline.stack.choice(k).where.empty()) baseline.stack.choice(k).where = path + " (default)";
   spec.variants.push_back(baseline);
 

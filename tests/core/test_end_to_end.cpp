@@ -235,6 +235,19 @@ TEST(EndToEnd, ValidateReadsTheTrace) {
   EXPECT_EQ(run_cli("validate " + toml.string() + " --set workload.trace=good.csv").code, 0);
 }
 
+// run checks the trace at plan time too: the located error, nothing written.
+TEST(EndToEnd, RunRefusesAMalformedTraceBeforeWritingResults) {
+  fs::path dir = fresh_dir("run_trace");
+  std::ofstream(dir / "bad.csv") << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,abc,5\n";
+  fs::path toml = dir / "trace.toml";
+  std::ofstream(toml) << "[experiment]\nname = \"badtrace\"\n[model]\npreset = \"stories260k\"\n[workload]\ntrace = \"bad.csv\"\n";
+  Cli c = run_cli("run " + toml.string() + " --out " + (dir / "results").string());
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find((dir / "bad.csv").string() + ":3: prompt_tokens 'abc' is not an integer"), std::string::npos) << c.err;
+  EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  EXPECT_FALSE(fs::exists(dir / "results"));
+}
+
 TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
   const std::string model = testing::data_path("models/stories260K/stories260K.bin");
   INFERLAB_REQUIRE_FILE(model);
@@ -292,6 +305,28 @@ TEST(EndToEnd, CheckpointCannotGrowLayers) {
   EXPECT_NE(c.err.find("n_layers = 100, but " + model + " has 5 layers; allowed: 1..5"), std::string::npos) << c.err;
   EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
   EXPECT_EQ(run_cli("validate " + toml.string() + " --set model.n_layers=2").code, 0);
+}
+
+// validate reads only a checkpoint's header: a llama2.c file cut after its header validates,
+// and run, which loads the weights, refuses it with nothing written.
+TEST(EndToEnd, ValidateReadsOnlyTheCheckpointHeader) {
+  const std::string model = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(model);
+  fs::path dir = fresh_dir("header_only");
+  const fs::path cut = dir / "cut.bin";
+  fs::copy_file(model, cut);
+  fs::resize_file(cut, 28 + 4096);
+  fs::path toml = dir / "cut.toml";
+  std::ofstream(toml) << "[experiment]\nname = \"cut\"\n[model]\npath = \"cut.bin\"\n"
+                      << "[workload]\nnum_requests = 2\nprompt_len = 4\noutput_len = 2\n";
+  Cli c = run_cli("validate " + toml.string());
+  EXPECT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("ok — 1 stack(s)"), std::string::npos) << c.out;
+  c = run_cli("run " + toml.string() + " --out " + (dir / "results").string());
+  EXPECT_EQ(c.code, 1);
+  EXPECT_NE(c.err.find(cut.string() + ": 4124 bytes, but the header"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("(truncated file?)"), std::string::npos) << c.err;
+  EXPECT_FALSE(fs::exists(dir / "results"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "config_checks.h"
 #include "format_writers.h"
 #include "inferlab/bpe_tokenizer.h"
 #include "inferlab/checkpoint.h"
@@ -60,6 +61,12 @@ TEST(Gguf, Stories260KIsBitIdenticalToLlama2c) {
   // The GGUF stores output.weight, bit-identical to token_embd: loaded as a tied classifier.
   EXPECT_TRUE(gc.tied_classifier);
   EXPECT_EQ(gc.tied_classifier, bc.tied_classifier);
+  // The header alone: the same config, except that tying an output.weight identical to
+  // token_embd needs the bytes, so the header reads it as a separate classifier.
+  ModelConfig header = read_model_config(gguf);
+  EXPECT_FALSE(header.tied_classifier);
+  header.tied_classifier = true;
+  testing::expect_same_config(header, gc);
   // The converter wrote context_length 2048 while the .bin header says 512: not a weight.
   EXPECT_EQ(gc.max_seq_len, 2048);
   EXPECT_EQ(bc.max_seq_len, 512);
@@ -228,6 +235,7 @@ TEST(Gguf, TinyModelWithEveryTensorTypeLoadsExactly) {
       EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
       EXPECT_EQ(m.weights.source_bytes, t.tensor_bytes);
       expect_weights_equal(m.weights, t.expected);
+      testing::expect_same_config(read_model_config(path), c);  // the header alone
 
       const GgufFile f = GgufFile::open(path);
       EXPECT_EQ(f.version(), version);

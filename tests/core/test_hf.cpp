@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "config_checks.h"
 #include "format_writers.h"
 #include "inferlab/bpe_tokenizer.h"
 #include "inferlab/checkpoint.h"
@@ -177,6 +178,7 @@ TEST(HfCheckpoint, TinyLlamaAndQwen2InEveryDtype) {
         EXPECT_EQ(m.weights.source_bytes, bytes);
         expect_weights_equal(m.weights, t.w);
         EXPECT_EQ(m.tokenizer, nullptr);  // no tokenizer.json
+        testing::expect_same_config(read_model_config(dir.path.string()), c);  // config.json alone
       }
     }
   }

@@ -58,6 +58,20 @@ decoding = { name = "prompt_lookup", min_ngram = 4, max_ngram = 2 }
       << e;
 }
 
+// The trace and lengths files are read at plan time: a malformed row is a located error before
+// any weights are loaded, for validate and run alike.
+TEST(Plan, MalformedTraceAndLengthsFilesAreLocatedErrors) {
+  const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
+  fs::create_directories(dir);
+  std::ofstream(dir / "plan_bad_trace.csv") << "arrival_s,prompt_tokens,output_tokens\n0,10,5\n0.5,abc,5\n";
+  std::ofstream(dir / "plan_bad_lengths.csv") << "prompt_tokens,output_tokens\n10,5\n12,-3\n";
+  std::string e = plan_error("bad_trace.toml", "[model]\npreset = \"stories260k\"\n[workload]\ntrace = \"plan_bad_trace.csv\"\n");
+  EXPECT_NE(e.find((dir / "plan_bad_trace.csv").string() + ":3: prompt_tokens 'abc' is not an integer"), std::string::npos) << e;
+  e = plan_error("bad_lengths.toml", "[model]\npreset = \"stories260k\"\n[workload]\nlengths_file = \"plan_bad_lengths.csv\"\n"
+                                     "prompt_len = { dist = \"trace\" }\noutput_len = { dist = \"trace\" }\n");
+  EXPECT_NE(e.find((dir / "plan_bad_lengths.csv").string() + ":3: output_tokens"), std::string::npos) << e;
+}
+
 // Requests longer than the trained context still run, and the summary says how many.
 TEST(Plan, RunNotesRequestsPastTheTrainedContext) {
   const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
@@ -76,14 +90,34 @@ TEST(Plan, RunNotesRequestsPastTheTrainedContext) {
   ASSERT_LT(beyond, requests.size());
   RunOptions opt;
   opt.out_root = (dir / "results").string();
-  const std::string out = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
-  std::ifstream in(fs::path(out) / "summary.md");
+  const RunOutcome outcome = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
+  EXPECT_EQ(outcome.rows, 1u);
+  EXPECT_EQ(outcome.failed, 0u);
+  std::ifstream in(fs::path(outcome.dir) / "summary.md");
   std::stringstream md;
   md << in.rdbuf();
   EXPECT_NE(md.str().find("context: " + std::to_string(beyond) + " of 8 requests run past the model's trained context of " +
                           std::to_string(ctx) + " tokens"),
             std::string::npos)
       << md.str();
+}
+
+// run_plan counts its rows and failed rows: `inferlab run` exits 3 on failed > 0.
+TEST(Plan, RunCountsFailedRows) {
+  const fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
+  fs::create_directories(dir);
+  const fs::path p = dir / "failing.toml";
+  std::ofstream(p) << "[experiment]\nrepeats = 2\n[model]\npreset = \"stories260k\"\n[device]\nthreads = 1\n"
+                   << "[workload]\nnum_requests = 2\nprompt_len = 4\noutput_len = 4\n"
+                   << "[[variant]]\nname = \"broken\"\ndecoding = { name = \"throwing\", after = 1 }\n";
+  Registry reg({testing::plugin_dir(), testing::binary_dir() + "/test_plugins/throwing"});
+  const ExperimentSpec spec = load_experiment(p.string(), {});
+  RunOptions opt;
+  opt.out_root = (dir / "results").string();
+  const RunOutcome outcome = run_plan(plan_experiment(spec, reg, experiment_model_config(spec.model)), reg, opt);
+  EXPECT_EQ(outcome.rows, 4u);  // 2 variants x 2 repeats
+  EXPECT_EQ(outcome.failed, 2u);
+  EXPECT_TRUE(fs::exists(fs::path(outcome.dir) / "metrics.csv"));
 }
 
 }  // namespace

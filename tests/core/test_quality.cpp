@@ -149,8 +149,10 @@ TEST(Quality, ExperimentRowsCarrySpeedAndQuality) {
   Plan plan = plan_experiment(spec, reg, experiment_model_config(spec.model));
   RunOptions ro;
   ro.out_root = dir.string();
-  std::string out = run_plan(plan, reg, ro);
-  std::ifstream csv(out + "/metrics.csv");
+  const RunOutcome outcome = run_plan(plan, reg, ro);
+  EXPECT_EQ(outcome.rows, 4u);
+  EXPECT_EQ(outcome.failed, 0u);
+  std::ifstream csv(outcome.dir + "/metrics.csv");
   std::string header, row;
   std::getline(csv, header);
   for (const char* col : {"perplexity", "kl_vs_baseline", "top1_agree_frac", "ttft_ms_p50"})

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/experiment.h"
+#include "inferlab/experiment_toml.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
 #include "test_support.h"

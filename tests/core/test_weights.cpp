@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "config_checks.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
 #include "inferlab/model_config.h"
@@ -167,7 +168,26 @@ TEST_F(Llama2cFile, RoundTripsTiedAndUntiedCheckpoints) {
     EXPECT_EQ(r.final_norm, w.final_norm);
     EXPECT_EQ(r.classifier, w.classifier);
     EXPECT_EQ(r.source_bytes, static_cast<std::uint64_t>(w.config.parameter_count()) * 4);
+    testing::expect_same_config(read_model_config(p), r.config);  // the header alone
   }
+}
+
+// read_model_config reads the 28-byte header only: a file cut right after it still gives the
+// config (an experiment validates without reading weights); loading it is the error.
+TEST_F(Llama2cFile, HeaderReadStopsAtTheHeader) {
+  const ModelWeights w = random_weights(tiny_config(false, false), 3);
+  const std::string full = path("full.bin");
+  write_llama2c(full, w);
+  const ModelConfig loaded = load_llama2c(full).config;
+  const std::string cut = path("header_only.bin");
+  fs::copy_file(full, cut, fs::copy_options::overwrite_existing);
+  fs::resize_file(cut, 28);
+  ModelConfig header = read_model_config(cut, ModelFormat::kLlama2c);
+  header.name = loaded.name;  // named after the file
+  testing::expect_same_config(header, loaded);
+  EXPECT_THROW(load_llama2c(cut), Error);
+  fs::resize_file(cut, 27);
+  EXPECT_THROW(read_model_config(cut), Error);
 }
 
 TEST_F(Llama2cFile, TruncatedOrPaddedFileIsAnErrorNamingThePath) {

@@ -28,8 +28,17 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path, ModelFormat format = ModelFormat::kAuto,
                        const std::string& tokenizer_path = "");
 
+// The model's config from the checkpoint's header alone — llama2.c: its 28-byte header; GGUF:
+// metadata and tensor infos; Hugging Face: config.json — reading no tensor data and no
+// tokenizer. Throws Error as load_model does for a bad header; truncated or corrupt tensor data
+// is found only by load_model. The fields equal load_model's config, except tied_classifier for
+// a GGUF whose output.weight is byte for byte the embedding: untied here, tied once loaded.
+ModelConfig read_model_config(const std::string& path, ModelFormat format = ModelFormat::kAuto);
+
 // llama2.c checkpoint (legacy v0 header: dim, hidden_dim, n_layers, n_heads, n_kv_heads,
 // vocab_size (negative = separate classifier), seq_len; then fp32 tensors).
 ModelWeights load_llama2c(const std::string& path);
+// Its header alone (see read_model_config).
+ModelConfig read_llama2c_config(const std::string& path);
 
 }  // namespace inferlab

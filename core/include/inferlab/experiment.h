@@ -15,6 +15,16 @@
 
 namespace inferlab {
 
+// The four plugin kinds in stack order: the order of a stack's keys in TOML, the manifest and
+// every listing of a stack.
+inline constexpr PluginKind kStackKinds[] = {PluginKind::kAttention, PluginKind::kQuantization,
+                                             PluginKind::kScheduling, PluginKind::kDecoding};
+// The TOML key of a kind's choice in a stack: "attention", "quantization", "scheduler",
+// "decoding" (not plugin_kind_name, which says "scheduling").
+const char* stack_key(PluginKind kind);
+// The kind a stack key names; false for "kv" or anything else.
+bool stack_key_kind(const std::string& key, PluginKind& kind);
+
 struct PluginChoice {
   std::string name;
   std::map<std::string, ParamValue> params;  // as given (checked against the plugin later)

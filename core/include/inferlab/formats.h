@@ -127,6 +127,8 @@ class GgufFile {
 // with its tokenizer ("llama" => SentencePieceTokenizer, "gpt2" => ByteLevelBpeTokenizer).
 // An output.weight absent or bit-identical to token_embd.weight gives a tied classifier.
 LoadedModel load_gguf(const std::string& path);
+// Its config from the metadata alone (see read_model_config).
+ModelConfig read_gguf_config(const std::string& path);
 // The tokenizer embedded in a GGUF, or null when it has none.
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& file);
 
@@ -138,6 +140,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& file);
 // byte-level BPE (otherwise the tokenizer is null and a warning is logged).
 // Hugging Face stores Q/K for the half-rotation RoPE, so config.rope_style = kHalf.
 LoadedModel load_hf(const std::string& dir);
+// config.json alone (see read_model_config).
+ModelConfig read_hf_config(const std::string& dir);
 // A Hugging Face tokenizer.json with a byte-level BPE model. Throws Error for anything else.
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path);
 

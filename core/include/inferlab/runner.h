@@ -1,6 +1,7 @@
 // Turns a parsed experiment into runs: checks every variant's plugins and parameters against
 // the registry before any work (plan), then runs variant × repeat and writes the results.
 #pragma once
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@ struct ResolvedVariant {
   std::string name;
   Stack stack;
   Params attention, quantization, scheduler, decoding;  // type-checked, defaults filled
+  // One of the four above, by kind.
+  Params& params(PluginKind kind);
+  const Params& params(PluginKind kind) const;
 };
 
 struct Plan {
@@ -24,10 +28,12 @@ struct Plan {
 };
 
 // Throws Error (with the TOML location) for an unknown plugin, a bad parameter or a variant the
-// plugin says it cannot run. `model` is the shape the run will use.
+// plugin says it cannot run, and (file:line) for a malformed row of the workload's trace or
+// lengths file. `model` is the shape the run will use. Reads no weights.
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model);
 
-// The model config an experiment asks for (preset with overrides, or read from the file header).
+// The model config an experiment asks for: a preset with overrides, or a checkpoint's header
+// (read_model_config: no weights are read).
 ModelConfig experiment_model_config(const ModelSpec& spec);
 // Float weights (and the tokenizer when the checkpoint has one) for the experiment.
 LoadedModel load_experiment_model(const ModelSpec& spec);
@@ -37,10 +43,14 @@ struct RunOptions {
   std::function<double()> clock;  // injected in tests; steady clock otherwise
 };
 
-// Runs the plan; returns the results folder. Failing variants are recorded, not thrown.
-std::string run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
+struct RunOutcome {
+  std::string dir;         // the results folder
+  std::size_t rows = 0;    // variant × repeat rows written
+  std::size_t failed = 0;  // of them, rows whose variant failed
+};
 
-// The fully resolved experiment as TOML (defaults and plugin parameters filled in).
-std::string resolved_config_toml(const Plan& plan);
+// Runs the plan into a fresh results folder. A failing variant is a failed row, not a throw;
+// errors before the first row (weights, workload) throw Error.
+RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
 
 }  // namespace inferlab

@@ -114,7 +114,40 @@ ModelConfig read_config(const GgufFile& f, const GgufModelReader& r, const std::
   return c;
 }
 
+// The architecture check and the checked config. tied_classifier says only whether an
+// output.weight exists; load_gguf also ties one identical to the embedding.
+ModelConfig gguf_config(const GgufFile& f, const GgufModelReader& r) {
+  const GgufValue* arch_v = f.find("general.architecture");
+  if (!arch_v) r.fail("missing metadata key 'general.architecture'");
+  const std::string arch = arch_v->as_string("general.architecture");
+  if (arch != "llama" && arch != "qwen2")
+    r.fail("architecture '" + arch + "' is not supported (llama, qwen2)");
+  ModelConfig c = read_config(f, r, arch);
+  c.tied_classifier = f.find_tensor("output.weight") == nullptr;
+  c.validate();
+  return c;
+}
+
+// Runs fn, prefixing "<path>: " to an Error that does not name the file yet.
+template <typename Fn>
+auto naming_path(const std::string& path, Fn fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path + ":", 0) == 0) throw;
+    throw Error(path + ": " + what);
+  }
+}
+
 }  // namespace
+
+ModelConfig read_gguf_config(const std::string& path) {
+  return naming_path(path, [&] {
+    const GgufFile f = GgufFile::open(path);
+    return gguf_config(f, GgufModelReader(f));
+  });
+}
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
   const GgufValue* model = f.find("tokenizer.ggml.model");
@@ -183,21 +216,14 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
 }
 
 LoadedModel load_gguf(const std::string& path) {
-  try {
+  return naming_path(path, [&] {
     const GgufFile f = GgufFile::open(path);
     GgufModelReader r(f);
-    const GgufValue* arch_v = f.find("general.architecture");
-    if (!arch_v) r.fail("missing metadata key 'general.architecture'");
-    const std::string arch = arch_v->as_string("general.architecture");
-    if (arch != "llama" && arch != "qwen2")
-      r.fail("architecture '" + arch + "' is not supported (llama, qwen2)");
-
     LoadedModel out;
     out.format = ModelFormat::kGguf;
     ModelWeights& w = out.weights;
-    w.config = read_config(f, r, arch);
+    w.config = gguf_config(f, r);
     ModelConfig& c = w.config;
-    c.validate();
     if (static_cast<std::size_t>(c.n_layers) > f.tensors().size())  // before allocating layers
       r.fail("block_count " + std::to_string(c.n_layers) + " exceeds the " + std::to_string(f.tensors().size()) +
              " tensors in the file");
@@ -250,11 +276,7 @@ LoadedModel load_gguf(const std::string& path) {
       r.fail("tokenizer has " + std::to_string(out.tokenizer->vocab_size()) +
              " tokens, the model's vocabulary only " + std::to_string(c.vocab_size));
     return out;
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.rfind(path + ":", 0) == 0) throw;
-    throw Error(path + ": " + what);
-  }
+  });
 }
 
 }  // namespace inferlab

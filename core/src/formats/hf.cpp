@@ -301,10 +301,29 @@ std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) {
   return t;
 }
 
-LoadedModel load_hf(const std::string& path) {
-  const std::string dir = fs::is_regular_file(path) ? fs::path(path).parent_path().string() : path;
+namespace {
+
+// The snapshot folder of `path` (the folder itself, or the folder of a .safetensors file).
+std::string snapshot_dir(const std::string& path) {
+  return fs::is_regular_file(path) ? fs::path(path).parent_path().string() : path;
+}
+
+fs::path config_path(const std::string& dir) {
   const fs::path cfg_path = fs::path(dir) / "config.json";
   if (!fs::is_regular_file(cfg_path)) throw Error(cfg_path.string() + ": missing (not a Hugging Face snapshot folder?)");
+  return cfg_path;
+}
+
+}  // namespace
+
+ModelConfig read_hf_config(const std::string& path) {
+  const std::string dir = snapshot_dir(path);
+  return read_config(dir, config_path(dir).string());
+}
+
+LoadedModel load_hf(const std::string& path) {
+  const std::string dir = snapshot_dir(path);
+  const fs::path cfg_path = config_path(dir);
   LoadedModel out;
   out.format = ModelFormat::kHuggingFace;
   ModelWeights& w = out.weights;

@@ -1,0 +1,19 @@
+// manifest.json of a results folder: everything needed to tell two runs apart — the config file
+// and its hash, --set overrides, git commit and dirty flag, compiler, CPU, threads, model and
+// trace hashes, every plugin's version, each variant's stack and the per-repeat seeds.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "inferlab/runner.h"
+
+namespace inferlab {
+
+// `model` is the config of the weights the run loaded; `requests` the workload's size.
+std::string manifest_json(const Plan& plan, const Registry& registry, const ModelConfig& model,
+                          std::size_t requests, int threads);
+
+// The CPU's model name from /proc/cpuinfo; "unknown" where there is none.
+std::string cpu_model();
+
+}  // namespace inferlab

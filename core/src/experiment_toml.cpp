@@ -1,0 +1,95 @@
+// config.toml of a results folder: the experiment with every default and plugin parameter
+// written out (see experiment_toml.h). test_resolved_config checks it reloads to the same spec.
+#include "inferlab/experiment_toml.h"
+
+#include <charconv>
+#include <sstream>
+
+#include "inferlab/report.h"
+
+namespace inferlab {
+
+namespace {
+
+// A float as TOML that reads back to the same double: the shortest round-trip digits, with a
+// ".0" when they look like an integer (so a float parameter stays a float).
+std::string toml_float(double d) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, d);
+  std::string out(buf, res.ptr);
+  if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // not 1e+20, inf, nan
+  return out;
+}
+
+std::string toml_value(const ParamValue& v) {
+  if (const double* d = std::get_if<double>(&v)) return toml_float(*d);
+  if (const std::string* str = std::get_if<std::string>(&v)) return json_quote(*str);
+  return param_value_to_string(v);
+}
+
+}  // namespace
+
+std::string resolved_config_toml(const Plan& plan) {
+  const auto& s = plan.spec;
+  std::ostringstream t;
+  t << "# Fully resolved by inferlab from " << s.source_path << "\n";
+  for (const auto& o : s.overrides) t << "# --set " << o << "\n";
+  t << "\n[experiment]\nname = " << json_quote(s.name) << "\ndescription = " << json_quote(s.description)
+    << "\nseed = " << s.seed << "\nrepeats = " << plan.repeats << "\n\n[model]\n";
+  if (!s.model.preset.empty()) t << "preset = " << json_quote(s.model.preset) << "\n";
+  if (!s.model.path.empty()) t << "path = " << json_quote(s.model.path) << "\nformat = " << json_quote(s.model.format) << "\n";
+  if (!s.model.tokenizer.empty()) t << "tokenizer = " << json_quote(s.model.tokenizer) << "\n";
+  if (s.model.n_layers) t << "n_layers = " << s.model.n_layers << "\n";
+  t << "seed = " << s.model.seed << "\n\n[device]\nkind = " << json_quote(s.device.kind)
+    << "\nthreads = " << s.device.threads << "\n\n";
+  if (!s.plugin_paths.empty()) {
+    t << "[plugins]\npaths = [";
+    for (std::size_t i = 0; i < s.plugin_paths.size(); ++i) t << (i ? ", " : "") << json_quote(s.plugin_paths[i]);
+    t << "]\n\n";
+  }
+  t << "[workload]\n";
+  const auto& w = s.workload;
+  if (!w.trace.empty()) {
+    t << "trace = " << json_quote(w.trace) << "\nformat = " << json_quote(w.format) << "\n";
+  } else {
+    auto len = [](const LengthSpec& l) {
+      std::ostringstream o;
+      o << "{ dist = \"" << l.dist << "\", value = " << l.value << ", min = " << l.min << ", max = " << l.max
+        << ", mean = " << toml_float(l.mean) << ", sigma = " << toml_float(l.sigma) << " }";
+      return o.str();
+    };
+    t << "num_requests = " << w.num_requests << "\narrival = " << json_quote(w.arrival) << "\nrate = " << toml_float(w.rate)
+      << "\nburstiness = " << toml_float(w.burstiness) << "\nprompt_len = " << len(w.prompt_len)
+      << "\noutput_len = " << len(w.output_len) << "\n";
+    if (!w.lengths_file.empty()) t << "lengths_file = " << json_quote(w.lengths_file) << "\n";
+  }
+  t << "prefix_block_tokens = " << w.prefix_block_tokens << "\nshared_prefix = " << w.shared_prefix
+    << "\nlimit = " << w.limit
+    << "\ntime_scale = " << toml_float(w.time_scale) << "\nmax_prompt = " << w.max_prompt
+    << "\nmax_output = " << w.max_output << "\nseed = " << w.seed << "\n";
+  if (s.slo.ttft_ms || s.slo.tpot_ms || s.slo.e2e_ms)
+    t << "\n[slo]\nttft_ms = " << toml_float(s.slo.ttft_ms) << "\ntpot_ms = " << toml_float(s.slo.tpot_ms)
+      << "\ne2e_ms = " << toml_float(s.slo.e2e_ms) << "\n";
+  if (s.quality.enabled)
+    t << "\n[quality]\ntext = " << json_quote(s.quality.text) << "\nmax_tokens = " << s.quality.max_tokens
+      << "\ncontext = " << s.quality.context << "\n";
+  auto stack = [&](const ResolvedVariant& v) {
+    for (PluginKind k : kStackKinds) {
+      t << stack_key(k) << " = { name = " << json_quote(v.stack.choice(k).name);
+      for (const auto& [pk, pv] : v.params(k).values()) t << ", " << pk << " = " << toml_value(pv);
+      t << " }\n";
+    }
+    t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
+      << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
+      << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << " }\n";
+  };
+  t << "\n[baseline]\n";
+  stack(plan.variants.front());
+  for (std::size_t i = 1; i < plan.variants.size(); ++i) {
+    t << "\n[[variant]]\nname = " << json_quote(plan.variants[i].name) << "\n";
+    stack(plan.variants[i]);
+  }
+  return t.str();
+}
+
+}  // namespace inferlab

@@ -1,0 +1,82 @@
+// manifest.json: the provenance of one run (see manifest.h).
+#include "inferlab/manifest.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "inferlab/report.h"
+#include "inferlab/rng.h"
+
+namespace inferlab {
+
+namespace {
+
+// The first output of a shell command, trailing newlines removed ("" when it fails).
+std::string shell_line(const std::string& cmd) {
+  std::string out;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string manifest_json(const Plan& plan, const Registry& registry, const ModelConfig& model,
+                          std::size_t requests, int threads) {
+  const ExperimentSpec& spec = plan.spec;
+  std::ostringstream m;
+  const std::string src = INFERLAB_SOURCE_DIR;
+  std::string commit = shell_line("git -C '" + src + "' rev-parse HEAD 2>/dev/null");
+  std::string dirty = shell_line("git -C '" + src + "' status --porcelain --untracked-files=no 2>/dev/null");
+  m << "{\n  \"experiment\": " << json_quote(spec.name) << ",\n  \"config_file\": " << json_quote(spec.source_path)
+    << ",\n  \"config_hash\": " << json_quote(text_hash(spec.source_text)) << ",\n  \"overrides\": [";
+  for (std::size_t i = 0; i < spec.overrides.size(); ++i) m << (i ? ", " : "") << json_quote(spec.overrides[i]);
+  m << "],\n  \"git_commit\": " << json_quote(commit.empty() ? "unknown" : commit)
+    << ",\n  \"git_dirty\": " << (dirty.empty() ? "false" : "true") << ",\n  \"compiler\": " << json_quote(INFERLAB_CXX_COMPILER)
+    << ",\n  \"cpu\": " << json_quote(cpu_model()) << ",\n  \"hardware_threads\": " << std::thread::hardware_concurrency()
+    << ",\n  \"threads\": " << threads << ",\n  \"device\": " << json_quote(spec.device.kind)
+    << ",\n  \"model\": {\"name\": " << json_quote(model.name) << ", \"preset\": " << json_quote(spec.model.preset)
+    << ", \"path\": " << json_quote(spec.model.path)
+    << ", \"hash\": " << json_quote(spec.model.path.empty() ? "" : file_hash(spec.model.path))
+    << ", \"parameters\": " << model.parameter_count() << ", \"weights_seed\": " << spec.model.seed << "},\n"
+    << "  \"workload\": {\"trace\": " << json_quote(spec.workload.trace)
+    << ", \"trace_hash\": " << json_quote(spec.workload.trace.empty() ? "" : file_hash(spec.workload.trace))
+    << ", \"requests\": " << requests << ", \"seed\": " << spec.workload.seed << "},\n"
+    << "  \"seed\": " << spec.seed << ",\n  \"repeats\": " << plan.repeats << ",\n  \"plugins\": [";
+  bool first = true;
+  for (const auto* d : registry.list()) {
+    m << (first ? "\n" : ",\n") << "    {\"kind\": \"" << plugin_kind_name(d->kind) << "\", \"name\": " << json_quote(d->name)
+      << ", \"version\": " << json_quote(d->version) << "}";
+    first = false;
+  }
+  m << "\n  ],\n  \"stacks\": [";
+  for (std::size_t i = 0; i < plan.variants.size(); ++i) {
+    const auto& v = plan.variants[i];
+    m << (i ? ",\n" : "\n") << "    {\"variant\": " << json_quote(v.name);
+    for (PluginKind k : kStackKinds) {
+      const auto& d = registry.find(k, v.stack.choice(k).name);
+      m << ", \"" << plugin_kind_name(k) << "\": " << json_quote(d.name + " " + d.version);
+    }
+    m << "}";
+  }
+  m << "\n  ],\n  \"repeat_seeds\": [";
+  for (int rep = 0; rep < plan.repeats; ++rep)
+    m << (rep ? ", " : "") << mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
+  m << "]\n}\n";
+  return m.str();
+}
+
+}  // namespace inferlab
