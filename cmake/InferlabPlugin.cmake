@@ -1,6 +1,8 @@
 # inferlab_add_plugin(<kind> <name> SOURCES a.cpp ... [TESTS test_a.cpp ...])
 # Builds plugins/<kind>/<name> as a shared library named inferlab_<kind>_<name> in the
 # plugin directory the registry scans, and its tests as a GoogleTest binary registered with ctest.
+# Every plugin target is listed in the global property INFERLAB_PLUGIN_TARGETS; the target
+# inferlab_plugins (plugins/CMakeLists.txt) builds them all.
 function(inferlab_add_plugin kind name)
   cmake_parse_arguments(P "" "" "SOURCES;TESTS;LIBS" ${ARGN})
   set(target inferlab_${kind}_${name})
@@ -9,6 +11,7 @@ function(inferlab_add_plugin kind name)
   set_target_properties(${target} PROPERTIES
     LIBRARY_OUTPUT_DIRECTORY ${INFERLAB_PLUGIN_DIR}
     PREFIX "lib")
+  set_property(GLOBAL APPEND PROPERTY INFERLAB_PLUGIN_TARGETS ${target})
   if(P_TESTS AND INFERLAB_TESTS)
     set(test_target test_${kind}_${name})
     add_executable(${test_target} ${P_TESTS})
