@@ -8,6 +8,8 @@
 # - out of the tree, after find_package(inferlab) (which includes this file): output into the
 #   current build folder, to be named in an experiment's [plugins] paths or INFERLAB_PLUGIN_PATH.
 #   TESTS is refused there: the test helpers are not installed.
+# In the tree every plugin target is listed in the global property INFERLAB_PLUGIN_TARGETS; the
+# target inferlab_plugins (plugins/CMakeLists.txt) builds them all.
 function(inferlab_add_plugin kind name)
   cmake_parse_arguments(P "" "" "SOURCES;TESTS;LIBS" ${ARGN})
   if(NOT kind MATCHES "^(attention|quantization|scheduling|decoding)$")
@@ -31,6 +33,7 @@ function(inferlab_add_plugin kind name)
       LIBRARY_OUTPUT_DIRECTORY ${INFERLAB_PLUGIN_DIR}
       INSTALL_RPATH "$ORIGIN/..")
     install(TARGETS ${target} LIBRARY DESTINATION ${INFERLAB_INSTALL_PLUGIN_DIR})
+    set_property(GLOBAL APPEND PROPERTY INFERLAB_PLUGIN_TARGETS ${target})
   elseif(P_TESTS)
     message(FATAL_ERROR "inferlab_add_plugin(${kind} ${name}): TESTS is only supported in the inferlab tree;"
                         " add your own test executable linked to inferlab::core")

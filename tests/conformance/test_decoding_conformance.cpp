@@ -1,0 +1,100 @@
+// Decoding conformance: every registered decoder, on every device kind it declares, with its
+// default parameters and each parameter at the ends of its range, through the real Engine over
+// the StubExecutor (continuous batching, a generous pool). Every run finishes each request
+// with max_output tokens, counts every token once and verifies no more drafts than it
+// proposed; the same seed gives the same tokens; a decoder whose tokens do not depend on the
+// seed must be lossless, i.e. give exactly the greedy tokens (the stub's logits have one
+// dominant token). A decoder declaring a float parameter "temperature" is also run hot, where
+// its tokens must depend on the seed.
+#include <algorithm>
+#include <iostream>
+
+#include <gtest/gtest.h>
+
+#include "engine_runs.h"
+#include "inferlab/continuous_scheduler.h"
+#include "inferlab/error.h"
+#include "plugin_cases.h"
+
+namespace inferlab::testing {
+namespace {
+
+// Logits of the stub are 10 for its token, -10 elsewhere (vocab 64): at this temperature the
+// dominant token keeps about 4% of the mass, so two seeds agreeing on ~90 tokens is impossible.
+constexpr double kHotTemperature = 20.0;
+
+class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    device_ = open_device(GetParam().device, why);
+    if (!device_) GTEST_SKIP() << why;
+    INFERLAB_SKIP_IF_REFUSED(GetParam(), stub_model_config(64));
+  }
+
+  // The tokens of a run with `seed`, after checking the run conforms.
+  std::vector<std::vector<int>> run(const std::map<std::string, ParamValue>& given, std::uint64_t seed,
+                                    StubRun* out = nullptr) {
+    const Registry& reg = conformance_registry();
+    std::shared_ptr<Decoder> decoder = reg.create_decoder(
+        GetParam().plugin, reg.resolve(PluginKind::kDecoding, GetParam().plugin, given, "conformance"), *device_);
+    ContinuousScheduler scheduler(512, 64, true);
+    const Workload w = decoding_workload();
+    StubRun r;
+    try {
+      r = run_on_stub(scheduler, *decoder, w, seed);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "the engine refused the decoder's output: " << e.what();
+      return {};
+    }
+    expect_run_conforms(r, w);
+    if (out) *out = r;
+    return r.result.outputs;
+  }
+
+  std::unique_ptr<Device> device_;
+};
+
+class DecodingConformance : public DecodingFixture {};
+
+// Same seed, same tokens; seed-independent tokens are the greedy ones.
+TEST_P(DecodingConformance, DeterministicPerSeedAndLosslessWhenSeedFree) {
+  StubRun first;
+  const auto a = run(GetParam().given, 1, &first);
+  const auto again = run(GetParam().given, 1);
+  const auto other = run(GetParam().given, 2);
+  EXPECT_EQ(a, again) << "the same seed gave different tokens";
+  const RunTimeline& tl = first.result.timeline;
+  std::cout << "[          ] drafts: " << tl.spec_proposed << " proposed, " << tl.spec_accepted << " accepted\n";
+  if (a == other) {
+    EXPECT_EQ(a, greedy_outputs(decoding_workload().requests))
+        << "tokens do not depend on the seed, yet differ from greedy decoding: a lossless decoder must reproduce it";
+  } else {
+    std::cout << "[          ] stochastic with these parameters: tokens depend on the seed\n";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plugins, DecodingConformance, ::testing::ValuesIn(plugin_cases(PluginKind::kDecoding)),
+                         case_name);
+
+class StochasticDecodingConformance : public DecodingFixture {};
+
+// Hot sampling: reproducible for a seed, different for another.
+TEST_P(StochasticDecodingConformance, HotTemperatureDependsOnTheSeedOnly) {
+  const PluginDescriptor& d = conformance_registry().find(PluginKind::kDecoding, GetParam().plugin);
+  const bool has_temperature = std::any_of(d.params.begin(), d.params.end(), [](const ParamSpec& p) {
+    return p.name == "temperature" && p.type == ::inferlab::ParamType::kFloat;
+  });
+  if (!has_temperature) GTEST_SKIP() << GetParam().plugin << " declares no float 'temperature' parameter";
+  const std::map<std::string, ParamValue> hot = {{"temperature", kHotTemperature}};
+  const auto a = run(hot, 1), again = run(hot, 1), other = run(hot, 2);
+  EXPECT_EQ(a, again) << "the same seed gave different tokens";
+  EXPECT_NE(a, other) << "temperature " << kHotTemperature << " gave the same tokens for two seeds";
+  EXPECT_NE(a, greedy_outputs(decoding_workload().requests));
+}
+
+INSTANTIATE_TEST_SUITE_P(Plugins, StochasticDecodingConformance,
+                         ::testing::ValuesIn(default_plugin_cases(PluginKind::kDecoding)), case_name);
+
+}  // namespace
+}  // namespace inferlab::testing

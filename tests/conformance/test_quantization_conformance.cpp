@@ -1,0 +1,262 @@
+// Quantization conformance: every registered quantization plugin, on every device kind it
+// declares, with its default parameters and each parameter at the ends of its range. On random
+// weights of awkward shapes a Linear must compute x · Wᵀ within the error its storage pays
+// for, report its shape and a storage size consistent with that precision, be deterministic,
+// and choose a KV format that some registered attention plugin reads.
+//
+// Precision is read from weight_bytes(): the narrowest code width (32, 16, 8 or 4 bits) whose
+// storage range holds it — at least the codes (rows padded to whole bytes), at most the codes
+// plus an fp32 scale and a byte of zero point per 8 weights. The effective weights W_q are read
+// back by running the linear on the identity, which splits the error in two: the kernel must
+// compute exactly x · W_qᵀ (weight-only formats: one that quantizes activations too needs that
+// bound relaxed), and W_q must be as close to W as that width promises. Since the
+// width range is generous (8-bit per-channel storage also fits 4-bit plus scales), the storage
+// must also be enough for the accuracy measured: no format is more accurate than its bits.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+#include <gtest/gtest.h>
+
+#include "inferlab/error.h"
+#include "inferlab/rng.h"
+#include "plugin_cases.h"
+
+namespace inferlab::testing {
+namespace {
+
+struct Shape {
+  int out, in;
+};
+// Odd sizes (partial groups, odd nibble counts), multiples of 32/64/128 (whole groups).
+constexpr Shape kShapes[] = {{37, 67}, {37, 128}, {5, 256}, {64, 64}, {1, 24}};
+constexpr int kRows[] = {1, 3, 17};  // activations per forward: decode, a few, a prefill chunk
+
+struct Precision {
+  int bits = 0;      // code width the storage pays for; 0 = no width fits
+  double bound = 0;  // max relative error of W_q (and of y) against the float weights
+};
+
+// Bytes of `bits`-wide codes for [out, in], each row padded to whole bytes, and the most that
+// scales may add to them.
+double code_bytes(Shape s, int bits) {
+  return static_cast<double>(s.out) * static_cast<double>((static_cast<long long>(s.in) * bits + 7) / 8);
+}
+double scale_allowance(Shape s) { return static_cast<double>(s.out) * ((s.in + 7) / 8) * 5.0; }
+
+// The narrowest width whose [codes, codes + scales] holds `bytes`.
+Precision precision_of(std::uint64_t bytes, Shape s) {
+  static const Precision tiers[] = {{4, 0.15}, {8, 2e-2}, {16, 1e-2}, {32, 1e-4}};
+  for (const Precision& t : tiers)
+    if (static_cast<double>(bytes) >= code_bytes(s, t.bits) &&
+        static_cast<double>(bytes) <= code_bytes(s, t.bits) + scale_allowance(s))
+      return t;
+  return {};
+}
+
+// Bits per weight a uniform quantizer needs to reach relative error e on these weights
+// (uniform in [-1, 1]: e ≈ 1 / (2^b - 1) with a per-row range), less one bit of slack for
+// smarter formats; storage below that is a weight_bytes() that under-reports.
+double bits_needed_for(double e) { return std::log2(1.0 / std::max(e, 1e-7) + 1.0) - 1.0; }
+
+std::vector<float> random_matrix(int rows, int cols, std::uint64_t seed, bool normal) {
+  Rng rng(seed);
+  std::vector<float> m(static_cast<std::size_t>(rows) * cols);
+  for (float& v : m) v = normal ? static_cast<float>(rng.normal()) : static_cast<float>(rng.uniform() * 2.0 - 1.0);
+  return m;
+}
+
+// y[n, out] = x[n, in] · W^T in double.
+std::vector<double> reference_linear(const std::vector<float>& x, const std::vector<float>& w, int n, Shape s) {
+  std::vector<double> y(static_cast<std::size_t>(n) * s.out);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < s.out; ++o) {
+      double acc = 0;
+      const float* xr = &x[static_cast<std::size_t>(r) * s.in];
+      const float* wo = &w[static_cast<std::size_t>(o) * s.in];
+      for (int i = 0; i < s.in; ++i) acc += static_cast<double>(xr[i]) * wo[i];
+      y[static_cast<std::size_t>(r) * s.out + o] = acc;
+    }
+  return y;
+}
+
+// ||Y - Y_want||_F over the size Y_ref is expected to have for these inputs and weights
+// (sqrt(sum_r |x_r|^2 * |W|_F^2 / in)): the weights' relative error, not the luck of a row whose
+// dot products happen to cancel.
+double relative_error(const std::vector<float>& got, const std::vector<double>& want, const std::vector<float>& x,
+                      const std::vector<float>& w, Shape s) {
+  double diff = 0, xx = 0, ww = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+  }
+  for (float v : x) xx += static_cast<double>(v) * v;
+  for (float v : w) ww += static_cast<double>(v) * v;
+  return std::sqrt(diff / (xx * ww / s.in));
+}
+
+// ||W_q - W||_F / ||W||_F.
+double weight_error(const std::vector<float>& wq, const std::vector<float>& w) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(wq[i])) return INFINITY;
+    diff += (static_cast<double>(wq[i]) - w[i]) * (static_cast<double>(wq[i]) - w[i]);
+    norm += static_cast<double>(w[i]) * w[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+class QuantizationConformance : public ::testing::TestWithParam<PluginCase> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    device_ = open_device(GetParam().device, why);
+    if (!device_) GTEST_SKIP() << why;
+    ModelConfig model;  // a small model whose linears have the shapes below
+    model.name = "conformance";
+    model.dim = 64;
+    model.hidden_dim = 128;
+    model.n_layers = 1;
+    model.n_heads = 4;
+    model.n_kv_heads = 2;
+    model.vocab_size = 37;
+    model.max_seq_len = 256;
+    INFERLAB_SKIP_IF_REFUSED(GetParam(), model);
+    quant_ = make();
+  }
+
+  std::shared_ptr<Quantization> make() {
+    return conformance_registry().create_quantization(GetParam().plugin, resolve_case(GetParam()), *device_);
+  }
+
+  // The linear for `weight`, or null when the strategy refuses the shape (printed).
+  std::unique_ptr<Linear> make_linear(Quantization& q, const std::string& name, const std::vector<float>& weight,
+                                      Shape s) {
+    try {
+      return q.make_linear(name, weight, s.out, s.in);
+    } catch (const Error& e) {
+      std::cout << "[  SKIPPED ] shape " << s.out << "x" << s.in << " refused: " << e.what() << "\n";
+      return nullptr;
+    }
+  }
+
+  // y[n, out] of `linear` on host x, through device memory.
+  std::vector<float> forward(const Linear& linear, const std::vector<float>& x, int n) {
+    const std::size_t y_floats = static_cast<std::size_t>(n) * linear.out_features();
+    Buffer xd(*device_, x.size() * sizeof(float)), yd(*device_, y_floats * sizeof(float));
+    device_->copy_to_device(xd.data(), x.data(), x.size() * sizeof(float));
+    linear.forward(xd.as<const float>(), yd.as<float>(), n, *device_);
+    device_->synchronize();
+    std::vector<float> y(y_floats);
+    device_->copy_to_host(y.data(), yd.data(), y_floats * sizeof(float));
+    return y;
+  }
+
+  // W_q [out, in]: the weights the linear really applies, read by running it on the identity.
+  std::vector<float> effective_weights(const Linear& linear, Shape s) {
+    std::vector<float> eye(static_cast<std::size_t>(s.in) * s.in, 0.0f);
+    for (int i = 0; i < s.in; ++i) eye[static_cast<std::size_t>(i) * s.in + i] = 1.0f;
+    const std::vector<float> y = forward(linear, eye, s.in);  // [in, out] = W_q^T
+    std::vector<float> wq(static_cast<std::size_t>(s.out) * s.in);
+    for (int o = 0; o < s.out; ++o)
+      for (int i = 0; i < s.in; ++i)
+        wq[static_cast<std::size_t>(o) * s.in + i] = y[static_cast<std::size_t>(i) * s.out + o];
+    return wq;
+  }
+
+  std::unique_ptr<Device> device_;
+  std::shared_ptr<Quantization> quant_;
+};
+
+// y = x · W_qᵀ exactly (the kernel), W_q within the bound of the width weight_bytes() pays for
+// (the format), and so y = x · Wᵀ within that bound, for several shapes and batch sizes, for an
+// ordinary layer and for the classifier (which some strategies keep wider).
+TEST_P(QuantizationConformance, LinearMatchesFloatReferenceWithinItsPrecision) {
+  int ran = 0;
+  std::uint64_t seed = 10;
+  for (Shape s : kShapes)
+    for (const char* name : {"layers.0.wq", "classifier"}) {
+      const std::vector<float> w = random_matrix(s.out, s.in, ++seed, false);
+      std::unique_ptr<Linear> linear = make_linear(*quant_, name, w, s);
+      if (!linear) continue;
+      ++ran;
+      const std::uint64_t bytes = linear->weight_bytes();
+      const double bits_per_weight = 8.0 * static_cast<double>(bytes) / (static_cast<double>(s.out) * s.in);
+      const Precision p = precision_of(bytes, s);
+      const std::vector<float> wq = effective_weights(*linear, s);
+      const double e_w = weight_error(wq, w);
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(s.out) + "x" + std::to_string(s.in) + ": " +
+                   std::to_string(bits_per_weight) + " bits/weight -> " + std::to_string(p.bits) +
+                   "-bit bound " + std::to_string(p.bound) + ", weight error " + std::to_string(e_w));
+      ASSERT_NE(p.bits, 0) << "weight_bytes() fits no precision (see WeightBytesAndShapeAreConsistent)";
+      EXPECT_LT(e_w, p.bound) << "the effective weights are further from W than the storage promises";
+      EXPECT_GE(bits_per_weight, bits_needed_for(e_w))
+          << "more accurate than its storage allows: weight_bytes() under-reports";
+      for (int n : kRows) {
+        SCOPED_TRACE(std::to_string(n) + " rows");
+        const std::vector<float> x = random_matrix(n, s.in, ++seed, true);
+        const std::vector<float> y = forward(*linear, x, n);
+        EXPECT_LT(relative_error(y, reference_linear(x, wq, n, s), x, wq, s), 1e-4)
+            << "the kernel does not compute x · W_q^T for the weights it applies to a single input";
+        EXPECT_LT(relative_error(y, reference_linear(x, w, n, s), x, w, s), p.bound);
+      }
+    }
+  EXPECT_GT(ran, 0) << "the strategy refused every shape";
+}
+
+// Storage between the ideal for its precision and that plus scales; shape reported as given.
+TEST_P(QuantizationConformance, WeightBytesAndShapeAreConsistent) {
+  int ran = 0;
+  for (Shape s : kShapes) {
+    SCOPED_TRACE(std::to_string(s.out) + "x" + std::to_string(s.in));
+    std::unique_ptr<Linear> linear = make_linear(*quant_, "layers.0.w1", random_matrix(s.out, s.in, 7, false), s);
+    if (!linear) continue;
+    ++ran;
+    EXPECT_EQ(linear->out_features(), s.out);
+    EXPECT_EQ(linear->in_features(), s.in);
+    const Precision p = precision_of(linear->weight_bytes(), s);
+    EXPECT_NE(p.bits, 0) << linear->weight_bytes() << " bytes: not the codes of any width (4, 8, 16, 32 bits; "
+                         << code_bytes(s, 4) << ".." << code_bytes(s, 32) + scale_allowance(s)
+                         << " bytes) plus at most 5 bytes of scales per 8 weights";
+  }
+  EXPECT_GT(ran, 0) << "the strategy refused every shape";
+}
+
+// Two strategies built from the same weights compute bit-identical outputs, and one linear
+// gives the same bits when called again.
+TEST_P(QuantizationConformance, BuildsAndForwardsAreDeterministic) {
+  std::shared_ptr<Quantization> again = make();
+  int ran = 0;
+  for (Shape s : kShapes) {
+    SCOPED_TRACE(std::to_string(s.out) + "x" + std::to_string(s.in));
+    const std::vector<float> w = random_matrix(s.out, s.in, 99, false);
+    std::unique_ptr<Linear> a = make_linear(*quant_, "layers.0.wo", w, s);
+    std::unique_ptr<Linear> b = make_linear(*again, "layers.0.wo", w, s);
+    if (!a || !b) continue;
+    ++ran;
+    EXPECT_EQ(a->weight_bytes(), b->weight_bytes());
+    const std::vector<float> x = random_matrix(5, s.in, 100, true);
+    const std::vector<float> ya = forward(*a, x, 5), yb = forward(*b, x, 5), ya2 = forward(*a, x, 5);
+    EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0) << "two builds differ";
+    EXPECT_EQ(std::memcmp(ya.data(), ya2.data(), ya.size() * sizeof(float)), 0) << "two calls differ";
+  }
+  EXPECT_GT(ran, 0) << "the strategy refused every shape";
+}
+
+// The KV format it asks for is a KvDtype the registry knows and some attention plugin reads.
+TEST_P(QuantizationConformance, KvDtypeIsReadableBySomeAttentionPlugin) {
+  const KvDtype dtype = quant_->kv_dtype();
+  const std::string name = kv_dtype_name(dtype);
+  ASSERT_NE(name, "unknown") << "kv_dtype() returned a value outside KvDtype";
+  std::vector<std::string> readers;
+  for (const PluginDescriptor* d : conformance_registry().list(PluginKind::kAttention))
+    if (std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), dtype) != d->kv_dtypes.end()) readers.push_back(d->name);
+  EXPECT_FALSE(readers.empty()) << "no registered attention plugin reads KV stored as " << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Plugins, QuantizationConformance,
+                         ::testing::ValuesIn(plugin_cases(PluginKind::kQuantization)), case_name);
+
+}  // namespace
+}  // namespace inferlab::testing
