@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "attention_checks.h"
 #include "attention_fixtures.h"
 #include "inferlab/error.h"
 #include "plugin_cases.h"
@@ -24,11 +25,8 @@ constexpr double kTolerance = 1e-5;        // max |got - ref| / max |ref|, softm
 constexpr double kPeakedTolerance = 1e-4;  // scores of O(100): float exp loses digits
 constexpr int kBlockSizes[] = {1, 7, 16};  // one token per block, an odd size, the usual size
 
-struct HeadCounts {
-  int n_heads, n_kv_heads;
-};
 // MHA, GQA groups of 4 and 2, MQA.
-constexpr HeadCounts kHeads[] = {{4, 4}, {8, 2}, {6, 3}, {8, 1}};
+constexpr Heads kHeads[] = {{4, 4}, {8, 2}, {6, 3}, {8, 1}};
 
 // A batch's arrays as owned host vectors, so tests can corrupt them.
 struct HostBatch {
@@ -123,15 +121,8 @@ class AttentionConformance : public ::testing::TestWithParam<PluginCase> {
     EXPECT_LT(max_relative_error(got, reference_output(problem)), tolerance);
   }
 
-  static AttentionProblemSpec spec(std::vector<SeqShape> seqs, int block_size, HeadCounts heads, std::uint64_t seed) {
-    AttentionProblemSpec s;
-    s.seqs = std::move(seqs);
-    s.block_size = block_size;
-    s.n_heads = heads.n_heads;
-    s.n_kv_heads = heads.n_kv_heads;
-    s.head_dim = 16;
-    s.seed = seed;
-    return s;
+  static AttentionProblemSpec spec(std::vector<SeqShape> seqs, int block_size, Heads heads, std::uint64_t seed) {
+    return problem_spec(std::move(seqs), block_size, heads, seed);
   }
 
   std::unique_ptr<Device> device_;
@@ -143,7 +134,7 @@ class AttentionConformance : public ::testing::TestWithParam<PluginCase> {
 TEST_P(AttentionConformance, MixedStepMatchesReferenceForEveryHeadLayoutAndBlockSize) {
   std::uint64_t seed = 100;
   for (int bs : kBlockSizes)
-    for (HeadCounts h : kHeads) {
+    for (Heads h : kHeads) {
       SCOPED_TRACE("block_size " + std::to_string(bs) + ", heads " + std::to_string(h.n_heads) + "/" +
                    std::to_string(h.n_kv_heads));
       expect_parity(spec(mixed_step_shapes(), bs, h, ++seed), kTolerance);
