@@ -11,7 +11,8 @@
 #include "attention_checks.h"
 #include "flash_attention.h"
 #include "inferlab/error.h"
-#include "plugins/attention/naive/naive_attention.h"
+#include "inferlab/registry.h"
+#include "test_support.h"
 
 namespace inferlab::testing {
 namespace {
@@ -70,10 +71,12 @@ TEST(FlashAttention, AgreesWithNaiveOnLongContexts) {
   s.block_size = 16;
   AttentionProblem problem(s);
   plugins::FlashAttention flash;
-  plugins::NaiveAttention naive;
   CpuDevice device(2);
+  // naive as a user gets it: loaded through the registry (no plugin compiles another's source).
+  Registry reg({testing::plugin_dir()});
+  auto naive = reg.create_attention("naive", reg.resolve(PluginKind::kAttention, "naive", {}, "test"), device);
   const std::vector<float> f = run_attention(flash, problem, device);
-  const std::vector<float> n = run_attention(naive, problem, device);
+  const std::vector<float> n = run_attention(*naive, problem, device);
   EXPECT_EQ(count_non_finite(f), 0u);
   EXPECT_LT(max_relative_error(f, n), kTolerance);
   EXPECT_LT(max_relative_error(f, reference_output(problem)), kTolerance);

@@ -12,7 +12,8 @@
 #include "attention_checks.h"
 #include "inferlab/error.h"
 #include "partial_attention.h"
-#include "plugins/attention/naive/naive_attention.h"
+#include "inferlab/registry.h"
+#include "test_support.h"
 #include "split_k_attention.h"
 
 namespace inferlab::testing {
@@ -168,10 +169,11 @@ TEST(SplitKAttention, AgreesWithNaiveOnLongContexts) {
   s.block_size = 16;
   AttentionProblem problem(s);
   const std::vector<float> want = reference_output(problem);
-  plugins::NaiveAttention naive;
+  Registry reg({testing::plugin_dir()});  // naive as a user gets it: loaded, not compiled in
   for (int threads : {1, 2}) {
     CpuDevice device(threads);
-    const std::vector<float> n = run_attention(naive, problem, device);
+    auto naive = reg.create_attention("naive", reg.resolve(PluginKind::kAttention, "naive", {}, "test"), device);
+    const std::vector<float> n = run_attention(*naive, problem, device);
     for (int splits : {0, 2, 7, 64}) {
       SCOPED_TRACE("threads " + std::to_string(threads) + " splits " + std::to_string(splits));
       SplitKAttention attention(splits);
