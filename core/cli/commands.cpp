@@ -228,7 +228,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   } else if (vm["temperature"].as<double>() != 0.0) {
     throw Error("--temperature applies to --decoding sampling; " + dn + " decodes greedily");
   }
-  auto decoder = s.registry->create_decoder(dn, s.registry->resolve(PluginKind::kDecoding, dn, dp, "--decoding"), *s.device);
+  auto decoder = s.registry->create_decoder(dn, s.registry->resolve(PluginKind::kDecoding, dn, dp, "--decoding"), *s.device,
+                                            &s.loaded.weights, s.attention.get());
   const std::string sn = "continuous";
   auto scheduler = s.registry->create_scheduler(sn, s.registry->resolve(PluginKind::kScheduling, sn, {}, "generate"), *s.device);
 

@@ -137,6 +137,7 @@ std::uint64_t now_ns() {
 }  // namespace
 
 CpuDevice::CpuDevice(int threads) : pool_(threads) {
+  open_.reserve(8);
   // The cost of one timed op: the median of a few batches of empty begin/end pairs.
   constexpr int kPairs = 2000;
   double best = 1e9;
@@ -174,11 +175,19 @@ void CpuDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
   if (bytes > 0) std::memmove(dst, src, bytes);
 }
 
-void CpuDevice::op_begin(TimeCategory) { op_start_ns_ = now_ns(); }
+void CpuDevice::op_begin(TimeCategory category) {
+  const std::uint64_t now = now_ns();
+  if (!open_.empty()) times_[open_.back().category] += static_cast<double>(now - open_.back().since_ns) * 1e-9;
+  open_.push_back({category, now});
+}
 
 void CpuDevice::op_end(TimeCategory category) {
-  times_[category] += static_cast<double>(now_ns() - op_start_ns_) * 1e-9;
+  const std::uint64_t now = now_ns();
+  if (open_.empty() || open_.back().category != category) return;  // unmatched: ignored (called from destructors)
+  times_[category] += static_cast<double>(now - open_.back().since_ns) * 1e-9;
   times_.ops++;
+  open_.pop_back();
+  if (!open_.empty()) open_.back().since_ns = now;
 }
 
 void CpuDevice::embedding(const float* table, const int* tokens, int rows, int dim, float* out) {

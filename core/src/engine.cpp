@@ -185,6 +185,7 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     blocks_.free(id);
     s->timeline->preemptions++;
     tl.preemptions++;
+    decoder_.release(id);
     enqueue(s, true);  // recompute prompt + generated tokens (minus any cached prefix) when readmitted
   }
 
@@ -209,8 +210,12 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     Work w{s, std::min(sch.num_tokens, pending), {}, -1};
     const int remaining = s->req->max_output - s->generated;
     if (decode && sch.num_tokens > 1 && remaining > 1) {
+      // A draft model's ops inside propose are timed in their own categories (linear, ...);
+      // the whole call is also measured for draft_time_frac.
       OpScope timed(device_, TimeCategory::kSampling);
-      decoder_.propose(s->tokens, std::min(sch.num_tokens - 1, remaining - 1), w.drafts);
+      const double d0 = steady_seconds();
+      decoder_.propose_for(s->req->id, s->tokens, std::min(sch.num_tokens - 1, remaining - 1), s->rng, w.drafts);
+      result_.timeline.draft_s += steady_seconds() - d0;
     }
     int target = s->num_computed + w.n_real + static_cast<int>(w.drafts.size());
     if (kv_config_.reserve_full)
@@ -293,8 +298,8 @@ void StepLoop::commit() {
     accepted_.clear();
     {
       OpScope timed(device_, TimeCategory::kSampling);
-      decoder_.accept(s.tokens, w.drafts, logits_.data() + static_cast<std::size_t>(w.logit_offset) * vocab_,
-                      vocab_, s.rng, accepted_);
+      decoder_.accept_for(id, s.tokens, w.drafts, logits_.data() + static_cast<std::size_t>(w.logit_offset) * vocab_,
+                          vocab_, s.rng, accepted_);
     }
     const int m = static_cast<int>(accepted_.size());
     check(m >= 1 && m <= 1 + static_cast<int>(w.drafts.size()),
@@ -323,6 +328,7 @@ void StepLoop::commit() {
     if (!kv_config_.enabled && !s.finished) {  // no KV cache: the next token recomputes everything
       blocks_.free(id);
       s.num_computed = 0;
+      decoder_.release(id);
     }
     emitted_.emplace_back(&s, std::move(out));
   }
@@ -367,6 +373,7 @@ void StepLoop::finish_requests() {
     }
     s->timeline->finish_s = now_;
     blocks_.free(s->req->id);
+    decoder_.release(s->req->id);
     it = running_.erase(it);
     ++finished_;
   }

@@ -92,6 +92,7 @@ std::vector<std::string> metric_names() {
     names.push_back(std::string("time_") + time_category_name(static_cast<TimeCategory>(c)) + "_frac");
   names.emplace_back("step_overhead_frac");
   names.emplace_back("timer_overhead_frac");
+  names.emplace_back("draft_time_frac");
   return names;
 }
 
@@ -199,6 +200,7 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   }
   row.emplace_back("step_overhead_frac", wall > 0 ? 1.0 - frac(model_ops) : 0.0);
   row.emplace_back("timer_overhead_frac", frac(run.timer_overhead_s));
+  row.emplace_back("draft_time_frac", frac(run.draft_s));
   return row;
 }
 

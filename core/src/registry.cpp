@@ -200,11 +200,12 @@ namespace {
 
 template <typename T, typename Make>
 std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, const PluginDescriptor& desc,
-                        const Make& make, const Params& params, Device& device, const std::string& label) {
+                        const Make& make, const PluginContext& ctx, const std::string& label) {
+  Device& device = ctx.device;
   if (!make) throw Error(label + " has no factory for its kind");
   if (std::find(desc.devices.begin(), desc.devices.end(), device.kind()) == desc.devices.end())
     throw Error(label + " does not run on device '" + device_kind_name(device.kind()) + "'");
-  std::unique_ptr<T> obj = make(PluginContext{params, device});
+  std::unique_ptr<T> obj = make(ctx);
   if (!obj) throw Error(label + " factory returned nothing");
   // The deleter keeps the library loaded until the object (and its vtable) is gone.
   return std::shared_ptr<T>(obj.release(), [lib](T* p) { delete p; });
@@ -214,19 +215,20 @@ std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, 
 
 std::shared_ptr<Attention> Registry::create_attention(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kAttention, name, "");
-  return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, params, device, "attention/" + name);
+  return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, PluginContext{params, device}, "attention/" + name);
 }
 std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kQuantization, name, "");
-  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, params, device, "quantization/" + name);
+  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, PluginContext{params, device}, "quantization/" + name);
 }
 std::shared_ptr<Scheduler> Registry::create_scheduler(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kScheduling, name, "");
-  return hold<Scheduler>(e.lib, *e.desc, e.desc->make_scheduler, params, device, "scheduling/" + name);
+  return hold<Scheduler>(e.lib, *e.desc, e.desc->make_scheduler, PluginContext{params, device}, "scheduling/" + name);
 }
-std::shared_ptr<Decoder> Registry::create_decoder(const std::string& name, const Params& params, Device& device) const {
+std::shared_ptr<Decoder> Registry::create_decoder(const std::string& name, const Params& params, Device& device,
+                                                  const ModelWeights* weights, Attention* attention) const {
   const auto& e = entry(PluginKind::kDecoding, name, "");
-  return hold<Decoder>(e.lib, *e.desc, e.desc->make_decoder, params, device, "decoding/" + name);
+  return hold<Decoder>(e.lib, *e.desc, e.desc->make_decoder, PluginContext{params, device, weights, attention}, "decoding/" + name);
 }
 
 }  // namespace inferlab

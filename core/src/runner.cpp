@@ -181,7 +181,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
         auto attention = registry.create_attention(v.stack.attention.name, v.attention, *device);
         auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
         auto scheduler = registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
-        auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding, *device);
+        auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
         Model model(weights, *quant, *device);
         EngineOptions eo;
         eo.kv = v.stack.kv;

@@ -71,4 +71,63 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
   return scratch[n - 1].second;  // rounding left r at the very top
 }
 
+void token_probs(const float* logits, int vocab, const SamplingParams& params, std::vector<float>& probs,
+                 std::vector<std::pair<float, int>>& scratch) {
+  probs.assign(static_cast<std::size_t>(vocab), 0.0f);
+  if (params.temperature == 0.0) {
+    probs[static_cast<std::size_t>(argmax(logits, vocab))] = 1.0f;
+    return;
+  }
+  // The candidates and weights exactly as sample_token forms them.
+  auto before = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  };
+  scratch.resize(static_cast<std::size_t>(vocab));
+  for (int i = 0; i < vocab; ++i) scratch[static_cast<std::size_t>(i)] = {logits[i], i};
+  std::size_t n = scratch.size();
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
+    n = static_cast<std::size_t>(params.top_k);
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n - 1), scratch.end(), before);
+  }
+  const auto end = scratch.begin() + static_cast<std::ptrdiff_t>(n);
+  if (params.top_p < 1.0) std::sort(scratch.begin(), end, before);
+  float max_logit = scratch[0].first;
+  for (std::size_t i = 1; i < n; ++i) max_logit = std::max(max_logit, scratch[i].first);
+  double total = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double p = std::exp((static_cast<double>(scratch[i].first) - max_logit) / params.temperature);
+    scratch[i].first = static_cast<float>(p);
+    total += p;
+  }
+  if (params.top_p < 1.0) {
+    double cum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      cum += scratch[i].first;
+      if (cum >= params.top_p * total) {
+        n = i + 1;
+        break;
+      }
+    }
+    total = cum;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    probs[static_cast<std::size_t>(scratch[i].second)] = static_cast<float>(scratch[i].first / total);
+}
+
+int sample_from(const std::vector<float>& probs, Rng& rng) {
+  double total = 0.0;
+  for (float p : probs) total += p;
+  check(total > 0.0, "sample_from: the distribution has no mass");
+  const double r = rng.uniform() * total;
+  double cum = 0.0;
+  int last = 0;
+  for (std::size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0.0f) continue;
+    cum += probs[i];
+    last = static_cast<int>(i);
+    if (r < cum) return last;
+  }
+  return last;  // rounding left r at the very top
+}
+
 }  // namespace inferlab

@@ -14,6 +14,8 @@
 #include "engine_runs.h"
 #include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
+#include "inferlab/weights.h"
+#include "model_fixtures.h"
 #include "plugin_cases.h"
 
 namespace inferlab::testing {
@@ -23,13 +25,26 @@ namespace {
 // dominant token keeps about 4% of the mass, so two seeds agreeing on ~90 tokens is impossible.
 constexpr double kHotTemperature = 20.0;
 
+// Weights and an attention for decoders that build a second model (speculative drafts): a random
+// model of the stub's vocabulary with 4 layers. Its drafts are unrelated to the stub's tokens, so
+// most are rejected — verification must still emit exactly the target's (the stub's) tokens.
+const ModelWeights& draft_source() {
+  static const ModelWeights w = [] {
+    ModelConfig c = stub_model_config(64);
+    c.n_layers = 4;
+    c.max_seq_len = 4096;
+    return random_weights(c, 7);
+  }();
+  return w;
+}
+
 class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
  protected:
   void SetUp() override {
     std::string why;
     device_ = open_device(GetParam().device, why);
     if (!device_) GTEST_SKIP() << why;
-    INFERLAB_SKIP_IF_REFUSED(GetParam(), stub_model_config(64));
+    INFERLAB_SKIP_IF_REFUSED(GetParam(), draft_source().config);
   }
 
   // The tokens of a run with `seed`, after checking the run conforms.
@@ -37,7 +52,8 @@ class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
                                     StubRun* out = nullptr) {
     const Registry& reg = conformance_registry();
     std::shared_ptr<Decoder> decoder = reg.create_decoder(
-        GetParam().plugin, reg.resolve(PluginKind::kDecoding, GetParam().plugin, given, "conformance"), *device_);
+        GetParam().plugin, reg.resolve(PluginKind::kDecoding, GetParam().plugin, given, "conformance"), *device_,
+        &draft_source(), &draft_attention_);
     ContinuousScheduler scheduler(512, 64, true);
     const Workload w = decoding_workload();
     StubRun r;
@@ -53,6 +69,7 @@ class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
   }
 
   std::unique_ptr<Device> device_;
+  RefAttention draft_attention_;
 };
 
 class DecodingConformance : public DecodingFixture {};

@@ -2,6 +2,7 @@
 // errors a plugin or an experiment gets when it asks for a device this build does not have.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -124,6 +125,38 @@ TEST(KvStorage, OnlyF32IsImplementedAndBytesFollowTheDtype) {
   }
   const BlockCopy bad{1, 5};
   EXPECT_THROW(kv.copy_blocks({&bad, 1}), Error);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// A draft model's ops run inside the decoder's sampling bracket: time is charged to the
+// innermost op only, so the categories never count a second twice.
+TEST(Device, NestedOpsAreChargedExclusively) {
+  CpuDevice device(1);
+  auto spin = [] {
+    volatile double x = 0;
+    for (int i = 0; i < 200000; ++i) x = x + 1.0;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    OpScope outer(device, TimeCategory::kSampling);
+    spin();
+    {
+      OpScope inner(device, TimeCategory::kLinear);
+      spin();
+    }
+    spin();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const OpTimes& t = device.op_times();
+  EXPECT_EQ(t.ops, 2);
+  EXPECT_GT(t[TimeCategory::kLinear], 0.0);
+  EXPECT_GT(t[TimeCategory::kSampling], 0.0);
+  EXPECT_LE(t[TimeCategory::kLinear] + t[TimeCategory::kSampling], wall);
 }
 
 }  // namespace

@@ -23,6 +23,23 @@ class Decoder {
   // draft i-1. Appends the accepted tokens to `out` (at least one). rng is the sequence's own.
   virtual void accept(std::span<const int> tokens, std::span<const int> drafts,
                       const float* logits, int vocab, Rng& rng, std::vector<int>& out) = 0;
+
+  // Per-sequence forms the engine calls: `seq` is the request id, so strategies that keep state
+  // per sequence (a draft model's KV cache) know whose tokens these are. The defaults forward
+  // to the stateless forms above.
+  virtual void propose_for(int seq, std::span<const int> tokens, int max_draft, Rng& rng,
+                           std::vector<int>& drafts) {
+    (void)seq;
+    (void)rng;
+    propose(tokens, max_draft, drafts);
+  }
+  virtual void accept_for(int seq, std::span<const int> tokens, std::span<const int> drafts,
+                          const float* logits, int vocab, Rng& rng, std::vector<int>& out) {
+    (void)seq;
+    accept(tokens, drafts, logits, vocab, rng, out);
+  }
+  // The sequence finished, was preempted or dropped its K/V: forget what is kept for it.
+  virtual void release(int seq) { (void)seq; }
 };
 
 }  // namespace inferlab

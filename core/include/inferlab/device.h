@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "inferlab/model_config.h"
 #include "inferlab/thread_pool.h"
@@ -100,7 +101,9 @@ class Device {
   virtual void synchronize() {}
 
   // ---- timing -----------------------------------------------------------------------------
-  // Brackets one op. Nesting is not allowed: a category's time is the sum of its ops.
+  // Brackets one op. Ops may nest (a draft model's linears inside the decoder's sampling
+  // bracket): time is exclusive, charged to the innermost open op, so categories never count
+  // the same second twice.
   virtual void op_begin(TimeCategory category) = 0;
   virtual void op_end(TimeCategory category) = 0;
   const OpTimes& op_times() const { return times_; }
@@ -178,7 +181,11 @@ class CpuDevice final : public Device {
 
  private:
   ThreadPool pool_;
-  std::uint64_t op_start_ns_ = 0;
+  struct OpenOp {
+    TimeCategory category;
+    std::uint64_t since_ns;  // when this op last resumed
+  };
+  std::vector<OpenOp> open_;  // innermost last
   double timer_overhead_s_ = 0;
 };
 

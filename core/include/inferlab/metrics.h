@@ -56,6 +56,7 @@ struct RunTimeline {
   double step_wall_s = 0;
   std::array<double, kTimeCategories> time_s{};
   double timer_overhead_s = 0;
+  double draft_s = 0;  // real seconds inside Decoder::propose (a draft model's forward passes)
 };
 
 struct SloSpec {
@@ -76,7 +77,7 @@ double percentile(std::vector<double> values, double q);
 // tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
 // spec_accept_frac; spec_tokens_per_step; weights_bytes; time_<category>_frac for every
 // TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
-// timer_overhead_frac.
+// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose).
 MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo);
 
 // Names compute_metrics emits, in order (for CSV headers even when a variant failed).

@@ -17,11 +17,12 @@
 #include "inferlab/params.h"
 #include "inferlab/quantization.h"
 #include "inferlab/scheduler.h"
+#include "inferlab/weights.h"
 
 namespace inferlab {
 
 // Bump when any interface in plugin.h or the headers it includes changes incompatibly.
-inline constexpr int kPluginAbiVersion = 2;
+inline constexpr int kPluginAbiVersion = 3;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);
@@ -36,11 +37,15 @@ struct SupportQuery {
   const Params& params;
 };
 
-// What a factory gets: the checked parameters (defaults filled) and the device the object
-// will run on (its memory, its ops, its thread pool on the CPU).
+// What a factory gets: the checked parameters (defaults filled), the device the object will
+// run on (its memory, its ops, its thread pool on the CPU) and, for strategies that build a
+// second model (a speculative draft), the run's float weights and attention strategy — null
+// where the caller has none (planning, tools).
 struct PluginContext {
   const Params& params;
   Device& device;
+  const ModelWeights* weights = nullptr;
+  Attention* attention = nullptr;
 };
 
 struct PluginDescriptor {

@@ -49,7 +49,9 @@ class Registry {
   std::shared_ptr<Attention> create_attention(const std::string& name, const Params& params, Device& device) const;
   std::shared_ptr<Quantization> create_quantization(const std::string& name, const Params& params, Device& device) const;
   std::shared_ptr<Scheduler> create_scheduler(const std::string& name, const Params& params, Device& device) const;
-  std::shared_ptr<Decoder> create_decoder(const std::string& name, const Params& params, Device& device) const;
+  // A decoder that drafts with a second model gets the run's float weights and attention.
+  std::shared_ptr<Decoder> create_decoder(const std::string& name, const Params& params, Device& device,
+                                          const ModelWeights* weights = nullptr, Attention* attention = nullptr) const;
 
  private:
   struct Entry;

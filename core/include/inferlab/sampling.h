@@ -19,4 +19,11 @@ int argmax(const float* logits, int vocab);
 int sample_token(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
                  std::vector<std::pair<float, int>>& scratch);
 
+// The distribution sample_token draws from, as probabilities over the whole vocabulary
+// ([vocab], zero outside the top-k / top-p candidates; one-hot on the argmax at temperature 0).
+void token_probs(const float* logits, int vocab, const SamplingParams& params, std::vector<float>& probs,
+                 std::vector<std::pair<float, int>>& scratch);
+// A draw from `probs` (non-negative, not necessarily normalised); throws Error when all are 0.
+int sample_from(const std::vector<float>& probs, Rng& rng);
+
 }  // namespace inferlab

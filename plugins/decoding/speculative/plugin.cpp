@@ -1,0 +1,76 @@
+// Plugin descriptor for decoding/speculative (class in speculative.h).
+#include <algorithm>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/error.h"
+#include "inferlab/plugin.h"
+#include "speculative.h"
+
+namespace {
+
+inferlab::plugins::SpeculativeParams params_of(const inferlab::Params& p) {
+  inferlab::plugins::SpeculativeParams s;
+  s.num_draft = static_cast<int>(p.get_int("num_draft"));
+  s.draft_layers = static_cast<int>(p.get_int("draft_layers"));
+  s.draft_model = p.get_string("draft_model");
+  s.sampling.temperature = p.get_float("temperature");
+  s.sampling.top_k = static_cast<int>(p.get_int("top_k"));
+  s.sampling.top_p = p.get_float("top_p");
+  s.draft_kv_tokens = static_cast<int>(p.get_int("draft_kv_tokens"));
+  return s;
+}
+
+inferlab::PluginDescriptor describe() {
+  using namespace inferlab;
+  PluginDescriptor d;
+  d.kind = PluginKind::kDecoding;
+  d.name = "speculative";
+  d.version = "1.0.0";
+  d.summary = "Speculative decoding: a draft model (self-draft of the first layers, or another checkpoint) proposes, "
+              "the target verifies in one pass; lossless (modified rejection sampling)";
+  d.params = {
+      {"num_draft", ParamType::kInt, std::int64_t{4}, 1.0, 16.0, {}, "γ: draft tokens proposed per step"},
+      {"draft_layers", ParamType::kInt, std::int64_t{2}, 0.0, 1024.0, {},
+       "Self-draft: the target's first N layers + final norm + classifier (0 = all layers)"},
+      {"draft_model", ParamType::kString, std::string(""), std::nullopt, std::nullopt, {},
+       "Another draft: a preset name or a checkpoint path with the target's vocabulary (\"\" = self-draft)"},
+      {"temperature", ParamType::kFloat, 0.0, 0.0, 100.0, {}, "Target sampling temperature (0 = greedy)"},
+      {"top_k", ParamType::kInt, std::int64_t{0}, 0.0, 1e9, {}, "Sample among the k most likely (0 = off)"},
+      {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"},
+      {"draft_kv_tokens", ParamType::kInt, std::int64_t{16384}, 16.0, 1048576.0, {},
+       "Capacity of the draft's own KV cache, in tokens"},
+  };
+  d.supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    const auto s = params_of(q.params);
+    if (s.draft_model.empty()) {
+      if (s.draft_layers > q.model.n_layers)
+        reasons.push_back("draft_layers = " + std::to_string(s.draft_layers) + " but the model has " +
+                          std::to_string(q.model.n_layers) + " layers");
+    } else {
+      const auto presets = preset_names();
+      try {
+        const ModelConfig c = std::find(presets.begin(), presets.end(), s.draft_model) != presets.end()
+                                  ? preset_config(s.draft_model)
+                                  : read_model_config(s.draft_model);
+        if (c.vocab_size != q.model.vocab_size)
+          reasons.push_back("draft_model '" + s.draft_model + "' has a vocabulary of " + std::to_string(c.vocab_size) +
+                            " tokens, the target " + std::to_string(q.model.vocab_size));
+      } catch (const Error& e) {
+        reasons.push_back(std::string("draft_model: ") + e.what());
+      }
+    }
+    return reasons;
+  };
+  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+    if (ctx.weights == nullptr || ctx.attention == nullptr)
+      throw Error("decoding 'speculative' needs the run's model weights and attention to build its draft");
+    return std::make_unique<plugins::SpeculativeDecoder>(params_of(ctx.params), *ctx.weights, *ctx.attention,
+                                                         ctx.device);
+  };
+  return d;
+}
+
+}  // namespace
+
+INFERLAB_PLUGIN(describe)

@@ -1,0 +1,170 @@
+// Speculative decoding with a draft model (see speculative.h).
+#include "speculative.h"
+
+#include <algorithm>
+#include <string>
+
+#include "inferlab/error.h"
+#include "inferlab/runner.h"
+
+namespace inferlab::plugins {
+
+namespace {
+
+constexpr int kDraftBlock = 16;
+
+KvCacheConfig draft_kv(const SpeculativeParams& p) {
+  KvCacheConfig c;
+  c.block_size = kDraftBlock;
+  c.num_blocks = std::max(1, (p.draft_kv_tokens + kDraftBlock - 1) / kDraftBlock);
+  return c;
+}
+
+}  // namespace
+
+ModelWeights draft_weights(const SpeculativeParams& params, const ModelWeights& target) {
+  const int depth = target.config.n_layers;
+  if (params.draft_model.empty()) {
+    check(params.draft_layers >= 0 && params.draft_layers <= depth,
+          "decoding 'speculative': draft_layers = " + std::to_string(params.draft_layers) + ", but the model has " +
+              std::to_string(depth) + " layers; allowed: 0 (all) .. " + std::to_string(depth));
+    ModelWeights w = target;  // first k layers + the final norm and classifier
+    if (params.draft_layers > 0) {
+      w.layers.resize(static_cast<std::size_t>(params.draft_layers));
+      w.config.n_layers = params.draft_layers;
+    }
+    w.config.name = target.config.name + " (first " + std::to_string(w.config.n_layers) + " layers)";
+    return w;
+  }
+  ModelSpec spec;
+  const auto presets = preset_names();
+  if (std::find(presets.begin(), presets.end(), params.draft_model) != presets.end()) spec.preset = params.draft_model;
+  else spec.path = params.draft_model;
+  ModelWeights w = load_experiment_model(spec).weights;
+  check(w.config.vocab_size == target.config.vocab_size,
+        "decoding 'speculative': draft_model '" + params.draft_model + "' has a vocabulary of " +
+            std::to_string(w.config.vocab_size) + " tokens, the target " + std::to_string(target.config.vocab_size) +
+            "; allowed: a draft with the target's tokenizer");
+  return w;
+}
+
+void verify_drafts(std::span<const std::vector<float>> target, std::span<const int> drafts,
+                   std::span<const std::vector<float>> draft_probs, bool greedy, Rng& rng, std::vector<int>& out) {
+  check(target.size() == drafts.size() + 1, "verify_drafts: one target row per draft, plus one");
+  check(greedy || draft_probs.size() == drafts.size(), "verify_drafts: one draft distribution per draft");
+  for (std::size_t i = 0; i < drafts.size(); ++i) {
+    const std::vector<float>& p = target[i];
+    const int x = drafts[i];
+    if (greedy) {  // p is one-hot on the target's argmax
+      if (p[static_cast<std::size_t>(x)] > 0.0f) {
+        out.push_back(x);
+        continue;
+      }
+      out.push_back(static_cast<int>(std::max_element(p.begin(), p.end()) - p.begin()));
+      return;
+    }
+    const std::vector<float>& q = draft_probs[i];
+    const double px = p[static_cast<std::size_t>(x)], qx = q[static_cast<std::size_t>(x)];
+    // Accept x with probability min(1, p(x) / q(x)).
+    if (qx > 0.0 && rng.uniform() * qx < px) {
+      out.push_back(x);
+      continue;
+    }
+    // Rejected: draw from the residual norm(max(0, p - q)); when it has no mass (p == q
+    // almost everywhere), p itself.
+    std::vector<float> residual(p.size());
+    double mass = 0.0;
+    for (std::size_t v = 0; v < p.size(); ++v) {
+      residual[v] = std::max(0.0f, p[v] - q[v]);
+      mass += residual[v];
+    }
+    out.push_back(mass > 0.0 ? sample_from(residual, rng) : sample_from(p, rng));
+    return;
+  }
+  const std::vector<float>& last = target.back();  // every draft accepted: one more from the target
+  out.push_back(greedy ? static_cast<int>(std::max_element(last.begin(), last.end()) - last.begin())
+                       : sample_from(last, rng));
+}
+
+SpeculativeDecoder::SpeculativeDecoder(const SpeculativeParams& params, const ModelWeights& target,
+                                       Attention& attention, Device& device)
+    : params_(params),
+      attention_(attention),
+      draft_(std::make_unique<Model>(draft_weights(params, target), quant_, device)),
+      blocks_(draft_kv(params)),
+      storage_(device, draft_->config(), draft_kv(params).num_blocks, kDraftBlock) {
+  check(params.num_draft >= 1, "decoding 'speculative': num_draft must be >= 1");
+}
+
+SpeculativeDecoder::~SpeculativeDecoder() = default;
+
+bool SpeculativeDecoder::draft_step(int seq, std::span<const int> tokens, int start) {
+  const int end = start + static_cast<int>(tokens.size());
+  copies_.clear();
+  if (!blocks_.reserve(seq, end, copies_)) return false;  // the draft cache is full: no drafts
+  batch_.clear();
+  const int n = static_cast<int>(tokens.size());
+  batch_.add_sequence(tokens, start, blocks_.block_table(seq), kDraftBlock, n - 1, n);
+  draft_->forward(batch_, storage_, attention_, logits_);
+  blocks_.set_length(seq, end);
+  ++draft_forwards_;
+  return true;
+}
+
+void SpeculativeDecoder::propose_for(int seq, std::span<const int> tokens, int max_draft, Rng& rng,
+                                     std::vector<int>& drafts) {
+  drafts.clear();
+  auto& q = proposed_q_[seq];
+  q.clear();
+  const int n = static_cast<int>(tokens.size());
+  std::vector<int>& cached = cached_[seq];
+  // Keep the longest cached prefix that still matches (rejected drafts roll back here), but
+  // always re-run the last known token so that its logits are at hand.
+  int keep = 0;
+  while (keep < static_cast<int>(cached.size()) && keep < n - 1 && cached[static_cast<std::size_t>(keep)] == tokens[static_cast<std::size_t>(keep)])
+    ++keep;
+  if (blocks_.has(seq)) blocks_.truncate(seq, std::min(keep, blocks_.length(seq)), false);
+  cached.assign(tokens.begin(), tokens.begin() + keep);
+  if (!draft_step(seq, tokens.subspan(static_cast<std::size_t>(keep)), keep)) return;
+  cached.assign(tokens.begin(), tokens.end());
+  const int vocab = draft_->config().vocab_size;
+  const bool greedy = params_.sampling.temperature == 0.0;
+  for (int i = 0; i < max_draft; ++i) {
+    std::vector<float> probs;
+    token_probs(logits_.data(), vocab, params_.sampling, probs, scratch_);
+    const int x = greedy ? argmax(logits_.data(), vocab) : sample_from(probs, rng);
+    drafts.push_back(x);
+    q.push_back(std::move(probs));
+    if (i + 1 == max_draft) break;
+    const int token[1] = {x};
+    if (!draft_step(seq, token, n + i)) break;
+    cached.push_back(x);
+  }
+}
+
+void SpeculativeDecoder::accept_for(int seq, std::span<const int> tokens, std::span<const int> drafts,
+                                    const float* logits, int vocab, Rng& rng, std::vector<int>& out) {
+  (void)tokens;
+  target_rows_.resize(drafts.size() + 1);
+  for (std::size_t r = 0; r <= drafts.size(); ++r)
+    token_probs(logits + r * static_cast<std::size_t>(vocab), vocab, params_.sampling, target_rows_[r], scratch_);
+  static const std::vector<std::vector<float>> kNone;
+  const auto found = proposed_q_.find(seq);
+  const auto& q = drafts.empty() || found == proposed_q_.end() ? kNone : found->second;
+  check(drafts.empty() || q.size() >= drafts.size(), "decoding 'speculative': asked to verify drafts it did not propose");
+  verify_drafts(target_rows_, drafts, std::span(q).first(drafts.size()), params_.sampling.temperature == 0.0, rng,
+                out);
+}
+
+void SpeculativeDecoder::accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits,
+                                int vocab, Rng& rng, std::vector<int>& out) {
+  accept_for(-1, tokens, drafts, logits, vocab, rng, out);
+}
+
+void SpeculativeDecoder::release(int seq) {
+  if (blocks_.has(seq)) blocks_.free(seq);
+  cached_.erase(seq);
+  proposed_q_.erase(seq);
+}
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,93 @@
+// Speculative decoding with a draft model (Leviathan et al., "Fast Inference from Transformers
+// via Speculative Decoding", ICML 2023; Chen et al., "Accelerating Large Language Model Decoding
+// with Speculative Sampling", 2023). A cheap draft model proposes γ tokens autoregressively; the
+// target scores all of them in one forward pass (the engine's verify step) and modified rejection
+// sampling keeps a prefix of them so that every emitted token is distributed exactly as the
+// target alone would sample it — at temperature 0 exactly the greedy tokens.
+//
+// The draft is the target truncated to its first `draft_layers` layers plus the final norm and
+// classifier (self-drafting), or another checkpoint/preset with the same vocabulary. It keeps
+// its own paged KV cache and block accounting per sequence; rejected drafts roll back there on
+// the next proposal, and a finished or preempted sequence releases its blocks.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "inferlab/attention.h"
+#include "inferlab/batch.h"
+#include "inferlab/decoder.h"
+#include "inferlab/device.h"
+#include "inferlab/float_linear.h"
+#include "inferlab/kv_cache.h"
+#include "inferlab/model.h"
+#include "inferlab/sampling.h"
+#include "inferlab/weights.h"
+
+namespace inferlab::plugins {
+
+struct SpeculativeParams {
+  int num_draft = 4;          // γ: drafts proposed per step (the scheduler may ask fewer)
+  int draft_layers = 2;       // self-draft depth (0 = every layer: the target itself)
+  std::string draft_model;    // "" = self-draft; else a preset name or a checkpoint path
+  SamplingParams sampling;    // the target distribution (temperature 0 = greedy)
+  int draft_kv_tokens = 16384;  // the draft cache's capacity in tokens
+};
+
+// One verification step as a pure function, so its losslessness is testable on its own.
+// target: rows [drafts.size() + 1] of the target distribution (row i follows draft i-1);
+// draft_probs: the draft distribution each draft was drawn from. Appends the accepted drafts and
+// one more token (a residual draw after a rejection, or a draw from the last row) to `out`.
+void verify_drafts(std::span<const std::vector<float>> target, std::span<const int> drafts,
+                   std::span<const std::vector<float>> draft_probs, bool greedy, Rng& rng, std::vector<int>& out);
+
+class SpeculativeDecoder : public Decoder {
+ public:
+  // target: the run's float weights (the self-draft's source); attention: the run's strategy,
+  // which the draft uses too.
+  SpeculativeDecoder(const SpeculativeParams& params, const ModelWeights& target, Attention& attention,
+                     Device& device);
+  ~SpeculativeDecoder() override;
+
+  int max_draft_tokens() const override { return params_.num_draft; }
+  void propose_for(int seq, std::span<const int> tokens, int max_draft, Rng& rng, std::vector<int>& drafts) override;
+  void accept_for(int seq, std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab,
+                  Rng& rng, std::vector<int>& out) override;
+  void accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab, Rng& rng,
+              std::vector<int>& out) override;
+  void release(int seq) override;
+
+  const ModelConfig& draft_config() const { return draft_->config(); }
+  // Draft KV blocks free now and in all (a finished run must have given every block back).
+  int draft_free_blocks() const { return blocks_.free_blocks(); }
+  int draft_total_blocks() const { return blocks_.num_blocks(); }
+  long long draft_forwards() const { return draft_forwards_; }
+
+ private:
+  // Runs `tokens` at positions [start, ...) of seq through the draft; logits of the last row.
+  bool draft_step(int seq, std::span<const int> tokens, int start);
+
+  SpeculativeParams params_;
+  Attention& attention_;
+  NoQuantization quant_;
+  std::unique_ptr<Model> draft_;
+  BlockManager blocks_;
+  KvStorage storage_;
+  StepBatch batch_;
+  std::vector<float> logits_;
+  std::vector<BlockCopy> copies_;
+  std::vector<std::pair<float, int>> scratch_;
+  std::unordered_map<int, std::vector<int>> cached_;  // per sequence: tokens whose K/V the draft holds
+  std::unordered_map<int, std::vector<std::vector<float>>> proposed_q_;  // per sequence: q of its drafts
+  std::vector<std::vector<float>> target_rows_;
+  long long draft_forwards_ = 0;
+};
+
+// The draft model's weights for `params` against the target (throws Error with the reason when
+// the draft cannot serve: vocabulary differs, a depth the target does not have).
+ModelWeights draft_weights(const SpeculativeParams& params, const ModelWeights& target);
+
+}  // namespace inferlab::plugins

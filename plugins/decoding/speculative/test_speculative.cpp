@@ -1,0 +1,203 @@
+// Speculative decoding: the verification step reproduces the target distribution (a seeded
+// chi-square test that fails for plain acceptance), greedy speculation emits exactly the greedy
+// tokens on the real stories260K checkpoint for every draft kind and γ, the draft's KV blocks all
+// come back, and impossible drafts are clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/continuous_scheduler.h"
+#include "inferlab/engine.h"
+#include "inferlab/error.h"
+#include "inferlab/registry.h"
+#include "model_fixtures.h"
+#include "speculative.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+using plugins::SpeculativeDecoder;
+using plugins::SpeculativeParams;
+
+double chi_square(const std::vector<long long>& counts, const std::vector<float>& p) {
+  const double n = static_cast<double>(std::accumulate(counts.begin(), counts.end(), 0LL));
+  double chi = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double e = n * p[i];
+    chi += (static_cast<double>(counts[i]) - e) * (static_cast<double>(counts[i]) - e) / e;
+  }
+  return chi;
+}
+
+// The first emitted token of a step with γ = 2 drafts drawn from q must follow the target p,
+// whatever q is (Leviathan et al., Theorem 3.5). 40,000 seeded draws over 5 tokens; the
+// chi-square bound 18.47 is the 0.999 quantile at 4 degrees of freedom.
+TEST(Speculative, VerificationReproducesTheTargetDistribution) {
+  const std::vector<float> p = {0.40f, 0.25f, 0.15f, 0.12f, 0.08f};
+  const std::vector<float> q = {0.05f, 0.10f, 0.15f, 0.30f, 0.40f};  // a poor draft
+  const std::vector<std::vector<float>> target = {p, p, p};
+  const std::vector<std::vector<float>> draft = {q, q};
+  Rng rng(2024);
+  std::vector<long long> lossless(5, 0), naive(5, 0);
+  std::vector<int> out;
+  for (int trial = 0; trial < 40000; ++trial) {
+    const std::vector<int> drafts = {sample_from(q, rng), sample_from(q, rng)};
+    out.clear();
+    plugins::verify_drafts(target, drafts, draft, false, rng, out);
+    ASSERT_GE(out.size(), 1u);
+    ++lossless[static_cast<std::size_t>(out[0])];
+    ++naive[static_cast<std::size_t>(drafts[0])];  // plain acceptance would emit the draft
+  }
+  EXPECT_LT(chi_square(lossless, p), 18.47);
+  EXPECT_GT(chi_square(naive, p), 1000.0);  // the test tells the two apart
+}
+
+TEST(Speculative, GreedyVerificationKeepsTheMatchingPrefix) {
+  auto one_hot = [](int k) {
+    std::vector<float> v(6, 0.0f);
+    v[static_cast<std::size_t>(k)] = 1.0f;
+    return v;
+  };
+  const std::vector<std::vector<float>> target = {one_hot(2), one_hot(4), one_hot(1), one_hot(5)};
+  Rng rng(1);
+  std::vector<int> out;
+  plugins::verify_drafts(target, std::vector<int>{2, 4, 0}, {}, true, rng, out);
+  EXPECT_EQ(out, (std::vector<int>{2, 4, 1}));  // the third draft is wrong: the target's token
+  out.clear();
+  plugins::verify_drafts(target, std::vector<int>{2, 4, 1}, {}, true, rng, out);
+  EXPECT_EQ(out, (std::vector<int>{2, 4, 1, 5}));  // all accepted, plus one from the last row
+}
+
+std::string stories() { return testing::data_path("models/stories260K/stories260K.bin"); }
+
+std::vector<Request> story_requests(const Tokenizer& tok) {
+  std::vector<Request> reqs;
+  const char* prompts[] = {"Once upon a time", "The cat sat on the", "Lily and Tom went to the park and"};
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    r.id = i;
+    r.prompt = tok.encode(prompts[i], true);
+    r.max_output = 40;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+struct SpecRun {
+  RunResult result;
+  int draft_free = 0, draft_total = 0;
+};
+
+SpecRun run_speculative(const ModelWeights& w, const std::vector<Request>& reqs, const SpeculativeParams& p) {
+  CpuDevice device(2);
+  testing::FloatQuantization quant;
+  testing::RefAttention attention;
+  Model model(w, quant, device);
+  ContinuousScheduler sched(64, 8, true);
+  SpeculativeDecoder dec(p, w, attention, device);
+  EngineOptions eo;
+  eo.kv.block_size = 8;
+  eo.seed = 5;
+  SpecRun run;
+  run.result = Engine(model, attention, sched, dec, eo).run(reqs);
+  run.draft_free = dec.draft_free_blocks();
+  run.draft_total = dec.draft_total_blocks();
+  return run;
+}
+
+// Temperature 0: every draft kind and γ emits exactly the plain greedy tokens, and the draft's
+// KV cache gives every block back.
+TEST(Speculative, GreedyIsLosslessOnStories260kForEveryDraftAndGamma) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  const auto reqs = story_requests(*m.tokenizer);
+  SpeculativeParams plain;
+  plain.num_draft = 1;
+  plain.draft_layers = 0;
+  // Plain greedy: the sampling plugin's argmax path, through the same engine.
+  CpuDevice device(2);
+  testing::FloatQuantization quant;
+  testing::RefAttention attention;
+  Model model(m.weights, quant, device);
+  ContinuousScheduler sched(64, 8, true);
+  Registry reg({testing::plugin_dir()});
+  auto greedy = reg.create_decoder("sampling", reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"), device);
+  EngineOptions eo;
+  eo.kv.block_size = 8;
+  const RunResult want = Engine(model, attention, sched, *greedy, eo).run(reqs);
+
+  struct Case {
+    int layers;
+    std::string model;
+    int gamma;
+  };
+  const Case cases[] = {{1, "", 1}, {1, "", 4}, {2, "", 3}, {2, "", 8}, {0, "", 4}, {0, stories(), 2}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("draft_layers " + std::to_string(c.layers) + " model '" + c.model + "' gamma " + std::to_string(c.gamma));
+    SpeculativeParams p;
+    p.num_draft = c.gamma;
+    p.draft_layers = c.layers;
+    p.draft_model = c.model;
+    const SpecRun got = run_speculative(m.weights, reqs, p);
+    EXPECT_EQ(got.result.outputs, want.outputs);
+    EXPECT_GT(got.result.timeline.spec_proposed, 0);
+    EXPECT_EQ(got.draft_free, got.draft_total);  // no block leak in the draft cache
+    if (c.layers == 0) {  // the draft is the target: every draft accepted
+      EXPECT_EQ(got.result.timeline.spec_accepted, got.result.timeline.spec_proposed);
+    }
+  }
+}
+
+// Sampling: seeded runs repeat, drafts are accepted sometimes, and the draft's time shows.
+TEST(Speculative, SampledRunsRepeatPerSeedAndAcceptSome) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  const auto reqs = story_requests(*m.tokenizer);
+  SpeculativeParams p;
+  p.num_draft = 3;
+  p.draft_layers = 2;
+  p.sampling.temperature = 0.8;
+  const SpecRun a = run_speculative(m.weights, reqs, p), b = run_speculative(m.weights, reqs, p);
+  EXPECT_EQ(a.result.outputs, b.result.outputs);
+  const auto& tl = a.result.timeline;
+  EXPECT_GT(tl.spec_accepted, 0);
+  EXPECT_LT(tl.spec_accepted, tl.spec_proposed);
+  EXPECT_GT(tl.draft_s, 0.0);
+  EXPECT_EQ(a.draft_free, a.draft_total);
+}
+
+TEST(Speculative, ImpossibleDraftsAreClearErrors) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  CpuDevice device(1);
+  testing::RefAttention attention;
+  SpeculativeParams deep;
+  deep.draft_layers = 6;  // stories260K has 5
+  try {
+    SpeculativeDecoder dec(deep, m.weights, attention, device);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("draft_layers = 6, but the model has 5 layers"), std::string::npos) << e.what();
+  }
+  SpeculativeParams other;
+  other.draft_model = "stories15m";  // vocabulary 32000, not 512
+  try {
+    SpeculativeDecoder dec(other, m.weights, attention, device);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary of 32000 tokens, the target 512"), std::string::npos) << e.what();
+  }
+  // The same refusals at validate time, through the plugin's supports().
+  Registry reg({testing::plugin_dir()});
+  const Params bad = reg.resolve(PluginKind::kDecoding, "speculative", {{"draft_model", std::string("stories15m")}}, "t");
+  const auto reasons = reg.check_support(PluginKind::kDecoding, "speculative",
+                                         SupportQuery{m.weights.config, DeviceKind::kCpu, KvDtype::kF32, bad});
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("vocabulary of 32000"), std::string::npos) << reasons[0];
+}
+
+}  // namespace
+}  // namespace inferlab
