@@ -215,20 +215,20 @@ std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, 
 
 std::shared_ptr<Attention> Registry::create_attention(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kAttention, name, "");
-  return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, PluginContext{params, device}, "attention/" + name);
+  return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, PluginContext{params, device, nullptr, nullptr, this}, "attention/" + name);
 }
 std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kQuantization, name, "");
-  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, PluginContext{params, device}, "quantization/" + name);
+  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, PluginContext{params, device, nullptr, nullptr, this}, "quantization/" + name);
 }
 std::shared_ptr<Scheduler> Registry::create_scheduler(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kScheduling, name, "");
-  return hold<Scheduler>(e.lib, *e.desc, e.desc->make_scheduler, PluginContext{params, device}, "scheduling/" + name);
+  return hold<Scheduler>(e.lib, *e.desc, e.desc->make_scheduler, PluginContext{params, device, nullptr, nullptr, this}, "scheduling/" + name);
 }
 std::shared_ptr<Decoder> Registry::create_decoder(const std::string& name, const Params& params, Device& device,
                                                   const ModelWeights* weights, Attention* attention) const {
   const auto& e = entry(PluginKind::kDecoding, name, "");
-  return hold<Decoder>(e.lib, *e.desc, e.desc->make_decoder, PluginContext{params, device, weights, attention}, "decoding/" + name);
+  return hold<Decoder>(e.lib, *e.desc, e.desc->make_decoder, PluginContext{params, device, weights, attention, this}, "decoding/" + name);
 }
 
 }  // namespace inferlab

@@ -41,11 +41,16 @@ struct SupportQuery {
 // run on (its memory, its ops, its thread pool on the CPU) and, for strategies that build a
 // second model (a speculative draft), the run's float weights and attention strategy — null
 // where the caller has none (planning, tools).
+class Registry;
+
 struct PluginContext {
   const Params& params;
   Device& device;
   const ModelWeights* weights = nullptr;
   Attention* attention = nullptr;
+  // The registry that is creating this object, for strategies built from other strategies (a
+  // draft model quantised by a quantization plugin). Null when constructed outside a registry.
+  const Registry* registry = nullptr;
 };
 
 struct PluginDescriptor {

@@ -4,6 +4,7 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
 #include "inferlab/plugin.h"
+#include "inferlab/registry.h"
 #include "speculative.h"
 
 namespace {
@@ -17,6 +18,7 @@ inferlab::plugins::SpeculativeParams params_of(const inferlab::Params& p) {
   s.sampling.top_k = static_cast<int>(p.get_int("top_k"));
   s.sampling.top_p = p.get_float("top_p");
   s.draft_kv_tokens = static_cast<int>(p.get_int("draft_kv_tokens"));
+  s.draft_quantization = p.get_string("draft_quantization");
   return s;
 }
 
@@ -37,6 +39,8 @@ inferlab::PluginDescriptor describe() {
       {"temperature", ParamType::kFloat, 0.0, 0.0, 100.0, {}, "Target sampling temperature (0 = greedy)"},
       {"top_k", ParamType::kInt, std::int64_t{0}, 0.0, 1e9, {}, "Sample among the k most likely (0 = off)"},
       {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"},
+      {"draft_quantization", ParamType::kString, std::string("none"), std::nullopt, std::nullopt, {},
+       "Quantization plugin that stores the draft's linears (e.g. int8, int4: the target itself quantised)"},
       {"draft_kv_tokens", ParamType::kInt, std::int64_t{16384}, 16.0, 1048576.0, {},
        "Capacity of the draft's own KV cache, in tokens"},
   };
@@ -65,8 +69,16 @@ inferlab::PluginDescriptor describe() {
   d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     if (ctx.weights == nullptr || ctx.attention == nullptr)
       throw Error("decoding 'speculative' needs the run's model weights and attention to build its draft");
-    return std::make_unique<plugins::SpeculativeDecoder>(params_of(ctx.params), *ctx.weights, *ctx.attention,
-                                                         ctx.device);
+    const auto s = params_of(ctx.params);
+    std::shared_ptr<Quantization> quant;
+    if (s.draft_quantization != "none") {
+      if (ctx.registry == nullptr) throw Error("decoding 'speculative': draft_quantization needs the plugin registry");
+      quant = ctx.registry->create_quantization(
+          s.draft_quantization,
+          ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, {}, "decoding 'speculative' draft_quantization"),
+          ctx.device);
+    }
+    return std::make_unique<plugins::SpeculativeDecoder>(s, *ctx.weights, *ctx.attention, ctx.device, std::move(quant));
   };
   return d;
 }

@@ -87,10 +87,11 @@ void verify_drafts(std::span<const std::vector<float>> target, std::span<const i
 }
 
 SpeculativeDecoder::SpeculativeDecoder(const SpeculativeParams& params, const ModelWeights& target,
-                                       Attention& attention, Device& device)
+                                       Attention& attention, Device& device, std::shared_ptr<Quantization> draft_quant)
     : params_(params),
       attention_(attention),
-      draft_(std::make_unique<Model>(draft_weights(params, target), quant_, device)),
+      quant_(draft_quant ? std::move(draft_quant) : std::make_shared<NoQuantization>()),
+      draft_(std::make_unique<Model>(draft_weights(params, target), *quant_, device)),
       blocks_(draft_kv(params)),
       storage_(device, draft_->config(), draft_kv(params).num_blocks, kDraftBlock) {
   check(params.num_draft >= 1, "decoding 'speculative': num_draft must be >= 1");

@@ -33,6 +33,7 @@ struct SpeculativeParams {
   int num_draft = 4;          // γ: drafts proposed per step (the scheduler may ask fewer)
   int draft_layers = 2;       // self-draft depth (0 = every layer: the target itself)
   std::string draft_model;    // "" = self-draft; else a preset name or a checkpoint path
+  std::string draft_quantization = "none";  // how the draft's linears are stored (a quantization plugin)
   SamplingParams sampling;    // the target distribution (temperature 0 = greedy)
   int draft_kv_tokens = 16384;  // the draft cache's capacity in tokens
 };
@@ -48,8 +49,9 @@ class SpeculativeDecoder : public Decoder {
  public:
   // target: the run's float weights (the self-draft's source); attention: the run's strategy,
   // which the draft uses too.
+  // draft_quant: builds the draft's linears (null = fp32).
   SpeculativeDecoder(const SpeculativeParams& params, const ModelWeights& target, Attention& attention,
-                     Device& device);
+                     Device& device, std::shared_ptr<Quantization> draft_quant = nullptr);
   ~SpeculativeDecoder() override;
 
   int max_draft_tokens() const override { return params_.num_draft; }
@@ -72,7 +74,7 @@ class SpeculativeDecoder : public Decoder {
 
   SpeculativeParams params_;
   Attention& attention_;
-  NoQuantization quant_;
+  std::shared_ptr<Quantization> quant_;
   std::unique_ptr<Model> draft_;
   BlockManager blocks_;
   KvStorage storage_;
