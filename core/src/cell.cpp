@@ -108,6 +108,10 @@ std::uint64_t address_space_bytes() {
     r.row.ok = false;
     r.row.error = e.what();
   }
+  // A device that reports its own failed allocation says "cannot allocate".
+  if (!r.row.ok && !limit_note.empty() && r.row.error.find("cannot allocate") != std::string::npos &&
+      r.row.error.rfind(limit_note, 0) != 0)
+    r.row.error = limit_note + r.row.error;
   if (!r.row.ok) {
     r.row.metrics.clear();
     r.requests.clear();

@@ -179,18 +179,20 @@ TEST(Reliability, CrashingAbortingAndHangingVariantsFailAlone) {
 
   auto b = cells(bdir), c = cells(only_run_dir(out, "clean"));
   for (const char* v : {"baseline", "flash"}) {
-    ASSERT_TRUE(b.count({v, "0"}) && c.count({v, "0"})) << v;
-    EXPECT_EQ(b[{v, "0"}].first, "ok") << v;
-    EXPECT_EQ(b[{v, "0"}], c[{v, "0"}]) << v;  // same status and output token hash
-    EXPECT_EQ(b[{v, "0"}].second.size(), 16u);
+    const std::pair<std::string, std::string> key(v, "0");
+    ASSERT_TRUE(b.count(key) && c.count(key)) << v;
+    EXPECT_EQ(b[key].first, "ok") << v;
+    EXPECT_EQ(b[key], c[key]) << v;  // same status and output token hash
+    EXPECT_EQ(b[key].second.size(), 16u);
   }
 }
 
-// A memory limit a cell cannot live under fails the cell, naming the limit.
+// A memory limit a cell cannot live under (a KV pool of ~4 GiB under 64 MiB) fails the cell,
+// naming the limit.
 TEST(Reliability, MemoryLimitFailsTheCellAndNamesIt) {
   const fs::path out = fresh_dir("memory");
-  std::ofstream(out / "mem.toml") << tiny("mem", 1, test_plugins({}));
-  const Cli c = run_cli("run " + (out / "mem.toml").string() + " --set experiment.cell_memory_mb=1 --out " + out.string() +
+  std::ofstream(out / "mem.toml") << tiny("mem", 1, test_plugins({})) << "[baseline]\nkv = { num_blocks = 100000 }\n";
+  const Cli c = run_cli("run " + (out / "mem.toml").string() + " --set experiment.cell_memory_mb=64 --out " + out.string() +
                         " --log quiet");
   EXPECT_EQ(c.code, 3) << c.err;
   auto csv = read_csv(only_run_dir(out, "mem") / "metrics.csv");
@@ -280,7 +282,8 @@ TEST(Reliability, CheckDeterminismPassesOnTheQuickstartAtOneAndTwoThreads) {
   for (int threads : {1, 2}) {
     const fs::path root = out / std::to_string(threads);
     const Cli c = run_cli("run " + testing::source_dir() + "/experiments/quickstart.toml --repeats 1 --check-determinism" +
-                          " --set workload.num_requests=6 --set device.threads=" + std::to_string(threads) + " --out " +
+                          " --set workload.num_requests=6 --set workload.output_len.max=12 --set model.n_layers=1" +
+                          " --set device.threads=" + std::to_string(threads) + " --out " +
                           root.string() + " --log quiet");
     ASSERT_EQ(c.code, 0) << c.err;
     const fs::path dir = only_run_dir(root, "quickstart");
@@ -304,6 +307,28 @@ TEST(Reliability, CheckDeterminismFailsOnAnUnseededPlugin) {
   pt::read_json((only_run_dir(out, "u") / "manifest.json").string(), manifest);
   EXPECT_EQ(manifest.get<std::string>("run.determinism.baseline").rfind("same", 0), 0u);
   EXPECT_EQ(manifest.get<std::string>("run.determinism.dice").rfind("differs", 0), 0u);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// isolate = false (today's in-process path) gives the same cells and tokens as child processes.
+TEST(Reliability, InProcessCellsMatchIsolatedOnes) {
+  const fs::path out = fresh_dir("inprocess");
+  std::ofstream(out / "p.toml") << tiny("p", 2, test_plugins({"throwing"}))
+                                << "[[variant]]\nname = \"broken\"\ndecoding = { name = \"throwing\", after = 2 }\n";
+  const Cli a = run_cli("run " + (out / "p.toml").string() + " --out " + (out / "a").string() + " --log quiet");
+  const Cli b = run_cli("run " + (out / "p.toml").string() + " --set experiment.isolate=false --out " + (out / "b").string() +
+                        " --log quiet");
+  EXPECT_EQ(a.code, 3) << a.err;
+  EXPECT_EQ(b.code, 3) << b.err;
+  const auto ca = cells(only_run_dir(out / "a", "p")), cb = cells(only_run_dir(out / "b", "p"));
+  EXPECT_EQ(ca, cb);
+  EXPECT_EQ(ca.size(), 4u);
+  EXPECT_NE(slurp(only_run_dir(out / "b", "p") / "summary.md").find("cells: in the run's process"), std::string::npos);
 }
 
 }  // namespace
