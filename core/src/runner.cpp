@@ -222,6 +222,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   const std::vector<Request> requests = build_workload(spec.workload, config.vocab_size);
 
   // The folder says what it is before any weights load: config and manifest come first.
+  const bool root_existed = fs::exists(options.out_root), base_existed = fs::exists(fs::path(options.out_root) / spec.name);
   ResultWriter out = resuming ? ResultWriter::reopen(options.resume_dir) : ResultWriter(options.out_root, spec.name);
   const fs::path cells_dir = fs::path(out.dir()) / "cells";
   fs::create_directories(cells_dir);
@@ -273,8 +274,23 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   write_state();
   out.rewrite();
 
+  // A run that cannot start (weights that do not load) leaves no folder behind; one killed
+  // while loading leaves config.toml and a manifest that says "running".
+  auto abandon = [&] {
+    if (resuming) return;
+    std::error_code ec;
+    fs::remove_all(out.dir(), ec);
+    if (!base_existed) fs::remove(fs::path(options.out_root) / spec.name, ec);
+    if (!root_existed) fs::remove(options.out_root, ec);
+  };
   auto t_load = std::chrono::steady_clock::now();
-  LoadedModel loaded = load_experiment_model(spec.model);
+  LoadedModel loaded;
+  try {
+    loaded = load_experiment_model(spec.model);
+  } catch (...) {
+    abandon();
+    throw;
+  }
   const ModelWeights& weights = loaded.weights;
   log::info("model " + weights.config.name + ": " + std::to_string(weights.config.parameter_count()) +
             " parameters, loaded in " +

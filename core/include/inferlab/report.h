@@ -1,7 +1,8 @@
 // Writes one run's results into results/<experiment>/<UTC stamp>/: config.toml, manifest.json,
-// metrics.csv, metrics.json, requests.csv, summary.md. Files are rewritten after every
-// variant × repeat, so a crash or a failing variant never loses the rows before it. A run
-// directory is created fresh: runs never overwrite each other.
+// metrics.csv, metrics.json, requests.csv, summary.md (the runner adds cells/, one file per
+// finished cell). Files are rewritten (temp file + rename) after every variant × repeat, so a
+// crash, a failing variant or an interrupt never loses the rows before it. A run directory is
+// created fresh (runs never overwrite each other) or reopened by `run --resume`.
 #pragma once
 #include <cstdint>
 #include <map>
