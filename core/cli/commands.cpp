@@ -10,6 +10,7 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/interrupt.h"
 #include "inferlab/log.h"
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
@@ -81,21 +82,46 @@ void add_experiment_options(po::options_description& o) {
 
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description o("run options");
-  add_experiment_options(o);
-  o.add_options()("out", po::value<std::string>()->default_value("results"), "results root folder")(
-      "repeats", po::value<int>(), "override [experiment] repeats");
+  o.add_options()("file", po::value<std::string>(), "experiment TOML")(
+      "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable)")(
+      "out", po::value<std::string>()->default_value("results"), "results root folder")(
+      "repeats", po::value<int>(), "override [experiment] repeats")(
+      "resume", po::value<std::string>(), "continue an interrupted run's folder: run only its missing cells")(
+      "check-determinism", po::bool_switch(), "rerun each variant's first repeat; exit 4 if any output token differs");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N]", o, &pos, vm)) return 0;
-  Loaded l = load_and_plan(vm);
+  if (!parse(args,
+             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism]\n"
+             "       inferlab run --resume RESULTS_DIR [--check-determinism]",
+             o, &pos, vm))
+    return 0;
   RunOptions ro;
   ro.out_root = vm["out"].as<std::string>();
+  ro.check_determinism = vm["check-determinism"].as<bool>();
+  Loaded l;
+  if (vm.count("resume")) {
+    if (vm.count("file") || vm.count("set") || vm.count("repeats"))
+      throw Error("--resume runs the folder's own config.toml; it takes no FILE, --set or --repeats");
+    ro.resume_dir = vm["resume"].as<std::string>();
+    const std::string config = ro.resume_dir + "/config.toml";
+    if (!std::filesystem::exists(config)) throw Error(ro.resume_dir + ": no config.toml; not a results folder of inferlab run");
+    l.spec = load_experiment(config, {});
+    l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
+    l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model));
+  } else {
+    if (!vm.count("file")) throw Error("run needs an experiment FILE or --resume DIR (see inferlab run --help)");
+    l = load_and_plan(vm);
+  }
+  install_interrupt_handlers();
+  ro.interrupted = interrupt_signal;
   const RunOutcome outcome = run_plan(l.plan, *l.registry, ro);
   std::ifstream summary(outcome.dir + "/summary.md");
-  std::cout << summary.rdbuf() << "\nresults: " << outcome.dir << "/summary.md\n";
+  std::cout << summary.rdbuf() << "\nresults: " << outcome.dir << "/summary.md\n" << std::flush;
+  if (outcome.interrupted) return 128 + outcome.interrupted;  // the shell's convention: 130 for SIGINT
   // A failed variant is recorded in the results; the exit code says so too.
-  return outcome.failed > 0 ? 3 : 0;
+  if (outcome.failed > 0) return 3;
+  return outcome.nondeterministic > 0 ? 4 : 0;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {

@@ -14,6 +14,7 @@ const char* kUsage =
     "usage: inferlab <command> [options]\n"
     "commands:\n"
     "  run FILE [--set key=value]... [--out DIR] [--repeats N]   run an experiment\n"
+    "  run --resume DIR                                          finish an interrupted run's missing cells\n"
     "  validate FILE [--set key=value]...                        check an experiment without running it\n"
     "  plugins [--kind K]                                        list plugins and their parameters\n"
     "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"

@@ -385,6 +385,7 @@ RunResult StepLoop::run() {
   device_.reset_op_times();
   double step_wall_s = 0;  // real time inside steps, whatever the injected clock says
   while (finished_ < requests_.size()) {
+    if (options_.stop && options_.stop()) throw Interrupted("run interrupted");
     admit_arrivals();
     if (running_.empty() && waiting_.empty()) {
       now_ = requests_[order_[next_arrival_]].arrival_s;  // fast-forward the idle gap

@@ -403,11 +403,18 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("experiment")) {
     const auto& t = get_table(c, *n, "experiment");
-    check_keys(c, t, "[experiment]", {"name", "description", "seed", "repeats"});
+    check_keys(c, t, "[experiment]",
+               {"name", "description", "seed", "repeats", "isolate", "cell_timeout_s", "cell_memory_mb"});
     if (auto v = t.get("name")) spec.name = get_string(c, *v, "name");
     if (auto v = t.get("description")) spec.description = get_string(c, *v, "description");
     if (auto v = t.get("seed")) spec.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
     if (auto v = t.get("repeats")) spec.repeats = static_cast<int>(get_int(c, *v, "repeats", 1, 1000));
+    if (auto v = t.get("isolate")) {
+      check(v->is_boolean(), c.at(*v) + ": 'isolate' must be true or false, got " + type_name(*v));
+      spec.isolate = v->as_boolean()->get();
+    }
+    if (auto v = t.get("cell_timeout_s")) spec.cell_timeout_s = get_float(c, *v, "cell_timeout_s", 0.0);
+    if (auto v = t.get("cell_memory_mb")) spec.cell_memory_mb = get_int(c, *v, "cell_memory_mb", 0, INT64_MAX / (1 << 20));
   }
   if (spec.name.empty()) spec.name = fs::path(path).stem().string();
   for (char ch : spec.name)

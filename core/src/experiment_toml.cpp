@@ -35,7 +35,8 @@ std::string resolved_config_toml(const Plan& plan) {
   t << "# Fully resolved by inferlab from " << s.source_path << "\n";
   for (const auto& o : s.overrides) t << "# --set " << o << "\n";
   t << "\n[experiment]\nname = " << json_quote(s.name) << "\ndescription = " << json_quote(s.description)
-    << "\nseed = " << s.seed << "\nrepeats = " << plan.repeats << "\n\n[model]\n";
+    << "\nseed = " << s.seed << "\nrepeats = " << plan.repeats << "\nisolate = " << (s.isolate ? "true" : "false")
+    << "\ncell_timeout_s = " << s.cell_timeout_s << "\ncell_memory_mb = " << s.cell_memory_mb << "\n\n[model]\n";
   if (!s.model.preset.empty()) t << "preset = " << json_quote(s.model.preset) << "\n";
   if (!s.model.path.empty()) t << "path = " << json_quote(s.model.path) << "\nformat = " << json_quote(s.model.format) << "\n";
   if (!s.model.tokenizer.empty()) t << "tokenizer = " << json_quote(s.model.tokenizer) << "\n";

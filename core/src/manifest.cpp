@@ -2,6 +2,7 @@
 #include "inferlab/manifest.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -77,6 +78,45 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
     m << (rep ? ", " : "") << mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
   m << "]\n}\n";
   return m.str();
+}
+
+namespace {
+const char* kRunKey = ",\n  \"run\": ";
+
+std::string cells_json(const std::vector<CellRef>& cells) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < cells.size(); ++i)
+    out += (i ? ", " : "") + std::string("{\"variant\": ") + json_quote(cells[i].variant) +
+           ", \"repeat\": " + std::to_string(cells[i].repeat) + "}";
+  return out + "]";
+}
+}  // namespace
+
+std::string manifest_with_state(const std::string& manifest, const RunState& state) {
+  std::string base = manifest;
+  const auto at = base.find(kRunKey);
+  if (at != std::string::npos) base.resize(at);
+  else base.resize(base.rfind('}'));
+  while (!base.empty() && (base.back() == '\n' || base.back() == ' ')) base.pop_back();
+  std::ostringstream m;
+  m << base << kRunKey << "{\"status\": " << json_quote(state.status);
+  if (!state.signal.empty()) m << ", \"signal\": " << json_quote(state.signal);
+  m << ", \"cells_total\": " << state.done.size() + state.missing.size() << ", \"cells_done\": " << state.done.size()
+    << ", \"resumes\": " << state.resumes << ",\n    \"done\": " << cells_json(state.done)
+    << ",\n    \"missing\": " << cells_json(state.missing);
+  if (!state.determinism.empty()) {
+    m << ",\n    \"determinism\": {";
+    for (std::size_t i = 0; i < state.determinism.size(); ++i)
+      m << (i ? ", " : "") << json_quote(state.determinism[i].first) << ": " << json_quote(state.determinism[i].second);
+    m << "}";
+  }
+  m << "}\n}\n";
+  return m.str();
+}
+
+int manifest_resumes(const std::string& manifest) {
+  const auto at = manifest.find("\"resumes\": ", manifest.find(kRunKey) == std::string::npos ? 0 : manifest.find(kRunKey));
+  return at == std::string::npos ? 0 : std::atoi(manifest.c_str() + at + 11);
 }
 
 }  // namespace inferlab

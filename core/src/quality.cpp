@@ -100,6 +100,13 @@ std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokeni
 QualityEvaluator::QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens)
     : spec_(spec), tokens_(std::move(tokens)) {}
 
+void QualityEvaluator::remember(const std::string& variant, const MetricRow& row) {
+  MetricRow q;
+  for (const auto& [k, v] : row)
+    if (k == "perplexity" || k == "mean_nll" || k == "kl_vs_baseline" || k == "top1_agree_frac") q.emplace_back(k, v);
+  if (q.size() == 4) cache_.emplace(variant, std::move(q));
+}
+
 MetricRow QualityEvaluator::evaluate(const std::string& variant, Model& model, Attention& attention, bool is_baseline) {
   if (auto it = cache_.find(variant); it != cache_.end()) return it->second;
   std::vector<std::vector<float>> lp;

@@ -1,5 +1,6 @@
 #include "inferlab/report.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -156,6 +157,13 @@ ResultWriter::ResultWriter(const std::string& out_root, const std::string& exper
   }
 }
 
+ResultWriter ResultWriter::reopen(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw Error(dir + ": not a results folder");
+  ResultWriter w;
+  w.dir_ = dir;
+  return w;
+}
+
 void ResultWriter::write_text(const std::string& file, const std::string& text) const {
   write_file(fs::path(dir_) / file, text);
 }
@@ -169,8 +177,19 @@ void ResultWriter::set_header(const std::string& title, const std::string& descr
 }
 
 void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>& requests) {
-  rows_.push_back(row);
-  for (const auto& r : requests) requests_.push_back({row.variant, row.repeat, r});
+  // Run order whatever order cells finish in (a resumed run fills gaps).
+  auto order = [this](const std::string& variant, int repeat) {
+    const auto it = std::find(variant_order_.begin(), variant_order_.end(), variant);
+    return std::make_pair(repeat, it - variant_order_.begin());
+  };
+  const auto key = order(row.variant, row.repeat);
+  auto at = std::find_if(rows_.begin(), rows_.end(), [&](const ResultRow& r) { return order(r.variant, r.repeat) > key; });
+  rows_.insert(at, row);
+  auto rat = std::find_if(requests_.begin(), requests_.end(),
+                          [&](const RequestRow& r) { return order(r.variant, r.repeat) > key; });
+  std::vector<RequestRow> add;
+  for (const auto& r : requests) add.push_back({row.variant, row.repeat, r});
+  requests_.insert(rat, add.begin(), add.end());
   rewrite();
 }
 
@@ -185,7 +204,7 @@ void ResultWriter::rewrite() const {
   std::ostringstream csv, json;
   csv << "variant,repeat,status,error,wall_s";
   for (const auto& c : cols) csv << "," << c;
-  csv << "\n";
+  csv << ",tokens_hash\n";
   json << "[\n";
   for (std::size_t i = 0; i < rows_.size(); ++i) {
     const auto& r = rows_[i];
@@ -204,8 +223,9 @@ void ResultWriter::rewrite() const {
         first = false;
       }
     }
-    csv << "\n";
-    json << "}}" << (i + 1 < rows_.size() ? "," : "") << "\n";
+    const std::string hash = r.ok ? hex64(r.tokens_hash) : "";
+    csv << "," << hash << "\n";
+    json << "}, \"tokens_hash\": " << json_quote(hash) << "}" << (i + 1 < rows_.size() ? "," : "") << "\n";
   }
   json << "]\n";
   write_file(fs::path(dir_) / "metrics.csv", csv.str());
@@ -213,7 +233,7 @@ void ResultWriter::rewrite() const {
 
   std::ostringstream req;
   req << "variant,repeat,request_id,arrival_s,first_token_s,finish_s,prompt_tokens,output_tokens,"
-         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms\n";
+         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms,output_hash\n";
   for (const auto& rr : requests_) {
     const auto& r = rr.request;
     bool done = r.finish_s >= 0;
@@ -221,15 +241,15 @@ void ResultWriter::rewrite() const {
         << (r.first_token_s >= 0 ? num(r.first_token_s) : "") << "," << (done ? num(r.finish_s) : "") << ","
         << r.prompt_tokens << "," << r.output_tokens << "," << r.cached_prompt_tokens << "," << r.preemptions << ","
         << (r.first_token_s >= 0 ? num((r.first_token_s - r.arrival_s) * 1e3) : "") << ","
-        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "\n";
+        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "," << hex64(r.output_hash) << "\n";
   }
   write_file(fs::path(dir_) / "requests.csv", req.str());
-  write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_));
+  write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_, status_));
 }
 
 std::string summary_markdown(const std::string& title, const std::string& description,
                              const std::vector<std::string>& variants, const std::vector<ResultRow>& rows,
-                             const std::vector<std::string>& notes) {
+                             const std::vector<std::string>& notes, const std::string& status) {
   // metric -> variant -> values over repeats
   std::vector<std::string> cols = metric_names();
   std::set<std::string> have(cols.begin(), cols.end());
@@ -268,6 +288,7 @@ std::string summary_markdown(const std::string& title, const std::string& descri
 
   std::ostringstream md;
   md << "# " << title << "\n\n";
+  if (!status.empty()) md << "**" << status << "**\n\n";
   if (!description.empty()) md << description << "\n\n";
   std::size_t repeats = 0;
   for (const auto& r : rows) repeats = std::max<std::size_t>(repeats, static_cast<std::size_t>(r.repeat) + 1);
@@ -312,6 +333,15 @@ std::string summary_markdown(const std::string& title, const std::string& descri
     md << "| " << c << " |";
     for (const auto& v : variants) md << " " << cell(c, v, true) << " |";
     md << "\n";
+  }
+  // Output token hashes per variant and repeat: equal hashes mean identical tokens.
+  std::map<std::string, std::string> hashes;
+  for (const auto& r : rows)
+    if (r.ok) hashes[r.variant] += (hashes[r.variant].empty() ? "" : ", ") + std::string("r") + std::to_string(r.repeat) + " `" + hex64(r.tokens_hash) + "`";
+  if (!hashes.empty()) {
+    md << "\n## Output token hashes\n\n";
+    for (const auto& v : variants)
+      if (hashes.count(v)) md << "- " << md_cell(v) << ": " << hashes[v] << "\n";
   }
   if (!notes.empty()) {
     md << "\n## Notes\n\n";

@@ -1,12 +1,16 @@
 // Plan (every variant checked before any work) and run (variant x repeat into a results folder).
 #include "inferlab/runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
 
+#include "inferlab/cell.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
@@ -19,6 +23,8 @@
 #include "inferlab/workload.h"
 
 namespace inferlab {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -118,29 +124,185 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   return plan;
 }
 
+namespace {
+
+// What every cell of a run shares.
+struct RunContext {
+  const Plan& plan;
+  const Registry& registry;
+  const RunOptions& options;
+  const ModelWeights& weights;
+  const std::vector<Request>& requests;
+  QualityEvaluator* quality;
+  DeviceKind device_kind;
+  bool stopping() const { return options.interrupted && options.interrupted() != 0; }
+};
+
+// One variant × repeat in this process. The device (and its thread pool) is made here, so an
+// isolated cell makes it inside its child. Throws on any failure.
+CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
+  const ExperimentSpec& spec = cx.plan.spec;
+  const ResolvedVariant& v = cx.plan.variants[vi];
+  CellResult c;
+  c.row.variant = v.name;
+  c.row.repeat = rep;
+  std::unique_ptr<Device> device = make_device(cx.device_kind, spec.device.threads);
+  auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
+  auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
+  auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
+  auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &cx.weights, attention.get());
+  Model model(cx.weights, *quant, *device);
+  EngineOptions eo;
+  eo.kv = v.stack.kv;
+  eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
+  eo.clock = cx.options.clock;
+  eo.stop = [&cx] { return cx.stopping(); };
+  ModelExecutor executor(model, *attention, quant->kv_dtype());
+  Engine engine(executor, *scheduler, *decoder, eo);
+  log::info("run " + v.name + " repeat " + std::to_string(rep));
+  RunResult r = engine.run(cx.requests);
+  c.row.metrics = compute_metrics(r.timeline, spec.slo);
+  if (cx.quality) {
+    // Quality is deterministic: measured once per variant, repeated in every row.
+    auto q = cx.quality->evaluate(v.name, model, *attention, vi == 0);
+    c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
+  }
+  c.requests = std::move(r.timeline.requests);
+  for (std::size_t i = 0; i < c.requests.size(); ++i) {
+    c.requests[i].output_hash = tokens_hash(r.outputs[i]);
+    c.requests[i].token_times.clear();
+  }
+  c.row.tokens_hash = cell_tokens_hash(c.requests);
+  return c;
+}
+
+// A cell in a child process (spec.isolate) or here; nullopt when interrupted.
+std::optional<CellResult> run_cell_guarded(const RunContext& cx, std::size_t vi, int rep, const std::string& scratch) {
+  const ExperimentSpec& spec = cx.plan.spec;
+  ResultRow id;
+  id.variant = cx.plan.variants[vi].name;
+  id.repeat = rep;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<CellResult> c;
+  if (spec.isolate) {
+    c = run_cell_isolated([&] { return run_cell(cx, vi, rep); }, {spec.cell_timeout_s, spec.cell_memory_mb}, scratch,
+                          [&cx] { return cx.stopping(); }, id);
+  } else {
+    try {
+      c = run_cell(cx, vi, rep);
+    } catch (const Interrupted&) {
+      return std::nullopt;
+    } catch (const std::exception& e) {
+      c = CellResult{id, {}};
+      c->row.ok = false;
+      c->row.error = e.what();
+    }
+  }
+  if (!c) return c;
+  if (cx.stopping() && !c->row.ok) return std::nullopt;  // killed by the interrupt, not failed
+  c->row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!c->row.ok)
+    log::error("variant '" + id.variant + "' repeat " + std::to_string(rep) + " failed: " + c->row.error);
+  else if (cx.quality)
+    cx.quality->remember(id.variant, c->row.metrics);
+  return c;
+}
+
+std::string cell_file(std::size_t vi, int rep) { return "r" + std::to_string(rep) + "-v" + std::to_string(vi) + ".cell"; }
+
+}  // namespace
+
 RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options) {
   const ExperimentSpec& spec = plan.spec;
+  const bool resuming = !options.resume_dir.empty();
+  DeviceKind device_kind = DeviceKind::kCpu;
+  parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
+  const ModelConfig config = experiment_model_config(spec.model);
+  const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const std::vector<Request> requests = build_workload(spec.workload, config.vocab_size);
+
+  // The folder says what it is before any weights load: config and manifest come first.
+  const bool root_existed = fs::exists(options.out_root), base_existed = fs::exists(fs::path(options.out_root) / spec.name);
+  ResultWriter out = resuming ? ResultWriter::reopen(options.resume_dir) : ResultWriter(options.out_root, spec.name);
+  const fs::path cells_dir = fs::path(out.dir()) / "cells";
+  fs::create_directories(cells_dir);
+  std::string manifest;
+  RunState state;
+  if (resuming) {
+    std::ifstream in(fs::path(out.dir()) / "manifest.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    manifest = text.str();
+    state.resumes = manifest_resumes(manifest) + 1;
+  }
+  if (manifest.find("\"git_commit\"") == std::string::npos) {  // fresh, or killed before it was written
+    manifest = manifest_json(plan, registry, config, requests.size(), threads);
+    if (!resuming) out.write_text("config.toml", resolved_config_toml(plan));
+  }
+  std::vector<std::string> names;
+  for (const auto& v : plan.variants) names.push_back(v.name);
+  struct Cell {
+    std::size_t vi;
+    int rep;
+  };
+  std::vector<Cell> missing;  // repeats outermost so slow drift of a shared machine spreads over all variants alike
+  std::vector<std::string> notes;
+  out.set_header(spec.name, spec.description, names, notes);
+  for (int rep = 0; rep < plan.repeats; ++rep)
+    for (std::size_t vi = 0; vi < plan.variants.size(); ++vi) {
+      auto done = resuming ? read_cell_file((cells_dir / cell_file(vi, rep)).string()) : std::nullopt;
+      if (done && done->row.variant == names[vi] && done->row.repeat == rep) {
+        out.add(done->row, done->requests);
+        state.done.push_back({names[vi], rep});
+      } else {
+        missing.push_back({vi, rep});
+        state.missing.push_back({names[vi], rep});
+      }
+    }
+  auto write_state = [&] {
+    out.write_text("manifest.json", manifest_with_state(manifest, state));
+    std::string status;
+    if (state.status == "interrupted")
+      status = "Interrupted by " + state.signal + ": " + std::to_string(state.done.size()) + " of " +
+               std::to_string(state.done.size() + state.missing.size()) + " cells done; `inferlab run --resume " + out.dir() +
+               "` runs the rest.";
+    else if (state.status == "running")
+      status = "Running: " + std::to_string(state.done.size()) + " of " + std::to_string(state.done.size() + state.missing.size()) +
+               " cells done.";
+    out.set_status(status);
+  };
+  write_state();
+  out.rewrite();
+
+  // A run that cannot start (weights that do not load) leaves no folder behind; one killed
+  // while loading leaves config.toml and a manifest that says "running".
+  auto abandon = [&] {
+    if (resuming) return;
+    std::error_code ec;
+    fs::remove_all(out.dir(), ec);
+    if (!base_existed) fs::remove(fs::path(options.out_root) / spec.name, ec);
+    if (!root_existed) fs::remove(options.out_root, ec);
+  };
   auto t_load = std::chrono::steady_clock::now();
-  LoadedModel loaded = load_experiment_model(spec.model);
+  LoadedModel loaded;
+  try {
+    loaded = load_experiment_model(spec.model);
+  } catch (...) {
+    abandon();
+    throw;
+  }
   const ModelWeights& weights = loaded.weights;
   log::info("model " + weights.config.name + ": " + std::to_string(weights.config.parameter_count()) +
             " parameters, loaded in " +
             std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count()) + " s");
-  std::vector<Request> requests = build_workload(spec.workload, weights.config.vocab_size);
   log::info("workload: " + std::to_string(requests.size()) + " requests");
-  DeviceKind device_kind = DeviceKind::kCpu;
-  parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
-  std::unique_ptr<Device> device = make_device(device_kind, spec.device.threads);
-
-  ResultWriter out(options.out_root, spec.name);
-  std::vector<std::string> names;
-  for (const auto& v : plan.variants) names.push_back(v.name);
-  std::vector<std::string> notes = {
-      "model: " + weights.config.name + (spec.model.preset.empty() ? " (checkpoint)" : " (seeded random weights)") +
-          ", " + std::to_string(weights.config.parameter_count()) + " parameters",
-      "workload: " + std::to_string(requests.size()) + " requests" +
-          (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
-      "device: " + device->describe() + ", " + cpu_model()};
+  // Described by a device made and dropped here: an isolated run forks with no threads held.
+  notes = {"model: " + weights.config.name + (spec.model.preset.empty() ? " (checkpoint)" : " (seeded random weights)") +
+               ", " + std::to_string(weights.config.parameter_count()) + " parameters",
+           "workload: " + std::to_string(requests.size()) + " requests" +
+               (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
+           "device: " + make_device(device_kind, spec.device.threads)->describe() + ", " + cpu_model(),
+           std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
   // Positions past max_seq_len still run (RoPE extrapolates) but the model was never trained
   // there: say so rather than let a long-context sweep pass silently.
   std::size_t beyond = 0;
@@ -152,10 +314,6 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
                     std::to_string(weights.config.max_seq_len) + " tokens (positions beyond it are extrapolated)");
     log::warn(notes.back());
   }
-  out.set_header(spec.name, spec.description, names, notes);
-  out.write_text("config.toml", resolved_config_toml(plan));
-  const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
-  out.write_text("manifest.json", manifest_json(plan, registry, weights.config, requests.size(), threads));
 
   std::unique_ptr<QualityEvaluator> quality;
   if (spec.quality.enabled) {
@@ -165,50 +323,67 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens);
     notes.push_back("quality: " + std::to_string(tokens.size()) + " tokens of " + spec.quality.text +
                     (loaded.tokenizer ? "" : " (UTF-8 bytes as ids: the model has no tokenizer)"));
-    out.set_header(spec.name, spec.description, names, notes);
     quality = std::make_unique<QualityEvaluator>(spec.quality, std::move(tokens));
+    // The baseline's log-probs are the reference every variant is compared with: measured here
+    // (not in a cell's child, whose memory the parent never sees), on a device dropped before
+    // any fork. Cells other than the baseline's then measure only their own variant.
+    const ResolvedVariant& b = plan.variants.front();
+    auto device = make_device(device_kind, spec.device.threads);
+    auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
+    auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
+    Model model(weights, *quant, *device);
+    quality->evaluate(b.name, model, *attention, true);
+  }
+  out.set_header(spec.name, spec.description, names, notes);
+  out.rewrite();
+
+  const RunContext cx{plan, registry, options, weights, requests, quality.get(), device_kind};
+  RunOutcome outcome;
+  for (const Cell& cell : missing) {
+    if (cx.stopping()) break;
+    auto c = run_cell_guarded(cx, cell.vi, cell.rep, (cells_dir / ("." + cell_file(cell.vi, cell.rep) + ".child")).string());
+    if (!c) break;
+    write_cell_file((cells_dir / cell_file(cell.vi, cell.rep)).string(), *c);
+    ++outcome.ran;
+    state.done.push_back({names[cell.vi], cell.rep});
+    std::erase_if(state.missing, [&](const CellRef& m) { return m.variant == names[cell.vi] && m.repeat == cell.rep; });
+    write_state();
+    out.add(c->row, c->requests);
   }
 
-  // Repeats outermost so slow drift of a shared machine spreads over all variants alike.
-  for (int rep = 0; rep < plan.repeats; ++rep) {
-    for (const ResolvedVariant& v : plan.variants) {
-      ResultRow row;
-      row.variant = v.name;
-      row.repeat = rep;
-      std::vector<RequestTimeline> request_rows;
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        auto attention = registry.create_attention(v.stack.attention.name, v.attention, *device);
-        auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
-        auto scheduler = registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
-        auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
-        Model model(weights, *quant, *device);
-        EngineOptions eo;
-        eo.kv = v.stack.kv;
-        eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
-        eo.clock = options.clock;
-        ModelExecutor executor(model, *attention, quant->kv_dtype());
-        Engine engine(executor, *scheduler, *decoder, eo);
-        log::info("run " + v.name + " repeat " + std::to_string(rep));
-        RunResult r = engine.run(requests);
-        row.metrics = compute_metrics(r.timeline, spec.slo);
-        if (quality) {
-          // Quality is deterministic: measured once per variant, repeated in every row.
-          auto q = quality->evaluate(v.name, model, *attention, rep == 0 && &v == &plan.variants.front());
-          row.metrics.insert(row.metrics.end(), q.begin(), q.end());
-        }
-        request_rows = std::move(r.timeline.requests);
-      } catch (const std::exception& e) {
-        row.ok = false;
-        row.error = e.what();
-        row.metrics.clear();
-        log::error("variant '" + v.name + "' repeat " + std::to_string(rep) + " failed: " + e.what());
-      }
-      row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      out.add(row, request_rows);
+  // Determinism: each variant's first repeat again, token for token (by hash).
+  if (options.check_determinism && !cx.stopping()) {
+    for (std::size_t vi = 0; vi < plan.variants.size() && !cx.stopping(); ++vi) {
+      const auto first = std::find_if(out.rows().begin(), out.rows().end(),
+                                      [&](const ResultRow& r) { return r.variant == names[vi] && r.repeat == 0; });
+      if (first == out.rows().end() || !first->ok) continue;
+      const std::uint64_t want = first->tokens_hash;
+      auto again = run_cell_guarded(cx, vi, 0, (cells_dir / (".check-v" + std::to_string(vi) + ".child")).string());
+      if (!again) break;
+      std::string verdict = !again->row.ok ? "rerun failed: " + again->row.error
+                            : again->row.tokens_hash == want
+                                ? "same (" + hash_hex(want) + ")"
+                                : "differs (" + hash_hex(want) + " then " + hash_hex(again->row.tokens_hash) + ")";
+      outcome.nondeterministic += !(again->row.ok && again->row.tokens_hash == want);
+      state.determinism.emplace_back(names[vi], verdict);
+      notes.push_back("determinism: " + names[vi] + " repeat 0 rerun: " + verdict);
+      if (verdict.rfind("same", 0) != 0) log::error(notes.back());
     }
+    out.set_header(spec.name, spec.description, names, notes);
   }
-  RunOutcome outcome{out.dir(), out.rows().size(), 0};
+
+  outcome.interrupted = options.interrupted ? options.interrupted() : 0;
+  if (outcome.interrupted) {
+    state.status = "interrupted";
+    state.signal = signal_name(outcome.interrupted);
+  } else {
+    state.status = state.missing.empty() ? "complete" : "interrupted";
+    if (!state.missing.empty()) state.signal = "a signal to a cell's process";
+  }
+  write_state();
+  out.rewrite();
+  outcome.dir = out.dir();
+  outcome.rows = out.rows().size();
   for (const ResultRow& row : out.rows()) outcome.failed += !row.ok;
   return outcome;
 }

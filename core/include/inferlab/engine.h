@@ -67,6 +67,8 @@ struct EngineOptions {
   std::function<double()> clock;
   // Called with (request id, token) as each token is accepted (streaming).
   std::function<void(int, int)> on_token;
+  // Asked before every step; true ends the run by throwing Interrupted (SIGINT/SIGTERM).
+  std::function<bool()> stop;
 };
 
 struct RunResult {

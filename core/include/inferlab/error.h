@@ -11,6 +11,12 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A run stopped by SIGINT/SIGTERM (EngineOptions::stop): not a failure of the variant.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 // Throws Error(message) unless cond holds. For checks on user input and plugin contracts.
 inline void check(bool cond, const std::string& message) {
   if (!cond) throw Error(message);

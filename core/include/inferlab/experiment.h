@@ -73,6 +73,11 @@ struct ExperimentSpec {
   std::string description;
   std::uint64_t seed = 1;
   int repeats = 1;
+  // Each variant × repeat cell in its own child process (fork): a crash, abort, time or memory
+  // limit becomes that cell's failed row. false runs cells in this process.
+  bool isolate = true;
+  double cell_timeout_s = 0;      // kill an isolated cell after this long (0 = no limit)
+  std::int64_t cell_memory_mb = 0; // address space an isolated cell may add (0 = no limit)
   ModelSpec model;
   DeviceSpec device;
   WorkloadSpec workload;

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "inferlab/runner.h"
 
@@ -12,6 +14,24 @@ namespace inferlab {
 // `model` is the config of the weights the run loaded; `requests` the workload's size.
 std::string manifest_json(const Plan& plan, const Registry& registry, const ModelConfig& model,
                           std::size_t requests, int threads);
+
+// Where a run stands, kept in manifest.json under "run" and rewritten after every cell.
+struct CellRef {
+  std::string variant;
+  int repeat = 0;
+};
+struct RunState {
+  std::string status = "running";  // running, complete or interrupted
+  std::string signal;               // the signal that interrupted it ("SIGINT")
+  std::vector<CellRef> done, missing;
+  int resumes = 0;                  // times `run --resume` continued this folder
+  // --check-determinism: per variant, "same" or "differs" with both hashes.
+  std::vector<std::pair<std::string, std::string>> determinism;
+};
+// `manifest` (from manifest_json, or a manifest.json read back) with its "run" block replaced.
+std::string manifest_with_state(const std::string& manifest, const RunState& state);
+// The number after "resumes": in a manifest's run block (0 when absent).
+int manifest_resumes(const std::string& manifest);
 
 // The CPU's model name from /proc/cpuinfo; "unknown" where there is none.
 std::string cpu_model();

@@ -22,6 +22,7 @@ struct RequestTimeline {
   std::vector<double> token_times;  // emission time of every output token (spec steps emit several at once)
   int preemptions = 0;
   int cached_prompt_tokens = 0;     // prompt tokens served from a prefix cache
+  std::uint64_t output_hash = 0;    // tokens_hash of the generated token ids (set by the runner)
 };
 
 struct StepTimeline {

@@ -38,6 +38,8 @@ class QualityEvaluator {
   QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens);
   // perplexity, mean_nll, kl_vs_baseline (mean KL(baseline || variant), nats), top1_agree_frac.
   MetricRow evaluate(const std::string& variant, Model& model, Attention& attention, bool is_baseline);
+  // Caches the quality metrics found in `row` (a cell measured in a child process) for `variant`.
+  void remember(const std::string& variant, const MetricRow& row);
 
  private:
   QualitySpec spec_;

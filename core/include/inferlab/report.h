@@ -1,8 +1,10 @@
 // Writes one run's results into results/<experiment>/<UTC stamp>/: config.toml, manifest.json,
-// metrics.csv, metrics.json, requests.csv, summary.md. Files are rewritten after every
-// variant × repeat, so a crash or a failing variant never loses the rows before it. A run
-// directory is created fresh: runs never overwrite each other.
+// metrics.csv, metrics.json, requests.csv, summary.md (the runner adds cells/, one file per
+// finished cell). Files are rewritten (temp file + rename) after every variant × repeat, so a
+// crash, a failing variant or an interrupt never loses the rows before it. A run directory is
+// created fresh (runs never overwrite each other) or reopened by `run --resume`.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@ struct ResultRow {
   std::string error;   // when !ok
   MetricRow metrics;   // empty when !ok
   double wall_s = 0;   // real time the run took
+  std::uint64_t tokens_hash = 0;  // cell_tokens_hash over the requests' output hashes (ok rows)
 };
 
 struct RequestRow {
@@ -30,20 +33,26 @@ class ResultWriter {
  public:
   // Creates <out_root>/<experiment>/<stamp>[-N]/ (stamp = UTC YYYYMMDDTHHMMSSZ).
   ResultWriter(const std::string& out_root, const std::string& experiment);
+  // Writes into an existing run folder (resume); rows start empty.
+  static ResultWriter reopen(const std::string& dir);
   const std::string& dir() const { return dir_; }
 
   void write_text(const std::string& file, const std::string& text) const;
-  // Adds a row and rewrites metrics.csv, metrics.json, requests.csv and summary.md.
+  // Adds a row (kept in run order: repeat, then variant order) and rewrites metrics.csv, metrics.json, requests.csv and summary.md.
   void add(const ResultRow& row, const std::vector<RequestTimeline>& requests);
   // Title and description for summary.md; variant order (baseline first).
   void set_header(const std::string& title, const std::string& description,
                   const std::vector<std::string>& variants, const std::vector<std::string>& notes);
+  // A paragraph under the summary's title saying the run is incomplete ("" = complete).
+  void set_status(const std::string& status) { status_ = status; }
   const std::vector<ResultRow>& rows() const { return rows_; }
+  // Rewrites the four result files.
+  void rewrite() const;
 
  private:
-  void rewrite() const;
+  ResultWriter() = default;
   std::string dir_;
-  std::string title_, description_;
+  std::string title_, description_, status_;
   std::vector<std::string> variant_order_, notes_;
   std::vector<ResultRow> rows_;
   std::vector<RequestRow> requests_;
@@ -52,7 +61,7 @@ class ResultWriter {
 // Markdown summary: per variant, mean ± 95% CI over repeats and the ratio to the baseline.
 std::string summary_markdown(const std::string& title, const std::string& description,
                              const std::vector<std::string>& variants, const std::vector<ResultRow>& rows,
-                             const std::vector<std::string>& notes);
+                             const std::vector<std::string>& notes, const std::string& status = "");
 
 // JSON string literal with escapes.
 std::string json_quote(const std::string& s);

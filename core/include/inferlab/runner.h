@@ -41,16 +41,25 @@ LoadedModel load_experiment_model(const ModelSpec& spec);
 struct RunOptions {
   std::string out_root = "results";
   std::function<double()> clock;  // injected in tests; steady clock otherwise
+  std::string resume_dir;         // continue this results folder: run only its missing cells
+  bool check_determinism = false; // rerun each variant's repeat 0 and compare output token hashes
+  // The signal that asks the run to stop (0 = go on); asked between cells and engine steps.
+  std::function<int()> interrupted;
 };
 
 struct RunOutcome {
   std::string dir;         // the results folder
   std::size_t rows = 0;    // variant × repeat rows written
   std::size_t failed = 0;  // of them, rows whose variant failed
+  std::size_t ran = 0;     // cells run by this call (a resume runs only the missing ones)
+  std::size_t nondeterministic = 0;  // --check-determinism: variants whose rerun differed
+  int interrupted = 0;     // the signal that stopped the run before every cell was done
 };
 
-// Runs the plan into a fresh results folder. A failing variant is a failed row, not a throw;
-// errors before the first row (weights, workload) throw Error.
+// Runs the plan into a fresh results folder (or the missing cells of options.resume_dir). Each
+// cell runs in a child process when spec.isolate. A failing variant is a failed row, not a
+// throw; errors before the first row (weights, workload) throw Error. The manifest's "run" block
+// and the summary say whether the run is complete or interrupted and which cells are done.
 RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
 
 }  // namespace inferlab

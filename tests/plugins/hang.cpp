@@ -1,0 +1,38 @@
+// A greedy decoding strategy that stops in accept() (sleeping in 5 ms naps) while the file
+// `while_exists` exists, or for ever when it is "": for the cell time limit, and for
+// interrupting a run at a known cell and resuming it after the file is removed.
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "inferlab/plugin.h"
+#include "inferlab/sampling.h"
+
+namespace {
+class HangDecoder final : public inferlab::Decoder {
+ public:
+  explicit HangDecoder(std::string path) : path_(std::move(path)) {}
+  void accept(std::span<const int>, std::span<const int>, const float* logits, int vocab, inferlab::Rng&,
+              std::vector<int>& out) override {
+    while (path_.empty() || std::filesystem::exists(path_)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    out.push_back(inferlab::argmax(logits, vocab));
+  }
+
+ private:
+  std::string path_;
+};
+inferlab::PluginDescriptor describe() {
+  inferlab::PluginDescriptor d;
+  d.kind = inferlab::PluginKind::kDecoding;
+  d.name = "hang";
+  d.version = "0.0.1";
+  d.summary = "greedy, but waits while a file exists (\"\" = for ever; time-limit and interrupt tests)";
+  d.params = {{"while_exists", inferlab::ParamType::kString, std::string(), std::nullopt, std::nullopt, {},
+               "wait while this file exists; \"\" waits for ever"}};
+  d.make_decoder = [](const inferlab::PluginContext& ctx) {
+    return std::make_unique<HangDecoder>(ctx.params.get_string("while_exists"));
+  };
+  return d;
+}
+}  // namespace
+INFERLAB_PLUGIN(describe)

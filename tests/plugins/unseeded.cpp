@@ -1,0 +1,28 @@
+// A decoding strategy that draws its tokens from std::random_device instead of the engine's
+// seeded Rng: `run --check-determinism` must catch it.
+#include <random>
+
+#include "inferlab/plugin.h"
+
+namespace {
+class UnseededDecoder final : public inferlab::Decoder {
+ public:
+  void accept(std::span<const int>, std::span<const int>, const float*, int vocab, inferlab::Rng&,
+              std::vector<int>& out) override {
+    out.push_back(static_cast<int>(device_() % static_cast<unsigned>(vocab)));
+  }
+
+ private:
+  std::random_device device_;
+};
+inferlab::PluginDescriptor describe() {
+  inferlab::PluginDescriptor d;
+  d.kind = inferlab::PluginKind::kDecoding;
+  d.name = "unseeded";
+  d.version = "0.0.1";
+  d.summary = "uniform tokens from an unseeded source (determinism tests)";
+  d.make_decoder = [](const inferlab::PluginContext&) { return std::make_unique<UnseededDecoder>(); };
+  return d;
+}
+}  // namespace
+INFERLAB_PLUGIN(describe)
