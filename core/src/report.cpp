@@ -213,7 +213,7 @@ void ResultWriter::rewrite() const {
 
   std::ostringstream req;
   req << "variant,repeat,request_id,arrival_s,first_token_s,finish_s,prompt_tokens,output_tokens,"
-         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms\n";
+         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms,status\n";
   for (const auto& rr : requests_) {
     const auto& r = rr.request;
     bool done = r.finish_s >= 0;
@@ -221,7 +221,9 @@ void ResultWriter::rewrite() const {
         << (r.first_token_s >= 0 ? num(r.first_token_s) : "") << "," << (done ? num(r.finish_s) : "") << ","
         << r.prompt_tokens << "," << r.output_tokens << "," << r.cached_prompt_tokens << "," << r.preemptions << ","
         << (r.first_token_s >= 0 ? num((r.first_token_s - r.arrival_s) * 1e3) : "") << ","
-        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "\n";
+        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << ","
+        << (r.status != RequestStatus::kOk ? request_status_name(r.status) : done ? "finished" : "unfinished")
+        << "\n";
   }
   write_file(fs::path(dir_) / "requests.csv", req.str());
   write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_));

@@ -187,6 +187,9 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
         eo.kv = v.stack.kv;
         eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
         eo.clock = options.clock;
+        eo.queue_timeout_s = spec.workload.queue_timeout_s;
+        eo.timeout_s = spec.workload.timeout_s;
+        eo.max_new_tokens = spec.workload.max_new_tokens;
         ModelExecutor executor(model, *attention, quant->kv_dtype());
         Engine engine(executor, *scheduler, *decoder, eo);
         log::info("run " + v.name + " repeat " + std::to_string(rep));

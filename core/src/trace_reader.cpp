@@ -189,13 +189,14 @@ void read_csv(const std::string& path, const std::string& text, const std::vecto
 std::vector<TraceRow> read_canonical_csv(const std::string& path, const std::string& text) {
   std::vector<TraceRow> rows;
   read_csv(path, text, {"arrival_s", "prompt_tokens", "output_tokens"},
-           "arrival_s,prompt_tokens,output_tokens[,priority][,prefix_blocks]",
+           "arrival_s,prompt_tokens,output_tokens[,priority][,slo_class][,prefix_blocks]",
            [&](const CsvTable& t, const std::vector<std::string_view>& f, const Where& w) {
              TraceRow r;
              r.arrival_s = seconds_field(w, "arrival_s", f[t.find("arrival_s")]);
              r.prompt_tokens = count_field(w, "prompt_tokens", f[t.find("prompt_tokens")]);
              r.output_tokens = count_field(w, "output_tokens", f[t.find("output_tokens")]);
              if (int c = t.find("priority"); c >= 0 && !f[c].empty()) r.priority = priority_field(w, f[c]);
+             if (int c = t.find("slo_class"); c >= 0 && !f[c].empty()) r.slo_class = priority_field(w, f[c]);
              if (int c = t.find("prefix_blocks"); c >= 0) {
                std::string_view raw = f[c];
                if (raw.size() >= 2 && raw.front() == '[' && raw.back() == ']') raw = raw.substr(1, raw.size() - 2);
@@ -398,13 +399,14 @@ std::vector<TraceRow> read_jsonl(const std::string& path, const std::string& tex
 
 std::vector<TraceRow> read_canonical_jsonl(const std::string& path, const std::string& text) {
   const std::string expected =
-      "one object per line with arrival_s, prompt_tokens, output_tokens[, priority][, prefix_blocks]";
+      "one object per line with arrival_s, prompt_tokens, output_tokens[, priority][, slo_class][, prefix_blocks]";
   return read_jsonl(path, text, expected, [&](const Where& w, const JsonMembers& m) {
     TraceRow r;
     r.arrival_s = seconds_field(w, "arrival_s", required(w, m, "arrival_s", expected));
     r.prompt_tokens = count_field(w, "prompt_tokens", required(w, m, "prompt_tokens", expected));
     r.output_tokens = count_field(w, "output_tokens", required(w, m, "output_tokens", expected));
     if (const auto* p = member(m, "priority")) r.priority = priority_field(w, *p);
+    if (const auto* p = member(m, "slo_class")) r.slo_class = priority_field(w, *p);
     if (const auto* p = member(m, "prefix_blocks")) r.prefix_blocks = json_hashes(w, "prefix_blocks", *p);
     return r;
   });

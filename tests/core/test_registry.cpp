@@ -64,7 +64,7 @@ TEST(Registry, RefusesMismatchedAbiWithoutTouchingDescriptor) {
 
 // Plugins built before the device seam (ABI 1) are refused by version with a clear message.
 TEST(Registry, RefusesAPluginBuiltAgainstThePreDeviceAbi) {
-  EXPECT_EQ(kPluginAbiVersion, 2);
+  EXPECT_EQ(kPluginAbiVersion, 3);
   Registry reg({test_plugins("abi_v1"), testing::plugin_dir()});
   bool seen = false;
   for (const auto& rec : reg.load_log())

@@ -67,6 +67,14 @@ struct EngineOptions {
   std::function<double()> clock;
   // Called with (request id, token) as each token is accepted (streaming).
   std::function<void(int, int)> on_token;
+  // Per-request limits, any scheduler (0 = none). A request not yet scheduled queue_timeout_s
+  // after its arrival, or not finished timeout_s after it, is aborted between two steps: it
+  // leaves the queue or the batch, its KV blocks are freed before the next step is scheduled,
+  // and its timeline says RequestStatus::kAborted. max_new_tokens caps every request's output;
+  // a request cut by it finishes at the cap with RequestStatus::kTruncated.
+  double queue_timeout_s = 0;
+  double timeout_s = 0;
+  int max_new_tokens = 0;
 };
 
 struct RunResult {

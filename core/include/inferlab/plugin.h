@@ -21,7 +21,7 @@
 namespace inferlab {
 
 // Bump when any interface in plugin.h or the headers it includes changes incompatibly.
-inline constexpr int kPluginAbiVersion = 2;
+inline constexpr int kPluginAbiVersion = 3;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

@@ -12,7 +12,8 @@ struct Request {
   double arrival_s = 0;
   std::vector<int> prompt;       // token ids
   int max_output = 0;            // tokens to generate (exactly, unless stop_at_eos)
-  int priority = 0;
+  int priority = 0;              // lower = more urgent
+  int slo_class = 0;             // index into the per-class SLOs ([slo] class_*); = priority unless given
   std::vector<std::uint64_t> prefix_blocks;  // trace prefix-block hashes, when given
 };
 
@@ -57,6 +58,14 @@ struct WorkloadSpec {
   // Synthetic only: the first `shared_prefix` prompt tokens are the same for every request
   // (a shared system prompt), for prefix-caching studies. 0 = none.
   int shared_prefix = 0;
+  // Priority classes drawn per request (seeded) with these weights: class k has priority k and
+  // slo_class k (0 most urgent). Empty = the trace's priority (0 for synthetic requests).
+  std::vector<double> class_mix;
+  // Engine-level per-request limits (EngineOptions; 0 = none): queue timeout, total timeout,
+  // output cap.
+  double queue_timeout_s = 0;
+  double timeout_s = 0;
+  int max_new_tokens = 0;
 };
 
 // Builds the requests: lengths and arrivals from the spec, prompt ids drawn uniformly from
@@ -72,6 +81,7 @@ struct TraceRow {
   int output_tokens = 0;
   std::vector<std::uint64_t> prefix_blocks;
   int priority = 0;  // canonical traces' optional `priority` column
+  int slo_class = -1;  // canonical traces' optional `slo_class` column (-1: not given = priority)
 };
 // Reads a trace file in file order. Arrival times: canonical as written, azure relative to the
 // first row, mooncake converted from ms. Throws Error("<path>:<line>: <problem>; expected ...")
