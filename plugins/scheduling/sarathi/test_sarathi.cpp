@@ -100,8 +100,11 @@ TEST(Sarathi, EveryTokenOnceAndChunksAreTiles) {
     std::map<int, int> pending;
     for (const SeqView& s : in.running) pending[s.id] = s.pending();
     for (const SeqView& s : in.waiting) pending[s.id] = s.pending();
-    for (const ScheduledSeq& sc : d.scheduled)
-      if (sc.num_tokens < pending[sc.id]) EXPECT_EQ(sc.num_tokens % 32, 0) << "request " << sc.id;
+    for (const ScheduledSeq& sc : d.scheduled) {
+      if (sc.num_tokens < pending[sc.id]) {
+        EXPECT_EQ(sc.num_tokens % 32, 0) << "request " << sc.id;
+      }
+    }
   });
   ASSERT_EQ(r.finished.size(), reqs.size());
   EXPECT_LE(r.max_step_tokens, 128);
