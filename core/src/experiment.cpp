@@ -247,12 +247,15 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   check_keys(c, t, "[workload]",
              {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len",
               "lengths_file", "prefix_block_tokens", "shared_prefix", "limit", "time_scale", "max_prompt", "max_output", "seed",
-              "class_mix", "queue_timeout_s", "timeout_s", "max_new_tokens"});
+              "class_mix", "queue_timeout_s", "timeout_s", "max_new_tokens", "trace_model", "trace_log_type"});
+  if (auto v = t.get("trace_model")) w.trace_model = get_string(c, *v, "trace_model");
+  if (auto v = t.get("trace_log_type")) w.trace_log_type = get_string(c, *v, "trace_log_type");
   if (auto v = t.get("trace")) w.trace = resolve_data_path(get_string(c, *v, "trace"), base_dir, c.at(*v));
   if (auto v = t.get("format")) {
     w.format = get_string(c, *v, "format");
-    if (w.format != "canonical" && w.format != "azure" && w.format != "mooncake")
-      throw Error(c.at(*v) + ": format = \"" + w.format + "\"; allowed: canonical, azure, mooncake");
+    if (w.format != "auto" && w.format != "canonical" && w.format != "azure" && w.format != "mooncake" &&
+        w.format != "vidur" && w.format != "burstgpt")
+      throw Error(c.at(*v) + ": format = \"" + w.format + "\"; allowed: auto, canonical, azure, mooncake, vidur, burstgpt");
   }
   if (auto v = t.get("num_requests")) w.num_requests = static_cast<int>(get_int(c, *v, "num_requests", 1, 10000000));
   if (auto v = t.get("arrival")) {

@@ -173,7 +173,7 @@ std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
   check(spec.prefix_block_tokens >= 1,
         "workload.prefix_block_tokens = " + std::to_string(spec.prefix_block_tokens) + "; expected >= 1");
 
-  std::vector<TraceRow> rows = spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format);
+  std::vector<TraceRow> rows = spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format, {spec.trace_model, spec.trace_log_type});
 
   // Arrival order; ties keep file order.
   std::vector<std::size_t> order(rows.size());
