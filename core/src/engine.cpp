@@ -208,10 +208,11 @@ double StepLoop::next_timeout() const {
 void StepLoop::expire_timeouts() {
   if (options_.timeout_s <= 0 && options_.queue_timeout_s <= 0) return;
   std::vector<Seq*> expired;
+  // Deadlines computed exactly as next_timeout() does, so a clock set to one always fires it.
   auto late = [&](const Seq* s) {
-    const double waited = now_ - s->req->arrival_s;
-    return (options_.timeout_s > 0 && waited >= options_.timeout_s) ||
-           (options_.queue_timeout_s > 0 && s->timeline->first_scheduled_s < 0 && waited >= options_.queue_timeout_s);
+    return (options_.timeout_s > 0 && now_ >= s->req->arrival_s + options_.timeout_s) ||
+           (options_.queue_timeout_s > 0 && s->timeline->first_scheduled_s < 0 &&
+            now_ >= s->req->arrival_s + options_.queue_timeout_s);
   };
   for (Seq* s : running_)
     if (late(s)) expired.push_back(s);

@@ -21,11 +21,7 @@ const char* request_status_name(RequestStatus status);
 
 struct RequestTimeline {
   int id = 0;
-  int priority = 0;
-  int slo_class = 0;
-  RequestStatus status = RequestStatus::kOk;
   double arrival_s = 0;
-  double first_scheduled_s = -1;  // start of the first step that ran any of it (-1: never)
   double first_token_s = -1;  // -1 if none produced
   double finish_s = -1;
   int prompt_tokens = 0;
@@ -33,6 +29,10 @@ struct RequestTimeline {
   std::vector<double> token_times;  // emission time of every output token (spec steps emit several at once)
   int preemptions = 0;
   int cached_prompt_tokens = 0;     // prompt tokens served from a prefix cache
+  int priority = 0;
+  int slo_class = 0;
+  RequestStatus status = RequestStatus::kOk;
+  double first_scheduled_s = -1;    // start of the first step that ran any of it (-1: never)
 };
 
 struct StepTimeline {
