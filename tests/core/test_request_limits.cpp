@@ -63,7 +63,9 @@ TEST(RequestLimits, TotalTimeoutAbortsARunningRequestAndFreesItsBlocksThatStep) 
       checked = true;
       EXPECT_FALSE(present) << "request 0 still there at t = " << in.now_s;
     }
-    if (in.now_s < 10) EXPECT_TRUE(present);
+    if (in.now_s < 10) {
+      EXPECT_TRUE(present);
+    }
   });
   EXPECT_TRUE(checked);
   EXPECT_GE(held_before, 10);  // it did hold blocks: 40 prompt tokens in blocks of 4
