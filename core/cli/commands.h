@@ -12,5 +12,6 @@ int cmd_plugins(const std::vector<std::string>& args);
 int cmd_generate(const std::vector<std::string>& args);
 int cmd_perplexity(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
+int cmd_trace(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

@@ -1,4 +1,4 @@
-// inferlab: run, validate, plugins, generate, perplexity.
+// inferlab: run, validate, plugins, generate, perplexity, bench, trace.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -20,6 +20,7 @@ const char* kUsage =
     "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"
     "  perplexity --model M --text FILE [--context N] [--stride S]\n"
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
+    "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
     "`inferlab <command> --help` shows a command's options.\n";
 
 }  // namespace
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "generate") return inferlab::cli::cmd_generate(args);
     if (cmd == "perplexity") return inferlab::cli::cmd_perplexity(args);
     if (cmd == "bench") return inferlab::cli::cmd_bench(args);
+    if (cmd == "trace") return inferlab::cli::cmd_trace(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::error& e) {

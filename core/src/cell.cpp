@@ -154,7 +154,8 @@ std::string serialize_cell(const CellResult& c) {
   for (const auto& r : c.requests)
     o << "request " << r.id << " " << exact(r.arrival_s) << " " << exact(r.first_token_s) << " " << exact(r.finish_s) << " "
       << r.prompt_tokens << " " << r.output_tokens << " " << r.cached_prompt_tokens << " " << r.preemptions << " "
-      << hash_hex(r.output_hash) << "\n";
+      << hash_hex(r.output_hash) << " " << static_cast<int>(r.status) << " " << r.priority << " " << r.slo_class << " "
+      << exact(r.first_scheduled_s) << "\n";
   o << "end\n";
   return o.str();
 }
@@ -187,6 +188,13 @@ std::optional<CellResult> parse_cell(const std::string& text) {
         r.first_token_s = std::strtod(ft.c_str(), nullptr);
         r.finish_s = std::strtod(fin.c_str(), nullptr);
         r.output_hash = std::stoull(hash, nullptr, 16);
+        int status = 0;
+        std::string scheduled;
+        if (f >> status >> r.priority >> r.slo_class >> scheduled) {  // absent in cells of older builds
+          if (status < 0 || status > static_cast<int>(RequestStatus::kRejected)) return std::nullopt;
+          r.status = static_cast<RequestStatus>(status);
+          r.first_scheduled_s = std::strtod(scheduled.c_str(), nullptr);
+        }
         c.requests.push_back(r);
       } else {
         return std::nullopt;

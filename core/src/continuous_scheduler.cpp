@@ -76,21 +76,42 @@ struct StepState {
 
 }  // namespace
 
-ContinuousScheduler::ContinuousScheduler(int max_tokens, int max_batch, bool chunked_prefill)
-    : max_tokens_(max_tokens), max_batch_(max_batch), chunked_prefill_(chunked_prefill) {
+ContinuousScheduler::ContinuousScheduler(int max_tokens, int max_batch, bool chunked_prefill, bool prefill_first,
+                                         int chunk_tile)
+    : max_tokens_(max_tokens),
+      max_batch_(max_batch),
+      chunked_prefill_(chunked_prefill),
+      prefill_first_(prefill_first),
+      chunk_tile_(chunk_tile) {
+  check(chunk_tile >= 1, "scheduling: chunk_tile must be >= 1, got " + std::to_string(chunk_tile));
   check(max_tokens >= 1, "scheduling 'continuous': max_tokens must be >= 1, got " +
                              std::to_string(max_tokens));
   check(max_batch >= 1, "scheduling 'continuous': max_batch must be >= 1, got " +
                             std::to_string(max_batch));
 }
 
+int ContinuousScheduler::round_chunk(int n, int pending) const {
+  if (n >= pending) return n;
+  const int tile = std::min(chunk_tile_, max_tokens_);
+  return n / tile * tile;
+}
+
 ScheduleDecision ContinuousScheduler::schedule(const SchedulerInput& in) {
+  if (prefill_first_) {
+    ScheduleDecision prefill_only = step(in, false);
+    if (!prefill_only.scheduled.empty()) return prefill_only;
+  }
+  return step(in, true);
+}
+
+ScheduleDecision ContinuousScheduler::step(const SchedulerInput& in, bool with_decodes) const {
   StepState st(in, max_tokens_);
   const int nrun = static_cast<int>(in.running.size());
 
   // 1. Running requests in decode, oldest first, so preemption falls on the newest.
   for (int i = 0; i < nrun; ++i) {
     const SeqView& s = in.running[i];
+    if (!with_decodes) break;
     if (st.preempted[i] || !s.in_decode()) continue;
     if (st.budget < 1) break;
     int remaining = s.max_output - s.generated;
@@ -105,7 +126,8 @@ ScheduleDecision ContinuousScheduler::schedule(const SchedulerInput& in) {
     if (st.budget < 1) break;
     int pending = s.pending();
     if (chunked_prefill_) {
-      st.place(i, std::min(pending, st.budget), 1);
+      const int want = round_chunk(std::min(pending, st.budget), pending);
+      if (want > 0) st.place(i, want, 1);
     } else if (pending <= st.budget || st.budget == max_tokens_) {
       st.place(i, pending, pending);  // whole, or alone when longer than the whole budget
       if (pending > max_tokens_ && st.tokens[i] > 0) st.budget = 0;
@@ -134,7 +156,8 @@ ScheduleDecision ContinuousScheduler::schedule(const SchedulerInput& in) {
     if (need > st.free_blocks) break;
     int n;
     if (chunked_prefill_) {
-      n = std::min(pending, st.budget);
+      n = round_chunk(std::min(pending, st.budget), pending);
+      if (n == 0) break;
     } else if (pending <= st.budget) {
       n = pending;
     } else if (st.budget == max_tokens_) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <unordered_map>
 
 #include "inferlab/batch.h"
@@ -65,6 +66,13 @@ class StepLoop {
   // Stamps the emitted tokens with the step's end and records the step.
   void record_step(double step_start, double duration);
   void finish_requests();
+  // Ends a waiting or running request early (timeout, rejection): out of the queue or batch,
+  // its blocks freed now, counted as done.
+  void drop(Seq* s, RequestStatus status);
+  // Aborts the requests whose queue or total timeout has passed at now_.
+  void expire_timeouts();
+  // The earliest time a waiting request times out (+infinity when none will).
+  double next_timeout() const;
   [[noreturn]] void throw_unschedulable() const;
 
   StepExecutor& executor_;
@@ -102,6 +110,7 @@ SeqView view_of(const Seq& s, const BlockManager& blocks) {
   v.id = s.req->id;
   v.arrival_s = s.req->arrival_s;
   v.priority = s.req->priority;
+  v.slo_class = s.req->slo_class;
   v.prompt_len = static_cast<int>(s.req->prompt.size());
   v.max_output = s.req->max_output;
   v.num_tokens = static_cast<int>(s.tokens.size());
@@ -133,6 +142,8 @@ void StepLoop::setup() {
     seqs_[i].rng = Rng(mix_seed(options_.seed, static_cast<std::uint64_t>(r.id)));
     seqs_[i].timeline = &tl.requests[i];
     tl.requests[i].id = r.id;
+    tl.requests[i].priority = r.priority;
+    tl.requests[i].slo_class = r.slo_class;
     tl.requests[i].arrival_s = r.arrival_s;
     tl.requests[i].prompt_tokens = static_cast<int>(r.prompt.size());
     order_[i] = i;
@@ -175,8 +186,49 @@ ScheduleDecision StepLoop::schedule() {
   return scheduler_.schedule(input);
 }
 
+void StepLoop::drop(Seq* s, RequestStatus status) {
+  if (auto w = std::find(waiting_.begin(), waiting_.end(), s); w != waiting_.end()) waiting_.erase(w);
+  if (auto r = std::find(running_.begin(), running_.end(), s); r != running_.end()) running_.erase(r);
+  if (blocks_.has(s->req->id)) blocks_.free(s->req->id);
+  s->finished = true;
+  s->timeline->status = status;
+  ++finished_;
+}
+
+double StepLoop::next_timeout() const {
+  double t = std::numeric_limits<double>::infinity();
+  for (const Seq* s : waiting_) {
+    if (options_.timeout_s > 0) t = std::min(t, s->req->arrival_s + options_.timeout_s);
+    if (options_.queue_timeout_s > 0 && s->timeline->first_scheduled_s < 0)
+      t = std::min(t, s->req->arrival_s + options_.queue_timeout_s);
+  }
+  return t;
+}
+
+void StepLoop::expire_timeouts() {
+  if (options_.timeout_s <= 0 && options_.queue_timeout_s <= 0) return;
+  std::vector<Seq*> expired;
+  // Deadlines computed exactly as next_timeout() does, so a clock set to one always fires it.
+  auto late = [&](const Seq* s) {
+    return (options_.timeout_s > 0 && now_ >= s->req->arrival_s + options_.timeout_s) ||
+           (options_.queue_timeout_s > 0 && s->timeline->first_scheduled_s < 0 &&
+            now_ >= s->req->arrival_s + options_.queue_timeout_s);
+  };
+  for (Seq* s : running_)
+    if (late(s)) expired.push_back(s);
+  for (Seq* s : waiting_)
+    if (late(s)) expired.push_back(s);
+  for (Seq* s : expired) drop(s, RequestStatus::kAborted);
+}
+
 bool StepLoop::apply(const ScheduleDecision& decision) {
   RunTimeline& tl = result_.timeline;
+  for (int id : decision.reject) {
+    auto found = by_id_.find(id);
+    check(found != by_id_.end() && std::find(waiting_.begin(), waiting_.end(), found->second) != waiting_.end(),
+          "scheduler rejected request " + std::to_string(id) + " which is not waiting");
+    drop(found->second, RequestStatus::kRejected);
+  }
   for (int id : decision.preempt) {
     auto it = std::find_if(running_.begin(), running_.end(), [&](Seq* s) { return s->req->id == id; });
     check(it != running_.end(), "scheduler preempted request " + std::to_string(id) + " which is not running");
@@ -228,13 +280,18 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
       waiting_.erase(wit);
       running_.push_back(s);
     }
+    if (s->timeline->first_scheduled_s < 0) s->timeline->first_scheduled_s = now_;
     work_.push_back(std::move(w));
   }
   if (!work_.empty()) return true;
+  if (!decision.reject.empty()) return false;  // schedule again without them
   if (!running_.empty() || !decision.preempt.empty())
     throw Error("scheduler made no progress with " + std::to_string(running_.size()) + " running requests");
-  if (next_arrival_ < order_.size()) {  // nothing fits yet: wait for the next arrival
-    now_ = std::max(now_, requests_[order_[next_arrival_]].arrival_s);
+  // Nothing fits yet: wait for the next arrival or the next timeout, whichever comes first.
+  double wake = next_timeout();
+  if (next_arrival_ < order_.size()) wake = std::min(wake, requests_[order_[next_arrival_]].arrival_s);
+  if (wake < std::numeric_limits<double>::infinity()) {
+    now_ = std::max(now_, wake);
     return false;
   }
   throw_unschedulable();
@@ -387,6 +444,8 @@ RunResult StepLoop::run() {
   while (finished_ < requests_.size()) {
     if (options_.stop && options_.stop()) throw Interrupted("run interrupted");
     admit_arrivals();
+    expire_timeouts();
+    if (finished_ == requests_.size()) break;
     if (running_.empty() && waiting_.empty()) {
       now_ = requests_[order_[next_arrival_]].arrival_s;  // fast-forward the idle gap
       continue;
@@ -480,8 +539,22 @@ RunResult Engine::run(const std::vector<Request>& requests) {
     blocks = std::min(blocks, std::max<long long>(1, kAutoKvBytes / block_bytes));
     kv_config.num_blocks = static_cast<int>(std::max<long long>(1, blocks));
   }
-  StepLoop loop(executor_, scheduler_, decoder_, options_, requests, kv_config);
-  return loop.run();
+  // The output cap: requests it cuts run with the capped length and are marked truncated.
+  std::vector<Request> capped;
+  const int cap = options_.max_new_tokens;
+  const bool cuts = cap > 0 && std::any_of(requests.begin(), requests.end(),
+                                           [&](const Request& r) { return r.max_output > cap; });
+  if (cuts) {
+    capped = requests;
+    for (Request& r : capped) r.max_output = std::min(r.max_output, cap);
+  }
+  StepLoop loop(executor_, scheduler_, decoder_, options_, cuts ? capped : requests, kv_config);
+  RunResult result = loop.run();
+  for (std::size_t i = 0; cuts && i < requests.size(); ++i) {
+    RequestTimeline& rt = result.timeline.requests[i];
+    if (requests[i].max_output > cap && rt.status == RequestStatus::kOk) rt.status = RequestStatus::kTruncated;
+  }
+  return result;
 }
 
 }  // namespace inferlab

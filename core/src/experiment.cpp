@@ -234,15 +234,28 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
     throw Error(c.at(n) + ": " + key + " with dist = \"uniform\" needs 'max'; allowed: { dist = \"uniform\", min = A, max = B }");
 }
 
+// An array of numbers >= 0, e.g. class_mix = [0.2, 0.8].
+std::vector<double> get_float_list(const Ctx& c, const toml::node& n, const std::string& key) {
+  const auto* arr = n.as_array();
+  if (!arr) throw Error(c.at(n) + ": " + key + " must be an array of numbers >= 0, e.g. [0.2, 0.8]");
+  std::vector<double> out;
+  for (const toml::node& e : *arr) out.push_back(get_float(c, e, key, 0.0));
+  return out;
+}
+
 void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_dir, WorkloadSpec& w) {
   check_keys(c, t, "[workload]",
              {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len",
-              "lengths_file", "prefix_block_tokens", "shared_prefix", "limit", "time_scale", "max_prompt", "max_output", "seed"});
+              "lengths_file", "prefix_block_tokens", "shared_prefix", "limit", "time_scale", "max_prompt", "max_output", "seed",
+              "class_mix", "queue_timeout_s", "timeout_s", "max_new_tokens", "trace_model", "trace_log_type"});
+  if (auto v = t.get("trace_model")) w.trace_model = get_string(c, *v, "trace_model");
+  if (auto v = t.get("trace_log_type")) w.trace_log_type = get_string(c, *v, "trace_log_type");
   if (auto v = t.get("trace")) w.trace = resolve_data_path(get_string(c, *v, "trace"), base_dir, c.at(*v));
   if (auto v = t.get("format")) {
     w.format = get_string(c, *v, "format");
-    if (w.format != "canonical" && w.format != "azure" && w.format != "mooncake")
-      throw Error(c.at(*v) + ": format = \"" + w.format + "\"; allowed: canonical, azure, mooncake");
+    if (w.format != "auto" && w.format != "canonical" && w.format != "azure" && w.format != "mooncake" &&
+        w.format != "vidur" && w.format != "burstgpt")
+      throw Error(c.at(*v) + ": format = \"" + w.format + "\"; allowed: auto, canonical, azure, mooncake, vidur, burstgpt");
   }
   if (auto v = t.get("num_requests")) w.num_requests = static_cast<int>(get_int(c, *v, "num_requests", 1, 10000000));
   if (auto v = t.get("arrival")) {
@@ -268,6 +281,10 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   if (auto v = t.get("max_prompt")) w.max_prompt = static_cast<int>(get_int(c, *v, "max_prompt", 0, 1 << 24));
   if (auto v = t.get("max_output")) w.max_output = static_cast<int>(get_int(c, *v, "max_output", 0, 1 << 24));
   if (auto v = t.get("seed")) w.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
+  if (auto v = t.get("class_mix")) w.class_mix = get_float_list(c, *v, "class_mix");
+  if (auto v = t.get("queue_timeout_s")) w.queue_timeout_s = get_float(c, *v, "queue_timeout_s", 0.0);
+  if (auto v = t.get("timeout_s")) w.timeout_s = get_float(c, *v, "timeout_s", 0.0);
+  if (auto v = t.get("max_new_tokens")) w.max_new_tokens = static_cast<int>(get_int(c, *v, "max_new_tokens", 0, 1 << 24));
 }
 
 // Parses "a.b.c=value" and stores it into root, creating tables on the way. A string plugin
@@ -476,7 +493,10 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("slo")) {
     const auto& t = get_table(c, *n, "slo");
-    check_keys(c, t, "[slo]", {"ttft_ms", "tpot_ms", "e2e_ms"});
+    check_keys(c, t, "[slo]", {"ttft_ms", "tpot_ms", "e2e_ms", "class_ttft_ms", "class_tpot_ms", "class_e2e_ms"});
+    if (auto v = t.get("class_ttft_ms")) spec.slo.class_ttft_ms = get_float_list(c, *v, "class_ttft_ms");
+    if (auto v = t.get("class_tpot_ms")) spec.slo.class_tpot_ms = get_float_list(c, *v, "class_tpot_ms");
+    if (auto v = t.get("class_e2e_ms")) spec.slo.class_e2e_ms = get_float_list(c, *v, "class_e2e_ms");
     if (auto v = t.get("ttft_ms")) spec.slo.ttft_ms = get_float(c, *v, "ttft_ms", 0);
     if (auto v = t.get("tpot_ms")) spec.slo.tpot_ms = get_float(c, *v, "tpot_ms", 0);
     if (auto v = t.get("e2e_ms")) spec.slo.e2e_ms = get_float(c, *v, "e2e_ms", 0);

@@ -9,8 +9,9 @@
 // Each gives _mean, _p50, _p90, _p99; NaN when no request qualifies.
 // makespan = last finish_s - first arrival_s (over all requests); the throughputs divide the
 // finished requests' output tokens, prompt + output tokens and count by it (0 if it is not > 0).
-// goodput_req_s counts finished requests meeting every non-zero SLO bound (a request without a
-// TPOT, i.e. one output token, meets any TPOT bound).
+// goodput_req_s counts finished requests meeting every non-zero SLO bound of their slo_class
+// (a request without a TPOT, i.e. one output token, meets any TPOT bound; a truncated request
+// counts when it meets them; aborted and rejected requests never do).
 // spec_tokens_per_step = output tokens emitted by decode steps / (sequence, decode step) pairs,
 // where decode-step tokens are every output token but each request's first (the prefill's), and
 // the pairs are run.decode_seq_steps, or when that is 0, each request's distinct token_times
@@ -66,7 +67,84 @@ double t95(long long df) {
   return 1.980 + (x - x0) / (0.0 - x0) * (1.960 - 1.980);
 }
 
+// The bound for a class: its override when > 0, else the base.
+double bound(double base, const std::vector<double>& per_class, int cls) {
+  if (cls >= 0 && static_cast<std::size_t>(cls) < per_class.size() && per_class[static_cast<std::size_t>(cls)] > 0)
+    return per_class[static_cast<std::size_t>(cls)];
+  return base;
+}
+
+// Whether a finished request meets its class's SLO (a request without a TPOT, i.e. one output
+// token, meets any TPOT bound).
+bool meets_slo(const RequestTimeline& r, const SloSpec& slo) {
+  if (r.finish_s < 0 || r.status == RequestStatus::kAborted || r.status == RequestStatus::kRejected) return false;
+  const double ttft_b = bound(slo.ttft_ms, slo.class_ttft_ms, r.slo_class);
+  const double tpot_b = bound(slo.tpot_ms, slo.class_tpot_ms, r.slo_class);
+  const double e2e_b = bound(slo.e2e_ms, slo.class_e2e_ms, r.slo_class);
+  const bool has_first = r.first_token_s >= 0;
+  const bool has_tpot = has_first && r.output_tokens >= 2;
+  const double ttft_ms = (r.first_token_s - r.arrival_s) * 1e3;
+  const double tpot_ms = has_tpot ? (r.finish_s - r.first_token_s) * 1e3 / (r.output_tokens - 1) : 0.0;
+  const double e2e_ms = (r.finish_s - r.arrival_s) * 1e3;
+  return (ttft_b <= 0 || (has_first && ttft_ms <= ttft_b)) && (tpot_b <= 0 || !has_tpot || tpot_ms <= tpot_b) &&
+         (e2e_b <= 0 || e2e_ms <= e2e_b);
+}
+
+// Queueing, admission outcomes, SLO attainment, fairness and per-class latencies.
+void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& slo) {
+  std::vector<double> queue, slowdown;
+  long long aborted = 0, rejected = 0, truncated = 0, attained = 0;
+  std::map<int, std::vector<const RequestTimeline*>> classes;
+  for (const RequestTimeline& r : run.requests) {
+    classes[r.slo_class].push_back(&r);
+    aborted += r.status == RequestStatus::kAborted;
+    rejected += r.status == RequestStatus::kRejected;
+    truncated += r.status == RequestStatus::kTruncated;
+    attained += meets_slo(r, slo);
+    if (r.first_scheduled_s >= 0) queue.push_back((r.first_scheduled_s - r.arrival_s) * 1e3);
+    if (r.finish_s >= 0 && r.first_scheduled_s >= 0 && r.finish_s > r.first_scheduled_s)
+      slowdown.push_back((r.finish_s - r.arrival_s) / (r.finish_s - r.first_scheduled_s));
+  }
+  add_latency(row, "queue_ms", queue);
+  row.emplace_back("requests_aborted", static_cast<double>(aborted));
+  row.emplace_back("requests_rejected", static_cast<double>(rejected));
+  row.emplace_back("requests_truncated", static_cast<double>(truncated));
+  const double n = static_cast<double>(run.requests.size());
+  row.emplace_back("slo_attain_frac", n > 0 ? static_cast<double>(attained) / n : kNaN);
+  double sum = 0, sq = 0;
+  for (double x : slowdown) sum += x, sq += x * x;
+  row.emplace_back("fairness_jain", sq > 0 ? sum * sum / (static_cast<double>(slowdown.size()) * sq) : kNaN);
+  if (classes.size() < 2) return;
+  for (const auto& [cls, reqs] : classes) {
+    std::vector<double> ttft, tpot;
+    long long ok = 0;
+    for (const RequestTimeline* r : reqs) {
+      ok += meets_slo(*r, slo);
+      if (r->finish_s < 0 || r->first_token_s < 0) continue;
+      ttft.push_back((r->first_token_s - r->arrival_s) * 1e3);
+      if (r->output_tokens >= 2) tpot.push_back((r->finish_s - r->first_token_s) * 1e3 / (r->output_tokens - 1));
+    }
+    const std::string p = "class" + std::to_string(cls) + "_";
+    row.emplace_back(p + "ttft_ms_p50", percentile(ttft, 50));
+    row.emplace_back(p + "ttft_ms_p99", percentile(ttft, 99));
+    row.emplace_back(p + "tpot_ms_p50", percentile(tpot, 50));
+    row.emplace_back(p + "tpot_ms_p99", percentile(tpot, 99));
+    row.emplace_back(p + "slo_attain_frac", static_cast<double>(ok) / static_cast<double>(reqs.size()));
+    row.emplace_back(p + "requests", static_cast<double>(reqs.size()));
+  }
+}
+
 }  // namespace
+
+const char* request_status_name(RequestStatus status) {
+  switch (status) {
+    case RequestStatus::kOk: return "ok";
+    case RequestStatus::kTruncated: return "truncated";
+    case RequestStatus::kAborted: return "aborted";
+    case RequestStatus::kRejected: return "rejected";
+  }
+  return "ok";
+}
 
 double percentile(std::vector<double> values, double q) {
   check(q >= 0 && q <= 100, "percentile q = " + std::to_string(q) + "; expected 0 <= q <= 100");
@@ -93,6 +171,9 @@ std::vector<std::string> metric_names() {
   names.emplace_back("step_overhead_frac");
   names.emplace_back("timer_overhead_frac");
   names.emplace_back("draft_time_frac");
+  for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("queue_ms") + s);
+  for (const char* n : {"requests_aborted", "requests_rejected", "requests_truncated", "slo_attain_frac", "fairness_jain"})
+    names.emplace_back(n);
   return names;
 }
 
@@ -114,8 +195,8 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
       for (std::size_t i = 1; i < r.token_times.size(); ++i)
         if (r.token_times[i] != r.token_times[i - 1]) ++distinct_decode_steps;
     }
-    if (r.finish_s < 0) {
-      ++unfinished;
+    if (r.finish_s < 0) {  // aborted and rejected requests are counted apart
+      unfinished += r.status != RequestStatus::kAborted && r.status != RequestStatus::kRejected;
       continue;
     }
     ++finished;
@@ -132,10 +213,7 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
       itl.push_back((r.token_times[i] - r.token_times[i - 1]) * 1e3);
     const double e2e_ms = (r.finish_s - r.arrival_s) * 1e3;
     e2e.push_back(e2e_ms);
-    const bool meets = (slo.ttft_ms <= 0 || (has_first && ttft_ms <= slo.ttft_ms)) &&
-                       (slo.tpot_ms <= 0 || !has_tpot || tpot_ms <= slo.tpot_ms) &&
-                       (slo.e2e_ms <= 0 || e2e_ms <= slo.e2e_ms);
-    if (meets) good += 1;
+    if (meets_slo(r, slo)) good += 1;
   }
 
   MetricRow row;
@@ -201,6 +279,7 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("step_overhead_frac", wall > 0 ? 1.0 - frac(model_ops) : 0.0);
   row.emplace_back("timer_overhead_frac", frac(run.timer_overhead_s));
   row.emplace_back("draft_time_frac", frac(run.draft_s));
+  add_request_metrics(row, run, slo);
   return row;
 }
 

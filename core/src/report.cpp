@@ -233,7 +233,7 @@ void ResultWriter::rewrite() const {
 
   std::ostringstream req;
   req << "variant,repeat,request_id,arrival_s,first_token_s,finish_s,prompt_tokens,output_tokens,"
-         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms,output_hash\n";
+         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms,output_hash,status\n";
   for (const auto& rr : requests_) {
     const auto& r = rr.request;
     bool done = r.finish_s >= 0;
@@ -241,7 +241,9 @@ void ResultWriter::rewrite() const {
         << (r.first_token_s >= 0 ? num(r.first_token_s) : "") << "," << (done ? num(r.finish_s) : "") << ","
         << r.prompt_tokens << "," << r.output_tokens << "," << r.cached_prompt_tokens << "," << r.preemptions << ","
         << (r.first_token_s >= 0 ? num((r.first_token_s - r.arrival_s) * 1e3) : "") << ","
-        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "," << hex64(r.output_hash) << "\n";
+        << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "," << hex64(r.output_hash) << ","
+        << (r.status != RequestStatus::kOk ? request_status_name(r.status) : done ? "finished" : "unfinished")
+        << "\n";
   }
   write_file(fs::path(dir_) / "requests.csv", req.str());
   write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_, status_));

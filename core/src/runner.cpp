@@ -157,6 +157,9 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
   eo.clock = cx.options.clock;
   eo.stop = [&cx] { return cx.stopping(); };
+  eo.queue_timeout_s = spec.workload.queue_timeout_s;
+  eo.timeout_s = spec.workload.timeout_s;
+  eo.max_new_tokens = spec.workload.max_new_tokens;
   ModelExecutor executor(model, *attention, quant->kv_dtype());
   Engine engine(executor, *scheduler, *decoder, eo);
   log::info("run " + v.name + " repeat " + std::to_string(rep));

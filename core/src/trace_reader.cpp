@@ -1,4 +1,5 @@
-// Trace readers: canonical CSV/JSONL, Azure LLM inference 2023 CSV, Mooncake JSONL, and the
+// Trace readers: canonical CSV/JSONL, Azure LLM inference 2023/2024 CSV, Mooncake JSONL, Vidur /
+// Splitwise CSV, BurstGPT CSV, detection from the header, and the
 // lengths files behind LengthSpec "trace". Every malformed row is an Error naming path:line,
 // what is wrong and what is allowed. The JSONL side is a small scanner for one flat object per
 // line (numbers, strings, one integer array), not a general JSON parser.
@@ -120,11 +121,11 @@ double seconds_field(const Where& w, std::string_view name, std::string_view raw
   return v;
 }
 
-int priority_field(const Where& w, std::string_view raw) {
+int priority_field(const Where& w, std::string_view raw, std::string_view name = "priority") {
   long long v = 0;
   if (!parse_ll(raw, v) || v < -1'000'000 || v > 1'000'000)
-    fail(w.path, w.line, "priority '" + std::string(raw) + "' is not an integer",
-         "an integer priority");
+    fail(w.path, w.line, std::string(name) + " '" + std::string(raw) + "' is not an integer",
+         "an integer " + std::string(name));
   return static_cast<int>(v);
 }
 
@@ -189,13 +190,14 @@ void read_csv(const std::string& path, const std::string& text, const std::vecto
 std::vector<TraceRow> read_canonical_csv(const std::string& path, const std::string& text) {
   std::vector<TraceRow> rows;
   read_csv(path, text, {"arrival_s", "prompt_tokens", "output_tokens"},
-           "arrival_s,prompt_tokens,output_tokens[,priority][,prefix_blocks]",
+           "arrival_s,prompt_tokens,output_tokens[,priority][,slo_class][,prefix_blocks]",
            [&](const CsvTable& t, const std::vector<std::string_view>& f, const Where& w) {
              TraceRow r;
              r.arrival_s = seconds_field(w, "arrival_s", f[t.find("arrival_s")]);
              r.prompt_tokens = count_field(w, "prompt_tokens", f[t.find("prompt_tokens")]);
              r.output_tokens = count_field(w, "output_tokens", f[t.find("output_tokens")]);
              if (int c = t.find("priority"); c >= 0 && !f[c].empty()) r.priority = priority_field(w, f[c]);
+             if (int c = t.find("slo_class"); c >= 0 && !f[c].empty()) r.slo_class = priority_field(w, f[c], "slo_class");
              if (int c = t.find("prefix_blocks"); c >= 0) {
                std::string_view raw = f[c];
                if (raw.size() >= 2 && raw.front() == '[' && raw.back() == ']') raw = raw.substr(1, raw.size() - 2);
@@ -277,6 +279,43 @@ std::vector<TraceRow> read_azure(const std::string& path, const std::string& tex
              r.output_tokens = count_field(w, "GeneratedTokens", f[t.find("GeneratedTokens")]);
              rows.push_back(std::move(r));
            });
+  return rows;
+}
+
+// Vidur / Splitwise request traces: arrived_at in seconds.
+std::vector<TraceRow> read_vidur(const std::string& path, const std::string& text) {
+  std::vector<TraceRow> rows;
+  read_csv(path, text, {"arrived_at", "num_prefill_tokens", "num_decode_tokens"},
+           "arrived_at,num_prefill_tokens,num_decode_tokens",
+           [&](const CsvTable& t, const std::vector<std::string_view>& f, const Where& w) {
+             TraceRow r;
+             r.arrival_s = seconds_field(w, "arrived_at", f[t.find("arrived_at")]);
+             r.prompt_tokens = count_field(w, "num_prefill_tokens", f[t.find("num_prefill_tokens")]);
+             r.output_tokens = count_field(w, "num_decode_tokens", f[t.find("num_decode_tokens")]);
+             rows.push_back(std::move(r));
+           });
+  return rows;
+}
+
+// BurstGPT: Timestamp (seconds), Model, Request tokens, Response tokens[, Total tokens, Log Type];
+// rows kept only when they match the filter's model and log type (empty = any).
+std::vector<TraceRow> read_burstgpt(const std::string& path, const std::string& text, const TraceFilter& filter) {
+  std::vector<TraceRow> rows;
+  read_csv(path, text, {"Timestamp", "Model", "Request tokens", "Response tokens"},
+           "Timestamp,Model,Request tokens,Response tokens[,Total tokens][,Log Type]",
+           [&](const CsvTable& t, const std::vector<std::string_view>& f, const Where& w) {
+             if (!filter.model.empty() && f[t.find("Model")] != filter.model) return;
+             const int log_col = t.find("Log Type");
+             if (!filter.log_type.empty() && (log_col < 0 || f[log_col] != filter.log_type)) return;
+             TraceRow r;
+             r.arrival_s = seconds_field(w, "Timestamp", f[t.find("Timestamp")]);
+             r.prompt_tokens = count_field(w, "Request tokens", f[t.find("Request tokens")]);
+             r.output_tokens = count_field(w, "Response tokens", f[t.find("Response tokens")]);
+             rows.push_back(std::move(r));
+           });
+  if (rows.empty())
+    throw Error(path + ": no rows match model = \"" + filter.model + "\", log_type = \"" + filter.log_type +
+                "\"; expected BurstGPT rows with that Model and Log Type (e.g. \"ChatGPT\", \"Conversation log\")");
   return rows;
 }
 
@@ -398,13 +437,14 @@ std::vector<TraceRow> read_jsonl(const std::string& path, const std::string& tex
 
 std::vector<TraceRow> read_canonical_jsonl(const std::string& path, const std::string& text) {
   const std::string expected =
-      "one object per line with arrival_s, prompt_tokens, output_tokens[, priority][, prefix_blocks]";
+      "one object per line with arrival_s, prompt_tokens, output_tokens[, priority][, slo_class][, prefix_blocks]";
   return read_jsonl(path, text, expected, [&](const Where& w, const JsonMembers& m) {
     TraceRow r;
     r.arrival_s = seconds_field(w, "arrival_s", required(w, m, "arrival_s", expected));
     r.prompt_tokens = count_field(w, "prompt_tokens", required(w, m, "prompt_tokens", expected));
     r.output_tokens = count_field(w, "output_tokens", required(w, m, "output_tokens", expected));
     if (const auto* p = member(m, "priority")) r.priority = priority_field(w, *p);
+    if (const auto* p = member(m, "slo_class")) r.slo_class = priority_field(w, *p, "slo_class");
     if (const auto* p = member(m, "prefix_blocks")) r.prefix_blocks = json_hashes(w, "prefix_blocks", *p);
     return r;
   });
@@ -433,14 +473,48 @@ bool looks_like_jsonl(const std::string& text) {
 
 }  // namespace
 
-std::vector<TraceRow> read_trace(const std::string& path, const std::string& format) {
-  if (format != "canonical" && format != "azure" && format != "mooncake")
-    throw Error(path + ": unknown trace format '" + format + "'; expected canonical, azure or mooncake");
+namespace {
+
+const char* const kTraceFormats = "auto, canonical, azure, mooncake, vidur, burstgpt";
+
+std::string detect_format(const std::string& path, const std::string& text) {
+  LineReader lines(text);
+  std::string_view first;
+  if (!lines.next(first)) fail(path, 1, "empty file", "a trace with a header or JSON lines");
+  if (trim(first).front() == '{')
+    return first.find("\"input_length\"") != std::string_view::npos ? "mooncake" : "canonical";
+  const CsvTable h{split_csv(first)};
+  if (h.find("TIMESTAMP") >= 0 && h.find("ContextTokens") >= 0) return "azure";
+  if (h.find("arrived_at") >= 0) return "vidur";
+  if (h.find("Request tokens") >= 0) return "burstgpt";
+  if (h.find("arrival_s") >= 0) return "canonical";
+  if (h.find("num_prefill_tokens") >= 0 || h.find("prompt_tokens") >= 0)
+    fail(path, lines.number(), "a length-only file (no arrival column)",
+         "it as [workload] lengths_file with prompt_len/output_len dist = \"trace\" and synthetic arrivals, "
+         "or a trace header");
+  fail(path, lines.number(), "unrecognised header '" + std::string(trim(first)) + "'",
+       "one of: arrival_s,prompt_tokens,output_tokens (canonical); TIMESTAMP,ContextTokens,GeneratedTokens "
+       "(azure); arrived_at,num_prefill_tokens,num_decode_tokens (vidur); Timestamp,Model,Request tokens,"
+       "Response tokens (burstgpt); JSON lines (canonical or mooncake)");
+}
+
+}  // namespace
+
+std::string detect_trace_format(const std::string& path) { return detect_format(path, read_whole_file(path)); }
+
+std::vector<TraceRow> read_trace(const std::string& path, const std::string& format, const TraceFilter& filter) {
+  if (format != "auto" && format != "canonical" && format != "azure" && format != "mooncake" && format != "vidur" &&
+      format != "burstgpt")
+    throw Error(path + ": unknown trace format '" + format + "'; expected " + kTraceFormats);
   const std::string text = read_whole_file(path);
-  if (format == "azure") return read_azure(path, text);
-  if (format == "mooncake") return read_mooncake(path, text);
+  const std::string f = format == "auto" ? detect_format(path, text) : format;
+  if (f == "azure") return read_azure(path, text);
+  if (f == "mooncake") return read_mooncake(path, text);
+  if (f == "vidur") return read_vidur(path, text);
+  if (f == "burstgpt") return read_burstgpt(path, text, filter);
   return looks_like_jsonl(text) ? read_canonical_jsonl(path, text) : read_canonical_csv(path, text);
 }
+
 
 std::vector<TraceRow> read_lengths_file(const std::string& path) {
   const std::string text = read_whole_file(path);

@@ -25,6 +25,7 @@ constexpr std::uint64_t kArrivalStream = 1;
 constexpr std::uint64_t kLengthStream = 2;
 constexpr std::uint64_t kPromptStream = 3;
 constexpr std::uint64_t kBlockStream = 4;
+constexpr std::uint64_t kClassStream = 6;
 constexpr std::uint64_t kSharedPrefixStream = 5;
 
 // Exponential with mean 1: u in (0, 1] keeps the log finite.
@@ -172,7 +173,7 @@ std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
   check(spec.prefix_block_tokens >= 1,
         "workload.prefix_block_tokens = " + std::to_string(spec.prefix_block_tokens) + "; expected >= 1");
 
-  std::vector<TraceRow> rows = spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format);
+  std::vector<TraceRow> rows = spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format, {spec.trace_model, spec.trace_log_type});
 
   // Arrival order; ties keep file order.
   std::vector<std::size_t> order(rows.size());
@@ -182,6 +183,13 @@ std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
   if (spec.limit > 0 && order.size() > static_cast<std::size_t>(spec.limit))
     order.resize(static_cast<std::size_t>(spec.limit));
 
+  double mix_total = 0;
+  for (double w : spec.class_mix) {
+    check(w >= 0 && std::isfinite(w), "workload.class_mix weights must be >= 0");
+    mix_total += w;
+  }
+  check(spec.class_mix.empty() || mix_total > 0, "workload.class_mix needs a weight > 0");
+  Rng class_rng(mix_seed(spec.seed, kClassStream));
   std::vector<Request> out;
   out.reserve(order.size());
   const double t0 = order.empty() ? 0.0 : rows[order.front()].arrival_s;
@@ -192,6 +200,14 @@ std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
     r.arrival_s = (row.arrival_s - t0) * spec.time_scale;
     r.max_output = clip_length(row.output_tokens, spec.max_output);
     r.priority = row.priority;
+    r.slo_class = row.slo_class >= 0 ? row.slo_class : row.priority;
+    if (!spec.class_mix.empty()) {  // class k with probability class_mix[k] / total
+      double u = class_rng.uniform() * mix_total;
+      int k = 0;
+      while (k + 1 < static_cast<int>(spec.class_mix.size()) && u >= spec.class_mix[static_cast<std::size_t>(k)])
+        u -= spec.class_mix[static_cast<std::size_t>(k++)];
+      r.priority = r.slo_class = k;
+    }
     const int prompt_len = clip_length(row.prompt_tokens, spec.max_prompt);
     r.prompt = make_prompt(spec, row, prompt_len, i, vocab_size);
     // Keep only the blocks that still cover prompt tokens after clipping.

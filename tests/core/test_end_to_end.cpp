@@ -120,7 +120,9 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
   auto req = read_csv(dir / "requests.csv");
   EXPECT_EQ(req.size(), 1u + 48 * 3 * 3);
   EXPECT_EQ(req[0][0], "variant");
-  EXPECT_EQ(req[0].back(), "output_hash");
+  EXPECT_EQ(req[0].back(), "status");
+  EXPECT_EQ(req[0][req[0].size() - 2], "output_hash");
+  EXPECT_EQ(req[1].back(), "finished");
 
   const std::string md = slurp(dir / "summary.md");
   for (const char* s : {"baseline", "continuous+flash+int8", "±", "(×", "ttft_ms_p50"}) EXPECT_NE(md.find(s), std::string::npos) << s;

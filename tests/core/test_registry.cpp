@@ -62,7 +62,8 @@ TEST(Registry, RefusesMismatchedAbiWithoutTouchingDescriptor) {
   EXPECT_NO_THROW(reg.find(PluginKind::kAttention, "naive"));  // the good ones still load
 }
 
-// Plugins built before the device seam (ABI 1) are refused by version with a clear message.
+// Plugins built before the device seam (ABI 1; the build is at 3 since SeqView::slo_class and
+// ScheduleDecision::reject) are refused by version with a clear message.
 TEST(Registry, RefusesAPluginBuiltAgainstThePreDeviceAbi) {
   EXPECT_GE(kPluginAbiVersion, 2);
   Registry reg({test_plugins("abi_v1"), testing::plugin_dir()});

@@ -168,6 +168,8 @@ HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>
     r.arrival_s = s.arrival_s;
     r.prompt = prompt_of(s, config.shared_prefix);
     r.max_output = s.max_output;
+    r.priority = s.priority;
+    r.slo_class = s.slo_class >= 0 ? s.slo_class : s.priority;
     requests.push_back(std::move(r));
   }
 
@@ -178,6 +180,9 @@ HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>
   DraftDecoder decoder(stub, config, recording.step(), result.tokens_processed);
   EngineOptions options;
   options.kv = config.kv;
+  options.queue_timeout_s = config.queue_timeout_s;
+  options.timeout_s = config.timeout_s;
+  options.max_new_tokens = config.max_new_tokens;
   Engine engine(stub, recording, decoder, options);
   RunResult run;
   try {
@@ -194,7 +199,8 @@ HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return tl.requests[a].finish_s < tl.requests[b].finish_s; });
-  for (std::size_t i : order) result.finished.push_back(tl.requests[i].id);
+  for (std::size_t i : order)
+    if (tl.requests[i].finish_s >= 0) result.finished.push_back(tl.requests[i].id);
   for (const RequestTimeline& rt : tl.requests) result.generated[rt.id] = rt.output_tokens;
   result.steps = static_cast<int>(tl.steps.size());
   result.preemptions = tl.preemptions;

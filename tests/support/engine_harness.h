@@ -18,6 +18,8 @@ struct RequestSpec {
   double arrival_s = 0;
   int prompt = 0;  // prompt length in tokens
   int max_output = 0;
+  int priority = 0;    // lower = more urgent
+  int slo_class = -1;  // -1 = the priority
 };
 
 struct HarnessConfig {
@@ -31,6 +33,10 @@ struct HarnessConfig {
   // is the schedule() call the step belongs to. Unset: none accepted.
   std::function<int(int id, int step, int drafts)> accepted;
   double step_s = 1.0;  // each step's modelled duration
+  // EngineOptions' per-request limits (0 = none).
+  double queue_timeout_s = 0;
+  double timeout_s = 0;
+  int max_new_tokens = 0;
 };
 
 // Called inside schedule(), before the decision goes back to the engine; step is the index of
@@ -47,7 +53,7 @@ struct HarnessResult {
   // request found in the prefix cache).
   std::map<int, int> recomputed;
   std::map<int, int> generated;  // per request, at the end
-  std::vector<int> finished;     // by finish time (ties in request order)
+  std::vector<int> finished;     // requests that finished, by finish time (ties in request order)
   int steps = 0;
   int preemptions = 0;
   int peak_blocks = 0;      // timeline.kv_blocks_peak

@@ -17,7 +17,13 @@ class ContinuousScheduler : public Scheduler {
  public:
   // max_tokens: tokens processed per step over all requests (>= 1); max_batch: most running
   // requests (>= 1); chunked_prefill: split prompts larger than the remaining budget.
-  ContinuousScheduler(int max_tokens, int max_batch, bool chunked_prefill);
+  // prefill_first: vLLM's default order — a step that can run any prefill work (a running
+  // request's next chunk or an admission) runs only prefill work, and decodes wait for a step
+  // with none (decodes stall behind prefills); false: decodes first in every step (stall-free,
+  // Sarathi-Serve). chunk_tile (>= 1): a chunk that does not finish its prompt is rounded down
+  // to a multiple of min(chunk_tile, max_tokens) tokens (1 = no rounding).
+  ContinuousScheduler(int max_tokens, int max_batch, bool chunked_prefill, bool prefill_first = false,
+                      int chunk_tile = 1);
 
   // Order within a step: running requests in decode (1 token, or 1 + drafts while the budget
   // allows), then running requests still in prefill (their next chunk), then waiting requests
@@ -29,6 +35,8 @@ class ContinuousScheduler : public Scheduler {
   int max_tokens() const { return max_tokens_; }
   int max_batch() const { return max_batch_; }
   bool chunked_prefill() const { return chunked_prefill_; }
+  bool prefill_first() const { return prefill_first_; }
+  int chunk_tile() const { return chunk_tile_; }
 
   // The parameters above as plugin ParamSpecs (max_tokens, max_batch, chunked_prefill), shared
   // by strategies built on this step (scheduling/sjf), and the scheduler they describe.
@@ -36,9 +44,17 @@ class ContinuousScheduler : public Scheduler {
   static ContinuousScheduler from_params(const Params& p);
 
  private:
+  // One step; with_decodes = false leaves running decodes out (the prefill-only step).
+  ScheduleDecision step(const SchedulerInput& input, bool with_decodes) const;
+  // A chunk of n of `pending` tokens: n when it finishes the prompt, else n rounded down to the
+  // tile (possibly 0).
+  int round_chunk(int n, int pending) const;
+
   int max_tokens_;
   int max_batch_;
   bool chunked_prefill_;
+  bool prefill_first_;
+  int chunk_tile_;
 };
 
 }  // namespace inferlab

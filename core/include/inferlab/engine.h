@@ -69,6 +69,14 @@ struct EngineOptions {
   std::function<void(int, int)> on_token;
   // Asked before every step; true ends the run by throwing Interrupted (SIGINT/SIGTERM).
   std::function<bool()> stop;
+  // Per-request limits, any scheduler (0 = none). A request not yet scheduled queue_timeout_s
+  // after its arrival, or not finished timeout_s after it, is aborted between two steps: it
+  // leaves the queue or the batch, its KV blocks are freed before the next step is scheduled,
+  // and its timeline says RequestStatus::kAborted. max_new_tokens caps every request's output;
+  // a request cut by it finishes at the cap with RequestStatus::kTruncated.
+  double queue_timeout_s = 0;
+  double timeout_s = 0;
+  int max_new_tokens = 0;
 };
 
 struct RunResult {

@@ -12,6 +12,13 @@
 
 namespace inferlab {
 
+// How a request ended, beyond finish_s (>= 0 when it produced all its tokens): kTruncated
+// finished at the engine's max_new_tokens cap, below the output it asked for; kAborted hit a
+// queue or total timeout; kRejected was refused by the scheduler's admission control.
+enum class RequestStatus { kOk, kTruncated, kAborted, kRejected };
+// "ok", "truncated", "aborted", "rejected".
+const char* request_status_name(RequestStatus status);
+
 struct RequestTimeline {
   int id = 0;
   double arrival_s = 0;
@@ -23,6 +30,10 @@ struct RequestTimeline {
   int preemptions = 0;
   int cached_prompt_tokens = 0;     // prompt tokens served from a prefix cache
   std::uint64_t output_hash = 0;    // tokens_hash of the generated token ids (set by the runner)
+  int priority = 0;
+  int slo_class = 0;
+  RequestStatus status = RequestStatus::kOk;
+  double first_scheduled_s = -1;    // start of the first step that ran any of it (-1: never)
 };
 
 struct StepTimeline {
@@ -64,6 +75,9 @@ struct SloSpec {
   double ttft_ms = 0;  // 0 = no bound
   double tpot_ms = 0;
   double e2e_ms = 0;
+  // Per slo_class overrides, indexed by class: an entry > 0 replaces the bound above for that
+  // class; classes past the end (and 0 entries) keep it.
+  std::vector<double> class_ttft_ms, class_tpot_ms, class_e2e_ms;
 };
 
 // Ordered (name, value) pairs with stable names that carry units, e.g. "ttft_ms_p50".
@@ -78,7 +92,13 @@ double percentile(std::vector<double> values, double q);
 // tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
 // spec_accept_frac; spec_tokens_per_step; weights_bytes; time_<category>_frac for every
 // TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
-// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose).
+// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose); queue_ms
+// (mean/p50/p90/p99: arrival to the first step that ran it);
+// requests_aborted; requests_rejected; requests_truncated; slo_attain_frac (requests meeting
+// their class's SLO over all requests, aborted and rejected ones failing); fairness_jain
+// (Jain's index over finished requests' slowdown = e2e / (finish - first scheduled)).
+// When the requests span more than one slo_class, per class k: class<k>_ttft_ms_p50/_p99,
+// class<k>_tpot_ms_p50/_p99, class<k>_slo_attain_frac, class<k>_requests (after the fixed names).
 MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo);
 
 // Names compute_metrics emits, in order (for CSV headers even when a variant failed).

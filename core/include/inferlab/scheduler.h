@@ -11,7 +11,8 @@ namespace inferlab {
 struct SeqView {
   int id = 0;
   double arrival_s = 0;
-  int priority = 0;
+  int priority = 0;      // lower = more urgent (vLLM's convention); 0 unless the trace gives one
+  int slo_class = 0;     // which SLO applies (defaults to the priority in traces without one)
   int prompt_len = 0;
   int max_output = 0;
   int num_tokens = 0;    // prompt + generated so far
@@ -54,6 +55,9 @@ struct ScheduledSeq {
 struct ScheduleDecision {
   std::vector<ScheduledSeq> scheduled;  // waiting ids listed here are admitted
   std::vector<int> preempt;             // running ids to free and send back to waiting
+  // Waiting ids refused for good (admission control): the engine drops them, frees anything
+  // they hold and records them with status `rejected`.
+  std::vector<int> reject;
 };
 
 class Scheduler {

@@ -12,7 +12,8 @@ struct Request {
   double arrival_s = 0;
   std::vector<int> prompt;       // token ids
   int max_output = 0;            // tokens to generate (exactly, unless stop_at_eos)
-  int priority = 0;
+  int priority = 0;              // lower = more urgent
+  int slo_class = 0;             // index into the per-class SLOs ([slo] class_*); = priority unless given
   std::vector<std::uint64_t> prefix_blocks;  // trace prefix-block hashes, when given
 };
 
@@ -32,7 +33,11 @@ struct LengthSpec {
 struct WorkloadSpec {
   // Trace input (when trace is non-empty).
   std::string trace;            // path, already resolved against the experiment's folder
-  std::string format = "canonical";  // canonical | azure | mooncake
+  // auto (detected from the header) | canonical | azure | mooncake | vidur | burstgpt
+  std::string format = "auto";
+  // BurstGPT row filters (empty = every row): the Model and Log Type columns must equal these.
+  std::string trace_model;
+  std::string trace_log_type;
   // Synthetic input.
   int num_requests = 16;
   std::string arrival = "all_at_once";  // all_at_once | poisson | gamma
@@ -57,6 +62,14 @@ struct WorkloadSpec {
   // Synthetic only: the first `shared_prefix` prompt tokens are the same for every request
   // (a shared system prompt), for prefix-caching studies. 0 = none.
   int shared_prefix = 0;
+  // Priority classes drawn per request (seeded) with these weights: class k has priority k and
+  // slo_class k (0 most urgent). Empty = the trace's priority (0 for synthetic requests).
+  std::vector<double> class_mix;
+  // Engine-level per-request limits (EngineOptions; 0 = none): queue timeout, total timeout,
+  // output cap.
+  double queue_timeout_s = 0;
+  double timeout_s = 0;
+  int max_new_tokens = 0;
 };
 
 // Builds the requests: lengths and arrivals from the spec, prompt ids drawn uniformly from
@@ -72,11 +85,29 @@ struct TraceRow {
   int output_tokens = 0;
   std::vector<std::uint64_t> prefix_blocks;
   int priority = 0;  // canonical traces' optional `priority` column
+  int slo_class = -1;  // canonical traces' optional `slo_class` column (-1: not given = priority)
 };
-// Reads a trace file in file order. Arrival times: canonical as written, azure relative to the
-// first row, mooncake converted from ms. Throws Error("<path>:<line>: <problem>; expected ...")
-// for an unreadable or empty file, an unknown format and every malformed row.
-std::vector<TraceRow> read_trace(const std::string& path, const std::string& format);
+// Rows of a BurstGPT trace to keep (empty = any).
+struct TraceFilter {
+  std::string model;     // Model column, e.g. "ChatGPT"
+  std::string log_type;  // Log Type column, e.g. "Conversation log"
+};
+
+// Reads a trace file in file order (build_workload then sorts by arrival, stably: unsorted
+// traces are accepted). Formats: canonical (CSV or JSONL; arrival_s as written), azure (2023
+// and 2024: TIMESTAMP with any number of fractional digits and an optional Z/+HH:MM offset,
+// relative to the first row), mooncake (ms), vidur (Vidur/Splitwise CSV, arrived_at in
+// seconds), burstgpt (Timestamp seconds, filtered by `filter`), auto (detected from the first
+// line, see detect_trace_format). Throws Error("<path>:<line>: <problem>; expected ...") for an
+// unreadable or empty file, an unknown format and every malformed row.
+std::vector<TraceRow> read_trace(const std::string& path, const std::string& format, const TraceFilter& filter = {});
+
+// The format of a trace from its first line: a JSON object with input_length → mooncake, any
+// other → canonical; CSV headers TIMESTAMP+ContextTokens → azure, arrived_at → vidur,
+// "Request tokens" → burstgpt, arrival_s → canonical. A length-only CSV (num_prefill_tokens or
+// prompt_tokens without arrivals) and anything else are errors naming path:line and the
+// headers allowed.
+std::string detect_trace_format(const std::string& path);
 
 // Length pairs for LengthSpec "trace": a CSV whose header holds num_prefill_tokens and
 // num_decode_tokens (ShareGPT statistics) or prompt_tokens and output_tokens; arrival_s = 0.

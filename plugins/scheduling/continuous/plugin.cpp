@@ -14,8 +14,14 @@ inferlab::PluginDescriptor describe() {
       "Continuous (iteration-level) batching under a token budget, chunked prefill, "
       "preemption by recompute";
   d.params = ContinuousScheduler::param_specs();
+  d.params.push_back({"prefill_first", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+                      "vLLM's default order: a step with any prefill work to do runs only prefill work and "
+                      "decodes wait (false: decodes first in every step, stall-free)"});
   d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
-    return std::make_unique<ContinuousScheduler>(ContinuousScheduler::from_params(ctx.params));
+    const Params& p = ctx.params;
+    return std::make_unique<ContinuousScheduler>(static_cast<int>(p.get_int("max_tokens")),
+                                                 static_cast<int>(p.get_int("max_batch")),
+                                                 p.get_bool("chunked_prefill"), p.get_bool("prefill_first"));
   };
   return d;
 }
