@@ -155,14 +155,16 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   out.set_header(spec.name, spec.description, names, notes);
   out.write_text("config.toml", resolved_config_toml(plan));
   const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
-  out.write_text("manifest.json", manifest_json(plan, registry, weights.config, requests.size(), threads));
+  out.write_text("manifest.json", manifest_json(plan, registry, weights.config, requests.size(), threads,
+                                                 loaded.tokenizer.get()));
 
   std::unique_ptr<QualityEvaluator> quality;
   if (spec.quality.enabled) {
     std::ifstream in(spec.quality.text, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens);
+    auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens,
+                                 spec.model.add_bos);
     notes.push_back("quality: " + std::to_string(tokens.size()) + " tokens of " + spec.quality.text +
                     (loaded.tokenizer ? "" : " (UTF-8 bytes as ids: the model has no tokenizer)"));
     out.set_header(spec.name, spec.description, names, notes);

@@ -74,10 +74,13 @@ int SentencePieceTokenizer::lookup(std::string_view piece) const {
   return -1;
 }
 
-std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int> SentencePieceTokenizer::encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int> out;
-  if (add_bos) out.push_back(bos_);
-  if (text.empty()) return out;
+  if (options.add_bos) out.push_back(bos_);
+  if (text.empty()) {
+    if (options.add_eos) out.push_back(eos_);
+    return out;
+  }
 
   // Initial symbols: the dummy-prefix space, then one per UTF-8 code point (run.c groups a
   // lead byte with up to 3 continuation bytes), falling back to one symbol per byte.
@@ -93,7 +96,7 @@ std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_
       sym.push_back(byte_base_ + byte);
     }
   };
-  add_piece(" ");
+  if (conventions_.add_space_prefix) add_piece(" ");
   for (std::size_t i = 0; i < text.size();) {
     std::size_t len = 1;
     while (i + len < text.size() && len < 4 &&
@@ -145,6 +148,7 @@ std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_
     consider(c.left);
   }
   for (int i = 0; i >= 0; i = next[static_cast<std::size_t>(i)]) out.push_back(sym[static_cast<std::size_t>(i)]);
+  if (options.add_eos) out.push_back(eos_);
   return out;
 }
 
@@ -156,7 +160,7 @@ std::string SentencePieceTokenizer::decode_token(int prev, int token) const {
   const int byte = byte_piece_value(piece);
   if (byte >= 0) return std::string(1, static_cast<char>(byte));
   // After BOS the SentencePiece decoder strips the leading (dummy-prefix) space.
-  if (prev == bos_ && !piece.empty() && piece[0] == ' ') return piece.substr(1);
+  if (prev == bos_ && conventions_.add_space_prefix && !piece.empty() && piece[0] == ' ') return piece.substr(1);
   return piece;
 }
 

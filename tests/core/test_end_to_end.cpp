@@ -265,7 +265,7 @@ TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
       {ppl + " --max-tokens -1", "--max-tokens = -1 is out of range"},
       {ppl + " --threads -1", "--threads = -1 is out of range; allowed: 0 (all cores) .. 4096"},
       {"perplexity --model " + model + " --text " + (dir / "empty.txt").string(),
-       (dir / "empty.txt").string() + ": 1 token(s) to evaluate, BOS included; allowed: a non-empty text"},
+       (dir / "empty.txt").string() + ": 1 token(s) to evaluate, BOS included if any; allowed: a non-empty text"},
       {"generate --model " + model + " --max-tokens 2 --threads 100000", "--threads = 100000 is out of range"},
   };
   for (const auto& k : cases) {

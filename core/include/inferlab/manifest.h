@@ -6,12 +6,14 @@
 #include <string>
 
 #include "inferlab/runner.h"
+#include "inferlab/tokenizer.h"
 
 namespace inferlab {
 
-// `model` is the config of the weights the run loaded; `requests` the workload's size.
+// `model` is the config of the weights the run loaded; `requests` the workload's size;
+// `tokenizer` the model's (null: none), whose BOS/EOS conventions as applied are recorded.
 std::string manifest_json(const Plan& plan, const Registry& registry, const ModelConfig& model,
-                          std::size_t requests, int threads);
+                          std::size_t requests, int threads, const Tokenizer* tokenizer = nullptr);
 
 // The CPU's model name from /proc/cpuinfo; "unknown" where there is none.
 std::string cpu_model();
