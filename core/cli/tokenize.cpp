@@ -49,6 +49,41 @@ std::string quoted(const std::string& bytes) {
   return out + "'";
 }
 
+// Prints text's tokens (ids only, pieces only, or both with the count); with check, decodes
+// them and returns whether the text came back.
+bool print_tokens(const Tokenizer& tok, const std::string& text, const EncodeOptions& eo, bool ids_only,
+                  bool pieces_only, bool check) {
+  const std::vector<int> ids = tok.encode(text, eo);
+  if (ids_only) {
+    for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    std::cout << "\n";
+  } else {
+    int prev = tok.bos_id();
+    for (int id : ids) {
+      const std::string piece = quoted(tok.decode_token(prev, id));
+      if (pieces_only) std::cout << piece << "\n";
+      else std::cout << id << " -> " << piece << "\n";
+      prev = id;
+    }
+  }
+  if (!ids_only && !pieces_only) std::cout << "tokens: " << ids.size() << "\n";
+  else log::info("tokens: " + std::to_string(ids.size()));
+  if (!check) return true;
+  std::vector<int> body = ids;  // BOS/EOS the encoder added are not the text's
+  if (eo.add_bos && !body.empty() && body.front() == tok.bos_id()) body.erase(body.begin());
+  if (eo.add_eos && !body.empty() && body.back() == tok.eos_id()) body.pop_back();
+  const std::string back = tok.decode(body);
+  if (back != text) {
+    std::size_t at = 0;
+    while (at < back.size() && at < text.size() && back[at] == text[at]) ++at;
+    std::cerr << "tokenize: round trip differs at byte " << at << " (text " << text.size() << " bytes, decoded "
+              << back.size() << ")\n";
+    return false;
+  }
+  std::cerr << "tokenize: round trip ok (" << text.size() << " bytes)\n";
+  return true;
+}
+
 }  // namespace
 
 int cmd_tokenize(const std::vector<std::string>& args) {
@@ -57,29 +92,32 @@ int cmd_tokenize(const std::vector<std::string>& args) {
                   "checkpoint or vocabulary: .gguf, a Hugging Face folder, or llama2.c .bin")(
       "tokenizer", po::value<std::string>()->default_value(""), "tokenizer file replacing the model's")(
       "format", po::value<std::string>()->default_value("auto"), "auto, llama2c, gguf or hf")(
-      "prompt", po::value<std::string>(), "text to tokenise")("file", po::value<std::string>(), "file whose bytes to tokenise")(
+      "prompt", po::value<std::string>(), "text to tokenise")(
+      "file", po::value<std::vector<std::string>>()->composing(),
+      "file whose bytes to tokenise (repeatable: each file is tokenised on its own, in order)")(
       "ids", "print only the ids, space-separated on one line")("pieces", "print only the pieces, one per line")(
       "no-bos", "no BOS, whatever the model file says")(
       "no-parse-special", "control tokens written in the text are plain text (as llama.cpp's tests)")(
       "check", "decode the ids and require the text back (exit 1 otherwise)");
   po::variables_map vm;
   if (!parse_options(args,
-                     "usage: inferlab tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] "
+                     "usage: inferlab tokenize --model M (--prompt TEXT | --file F...) [--ids | --pieces] [--no-bos] "
                      "[--no-parse-special] [--check]",
                      o, nullptr, vm))
     return 0;
   if (vm.count("prompt") == vm.count("file")) throw Error("tokenize: give exactly one of --prompt TEXT or --file F");
   if (vm.count("ids") && vm.count("pieces")) throw Error("tokenize: --ids and --pieces exclude each other");
-  std::string text;
+  std::vector<std::string> texts;
   if (vm.count("prompt")) {
-    text = vm["prompt"].as<std::string>();
+    texts.push_back(vm["prompt"].as<std::string>());
   } else {
-    const std::string path = vm["file"].as<std::string>();
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open text file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+    for (const std::string& path : vm["file"].as<std::vector<std::string>>()) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) throw Error(path + ": cannot open text file");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      texts.push_back(ss.str());
+    }
   }
   const std::string model = vm["model"].as<std::string>();
   auto tok = load_model_tokenizer(model, parse_model_format(vm["format"].as<std::string>()), vm["tokenizer"].as<std::string>());
@@ -87,38 +125,10 @@ int cmd_tokenize(const std::vector<std::string>& args) {
   eo.add_bos = vm.count("no-bos") ? false : tok->conventions().add_bos;
   eo.add_eos = tok->conventions().add_eos;
   eo.parse_special = vm.count("no-parse-special") == 0;
-  const std::vector<int> ids = tok->encode(text, eo);
-
-  if (vm.count("ids")) {
-    for (std::size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
-    std::cout << "\n";
-  } else {
-    int prev = tok->bos_id();
-    for (int id : ids) {
-      const std::string piece = quoted(tok->decode_token(prev, id));
-      if (vm.count("pieces")) std::cout << piece << "\n";
-      else std::cout << id << " -> " << piece << "\n";
-      prev = id;
-    }
-  }
-  if (!vm.count("ids") && !vm.count("pieces")) std::cout << "tokens: " << ids.size() << "\n";
-  else log::info("tokens: " + std::to_string(ids.size()));
-
-  if (vm.count("check")) {
-    std::vector<int> body = ids;  // BOS/EOS the encoder added are not the text's
-    if (eo.add_bos && !body.empty() && body.front() == tok->bos_id()) body.erase(body.begin());
-    if (eo.add_eos && !body.empty() && body.back() == tok->eos_id()) body.pop_back();
-    const std::string back = tok->decode(body);
-    if (back != text) {
-      std::size_t at = 0;
-      while (at < back.size() && at < text.size() && back[at] == text[at]) ++at;
-      std::cerr << "tokenize: round trip differs at byte " << at << " (text " << text.size() << " bytes, decoded "
-                << back.size() << ")\n";
-      return 1;
-    }
-    std::cerr << "tokenize: round trip ok (" << text.size() << " bytes)\n";
-  }
-  return 0;
+  int status = 0;
+  for (const std::string& text : texts)
+    if (!print_tokens(*tok, text, eo, vm.count("ids") > 0, vm.count("pieces") > 0, vm.count("check") > 0)) status = 1;
+  return status;
 }
 
 }  // namespace inferlab::cli

@@ -265,9 +265,15 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& path, ModelFo
       }
       break;
     }
-    case ModelFormat::kGguf:
-      out = tokenizer_path.empty() ? load_gguf_tokenizer(GgufFile::open(path)) : from_file(tokenizer_path, 0);
+    case ModelFormat::kGguf: {
+      if (!tokenizer_path.empty()) return from_file(tokenizer_path, 0);
+      const GgufFile f = GgufFile::open(path);
+      out = load_gguf_tokenizer(f);
+      if (const GgufValue* kind = f.find("tokenizer.ggml.model"); !out && kind)
+        throw Error(path + ": tokenizer model '" + kind->as_string("tokenizer.ggml.model") +
+                    "' is not supported (llama, gpt2)");
       break;
+    }
     case ModelFormat::kHuggingFace: {
       if (!tokenizer_path.empty()) return from_file(tokenizer_path, 0);
       const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
