@@ -96,7 +96,7 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
 
   const std::string manifest = slurp(dir / "manifest.json");
   for (const char* key : {"\"git_commit\"", "\"git_dirty\"", "\"compiler\"", "\"cpu\"", "\"config_hash\"", "\"plugins\"",
-                          "\"stacks\"", "\"repeat_seeds\"", "\"weights_seed\"", "flash 1.0.0"})
+                          "\"stacks\"", "\"repeat_seeds\"", "\"weights_seed\"", "flash 1.0.0", "\"tokenization\""})
     EXPECT_NE(manifest.find(key), std::string::npos) << key;
 
   auto csv = read_csv(dir / "metrics.csv");
