@@ -111,7 +111,7 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
 }
 
 int ByteLevelBpeTokenizer::find(std::string_view token) const {
-  auto it = ids_.find(std::string(token));
+  auto it = ids_.find(token);
   return it == ids_.end() ? -1 : it->second;
 }
 

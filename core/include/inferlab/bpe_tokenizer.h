@@ -38,6 +38,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   ByteLevelBpeTokenizer(std::vector<std::string> tokens,
                         const std::vector<std::pair<std::string, std::string>>& merges, int bos_id,
                         int eos_id, BpeOptions options = {});
+  ByteLevelBpeTokenizer(const ByteLevelBpeTokenizer&) = delete;
+  ByteLevelBpeTokenizer& operator=(const ByteLevelBpeTokenizer&) = delete;
+  ByteLevelBpeTokenizer(ByteLevelBpeTokenizer&&) = default;  // the strings' storage moves with the vector
 
   using Tokenizer::encode;
   std::vector<int> encode(std::string_view text, const EncodeOptions& options) const override;
@@ -61,7 +64,9 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
 
   std::vector<std::string> tokens_;
   std::vector<std::string> bytes_;  // decoded bytes of each token
-  std::unordered_map<std::string, int> ids_;
+  // Token text -> id; the keys view tokens_' strings (never modified after construction), so
+  // lookups allocate nothing. Hence no copies: a copy's keys would view the original's strings.
+  std::unordered_map<std::string_view, int> ids_;
   // (left id << 32 | right id) -> (rank, merged id)
   std::unordered_map<std::uint64_t, std::pair<int, int>> merges_;
   int byte_ids_[256];               // token id of each single byte, or -1
