@@ -98,7 +98,9 @@ int cmd_tokenize(const std::vector<std::string>& args) {
       "ids", "print only the ids, space-separated on one line")("pieces", "print only the pieces, one per line")(
       "no-bos", "no BOS, whatever the model file says")(
       "no-parse-special", "control tokens written in the text are plain text (as llama.cpp's tests)")(
-      "check", "decode the ids and require the text back (exit 1 otherwise)");
+      "check", "decode the ids and require the text back (exit 1 otherwise)")(
+      "pre-fallback", po::value<std::string>()->default_value(""),
+      "pre-tokenizer to use, with a warning, when the file names one inferlab does not know");
   po::variables_map vm;
   if (!parse_options(args,
                      "usage: inferlab tokenize --model M (--prompt TEXT | --file F...) [--ids | --pieces] [--no-bos] "
@@ -120,7 +122,8 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     }
   }
   const std::string model = vm["model"].as<std::string>();
-  auto tok = load_model_tokenizer(model, parse_model_format(vm["format"].as<std::string>()), vm["tokenizer"].as<std::string>());
+  auto tok = load_model_tokenizer(model, parse_model_format(vm["format"].as<std::string>()), vm["tokenizer"].as<std::string>(),
+                                  vm["pre-fallback"].as<std::string>());
   EncodeOptions eo;
   eo.add_bos = vm.count("no-bos") ? false : tok->conventions().add_bos;
   eo.add_eos = tok->conventions().add_eos;

@@ -244,12 +244,12 @@ LoadedModel load_model(const std::string& path, ModelFormat format, const std::s
 }
 
 std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& path, ModelFormat format,
-                                                const std::string& tokenizer_path) {
+                                                const std::string& tokenizer_path, const std::string& pre_fallback) {
   if (format == ModelFormat::kAuto) format = detect_model_format(path);
   auto from_file = [&](const std::string& tok, int vocab) -> std::unique_ptr<Tokenizer> {
     const std::string ext = fs::path(tok).extension().string();
     if (ext == ".json") return load_hf_tokenizer(tok);
-    if (ext == ".gguf") return load_gguf_tokenizer(GgufFile::open(tok));
+    if (ext == ".gguf") return load_gguf_tokenizer(GgufFile::open(tok), pre_fallback);
     return load_llama2c_tokenizer(tok, vocab);
   };
   std::unique_ptr<Tokenizer> out;
@@ -268,7 +268,7 @@ std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& path, ModelFo
     case ModelFormat::kGguf: {
       if (!tokenizer_path.empty()) return from_file(tokenizer_path, 0);
       const GgufFile f = GgufFile::open(path);
-      out = load_gguf_tokenizer(f);
+      out = load_gguf_tokenizer(f, pre_fallback);
       if (const GgufValue* kind = f.find("tokenizer.ggml.model"); !out && kind)
         throw Error(path + ": tokenizer model '" + kind->as_string("tokenizer.ggml.model") +
                     "' is not supported (llama, gpt2)");

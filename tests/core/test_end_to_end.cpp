@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
+#include "inferlab/checkpoint.h"
 #include "inferlab/metrics.h"
 #include "test_support.h"
 
@@ -246,6 +247,35 @@ TEST(EndToEnd, RunRefusesAMalformedTraceBeforeWritingResults) {
   EXPECT_NE(c.err.find((dir / "bad.csv").string() + ":3: prompt_tokens 'abc' is not an integer"), std::string::npos) << c.err;
   EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
   EXPECT_FALSE(fs::exists(dir / "results"));
+}
+
+// inferlab tokenize: ids, pieces and count as the library encodes them (BOS as the file says
+// unless --no-bos), the round trip with --check, and one-line errors for bad options.
+TEST(EndToEnd, TokenizePrintsIdsPiecesAndChecksTheRoundTrip) {
+  const std::string model = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(model);
+  const std::string text = "Once upon a time";
+  const auto tok = load_model_tokenizer(model);
+  std::string want;
+  for (int id : tok->encode(text, false)) want += (want.empty() ? "" : " ") + std::to_string(id);
+
+  Cli ids = run_cli("tokenize --model " + model + " --prompt '" + text + "' --ids --no-bos --check");
+  EXPECT_EQ(ids.code, 0) << ids.err;
+  EXPECT_EQ(ids.out, want + "\n");
+  EXPECT_NE(ids.err.find("round trip ok"), std::string::npos) << ids.err;
+
+  Cli full = run_cli("tokenize --model " + model + " --prompt '" + text + "'");
+  EXPECT_EQ(full.code, 0) << full.err;
+  EXPECT_EQ(full.out.rfind("1 -> ''\n", 0), 0u) << full.out;  // SentencePiece: BOS by default
+  EXPECT_NE(full.out.find("tokens: " + std::to_string(tok->encode(text, true).size()) + "\n"), std::string::npos)
+      << full.out;
+
+  for (const std::string& bad : {std::string("tokenize --model ") + model,
+                                 "tokenize --model " + model + " --prompt x --ids --pieces"}) {
+    Cli c = run_cli(bad);
+    EXPECT_EQ(c.code, 1) << bad;
+    EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  }
 }
 
 TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {

@@ -108,6 +108,9 @@ TEST(TokenizerConventions, PreTokenizerComesFromTheFile) {
     EXPECT_NE(what.find("llama-bpe"), std::string::npos) << what;
     EXPECT_NE(what.find(bad), std::string::npos) << what;
   }
+  // A fallback asked for is used (with a warning), and must itself be known.
+  EXPECT_EQ(load_model_tokenizer(bad, ModelFormat::kAuto, "", "smollm")->encode("333", false), (std::vector<int>{33, 33, 33}));
+  EXPECT_THROW(load_model_tokenizer(bad, ModelFormat::kAuto, "", "also-unknown"), Error);
 }
 
 TEST(TokenizerConventions, ExperimentKeyOverridesBos) {

@@ -151,7 +151,7 @@ ModelConfig read_gguf_config(const std::string& path) {
   });
 }
 
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::string& pre_fallback) {
   const GgufValue* model = f.find("tokenizer.ggml.model");
   const GgufValue* tokens_v = f.find("tokenizer.ggml.tokens");
   if (!model || !tokens_v) return nullptr;
@@ -198,7 +198,13 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
     if (!merges_v) throw Error(f.path() + ": gpt2 tokenizer without tokenizer.ggml.merges");
     BpeOptions opt;
     const GgufValue* pre = f.find("tokenizer.ggml.pre");
-    const std::string pre_name = pre ? pre->as_string("tokenizer.ggml.pre") : "default";
+    std::string pre_name = pre ? pre->as_string("tokenizer.ggml.pre") : "default";
+    if (!PreTokenizer::is_known(pre_name) && !pre_fallback.empty()) {
+      if (!PreTokenizer::is_known(pre_fallback)) PreTokenizer::named(pre_fallback);  // the error lists the names
+      log::warn(f.path() + ": unknown pre-tokenizer '" + pre_name + "'; using the fallback '" + pre_fallback +
+                "' as asked; encodings may differ from the reference");
+      pre_name = pre_fallback;
+    }
     try {  // as llama.cpp, an unknown name is an error; the message lists the known ones
       opt.pre_tokenizer = std::make_shared<const PreTokenizer>(PreTokenizer::named(pre_name));
     } catch (const Error& e) {
