@@ -80,6 +80,10 @@ TEST(TokenizerConventions, SentencePieceDefaultsToBosAndTheDummyPrefix) {
   EXPECT_EQ(spm->encode_document("ab"), (std::vector<int>{1, 6, 5}));  // <s> "▁a" "b"
   EXPECT_EQ(spm->decode(spm->encode_document("ab")), "ab");
 
+  // A control token written in the text is its id (when parsing specials), and the raw text
+  // after it gets the dummy prefix again, as in llama.cpp.
+  EXPECT_EQ(spm->encode("a<s>b", EncodeOptions{false, false, true}), (std::vector<int>{6, 1, 3, 5}));
+
   auto bare = load_model_tokenizer(vocab_gguf("spm_bare.gguf", "llama", "", {false, {}, false}));
   EXPECT_FALSE(bare->conventions().add_bos);
   EXPECT_EQ(bare->encode_document("ab"), (std::vector<int>{7}));  // no dummy prefix: "ab"

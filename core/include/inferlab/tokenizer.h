@@ -67,9 +67,16 @@ class SentencePieceTokenizer final : public Tokenizer {
   int bos_id() const override { return bos_; }
   int eos_id() const override { return eos_; }
   const std::string& piece(int id) const { return pieces_.at(static_cast<std::size_t>(id)); }
+  // Tokens matched verbatim in the text before merging, as llama.cpp does for a GGUF's control
+  // (only when parse_special) and user-defined token types; raw text after one gets the dummy
+  // prefix again. None by default (llama2.c).
+  void set_special_tokens(const std::vector<int>& control, const std::vector<int>& user_defined);
 
  private:
   int lookup(std::string_view piece) const;
+  void encode_segment(std::string_view text, bool prefix, std::vector<int>& out) const;
+  std::vector<int> specials_;      // control and user-defined ids, longest text first
+  std::vector<bool> is_control_;   // per id
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::vector<int> sorted_;  // ids sorted by piece, for lookup

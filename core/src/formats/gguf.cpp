@@ -191,7 +191,17 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::str
       }
       t = std::move(spaced);
     }
-    tok = std::make_unique<SentencePieceTokenizer>(std::move(tokens), std::move(scores), bos, eos);
+    auto spm = std::make_unique<SentencePieceTokenizer>(std::move(tokens), std::move(scores), bos, eos);
+    if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
+      std::vector<int> control, user_defined;
+      const auto& t = types->as_ints("tokenizer.ggml.token_type");
+      for (std::size_t i = 0; i < t.size() && i < static_cast<std::size_t>(spm->vocab_size()); ++i) {
+        if (t[i] == 3) control.push_back(static_cast<int>(i));
+        if (t[i] == 4) user_defined.push_back(static_cast<int>(i));
+      }
+      spm->set_special_tokens(control, user_defined);
+    }
+    tok = std::move(spm);
     conv = {true, false, true};  // llama.cpp's SentencePiece defaults
   } else if (kind == "gpt2") {
     const GgufValue* merges_v = f.find("tokenizer.ggml.merges");
