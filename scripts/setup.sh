@@ -3,7 +3,8 @@
 # everything is already present. Safe to run repeatedly.
 set -euo pipefail
 packages=(cmake ninja-build g++ ccache libboost-dev libboost-program-options-dev
-          libtomlplusplus-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          libtomlplusplus-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
+          libpcre2-dev pkg-config)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,8 +7,14 @@ bash scripts/build.sh
 if [ -f scripts/fetch_smollm2.sh ]; then
   bash scripts/fetch_smollm2.sh || echo "test: SmolLM2 model unavailable; its tests will skip"
 fi
+# llama.cpp's tokenizer vectors (vocabularies + .inp/.out cases) from PyPI's llama-cpp-python sdist.
+bash scripts/fetch_vocab_tests.sh >/dev/null ||
+  echo "test: llama.cpp tokenizer vectors unavailable; VocabVectors will skip"
 data="${INFERLAB_DATA:-$(cd .. && pwd)/shared}"
 if [ ! -f "$data/models/stories260K/stories260K.bin" ]; then
   echo "test: shared data not found at $data (set INFERLAB_DATA); tests that need it are reported as Skipped"
 fi
 ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
+# The same vectors through the CLI: `inferlab tokenize` must print every .out line exactly.
+echo "test: inferlab tokenize against llama.cpp's tokenizer vectors"
+bash scripts/check_vocab_vectors.sh build/bin/inferlab

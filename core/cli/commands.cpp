@@ -21,10 +21,8 @@ namespace po = boost::program_options;
 
 namespace inferlab::cli {
 
-namespace {
-
 // Parses args against opts (+ positionals); returns false after printing help.
-bool parse(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
+bool parse_options(const std::vector<std::string>& args, const std::string& usage, po::options_description& opts,
            const po::positional_options_description* pos, po::variables_map& vm) {
   opts.add_options()("help,h", "show this help")("log", po::value<std::string>()->default_value("info"),
                                                  "log level: debug, info, warn, error, quiet");
@@ -45,6 +43,8 @@ bool parse(const std::vector<std::string>& args, const std::string& usage, po::o
   else throw Error("--log " + lvl + ": allowed: debug, info, warn, error, quiet");
   return true;
 }
+
+namespace {
 
 std::vector<std::string> search_path(const std::vector<std::string>& extra) {
   std::vector<std::string> p = extra;
@@ -91,7 +91,7 @@ int cmd_run(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse(args,
+  if (!parse_options(args,
              "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism]\n"
              "       inferlab run --resume RESULTS_DIR [--check-determinism]",
              o, &pos, vm))
@@ -130,7 +130,7 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
+  if (!parse_options(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
   Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
@@ -147,7 +147,7 @@ int cmd_plugins(const std::vector<std::string>& args) {
   o.add_options()("kind", po::value<std::string>(), "attention, quantization, scheduling or decoding")(
       "path", po::value<std::vector<std::string>>()->composing(), "extra plugin folder (repeatable)");
   po::variables_map vm;
-  if (!parse(args, "usage: inferlab plugins [--kind K]", o, nullptr, vm)) return 0;
+  if (!parse_options(args, "usage: inferlab plugins [--kind K]", o, nullptr, vm)) return 0;
   std::vector<std::string> extra;
   if (vm.count("path")) extra = vm["path"].as<std::vector<std::string>>();
   Registry reg(search_path(extra));
@@ -234,9 +234,10 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-p", po::value<double>()->default_value(1.0), "nucleus mass")(
       "max-tokens", po::value<int>()->default_value(256), "tokens to generate at most")(
       "seed", po::value<unsigned long long>()->default_value(0), "sampling seed")(
-      "decoding", po::value<std::string>()->default_value("sampling"), "decoding plugin (sampling, prompt_lookup)");
+      "decoding", po::value<std::string>()->default_value("sampling"), "decoding plugin (sampling, prompt_lookup)")(
+      "no-bos", "no BOS before the prompt, whatever the model file says");
   po::variables_map vm;
-  if (!parse(args, "usage: inferlab generate --model M [--prompt P] [--temperature X] [--max-tokens N] [--seed S]", o,
+  if (!parse_options(args, "usage: inferlab generate --model M [--prompt P] [--temperature X] [--max-tokens N] [--seed S]", o,
              nullptr, vm))
     return 0;
   ModelStack s = load_stack(vm);
@@ -260,7 +261,14 @@ int cmd_generate(const std::vector<std::string>& args) {
   auto scheduler = s.registry->create_scheduler(sn, s.registry->resolve(PluginKind::kScheduling, sn, {}, "generate"), *s.device);
 
   Request req;
-  req.prompt = tok.encode(vm["prompt"].as<std::string>(), true);
+  // The prompt as the file says (BOS per tokenizer.ggml.add_bos_token); an empty prompt starts
+  // from BOS all the same, since a request needs a token to start from.
+  req.prompt = tok.encode(vm["prompt"].as<std::string>(),
+                          EncodeOptions{vm.count("no-bos") ? false : tok.conventions().add_bos, false, true});
+  if (req.prompt.empty()) {
+    if (tok.bos_id() < 0) throw Error("generate: an empty prompt needs a BOS token, and the tokenizer has none");
+    req.prompt.push_back(tok.bos_id());
+  }
   req.max_output = max_tokens;
   EngineOptions eo;
   eo.seed = vm["seed"].as<unsigned long long>();
@@ -290,9 +298,10 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   o.add_options()("text", po::value<std::string>()->required(), "UTF-8 text file")(
       "context", po::value<int>()->default_value(0), "window length (0 = the model's context)")(
       "stride", po::value<int>()->default_value(0), "window advance (0 = context: non-overlapping)")(
-      "max-tokens", po::value<int>()->default_value(0), "evaluate at most this many tokens (0 = all)");
+      "max-tokens", po::value<int>()->default_value(0), "evaluate at most this many tokens (0 = all)")(
+      "no-bos", "no BOS before the text, whatever the model file says");
   po::variables_map vm;
-  if (!parse(args, "usage: inferlab perplexity --model M --text FILE [--context N] [--stride S]", o, nullptr, vm)) return 0;
+  if (!parse_options(args, "usage: inferlab perplexity --model M --text FILE [--context N] [--stride S]", o, nullptr, vm)) return 0;
   if (vm["context"].as<int>() != 0) int_option(vm, "context", 2, 1 << 24, "0 (the model's context) or 2 .. 16777216");
   int_option(vm, "stride", 0, 1 << 24, "0 (= context) .. 16777216");
   int_option(vm, "max-tokens", 0, 1 << 30, "0 (all) or a positive count");
@@ -303,12 +312,16 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   if (!in) throw Error(path + ": cannot open text file");
   std::stringstream text;
   text << in.rdbuf();
-  auto tokens = quality_tokens(text.str(), s.loaded.tokenizer.get(), s.model->config().vocab_size, vm["max-tokens"].as<int>());
+  const std::optional<bool> add_bos = vm.count("no-bos") ? std::optional<bool>(false) : std::nullopt;
+  auto tokens = quality_tokens(text.str(), s.loaded.tokenizer.get(), s.model->config().vocab_size, vm["max-tokens"].as<int>(),
+                               add_bos);
   if (tokens.size() < 2)
     throw Error(path + ": " + std::to_string(tokens.size()) +
-                " token(s) to evaluate, BOS included; allowed: a non-empty text and --max-tokens 0 or >= 2");
+                " token(s) to evaluate, BOS included if any; allowed: a non-empty text and --max-tokens 0 or >= 2");
   auto r = evaluate_perplexity(*s.model, *s.attention, tokens, vm["context"].as<int>(), vm["stride"].as<int>());
-  std::cout << "model: " << vm["model"].as<std::string>() << "\ntext: " << path << "\ntokens: " << r.tokens
+  const bool bos = add_bos.value_or(s.loaded.tokenizer->conventions().add_bos);
+  std::cout << "model: " << vm["model"].as<std::string>() << "\ntext: " << path << "\nbos: " << (bos ? "yes" : "no")
+            << "\ntokens: " << r.tokens
             << "\nmean_nll: " << r.mean_nll << " nats/token\nperplexity: " << r.perplexity << "\n";
   return 0;
 }

@@ -4,7 +4,18 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/positional_options.hpp>
+#include <boost/program_options/variables_map.hpp>
+
 namespace inferlab::cli {
+
+// Parses args against opts (+ positionals) and the common --help/--log; returns false after
+// printing help.
+bool parse_options(const std::vector<std::string>& args, const std::string& usage,
+                   boost::program_options::options_description& opts,
+                   const boost::program_options::positional_options_description* pos,
+                   boost::program_options::variables_map& vm);
 
 int cmd_run(const std::vector<std::string>& args);
 int cmd_validate(const std::vector<std::string>& args);
@@ -13,5 +24,6 @@ int cmd_generate(const std::vector<std::string>& args);
 int cmd_perplexity(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_trace(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

@@ -1,4 +1,4 @@
-// inferlab: run, validate, plugins, generate, perplexity, bench, trace.
+// inferlab: run, validate, plugins, generate, perplexity, bench, trace, tokenize.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -18,7 +18,8 @@ const char* kUsage =
     "  validate FILE [--set key=value]...                        check an experiment without running it\n"
     "  plugins [--kind K]                                        list plugins and their parameters\n"
     "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"
-    "  perplexity --model M --text FILE [--context N] [--stride S]\n"
+    "  perplexity --model M --text FILE [--context N] [--stride S] [--no-bos]\n"
+    "  tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] [--check]\n"
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
     "`inferlab <command> --help` shows a command's options.\n";
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return inferlab::cli::cmd_perplexity(args);
     if (cmd == "bench") return inferlab::cli::cmd_bench(args);
     if (cmd == "trace") return inferlab::cli::cmd_trace(args);
+    if (cmd == "tokenize") return inferlab::cli::cmd_tokenize(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::error& e) {

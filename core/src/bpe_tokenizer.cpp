@@ -1,8 +1,9 @@
-// Byte-level BPE: GPT-2's byte <-> printable code point alphabet, merges by rank, special
-// tokens matched verbatim. See bpe_pretokenize.cpp for the pre-tokenizer.
+// Byte-level BPE: GPT-2's byte <-> printable code point alphabet, merges by rank with a heap
+// over merge candidates, special tokens matched verbatim. Pre-tokenisation is a PreTokenizer.
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <queue>
 
 #include "inferlab/bpe_tokenizer.h"
 #include "inferlab/error.h"
@@ -71,18 +72,24 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
   ids_.reserve(tokens_.size());
   for (int id = 0; id < n; ++id) ids_.emplace(tokens_[static_cast<std::size_t>(id)], id);  // first wins
 
+  conventions_ = {false, false, false};  // llama.cpp's defaults for a BPE vocabulary
+  if (!options_.pre_tokenizer) options_.pre_tokenizer = std::make_shared<const PreTokenizer>("gpt-2", std::vector<std::string>{kGpt2Pattern});
   std::vector<bool> special(tokens_.size(), false);
-  for (int id : options_.special_ids) {
-    check(id >= 0 && id < n, "byte-level BPE tokenizer: special token id " + std::to_string(id) +
-                                 " out of range");
-    if (!tokens_[static_cast<std::size_t>(id)].empty() && !special[static_cast<std::size_t>(id)]) {
-      special[static_cast<std::size_t>(id)] = true;
-      specials_.push_back(id);
-    }
-  }
-  std::stable_sort(specials_.begin(), specials_.end(), [&](int a, int b) {
-    return tokens_[static_cast<std::size_t>(a)].size() > tokens_[static_cast<std::size_t>(b)].size();
-  });
+  is_control_.assign(tokens_.size(), false);
+  auto add_special = [&](int id, bool control) {
+    check(id >= 0 && id < n, "byte-level BPE tokenizer: special token id " + std::to_string(id) + " out of range");
+    const std::string& text = tokens_[static_cast<std::size_t>(id)];
+    if (text.empty() || special[static_cast<std::size_t>(id)]) return;
+    special[static_cast<std::size_t>(id)] = true;
+    is_control_[static_cast<std::size_t>(id)] = control;
+    specials_by_byte_[static_cast<unsigned char>(text[0])].push_back(id);
+  };
+  for (int id : options_.special_ids) add_special(id, true);
+  for (int id : options_.user_defined_ids) add_special(id, false);
+  for (auto& bucket : specials_by_byte_)
+    std::stable_sort(bucket.begin(), bucket.end(), [&](int a, int b) {
+      return tokens_[static_cast<std::size_t>(a)].size() > tokens_[static_cast<std::size_t>(b)].size();
+    });
 
   bytes_.reserve(tokens_.size());
   for (std::size_t id = 0; id < tokens_.size(); ++id)
@@ -104,7 +111,7 @@ ByteLevelBpeTokenizer::ByteLevelBpeTokenizer(
 }
 
 int ByteLevelBpeTokenizer::find(std::string_view token) const {
-  auto it = ids_.find(std::string(token));
+  auto it = ids_.find(token);
   return it == ids_.end() ? -1 : it->second;
 }
 
@@ -129,41 +136,69 @@ void ByteLevelBpeTokenizer::encode_piece(std::string_view piece, std::vector<int
       return;
     }
   }
-  std::vector<int> syms;
-  syms.reserve(piece.size());
+  std::vector<int> sym;
+  sym.reserve(piece.size());
   for (unsigned char c : piece) {
     const int id = byte_ids_[c];
-    if (id >= 0) syms.push_back(id);
-    else if (options_.unk_id >= 0) syms.push_back(options_.unk_id);
+    if (id >= 0) sym.push_back(id);
+    else if (options_.unk_id >= 0) sym.push_back(options_.unk_id);
   }
-  // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is left.
-  while (syms.size() > 1) {
-    int best_rank = std::numeric_limits<int>::max(), best_at = -1, best_id = -1;
-    for (std::size_t i = 0; i + 1 < syms.size(); ++i) {
-      auto it = merges_.find(pair_key(syms[i], syms[i + 1]));
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        best_at = static_cast<int>(i);
-        best_id = it->second.second;
-      }
-    }
-    if (best_at < 0) break;
-    syms[static_cast<std::size_t>(best_at)] = best_id;
-    syms.erase(syms.begin() + best_at + 1);
+  const int n = static_cast<int>(sym.size());
+  if (n <= 1) {
+    out.insert(out.end(), sym.begin(), sym.end());
+    return;
   }
-  out.insert(out.end(), syms.begin(), syms.end());
+  // Merge the lowest-ranked adjacent pair, leftmost on ties, until none merges: a linked list of
+  // symbols (original index orders it, so "leftmost" is "smallest left index") and a heap of
+  // candidates; entries whose sides changed since they were pushed are skipped when popped.
+  std::vector<int> prev(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n));
+  std::vector<char> alive(static_cast<std::size_t>(n), 1);
+  for (int i = 0; i < n; ++i) {
+    prev[static_cast<std::size_t>(i)] = i - 1;
+    next[static_cast<std::size_t>(i)] = i + 1 < n ? i + 1 : -1;
+  }
+  struct Candidate {
+    int rank, left, right, left_id, right_id, merged;
+  };
+  auto worse = [](const Candidate& a, const Candidate& b) { return a.rank != b.rank ? a.rank > b.rank : a.left > b.left; };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(worse)> heap(worse);
+  auto consider = [&](int left) {
+    if (left < 0) return;
+    const int right = next[static_cast<std::size_t>(left)];
+    if (right < 0) return;
+    const int a = sym[static_cast<std::size_t>(left)], b = sym[static_cast<std::size_t>(right)];
+    auto it = merges_.find(pair_key(a, b));
+    if (it != merges_.end()) heap.push({it->second.first, left, right, a, b, it->second.second});
+  };
+  for (int i = 0; i + 1 < n; ++i) consider(i);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    const auto l = static_cast<std::size_t>(c.left), r = static_cast<std::size_t>(c.right);
+    if (!alive[l] || !alive[r] || next[l] != c.right || sym[l] != c.left_id || sym[r] != c.right_id) continue;
+    sym[l] = c.merged;
+    alive[r] = 0;
+    next[l] = next[r];
+    if (next[r] >= 0) prev[static_cast<std::size_t>(next[r])] = c.left;
+    consider(prev[l]);
+    consider(c.left);
+  }
+  for (int i = 0; i >= 0; i = next[static_cast<std::size_t>(i)]) out.push_back(sym[static_cast<std::size_t>(i)]);
 }
 
-std::vector<int> ByteLevelBpeTokenizer::encode(std::string_view text, bool add_bos) const {
+void ByteLevelBpeTokenizer::encode_plain(std::string_view text, std::vector<int>& out) const {
+  for (std::string_view piece : options_.pre_tokenizer->split(text)) encode_piece(piece, out);
+}
+
+std::vector<int> ByteLevelBpeTokenizer::encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int> out;
-  if (add_bos && bos_ >= 0) out.push_back(bos_);
-  auto encode_plain = [&](std::string_view segment) {
-    for (std::string_view piece : pre_tokenize(segment, options_.split_digits)) encode_piece(piece, out);
-  };
+  if (options.add_bos && bos_ >= 0) out.push_back(bos_);
+  // Special tokens split the text; the pieces between them are pre-tokenised on their own.
   std::size_t seg = 0, i = 0;
-  while (i < text.size() && !specials_.empty()) {
+  while (i < text.size()) {
     int matched = -1;
-    for (int id : specials_) {
+    for (int id : specials_by_byte_[static_cast<unsigned char>(text[i])]) {
+      if (!options.parse_special && is_control_[static_cast<std::size_t>(id)]) continue;
       const std::string& s = tokens_[static_cast<std::size_t>(id)];
       if (text.compare(i, s.size(), s) == 0) {
         matched = id;
@@ -174,12 +209,13 @@ std::vector<int> ByteLevelBpeTokenizer::encode(std::string_view text, bool add_b
       ++i;
       continue;
     }
-    encode_plain(text.substr(seg, i - seg));
+    encode_plain(text.substr(seg, i - seg), out);
     out.push_back(matched);
     i += tokens_[static_cast<std::size_t>(matched)].size();
     seg = i;
   }
-  encode_plain(text.substr(seg));
+  encode_plain(text.substr(seg), out);
+  if (options.add_eos && eos_ >= 0) out.push_back(eos_);
   return out;
 }
 

@@ -243,4 +243,47 @@ LoadedModel load_model(const std::string& path, ModelFormat format, const std::s
   throw Error(path + ": could not determine the model format");
 }
 
+std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& path, ModelFormat format,
+                                                const std::string& tokenizer_path, const std::string& pre_fallback) {
+  if (format == ModelFormat::kAuto) format = detect_model_format(path);
+  auto from_file = [&](const std::string& tok, int vocab) -> std::unique_ptr<Tokenizer> {
+    const std::string ext = fs::path(tok).extension().string();
+    if (ext == ".json") return load_hf_tokenizer(tok);
+    if (ext == ".gguf") return load_gguf_tokenizer(GgufFile::open(tok), pre_fallback);
+    return load_llama2c_tokenizer(tok, vocab);
+  };
+  std::unique_ptr<Tokenizer> out;
+  switch (format) {
+    case ModelFormat::kLlama2c: {
+      // The vocabulary size is the header's; the tokenizer file as load_model finds it.
+      const int vocab = read_llama2c_config(path).vocab_size;
+      if (!tokenizer_path.empty()) return from_file(tokenizer_path, vocab);
+      const fs::path dir = fs::path(path).parent_path();
+      for (const fs::path& p : {dir / ("tok" + std::to_string(vocab) + ".bin"), dir / "tokenizer.bin"}) {
+        std::error_code ec;
+        if (fs::is_regular_file(p, ec)) return load_llama2c_tokenizer(p.string(), vocab);
+      }
+      break;
+    }
+    case ModelFormat::kGguf: {
+      if (!tokenizer_path.empty()) return from_file(tokenizer_path, 0);
+      const GgufFile f = GgufFile::open(path);
+      out = load_gguf_tokenizer(f, pre_fallback);
+      if (const GgufValue* kind = f.find("tokenizer.ggml.model"); !out && kind)
+        throw Error(path + ": tokenizer model '" + kind->as_string("tokenizer.ggml.model") +
+                    "' is not supported (llama, gpt2)");
+      break;
+    }
+    case ModelFormat::kHuggingFace: {
+      if (!tokenizer_path.empty()) return from_file(tokenizer_path, 0);
+      const fs::path dir = fs::is_directory(path) ? fs::path(path) : fs::path(path).parent_path();
+      if (fs::is_regular_file(dir / "tokenizer.json")) out = load_hf_tokenizer((dir / "tokenizer.json").string());
+      break;
+    }
+    case ModelFormat::kAuto: break;
+  }
+  if (!out) throw Error(path + ": no tokenizer found in or beside the model; pass --tokenizer FILE");
+  return out;
+}
+
 }  // namespace inferlab

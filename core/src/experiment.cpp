@@ -442,7 +442,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("model")) {
     const auto& t = get_table(c, *n, "model");
-    check_keys(c, t, "[model]", {"preset", "path", "tokenizer", "format", "n_layers", "seed"});
+    check_keys(c, t, "[model]", {"preset", "path", "tokenizer", "format", "n_layers", "seed", "add_bos"});
     if (auto v = t.get("preset")) {
       spec.model.preset = get_string(c, *v, "preset");
       try {
@@ -461,6 +461,11 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     }
     if (auto v = t.get("n_layers")) spec.model.n_layers = static_cast<int>(get_int(c, *v, "n_layers", 1, 1024));
     if (auto v = t.get("seed")) spec.model.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
+    if (auto v = t.get("add_bos")) {
+      auto b = v->as_boolean();
+      if (!b) throw Error(c.at(*v) + ": 'add_bos' must be a boolean (true, false), got " + type_name(*v));
+      spec.model.add_bos = b->get();
+    }
     if (spec.model.preset.empty() == spec.model.path.empty())
       throw Error(c.at(*n) + ": [model] needs exactly one of 'preset' (random weights) or 'path' (a checkpoint)");
     if (!spec.model.preset.empty()) {

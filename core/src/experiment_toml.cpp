@@ -41,6 +41,7 @@ std::string resolved_config_toml(const Plan& plan) {
   if (!s.model.path.empty()) t << "path = " << json_quote(s.model.path) << "\nformat = " << json_quote(s.model.format) << "\n";
   if (!s.model.tokenizer.empty()) t << "tokenizer = " << json_quote(s.model.tokenizer) << "\n";
   if (s.model.n_layers) t << "n_layers = " << s.model.n_layers << "\n";
+  if (s.model.add_bos) t << "add_bos = " << (*s.model.add_bos ? "true" : "false") << "\n";
   t << "seed = " << s.model.seed << "\n\n[device]\nkind = " << json_quote(s.device.kind)
     << "\nthreads = " << s.device.threads << "\n\n";
   if (!s.plugin_paths.empty()) {

@@ -4,11 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "inferlab/report.h"
 #include "inferlab/rng.h"
+#include "inferlab/tokenizer.h"
 
 namespace inferlab {
 
@@ -26,6 +28,19 @@ std::string shell_line(const std::string& cmd) {
   return out;
 }
 
+// What text was encoded with: BOS/EOS/dummy-prefix as applied, and where the BOS choice came from.
+std::string tokenization_json(const Tokenizer* tok, std::optional<bool> add_bos) {
+  if (!tok) return "null";
+  const TokenizerConventions& c = tok->conventions();
+  const bool bos = add_bos.value_or(c.add_bos);
+  std::ostringstream o;
+  o << "{\"add_bos\": " << (bos ? "true" : "false") << ", \"add_bos_source\": "
+    << (add_bos ? "\"experiment ([model] add_bos)\"" : "\"model file\"") << ", \"add_eos\": " << (c.add_eos ? "true" : "false")
+    << ", \"add_space_prefix\": " << (c.add_space_prefix ? "true" : "false") << ", \"bos_id\": " << tok->bos_id()
+    << ", \"eos_id\": " << tok->eos_id() << "}";
+  return o.str();
+}
+
 }  // namespace
 
 std::string cpu_model() {
@@ -36,7 +51,7 @@ std::string cpu_model() {
 }
 
 std::string manifest_json(const Plan& plan, const Registry& registry, const ModelConfig& model,
-                          std::size_t requests, int threads) {
+                          std::size_t requests, int threads, const Tokenizer* tokenizer) {
   const ExperimentSpec& spec = plan.spec;
   std::ostringstream m;
   const std::string src = INFERLAB_SOURCE_DIR;
@@ -53,6 +68,7 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
     << ", \"path\": " << json_quote(spec.model.path)
     << ", \"hash\": " << json_quote(spec.model.path.empty() ? "" : file_hash(spec.model.path))
     << ", \"parameters\": " << model.parameter_count() << ", \"weights_seed\": " << spec.model.seed << "},\n"
+    << "  \"tokenization\": " << tokenization_json(tokenizer, spec.model.add_bos) << ",\n"
     << "  \"workload\": {\"trace\": " << json_quote(spec.workload.trace)
     << ", \"trace_hash\": " << json_quote(spec.workload.trace.empty() ? "" : file_hash(spec.workload.trace))
     << ", \"requests\": " << requests << ", \"seed\": " << spec.workload.seed << "},\n"

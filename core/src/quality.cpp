@@ -85,12 +85,13 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, const s
   return r;
 }
 
-std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokenizer, int vocab_size, int max_tokens) {
+std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokenizer, int vocab_size, int max_tokens,
+                                std::optional<bool> add_bos) {
   std::vector<int> ids;
   if (tokenizer) {
-    ids = tokenizer->encode(text, true);
+    ids = tokenizer->encode_document(text, add_bos);
   } else {
-    ids.push_back(1);
+    if (add_bos.value_or(true)) ids.push_back(1);
     for (unsigned char c : text) ids.push_back((3 + c) % vocab_size);
   }
   if (max_tokens > 0 && static_cast<int>(ids.size()) > max_tokens) ids.resize(static_cast<std::size_t>(max_tokens));

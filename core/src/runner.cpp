@@ -295,6 +295,10 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     throw;
   }
   const ModelWeights& weights = loaded.weights;
+  if (loaded.tokenizer && !resuming) {  // the tokenizer's BOS/EOS conventions as applied, now that it is loaded
+    manifest = manifest_json(plan, registry, config, requests.size(), threads, loaded.tokenizer.get());
+    write_state();
+  }
   log::info("model " + weights.config.name + ": " + std::to_string(weights.config.parameter_count()) +
             " parameters, loaded in " +
             std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count()) + " s");
@@ -323,7 +327,8 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     std::ifstream in(spec.quality.text, std::ios::binary);
     std::stringstream text;
     text << in.rdbuf();
-    auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens);
+    auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens,
+                                 spec.model.add_bos);
     notes.push_back("quality: " + std::to_string(tokens.size()) + " tokens of " + spec.quality.text +
                     (loaded.tokenizer ? "" : " (UTF-8 bytes as ids: the model has no tokenizer)"));
     quality = std::make_unique<QualityEvaluator>(spec.quality, std::move(tokens));

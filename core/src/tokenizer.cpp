@@ -74,11 +74,56 @@ int SentencePieceTokenizer::lookup(std::string_view piece) const {
   return -1;
 }
 
-std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_bos) const {
-  std::vector<int> out;
-  if (add_bos) out.push_back(bos_);
-  if (text.empty()) return out;
+void SentencePieceTokenizer::set_special_tokens(const std::vector<int>& control, const std::vector<int>& user_defined) {
+  specials_.clear();
+  is_control_.assign(pieces_.size(), false);
+  auto add = [&](int id, bool is_control) {
+    check(id >= 0 && id < vocab_size(), "tokenizer: special token id " + std::to_string(id) + " out of range");
+    if (pieces_[static_cast<std::size_t>(id)].empty()) return;
+    specials_.push_back(id);
+    is_control_[static_cast<std::size_t>(id)] = is_control;
+  };
+  for (int id : control) add(id, true);
+  for (int id : user_defined) add(id, false);
+  std::stable_sort(specials_.begin(), specials_.end(), [&](int a, int b) {
+    return pieces_[static_cast<std::size_t>(a)].size() > pieces_[static_cast<std::size_t>(b)].size();
+  });
+}
 
+std::vector<int> SentencePieceTokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  std::vector<int> out;
+  if (options.add_bos) out.push_back(bos_);
+  // Special tokens split the text (leftmost, longest first); each raw segment is merged on its
+  // own, with the dummy prefix at the start and after every special token (llama.cpp).
+  bool prefix = conventions_.add_space_prefix;
+  std::size_t seg = 0;
+  for (std::size_t i = 0; i < text.size() && !specials_.empty();) {
+    int matched = -1;
+    for (int id : specials_) {
+      if (!options.parse_special && is_control_[static_cast<std::size_t>(id)]) continue;
+      const std::string& s = pieces_[static_cast<std::size_t>(id)];
+      if (text.compare(i, s.size(), s) == 0) {
+        matched = id;
+        break;
+      }
+    }
+    if (matched < 0) {
+      ++i;
+      continue;
+    }
+    encode_segment(text.substr(seg, i - seg), prefix, out);
+    out.push_back(matched);
+    prefix = conventions_.add_space_prefix;
+    i += pieces_[static_cast<std::size_t>(matched)].size();
+    seg = i;
+  }
+  encode_segment(text.substr(seg), prefix, out);
+  if (options.add_eos) out.push_back(eos_);
+  return out;
+}
+
+void SentencePieceTokenizer::encode_segment(std::string_view text, bool prefix, std::vector<int>& out) const {
+  if (text.empty()) return;
   // Initial symbols: the dummy-prefix space, then one per UTF-8 code point (run.c groups a
   // lead byte with up to 3 continuation bytes), falling back to one symbol per byte.
   std::vector<int> sym;
@@ -93,7 +138,7 @@ std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_
       sym.push_back(byte_base_ + byte);
     }
   };
-  add_piece(" ");
+  if (prefix) add_piece(" ");
   for (std::size_t i = 0; i < text.size();) {
     std::size_t len = 1;
     while (i + len < text.size() && len < 4 &&
@@ -145,7 +190,6 @@ std::vector<int> SentencePieceTokenizer::encode(std::string_view text, bool add_
     consider(c.left);
   }
   for (int i = 0; i >= 0; i = next[static_cast<std::size_t>(i)]) out.push_back(sym[static_cast<std::size_t>(i)]);
-  return out;
 }
 
 std::string SentencePieceTokenizer::decode_token(int prev, int token) const {
@@ -156,7 +200,7 @@ std::string SentencePieceTokenizer::decode_token(int prev, int token) const {
   const int byte = byte_piece_value(piece);
   if (byte >= 0) return std::string(1, static_cast<char>(byte));
   // After BOS the SentencePiece decoder strips the leading (dummy-prefix) space.
-  if (prev == bos_ && !piece.empty() && piece[0] == ' ') return piece.substr(1);
+  if (prev == bos_ && conventions_.add_space_prefix && !piece.empty() && piece[0] == ' ') return piece.substr(1);
   return piece;
 }
 

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/bpe_tokenizer.h"
+#include "inferlab/error.h"
+#include "inferlab/pretokenizer.h"
 #include "inferlab/formats.h"
 #include "test_support.h"
 
@@ -17,9 +19,44 @@ namespace {
 using Pieces = std::vector<std::string>;
 
 Pieces split(const std::string& text, bool digits = false) {
+  static const PreTokenizer gpt2 = PreTokenizer::named("gpt-2"), smollm = PreTokenizer::named("smollm");
   Pieces out;
-  for (auto p : ByteLevelBpeTokenizer::pre_tokenize(text, digits)) out.emplace_back(p);
+  for (auto p : (digits ? smollm : gpt2).split(text)) out.emplace_back(p);
   return out;
+}
+
+Pieces split_by(const std::string& name, const std::string& text) {
+  Pieces out;
+  for (auto p : PreTokenizer::named(name).split(text)) out.emplace_back(p);
+  return out;
+}
+
+TEST(BpePreTokenize, Llama3GroupsDigitsInThreesAndKeepsPunctuationWithNewlines) {
+  EXPECT_EQ(split_by("llama-bpe", "333333 33333333"), (Pieces{"333", "333", " ", "333", "333", "33"}));
+  EXPECT_EQ(split_by("llama-bpe", "Hello World's!\n\n x"), (Pieces{"Hello", " World", "'s", "!\n\n", " x"}));
+  EXPECT_EQ(split_by("llama-bpe", "I'LL"), (Pieces{"I", "'LL"}));  // contractions ignore case
+  EXPECT_EQ(split_by("qwen2", "ab 12"), (Pieces{"ab", " ", "1", "2"}));
+  EXPECT_EQ(split_by("deepseek-coder", "ab\ncd"), (Pieces{"ab", "\n", "cd"}));
+}
+
+TEST(BpePreTokenize, UnknownNameListsTheKnownOnes) {
+  try {
+    PreTokenizer::named("no-such-pre");
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no-such-pre"), std::string::npos) << what;
+    EXPECT_NE(what.find("llama-bpe"), std::string::npos) << what;
+    EXPECT_NE(what.find("qwen2"), std::string::npos) << what;
+  }
+  EXPECT_THROW(PreTokenizer("bad", {"(unclosed"}), Error);
+}
+
+TEST(BpePreTokenize, InvalidUtf8StaysInThePiecesAndRoundTrips) {
+  const std::string text = "ab\xff\xfe cd \xc3";
+  std::string joined;
+  for (const auto& p : split(text)) joined += p;
+  EXPECT_EQ(joined, text);
 }
 
 TEST(BpePreTokenize, FollowsTheGpt2Pattern) {

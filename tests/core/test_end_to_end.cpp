@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
+#include "inferlab/checkpoint.h"
 #include "inferlab/metrics.h"
 #include "test_support.h"
 
@@ -96,7 +97,7 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
 
   const std::string manifest = slurp(dir / "manifest.json");
   for (const char* key : {"\"git_commit\"", "\"git_dirty\"", "\"compiler\"", "\"cpu\"", "\"config_hash\"", "\"plugins\"",
-                          "\"stacks\"", "\"repeat_seeds\"", "\"weights_seed\"", "flash 1.0.0"})
+                          "\"stacks\"", "\"repeat_seeds\"", "\"weights_seed\"", "flash 1.0.0", "\"tokenization\""})
     EXPECT_NE(manifest.find(key), std::string::npos) << key;
 
   auto csv = read_csv(dir / "metrics.csv");
@@ -250,6 +251,35 @@ TEST(EndToEnd, RunRefusesAMalformedTraceBeforeWritingResults) {
   EXPECT_FALSE(fs::exists(dir / "results"));
 }
 
+// inferlab tokenize: ids, pieces and count as the library encodes them (BOS as the file says
+// unless --no-bos), the round trip with --check, and one-line errors for bad options.
+TEST(EndToEnd, TokenizePrintsIdsPiecesAndChecksTheRoundTrip) {
+  const std::string model = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(model);
+  const std::string text = "Once upon a time";
+  const auto tok = load_model_tokenizer(model);
+  std::string want;
+  for (int id : tok->encode(text, false)) want += (want.empty() ? "" : " ") + std::to_string(id);
+
+  Cli ids = run_cli("tokenize --model " + model + " --prompt '" + text + "' --ids --no-bos --check");
+  EXPECT_EQ(ids.code, 0) << ids.err;
+  EXPECT_EQ(ids.out, want + "\n");
+  EXPECT_NE(ids.err.find("round trip ok"), std::string::npos) << ids.err;
+
+  Cli full = run_cli("tokenize --model " + model + " --prompt '" + text + "'");
+  EXPECT_EQ(full.code, 0) << full.err;
+  EXPECT_EQ(full.out.rfind("1 -> ''\n", 0), 0u) << full.out;  // SentencePiece: BOS by default
+  EXPECT_NE(full.out.find("tokens: " + std::to_string(tok->encode(text, true).size()) + "\n"), std::string::npos)
+      << full.out;
+
+  for (const std::string& bad : {std::string("tokenize --model ") + model,
+                                 "tokenize --model " + model + " --prompt x --ids --pieces"}) {
+    Cli c = run_cli(bad);
+    EXPECT_EQ(c.code, 1) << bad;
+    EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  }
+}
+
 TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
   const std::string model = testing::data_path("models/stories260K/stories260K.bin");
   INFERLAB_REQUIRE_FILE(model);
@@ -267,7 +297,7 @@ TEST(EndToEnd, GenerateAndPerplexityRefuseOutOfRangeOptions) {
       {ppl + " --max-tokens -1", "--max-tokens = -1 is out of range"},
       {ppl + " --threads -1", "--threads = -1 is out of range; allowed: 0 (all cores) .. 4096"},
       {"perplexity --model " + model + " --text " + (dir / "empty.txt").string(),
-       (dir / "empty.txt").string() + ": 1 token(s) to evaluate, BOS included; allowed: a non-empty text"},
+       (dir / "empty.txt").string() + ": 1 token(s) to evaluate, BOS included if any; allowed: a non-empty text"},
       {"generate --model " + model + " --max-tokens 2 --threads 100000", "--threads = 100000 is out of range"},
   };
   for (const auto& k : cases) {

@@ -317,6 +317,36 @@ TEST(HfCheckpoint, ByteLevelTokenizerJson) {
   EXPECT_EQ(load_hf(dir.path.string()).tokenizer, nullptr);  // weights still load, with a warning
 }
 
+// A Llama 3 style tokenizer.json: a Split{Regex, Isolated} pre-tokenizer before a regex-free
+// ByteLevel, BOS from the post_processor's template unless tokenizer_config.json says otherwise.
+TEST(HfCheckpoint, SplitRegexPreTokenizerAndBosConventions) {
+  TempDir dir("hf_tok_split");
+  std::string vocab;
+  for (int i = 0; i < 26; ++i) vocab += "\"" + std::string(1, static_cast<char>('a' + i)) + "\": " + std::to_string(i) + ", ";
+  vocab += "\"\\u0120\": 26, \"1\": 27, \"11\": 28, \"111\": 29";
+  const std::string json = R"({"version": "1.0",
+    "added_tokens": [{"id": 30, "content": "<|begin|>", "special": true}],
+    "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+       "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": false}]},
+    "post_processor": {"type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<|begin|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
+    "model": {"type": "BPE", "ignore_merges": true, "vocab": {)" + vocab + R"(}, "merges": ["1 1", "11 1"]}})";
+  testing::write_file(dir.file("tokenizer.json"), json);
+  testing::write_file(dir.file("tokenizer_config.json"), R"({"bos_token": "<|begin|>"})");
+  auto tok = load_hf_tokenizer(dir.file("tokenizer.json"));
+  EXPECT_TRUE(tok->conventions().add_bos);  // the template starts with a special token
+  EXPECT_EQ(tok->encode_document("1111111"), (std::vector<int>{30, 29, 29, 27}));  // digits in threes
+  testing::write_file(dir.file("tokenizer_config.json"), R"({"bos_token": "<|begin|>", "add_bos_token": false})");
+  EXPECT_FALSE(load_hf_tokenizer(dir.file("tokenizer.json"))->conventions().add_bos);
+
+  std::string bad = json;
+  bad.replace(bad.find("\"Isolated\""), 10, "\"Removed\"");
+  testing::write_file(dir.file("tokenizer.json"), bad);
+  EXPECT_NE(error_of([&] { load_hf_tokenizer(dir.file("tokenizer.json")); }).find("behavior Isolated"), std::string::npos);
+}
+
 // stories260K re-exported the way Hugging Face's conversion does it: Q/K rows of each head
 // permuted from interleaved pairs (2i, 2i+1) to halves (i, i + head_dim/2). With
 // rope_style = kHalf the model must give the llama2.c original's logits.

@@ -16,6 +16,7 @@
 #include "inferlab/formats.h"
 #include "inferlab/log.h"
 #include "inferlab/model.h"
+#include "inferlab/quality.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 
@@ -82,6 +83,22 @@ TEST(SmolLM2, GreedyKnowsTheCapitalOfFrance) {
   const std::string text = m.tokenizer->decode(out);
   RecordProperty("continuation", text);
   EXPECT_NE(text.find("Paris"), std::string::npos) << text;
+}
+
+// The file says tokenizer.ggml.add_bos_token = false, as llama.cpp and HF read it: documents
+// (perplexity, [quality], prompts) start with the text's first token, not <|im_start|>.
+TEST(SmolLM2, FileConventionsLeaveOutBos) {
+  const std::string path = smollm2_path();
+  INFERLAB_REQUIRE_FILE(path);
+  const auto tok = load_model_tokenizer(path);
+  EXPECT_FALSE(tok->conventions().add_bos);
+  EXPECT_FALSE(tok->conventions().add_eos);
+  const std::string text = "Once upon a time, 123 cats sat.";
+  const std::vector<int> plain = tok->encode(text, false);
+  EXPECT_EQ(tok->encode_document(text), plain);
+  EXPECT_EQ(quality_tokens(text, tok.get(), 49152, 0), plain);
+  EXPECT_EQ(quality_tokens(text, tok.get(), 49152, 0, true).front(), tok->bos_id());  // the override
+  EXPECT_EQ(tok->decode(plain), text);
 }
 
 }  // namespace

@@ -28,6 +28,13 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path, ModelFormat format = ModelFormat::kAuto,
                        const std::string& tokenizer_path = "");
 
+// The tokenizer load_model would give, reading no tensor data (a GGUF's metadata, a Hugging
+// Face folder's tokenizer.json, a llama2.c tokenizer file): for tokenising without a model, and
+// for vocabulary-only files. Throws Error when there is none.
+// pre_fallback: see load_gguf_tokenizer.
+std::unique_ptr<Tokenizer> load_model_tokenizer(const std::string& path, ModelFormat format = ModelFormat::kAuto,
+                                                const std::string& tokenizer_path = "", const std::string& pre_fallback = "");
+
 // The model's config from the checkpoint's header alone — llama2.c: its 28-byte header; GGUF:
 // metadata and tensor infos; Hugging Face: config.json — reading no tensor data and no
 // tokenizer. Throws Error as load_model does for a bad header; truncated or corrupt tensor data

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,7 @@ struct ModelSpec {
   std::string format = "auto";
   int n_layers = 0;       // override the preset's depth (0 = keep)
   std::uint64_t seed = 0; // weights seed for presets (defaults to experiment seed)
+  std::optional<bool> add_bos;  // prepend BOS to text; unset = what the model file says
 };
 
 struct DeviceSpec {

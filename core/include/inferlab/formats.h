@@ -129,8 +129,10 @@ class GgufFile {
 LoadedModel load_gguf(const std::string& path);
 // Its config from the metadata alone (see read_model_config).
 ModelConfig read_gguf_config(const std::string& path);
-// The tokenizer embedded in a GGUF, or null when it has none.
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& file);
+// The tokenizer embedded in a GGUF, or null when it has none. An unknown tokenizer.ggml.pre is
+// an Error listing the known names, unless pre_fallback names a known pre-tokenizer to use
+// instead (with a warning naming both).
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& file, const std::string& pre_fallback = "");
 
 // ---------------------------------------------------------------------------------------------
 // Hugging Face snapshot folders

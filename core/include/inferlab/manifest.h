@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "inferlab/runner.h"
+#include "inferlab/tokenizer.h"
 
 namespace inferlab {
 
-// `model` is the config of the weights the run loaded; `requests` the workload's size.
+// `model` is the config of the weights the run loaded; `requests` the workload's size;
+// `tokenizer` the model's (null: none), whose BOS/EOS conventions as applied are recorded.
 std::string manifest_json(const Plan& plan, const Registry& registry, const ModelConfig& model,
-                          std::size_t requests, int threads);
+                          std::size_t requests, int threads, const Tokenizer* tokenizer = nullptr);
 
 // Where a run stands, kept in manifest.json under "run" and rewritten after every cell.
 struct CellRef {

@@ -2,6 +2,7 @@
 // variant's next-token distributions with the baseline stack's on the same tokens.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,11 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention,
                                      const std::vector<int>& tokens, int context, int stride,
                                      std::vector<std::vector<float>>* logprobs = nullptr);
 
-// Tokens for quality text: the tokenizer's when there is one, else the UTF-8 bytes mapped to
-// ids 3 + byte (mod vocab) — meaningful for comparing variants of a random-weight model.
-std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokenizer, int vocab_size, int max_tokens);
+// Tokens for quality text: the tokenizer's when there is one (BOS/EOS as the model file says,
+// add_bos overriding its BOS when set), else BOS (id 1) and the UTF-8 bytes mapped to ids
+// 3 + byte (mod vocab) — meaningful for comparing variants of a random-weight model.
+std::vector<int> quality_tokens(const std::string& text, const Tokenizer* tokenizer, int vocab_size, int max_tokens,
+                                std::optional<bool> add_bos = std::nullopt);
 
 // Evaluates each variant once; the first call (the baseline) becomes the reference for KL and
 // top-1 agreement. Results are cached by variant name.

@@ -9,6 +9,8 @@
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "inferlab/log.h"
+#include "inferlab/pretokenizer.h"
+#include "../pretokenizer_patterns.h"
 
 namespace inferlab {
 
@@ -149,7 +151,7 @@ ModelConfig read_gguf_config(const std::string& path) {
   });
 }
 
-std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::string& pre_fallback) {
   const GgufValue* model = f.find("tokenizer.ggml.model");
   const GgufValue* tokens_v = f.find("tokenizer.ggml.tokens");
   if (!model || !tokens_v) return nullptr;
@@ -164,6 +166,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
   const int bos = id_key("tokenizer.ggml.bos_token_id", 1);
   const int eos = id_key("tokenizer.ggml.eos_token_id", 2);
 
+  std::unique_ptr<Tokenizer> tok;
+  TokenizerConventions conv;
   if (kind == "llama") {
     std::vector<float> scores(tokens.size(), 0.0f);
     if (const GgufValue* s = f.find("tokenizer.ggml.scores")) {
@@ -187,34 +191,60 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f) {
       }
       t = std::move(spaced);
     }
-    return std::make_unique<SentencePieceTokenizer>(std::move(tokens), std::move(scores), bos, eos);
-  }
-  if (kind == "gpt2") {
+    auto spm = std::make_unique<SentencePieceTokenizer>(std::move(tokens), std::move(scores), bos, eos);
+    if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
+      std::vector<int> control, user_defined;
+      const auto& t = types->as_ints("tokenizer.ggml.token_type");
+      for (std::size_t i = 0; i < t.size() && i < static_cast<std::size_t>(spm->vocab_size()); ++i) {
+        if (t[i] == 3) control.push_back(static_cast<int>(i));
+        if (t[i] == 4) user_defined.push_back(static_cast<int>(i));
+      }
+      spm->set_special_tokens(control, user_defined);
+    }
+    tok = std::move(spm);
+    conv = {true, false, true};  // llama.cpp's SentencePiece defaults
+  } else if (kind == "gpt2") {
     const GgufValue* merges_v = f.find("tokenizer.ggml.merges");
     if (!merges_v) throw Error(f.path() + ": gpt2 tokenizer without tokenizer.ggml.merges");
     BpeOptions opt;
     const GgufValue* pre = f.find("tokenizer.ggml.pre");
-    const std::string pre_name = pre ? pre->as_string("tokenizer.ggml.pre") : "default";
-    // llama.cpp's pre-tokenizers that isolate every digit before the GPT-2 pattern.
-    for (const char* p : {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
-      if (pre_name == p) opt.split_digits = true;
-    if (!opt.split_digits && pre_name != "default" && pre_name != "gpt-2" && pre_name != "gpt2")
-      log::warn(f.path() + ": pre-tokenizer '" + pre_name +
-                "' approximated by the GPT-2 pattern; encodings may differ from the reference");
-    if (pre_name == "llama-bpe" || pre_name == "llama3") opt.ignore_merges = true;
+    std::string pre_name = pre ? pre->as_string("tokenizer.ggml.pre") : "default";
+    if (!PreTokenizer::is_known(pre_name) && !pre_fallback.empty()) {
+      if (!PreTokenizer::is_known(pre_fallback)) PreTokenizer::named(pre_fallback);  // the error lists the names
+      log::warn(f.path() + ": unknown pre-tokenizer '" + pre_name + "'; using the fallback '" + pre_fallback +
+                "' as asked; encodings may differ from the reference");
+      pre_name = pre_fallback;
+    }
+    try {  // as llama.cpp, an unknown name is an error; the message lists the known ones
+      opt.pre_tokenizer = std::make_shared<const PreTokenizer>(PreTokenizer::named(pre_name));
+    } catch (const Error& e) {
+      throw Error(f.path() + ": tokenizer.ggml.pre: " + e.what());
+    }
+    opt.ignore_merges = find_pre_tokenizer_spec(pre_name)->ignore_merges;
     if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
       const auto& t = types->as_ints("tokenizer.ggml.token_type");
-      for (std::size_t i = 0; i < t.size() && i < tokens.size(); ++i)
-        if (t[i] == 3 || t[i] == 4) opt.special_ids.push_back(static_cast<int>(i));  // control, user-defined
+      for (std::size_t i = 0; i < t.size() && i < tokens.size(); ++i) {
+        if (t[i] == 3) opt.special_ids.push_back(static_cast<int>(i));       // control
+        if (t[i] == 4) opt.user_defined_ids.push_back(static_cast<int>(i));  // user-defined
+      }
     }
     opt.unk_id = id_key("tokenizer.ggml.unknown_token_id", -1);
     auto merges = ByteLevelBpeTokenizer::split_merges(merges_v->as_strings("tokenizer.ggml.merges"));
-    return std::make_unique<ByteLevelBpeTokenizer>(std::move(tokens), merges, bos, eos, std::move(opt));
+    tok = std::make_unique<ByteLevelBpeTokenizer>(std::move(tokens), merges, bos, eos, std::move(opt));
+    conv = {false, false, false};  // llama.cpp's BPE defaults
+  } else {
+    log::warn(f.path() + ": tokenizer model '" + kind + "' is not supported (llama, gpt2); no tokenizer");
+    return nullptr;
   }
-  log::warn(f.path() + ": tokenizer model '" + kind + "' is not supported (llama, gpt2); no tokenizer");
-  return nullptr;
+  auto flag = [&](const char* key, bool& value) {
+    if (const GgufValue* v = f.find(key)) value = v->as_int(key) != 0;
+  };
+  flag("tokenizer.ggml.add_bos_token", conv.add_bos);
+  flag("tokenizer.ggml.add_eos_token", conv.add_eos);
+  flag("tokenizer.ggml.add_space_prefix", conv.add_space_prefix);
+  tok->set_conventions(conv);
+  return tok;
 }
-
 LoadedModel load_gguf(const std::string& path) {
   return naming_path(path, [&] {
     const GgufFile f = GgufFile::open(path);

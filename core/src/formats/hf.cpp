@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "file_reader.h"
@@ -12,6 +13,7 @@
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "inferlab/log.h"
+#include "inferlab/pretokenizer.h"
 #include "json.h"
 #include "safetensors.h"
 
@@ -195,21 +197,69 @@ class HfReader {
   const TensorSet& set_;
 };
 
-std::string pre_tokenizer_types(const Json* pre, bool& split_digits) {
-  if (!pre || pre->is_null()) return "";
+// The regex sequence of a tokenizer.json `pre_tokenizer` section: Split{Regex, Isolated} is its
+// pattern, ByteLevel{use_regex} the GPT-2 pattern, Digits \p{N} (individual) or \p{N}+.
+// Sets *byte_level when a ByteLevel step is present; other steps are an Error naming them.
+void pre_tokenizer_patterns(const Json* pre, const std::string& path, std::vector<std::string>& patterns,
+                            bool* byte_level) {
+  if (!pre || pre->is_null()) return;
   const Json* type = pre->find("type");
   const std::string t = type && type->is_string() ? type->as_string("type") : "";
+  auto flag = [&](const char* key, bool fallback) {
+    const Json* v = pre->find(key);
+    return v && v->kind() == Json::Kind::kBool ? v->as_bool(key) : fallback;
+  };
   if (t == "Sequence") {
-    std::string all;
     if (const Json* list = pre->find("pretokenizers"); list && list->is_array())
-      for (const Json& p : list->as_array("pretokenizers")) all += pre_tokenizer_types(&p, split_digits) + ",";
-    return all;
+      for (const Json& p : list->as_array("pretokenizers")) pre_tokenizer_patterns(&p, path, patterns, byte_level);
+  } else if (t == "ByteLevel") {
+    *byte_level = true;
+    if (flag("use_regex", true)) patterns.push_back(kGpt2Pattern);
+  } else if (t == "Digits") {
+    patterns.push_back(flag("individual_digits", false) ? "\\p{N}" : "\\p{N}+");
+  } else if (t == "Split") {
+    const Json* behavior = pre->find("behavior");
+    const Json* pattern = pre->find("pattern");
+    const Json* regex = pattern ? pattern->find("Regex") : nullptr;
+    const Json* literal = pattern ? pattern->find("String") : nullptr;
+    const bool isolated = behavior && behavior->is_string() && behavior->as_string("behavior") == "Isolated";
+    if (!isolated || flag("invert", false) || !(regex || literal))
+      throw Error(path + ": pre_tokenizer Split is supported with behavior Isolated, invert false and a Regex or "
+                  "String pattern");
+    if (regex) {
+      patterns.push_back(regex->as_string(path + ": Split pattern"));
+    } else {
+      std::string quoted = "\\Q" + literal->as_string(path + ": Split pattern") + "\\E";
+      patterns.push_back(quoted);
+    }
+  } else {
+    throw Error(path + ": pre_tokenizer type '" + t + "' is not supported (Sequence, ByteLevel, Split, Digits)");
   }
-  if (t == "Digits") {
-    const Json* ind = pre->find("individual_digits");
-    if (ind && ind->kind() == Json::Kind::kBool && ind->as_bool("individual_digits")) split_digits = true;
+}
+
+// add_bos/add_eos from tokenizer_config.json when it says, else whether the post_processor's
+// TemplateProcessing puts a special token before/after the text.
+TokenizerConventions hf_conventions(const Json& doc, const Json* config) {
+  TokenizerConventions c{false, false, false};
+  if (const Json* pp = doc.find("post_processor"); pp && pp->is_object()) {
+    const Json* type = pp->find("type");
+    const Json* single = pp->find("single");
+    if (type && type->is_string() && type->as_string("type") == "TemplateProcessing" && single && single->is_array()) {
+      const auto& items = single->as_array("single");
+      if (!items.empty()) {
+        c.add_bos = items.front().find("SpecialToken") != nullptr;
+        c.add_eos = items.back().find("SpecialToken") != nullptr;
+      }
+    }
   }
-  return t;
+  if (config) {
+    auto flag = [&](const char* key, bool& value) {
+      if (const Json* v = config->find(key); v && v->kind() == Json::Kind::kBool) value = v->as_bool(key);
+    };
+    flag("add_bos_token", c.add_bos);
+    flag("add_eos_token", c.add_eos);
+  }
+  return c;
 }
 
 // The byte-level BPE of a tokenizer.json document, or null (with the reason in *why) when the
@@ -223,13 +273,14 @@ std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& pat
     return nullptr;
   }
   BpeOptions opt;
-  const std::string pre = pre_tokenizer_types(doc.find("pre_tokenizer"), opt.split_digits);
-  if (pre.find("ByteLevel") == std::string::npos) {
-    *why = "only byte-level BPE (a ByteLevel pre-tokenizer) is supported, found '" + pre + "'";
+  std::vector<std::string> patterns;
+  bool byte_level = false;
+  pre_tokenizer_patterns(doc.find("pre_tokenizer"), path, patterns, &byte_level);
+  if (!byte_level) {
+    *why = "only byte-level BPE (a ByteLevel pre-tokenizer) is supported";
     return nullptr;
   }
-  if (pre.find("Split") != std::string::npos)
-    log::warn(path + ": Split pre-tokenizer approximated by the GPT-2 pattern; encodings may differ");
+  opt.pre_tokenizer = std::make_shared<const PreTokenizer>("tokenizer.json", std::move(patterns));
   if (const Json* im = model->find("ignore_merges"); im && im->kind() == Json::Kind::kBool)
     opt.ignore_merges = im->as_bool("ignore_merges");
 
@@ -253,7 +304,9 @@ std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& pat
       const Json* content = a.find("content");
       if (!id || !content) throw Error(path + ": added token without id or content");
       place(id->as_int(path + ": added token id"), content->as_string(path + ": added token content"));
-      opt.special_ids.push_back(static_cast<int>(id->as_int("id")));
+      const Json* special = a.find("special");
+      const bool control = !special || special->kind() != Json::Kind::kBool || special->as_bool("special");
+      (control ? opt.special_ids : opt.user_defined_ids).push_back(static_cast<int>(id->as_int("id")));
     }
   if (tokens.empty()) throw Error(path + ": empty vocabulary");
 
@@ -276,8 +329,10 @@ std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& pat
   };
   if (const Json* unk = model->find("unk_token"); unk && unk->is_string()) opt.unk_id = id_of(unk->as_string("unk_token"));
   const fs::path tc = fs::path(path).parent_path() / "tokenizer_config.json";
-  if ((bos < 0 || eos < 0) && fs::is_regular_file(tc)) {
-    const Json cfg = read_json(tc.string());
+  std::optional<Json> cfg_doc;
+  if (fs::is_regular_file(tc)) cfg_doc = read_json(tc.string());
+  if ((bos < 0 || eos < 0) && cfg_doc) {
+    const Json& cfg = *cfg_doc;
     auto lookup = [&](const char* key) {
       const Json* v = cfg.find(key);
       if (v && v->is_object()) v = v->find("content");
@@ -289,7 +344,9 @@ std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& pat
   const int n = static_cast<int>(tokens.size());
   if (bos >= n) bos = -1;
   if (eos >= n) eos = -1;
-  return std::make_unique<ByteLevelBpeTokenizer>(std::move(tokens), merges, bos, eos, std::move(opt));
+  auto tok = std::make_unique<ByteLevelBpeTokenizer>(std::move(tokens), merges, bos, eos, std::move(opt));
+  tok->set_conventions(hf_conventions(doc, cfg_doc ? &*cfg_doc : nullptr));
+  return tok;
 }
 
 }  // namespace
