@@ -34,4 +34,37 @@ void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float
   }
 }
 
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs) {
+  const int blocks = act_blocks(in);
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      const int i0 = b * kActBlock, i1 = std::min(in, i0 + kActBlock);
+      const float* xr = x + static_cast<std::size_t>(r) * in;
+      float amax = 0.0f;
+      for (int i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(xr[i]));
+      const float s = amax / 127.0f;
+      xs[static_cast<std::size_t>(r) * blocks + b] = s;
+      const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+      for (int i = i0; i < i1; ++i)
+        xq[static_cast<std::size_t>(r) * in + i] =
+            static_cast<std::int8_t>(std::clamp(std::lround(xr[i] * inv), -127L, 127L));
+    }
+}
+
+void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y,
+                     int n, int out, int in) {
+  const int blocks = act_blocks(in);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int b = 0; b < blocks; ++b) {
+        long long dot = 0;
+        for (int i = b * kActBlock; i < std::min(in, (b + 1) * kActBlock); ++i)
+          dot += static_cast<long long>(xq[static_cast<std::size_t>(r) * in + i]) * q[static_cast<std::size_t>(o) * in + i];
+        acc += static_cast<double>(xs[static_cast<std::size_t>(r) * blocks + b]) * static_cast<double>(dot);
+      }
+      y[static_cast<std::size_t>(r) * out + o] = static_cast<float>(acc * scale[o]);
+    }
+}
+
 }  // namespace inferlab::ref

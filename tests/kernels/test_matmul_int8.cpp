@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_int8.h"
+#include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace inferlab {
@@ -108,6 +111,75 @@ TEST(MatmulInt8, ZeroRowsGiveZeroNotNaN) {
   std::vector<float> y(n * out, std::nanf(""));
   cpu::matmul_int8(x.data(), q.data(), scale.data(), y.data(), n, out, in, pool);
   for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+}  // namespace
+}  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// W8A8 with dynamic per-32-block activation scales: the AVX2 integer kernel against the
+// reference over awkward shapes (in not a multiple of 32, odd channel counts, 1..9 rows) and
+// thread counts; the quantiser is bit-identical to the reference's.
+TEST(MatmulInt8Act, FastMatchesRefOverAwkwardShapes) {
+  struct Shape {
+    int n, out, in;
+  };
+  const Shape shapes[] = {{1, 1, 1}, {1, 7, 31}, {1, 64, 32}, {2, 33, 65}, {3, 17, 100}, {5, 9, 288}, {9, 40, 1000}};
+  for (int threads : {1, 3})
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE("n " + std::to_string(s.n) + " out " + std::to_string(s.out) + " in " + std::to_string(s.in));
+      ThreadPool pool(threads);
+      Rng rng(static_cast<std::uint64_t>(s.n * 1000 + s.in));
+      std::vector<float> x(static_cast<std::size_t>(s.n) * s.in), w(static_cast<std::size_t>(s.out) * s.in);
+      for (float& v : x) v = static_cast<float>(3.0 * rng.normal());
+      for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
+      std::vector<std::int8_t> q(w.size());
+      std::vector<float> scale(static_cast<std::size_t>(s.out));
+      ref::quantize_int8_rows(w.data(), s.out, s.in, q.data(), scale.data());
+      const std::size_t xs_n = static_cast<std::size_t>(s.n) * ref::act_blocks(s.in);
+      std::vector<std::int8_t> xq_ref(x.size()), xq(x.size());
+      std::vector<float> xs_ref(xs_n), xs(xs_n);
+      ref::quantize_act_rows(x.data(), s.n, s.in, xq_ref.data(), xs_ref.data());
+      cpu::quantize_act_rows(x.data(), s.n, s.in, xq.data(), xs.data(), pool);
+      ASSERT_EQ(xq, xq_ref);
+      ASSERT_EQ(xs, xs_ref);
+      std::vector<float> want(static_cast<std::size_t>(s.n) * s.out), got(want.size(), std::nanf(""));
+      ref::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), want.data(), s.n, s.out, s.in);
+      cpu::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), got.data(), s.n, s.out, s.in, pool);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i])) << i;
+        ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::fabs(want[i]))) << i;
+      }
+    }
+}
+
+// The activation rounding is the only difference from W8A16: the error against fp32 activations
+// stays within what a 1/254 relative step per block allows, and is not zero.
+TEST(MatmulInt8Act, ActivationQuantisationErrorIsSmallAndNonZero) {
+  ThreadPool pool(2);
+  const int n = 4, out = 64, in = 576;
+  Rng rng(9);
+  std::vector<float> x(static_cast<std::size_t>(n) * in), w(static_cast<std::size_t>(out) * in);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  for (float& v : w) v = static_cast<float>(0.05 * rng.normal());
+  std::vector<std::int8_t> q(w.size());
+  std::vector<float> scale(static_cast<std::size_t>(out));
+  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+  std::vector<float> w16(static_cast<std::size_t>(n) * out), w8(w16.size());
+  cpu::matmul_int8(x.data(), q.data(), scale.data(), w16.data(), n, out, in, pool);
+  std::vector<std::int8_t> xq(x.size());
+  std::vector<float> xs(static_cast<std::size_t>(n) * ref::act_blocks(in));
+  cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+  cpu::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), w8.data(), n, out, in, pool);
+  double err = 0, mag = 0;
+  for (std::size_t i = 0; i < w16.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(w8[i]) - w16[i]));
+    mag = std::max(mag, std::fabs(static_cast<double>(w16[i])));
+  }
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(err / mag, 0.02);
 }
 
 }  // namespace

@@ -2,12 +2,16 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/matmul_int8.h"
+#include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace inferlab::plugins {
 
-Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in)
-    : Linear(out, in), q_(weight.size()), scale_(static_cast<std::size_t>(out > 0 ? out : 0)) {
+Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool int8_activations)
+    : Linear(out, in),
+      q_(weight.size()),
+      scale_(static_cast<std::size_t>(out > 0 ? out : 0)),
+      int8_activations_(int8_activations) {
   check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in,
         "quantization 'int8': weight holds " + std::to_string(weight.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
@@ -15,8 +19,19 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in)
 }
 
 void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
-  cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(),
-                   cpu_pool(device, "quantization 'int8'"));
+  ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
+  if (!int8_activations_) {
+    cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
+    return;
+  }
+  // The activation blocks of this call; per thread, so linears on different devices never share.
+  thread_local std::vector<std::int8_t> xq;
+  thread_local std::vector<float> xs;
+  const int in = in_features();
+  xq.resize(static_cast<std::size_t>(n) * in);
+  xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
+  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
+  cpu::matmul_int8_act(xq.data(), xs.data(), q_.data(), scale_.data(), y, n, out_features(), in, pool);
 }
 
 std::uint64_t Int8Linear::weight_bytes() const {
@@ -26,7 +41,7 @@ std::uint64_t Int8Linear::weight_bytes() const {
 std::unique_ptr<Linear> Int8Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   (void)name;
-  auto linear = std::make_unique<Int8Linear>(weight, out, in);
+  auto linear = std::make_unique<Int8Linear>(weight, out, in, int8_activations_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
   return linear;

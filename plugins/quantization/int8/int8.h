@@ -1,7 +1,9 @@
-// Weight-only int8 quantization, per output channel, symmetric (the LLM.int8()/
-// TensorRT-LLM "W8A16" scheme without outlier decomposition): each row of W gets
-// scale = max|w_row| / 127 and q = round(w / scale); activations and the KV cache stay fp32.
-// Weight memory falls about 4x, which is what a bandwidth-bound decode step pays for.
+// int8 quantization, per output channel, symmetric (the LLM.int8()/TensorRT-LLM "W8A16"
+// scheme without outlier decomposition): each row of W gets scale = max|w_row| / 127 and
+// q = round(w / scale). Weight memory falls about 4x, which is what a bandwidth-bound decode step
+// pays for. Activations stay fp32 (activations = "fp32"), or are quantised on the fly to int8
+// blocks of 32 with one scale each (activations = "int8": dynamic W8A8, integer dot products);
+// the KV cache stays fp32.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,8 +17,9 @@ namespace inferlab::plugins {
 class Int8Linear : public Linear {
  public:
   // weight: [out, in] fp32, quantized here (kernels/ref/matmul_int8.h defines the format).
-  Int8Linear(const std::vector<float>& weight, int out, int in);
-  // y[n, out] = x[n, in] · (scale ⊙ Q)^T through kernels/cpu/matmul_int8.
+  Int8Linear(const std::vector<float>& weight, int out, int in, bool int8_activations = false);
+  // y[n, out] = x[n, in] · (scale ⊙ Q)^T through kernels/cpu/matmul_int8, or with x quantised
+  // per 32-block through kernels/cpu/matmul_int8_act.
   void forward(const float* x, float* y, int n, Device& device) const override;
   // out*in bytes of int8 plus 4*out bytes of scales.
   std::uint64_t weight_bytes() const override;
@@ -27,12 +30,17 @@ class Int8Linear : public Linear {
  private:
   std::vector<std::int8_t> q_;  // [out, in]
   std::vector<float> scale_;    // [out]
+  bool int8_activations_ = false;
 };
 
 class Int8Quantization : public Quantization {
  public:
+  explicit Int8Quantization(bool int8_activations = false) : int8_activations_(int8_activations) {}
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
+
+ private:
+  bool int8_activations_ = false;
 };
 
 }  // namespace inferlab::plugins

@@ -1,0 +1,138 @@
+// int8 x int8 matmul with per-block activation scales (see matmul_int8_act.h). AVX2: a 32-byte
+// block of activations and of weights meet in `maddubs(|x|, sign(w, x))` (u8 x s8 -> pairs of
+// s16, no overflow since |x|, |w| <= 127) and `madd(…, 1)` (-> 8 s32); the block's integer sum is
+// converted once and scaled by its activation scale with one FMA. Register tile: R token rows x
+// C channels, each weight block loaded once per tile.
+#include "kernels/cpu/matmul_int8_act.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "kernels/ref/matmul_int8.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define INFERLAB_INT8_ACT_AVX2 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+using ref::kActBlock;
+
+#if INFERLAB_INT8_ACT_AVX2
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+// 8 lanes of int32 partial sums of x·w over one 32-byte block.
+inline __m256i dot32(__m256i x, __m256i w) {
+  const __m256i ax = _mm256_sign_epi8(x, x);  // |x|
+  const __m256i sw = _mm256_sign_epi8(w, x);  // w with x's sign (0 where x is 0)
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+}
+#endif
+
+// Scalar block dot for the tail block (fewer than 32 values) and non-AVX2 builds.
+inline int dot_scalar(const std::int8_t* x, const std::int8_t* w, int len) {
+  int acc = 0;
+#pragma omp simd reduction(+ : acc)
+  for (int i = 0; i < len; ++i) acc += static_cast<int>(x[i]) * static_cast<int>(w[i]);
+  return acc;
+}
+
+template <int R, int C>
+inline void tile(const std::int8_t* xq, const float* xs, std::size_t xqs, std::size_t xss, const std::int8_t* q,
+                 const float* scale, float* y, std::size_t ys, int in) {
+  const std::size_t qs = static_cast<std::size_t>(in);
+  const int full = in / kActBlock;
+  float acc[R][C] = {};
+  int b = 0;
+#if INFERLAB_INT8_ACT_AVX2
+  __m256 vacc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
+  for (; b < full; ++b) {
+    const int k = b * kActBlock;
+    __m256i wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + c * qs + k));
+    for (int r = 0; r < R; ++r) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * xqs + k));
+      const __m256 s = _mm256_set1_ps(xs[r * xss + static_cast<std::size_t>(b)]);
+      for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(xv, wv[c])), s, vacc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = hsum(vacc[r][c]);
+#endif
+  const int blocks = ref::act_blocks(in);
+  for (; b < blocks; ++b) {  // the tail block, or every block without AVX2
+    const int k = b * kActBlock, len = std::min(kActBlock, in - k);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c)
+        acc[r][c] += xs[r * xss + static_cast<std::size_t>(b)] *
+                     static_cast<float>(dot_scalar(xq + r * xqs + k, q + c * qs + k, len));
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) y[r * ys + c] = acc[r][c] * scale[c];
+}
+
+template <int C>
+void run_channels(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y, int n,
+                  int out, int in, int o0, int o1) {
+  const std::size_t xqs = static_cast<std::size_t>(in), xss = static_cast<std::size_t>(ref::act_blocks(in)),
+                    ys = static_cast<std::size_t>(out);
+  int o = o0;
+  for (; o + C <= o1; o += C) {
+    const std::int8_t* qb = q + static_cast<std::size_t>(o) * in;
+    int r = 0;
+    for (; r + 4 <= n; r += 4) tile<4, C>(xq + r * xqs, xs + r * xss, xqs, xss, qb, scale + o, y + r * ys + o, ys, in);
+    for (; r < n; ++r) tile<1, C>(xq + r * xqs, xs + r * xss, xqs, xss, qb, scale + o, y + r * ys + o, ys, in);
+  }
+  for (; o < o1; ++o)
+    for (int r = 0; r < n; ++r)
+      tile<1, 1>(xq + r * xqs, xs + r * xss, xqs, xss, q + static_cast<std::size_t>(o) * in, scale + o,
+                 y + r * ys + o, ys, in);
+}
+
+}  // namespace
+
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool) {
+  const int blocks = ref::act_blocks(in);
+  pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t r = begin; r < end; ++r)
+      for (int b = 0; b < blocks; ++b) {
+        const int i0 = b * kActBlock, i1 = std::min(in, i0 + kActBlock);
+        const float* xr = x + r * static_cast<std::size_t>(in);
+        float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+        for (int i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(xr[i]));
+        const float s = amax / 127.0f;
+        xs[r * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)] = s;
+        const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+        std::int8_t* qr = xq + r * static_cast<std::size_t>(in);
+        for (int i = i0; i < i1; ++i)  // nearest, ties away from zero: as std::lround in the reference
+          qr[i] = static_cast<std::int8_t>(std::clamp(std::lround(xr[i] * inv), -127L, 127L));
+      }
+  }, std::max<std::size_t>(1, 4096 / static_cast<std::size_t>(std::max(in, 1))));
+}
+
+void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y,
+                     int n, int out, int in, ThreadPool& pool) {
+  if (n <= 0 || out <= 0) return;
+  constexpr int kUnit = 8;
+  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
+  const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(std::max(in, 1)) *
+                           static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
+  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
+    const int o0 = static_cast<int>(begin) * kUnit, o1 = std::min(out, static_cast<int>(end) * kUnit);
+    if (n <= 2) run_channels<4>(xq, xs, q, scale, y, n, out, in, o0, o1);
+    else run_channels<2>(xq, xs, q, scale, y, n, out, in, o0, o1);
+  }, grain);
+}
+
+}  // namespace inferlab::cpu

@@ -1,0 +1,25 @@
+// Threaded int8 x int8 matmul (W8A8 with dynamic activation quantisation):
+// y[n, out] = per-block-scaled xq[n, in] · (scale ⊙ Q)^T, the format of kernels/ref/matmul_int8.h
+// (per-channel int8 weights, Q8_0-style activation blocks of 32 with one fp32 scale each).
+//
+// Roofline: at n = 1 (decode) the kernel streams 1 byte per weight and does the dot products in
+// integer lanes — 32 multiply-adds per `maddubs` + `madd` pair on AVX2 (`vpdpbusd` on AVX-VNNI
+// would fold the two) — so it is bound by memory bandwidth, where the fp32-activation kernel
+// (matmul_int8.h) is bound by its int8 -> float widening. Threads split the output channels.
+// `inferlab_bench --benchmark_filter=MatmulInt8` compares both; parity with the reference is
+// tested in tests/kernels/test_matmul_int8.cpp.
+#pragma once
+#include <cstdint>
+
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// Quantises x [n, in] into xq [n, in] and xs [n, ref::act_blocks(in)] (threaded by rows).
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool);
+
+// xq: [n, in], xs: [n, act_blocks(in)], q: [out, in], scale: [out], y: [n, out].
+void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y,
+                     int n, int out, int in, ThreadPool& pool);
+
+}  // namespace inferlab::cpu
