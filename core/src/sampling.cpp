@@ -17,15 +17,14 @@ int argmax(const float* logits, int vocab) {
   return best;
 }
 
-int sample_token(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
-                 std::vector<std::pair<float, int>>& scratch) {
-  check(params.temperature >= 0.0, "sampling: temperature must be >= 0");
-  check(params.top_k >= 0, "sampling: top_k must be >= 0");
-  check(params.top_p > 0.0 && params.top_p <= 1.0, "sampling: top_p must be in (0, 1]");
-  if (params.temperature == 0.0) return argmax(logits, vocab);
+namespace {
 
-  // Candidates as (logit, id), ordered by logit descending then id ascending, so the result
-  // is deterministic whatever the sort implementation does with ties.
+// The truncated, tempered candidates sample_token draws from: scratch[0, n) holds (weight, id)
+// — weight = exp((logit - max) / T), unnormalised — ordered by logit descending then id
+// ascending where an order is needed (top-p), so the result does not depend on how the sort
+// treats ties. Returns n; `mass` is the weights' sum.
+std::size_t candidates(const float* logits, int vocab, const SamplingParams& params,
+                       std::vector<std::pair<float, int>>& scratch, double& mass) {
   auto before = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   };
@@ -39,8 +38,7 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
   const auto end = scratch.begin() + static_cast<std::ptrdiff_t>(n);
   const bool nucleus = params.top_p < 1.0;
   if (nucleus) std::sort(scratch.begin(), end, before);
-
-  // Softmax of logit / T over the candidates (probabilities overwrite the logits).
+  // Softmax of logit / T over the candidates (weights overwrite the logits).
   float max_logit = scratch[0].first;
   for (std::size_t i = 1; i < n; ++i) max_logit = std::max(max_logit, scratch[i].first);
   double total = 0.0;
@@ -49,9 +47,8 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
     scratch[i].first = static_cast<float>(p);
     total += p;
   }
-  // Nucleus: the smallest prefix (by probability) whose mass reaches top_p.
-  double mass = total;
-  if (nucleus) {
+  mass = total;
+  if (nucleus) {  // the smallest prefix (by probability) whose mass reaches top_p
     double cum = 0.0;
     for (std::size_t i = 0; i < n; ++i) {
       cum += scratch[i].first;
@@ -62,6 +59,23 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
     }
     mass = cum;
   }
+  return n;
+}
+
+void check_params(const SamplingParams& params) {
+  check(params.temperature >= 0.0, "sampling: temperature must be >= 0");
+  check(params.top_k >= 0, "sampling: top_k must be >= 0");
+  check(params.top_p > 0.0 && params.top_p <= 1.0, "sampling: top_p must be in (0, 1]");
+}
+
+}  // namespace
+
+int sample_token(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
+                 std::vector<std::pair<float, int>>& scratch) {
+  check_params(params);
+  if (params.temperature == 0.0) return argmax(logits, vocab);
+  double mass = 0.0;
+  const std::size_t n = candidates(logits, vocab, params, scratch, mass);
   const double r = rng.uniform() * mass;
   double cum = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -73,45 +87,16 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
 
 void token_probs(const float* logits, int vocab, const SamplingParams& params, std::vector<float>& probs,
                  std::vector<std::pair<float, int>>& scratch) {
+  check_params(params);
   probs.assign(static_cast<std::size_t>(vocab), 0.0f);
   if (params.temperature == 0.0) {
     probs[static_cast<std::size_t>(argmax(logits, vocab))] = 1.0f;
     return;
   }
-  // The candidates and weights exactly as sample_token forms them.
-  auto before = [](const std::pair<float, int>& a, const std::pair<float, int>& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  };
-  scratch.resize(static_cast<std::size_t>(vocab));
-  for (int i = 0; i < vocab; ++i) scratch[static_cast<std::size_t>(i)] = {logits[i], i};
-  std::size_t n = scratch.size();
-  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < n) {
-    n = static_cast<std::size_t>(params.top_k);
-    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(n - 1), scratch.end(), before);
-  }
-  const auto end = scratch.begin() + static_cast<std::ptrdiff_t>(n);
-  if (params.top_p < 1.0) std::sort(scratch.begin(), end, before);
-  float max_logit = scratch[0].first;
-  for (std::size_t i = 1; i < n; ++i) max_logit = std::max(max_logit, scratch[i].first);
-  double total = 0.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double p = std::exp((static_cast<double>(scratch[i].first) - max_logit) / params.temperature);
-    scratch[i].first = static_cast<float>(p);
-    total += p;
-  }
-  if (params.top_p < 1.0) {
-    double cum = 0.0;
-    for (std::size_t i = 0; i < n; ++i) {
-      cum += scratch[i].first;
-      if (cum >= params.top_p * total) {
-        n = i + 1;
-        break;
-      }
-    }
-    total = cum;
-  }
+  double mass = 0.0;
+  const std::size_t n = candidates(logits, vocab, params, scratch, mass);
   for (std::size_t i = 0; i < n; ++i)
-    probs[static_cast<std::size_t>(scratch[i].second)] = static_cast<float>(scratch[i].first / total);
+    probs[static_cast<std::size_t>(scratch[i].second)] = static_cast<float>(scratch[i].first / mass);
 }
 
 int sample_from(const std::vector<float>& probs, Rng& rng) {
