@@ -7,6 +7,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "inferlab/calibration.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
@@ -35,6 +36,27 @@ void check_checkpoint_layers(const ModelSpec& spec, int file_layers) {
   if (spec.n_layers > file_layers)
     throw Error("[model] n_layers = " + std::to_string(spec.n_layers) + ", but " + spec.path + " has " +
                 std::to_string(file_layers) + " layers; allowed: 1.." + std::to_string(file_layers));
+}
+
+// The calibration tokens (exactly spec.calibration.tokens of the text) through the float model,
+// with the reference attention on the host.
+CalibrationSet calibrate(const ExperimentSpec& spec, const LoadedModel& loaded, const CalibrationNeeds& needs,
+                         const Registry& registry, int threads) {
+  const CalibrationSpec& c = spec.calibration;
+  std::ifstream in(c.text, std::ios::binary);
+  if (!in) throw Error("[calibration] text " + c.text + " cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), loaded.weights.config.vocab_size, 0);
+  if (static_cast<int>(tokens.size()) < c.tokens)
+    throw Error("[calibration] text " + c.text + " gives " + std::to_string(tokens.size()) +
+                " tokens, fewer than tokens = " + std::to_string(c.tokens) + "; allowed: a longer text or fewer tokens");
+  tokens.resize(static_cast<std::size_t>(c.tokens));
+  CpuDevice host(threads);
+  auto attention = registry.create_attention(
+      "naive", registry.resolve(PluginKind::kAttention, "naive", {}, "[calibration]"), host);
+  log::info("calibration: " + std::to_string(tokens.size()) + " tokens of " + c.text);
+  return collect_calibration(loaded.weights, *attention, tokens, c.seq_len, needs, c.seed, threads);
 }
 
 }  // namespace
@@ -101,6 +123,11 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
     CpuDevice host(1);
     auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization, host);
+    if (quant->calibration_needs().any() && !spec.calibration.enabled)
+      throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
+                  v.stack.quantization.name +
+                  "' calibrates on the float model's activations and needs a [calibration] section "
+                  "(text, tokens, seq_len, seed)");
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       SupportQuery q{model, device_kind, quant->kv_dtype(), rv.params(k)};
@@ -169,6 +196,23 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     quality = std::make_unique<QualityEvaluator>(spec.quality, std::move(tokens));
   }
 
+  // One calibration pass for every variant that asks (the union of their needs).
+  std::unique_ptr<CalibrationSet> calibration;
+  {
+    CalibrationNeeds needs;
+    CpuDevice host(1);
+    for (const ResolvedVariant& v : plan.variants)
+      needs = merge_needs(needs, registry.create_quantization(v.stack.quantization.name, v.quantization, host)
+                                     ->calibration_needs());
+    if (needs.any()) {
+      calibration = std::make_unique<CalibrationSet>(calibrate(spec, loaded, needs, registry, threads));
+      notes.push_back("calibration: " + std::to_string(calibration->tokens) + " tokens of " + spec.calibration.text +
+                      " in windows of " + std::to_string(spec.calibration.seq_len) +
+                      ", float-model perplexity " + std::to_string(calibration->perplexity));
+      out.set_header(spec.name, spec.description, names, notes);
+    }
+  }
+
   // Repeats outermost so slow drift of a shared machine spreads over all variants alike.
   for (int rep = 0; rep < plan.repeats; ++rep) {
     for (const ResolvedVariant& v : plan.variants) {
@@ -182,7 +226,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
         auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
         auto scheduler = registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
         auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding, *device);
-        Model model(weights, *quant, *device);
+        Model model(weights, *quant, *device, calibration.get());
         EngineOptions eo;
         eo.kv = v.stack.kv;
         eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));

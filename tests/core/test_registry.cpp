@@ -64,14 +64,14 @@ TEST(Registry, RefusesMismatchedAbiWithoutTouchingDescriptor) {
 
 // Plugins built before the device seam (ABI 1) are refused by version with a clear message.
 TEST(Registry, RefusesAPluginBuiltAgainstThePreDeviceAbi) {
-  EXPECT_EQ(kPluginAbiVersion, 2);
+  EXPECT_EQ(kPluginAbiVersion, 3);
   Registry reg({test_plugins("abi_v1"), testing::plugin_dir()});
   bool seen = false;
   for (const auto& rec : reg.load_log())
     if (rec.path.find("abi_v1") != std::string::npos) {
       seen = true;
       EXPECT_FALSE(rec.ok);
-      EXPECT_NE(rec.message.find("ABI version 1 does not match this build's 2; rebuild the plugin"), std::string::npos)
+      EXPECT_NE(rec.message.find("ABI version 1 does not match this build's 3; rebuild the plugin"), std::string::npos)
           << rec.message;
     }
   EXPECT_TRUE(seen);

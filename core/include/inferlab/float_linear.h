@@ -26,6 +26,7 @@ class FloatLinear : public Linear {
 
 class NoQuantization : public Quantization {
  public:
+  using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 };

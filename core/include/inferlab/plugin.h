@@ -21,7 +21,9 @@
 namespace inferlab {
 
 // Bump when any interface in plugin.h or the headers it includes changes incompatibly.
-inline constexpr int kPluginAbiVersion = 2;
+// 3: Quantization gained calibration_needs() and a make_linear overload taking calibration
+// (new virtuals change the vtable an old plugin was built with).
+inline constexpr int kPluginAbiVersion = 3;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

@@ -31,6 +31,7 @@ class Int8Linear : public Linear {
 
 class Int8Quantization : public Quantization {
  public:
+  using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 };
