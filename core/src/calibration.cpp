@@ -48,8 +48,10 @@ class RecordingLinear : public Linear {
       using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
       Eigen::Map<const RowMajor> X(x, n, in);
       Eigen::Map<Eigen::MatrixXd> H(s.hessian.data(), in, in);
-      const Eigen::MatrixXd Xd = X.cast<double>();
-      H.noalias() += Xd.transpose() * Xd;  // Σ_t x_t x_tᵀ
+      // Σ_t x_t x_tᵀ: a chunk's product in float (at most a few hundred terms), summed in double.
+      Eigen::MatrixXf chunk = Eigen::MatrixXf::Zero(in, in);
+      chunk.selfadjointView<Eigen::Lower>().rankUpdate(X.transpose());
+      H += chunk.selfadjointView<Eigen::Lower>().toDenseMatrix().cast<double>();
     }
     if (needs_.max_abs)
       for (int t = 0; t < n; ++t)

@@ -8,6 +8,7 @@
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "inferlab/error.h"
@@ -20,26 +21,56 @@ namespace {
 using MatrixRd = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 }
 
+GptqFactor gptq_factor(const double* hessian, int in, const GptqOptions& o) {
+  GptqFactor f;
+  f.in = in;
+  Eigen::MatrixXd H = Eigen::Map<const MatrixRd>(hessian, in, in);  // [in, in]
+  // Dead inputs (never active in calibration) carry no information: quantized to 0.
+  f.dead.assign(static_cast<std::size_t>(in), false);
+  for (int i = 0; i < in; ++i)
+    if (H(i, i) == 0) {
+      H(i, i) = 1;
+      f.dead[static_cast<std::size_t>(i)] = true;
+    }
+  // Column order: natural, or by decreasing H_ii (act_order: the most active inputs first).
+  f.perm.resize(static_cast<std::size_t>(in));
+  std::iota(f.perm.begin(), f.perm.end(), 0);
+  if (o.act_order) std::stable_sort(f.perm.begin(), f.perm.end(), [&](int a, int b) { return H(a, a) > H(b, b); });
+  Eigen::MatrixXd Hp(in, in);
+  for (int j = 0; j < in; ++j)
+    for (int i = 0; i < in; ++i) Hp(i, j) = H(f.perm[static_cast<std::size_t>(i)], f.perm[static_cast<std::size_t>(j)]);
+  // Dampening λ = damp · mean(diag H); U = upper Cholesky factor of H⁻¹ (H⁻¹ = UᵀU). Without
+  // forming H⁻¹: with J the reversal permutation and J H J = L Lᵀ (Cholesky), H = Ũ Ũᵀ for the
+  // upper triangular Ũ = J L J, so H⁻¹ = Ũ⁻ᵀ Ũ⁻¹ and U = Ũ⁻¹ = J L⁻¹ J.
+  Hp.diagonal().array() += o.damp * Hp.diagonal().mean();
+  const Eigen::MatrixXd R = Hp.reverse();  // J H J
+  Eigen::LLT<Eigen::MatrixXd> llt(R);
+  check(llt.info() == Eigen::Success, "quantization 'gptq': the dampened Hessian is not positive definite; raise damp");
+  Eigen::MatrixXd Linv = Eigen::MatrixXd::Identity(in, in);
+  llt.matrixL().solveInPlace(Linv);  // L⁻¹, lower triangular
+  f.u.resize(static_cast<std::size_t>(in) * in);
+  Eigen::Map<MatrixRd>(f.u.data(), in, in) = Linv.reverse().triangularView<Eigen::Upper>();
+  return f;
+}
+
 std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int out, int in, const double* hessian,
                                           const GptqOptions& o) {
+  return gptq_quantize(weight, out, gptq_factor(hessian, in, o), o);
+}
+
+std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int out, const GptqFactor& f,
+                                          const GptqOptions& o) {
+  const int in = f.in;
   check_int4_group_size(o.group_size, "gptq");
   check(weight.size() == static_cast<std::size_t>(out) * in, "quantization 'gptq': weight is not [out, in]");
   const int gs = o.group_size, G = ref::int4_groups(in, gs);
   const int B = std::max(1, (o.block_size + gs - 1) / gs) * gs;  // whole groups per block
   MatrixRd W = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
                    weight.data(), out, in).cast<double>();  // [out, in]
-  Eigen::MatrixXd H = Eigen::Map<const MatrixRd>(hessian, in, in);  // [in, in]
-  // Dead inputs (never active in calibration) carry no information: quantize them to 0.
   for (int i = 0; i < in; ++i)
-    if (H(i, i) == 0) {
-      H(i, i) = 1;
-      W.col(i).setZero();
-    }
-  // Column order: natural, or by decreasing H_ii (act_order: the most active inputs first).
-  std::vector<int> perm(static_cast<std::size_t>(in));
-  std::iota(perm.begin(), perm.end(), 0);
-  if (o.act_order)
-    std::stable_sort(perm.begin(), perm.end(), [&](int a, int b) { return H(a, a) > H(b, b); });
+    if (f.dead[static_cast<std::size_t>(i)]) W.col(i).setZero();
+  const std::vector<int>& perm = f.perm;
+  const Eigen::Map<const MatrixRd> U(f.u.data(), in, in);
   // Grids per (row, group). With act_order they are fixed up front from the original weights.
   std::vector<Int4Grid> grid(static_cast<std::size_t>(out) * G);
   auto set_grids = [&](const MatrixRd& w, int g, int col0, const std::vector<int>* cols) {
@@ -61,20 +92,7 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
       set_grids(W, g, 0, &cols);
     }
   MatrixRd Wp(out, in);
-  Eigen::MatrixXd Hp(in, in);
-  for (int j = 0; j < in; ++j) {
-    Wp.col(j) = W.col(perm[static_cast<std::size_t>(j)]);
-    for (int i = 0; i < in; ++i) Hp(i, j) = H(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(j)]);
-  }
-  // Dampening λ = damp · mean(diag H); U = upper Cholesky factor of H⁻¹ (H⁻¹ = UᵀU).
-  const double lambda = o.damp * Hp.diagonal().mean();
-  Hp.diagonal().array() += lambda;
-  Eigen::LLT<Eigen::MatrixXd> llt(Hp);
-  check(llt.info() == Eigen::Success, "quantization 'gptq': the dampened Hessian is not positive definite; raise damp");
-  const Eigen::MatrixXd Hinv = llt.solve(Eigen::MatrixXd::Identity(in, in));
-  Eigen::LLT<Eigen::MatrixXd> llt_inv(Hinv);
-  check(llt_inv.info() == Eigen::Success, "quantization 'gptq': H⁻¹ is not positive definite; raise damp");
-  const Eigen::MatrixXd U = llt_inv.matrixU();
+  for (int j = 0; j < in; ++j) Wp.col(j) = W.col(perm[static_cast<std::size_t>(j)]);
 
   std::vector<std::uint8_t> code(static_cast<std::size_t>(out) * in);  // [out, in], natural order
   for (int i1 = 0; i1 < in; i1 += B) {
@@ -133,7 +151,18 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
     return std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
   check(calib->in == in && calib->hessian.size() == static_cast<std::size_t>(in) * in,
         "quantization 'gptq': the Hessian of " + name + " is not [in, in]");
-  return gptq_quantize(weight, out, in, calib->hessian.data(), options_);
+  // Linears reading the same input share the record (and so H): factor it once. The record
+  // outlives the model build; tokens and H's corners guard against an address reused later.
+  const std::array<double, 3> key = {static_cast<double>(calib->tokens), calib->hessian.front(), calib->hessian.back()};
+  auto it = std::find_if(factors_.begin(), factors_.end(), [&](const CachedFactor& c) {
+    return c.calib == calib && c.key == key;
+  });
+  if (it == factors_.end()) {
+    if (factors_.size() >= 4) factors_.erase(factors_.begin());  // a layer has at most 4 inputs
+    factors_.push_back({calib, key, gptq_factor(calib->hessian.data(), in, options_)});
+    it = factors_.end() - 1;
+  }
+  return gptq_quantize(weight, out, it->factor, options_);
 }
 
 CalibrationNeeds GptqQuantization::calibration_needs() const {

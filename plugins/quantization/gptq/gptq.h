@@ -2,6 +2,7 @@
 // error feedback from the Hessian of the layer's calibration inputs, stored in the int4 group
 // format (kernels/ref/matmul_int4.h) and run by the same kernel as quantization/int4.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,11 +20,23 @@ struct GptqOptions {
   int block_size = 128;   // columns per lazy batch update (rounded up to a multiple of group_size)
 };
 
+// What GPTQ derives from H alone (shared by every linear reading the same input): dead inputs,
+// the column order and U, the upper Cholesky factor of the dampened, permuted H⁻¹.
+struct GptqFactor {
+  std::vector<bool> dead;  // [in] H_ii == 0
+  std::vector<int> perm;   // [in] column order
+  std::vector<double> u;   // [in, in] row-major, upper triangular
+  int in = 0;
+};
+GptqFactor gptq_factor(const double* hessian, int in, const GptqOptions& options);
+
 // The int4 group codes of W [out, in] by GPTQ against H = Σ x xᵀ [in, in] (row-major, double).
 // Asymmetric min/max grids (the rule of ref::quantize_int4_groups), computed from the weights as
 // updated when the group's first column is reached (with act_order: from the original weights,
 // "static groups", so groups stay contiguous in storage).
 std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int out, int in, const double* hessian,
+                                          const GptqOptions& options);
+std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int out, const GptqFactor& factor,
                                           const GptqOptions& options);
 
 class GptqQuantization : public Quantization {
@@ -39,6 +52,13 @@ class GptqQuantization : public Quantization {
  private:
   GptqOptions options_;
   bool skip_classifier_;
+  // Factors of the last Hessians seen (wq/wk/wv and w1/w3 share theirs).
+  struct CachedFactor {
+    const LinearCalibration* calib;
+    std::array<double, 3> key;
+    GptqFactor factor;
+  };
+  std::vector<CachedFactor> factors_;
 };
 
 }  // namespace inferlab::plugins
