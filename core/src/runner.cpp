@@ -238,7 +238,8 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
         row.metrics = compute_metrics(r.timeline, spec.slo);
         if (quality) {
           // Quality is deterministic: measured once per variant, repeated in every row.
-          auto q = quality->evaluate(v.name, model, *attention, rep == 0 && &v == &plan.variants.front());
+          auto q = quality->evaluate(v.name, model, *attention, rep == 0 && &v == &plan.variants.front(),
+                                      quant->kv_dtype());
           row.metrics.insert(row.metrics.end(), q.begin(), q.end());
         }
         request_rows = std::move(r.timeline.requests);
