@@ -197,7 +197,11 @@ TEST_P(QuantizationConformance, LinearMatchesFloatReferenceWithinItsPrecision) {
         SCOPED_TRACE(std::to_string(n) + " rows");
         const std::vector<float> x = random_matrix(n, s.in, ++seed, true);
         const std::vector<float> y = forward(*linear, x, n);
-        EXPECT_LT(relative_error(y, reference_linear(x, wq, n, s), x, wq, s), 1e-4)
+        // Strategies that quantize activations too (W8A8) pay an 8-bit activation error here.
+        const bool quantizes_activations = GetParam().plugin == "smoothquant" &&
+                                           !(GetParam().given.count("quantize") &&
+                                             !std::get<bool>(GetParam().given.at("quantize")));
+        EXPECT_LT(relative_error(y, reference_linear(x, wq, n, s), x, wq, s), quantizes_activations ? 2e-2 : 1e-4)
             << "the kernel does not compute x · W_q^T for the weights it applies to a single input";
         EXPECT_LT(relative_error(y, reference_linear(x, w, n, s), x, w, s), p.bound);
       }

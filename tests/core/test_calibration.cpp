@@ -65,6 +65,34 @@ TEST(Calibration, RecordsEveryLinearsInputOnce) {
   EXPECT_TRUE(none.find("layers.0.wq")->samples.empty());
 }
 
+// SmoothQuant's smoothing transform alone (quantize = false) is a reparametrisation: the model's
+// logits stay those of fp32 within float rounding, with smoothing scales far from 1.
+TEST(Calibration, SmoothingTransformAloneLeavesLogitsUnchanged) {
+  ModelConfig c = preset_config("stories260k");
+  const ModelWeights w = random_weights(c, 4);
+  testing::RefAttention attention;
+  std::vector<int> tokens;
+  for (int i = 0; i < 48; ++i) tokens.push_back(1 + (i * 11) % (c.vocab_size - 1));
+  Registry reg({testing::plugin_dir()});
+  CpuDevice device(1);
+  auto none = reg.create_quantization("none", reg.resolve(PluginKind::kQuantization, "none", {}, "t"), device);
+  auto smooth = reg.create_quantization(
+      "smoothquant",
+      reg.resolve(PluginKind::kQuantization, "smoothquant", {{"quantize", false}, {"alpha", 0.8}}, "t"), device);
+  const CalibrationSet calib = collect_calibration(w, attention, tokens, 16, smooth->calibration_needs(), 1, 1);
+  std::vector<std::vector<float>> a, b;
+  Model m0(w, *none, device);
+  evaluate_perplexity(m0, attention, tokens, 0, 0, &a);
+  Model m1(w, *smooth, device, &calib);
+  evaluate_perplexity(m1, attention, tokens, 0, 0, &b);
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (std::size_t t = 0; t < a.size(); ++t)
+    for (std::size_t i = 0; i < a[t].size(); ++i) worst = std::max(worst, static_cast<double>(std::fabs(a[t][i] - b[t][i])));
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_GT(m1.weight_bytes(), m0.weight_bytes());  // the smoothing vectors are stored
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
