@@ -8,8 +8,9 @@
 // storage range holds it — at least the codes (rows padded to whole bytes), at most the codes
 // plus an fp32 scale and a byte of zero point per 8 weights. The effective weights W_q are read
 // back by running the linear on the identity, which splits the error in two: the kernel must
-// compute exactly x · W_qᵀ (weight-only formats: one that quantizes activations too needs that
-// bound relaxed), and W_q must be as close to W as that width promises. Since the
+// compute exactly x · W_qᵀ (weight-only formats; smoothquant, which quantizes activations to
+// int8 too, is held to the 8-bit bound instead), and W_q must be as close to W as that width
+// promises. Since the
 // width range is generous (8-bit per-channel storage also fits 4-bit plus scales), the storage
 // must also be enough for the accuracy measured: no format is more accurate than its bits.
 #include <algorithm>
