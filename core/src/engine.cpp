@@ -125,6 +125,7 @@ void StepLoop::setup() {
   tl.block_size = kv_config_.block_size;
   tl.kv_blocks_total = kv_config_.num_blocks;
   tl.weights_bytes = executor_.weight_bytes();
+  tl.kv_bytes_per_token = executor_.kv_bytes_per_block(1);
   tl.requests.resize(requests_.size());
   result_.outputs.resize(requests_.size());
   seqs_.resize(requests_.size());
@@ -488,9 +489,7 @@ ModelExecutor::ModelExecutor(Model& model, Attention& attention, KvDtype kv_dtyp
     : model_(model), attention_(attention), kv_dtype_(kv_dtype) {}
 
 std::uint64_t ModelExecutor::kv_bytes_per_block(int block_size) const {
-  const ModelConfig& mc = model_.config();
-  return 2ull * static_cast<std::uint64_t>(mc.n_layers) * static_cast<std::uint64_t>(mc.kv_dim()) *
-         static_cast<std::uint64_t>(block_size) * static_cast<std::uint64_t>(kv_dtype_bits(kv_dtype_)) / 8;
+  return KvStorage::bytes_per_token(model_.config(), kv_dtype_) * static_cast<std::uint64_t>(block_size);
 }
 
 void ModelExecutor::prepare(const KvCacheConfig& kv) {

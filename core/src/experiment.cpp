@@ -416,7 +416,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   const Ctx c{path};
   const std::string base_dir = fs::path(path).parent_path().string();
   check_keys(c, root, "the experiment file",
-             {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality"});
+             {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality", "calibration"});
 
   if (auto n = root.get("experiment")) {
     const auto& t = get_table(c, *n, "experiment");
@@ -525,6 +525,30 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       if (spec.quality.context == 1)  // a 1-token window predicts nothing
         throw Error(c.at(*m) + ": 'context' = 1 is out of range; allowed: 0 (the model's context) or >= 2");
     }
+  }
+
+  spec.calibration.seed = spec.seed;
+  if (auto n = root.get("calibration")) {
+    const auto& t = get_table(c, *n, "calibration");
+    check_keys(c, t, "[calibration]", {"text", "tokens", "seq_len", "seed"});
+    spec.calibration.enabled = true;
+    if (auto m = t.get("tokens")) spec.calibration.tokens = static_cast<int>(get_int(c, *m, "tokens", 2, 1 << 20));
+    if (auto m = t.get("seq_len")) spec.calibration.seq_len = static_cast<int>(get_int(c, *m, "seq_len", 2, 1 << 16));
+    if (auto m = t.get("seed")) spec.calibration.seed = static_cast<std::uint64_t>(get_int(c, *m, "seed", 0, INT64_MAX));
+    auto v = t.get("text");
+    if (!v) throw Error(c.at(*n) + ": [calibration] needs 'text' (a UTF-8 text file of at least 'tokens' tokens)");
+    spec.calibration.text = resolve_data_path(get_string(c, *v, "text"), base_dir, c.at(*v));
+    std::error_code ec;
+    if (!fs::is_regular_file(spec.calibration.text, ec) || fs::file_size(spec.calibration.text, ec) == 0)
+      throw Error(c.at(*v) + ": [calibration] text " + spec.calibration.text +
+                  " is empty or not a regular file; allowed: a UTF-8 text file of at least 'tokens' tokens");
+    // A token covers at least one byte (one more for the BOS), so a shorter file cannot hold
+    // `tokens` tokens whatever the tokenizer; the exact count is checked once it is tokenized.
+    const auto bytes = fs::file_size(spec.calibration.text, ec);
+    if (bytes + 1 < static_cast<std::uintmax_t>(spec.calibration.tokens))
+      throw Error(c.at(*v) + ": [calibration] text " + spec.calibration.text + " has " + std::to_string(bytes) +
+                  " bytes, too short for tokens = " + std::to_string(spec.calibration.tokens) +
+                  "; allowed: a longer text or fewer tokens");
   }
 
   if (auto n = root.get("plugins")) {

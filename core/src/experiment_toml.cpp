@@ -75,6 +75,9 @@ std::string resolved_config_toml(const Plan& plan) {
   if (s.quality.enabled)
     t << "\n[quality]\ntext = " << json_quote(s.quality.text) << "\nmax_tokens = " << s.quality.max_tokens
       << "\ncontext = " << s.quality.context << "\n";
+  if (s.calibration.enabled)
+    t << "\n[calibration]\ntext = " << json_quote(s.calibration.text) << "\ntokens = " << s.calibration.tokens
+      << "\nseq_len = " << s.calibration.seq_len << "\nseed = " << s.calibration.seed << "\n";
   auto stack = [&](const ResolvedVariant& v) {
     for (PluginKind k : kStackKinds) {
       t << stack_key(k) << " = { name = " << json_quote(v.stack.choice(k).name);

@@ -164,7 +164,7 @@ std::vector<std::string> metric_names() {
        {"throughput_out_tok_s", "throughput_total_tok_s", "throughput_req_s", "goodput_req_s", "requests",
         "requests_unfinished", "steps", "batch_mean", "tokens_per_step_mean", "kv_blocks_total", "kv_blocks_peak",
         "kv_waste_frac", "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
-        "spec_tokens_per_step", "weights_bytes"})
+        "spec_tokens_per_step", "weights_bytes", "kv_bytes_per_token"})
     names.emplace_back(n);
   for (int c = 0; c < kTimeCategories; ++c)
     names.push_back(std::string("time_") + time_category_name(static_cast<TimeCategory>(c)) + "_frac");
@@ -264,6 +264,7 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("spec_tokens_per_step",
                    seq_steps > 0 ? static_cast<double>(decode_tokens) / static_cast<double>(seq_steps) : 0.0);
   row.emplace_back("weights_bytes", static_cast<double>(run.weights_bytes));
+  row.emplace_back("kv_bytes_per_token", static_cast<double>(run.kv_bytes_per_token));
   // Where the steps' time went (fractions of the real time inside steps; all 0 when the run
   // recorded none). step_overhead_frac is what is not the model's device ops.
   const double wall = run.step_wall_s;

@@ -18,9 +18,13 @@ struct Model::Layer {
 
 namespace {
 
-std::unique_ptr<Linear> build(Quantization& quant, const std::string& name, const std::vector<float>& w,
-                              int out, int in) {
-  std::unique_ptr<Linear> linear = quant.make_linear(name, w, out, in);
+std::unique_ptr<Linear> build(Quantization& quant, const CalibrationSet* calibration, const std::string& name,
+                              const std::vector<float>& w, int out, int in) {
+  const LinearCalibration* calib = calibration ? calibration->find(name) : nullptr;
+  check(calib == nullptr || calib->in == in, "calibration of " + name + " has " +
+                                                 std::to_string(calib ? calib->in : 0) + " input channels, expected " +
+                                                 std::to_string(in));
+  std::unique_ptr<Linear> linear = quant.make_linear(name, w, out, in, calib);
   check(linear != nullptr, "quantization returned no linear for " + name);
   check(linear->out_features() == out && linear->in_features() == in,
         "quantization built " + name + " as [" + std::to_string(linear->out_features()) + ", " +
@@ -37,7 +41,7 @@ Buffer to_device(Device& device, const std::vector<float>& host) {
 
 }  // namespace
 
-Model::Model(const ModelWeights& weights, Quantization& quant, Device& device)
+Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, const CalibrationSet* calibration)
     : config_(weights.config), device_(device) {
   weights.validate();
   const int d = config_.dim, h = config_.hidden_dim, kv = config_.kv_dim(), v = config_.vocab_size;
@@ -52,16 +56,16 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device)
     layer->bq = to_device(device_, src.bq);
     layer->bk = to_device(device_, src.bk);
     layer->bv = to_device(device_, src.bv);
-    layer->wq = build(quant, p + "wq", src.wq, d, d);
-    layer->wk = build(quant, p + "wk", src.wk, kv, d);
-    layer->wv = build(quant, p + "wv", src.wv, kv, d);
-    layer->wo = build(quant, p + "wo", src.wo, d, d);
-    layer->w1 = build(quant, p + "w1", src.w1, h, d);
-    layer->w2 = build(quant, p + "w2", src.w2, d, h);
-    layer->w3 = build(quant, p + "w3", src.w3, h, d);
+    layer->wq = build(quant, calibration, p + "wq", src.wq, d, d);
+    layer->wk = build(quant, calibration, p + "wk", src.wk, kv, d);
+    layer->wv = build(quant, calibration, p + "wv", src.wv, kv, d);
+    layer->wo = build(quant, calibration, p + "wo", src.wo, d, d);
+    layer->w1 = build(quant, calibration, p + "w1", src.w1, h, d);
+    layer->w2 = build(quant, calibration, p + "w2", src.w2, d, h);
+    layer->w3 = build(quant, calibration, p + "w3", src.w3, h, d);
     layers_.push_back(std::move(layer));
   }
-  classifier_ = build(quant, "classifier", config_.tied_classifier ? weights.token_embedding : weights.classifier,
+  classifier_ = build(quant, calibration, "classifier", config_.tied_classifier ? weights.token_embedding : weights.classifier,
                       v, d);
   const int hd = config_.head_dim();
   std::vector<float> inv_freq(static_cast<std::size_t>(hd / 2));

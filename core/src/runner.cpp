@@ -10,6 +10,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "inferlab/calibration.h"
 #include "inferlab/cell.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
@@ -41,6 +42,27 @@ void check_checkpoint_layers(const ModelSpec& spec, int file_layers) {
   if (spec.n_layers > file_layers)
     throw Error("[model] n_layers = " + std::to_string(spec.n_layers) + ", but " + spec.path + " has " +
                 std::to_string(file_layers) + " layers; allowed: 1.." + std::to_string(file_layers));
+}
+
+// The calibration tokens (exactly spec.calibration.tokens of the text) through the float model,
+// with the reference attention on the host.
+CalibrationSet calibrate(const ExperimentSpec& spec, const LoadedModel& loaded, const CalibrationNeeds& needs,
+                         const Registry& registry, int threads) {
+  const CalibrationSpec& c = spec.calibration;
+  std::ifstream in(c.text, std::ios::binary);
+  if (!in) throw Error("[calibration] text " + c.text + " cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), loaded.weights.config.vocab_size, 0);
+  if (static_cast<int>(tokens.size()) < c.tokens)
+    throw Error("[calibration] text " + c.text + " gives " + std::to_string(tokens.size()) +
+                " tokens, fewer than tokens = " + std::to_string(c.tokens) + "; allowed: a longer text or fewer tokens");
+  tokens.resize(static_cast<std::size_t>(c.tokens));
+  CpuDevice host(threads);
+  auto attention = registry.create_attention(
+      "naive", registry.resolve(PluginKind::kAttention, "naive", {}, "[calibration]"), host);
+  log::info("calibration: " + std::to_string(tokens.size()) + " tokens of " + c.text);
+  return collect_calibration(loaded.weights, *attention, tokens, c.seq_len, needs, c.seed, threads);
 }
 
 }  // namespace
@@ -107,6 +129,11 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
     CpuDevice host(1);
     auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization, host);
+    if (quant->calibration_needs().any() && !spec.calibration.enabled)
+      throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
+                  v.stack.quantization.name +
+                  "' calibrates on the float model's activations and needs a [calibration] section "
+                  "(text, tokens, seq_len, seed)");
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       SupportQuery q{model, device_kind, quant->kv_dtype(), rv.params(k)};
@@ -135,6 +162,7 @@ struct RunContext {
   const std::vector<Request>& requests;
   QualityEvaluator* quality;
   DeviceKind device_kind;
+  const CalibrationSet* calibration;  // null when no variant calibrates
   bool stopping() const { return options.interrupted && options.interrupted() != 0; }
 };
 
@@ -151,7 +179,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
   auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &cx.weights, attention.get());
-  Model model(cx.weights, *quant, *device);
+  Model model(cx.weights, *quant, *device, cx.calibration);
   EngineOptions eo;
   eo.kv = v.stack.kv;
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
@@ -167,7 +195,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   c.row.metrics = compute_metrics(r.timeline, spec.slo);
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
-    auto q = cx.quality->evaluate(v.name, model, *attention, vi == 0);
+    auto q = cx.quality->evaluate(v.name, model, *attention, vi == 0, quant->kv_dtype());
     c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
   }
   c.requests = std::move(r.timeline.requests);
@@ -322,6 +350,23 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     log::warn(notes.back());
   }
 
+  // One calibration pass for every variant that asks (the union of their needs), in the parent
+  // so that every cell's child inherits it; its device is gone before the first fork.
+  std::unique_ptr<CalibrationSet> calibration;
+  {
+    CalibrationNeeds needs;
+    CpuDevice host(1);
+    for (const ResolvedVariant& v : plan.variants)
+      needs = merge_needs(needs, registry.create_quantization(v.stack.quantization.name, v.quantization, host)
+                                     ->calibration_needs());
+    if (needs.any()) {
+      calibration = std::make_unique<CalibrationSet>(calibrate(spec, loaded, needs, registry, threads));
+      notes.push_back("calibration: " + std::to_string(calibration->tokens) + " tokens of " + spec.calibration.text +
+                      " in windows of " + std::to_string(spec.calibration.seq_len) +
+                      ", float-model perplexity " + std::to_string(calibration->perplexity));
+    }
+  }
+
   std::unique_ptr<QualityEvaluator> quality;
   if (spec.quality.enabled) {
     std::ifstream in(spec.quality.text, std::ios::binary);
@@ -339,13 +384,13 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     auto device = make_device(device_kind, spec.device.threads);
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
-    Model model(weights, *quant, *device);
-    quality->evaluate(b.name, model, *attention, true);
+    Model model(weights, *quant, *device, calibration.get());
+    quality->evaluate(b.name, model, *attention, true, quant->kv_dtype());
   }
   out.set_header(spec.name, spec.description, names, notes);
   out.rewrite();
 
-  const RunContext cx{plan, registry, options, weights, requests, quality.get(), device_kind};
+  const RunContext cx{plan, registry, options, weights, requests, quality.get(), device_kind, calibration.get()};
   RunOutcome outcome;
   for (const Cell& cell : missing) {
     if (cx.stopping()) break;

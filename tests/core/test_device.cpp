@@ -91,7 +91,7 @@ TEST(Device, NonCpuDevicesAreClearErrors) {
   }
 }
 
-TEST(KvStorage, OnlyF32IsImplementedAndBytesFollowTheDtype) {
+TEST(KvStorage, F32AndInt8AreImplementedAndBytesFollowTheDtype) {
   CpuDevice device(1);
   ModelConfig c;
   c.name = "t";
@@ -102,7 +102,9 @@ TEST(KvStorage, OnlyF32IsImplementedAndBytesFollowTheDtype) {
   KvStorage kv(device, c, 5, 4);
   EXPECT_EQ(kv.bytes(), 2u * 3 * 5 * 4 * 8 * 4);  // k and v, layers, blocks, tokens, kv_dim, f32
   EXPECT_EQ(kv.layer(2).num_blocks, 5);
-  for (KvDtype d : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4}) {
+  // int8: a byte per value plus an fp32 scale per (token, KV head).
+  EXPECT_EQ(KvStorage(device, c, 5, 4, KvDtype::kInt8).bytes(), 2u * 3 * 5 * 4 * (8 + 2 * 4));
+  for (KvDtype d : {KvDtype::kF16, KvDtype::kInt4}) {
     try {
       KvStorage q(device, c, 5, 4, d);
       FAIL() << kv_dtype_name(d);

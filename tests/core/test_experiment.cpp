@@ -193,6 +193,36 @@ TEST(Experiment, QualityTextMustHaveTextAndContextMustPredictSomething) {
   EXPECT_EQ(error_of(path, {"quality.text=\"" + text + "\"", "quality.context=2"}), "");
 }
 
+TEST(Experiment, CalibrationSectionParsesAndNamesItsTextOnError) {
+  std::string text = write_toml("calib.txt", std::string(600, 'a'));
+  std::string path = write_toml("calib.toml", std::string(kBase) + "[calibration]\ntext = \"" + text +
+                                                  "\"\ntokens = 256\nseq_len = 64\n");
+  auto spec = load_experiment(path, {});
+  EXPECT_TRUE(spec.calibration.enabled);
+  EXPECT_EQ(spec.calibration.text, text);
+  EXPECT_EQ(spec.calibration.tokens, 256);
+  EXPECT_EQ(spec.calibration.seq_len, 64);
+  EXPECT_EQ(spec.calibration.seed, 7u);  // the experiment's
+  EXPECT_FALSE(load_experiment(write_toml("nocalib.toml", kBase), {}).calibration.enabled);
+  // Missing file: named, with where it was looked for.
+  std::string msg = error_of(path, {"calibration.text=\"no_such_calibration.txt\""});
+  EXPECT_NE(msg.find("no_such_calibration.txt"), std::string::npos) << msg;
+  // Empty, and too short for the tokens asked: the file is named with the line of the key.
+  std::string empty = write_toml("calib_empty.txt", "");
+  msg = error_of(path, {"calibration.text=\"" + empty + "\""});
+  EXPECT_NE(msg.find("[calibration] text " + empty + " is empty or not a regular file"), std::string::npos) << msg;
+  msg = error_of(path, {"calibration.tokens=4096"});
+  EXPECT_NE(msg.find(path + ":19:8: [calibration] text " + text + " has 600 bytes, too short for tokens = 4096"),
+            std::string::npos)
+      << msg;
+  msg = error_of(write_toml("calib_notext.toml", std::string(kBase) + "[calibration]\ntokens = 8\n"));
+  EXPECT_NE(msg.find("[calibration] needs 'text'"), std::string::npos) << msg;
+  msg = error_of(path, {"calibration.seq_len=1"});
+  EXPECT_NE(msg.find("'seq_len' = 1 is out of range"), std::string::npos) << msg;
+  msg = error_of(path, {"calibration.samples=3"});
+  EXPECT_NE(msg.find("samples"), std::string::npos) << msg;
+}
+
 TEST(Experiment, LengthTablesMustNotFallBackToDefaultsSilently) {
   std::string path = write_toml("length_tables.toml", kBase);
   std::string msg = error_of(path, {"workload.prompt_len={ dist = \"uniform\", min = 5 }"});

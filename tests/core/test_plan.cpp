@@ -46,6 +46,20 @@ attention = "flash"
       << e;
 }
 
+TEST(Plan, CalibratedQuantizationWithoutCalibrationIsRefusedWithTheReason) {
+  for (const char* method : {"gptq", "awq"}) {
+    const std::string e = plan_error(std::string(method) + ".toml", std::string(R"([model]
+preset = "stories260k"
+[[variant]]
+name = "q"
+quantization = ")") + method + "\"\n");
+    EXPECT_NE(e.find("variant 'q': quantization '" + std::string(method) +
+                     "' calibrates on the float model's activations and needs a [calibration] section"),
+              std::string::npos)
+        << e;
+  }
+}
+
 TEST(Plan, PluginSupportsCheckIsAsked) {
   const std::string e = plan_error("ngram.toml", R"([model]
 preset = "stories260k"

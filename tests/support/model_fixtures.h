@@ -17,6 +17,7 @@ namespace inferlab::testing {
 // Linears keep fp32 weights and run kernels/cpu/matmul_f32 (what the "none" plugin does).
 class FloatQuantization final : public Quantization {
  public:
+  using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
   int linears_built() const { return built_; }

@@ -70,6 +70,16 @@ struct QualitySpec {
   int context = 0;      // window (0 = model's trained context)
 };
 
+// Optional [calibration]: tokens the float model runs over once, so quantization strategies
+// that ask (GPTQ, AWQ, SmoothQuant) see each linear's input statistics.
+struct CalibrationSpec {
+  bool enabled = false;
+  std::string text;      // resolved path of a UTF-8 text file
+  int tokens = 512;      // use exactly this many tokens of it (fewer is an error)
+  int seq_len = 256;     // window the model runs over (tokens are cut into windows)
+  std::uint64_t seed = 0;  // row sampling (defaults to the experiment seed)
+};
+
 struct ExperimentSpec {
   std::string name;
   std::string description;
@@ -85,6 +95,7 @@ struct ExperimentSpec {
   WorkloadSpec workload;
   SloSpec slo;
   QualitySpec quality;
+  CalibrationSpec calibration;
   std::vector<std::string> plugin_paths;  // [plugins] paths, resolved
   std::vector<Variant> variants;          // [0] is the baseline
   std::string source_path;                // the TOML file

@@ -51,6 +51,22 @@ struct KvLayerView {
   const float* v_at(int slot, int kv_head) const {
     return static_cast<const float*>(v) + (static_cast<std::size_t>(slot) * n_kv_heads + kv_head) * head_dim;
   }
+  // Any dtype this build stores (f32, int8), host memory: the K (V) vector of `kv_head` at
+  // `slot` as floats — a pointer into f32 storage, or the int8 codes times their token-head
+  // scale written to `scratch` [head_dim] and `scratch` returned. Attention kernels call it per
+  // position of a tile, so quantized KV is dequantized in the tile loop.
+  const float* k_row(int slot, int kv_head, float* scratch) const { return row(k, k_scale, slot, kv_head, scratch); }
+  const float* v_row(int slot, int kv_head, float* scratch) const { return row(v, v_scale, slot, kv_head, scratch); }
+
+ private:
+  const float* row(const void* base, const float* scale, int slot, int kv_head, float* scratch) const {
+    const std::size_t cell = static_cast<std::size_t>(slot) * n_kv_heads + kv_head;
+    if (dtype == KvDtype::kF32) return static_cast<const float*>(base) + cell * head_dim;
+    const signed char* codes = static_cast<const signed char*>(base) + cell * head_dim;  // kInt8
+    const float s = scale[cell];
+    for (int c = 0; c < head_dim; ++c) scratch[c] = s * static_cast<float>(codes[c]);
+    return scratch;
+  }
 };
 
 struct KvStats {

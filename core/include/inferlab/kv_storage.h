@@ -1,7 +1,8 @@
 // The device half of the paged KV cache: each layer's K and V for every slot of the block
 // pool, in one KV dtype, in memory of one Device. Slots are block * block_size + offset, as
-// the BlockManager hands them out. Only f32 is implemented; the other KvDtype values are
-// refused with a clear error until a quantized-KV implementation lands.
+// the BlockManager hands them out. f32 on any device; int8 on the CPU: symmetric, one fp32 scale
+// per (token, KV head) = max|x| / 127 over that head's head_dim values, written as K/V arrive
+// (so a token's codes never change). f16 and int4 are refused with a clear error.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -35,13 +36,18 @@ class KvStorage {
   float* v_slot(int layer, int slot);
 
   std::uint64_t bytes() const;  // storage of the whole pool, scales included
+  // K and V of one token over all layers, scales included: f32 2·L·kv_dim·4; int8
+  // 2·L·(kv_dim + 4·n_kv_heads).
+  static std::uint64_t bytes_per_token(const ModelConfig& model, KvDtype dtype);
 
  private:
   Device& device_;
   KvDtype dtype_;
   int n_layers_, n_kv_heads_, head_dim_, kv_dim_;
   int num_blocks_, block_size_;
+  std::size_t elem_bytes() const;
   std::vector<Buffer> k_, v_;  // per layer: [num_blocks * block_size, kv_dim] of dtype
+  std::vector<Buffer> k_scale_, v_scale_;  // int8: per layer [num_blocks * block_size, n_kv_heads]
 };
 
 }  // namespace inferlab

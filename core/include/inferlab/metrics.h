@@ -58,6 +58,7 @@ struct RunTimeline {
   long long spec_accepted = 0;
   int preemptions = 0;
   std::uint64_t weights_bytes = 0;
+  std::uint64_t kv_bytes_per_token = 0;  // K and V of one token over all layers, scales included
   // (sequence, decode step) pairs: each step adds the number of sequences it decoded, i.e.
   // that emitted tokens after their first (a preempted request's recompute included; a
   // prompt's last chunk is not). 0 = unknown: compute_metrics then counts distinct token
@@ -90,7 +91,7 @@ double percentile(std::vector<double> values, double q);
 // the span from the first arrival to the last finish; goodput (req/s meeting every SLO bound);
 // steps; batch_mean; kv_blocks_total; kv_blocks_peak; kv_waste_frac (mean over steps of 1 -
 // tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
-// spec_accept_frac; spec_tokens_per_step; weights_bytes; time_<category>_frac for every
+// spec_accept_frac; spec_tokens_per_step; weights_bytes; kv_bytes_per_token; time_<category>_frac for every
 // TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
 // timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose); queue_ms
 // (mean/p50/p90/p99: arrival to the first step that ran it);

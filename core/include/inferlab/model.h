@@ -9,6 +9,7 @@
 
 #include "inferlab/attention.h"
 #include "inferlab/batch.h"
+#include "inferlab/calibration.h"
 #include "inferlab/device.h"
 #include "inferlab/kv_cache.h"
 #include "inferlab/quantization.h"
@@ -19,8 +20,10 @@ namespace inferlab {
 class Model {
  public:
   // Builds every linear through `quant` (created for the same device) from a copy of the float
-  // weights, and uploads the rest to `device`.
-  Model(const ModelWeights& weights, Quantization& quant, Device& device);
+  // weights, and uploads the rest to `device`. `calibration` (optional) carries each linear's
+  // input statistics, handed to quant.make_linear by the linear's name.
+  Model(const ModelWeights& weights, Quantization& quant, Device& device,
+        const CalibrationSet* calibration = nullptr);
   ~Model();
 
   const ModelConfig& config() const { return config_; }

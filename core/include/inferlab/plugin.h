@@ -22,6 +22,10 @@
 namespace inferlab {
 
 // Bump when any interface in plugin.h or the headers it includes changes incompatibly.
+// 2: the device seam. 3: per-sequence decoder calls, the run's weights/attention/registry in
+// PluginContext, SeqView::slo_class and ScheduleDecision::reject, and Quantization's
+// calibration_needs() and make_linear overload taking calibration (new virtuals change the vtable
+// an old plugin was built with).
 inline constexpr int kPluginAbiVersion = 3;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };

@@ -27,6 +27,28 @@ class Linear {
   int out_, in_;
 };
 
+// What a strategy wants to know about each linear's input activations before it quantizes
+// (collected once by running the float model over the experiment's [calibration] tokens).
+struct CalibrationNeeds {
+  bool hessian = false;  // H = XᵀX [in, in] (GPTQ)
+  bool max_abs = false;  // per input channel max |x| and mean |x| (AWQ, SmoothQuant)
+  int samples = 0;       // up to this many input rows X_s [rows, in], drawn with a fixed seed (AWQ)
+  bool any() const { return hessian || max_abs || samples > 0; }
+};
+
+// Statistics of one linear's input x [tokens, in] over the calibration tokens. Fields the
+// strategy did not ask for are empty. Linears that read the same activation (wq/wk/wv, w1/w3)
+// get the same statistics.
+struct LinearCalibration {
+  int in = 0;
+  long long tokens = 0;          // rows of X seen
+  std::vector<double> hessian;   // [in, in] Σ_t x_t x_tᵀ (not divided by tokens)
+  std::vector<float> max_abs;    // [in] max_t |x_t,i|
+  std::vector<float> mean_abs;   // [in] mean_t |x_t,i|
+  std::vector<float> samples;    // [sample_rows, in] a seeded sample of the rows of X
+  int sample_rows = 0;
+};
+
 class Quantization {
  public:
   virtual ~Quantization() = default;
@@ -34,6 +56,17 @@ class Quantization {
   // some layers differently. weight: [out, in], consumed.
   virtual std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight,
                                               int out, int in) = 0;
+  // As above, with the calibration statistics of this linear's input when the strategy asked
+  // for them (calibration_needs().any()) and the experiment has a [calibration] section;
+  // nullptr otherwise (strategies must then fall back to a calibration-free rule). The model
+  // always calls this overload; the default ignores `calib`.
+  virtual std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
+                                              int in, const LinearCalibration* calib) {
+    (void)calib;
+    return make_linear(name, std::move(weight), out, in);
+  }
+  // What to collect for make_linear; nothing by default.
+  virtual CalibrationNeeds calibration_needs() const { return {}; }
   virtual KvDtype kv_dtype() const { return KvDtype::kF32; }
 };
 

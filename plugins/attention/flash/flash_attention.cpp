@@ -33,6 +33,7 @@ struct Scratch {
   std::vector<float> scores;  // [tile_pad]
   std::vector<float> k_t;     // [head_dim, tile_pad] the tile's K, transposed
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the tile's positions
+  std::vector<float> k_deq, v_deq;           // [tile, head_dim] those rows dequantized (int8 KV)
 };
 
 // exp(x) for x <= 0, written so `omp simd` loops vectorise it (the libm call does not): clamp,
@@ -134,11 +135,12 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
     // K goes in transposed so scores vectorise over positions, without horizontal sums.
     for (int p = t0; p < t1; ++p) {
       const int slot = table[static_cast<std::size_t>(p / bs)] * bs + p % bs;
-      const float* k = kv.k_at(slot, item.kv_head);
+      const std::size_t j = static_cast<std::size_t>(p - t0) * static_cast<std::size_t>(d);
+      const float* k = kv.k_row(slot, item.kv_head, w.k_deq.data() + j);
       w.k_rows[static_cast<std::size_t>(p - t0)] = k;
       if (transpose)
         for (int c = 0; c < d; ++c) w.k_t[static_cast<std::size_t>(c) * stride + (p - t0)] = k[c];
-      w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_at(slot, item.kv_head);
+      w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_row(slot, item.kv_head, w.v_deq.data() + j);
     }
     for (int r = item.row_begin; r < item.row_end; ++r) {
       // Causal: row r sees positions <= first_pos + r.
@@ -236,6 +238,8 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
     w.k_t.assign(pad * static_cast<std::size_t>(batch.head_dim), 0.0f);
     w.k_rows.resize(static_cast<std::size_t>(tile_));
     w.v_rows.resize(static_cast<std::size_t>(tile_));
+    w.k_deq.resize(static_cast<std::size_t>(tile_) * static_cast<std::size_t>(batch.head_dim));
+    w.v_deq.resize(w.k_deq.size());
     for (std::size_t i = begin; i < end; ++i) run_item(batch, kv, q, out, items[i], tile_, w);
   });
 }

@@ -13,12 +13,12 @@ namespace {
 
 // One (row, head): scores[p] for p in [0, pos], softmax, weighted V sum into out_h.
 void attend_one(const AttentionBatch& batch, const KvLayerView& kv, std::span<const int> table,
-                int pos, const float* q_h, int kv_head, float* scores, float* out_h) {
+                int pos, const float* q_h, int kv_head, float* scores, float* out_h, float* row) {
   const int d = batch.head_dim;
   const int bs = kv.block_size;
   float max_score = -INFINITY;
   for (int p = 0; p <= pos; ++p) {
-    const float* k = kv.k_at(table[static_cast<std::size_t>(p / bs)] * bs + p % bs, kv_head);
+    const float* k = kv.k_row(table[static_cast<std::size_t>(p / bs)] * bs + p % bs, kv_head, row);
     float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
     for (int c = 0; c < d; ++c) dot += q_h[c] * k[c];
@@ -33,7 +33,7 @@ void attend_one(const AttentionBatch& batch, const KvLayerView& kv, std::span<co
   const float inv = 1.0f / denom;
   std::fill(out_h, out_h + d, 0.0f);
   for (int p = 0; p <= pos; ++p) {
-    const float* v = kv.v_at(table[static_cast<std::size_t>(p / bs)] * bs + p % bs, kv_head);
+    const float* v = kv.v_row(table[static_cast<std::size_t>(p / bs)] * bs + p % bs, kv_head, row);
     const float w = scores[p] * inv;
 #pragma omp simd
     for (int c = 0; c < d; ++c) out_h[c] += w * v[c];
@@ -69,6 +69,7 @@ void NaiveAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
   if (items == 0) return;
   pool.parallel_for(items, [&](std::size_t begin, std::size_t end) {
     std::vector<float> scores(static_cast<std::size_t>(max_ctx));  // [context] one score row
+    std::vector<float> row(static_cast<std::size_t>(batch.head_dim));  // [head_dim] a dequantized K/V row
     for (std::size_t item = begin; item < end; ++item) {
       const std::size_t local_row = item / static_cast<std::size_t>(n_heads);
       const int h = static_cast<int>(item % static_cast<std::size_t>(n_heads));
@@ -76,7 +77,7 @@ void NaiveAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
       const std::size_t offset =
           ((local_row + static_cast<std::size_t>(first_row)) * n_heads + h) * batch.head_dim;
       attend_one(batch, kv, batch.table(s), row_pos[local_row],
-                 q + offset, h / group, scores.data(), out + offset);
+                 q + offset, h / group, scores.data(), out + offset, row.data());
     }
   }, /*grain=*/4);
 }

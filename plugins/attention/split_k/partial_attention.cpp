@@ -58,14 +58,17 @@ void attend_range(const AttentionBatch& batch, const KvLayerView& kv, const floa
 
   scratch.k_rows.resize(kPositionTile);
   scratch.v_rows.resize(kPositionTile);
+  scratch.k_deq.resize(static_cast<std::size_t>(kPositionTile) * static_cast<std::size_t>(d));
+  scratch.v_deq.resize(scratch.k_deq.size());
   scratch.scores.resize(static_cast<std::size_t>(group) * kPositionTile);
 
   for (int t0 = pos_begin; t0 < pos_end; t0 += kPositionTile) {
     const int t1 = std::min(t0 + kPositionTile, pos_end);
     for (int p = t0; p < t1; ++p) {
       const int slot = table[static_cast<std::size_t>(p / bs)] * bs + p % bs;
-      scratch.k_rows[static_cast<std::size_t>(p - t0)] = kv.k_at(slot, block.kv_head);
-      scratch.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_at(slot, block.kv_head);
+      const std::size_t j = static_cast<std::size_t>(p - t0) * static_cast<std::size_t>(d);
+      scratch.k_rows[static_cast<std::size_t>(p - t0)] = kv.k_row(slot, block.kv_head, scratch.k_deq.data() + j);
+      scratch.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_row(slot, block.kv_head, scratch.v_deq.data() + j);
     }
     for (int r = block.row_begin; r < block.row_end; ++r) {
       const int n = std::min(t1, first_pos + r + 1) - t0;  // positions row r may see

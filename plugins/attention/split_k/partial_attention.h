@@ -38,6 +38,7 @@ void reset_partial(PartialView state, int vectors, int head_dim);
 // Reusable per-thread buffers for attend_range.
 struct RangeScratch {
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the current tile
+  std::vector<float> k_deq, v_deq;           // [tile, head_dim] those rows dequantized (int8 KV)
   std::vector<float> scores;                 // [group, tile]
 };
 

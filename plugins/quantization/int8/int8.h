@@ -36,6 +36,7 @@ class Int8Linear : public Linear {
 class Int8Quantization : public Quantization {
  public:
   explicit Int8Quantization(bool int8_activations = false) : int8_activations_(int8_activations) {}
+  using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 

@@ -1,0 +1,57 @@
+// The int4 group-wise linear (format: kernels/ref/matmul_int4.h, kernel: kernels/cpu/matmul_int4)
+// shared by every strategy that stores int4 groups: quantization/int4 (round-to-nearest),
+// quantization/gptq and quantization/awq (calibrated codes). Codes either come from the
+// reference round-to-nearest quantizer or are handed over already chosen.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "inferlab/quantization.h"
+
+namespace inferlab {
+
+class Int4Linear : public Linear {
+ public:
+  // weight: [out, in] fp32, quantized here by round-to-nearest. group_size: a multiple of 8 in
+  // [8, 4096].
+  Int4Linear(const std::vector<float>& weight, int out, int in, int group_size, bool symmetric);
+  // Codes chosen elsewhere: packed [out, ceil(in / 2)], scale [out, G], zero [out, G] or empty
+  // (symmetric), G = ceil(in / group_size).
+  Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
+             std::vector<std::uint8_t> zero);
+  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4.
+  void forward(const float* x, float* y, int n, Device& device) const override;
+  // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
+  // group when asymmetric).
+  std::uint64_t weight_bytes() const override;
+
+  int group_size() const { return group_size_; }
+  int groups() const;  // per row: ceil(in / group_size)
+  bool symmetric() const { return zero_.empty(); }
+  const std::vector<float>& scale() const { return scale_; }  // [out, groups]
+  // The weights the codes stand for, [out, in].
+  std::vector<float> dequantized() const;
+
+ private:
+  int group_size_;
+  std::vector<std::uint8_t> packed_;  // [out, ceil(in / 2)]
+  std::vector<float> scale_;          // [out, groups]
+  std::vector<std::uint8_t> zero_;    // [out, groups]; empty when symmetric
+};
+
+// Throws Error unless group_size is a multiple of 8 in [8, 4096]; `who` names the strategy.
+void check_int4_group_size(int group_size, const std::string& who);
+
+// The asymmetric round-to-nearest grid of one group (the rule of ref::quantize_int4_groups):
+// lo = min(min w, 0), hi = max(max w, 0), scale = (hi - lo) / 15, zero = round(-lo / scale).
+struct Int4Grid {
+  float scale = 0.0f;
+  int zero = 0;
+  // The code of w on this grid, in [0, 15].
+  int code(float w) const;
+  float value(int code) const { return scale * static_cast<float>(code - zero); }
+};
+Int4Grid int4_grid(float lo, float hi);
+
+}  // namespace inferlab

@@ -1,0 +1,133 @@
+// AWQ's auto_scale search (per linear rather than per block of linears sharing an input).
+// GCC 12 reports a false maybe-uninitialized inside Eigen's AVX-512 kernels (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include "awq.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+
+#include "inferlab/error.h"
+#include "inferlab/float_linear.h"
+
+namespace inferlab::plugins {
+
+namespace {
+using MatrixRf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+}
+
+AwqLinear::AwqLinear(std::unique_ptr<Int4Linear> q, std::vector<float> inv_scale, double alpha)
+    : Linear(q->out_features(), q->in_features()), q_(std::move(q)), inv_scale_(std::move(inv_scale)), alpha_(alpha) {
+  check(inv_scale_.size() == static_cast<std::size_t>(in_features()), "AwqLinear: one scale per input channel");
+}
+
+void AwqLinear::forward(const float* x, float* y, int n, Device& device) const {
+  const std::size_t in = static_cast<std::size_t>(in_features());
+  scaled_.resize(static_cast<std::size_t>(n) * in);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
+    for (std::size_t i = 0; i < in; ++i) scaled_[t * in + i] = x[t * in + i] * inv_scale_[i];
+  q_->forward(scaled_.data(), y, n, device);
+}
+
+std::uint64_t AwqLinear::weight_bytes() const { return q_->weight_bytes() + inv_scale_.size() * sizeof(float); }
+
+std::vector<float> AwqLinear::dequantized() const {
+  std::vector<float> w = q_->dequantized();
+  const std::size_t in = inv_scale_.size();
+  for (std::size_t k = 0; k < w.size(); ++k) w[k] *= inv_scale_[k % in];
+  return w;
+}
+
+std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int out, int in,
+                                        const std::vector<float>& mean_abs, const std::vector<float>& x, int rows,
+                                        const AwqOptions& o, AwqSearch* search) {
+  check(mean_abs.size() == static_cast<std::size_t>(in) && x.size() == static_cast<std::size_t>(rows) * in,
+        "quantization 'awq': calibration statistics do not match the layer's " + std::to_string(in) + " inputs");
+  const Eigen::Map<const MatrixRf> W(weight.data(), out, in);  // [out, in]
+  const Eigen::Map<const MatrixRf> X(x.data(), rows, in);      // [rows, in]
+  std::vector<float> best_inv, best_ws, wq(weight.size());
+  AwqSearch s;
+  s.error = INFINITY;
+  std::vector<float> ws(weight.size()), sc(static_cast<std::size_t>(in)), inv(static_cast<std::size_t>(in));
+  for (int k = 0; k <= o.grid; ++k) {
+    const double alpha = static_cast<double>(k) / o.grid;
+    // s = mean|x|^α, normalised so that max(s)·min(s) = 1 (the reference auto_scale's choice).
+    double lo = INFINITY, hi = 0;
+    for (int i = 0; i < in; ++i) {
+      const double v = std::pow(std::max(static_cast<double>(mean_abs[static_cast<std::size_t>(i)]), 1e-4), alpha);
+      sc[static_cast<std::size_t>(i)] = static_cast<float>(v);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    const double norm = std::sqrt(lo * hi);
+    for (int i = 0; i < in; ++i) {
+      sc[static_cast<std::size_t>(i)] = static_cast<float>(sc[static_cast<std::size_t>(i)] / norm);
+      inv[static_cast<std::size_t>(i)] = 1.0f / sc[static_cast<std::size_t>(i)];
+    }
+    // Ŵ = Q(W diag(s)) diag(s)⁻¹ with the round-to-nearest grids of the int4 format (the layer is
+    // only built for the winning α).
+    for (int r = 0; r < out; ++r)
+      for (int g0 = 0; g0 < in; g0 += o.group_size) {
+        const int g1 = std::min(in, g0 + o.group_size);
+        float glo = 0, ghi = 0;
+        for (int i = g0; i < g1; ++i) {
+          const std::size_t j = static_cast<std::size_t>(r) * in + i;
+          ws[j] = weight[j] * sc[static_cast<std::size_t>(i)];
+          glo = std::min(glo, ws[j]);
+          ghi = std::max(ghi, ws[j]);
+        }
+        // The grid of the int4 format; rounding by nearbyint on w·(1/scale) (vectorisable; it can
+        // differ from the layer's round-half-away on exact ties, which only the search sees).
+        const Int4Grid grid = int4_grid(glo, ghi);
+        const float rs = grid.scale > 0 ? 1.0f / grid.scale : 0.0f, z = static_cast<float>(grid.zero);
+        for (int i = g0; i < g1; ++i) {
+          const std::size_t j = static_cast<std::size_t>(r) * in + i;
+          const float u = std::clamp(std::nearbyint(ws[j] * rs) + z, 0.0f, 15.0f);
+          wq[j] = grid.scale * (u - z) * inv[static_cast<std::size_t>(i)];
+        }
+      }
+    const Eigen::Map<const MatrixRf> Wq(wq.data(), out, in);
+    const MatrixRf D = W - Wq;                       // [out, in]
+    const double err = (X * D.transpose()).squaredNorm();  // ‖X (W − Ŵ)ᵀ‖²
+    if (k == 0) s.rtn_error = err;
+    if (err < s.error) {
+      s.error = err;
+      s.alpha = alpha;
+      best_ws = ws;
+      best_inv = inv;
+    }
+  }
+  if (search) *search = s;
+  auto best = std::make_unique<Int4Linear>(best_ws, out, in, o.group_size, false);  // Q(W diag(s))
+  return std::make_unique<AwqLinear>(std::move(best), std::move(best_inv), s.alpha);
+}
+
+AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier)
+    : options_(options), skip_classifier_(skip_classifier) {
+  check_int4_group_size(options.group_size, "awq");
+  check(options.grid >= 1 && options.samples >= 1, "quantization 'awq': grid and samples must be >= 1");
+}
+
+std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
+                                                     int in) {
+  return make_linear(name, std::move(weight), out, in, nullptr);
+}
+
+std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
+                                                     int in, const LinearCalibration* calib) {
+  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in);
+  if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0)
+    return std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
+  return awq_quantize(weight, out, in, calib->mean_abs, calib->samples, calib->sample_rows, options_);
+}
+
+CalibrationNeeds AwqQuantization::calibration_needs() const {
+  CalibrationNeeds n;
+  n.max_abs = true;
+  n.samples = options_.samples;
+  return n;
+}
+
+}  // namespace inferlab::plugins

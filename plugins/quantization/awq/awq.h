@@ -1,0 +1,66 @@
+// AWQ (Lin et al. 2023): activation-aware int4 weights. Input channel i of a linear is scaled by
+// s_i = mean|x_i|^α before group-wise int4 round-to-nearest and the activation by 1/s_i, with α
+// chosen per linear on a grid in [0, 1] to minimise the output error on calibration rows.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inferlab/int4_linear.h"
+#include "inferlab/quantization.h"
+
+namespace inferlab::plugins {
+
+struct AwqOptions {
+  int group_size = 64;  // input channels per int4 scale (multiple of 8)
+  int grid = 20;        // α ∈ {0, 1/grid, …, 1}
+  int samples = 64;     // calibration rows the output error is measured on
+};
+
+// y = (x ⊙ s⁻¹) · Q(W diag(s))ᵀ: the per-channel scale applied to the activation inside the
+// layer (mathematically the same as folding s⁻¹ into the preceding RMSNorm or linear).
+class AwqLinear : public Linear {
+ public:
+  AwqLinear(std::unique_ptr<Int4Linear> q, std::vector<float> inv_scale, double alpha);
+  void forward(const float* x, float* y, int n, Device& device) const override;
+  // The int4 layer plus 4 bytes per input channel for s⁻¹.
+  std::uint64_t weight_bytes() const override;
+  double alpha() const { return alpha_; }
+  // Effective weights Q(W diag(s)) diag(s)⁻¹, [out, in].
+  std::vector<float> dequantized() const;
+
+ private:
+  std::unique_ptr<Int4Linear> q_;
+  std::vector<float> inv_scale_;          // [in]
+  double alpha_;
+  mutable std::vector<float> scaled_;     // [n, in] scratch
+};
+
+struct AwqSearch {
+  double alpha = 0;
+  double error = 0;      // ‖X_s (W − Ŵ)ᵀ‖_F² at the chosen α
+  double rtn_error = 0;  // the same at α = 0 (plain round-to-nearest)
+};
+
+// Chooses α for W [out, in] on the calibration rows `x` [rows, in] with per-channel magnitudes
+// mean_abs [in]; returns the layer and what the search saw.
+std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int out, int in,
+                                        const std::vector<float>& mean_abs, const std::vector<float>& x, int rows,
+                                        const AwqOptions& options, AwqSearch* search = nullptr);
+
+class AwqQuantization : public Quantization {
+ public:
+  AwqQuantization(const AwqOptions& options, bool skip_classifier);
+  using Quantization::make_linear;
+  // Without calibration: plain round-to-nearest int4 (quantization/int4's layer).
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in,
+                                      const LinearCalibration* calib) override;
+  CalibrationNeeds calibration_needs() const override;
+
+ private:
+  AwqOptions options_;
+  bool skip_classifier_;
+};
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,44 @@
+// Plugin descriptor for quantization/awq.
+#include "awq.h"
+#include "inferlab/plugin.h"
+
+namespace {
+
+inferlab::PluginDescriptor describe() {
+  using namespace inferlab;
+  using namespace inferlab::plugins;
+  PluginDescriptor d;
+  d.kind = PluginKind::kQuantization;
+  d.name = "awq";
+  d.version = "1.0.0";
+  d.summary =
+      "AWQ (Lin et al. 2023): per-input-channel scales mean|x|^alpha from [calibration] activations, alpha "
+      "grid-searched per linear on calibration rows, then int4 group-wise; fp32 activations and KV";
+  d.params = {
+      {"group_size", ParamType::kInt, std::int64_t{64}, 8.0, 4096.0, {},
+       "Input channels per scale (a multiple of 8; AWQ's usual choice is 128)"},
+      {"grid", ParamType::kInt, std::int64_t{20}, 1.0, 1000.0, {}, "alpha is searched over {0, 1/grid, ..., 1}"},
+      {"samples", ParamType::kInt, std::int64_t{64}, 1.0, 65536.0, {},
+       "Calibration rows (sampled with the [calibration] seed) the output error is measured on"},
+      {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+       "Keep the 'classifier' (LM head) in fp32"},
+  };
+  d.supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    if (q.params.get_int("group_size") % 8 != 0)
+      reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
+    return reasons;
+  };
+  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    AwqOptions o;
+    o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
+    o.grid = static_cast<int>(ctx.params.get_int("grid"));
+    o.samples = static_cast<int>(ctx.params.get_int("samples"));
+    return std::make_unique<AwqQuantization>(o, ctx.params.get_bool("skip_classifier"));
+  };
+  return d;
+}
+
+}  // namespace
+
+INFERLAB_PLUGIN(describe)

@@ -1,0 +1,47 @@
+// Plugin descriptor for quantization/gptq.
+#include "gptq.h"
+#include "inferlab/plugin.h"
+
+namespace {
+
+inferlab::PluginDescriptor describe() {
+  using namespace inferlab;
+  using namespace inferlab::plugins;
+  PluginDescriptor d;
+  d.kind = PluginKind::kQuantization;
+  d.name = "gptq";
+  d.version = "1.0.0";
+  d.summary =
+      "GPTQ (Frantar et al. 2022): int4 group-wise weights chosen column by column with Hessian error "
+      "feedback from [calibration] activations; the int4 group format and kernel; fp32 activations and KV";
+  d.params = {
+      {"group_size", ParamType::kInt, std::int64_t{64}, 8.0, 4096.0, {},
+       "Input channels per scale (a multiple of 8; 32, 64, 128 are the usual choices)"},
+      {"damp", ParamType::kFloat, 0.01, 1e-6, 1.0, {}, "Dampening: damp * mean(diag H) is added to H's diagonal"},
+      {"act_order", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+       "Quantize columns by decreasing H_ii (group grids fixed up front: 'static groups')"},
+      {"block_size", ParamType::kInt, std::int64_t{128}, 8.0, 4096.0, {},
+       "Columns per lazy batch update (rounded up to whole groups); changes speed, not results"},
+      {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+       "Keep the 'classifier' (LM head) in fp32"},
+  };
+  d.supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    if (q.params.get_int("group_size") % 8 != 0)
+      reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
+    return reasons;
+  };
+  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    GptqOptions o;
+    o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
+    o.damp = ctx.params.get_float("damp");
+    o.act_order = ctx.params.get_bool("act_order");
+    o.block_size = static_cast<int>(ctx.params.get_int("block_size"));
+    return std::make_unique<GptqQuantization>(o, ctx.params.get_bool("skip_classifier"));
+  };
+  return d;
+}
+
+}  // namespace
+
+INFERLAB_PLUGIN(describe)

@@ -1,0 +1,120 @@
+#include "smoothquant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "inferlab/error.h"
+#include "inferlab/float_linear.h"
+#include "kernels/cpu/matmul.h"
+
+namespace inferlab::plugins {
+
+std::vector<float> smoothing_scales(const std::vector<float>& weight, int out, int in,
+                                    const std::vector<float>& act_max_abs, double alpha) {
+  check(act_max_abs.size() == static_cast<std::size_t>(in), "quantization 'smoothquant': max|x| is not [in]");
+  std::vector<float> wmax(static_cast<std::size_t>(in), 0.0f);
+  for (int o = 0; o < out; ++o)
+    for (int j = 0; j < in; ++j)
+      wmax[static_cast<std::size_t>(j)] =
+          std::max(wmax[static_cast<std::size_t>(j)], std::fabs(weight[static_cast<std::size_t>(o) * in + j]));
+  std::vector<float> s(static_cast<std::size_t>(in), 1.0f);
+  for (int j = 0; j < in; ++j) {
+    const double a = act_max_abs[static_cast<std::size_t>(j)], w = wmax[static_cast<std::size_t>(j)];
+    if (a > 0 && w > 0 && alpha != 0) s[static_cast<std::size_t>(j)] = static_cast<float>(std::pow(a / w, alpha));
+  }
+  return s;
+}
+
+W8A8Linear::W8A8Linear(const std::vector<float>& weight, int out, int in, std::vector<float> smooth, bool quantize)
+    : Linear(out, in), quantize_(quantize), inv_smooth_(static_cast<std::size_t>(in)) {
+  check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in && smooth.size() == static_cast<std::size_t>(in),
+        "quantization 'smoothquant': weight is not [out, in] or smoothing not [in]");
+  for (int j = 0; j < in; ++j) inv_smooth_[static_cast<std::size_t>(j)] = 1.0f / smooth[static_cast<std::size_t>(j)];
+  // No smoothing (α = 0 or no calibration): nothing to store or apply.
+  if (std::all_of(smooth.begin(), smooth.end(), [](float v) { return v == 1.0f; })) inv_smooth_.clear();
+  std::vector<float> ws(weight.size());  // W diag(s)
+  for (std::size_t k = 0; k < ws.size(); ++k) ws[k] = weight[k] * smooth[k % static_cast<std::size_t>(in)];
+  if (!quantize_) {
+    w_smoothed_ = std::move(ws);
+    return;
+  }
+  q_.resize(ws.size());
+  w_scale_.resize(static_cast<std::size_t>(out));
+  for (int o = 0; o < out; ++o) {  // symmetric per output channel: scale = max|w| / 127
+    const float* row = ws.data() + static_cast<std::size_t>(o) * in;
+    float amax = 0.0f;
+    for (int j = 0; j < in; ++j) amax = std::max(amax, std::fabs(row[j]));
+    const float sc = amax / 127.0f, inv = sc > 0 ? 1.0f / sc : 0.0f;
+    w_scale_[static_cast<std::size_t>(o)] = sc;
+    for (int j = 0; j < in; ++j)
+      q_[static_cast<std::size_t>(o) * in + j] = static_cast<std::int8_t>(std::clamp(std::lround(row[j] * inv), -127L, 127L));
+  }
+}
+
+void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const {
+  ThreadPool& pool = cpu_pool(device, "quantization 'smoothquant'");
+  const std::size_t in = static_cast<std::size_t>(in_features()), out = static_cast<std::size_t>(out_features());
+  xs_.resize(static_cast<std::size_t>(n) * in);
+  for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
+    for (std::size_t j = 0; j < in; ++j) xs_[t * in + j] = inv_smooth_.empty() ? x[t * in + j] : x[t * in + j] * inv_smooth_[j];
+  if (!quantize_) {
+    cpu::matmul_f32(xs_.data(), w_smoothed_.data(), y, n, out_features(), in_features(), pool);
+    return;
+  }
+  // Dynamic per-token activation scale: max|x_t| / 127.
+  xq_.resize(xs_.size());
+  x_scale_.resize(static_cast<std::size_t>(n));
+  for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t) {
+    float amax = 0.0f;
+    for (std::size_t j = 0; j < in; ++j) amax = std::max(amax, std::fabs(xs_[t * in + j]));
+    const float sc = amax / 127.0f, inv = sc > 0 ? 1.0f / sc : 0.0f;
+    x_scale_[t] = sc;
+    for (std::size_t j = 0; j < in; ++j)
+      xq_[t * in + j] = static_cast<std::int8_t>(std::clamp(std::lround(xs_[t * in + j] * inv), -127L, 127L));
+  }
+  // int8 × int8 → int32 per (token, output), threads over output channels.
+  pool.parallel_for(out, [&](std::size_t o0, std::size_t o1) {
+    for (std::size_t o = o0; o < o1; ++o) {
+      const std::int8_t* w = q_.data() + o * in;
+      for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t) {
+        const std::int8_t* a = xq_.data() + t * in;
+        std::int32_t acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (std::size_t j = 0; j < in; ++j) acc += static_cast<std::int32_t>(a[j]) * static_cast<std::int32_t>(w[j]);
+        y[t * out + o] = static_cast<float>(acc) * x_scale_[t] * w_scale_[o];
+      }
+    }
+  }, /*grain=*/16);
+}
+
+std::uint64_t W8A8Linear::weight_bytes() const {
+  const std::uint64_t smooth = inv_smooth_.size() * sizeof(float);
+  if (!quantize_) return w_smoothed_.size() * sizeof(float) + smooth;
+  return q_.size() + w_scale_.size() * sizeof(float) + smooth;
+}
+
+SmoothQuantQuantization::SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier)
+    : alpha_(alpha), quantize_(quantize), skip_classifier_(skip_classifier) {
+  check(alpha >= 0 && alpha <= 1, "quantization 'smoothquant': alpha must be in [0, 1]");
+}
+
+std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
+                                                             int in) {
+  return make_linear(name, std::move(weight), out, in, nullptr);
+}
+
+std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
+                                                             int in, const LinearCalibration* calib) {
+  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in);
+  std::vector<float> s = calib && !calib->max_abs.empty() ? smoothing_scales(weight, out, in, calib->max_abs, alpha_)
+                                                          : std::vector<float>(static_cast<std::size_t>(in), 1.0f);
+  return std::make_unique<W8A8Linear>(weight, out, in, std::move(s), quantize_);
+}
+
+CalibrationNeeds SmoothQuantQuantization::calibration_needs() const {
+  CalibrationNeeds n;
+  n.max_abs = true;
+  return n;
+}
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,57 @@
+// SmoothQuant (Xiao et al. 2022) W8A8: per-input-channel smoothing s moves activation outliers
+// into the weights (x ⊙ s⁻¹ and W diag(s)), then int8 weights (one scale per output channel) and
+// int8 activations (one scale per token, computed on the fly), multiplied int8 × int8 → int32.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inferlab/quantization.h"
+
+namespace inferlab::plugins {
+
+// y = dequant(int8(x ⊙ s⁻¹) · int8(W diag(s))ᵀ), or, when `quantize` is false, the smoothing
+// transform alone in fp32: y = (x ⊙ s⁻¹) · (W diag(s))ᵀ.
+class W8A8Linear : public Linear {
+ public:
+  // weight [out, in]; smooth: s [in] (all ones = no smoothing).
+  W8A8Linear(const std::vector<float>& weight, int out, int in, std::vector<float> smooth, bool quantize);
+  void forward(const float* x, float* y, int n, Device& device) const override;
+  // int8: out·in codes + 4·out scales (+ 4·in for s⁻¹ when smoothing); fp32 (quantize false):
+  // 4·out·in (+ 4·in).
+  std::uint64_t weight_bytes() const override;
+  const std::vector<float>& smooth() const { return inv_smooth_; }
+
+ private:
+  bool quantize_;
+  std::vector<float> inv_smooth_;     // [in] s⁻¹; empty when s = 1
+  std::vector<std::int8_t> q_;        // [out, in] int8(W diag(s))
+  std::vector<float> w_scale_;        // [out]
+  std::vector<float> w_smoothed_;     // [out, in] fp32 W diag(s) (quantize false only)
+  mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹
+  mutable std::vector<std::int8_t> xq_;  // [n, in] scratch: int8 activations
+  mutable std::vector<float> x_scale_;   // [n]
+};
+
+// s_j = (max|X_j| / max|W_j|)^α over calibration inputs X and the weight column W_{:, j}; 1 where
+// either is 0.
+std::vector<float> smoothing_scales(const std::vector<float>& weight, int out, int in,
+                                    const std::vector<float>& act_max_abs, double alpha);
+
+class SmoothQuantQuantization : public Quantization {
+ public:
+  SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier);
+  using Quantization::make_linear;
+  // Without calibration: no smoothing (plain W8A8).
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in,
+                                      const LinearCalibration* calib) override;
+  CalibrationNeeds calibration_needs() const override;
+
+ private:
+  double alpha_;
+  bool quantize_, skip_classifier_;
+};
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,90 @@
+// SmoothQuant W8A8 on single linears: α = 0 is plain W8A8 exactly, the smoothing transform alone
+// keeps the layer's function within float rounding, and smoothing helps on outlier channels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "inferlab/device.h"
+#include "inferlab/rng.h"
+#include "smoothquant.h"
+
+namespace inferlab {
+using namespace plugins;
+namespace {
+
+struct Problem {
+  int out, in, n;
+  std::vector<float> w, x;
+  LinearCalibration calib;
+};
+
+// Activations with a few outlier channels (×30), as in LLMs.
+Problem make_problem(int out, int in, int n, std::uint64_t seed) {
+  Problem p{out, in, n, {}, {}, {}};
+  Rng rng(seed);
+  p.w.resize(static_cast<std::size_t>(out) * in);
+  for (float& v : p.w) v = static_cast<float>(0.05 * rng.normal());
+  p.x.resize(static_cast<std::size_t>(n) * in);
+  p.calib.in = in;
+  p.calib.max_abs.assign(static_cast<std::size_t>(in), 0.0f);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < in; ++j) {
+      const float v = static_cast<float>(rng.normal() * (j % 29 == 4 ? 30.0 : 1.0));
+      p.x[static_cast<std::size_t>(t) * in + j] = v;
+      p.calib.max_abs[static_cast<std::size_t>(j)] = std::max(p.calib.max_abs[static_cast<std::size_t>(j)], std::fabs(v));
+    }
+  p.calib.tokens = n;
+  return p;
+}
+
+std::vector<float> run(const Linear& l, const Problem& p) {
+  CpuDevice device(2);
+  std::vector<float> y(static_cast<std::size_t>(p.n) * p.out);
+  l.forward(p.x.data(), y.data(), p.n, device);
+  return y;
+}
+
+double rel_error(const std::vector<float>& y, const Problem& p) {
+  double num = 0, den = 0;
+  for (int t = 0; t < p.n; ++t)
+    for (int o = 0; o < p.out; ++o) {
+      double want = 0;
+      for (int j = 0; j < p.in; ++j)
+        want += static_cast<double>(p.x[static_cast<std::size_t>(t) * p.in + j]) * p.w[static_cast<std::size_t>(o) * p.in + j];
+      const double d = y[static_cast<std::size_t>(t) * p.out + o] - want;
+      num += d * d;
+      den += want * want;
+    }
+  return std::sqrt(num / den);
+}
+
+TEST(SmoothQuant, AlphaZeroIsPlainW8A8) {
+  const Problem p = make_problem(24, 96, 9, 1);
+  auto plain = SmoothQuantQuantization(0.5, true, false).make_linear("layers.0.wq", p.w, p.out, p.in, nullptr);
+  auto zero = SmoothQuantQuantization(0.0, true, false).make_linear("layers.0.wq", p.w, p.out, p.in, &p.calib);
+  EXPECT_EQ(run(*plain, p), run(*zero, p));
+  EXPECT_LT(rel_error(run(*plain, p), p), 0.05);
+}
+
+TEST(SmoothQuant, SmoothingAloneKeepsTheFunction) {
+  const Problem p = make_problem(24, 96, 9, 2);
+  for (double alpha : {0.5, 0.8, 1.0}) {
+    auto smooth = SmoothQuantQuantization(alpha, false, false).make_linear("layers.0.w1", p.w, p.out, p.in, &p.calib);
+    EXPECT_LT(rel_error(run(*smooth, p), p), 1e-6) << alpha;
+    const auto& l = dynamic_cast<const W8A8Linear&>(*smooth);
+    EXPECT_NE(l.smooth()[4], 1.0f);  // an outlier channel really was rescaled
+  }
+}
+
+TEST(SmoothQuant, SmoothingLowersTheErrorOnOutlierChannels) {
+  const Problem p = make_problem(32, 128, 16, 3);
+  const double plain = rel_error(run(*SmoothQuantQuantization(0.0, true, false).make_linear("w", p.w, p.out, p.in, &p.calib), p), p);
+  const double smooth = rel_error(run(*SmoothQuantQuantization(0.5, true, false).make_linear("w", p.w, p.out, p.in, &p.calib), p), p);
+  std::printf("W8A8 relative error with outlier channels: alpha 0 %.4f, alpha 0.5 %.4f\n", plain, smooth);
+  EXPECT_LT(smooth, 0.8 * plain);
+  auto lin = SmoothQuantQuantization(0.5, true, false).make_linear("w", p.w, p.out, p.in, &p.calib);
+  EXPECT_EQ(lin->weight_bytes(), 32u * 128 + 4u * 32 + 4u * 128);
+}
+
+}  // namespace
+}  // namespace inferlab
