@@ -5,6 +5,9 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/matmul_int4_act.h"
+#include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/matmul_int4.h"
 
 namespace inferlab {
@@ -54,8 +57,26 @@ Int4Linear::Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t
             std::to_string(in) + "] in groups of " + std::to_string(group_size));
 }
 
+void Int4Linear::set_int8_activations(bool on) {
+  check(!on || group_size_ % ref::kActBlock == 0,
+        "int4 with activations = \"int8\" needs group_size a multiple of " + std::to_string(ref::kActBlock) +
+            ", got " + std::to_string(group_size_));
+  int8_activations_ = on;
+}
+
 void Int4Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "int4 linear");
+  if (int8_activations_) {
+    thread_local std::vector<std::int8_t> xq;
+    thread_local std::vector<float> xs;
+    const int in = in_features();
+    xq.resize(static_cast<std::size_t>(n) * in);
+    xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
+    cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
+    cpu::matmul_int4_act(xq.data(), xs.data(), packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y,
+                         n, out_features(), in, group_size_, pool);
+    return;
+  }
   cpu::matmul_int4(x, packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y, n,
                    out_features(), in_features(), group_size_, pool);
 }

@@ -76,4 +76,31 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
   }
 }
 
+void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t* packed, const float* scale,
+                     const std::uint8_t* zero, float* y, int n, int out, int in, int group_size) {
+  constexpr int kBlock = 32;  // ref::kActBlock
+  const int blocks = (in + kBlock - 1) / kBlock, groups = int4_groups(in, group_size);
+  const std::size_t row_bytes = int4_row_bytes(in);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double acc = 0.0;
+      for (int b = 0; b < blocks; ++b) {
+        const int g = b * kBlock / group_size;
+        long long ux = 0, sx = 0;
+        for (int i = b * kBlock; i < std::min(in, (b + 1) * kBlock); ++i) {
+          const std::uint8_t byte = packed[static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(i / 2)];
+          const int u = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+          const int x = xq[static_cast<std::size_t>(r) * in + i];
+          ux += static_cast<long long>(u) * x;
+          sx += x;
+        }
+        const int z = zero ? zero[static_cast<std::size_t>(o) * groups + g] : kInt4SymmetricZero;
+        acc += static_cast<double>(xs[static_cast<std::size_t>(r) * blocks + b]) *
+               static_cast<double>(scale[static_cast<std::size_t>(o) * groups + g]) *
+               static_cast<double>(ux - static_cast<long long>(z) * sx);
+      }
+      y[static_cast<std::size_t>(r) * out + o] = static_cast<float>(acc);
+    }
+}
+
 }  // namespace inferlab::ref

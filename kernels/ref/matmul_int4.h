@@ -45,4 +45,12 @@ void dequantize_int4(const std::uint8_t* packed, const float* scale, const std::
 void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                  const std::uint8_t* zero, float* y, int n, int out, int in, int group_size);
 
+// int4 weights against int8 activation blocks (W4A8, dynamic): xq / xs as made by
+// ref::quantize_act_rows (blocks of 32, kernels/ref/matmul_int8.h); group_size a multiple of 32
+// so that every activation block lies in one weight group. Per block b in group g:
+// y += xs[r, b] * scale[o, g] * (sum_i u[o, i] * xq[r, i] - zero[o, g] * sum_i xq[r, i]), the two
+// integer sums exact, the rest in double.
+void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t* packed, const float* scale,
+                     const std::uint8_t* zero, float* y, int n, int out, int in, int group_size);
+
 }  // namespace inferlab::ref

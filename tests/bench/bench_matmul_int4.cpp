@@ -14,14 +14,18 @@
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/matmul_int4_act.h"
+#include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/matmul_int4.h"
 
 namespace {
 
 constexpr int kGroupSize = 32;
 
-// Args: n, out, in, cold.
-void matmul_int4(benchmark::State& state) {
+// Args: n, out, in, cold. int8_act: activations quantised per 32-block inside the timed call
+// and the W4A8 integer kernel instead of the fp32-activation one.
+void run_int4(benchmark::State& state, bool int8_act) {
   const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
             in = static_cast<int>(state.range(2));
   const std::size_t size = static_cast<std::size_t>(out) * in;
@@ -45,7 +49,15 @@ void matmul_int4(benchmark::State& state) {
                                         zero.data() + c * cells);
 
   inferlab::ThreadPool pool(2);
+  std::vector<std::int8_t> xq(x.size());
+  std::vector<float> xs(static_cast<std::size_t>(n) * inferlab::ref::act_blocks(in));
   auto call = [&](int c) {
+    if (int8_act) {
+      inferlab::cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+      inferlab::cpu::matmul_int4_act(xq.data(), xs.data(), packed.data() + c * packed_bytes, scale.data() + c * cells,
+                                     zero.data() + c * cells, y.data(), n, out, in, kGroupSize, pool);
+      return;
+    }
     inferlab::cpu::matmul_int4(x.data(), packed.data() + c * packed_bytes, scale.data() + c * cells,
                                zero.data() + c * cells, y.data(), n, out, in, kGroupSize, pool);
   };
@@ -61,7 +73,10 @@ void matmul_int4(benchmark::State& state) {
       weight_bytes * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-BENCHMARK(matmul_int4)->Apply([](benchmark::internal::Benchmark* b) {
+void matmul_int4(benchmark::State& state) { run_int4(state, false); }
+void matmul_int4_act(benchmark::State& state) { run_int4(state, true); }
+
+void int4_shapes(benchmark::internal::Benchmark* b) {
   for (int cold : {0, 1})
     for (int n : {1, 16}) {
       b->Args({n, 1536, 576, cold});
@@ -71,6 +86,9 @@ BENCHMARK(matmul_int4)->Apply([](benchmark::internal::Benchmark* b) {
       ->UseRealTime()
       ->Repetitions(3)
       ->ReportAggregatesOnly(true);
-});
+}
+
+BENCHMARK(matmul_int4)->Apply(int4_shapes);
+BENCHMARK(matmul_int4_act)->Apply(int4_shapes);
 
 }  // namespace

@@ -20,8 +20,12 @@ class Int4Linear : public Linear {
   // (symmetric), G = ceil(in / group_size).
   Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
              std::vector<std::uint8_t> zero);
-  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4.
+  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4, or, with int8 activations,
+  // x quantised per 32-block and kernels/cpu/matmul_int4_act (W4A8).
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // Quantise activations to int8 blocks on the fly (dynamic W4A8). Throws Error unless
+  // group_size is a multiple of 32 (each activation block must lie in one weight group).
+  void set_int8_activations(bool on);
   // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
   // group when asymmetric).
   std::uint64_t weight_bytes() const override;
@@ -38,6 +42,7 @@ class Int4Linear : public Linear {
   std::vector<std::uint8_t> packed_;  // [out, ceil(in / 2)]
   std::vector<float> scale_;          // [out, groups]
   std::vector<std::uint8_t> zero_;    // [out, groups]; empty when symmetric
+  bool int8_activations_ = false;
 };
 
 // Throws Error unless group_size is a multiple of 8 in [8, 4096]; `who` names the strategy.

@@ -21,13 +21,14 @@ class Int4Quantization : public Quantization {
  public:
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
-  Int4Quantization(int group_size, bool symmetric, bool skip_classifier);
+  // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
+  Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false);
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 
  private:
   int group_size_;
-  bool symmetric_, skip_classifier_;
+  bool symmetric_, skip_classifier_, int8_activations_;
 };
 
 }  // namespace inferlab::plugins

@@ -21,18 +21,24 @@ inferlab::PluginDescriptor describe() {
        "true: scale = max|w|/7, q in [-7, 7]; false: min/max range with a 4-bit zero point"},
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
+      {"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
+       "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32)"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     if (q.params.get_int("group_size") % 8 != 0)
       reasons.push_back("group_size must be a multiple of 8, got " +
                         std::to_string(q.params.get_int("group_size")));
+    if (q.params.get_string("activations") == "int8" && q.params.get_int("group_size") % 32 != 0)
+      reasons.push_back("activations = \"int8\" needs group_size a multiple of 32, got " +
+                        std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
   d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
-                                              ctx.params.get_bool("skip_classifier"));
+                                              ctx.params.get_bool("skip_classifier"),
+                                              ctx.params.get_string("activations") == "int8");
   };
   return d;
 }

@@ -1,0 +1,147 @@
+// int4 x int8 matmul (see matmul_int4_act.h). Tile: R token rows x C channels; per 32-block the
+// C weight blocks are unpacked once and meet each row's activation block in maddubs/madd.
+#include "kernels/cpu/matmul_int4_act.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/ref/matmul_int4.h"
+#include "kernels/ref/matmul_int8.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define INFERLAB_INT4_ACT_AVX2 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+using ref::kActBlock;
+
+#if INFERLAB_INT4_ACT_AVX2
+inline float hsum(__m256 v) {
+  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+// 32 codes in order from 16 packed bytes (code 2j in the low nibble of byte j, 2j+1 in the high).
+inline __m256i unpack32(const std::uint8_t* p) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m128i lo = _mm_and_si128(bytes, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+#endif
+
+inline int code_at(const std::uint8_t* row, int i) {
+  const std::uint8_t byte = row[i / 2];
+  return (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+}
+
+template <int R, int C>
+inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::size_t xqs, std::size_t xss,
+                 const std::uint8_t* packed, std::size_t row_bytes, const float* scale, const std::uint8_t* zero,
+                 int groups, float* y, std::size_t ys, int in, int group_size) {
+  const int blocks = ref::act_blocks(in), full = in / kActBlock;
+  float acc[R][C] = {};
+  int b = 0;
+#if INFERLAB_INT4_ACT_AVX2
+  __m256 vacc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (; b < full; ++b) {
+    const int k = b * kActBlock, g = k / group_size;
+    __m256i wv[C];
+    float ws[C];
+    for (int c = 0; c < C; ++c) {
+      wv[c] = unpack32(packed + c * row_bytes + static_cast<std::size_t>(k / 2));
+      ws[c] = scale[static_cast<std::size_t>(c) * groups + g];
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * xqs + k));
+      const float sx = xs[r * xss + static_cast<std::size_t>(b)];
+      const int xsum_b = xsum[r * xss + static_cast<std::size_t>(b)];
+      for (int c = 0; c < C; ++c) {
+        const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[c], xv), ones);  // 8 x sum(u * x)
+        const float s = sx * ws[c];
+        vacc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(s), vacc[r][c]);
+        const int z = zero ? zero[static_cast<std::size_t>(c) * groups + g] : ref::kInt4SymmetricZero;
+        acc[r][c] -= s * static_cast<float>(z * xsum_b);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] += hsum(vacc[r][c]);
+#endif
+  for (; b < blocks; ++b) {  // the tail block, or every block without AVX2
+    const int k = b * kActBlock, g = k / group_size, end = std::min(in, k + kActBlock);
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        int ux = 0;
+        for (int i = k; i < end; ++i) ux += code_at(packed + c * row_bytes, i) * xq[r * xqs + static_cast<std::size_t>(i)];
+        const int z = zero ? zero[static_cast<std::size_t>(c) * groups + g] : ref::kInt4SymmetricZero;
+        acc[r][c] += xs[r * xss + static_cast<std::size_t>(b)] * scale[static_cast<std::size_t>(c) * groups + g] *
+                     static_cast<float>(ux - z * xsum[r * xss + static_cast<std::size_t>(b)]);
+      }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) y[r * ys + c] = acc[r][c];
+}
+
+}  // namespace
+
+void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t* packed, const float* scale,
+                     const std::uint8_t* zero, float* y, int n, int out, int in, int group_size, ThreadPool& pool) {
+  if (n <= 0 || out <= 0) return;
+  const int blocks = ref::act_blocks(in), groups = ref::int4_groups(in, group_size);
+  const std::size_t xqs = static_cast<std::size_t>(in), xss = static_cast<std::size_t>(blocks),
+                    ys = static_cast<std::size_t>(out), row_bytes = ref::int4_row_bytes(in);
+  // Per activation block, the sum of its codes (for the zero-point term).
+  std::vector<int> xsum(static_cast<std::size_t>(n) * blocks, 0);
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      int s = 0;
+      for (int i = b * kActBlock; i < std::min(in, (b + 1) * kActBlock); ++i) s += xq[static_cast<std::size_t>(r) * in + i];
+      xsum[static_cast<std::size_t>(r) * blocks + b] = s;
+    }
+  constexpr int kUnit = 8;
+  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
+  const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(std::max(in, 1)) *
+                           static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
+  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
+    const int o0 = static_cast<int>(begin) * kUnit, o1 = std::min(out, static_cast<int>(end) * kUnit);
+    auto run = [&](auto c_tag) {
+      constexpr int C = decltype(c_tag)::value;
+      int o = o0;
+      for (; o + C <= o1; o += C) {
+        const std::uint8_t* pb = packed + static_cast<std::size_t>(o) * row_bytes;
+        const float* sb = scale + static_cast<std::size_t>(o) * groups;
+        const std::uint8_t* zb = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
+        int r = 0;
+        for (; r + 4 <= n; r += 4)
+          tile<4, C>(xq + r * xqs, xs + r * xss, xsum.data() + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
+                     y + r * ys + o, ys, in, group_size);
+        for (; r < n; ++r)
+          tile<1, C>(xq + r * xqs, xs + r * xss, xsum.data() + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
+                     y + r * ys + o, ys, in, group_size);
+      }
+      for (; o < o1; ++o)
+        for (int r = 0; r < n; ++r)
+          tile<1, 1>(xq + r * xqs, xs + r * xss, xsum.data() + r * xss, xqs, xss,
+                     packed + static_cast<std::size_t>(o) * row_bytes, row_bytes,
+                     scale + static_cast<std::size_t>(o) * groups,
+                     zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, groups, y + r * ys + o, ys, in,
+                     group_size);
+    };
+    if (n <= 2) run(std::integral_constant<int, 4>{});
+    else run(std::integral_constant<int, 2>{});
+  }, grain);
+}
+
+}  // namespace inferlab::cpu
