@@ -167,7 +167,11 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
     out.name = nm;
   }
   for (auto&& [k, v] : t)
-    if (k.str() != "name") out.params[std::string(k.str())] = to_param(c, v, std::string(k.str()));
+    if (k.str() != "name") {
+      out.params[std::string(k.str())] = to_param(c, v, std::string(k.str()));
+      // A parameter from --set in a table from the file: say so, the file's line alone misleads.
+      if (c.at(v) == c.file + " (--set)" && c.at(n) != c.at(v)) out.where += " (--set " + key + "." + std::string(k.str()) + ")";
+    }
   return out;
 }
 
@@ -212,7 +216,7 @@ void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml:
 void parse_length(const Ctx& c, const toml::node& n, const std::string& key, LengthSpec& l) {
   if (n.as_integer()) {
     l.dist = "fixed";
-    l.value = static_cast<int>(get_int(c, n, key, 1, 1 << 24));
+    l.value = static_cast<int>(get_int(c, n, key, 1, kMaxRequestTokens));
     return;
   }
   const auto& t = get_table(c, n, key);
@@ -222,9 +226,9 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
     if (l.dist != "fixed" && l.dist != "uniform" && l.dist != "lognormal" && l.dist != "trace")
       throw Error(c.at(*v) + ": " + key + ".dist = \"" + l.dist + "\"; allowed: fixed, uniform, lognormal, trace");
   }
-  if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, 1 << 24));
-  if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, 1 << 24));
-  if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, 1 << 24));
+  if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, kMaxRequestTokens));
+  if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, kMaxRequestTokens));
+  if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, kMaxRequestTokens));
   if (auto v = t.get("mean")) l.mean = get_float(c, *v, key + ".mean", 1.0);
   if (auto v = t.get("sigma")) l.sigma = get_float(c, *v, key + ".sigma", 0.0);
   if (l.min > l.max) throw Error(c.at(n) + ": " + key + ".min > " + key + ".max");

@@ -90,7 +90,7 @@ void require_regular_file(const std::string& path, const std::string& expected) 
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
     if (err == ELOOP) throw Error(path + ": a symbolic link loop; expected " + expected);
-    if (err == ENOENT || err == ENOTDIR) throw Error(path + ": no such file; expected " + expected);
+    if (err == ENOENT || err == ENOTDIR) throw Error(path + ": cannot open: no such file; expected " + expected);
     throw Error(path + ": cannot access: " + std::strerror(err) + "; expected " + expected);
   }
   if (S_ISREG(st.st_mode)) return;

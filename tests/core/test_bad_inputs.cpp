@@ -159,6 +159,17 @@ TEST(BadInputs, PresetTooLargeFailsInValidate) {
   EXPECT_HAS(err, path + ": [model] model preset 'llama-3-8b' needs about");
 }
 
+TEST(BadInputs, SetParameterInAFileTableNamesTheSet) {
+  testing::TempDir dir("bad_inputs_setparam");
+  const std::string path = dir.file("exp.toml");
+  testing::write_file(path, std::string(kModel) + "[baseline]\nattention = { name = \"flash\" }\n");
+  const ExperimentSpec spec = load_experiment(path, {"baseline.attention.tile=-5"});
+  Registry registry(Registry::default_search_path());
+  const std::string err = bounded_error([&] { plan_experiment(spec, registry, experiment_model_config(spec.model)); });
+  EXPECT_HAS(err, "(--set attention.tile)");
+  EXPECT_HAS(err, "tile");
+}
+
 TEST(BadInputs, PluginConstructorErrorsAreLocated) {
   testing::TempDir dir("bad_inputs_int4");
   const std::string path = dir.file("exp.toml");
