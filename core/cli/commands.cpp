@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/interrupt.h"
 #include "inferlab/log.h"
 #include "inferlab/quality.h"
@@ -64,8 +66,9 @@ Loaded load_and_plan(const po::variables_map& vm) {
   if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
   l.spec = load_experiment(vm["file"].as<std::string>(), sets);
   if (vm.count("repeats")) {
-    int r = vm["repeats"].as<int>();
-    if (r < 1) throw Error("--repeats must be at least 1");
+    int r = vm["repeats"].as<int>();  // the TOML's range: a billion repeats would grow to gigabytes
+    if (r < 1 || r > kMaxRepeats)
+      throw Error("--repeats " + std::to_string(r) + " is out of range; allowed: 1 .. " + std::to_string(kMaxRepeats));
     l.spec.repeats = r;
   }
   l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
@@ -233,13 +236,20 @@ int cmd_generate(const std::vector<std::string>& args) {
       "top-k", po::value<int>()->default_value(0), "sample among the k most likely (0 = off)")(
       "top-p", po::value<double>()->default_value(1.0), "nucleus mass")(
       "max-tokens", po::value<int>()->default_value(256), "tokens to generate at most")(
-      "seed", po::value<unsigned long long>()->default_value(0), "sampling seed")(
+      "seed", po::value<std::string>()->default_value("0"), "sampling seed (0 .. 2^64-1)")(
       "decoding", po::value<std::string>()->default_value("sampling"), "decoding plugin (sampling, prompt_lookup)")(
       "no-bos", "no BOS before the prompt, whatever the model file says");
   po::variables_map vm;
   if (!parse_options(args, "usage: inferlab generate --model M [--prompt P] [--temperature X] [--max-tokens N] [--seed S]", o,
              nullptr, vm))
     return 0;
+  std::uint64_t seed = 0;  // read as a string, since Boost would read -1 as 2^64-1
+  {
+    const std::string text = vm["seed"].as<std::string>();
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+      throw Error("--seed " + text + " is not allowed; allowed: an integer 0 .. 18446744073709551615");
+  }
   ModelStack s = load_stack(vm);
   if (!s.loaded.tokenizer) throw Error(vm["model"].as<std::string>() + ": no tokenizer found; pass --tokenizer FILE");
   const Tokenizer& tok = *s.loaded.tokenizer;
@@ -271,7 +281,7 @@ int cmd_generate(const std::vector<std::string>& args) {
   }
   req.max_output = max_tokens;
   EngineOptions eo;
-  eo.seed = vm["seed"].as<unsigned long long>();
+  eo.seed = seed;
   eo.stop_tokens = {tok.bos_id(), tok.eos_id()};
   int prev = req.prompt.back();
   std::cout << vm["prompt"].as<std::string>() << std::flush;

@@ -1,6 +1,7 @@
 // inferlab: run, validate, plugins, generate, perplexity, bench, trace, tokenize.
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/program_options/errors.hpp>
@@ -24,6 +25,25 @@ const char* kUsage =
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
     "`inferlab <command> --help` shows a command's options.\n";
 
+// The allowed values of numeric options, for the message when Boost cannot read a value (a
+// negative count, or one beyond the type's range).
+std::string allowed_values(const std::string& option) {
+  static const std::pair<const char*, const char*> kRanges[] = {
+      {"--repeats", "an integer 1 .. 1000"},
+      {"--threads", "an integer 0 (all cores) .. 4096"},
+      {"--max-tokens", "a non-negative integer below 2^31"},
+      {"--context", "0 (the model's context) or an integer 2 .. 16777216"},
+      {"--stride", "an integer 0 .. 16777216"},
+      {"--top-k", "a non-negative integer below 2^31"},
+      {"--top-p", "a number in (0, 1]"},
+      {"--temperature", "a number >= 0"},
+      {"--seed", "an integer 0 .. 18446744073709551615"},
+  };
+  for (const auto& [name, allowed] : kRanges)
+    if (option == name) return allowed;
+  return "a value of the type --help shows";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,6 +63,10 @@ int main(int argc, char** argv) {
     if (cmd == "trace") return inferlab::cli::cmd_trace(args);
     if (cmd == "tokenize") return inferlab::cli::cmd_tokenize(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+  } catch (const boost::program_options::invalid_option_value& e) {
+    std::cerr << "inferlab " << cmd << ": " << e.what() << "; allowed: " << allowed_values(e.get_option_name())
+              << " (see inferlab " << cmd << " --help)\n";
     return 2;
   } catch (const boost::program_options::error& e) {
     std::cerr << "inferlab " << cmd << ": " << e.what() << " (see inferlab " << cmd << " --help)\n";

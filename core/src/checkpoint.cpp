@@ -11,6 +11,7 @@
 
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/log.h"
 
 namespace inferlab {
@@ -70,11 +71,13 @@ const char* model_format_name(ModelFormat format) {
 
 ModelFormat detect_model_format(const std::string& path) {
   std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  check(!ec && fs::exists(st), path + ": no such file or directory");
-  if (fs::is_directory(st)) return ModelFormat::kHuggingFace;
+  if (fs::is_directory(path, ec)) return ModelFormat::kHuggingFace;
+  // A FIFO or /dev/zero would block or never end; a symlink loop says so.
+  require_regular_file(path, "a checkpoint: llama2.c .bin, .gguf, or a Hugging Face folder");
   if (fs::path(path).extension() == ".safetensors") return ModelFormat::kHuggingFace;
   if (starts_with_gguf_magic(path)) return ModelFormat::kGguf;
+  if (fs::path(path).extension() == ".gguf")  // the llama2.c reader's message would mislead
+    throw Error(path + ": not a GGUF file (the first 4 bytes are not 'GGUF'); expected a GGUF v2/v3 model");
   return ModelFormat::kLlama2c;
 }
 
@@ -126,8 +129,7 @@ ModelConfig read_llama2c_header(std::ifstream& in, const std::string& path, std:
 }
 
 std::ifstream open_llama2c(const std::string& path) {
-  std::error_code ec;
-  check(fs::is_regular_file(path, ec), path + ": no such file");
+  require_regular_file(path, "a llama2.c checkpoint (.bin)");
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path + ": cannot open");
   return in;

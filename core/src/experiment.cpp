@@ -11,7 +11,9 @@
 
 #include <toml++/toml.h>
 
+#include "experiment_override.h"
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/model_config.h"
 
 namespace inferlab {
@@ -77,7 +79,7 @@ struct Ctx {
   std::string at(const toml::node& n) const { return at(n.source()); }
   std::string at(const toml::key& k) const { return at(k.source()); }
   std::string at(const toml::source_region& src) const {
-    if (src.begin.line == 0) return file + " (--set)";
+    if (src.begin.line == 0 || (src.path && *src.path == kOverrideSource)) return file + " (--set)";
     return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
   }
 };
@@ -165,7 +167,11 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
     out.name = nm;
   }
   for (auto&& [k, v] : t)
-    if (k.str() != "name") out.params[std::string(k.str())] = to_param(c, v, std::string(k.str()));
+    if (k.str() != "name") {
+      out.params[std::string(k.str())] = to_param(c, v, std::string(k.str()));
+      // A parameter from --set in a table from the file: say so, the file's line alone misleads.
+      if (c.at(v) == c.file + " (--set)" && c.at(n) != c.at(v)) out.where += " (--set " + key + "." + std::string(k.str()) + ")";
+    }
   return out;
 }
 
@@ -210,7 +216,7 @@ void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml:
 void parse_length(const Ctx& c, const toml::node& n, const std::string& key, LengthSpec& l) {
   if (n.as_integer()) {
     l.dist = "fixed";
-    l.value = static_cast<int>(get_int(c, n, key, 1, 1 << 24));
+    l.value = static_cast<int>(get_int(c, n, key, 1, kMaxRequestTokens));
     return;
   }
   const auto& t = get_table(c, n, key);
@@ -220,9 +226,9 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
     if (l.dist != "fixed" && l.dist != "uniform" && l.dist != "lognormal" && l.dist != "trace")
       throw Error(c.at(*v) + ": " + key + ".dist = \"" + l.dist + "\"; allowed: fixed, uniform, lognormal, trace");
   }
-  if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, 1 << 24));
-  if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, 1 << 24));
-  if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, 1 << 24));
+  if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, kMaxRequestTokens));
+  if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, kMaxRequestTokens));
+  if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, kMaxRequestTokens));
   if (auto v = t.get("mean")) l.mean = get_float(c, *v, key + ".mean", 1.0);
   if (auto v = t.get("sigma")) l.sigma = get_float(c, *v, key + ".sigma", 0.0);
   if (l.min > l.max) throw Error(c.at(n) + ": " + key + ".min > " + key + ".max");
@@ -284,59 +290,14 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   if (auto v = t.get("class_mix")) w.class_mix = get_float_list(c, *v, "class_mix");
   if (auto v = t.get("queue_timeout_s")) w.queue_timeout_s = get_float(c, *v, "queue_timeout_s", 0.0);
   if (auto v = t.get("timeout_s")) w.timeout_s = get_float(c, *v, "timeout_s", 0.0);
+  if (auto v = t.get("shared_prefix"); v && w.trace.empty() && w.prompt_len.dist != "trace") {
+    const int longest = w.prompt_len.dist == "fixed" ? w.prompt_len.value : w.prompt_len.max;
+    if (w.shared_prefix > longest)
+      throw Error(c.at(*v) + ": shared_prefix = " + std::to_string(w.shared_prefix) +
+                  " is longer than any prompt (prompt_len at most " + std::to_string(longest) + "); allowed: 0.." +
+                  std::to_string(longest));
+  }
   if (auto v = t.get("max_new_tokens")) w.max_new_tokens = static_cast<int>(get_int(c, *v, "max_new_tokens", 0, 1 << 24));
-}
-
-// Parses "a.b.c=value" and stores it into root, creating tables on the way. A string plugin
-// choice on the path (scheduler = "static") becomes { name = "static" } so that
-// baseline.scheduler.max_batch=4 works.
-void apply_override(toml::table& root, const std::string& text) {
-  auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw Error("--set " + text + ": expected key=value with a dotted key, e.g. baseline.attention=flash");
-  std::string key = text.substr(0, eq), value = text.substr(eq + 1);
-  std::vector<std::string> parts;
-  std::stringstream ss(key);
-  for (std::string p; std::getline(ss, p, '.');) {
-    if (p.empty()) throw Error("--set " + text + ": empty part in key '" + key + "'");
-    parts.push_back(p);
-  }
-  toml::table* t = &root;
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    toml::node* next = t->get(parts[i]);
-    if (next && next->is_array()) {
-      auto* arr = next->as_array();
-      std::size_t idx = 0;
-      if (parts[i + 1].find_first_not_of("0123456789") != std::string::npos)
-        throw Error("--set " + text + ": '" + parts[i] + "' is an array; index it, e.g. " + parts[i] + ".0");
-      // More digits than any array can be long would overflow stoul; such an index is absent.
-      idx = parts[i + 1].size() > 9 ? arr->size() : std::stoul(parts[i + 1]);
-      if (idx >= arr->size() || !arr->get(idx)->is_table())
-        throw Error("--set " + text + ": '" + parts[i] + "' has no table at index " + parts[i + 1]);
-      t = arr->get(idx)->as_table();
-      ++i;
-      if (i + 1 >= parts.size()) throw Error("--set " + text + ": missing key after the index");
-      continue;
-    }
-    if (next && next->is_string()) {
-      std::string name = next->as_string()->get();
-      t->insert_or_assign(parts[i], toml::table{{"name", name}});
-      next = t->get(parts[i]);
-    }
-    if (!next) {
-      t->insert_or_assign(parts[i], toml::table{});
-      next = t->get(parts[i]);
-    }
-    if (!next->is_table()) throw Error("--set " + text + ": '" + parts[i] + "' is not a table");
-    t = next->as_table();
-  }
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
-    parsed = toml::table{{"v", value}};  // a bare string
-  }
-  t->insert_or_assign(parts.back(), *parsed.get("v"));
 }
 
 std::vector<std::string> expand_sweep_names(const std::vector<std::pair<std::string, std::vector<const toml::node*>>>& axes,
@@ -399,12 +360,14 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   spec.source_path = path;
   spec.overrides = overrides;
   {
+    require_regular_file(path, "an experiment TOML file (a results folder is resumed with run --resume DIR)");
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(path + ": cannot open experiment file");
     std::stringstream buf;
     buf << in.rdbuf();
     spec.source_text = buf.str();
   }
+  check_toml_text(spec.source_text, path);  // toml++ recurses per key part: bound it first
   toml::table root;
   try {
     root = toml::parse(spec.source_text, path);
@@ -425,7 +388,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (auto v = t.get("name")) spec.name = get_string(c, *v, "name");
     if (auto v = t.get("description")) spec.description = get_string(c, *v, "description");
     if (auto v = t.get("seed")) spec.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
-    if (auto v = t.get("repeats")) spec.repeats = static_cast<int>(get_int(c, *v, "repeats", 1, 1000));
+    if (auto v = t.get("repeats")) spec.repeats = static_cast<int>(get_int(c, *v, "repeats", 1, kMaxRepeats));
     if (auto v = t.get("isolate")) {
       check(v->is_boolean(), c.at(*v) + ": 'isolate' must be true or false, got " + type_name(*v));
       spec.isolate = v->as_boolean()->get();
@@ -604,6 +567,13 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       std::vector<const toml::node*> values;
       for (const auto& x : *arr) values.push_back(&x);
       axes.emplace_back(std::string(k.str()), values);
+    }
+    std::uint64_t grid = 1;
+    for (const auto& axis : axes) {
+      grid *= axis.second.size();
+      if (grid > kMaxSweepPoints)
+        throw Error(c.at(*n) + ": [sweep] grid has more than " + std::to_string(kMaxSweepPoints) +
+                    " points (the product of its axis lengths); allowed: at most " + std::to_string(kMaxSweepPoints));
     }
     std::vector<std::vector<const toml::node*>> points;
     auto sweep_names = expand_sweep_names(axes, points);

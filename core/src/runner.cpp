@@ -90,15 +90,24 @@ ModelConfig experiment_model_config(const ModelSpec& spec) {
   return c;
 }
 
+namespace {
+
+// Random fp32 weights of a preset must fit in memory; checked by validate (plan_experiment) too.
+void check_preset_fits(const ModelSpec& spec, const ModelConfig& c) {
+  const double bytes = static_cast<double>(c.parameter_count()) * 4.0;
+  const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (bytes * 2.2 > avail)  // float weights + the variant's copy
+    throw Error("model preset '" + spec.preset + "' needs about " + std::to_string(static_cast<long long>(bytes * 2.2 / (1 << 20))) +
+                " MiB for fp32 weights, this machine has " + std::to_string(static_cast<long long>(avail / (1 << 20))) +
+                " MiB; set [model] n_layers to a smaller depth");
+}
+
+}  // namespace
+
 LoadedModel load_experiment_model(const ModelSpec& spec) {
   if (!spec.preset.empty()) {
     ModelConfig c = experiment_model_config(spec);
-    const double bytes = static_cast<double>(c.parameter_count()) * 4.0;
-    const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-    if (bytes * 2.2 > avail)  // float weights + the variant's copy
-      throw Error("model preset '" + spec.preset + "' needs about " + std::to_string(static_cast<long long>(bytes * 2.2 / (1 << 20))) +
-                  " MiB for fp32 weights, this machine has " + std::to_string(static_cast<long long>(avail / (1 << 20))) +
-                  " MiB; set [model] n_layers to a smaller depth");
+    check_preset_fits(spec, c);
     LoadedModel m;
     m.weights = random_weights(c, spec.seed);
     return m;
@@ -113,6 +122,13 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
 }
 
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
+  if (!spec.model.preset.empty()) {
+    try {
+      check_preset_fits(spec.model, model);
+    } catch (const Error& e) {
+      throw Error(spec.source_path + ": [model] " + e.what());
+    }
+  }
   Plan plan;
   plan.spec = spec;
   plan.repeats = spec.repeats;
@@ -128,7 +144,13 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     DeviceKind device_kind = DeviceKind::kCpu;
     check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
     CpuDevice host(1);
-    auto quant = registry.create_quantization(v.stack.quantization.name, rv.quantization, host);
+    std::shared_ptr<Quantization> quant;
+    try {  // a constructor's check (int4 group_size = 12) gets the choice's file:line
+      quant = registry.create_quantization(v.stack.quantization.name, rv.quantization, host);
+    } catch (const Error& e) {
+      throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
+                  "' cannot run this: " + e.what());
+    }
     if (quant->calibration_needs().any() && !spec.calibration.enabled)
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
                   v.stack.quantization.name +

@@ -3,6 +3,7 @@
 #include "inferlab/tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 
 namespace inferlab {
 namespace {
@@ -206,6 +208,7 @@ std::string SentencePieceTokenizer::decode_token(int prev, int token) const {
 
 std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, int vocab_size) {
   check(vocab_size > 0, path + ": tokenizer vocab_size must be > 0");
+  require_regular_file(path, "a tokenizer file (llama2.c tokenizer.bin, tokenizer.json or .gguf)");
   std::ifstream in(path, std::ios::binary);
   check(in.good(), path + ": cannot open tokenizer");
   std::int32_t max_len = 0;
@@ -219,6 +222,10 @@ std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, int v
     in.read(reinterpret_cast<char*>(&scores[static_cast<std::size_t>(i)]), sizeof(float));
     in.read(reinterpret_cast<char*>(&len), sizeof(len));
     check(in.good(), path + ": truncated at token " + std::to_string(i) + " of " + std::to_string(vocab_size));
+    // A NaN score would make the merge order undefined (every comparison false).
+    check(std::isfinite(scores[static_cast<std::size_t>(i)]),
+          path + ": token " + std::to_string(i) + " has score " + std::to_string(scores[static_cast<std::size_t>(i)]) +
+              "; allowed: a finite number");
     check(len >= 0 && len <= max_len, path + ": token " + std::to_string(i) + " has length " +
                                           std::to_string(len) + " (max " + std::to_string(max_len) + ")");
     std::string& piece = pieces[static_cast<std::size_t>(i)];

@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/workload.h"
 
 namespace inferlab {
 namespace {
 
 std::string read_whole_file(const std::string& path) {
+  require_regular_file(path, "a trace or lengths file (CSV or JSON lines)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open the file; expected a readable trace file");
   std::ostringstream ss;
@@ -104,9 +106,11 @@ int count_field(const Where& w, std::string_view name, std::string_view raw) {
   if (!parse_ll(raw, v))
     fail(w.path, w.line, std::string(name) + " '" + std::string(raw) + "' is not an integer",
          "a non-negative integer token count");
-  if (v < 0 || v > 1'000'000'000)
+  // Bounded here, at the row, before anything is built from it (a 1e8-token prompt would be
+  // materialised as gigabytes before the scheduler could refuse it).
+  if (v < 0 || v > kMaxRequestTokens)
     fail(w.path, w.line, std::string(name) + " " + std::to_string(v) + " is out of range",
-         "a non-negative integer token count below 1e9");
+         "an integer token count 0 .. " + std::to_string(kMaxRequestTokens) + " (2^20)");
   return static_cast<int>(v);
 }
 
@@ -466,7 +470,7 @@ std::vector<TraceRow> read_mooncake(const std::string& path, const std::string& 
 bool looks_like_jsonl(const std::string& text) {
   for (char c : text) {
     if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
-    return c == '{';
+    return c == '{' || c == '[';
   }
   return false;
 }
@@ -481,6 +485,8 @@ std::string detect_format(const std::string& path, const std::string& text) {
   LineReader lines(text);
   std::string_view first;
   if (!lines.next(first)) fail(path, 1, "empty file", "a trace with a header or JSON lines");
+  if (trim(first).front() == '[')  // JSON, but not an object: the JSONL reader says so at its line
+    return "canonical";
   if (trim(first).front() == '{')
     return first.find("\"input_length\"") != std::string_view::npos ? "mooncake" : "canonical";
   const CsvTable h{split_csv(first)};

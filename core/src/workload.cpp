@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
+#include "inferlab/log.h"
 #include "inferlab/rng.h"
 #include "inferlab/workload.h"
 
@@ -159,6 +160,29 @@ int clip_length(int n, int max) {
   return std::max(n, 1);
 }
 
+// Rows that are run other than the file says get a warning naming what was changed: such rows
+// occur in published traces (BurstGPT's failed requests have 0 response tokens; merged logs are
+// not always in time order), so they are not errors.
+void warn_adjusted_rows(const std::string& source, const std::vector<TraceRow>& rows, bool check_order) {
+  const std::string unit = check_order ? "data row " : "drawn request ";
+  std::size_t zero_p = 0, zero_o = 0, unsorted = 0, first_p = 0, first_o = 0, first_u = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].prompt_tokens == 0 && zero_p++ == 0) first_p = i + 1;
+    if (rows[i].output_tokens == 0 && zero_o++ == 0) first_o = i + 1;
+    if (check_order && i > 0 && rows[i].arrival_s < rows[i - 1].arrival_s && unsorted++ == 0) first_u = i + 1;
+  }
+  if (zero_p)
+    log::warn(source + ": " + std::to_string(zero_p) + " row(s) with 0 prompt tokens (first: " + unit +
+              std::to_string(first_p) + ") are run with 1 prompt token; a request needs a token to start from");
+  if (zero_o)
+    log::warn(source + ": " + std::to_string(zero_o) + " row(s) with 0 output tokens (first: " + unit +
+              std::to_string(first_o) + ") are run with 1 output token; every request generates at least one");
+  if (unsorted)
+    log::warn(source + ": arrival times are not sorted (first earlier than its predecessor: data row " +
+              std::to_string(first_u) + "); requests are sorted by arrival (ties keep file order) and numbered in "
+              "that order");
+}
+
 }  // namespace
 
 std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
@@ -174,6 +198,8 @@ std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
         "workload.prefix_block_tokens = " + std::to_string(spec.prefix_block_tokens) + "; expected >= 1");
 
   std::vector<TraceRow> rows = spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format, {spec.trace_model, spec.trace_log_type});
+  if (!spec.trace.empty() || !spec.lengths_file.empty())
+    warn_adjusted_rows(spec.trace.empty() ? spec.lengths_file : spec.trace, rows, !spec.trace.empty());
 
   // Arrival order; ties keep file order.
   std::vector<std::size_t> order(rows.size());

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 
 namespace inferlab::formats {
 
 class FileReader {
  public:
   explicit FileReader(const std::string& path) : path_(path) {
+    require_regular_file(path, "a model, tokenizer or JSON file");  // a FIFO would block in open
     in_.open(path, std::ios::binary);
     if (!in_) throw Error(path + ": cannot open file");
     in_.seekg(0, std::ios::end);

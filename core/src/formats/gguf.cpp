@@ -2,6 +2,7 @@
 // dequantised to fp32, and the embedded tokenizer. GGUF lists dimensions fastest-varying first,
 // so a [ne0 = in, ne1 = out] tensor is already our row-major [out, in]: no transposes.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -26,14 +27,18 @@ class GgufModelReader {
  public:
   explicit GgufModelReader(const GgufFile& file) : f_(file) {}
 
+  // Required keys are sizes: 0 would fail later with an unrelated message (RoPE, head size).
   std::int64_t int_key(const std::string& key, std::int64_t fallback, bool required) const {
+    const std::int64_t lo = required ? 1 : 0;
     const GgufValue* v = f_.find(key);
     if (!v) {
       if (required) fail("missing metadata key '" + key + "'");
       return fallback;
     }
     const std::int64_t x = v->as_int(key);
-    if (x < 0 || x > (1ll << 30)) fail("metadata '" + key + "' = " + std::to_string(x) + " is out of range");
+    if (x < lo || x > (1ll << 30))
+      fail("metadata '" + key + "' = " + std::to_string(x) + " is out of range; allowed: " + std::to_string(lo) +
+           " .. 2^30");
     return x;
   }
   double float_key(const std::string& key, double fallback) const {
@@ -172,6 +177,10 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::str
     std::vector<float> scores(tokens.size(), 0.0f);
     if (const GgufValue* s = f.find("tokenizer.ggml.scores")) {
       scores = s->as_floats("tokenizer.ggml.scores");
+      for (std::size_t i = 0; i < scores.size(); ++i)
+        if (!std::isfinite(scores[i]))
+          throw Error(f.path() + ": tokenizer.ggml.scores[" + std::to_string(i) + "] = " + std::to_string(scores[i]) +
+                      "; allowed: finite scores");
       if (scores.size() != tokens.size())
         throw Error(f.path() + ": tokenizer.ggml.scores has " + std::to_string(scores.size()) +
                     " entries for " + std::to_string(tokens.size()) + " tokens");

@@ -5,6 +5,7 @@
 #include "../utf8.h"
 
 #include <cmath>
+#include <sstream>
 #include <cstdlib>
 
 #include "inferlab/error.h"
@@ -223,8 +224,13 @@ double Json::as_number(const std::string& what) const {
 }
 
 std::int64_t Json::as_int(const std::string& what) const {
-  if (kind_ != Kind::kNumber || std::floor(number_) != number_ || std::fabs(number_) > 9.0e15)
-    throw Error(what + " must be an integer");
+  if (kind_ != Kind::kNumber || std::floor(number_) != number_) throw Error(what + " must be an integer");
+  // Beyond 2^53 a double no longer holds every integer: such a value is out of range, not a non-integer.
+  if (std::fabs(number_) > 9.0e15) {
+    std::ostringstream os;
+    os << what << " = " << number_ << " is out of range; allowed: an integer of magnitude at most 9e15";
+    throw Error(os.str());
+  }
   return static_cast<std::int64_t>(number_);
 }
 

@@ -1,0 +1,106 @@
+// Input bounds checked before parsing or allocating; see inferlab/input_checks.h.
+#include "inferlab/input_checks.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/stat.h>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// A '.' inside a float literal such as 1.5 or -0.25e3 is not a key separator: it sits between
+// digits in a run of number characters holding exactly one '.'. 1.2.3 is a dotted key.
+bool float_dot(std::string_view line, std::size_t i) {
+  if (i == 0 || i + 1 >= line.size() || !is_digit(line[i - 1]) || !is_digit(line[i + 1])) return false;
+  auto number_char = [](char c) { return is_digit(c) || c == '.' || c == '_' || c == 'e' || c == 'E' || c == '+' || c == '-'; };
+  // A float literal is short: a longer run (1.1.1...) is a key, and the scan stays O(1) per dot.
+  constexpr std::size_t kLongestFloat = 64;
+  std::size_t b = i, e = i;
+  while (b > 0 && number_char(line[b - 1]))
+    if (i - --b > kLongestFloat) return false;
+  while (e + 1 < line.size() && number_char(line[e + 1]))
+    if (++e - i > kLongestFloat) return false;
+  int dots = 0;
+  for (std::size_t k = b; k <= e; ++k) dots += line[k] == '.';
+  return dots == 1;
+}
+
+}  // namespace
+
+void check_toml_text(std::string_view text, const std::string& name) {
+  if (text.size() > kMaxConfigBytes)
+    throw Error(name + ": " + std::to_string(text.size()) + " bytes; allowed: at most " +
+                std::to_string(kMaxConfigBytes) + " bytes for an experiment file");
+  int line_no = 1, depth = 0, key_dots = 0;
+  std::size_t line_start = 0;
+  std::string_view multi;  // the closing delimiter of an open multi-line string, or empty
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line_no;
+      key_dots = 0;
+      line_start = i + 1;
+      continue;
+    }
+    if (!multi.empty()) {
+      if (c == '\\' && multi == "\"\"\"") ++i;
+      else if (text.substr(i, 3) == multi) {
+        i += 2;
+        multi = {};
+      }
+      continue;
+    }
+    if (c == '#') {  // comment to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      if (text.substr(i, 3) == (c == '"' ? "\"\"\"" : "'''")) {
+        multi = c == '"' ? "\"\"\"" : "'''";
+        i += 2;
+        continue;
+      }
+      for (++i; i < text.size() && text[i] != c && text[i] != '\n'; ++i)
+        if (c == '"' && text[i] == '\\') ++i;
+      if (i < text.size() && text[i] == '\n') --i;  // unterminated: the parser reports it
+      continue;
+    }
+    if (c == '[' || c == '{') {
+      if (++depth > kMaxConfigNesting)
+        throw Error(name + ":" + std::to_string(line_no) + ": brackets nested " + std::to_string(depth) +
+                    " deep; allowed: at most " + std::to_string(kMaxConfigNesting));
+    } else if (c == ']' || c == '}') {
+      depth = depth > 0 ? depth - 1 : 0;
+    } else if (c == '.' && !float_dot(text.substr(line_start), i - line_start)) {
+      if (++key_dots >= kMaxKeyParts)
+        throw Error(name + ":" + std::to_string(line_no) + ": a dotted key with more than " +
+                    std::to_string(kMaxKeyParts) + " parts; allowed: at most " + std::to_string(kMaxKeyParts) +
+                    " parts, e.g. [a.b.c]");
+    }
+  }
+}
+
+void require_regular_file(const std::string& path, const std::string& expected) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ELOOP) throw Error(path + ": a symbolic link loop; expected " + expected);
+    if (err == ENOENT || err == ENOTDIR) throw Error(path + ": cannot open: no such file; expected " + expected);
+    throw Error(path + ": cannot access: " + std::strerror(err) + "; expected " + expected);
+  }
+  if (S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "a special file";
+  throw Error(path + ": is " + std::string(kind) + ", not a regular file; expected " + expected);
+}
+
+}  // namespace inferlab
