@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
@@ -165,6 +166,10 @@ MergeOutcome merge_shards(const MergeOptions& options) {
     all.missing.insert(all.missing.end(), g.missing.begin(), g.missing.end());
   }
   sources << "\n  ]";
+  // Run order (repeat, then variant), as a local run lists them.
+  auto run_order = [](const GridCell& x, const GridCell& y) { return std::tie(x.rep, x.vi) < std::tie(y.rep, y.vi); };
+  std::sort(all.done.begin(), all.done.end(), [&](const auto& x, const auto& y) { return run_order(x.first, y.first); });
+  std::sort(all.missing.begin(), all.missing.end(), run_order);
   if (!all.missing.empty() && !options.allow_partial) {
     std::string which;
     for (std::size_t i = 0; i < all.missing.size() && i < 8; ++i)
