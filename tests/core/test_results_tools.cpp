@@ -223,7 +223,7 @@ TEST(ResultsTools, CompareFlagsAScaledMetricAndNothingAgainstItself) {
   const Cli self = run_cli("compare " + a.string() + " " + a.string());
   ASSERT_EQ(self.code, 0) << self.err;
   EXPECT_NE(self.out.find("| 1.000 |"), std::string::npos) << self.out;
-  EXPECT_EQ(self.out.find("**changed**"), std::string::npos) << self.out;
+  EXPECT_EQ(self.out.find("| **changed** |"), std::string::npos) << self.out;
   EXPECT_NE(self.out.find("0 change(s) flagged"), std::string::npos) << self.out;
 
   // B: a copy with kv_blocks_peak doubled (deterministic under greedy decoding: equal over repeats).
