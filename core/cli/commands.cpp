@@ -144,7 +144,8 @@ int cmd_merge(const std::vector<std::string>& args) {
   mo.out_dir = vm["out"].as<std::string>();
   mo.allow_partial = vm["allow-partial"].as<bool>();
   const MergeOutcome m = merge_shards(mo);
-  for (const auto& line : m.report) log::info(line);
+  for (std::size_t i = 0; i < m.report.size(); ++i)  // a shard that failed or is incomplete is a warning
+    (m.report_ok[i] ? log::info : log::warn)(m.report[i]);
   std::ifstream summary(m.dir + "/summary.md");
   std::cout << summary.rdbuf() << "\nresults: " << m.dir << "/summary.md (" << m.cells << " cells";
   if (m.missing) std::cout << ", " << m.missing << " missing";

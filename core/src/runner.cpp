@@ -207,6 +207,7 @@ std::optional<CellResult> run_cell_guarded(const RunContext& cx, std::size_t vi,
   if (!c) return c;
   if (cx.stopping() && !c->row.ok) return std::nullopt;  // killed by the interrupt, not failed
   c->row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!c->row.ok && cx.options.progress) std::fputs("\r\033[K", stderr);  // the error on a line of its own
   if (!c->row.ok)
     log::error("variant '" + id.variant + "' repeat " + std::to_string(rep) + " failed: " + c->row.error);
   else if (cx.quality)

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree includes the old boost/bind.hpp, which otherwise prints a pragma note
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <toml++/toml.h>
@@ -138,6 +139,7 @@ MergeOutcome merge_shards(const MergeOptions& options) {
     const auto it = by_index.find(i);
     if (it == by_index.end()) {
       outcome.report.push_back("shard " + std::to_string(i) + "/" + std::to_string(count) + ": not given");
+      outcome.report_ok.push_back(false);
       CellGrid g = read_cells("", names, repeats, Shard{i, count}, false);
       all.missing.insert(all.missing.end(), g.missing.begin(), g.missing.end());
       continue;
@@ -150,6 +152,7 @@ MergeOutcome merge_shards(const MergeOptions& options) {
     outcome.report.push_back("shard " + std::to_string(i) + "/" + std::to_string(count) + " (" + s.dir + "): " + status +
                              ", " + std::to_string(g.done.size()) + " of " + std::to_string(g.done.size() + g.missing.size()) +
                              " cells" + (failed ? ", " + std::to_string(failed) + " failed" : ""));
+    outcome.report_ok.push_back(status == "complete" && failed == 0 && g.missing.empty());
     sources << (i ? ", " : "") << "\n    {\"dir\": " << json_quote(fs::absolute(s.dir).string()) << ", \"index\": " << i
             << ", \"count\": " << count << ", \"status\": " << json_quote(status)
             << ", \"git_commit\": " << json_quote(s.manifest.get<std::string>("git_commit", ""))

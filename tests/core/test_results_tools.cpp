@@ -155,6 +155,13 @@ TEST(ResultsTools, ShardedRunMergesIntoTheLocalRun) {
   EXPECT_EQ(sm.get<int>("run.shard.index"), 1);
   EXPECT_EQ(sm.get<int>("run.shard.count"), 3);
   EXPECT_EQ(sm.get<std::string>("run.status"), "complete");
+  // A shard resumes as a shard: only its own missing cell runs.
+  fs::remove(shard_dirs[0] / "cells" / cell_file_name(1, 1));
+  const Cli resumed = run_cli("run --resume " + shard_dirs[0].string() + " --log info");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("run blocks8 repeat 1"), std::string::npos) << resumed.err;
+  EXPECT_EQ(resumed.err.find("run baseline"), std::string::npos) << resumed.err;
+  EXPECT_EQ(resumed.err.find("run blocks8 repeat 0"), std::string::npos) << resumed.err;
 
   std::string dirs;
   for (const auto& d : shard_dirs) dirs += " " + d.string();

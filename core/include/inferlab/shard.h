@@ -59,6 +59,7 @@ struct MergeOutcome {
   std::string dir;
   std::size_t cells = 0, missing = 0, failed = 0;
   std::vector<std::string> report;  // one line per shard: index, status, cells, failures
+  std::vector<bool> report_ok;      // per line: false for a shard not given, not complete, or with failed cells
 };
 // Throws Error for folders that are not shards of one run (config, commit, shard count, a shard
 // given twice), and for missing cells or shards unless allow_partial.
