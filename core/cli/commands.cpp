@@ -6,6 +6,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
 
 #include "inferlab/checkpoint.h"
@@ -17,6 +19,7 @@
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
+#include "inferlab/shard.h"
 #include "inferlab/workload.h"
 
 namespace po = boost::program_options;
@@ -90,12 +93,13 @@ int cmd_run(const std::vector<std::string>& args) {
       "out", po::value<std::string>()->default_value("results"), "results root folder")(
       "repeats", po::value<int>(), "override [experiment] repeats")(
       "resume", po::value<std::string>(), "continue an interrupted run's folder: run only its missing cells")(
-      "check-determinism", po::bool_switch(), "rerun each variant's first repeat; exit 4 if any output token differs");
+      "check-determinism", po::bool_switch(), "rerun each variant's first repeat; exit 4 if any output token differs")(
+      "shard", po::value<std::string>(), "i/n: run only cells k = repeat*variants + variant with k mod n = i (0 <= i < n)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args,
-             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism]\n"
+             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n]\n"
              "       inferlab run --resume RESULTS_DIR [--check-determinism]",
              o, &pos, vm))
     return 0;
@@ -104,8 +108,8 @@ int cmd_run(const std::vector<std::string>& args) {
   ro.check_determinism = vm["check-determinism"].as<bool>();
   Loaded l;
   if (vm.count("resume")) {
-    if (vm.count("file") || vm.count("set") || vm.count("repeats"))
-      throw Error("--resume runs the folder's own config.toml; it takes no FILE, --set or --repeats");
+    if (vm.count("file") || vm.count("set") || vm.count("repeats") || vm.count("shard"))
+      throw Error("--resume runs the folder's own config.toml (and shard); it takes no FILE, --set, --repeats or --shard");
     ro.resume_dir = vm["resume"].as<std::string>();
     const std::string config = ro.resume_dir + "/config.toml";
     if (!std::filesystem::exists(config)) throw Error(ro.resume_dir + ": no config.toml; not a results folder of inferlab run");
@@ -115,7 +119,9 @@ int cmd_run(const std::vector<std::string>& args) {
   } else {
     if (!vm.count("file")) throw Error("run needs an experiment FILE or --resume DIR (see inferlab run --help)");
     l = load_and_plan(vm);
+    if (vm.count("shard")) ro.shard = parse_shard(vm["shard"].as<std::string>());
   }
+  ro.progress = isatty(STDERR_FILENO) != 0 && log::level() <= log::Level::kInfo;
   install_interrupt_handlers();
   ro.interrupted = interrupt_signal;
   const RunOutcome outcome = run_plan(l.plan, *l.registry, ro);
@@ -125,6 +131,30 @@ int cmd_run(const std::vector<std::string>& args) {
   // A failed variant is recorded in the results; the exit code says so too.
   if (outcome.failed > 0) return 3;
   return outcome.nondeterministic > 0 ? 4 : 0;
+}
+
+int cmd_merge(const std::vector<std::string>& args) {
+  po::options_description o("merge options");
+  o.add_options()("shards", po::value<std::vector<std::string>>()->multitoken(), "shard results folders")(
+      "out", po::value<std::string>()->required(), "the merged results folder (created; must be new or empty)")(
+      "allow-partial", po::bool_switch(), "merge even when cells or shards are missing (status \"partial\")");
+  po::positional_options_description pos;
+  pos.add("shards", -1);
+  po::variables_map vm;
+  if (!parse_options(args, "usage: inferlab merge SHARD_DIR... --out DIR [--allow-partial]", o, &pos, vm)) return 0;
+  MergeOptions mo;
+  if (vm.count("shards")) mo.shard_dirs = vm["shards"].as<std::vector<std::string>>();
+  mo.out_dir = vm["out"].as<std::string>();
+  mo.allow_partial = vm["allow-partial"].as<bool>();
+  const MergeOutcome m = merge_shards(mo);
+  for (std::size_t i = 0; i < m.report.size(); ++i)  // a shard that failed or is incomplete is a warning
+    (m.report_ok[i] ? log::info : log::warn)(m.report[i]);
+  std::ifstream summary(m.dir + "/summary.md");
+  std::cout << summary.rdbuf() << "\nresults: " << m.dir << "/summary.md (" << m.cells << " cells";
+  if (m.missing) std::cout << ", " << m.missing << " missing";
+  if (m.failed) std::cout << ", " << m.failed << " failed";
+  std::cout << ")\n" << std::flush;
+  return m.failed > 0 ? 3 : 0;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {

@@ -25,5 +25,8 @@ int cmd_perplexity(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_trace(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_merge(const std::vector<std::string>& args);
+int cmd_compare(const std::vector<std::string>& args);
+int cmd_plot(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

@@ -1,4 +1,4 @@
-// inferlab: run, validate, plugins, generate, perplexity, bench, trace, tokenize.
+// inferlab: run, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize.
 #include <iostream>
 #include <string>
 #include <utility>
@@ -16,6 +16,10 @@ const char* kUsage =
     "commands:\n"
     "  run FILE [--set key=value]... [--out DIR] [--repeats N]   run an experiment\n"
     "  run --resume DIR                                          finish an interrupted run's missing cells\n"
+    "  run FILE --shard i/n                                      run one shard of the variant x repeat cells\n"
+    "  merge SHARD_DIR... --out DIR [--allow-partial]            combine shard folders into one results folder\n"
+    "  compare RUN_A RUN_B [--metric m]...                       means, ratios B/A and Welch t-tests per variant\n"
+    "  plot RUN_DIR                                              PNG figures beside the results (matplotlib)\n"
     "  validate FILE [--set key=value]...                        check an experiment without running it\n"
     "  plugins [--kind K]                                        list plugins and their parameters\n"
     "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"
@@ -62,6 +66,9 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return inferlab::cli::cmd_bench(args);
     if (cmd == "trace") return inferlab::cli::cmd_trace(args);
     if (cmd == "tokenize") return inferlab::cli::cmd_tokenize(args);
+    if (cmd == "merge") return inferlab::cli::cmd_merge(args);
+    if (cmd == "compare") return inferlab::cli::cmd_compare(args);
+    if (cmd == "plot") return inferlab::cli::cmd_plot(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {

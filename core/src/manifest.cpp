@@ -120,6 +120,9 @@ std::string manifest_with_state(const std::string& manifest, const RunState& sta
   m << ", \"cells_total\": " << state.done.size() + state.missing.size() << ", \"cells_done\": " << state.done.size()
     << ", \"resumes\": " << state.resumes << ",\n    \"done\": " << cells_json(state.done)
     << ",\n    \"missing\": " << cells_json(state.missing);
+  if (state.shard.count > 1)
+    m << ",\n    \"shard\": {\"index\": " << state.shard.index << ", \"count\": " << state.shard.count << "}";
+  if (!state.merged_from.empty()) m << ",\n    \"merged_from\": " << state.merged_from;
   if (!state.determinism.empty()) {
     m << ",\n    \"determinism\": {";
     for (std::size_t i = 0; i < state.determinism.size(); ++i)
@@ -133,6 +136,18 @@ std::string manifest_with_state(const std::string& manifest, const RunState& sta
 int manifest_resumes(const std::string& manifest) {
   const auto at = manifest.find("\"resumes\": ", manifest.find(kRunKey) == std::string::npos ? 0 : manifest.find(kRunKey));
   return at == std::string::npos ? 0 : std::atoi(manifest.c_str() + at + 11);
+}
+
+Shard manifest_shard(const std::string& manifest) {
+  const auto run = manifest.find(kRunKey);
+  if (run == std::string::npos) return {};
+  const auto at = manifest.find("\"shard\": {\"index\": ", run);
+  if (at == std::string::npos) return {};
+  Shard s;
+  s.index = std::atoi(manifest.c_str() + at + 19);
+  const auto c = manifest.find("\"count\": ", at);
+  if (c != std::string::npos) s.count = std::atoi(manifest.c_str() + c + 9);
+  return s;
 }
 
 }  // namespace inferlab

@@ -137,18 +137,19 @@ std::string file_hash(const std::string& path) {
   return hex64(h);
 }
 
-ResultWriter::ResultWriter(const std::string& out_root, const std::string& experiment) {
+ResultWriter::ResultWriter(const std::string& out_root, const std::string& experiment, const std::string& suffix) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const std::string name = stamp + suffix;
   fs::path base = fs::path(out_root) / experiment;
   std::error_code ec;
   fs::create_directories(base, ec);
   if (ec) throw Error("cannot create results folder " + base.string() + ": " + ec.message());
   for (int n = 0;; ++n) {
-    fs::path d = base / (n == 0 ? std::string(stamp) : std::string(stamp) + "-" + std::to_string(n));
+    fs::path d = base / (n == 0 ? name : name + "-" + std::to_string(n));
     if (fs::create_directory(d, ec)) {  // atomic: fails if it exists
       dir_ = d.string();
       break;
@@ -176,7 +177,7 @@ void ResultWriter::set_header(const std::string& title, const std::string& descr
   notes_ = notes;
 }
 
-void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>& requests) {
+void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>& requests, bool rewrite_files) {
   // Run order whatever order cells finish in (a resumed run fills gaps).
   auto order = [this](const std::string& variant, int repeat) {
     const auto it = std::find(variant_order_.begin(), variant_order_.end(), variant);
@@ -190,7 +191,7 @@ void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>&
   std::vector<RequestRow> add;
   for (const auto& r : requests) add.push_back({row.variant, row.repeat, r});
   requests_.insert(rat, add.begin(), add.end());
-  rewrite();
+  if (rewrite_files) rewrite();
 }
 
 void ResultWriter::rewrite() const {
@@ -249,6 +250,15 @@ void ResultWriter::rewrite() const {
   write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_, status_));
 }
 
+const std::vector<std::string>& headline_metric_names() {
+  static const std::vector<std::string> names = {"ttft_ms_p50", "tpot_ms_p50", "itl_ms_p99", "e2e_ms_p90",
+                                             "throughput_out_tok_s", "goodput_req_s", "batch_mean",
+                                             "kv_blocks_peak", "preemptions", "prefix_hit_frac",
+                                             "spec_accept_frac", "weights_bytes", "perplexity", "kl_vs_baseline",
+                                             "top1_agree_frac"};
+  return names;
+}
+
 std::string summary_markdown(const std::string& title, const std::string& description,
                              const std::vector<std::string>& variants, const std::vector<ResultRow>& rows,
                              const std::vector<std::string>& notes, const std::string& status) {
@@ -297,11 +307,7 @@ std::string summary_markdown(const std::string& title, const std::string& descri
   md << "Mean ± 95% confidence half-width over " << repeats
      << " repeat(s); (×r) is the ratio to the baseline `" << base << "`.\n\n";
 
-  const std::vector<std::string> headline = {"ttft_ms_p50", "tpot_ms_p50", "itl_ms_p99", "e2e_ms_p90",
-                                             "throughput_out_tok_s", "goodput_req_s", "batch_mean",
-                                             "kv_blocks_peak", "preemptions", "prefix_hit_frac",
-                                             "spec_accept_frac", "weights_bytes", "perplexity", "kl_vs_baseline",
-                                             "top1_agree_frac"};
+  const std::vector<std::string>& headline = headline_metric_names();
   // Headline columns that say something: present, and not zero for every variant.
   std::vector<std::string> shown;
   for (const auto& h : headline) {

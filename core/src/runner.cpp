@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -212,7 +213,9 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   eo.max_new_tokens = spec.workload.max_new_tokens;
   ModelExecutor executor(model, *attention, quant->kv_dtype());
   Engine engine(executor, *scheduler, *decoder, eo);
-  log::info("run " + v.name + " repeat " + std::to_string(rep));
+  const std::string what = "run " + v.name + " repeat " + std::to_string(rep);
+  if (cx.options.progress) log::debug(what);  // the progress line says it
+  else log::info(what);
   RunResult r = engine.run(cx.requests);
   c.row.metrics = compute_metrics(r.timeline, spec.slo);
   if (cx.quality) {
@@ -254,6 +257,7 @@ std::optional<CellResult> run_cell_guarded(const RunContext& cx, std::size_t vi,
   if (!c) return c;
   if (cx.stopping() && !c->row.ok) return std::nullopt;  // killed by the interrupt, not failed
   c->row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!c->row.ok && cx.options.progress) std::fputs("\r\033[K", stderr);  // the error on a line of its own
   if (!c->row.ok)
     log::error("variant '" + id.variant + "' repeat " + std::to_string(rep) + " failed: " + c->row.error);
   else if (cx.quality)
@@ -261,7 +265,17 @@ std::optional<CellResult> run_cell_guarded(const RunContext& cx, std::size_t vi,
   return c;
 }
 
-std::string cell_file(std::size_t vi, int rep) { return "r" + std::to_string(rep) + "-v" + std::to_string(vi) + ".cell"; }
+// "\r[3/8] variant repeat 1 · 12 s, ~20 s left" on the terminal, rewritten in place.
+void show_progress(std::size_t done, std::size_t total, const std::string& variant, int rep,
+                   std::chrono::steady_clock::time_point t0) {
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ostringstream line;
+  line << "\r\033[K[" << done << "/" << total << " cells] " << variant << " repeat " << rep << " · "
+       << static_cast<long long>(el) << " s";
+  if (done > 0) line << ", ~" << static_cast<long long>(el / static_cast<double>(done) * static_cast<double>(total - done)) << " s left";
+  std::fputs(line.str().c_str(), stderr);
+  std::fflush(stderr);
+}
 
 }  // namespace
 
@@ -276,17 +290,21 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
 
   // The folder says what it is before any weights load: config and manifest come first.
   const bool root_existed = fs::exists(options.out_root), base_existed = fs::exists(fs::path(options.out_root) / spec.name);
-  ResultWriter out = resuming ? ResultWriter::reopen(options.resume_dir) : ResultWriter(options.out_root, spec.name);
+  const std::string suffix = options.shard.count > 1 ? "-shard" + std::to_string(options.shard.index) + "of" +
+                                                           std::to_string(options.shard.count) : "";
+  ResultWriter out = resuming ? ResultWriter::reopen(options.resume_dir) : ResultWriter(options.out_root, spec.name, suffix);
   const fs::path cells_dir = fs::path(out.dir()) / "cells";
   fs::create_directories(cells_dir);
   std::string manifest;
   RunState state;
+  state.shard = options.shard;
   if (resuming) {
     std::ifstream in(fs::path(out.dir()) / "manifest.json");
     std::stringstream text;
     text << in.rdbuf();
     manifest = text.str();
     state.resumes = manifest_resumes(manifest) + 1;
+    state.shard = manifest_shard(manifest);
   }
   if (manifest.find("\"git_commit\"") == std::string::npos) {  // fresh, or killed before it was written
     manifest = manifest_json(plan, registry, config, requests.size(), threads);
@@ -294,24 +312,13 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   }
   std::vector<std::string> names;
   for (const auto& v : plan.variants) names.push_back(v.name);
-  struct Cell {
-    std::size_t vi;
-    int rep;
-  };
-  std::vector<Cell> missing;  // repeats outermost so slow drift of a shared machine spreads over all variants alike
+  // Repeats outermost so slow drift of a shared machine spreads over all variants alike.
+  const CellGrid grid = read_cells(cells_dir.string(), names, plan.repeats, state.shard, resuming);
   std::vector<std::string> notes;
   out.set_header(spec.name, spec.description, names, notes);
-  for (int rep = 0; rep < plan.repeats; ++rep)
-    for (std::size_t vi = 0; vi < plan.variants.size(); ++vi) {
-      auto done = resuming ? read_cell_file((cells_dir / cell_file(vi, rep)).string()) : std::nullopt;
-      if (done && done->row.variant == names[vi] && done->row.repeat == rep) {
-        out.add(done->row, done->requests);
-        state.done.push_back({names[vi], rep});
-      } else {
-        missing.push_back({vi, rep});
-        state.missing.push_back({names[vi], rep});
-      }
-    }
+  write_results_from_cells(out, grid);
+  for (const auto& [g, c] : grid.done) state.done.push_back({names[g.vi], g.rep});
+  for (const auto& g : grid.missing) state.missing.push_back({names[g.vi], g.rep});
   auto write_state = [&] {
     out.write_text("manifest.json", manifest_with_state(manifest, state));
     std::string status;
@@ -360,6 +367,11 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
                (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
            "device: " + make_device(device_kind, spec.device.threads)->describe() + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
+  if (state.shard.count > 1)
+    notes.push_back("shard " + std::to_string(state.shard.index) + "/" + std::to_string(state.shard.count) +
+                    ": this folder holds only the cells k = repeat × variants + variant index with k mod " +
+                    std::to_string(state.shard.count) + " = " + std::to_string(state.shard.index) +
+                    " (ratios only where it holds baseline rows); `inferlab merge` combines the shards");
   // Positions past max_seq_len still run (RoPE extrapolates) but the model was never trained
   // there: say so rather than let a long-context sweep pass silently.
   std::size_t beyond = 0;
@@ -414,17 +426,21 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
 
   const RunContext cx{plan, registry, options, weights, requests, quality.get(), device_kind, calibration.get()};
   RunOutcome outcome;
-  for (const Cell& cell : missing) {
+  const auto t_cells = std::chrono::steady_clock::now();
+  for (const GridCell& cell : grid.missing) {
     if (cx.stopping()) break;
-    auto c = run_cell_guarded(cx, cell.vi, cell.rep, (cells_dir / ("." + cell_file(cell.vi, cell.rep) + ".child")).string());
+    if (options.progress) show_progress(outcome.ran, grid.missing.size(), names[cell.vi], cell.rep, t_cells);
+    auto c = run_cell_guarded(cx, cell.vi, cell.rep, (cells_dir / ("." + cell_file_name(cell.vi, cell.rep) + ".child")).string());
     if (!c) break;
-    write_cell_file((cells_dir / cell_file(cell.vi, cell.rep)).string(), *c);
+    write_cell_file((cells_dir / cell_file_name(cell.vi, cell.rep)).string(), *c);
     ++outcome.ran;
     state.done.push_back({names[cell.vi], cell.rep});
     std::erase_if(state.missing, [&](const CellRef& m) { return m.variant == names[cell.vi] && m.repeat == cell.rep; });
     write_state();
     out.add(c->row, c->requests);
   }
+
+  if (options.progress) std::fputs("\r\033[K", stderr);
 
   // Determinism: each variant's first repeat again, token for token (by hash).
   if (options.check_determinism && !cx.stopping()) {

@@ -29,11 +29,15 @@ struct RunState {
   int resumes = 0;                  // times `run --resume` continued this folder
   // --check-determinism: per variant, "same" or "differs" with both hashes.
   std::vector<std::pair<std::string, std::string>> determinism;
+  Shard shard;               // the part of the grid this folder runs (count 1: all of it)
+  std::string merged_from;   // merge: a JSON array of the shards' provenance ("" = not merged)
 };
 // `manifest` (from manifest_json, or a manifest.json read back) with its "run" block replaced.
 std::string manifest_with_state(const std::string& manifest, const RunState& state);
 // The number after "resumes": in a manifest's run block (0 when absent).
 int manifest_resumes(const std::string& manifest);
+// The run block's "shard" ({0, 1} when absent).
+Shard manifest_shard(const std::string& manifest);
 
 // The CPU's model name from /proc/cpuinfo; "unknown" where there is none.
 std::string cpu_model();

@@ -31,15 +31,17 @@ struct RequestRow {
 
 class ResultWriter {
  public:
-  // Creates <out_root>/<experiment>/<stamp>[-N]/ (stamp = UTC YYYYMMDDTHHMMSSZ).
-  ResultWriter(const std::string& out_root, const std::string& experiment);
+  // Creates <out_root>/<experiment>/<stamp><suffix>[-N]/ (stamp = UTC YYYYMMDDTHHMMSSZ; a shard's
+  // suffix is "-shard<i>of<n>").
+  ResultWriter(const std::string& out_root, const std::string& experiment, const std::string& suffix = "");
   // Writes into an existing run folder (resume); rows start empty.
   static ResultWriter reopen(const std::string& dir);
   const std::string& dir() const { return dir_; }
 
   void write_text(const std::string& file, const std::string& text) const;
-  // Adds a row (kept in run order: repeat, then variant order) and rewrites metrics.csv, metrics.json, requests.csv and summary.md.
-  void add(const ResultRow& row, const std::vector<RequestTimeline>& requests);
+  // Adds a row (kept in run order: repeat, then variant order) and rewrites metrics.csv, metrics.json, requests.csv and summary.md
+  // (unless rewrite_files is false: the caller calls rewrite() once after many rows).
+  void add(const ResultRow& row, const std::vector<RequestTimeline>& requests, bool rewrite_files = true);
   // Title and description for summary.md; variant order (baseline first).
   void set_header(const std::string& title, const std::string& description,
                   const std::vector<std::string>& variants, const std::vector<std::string>& notes);
@@ -62,6 +64,9 @@ class ResultWriter {
 std::string summary_markdown(const std::string& title, const std::string& description,
                              const std::vector<std::string>& variants, const std::vector<ResultRow>& rows,
                              const std::vector<std::string>& notes, const std::string& status = "");
+
+// The metrics the summary's first table shows (when non-zero), in its column order.
+const std::vector<std::string>& headline_metric_names();
 
 // JSON string literal with escapes.
 std::string json_quote(const std::string& s);

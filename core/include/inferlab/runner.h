@@ -9,6 +9,7 @@
 #include "inferlab/experiment.h"
 #include "inferlab/registry.h"
 #include "inferlab/checkpoint.h"
+#include "inferlab/shard.h"
 
 namespace inferlab {
 
@@ -43,6 +44,12 @@ struct RunOptions {
   std::function<double()> clock;  // injected in tests; steady clock otherwise
   std::string resume_dir;         // continue this results folder: run only its missing cells
   bool check_determinism = false; // rerun each variant's repeat 0 and compare output token hashes
+  // Run only this shard's cells (shard.h) into a folder named <stamp>-shard<i>of<n>; a resume
+  // takes the shard from the folder's manifest instead.
+  Shard shard;
+  // A live progress line on stderr (cells done, current cell, elapsed, estimate) instead of the
+  // per-cell log line: the CLI sets it when stderr is a terminal.
+  bool progress = false;
   // The signal that asks the run to stop (0 = go on); asked between cells and engine steps.
   std::function<int()> interrupted;
 };

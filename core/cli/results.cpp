@@ -1,0 +1,74 @@
+// Commands on results folders: compare two runs, plot one (merge lives beside run in commands.cpp).
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+
+#include "commands.h"
+#include "inferlab/compare.h"
+#include "inferlab/error.h"
+#include "inferlab/log.h"
+
+namespace po = boost::program_options;
+
+namespace inferlab::cli {
+
+int cmd_compare(const std::vector<std::string>& args) {
+  po::options_description o("compare options");
+  o.add_options()("runs", po::value<std::vector<std::string>>()->multitoken(), "RUN_A RUN_B")(
+      "metric", po::value<std::vector<std::string>>()->composing(), "a metrics.csv column (repeatable; default: headline metrics)");
+  po::positional_options_description pos;
+  pos.add("runs", 2);
+  po::variables_map vm;
+  if (!parse_options(args, "usage: inferlab compare RUN_A RUN_B [--metric m]...", o, &pos, vm)) return 0;
+  if (!vm.count("runs") || vm["runs"].as<std::vector<std::string>>().size() != 2)
+    throw Error("compare needs two results folders: inferlab compare RUN_A RUN_B");
+  const auto runs = vm["runs"].as<std::vector<std::string>>();
+  std::vector<std::string> metrics;
+  if (vm.count("metric")) metrics = vm["metric"].as<std::vector<std::string>>();
+  const auto rows = compare_runs(read_metric_table(runs[0]), read_metric_table(runs[1]), metrics);
+  if (rows.empty()) throw Error("compare: the two runs share no variant");
+  std::cout << comparison_markdown(runs[0], runs[1], rows) << std::flush;
+  return 0;
+}
+
+int cmd_plot(const std::vector<std::string>& args) {
+  po::options_description o("plot options");
+  o.add_options()("run", po::value<std::string>(), "results folder")(
+      "script", po::value<std::string>(), "plotting script (default: $INFERLAB_PLOT_SCRIPT, else the source tree's scripts/plot_run.py)");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse_options(args, "usage: inferlab plot RUN_DIR", o, &pos, vm)) return 0;
+  if (!vm.count("run")) throw Error("plot needs a results folder: inferlab plot RUN_DIR");
+  const std::string run = vm["run"].as<std::string>();
+  if (!std::filesystem::exists(std::filesystem::path(run) / "metrics.csv"))
+    throw Error(run + ": no metrics.csv; not a results folder of inferlab run");
+  std::string script = std::string(INFERLAB_SOURCE_DIR) + "/scripts/plot_run.py";
+  if (const char* env = std::getenv("INFERLAB_PLOT_SCRIPT")) script = env;
+  if (vm.count("script")) script = vm["script"].as<std::string>();
+  if (!std::filesystem::exists(script)) throw Error(script + ": plotting script not found (pass --script FILE)");
+  auto quote = [](const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  // The first Python that has matplotlib: $INFERLAB_PYTHON, python3 on PATH, Debian's.
+  std::string python;
+  std::vector<std::string> candidates = {"python3", "/usr/bin/python3"};
+  if (const char* env = std::getenv("INFERLAB_PYTHON")) candidates.insert(candidates.begin(), env);
+  for (const auto& c : candidates)
+    if (std::system((quote(c) + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0) {
+      python = c;
+      break;
+    }
+  if (python.empty())
+    throw Error("plot needs python3 with matplotlib (Debian: apt-get install python3-matplotlib; scripts/setup.sh "
+                "installs it; or set INFERLAB_PYTHON)");
+  const int status = std::system((quote(python) + " " + quote(script) + " " + quote(run)).c_str());
+  if (status != 0) throw Error("plot: " + script + " failed (status " + std::to_string(status) + ")");
+  return 0;
+}
+
+}  // namespace inferlab::cli
