@@ -25,5 +25,6 @@ int cmd_perplexity(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_trace(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_reproduce(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

@@ -1,4 +1,4 @@
-// inferlab: run, validate, plugins, generate, perplexity, bench, trace, tokenize.
+// inferlab: run, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -22,6 +22,7 @@ const char* kUsage =
     "  tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] [--check]\n"
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
+    "  reproduce [--class exact|cpu|gpu] [FILE...]               check published claims (experiments/repro)\n"
     "`inferlab <command> --help` shows a command's options.\n";
 
 }  // namespace
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return inferlab::cli::cmd_bench(args);
     if (cmd == "trace") return inferlab::cli::cmd_trace(args);
     if (cmd == "tokenize") return inferlab::cli::cmd_tokenize(args);
+    if (cmd == "reproduce") return inferlab::cli::cmd_reproduce(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::error& e) {

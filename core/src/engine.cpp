@@ -441,6 +441,7 @@ RunResult StepLoop::run() {
   executor_.prepare(kv_config_);
   device_.reset_op_times();
   double step_wall_s = 0;  // real time inside steps, whatever the injected clock says
+  double modelled_s = 0;   // the executor's modelled durations
   while (finished_ < requests_.size()) {
     if (options_.stop && options_.stop()) throw Interrupted("run interrupted");
     admit_arrivals();
@@ -457,6 +458,7 @@ RunResult StepLoop::run() {
     const double modelled = executor_.execute(batch_, copies_, logits_);
     commit();
     const double duration = modelled >= 0 ? modelled : std::max(0.0, options_.clock() - t0);
+    modelled_s += std::max(0.0, modelled);
     record_step(now_, duration);
     finish_requests();
     step_wall_s += steady_seconds() - wall0;
@@ -469,6 +471,11 @@ RunResult StepLoop::run() {
   for (int c = 0; c < kTimeCategories; ++c) {
     tl.time_s[static_cast<std::size_t>(c)] = times.seconds[static_cast<std::size_t>(c)];
     timed += times.seconds[static_cast<std::size_t>(c)];
+  }
+  // A simulated device charges modelled seconds: its steps' time is the modelled time.
+  if (device_.kind() == DeviceKind::kSim) {
+    step_wall_s = modelled_s;
+    result_.timeline.draft_s = 0;  // drafting's host seconds are not part of the modelled time
   }
   tl.step_wall_s = std::max(step_wall_s, timed);
   tl.time_s[static_cast<std::size_t>(TimeCategory::kFramework)] += tl.step_wall_s - timed;
