@@ -245,7 +245,9 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
   const ModelConfig config = experiment_model_config(spec.model);
   const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
-  const std::vector<Request> requests = build_workload(spec.workload, config.vocab_size);
+  // A simulated run's tokens are synthetic, from the narrower logits vocabulary (see kSimVocab).
+  const std::vector<Request> requests =
+      build_workload(spec.workload, device_kind == DeviceKind::kSim ? std::min(config.vocab_size, kSimVocab) : config.vocab_size);
 
   // The folder says what it is before any weights load: config and manifest come first.
   const bool root_existed = fs::exists(options.out_root), base_existed = fs::exists(fs::path(options.out_root) / spec.name);

@@ -128,7 +128,8 @@ void SimDevice::add_bias(float*, const float*, int, int) { no_ops("add_bias"); }
 // ---- SimExecutor --------------------------------------------------------------------------
 
 SimExecutor::SimExecutor(ModelConfig model, SimOptions options, SimDevice& device)
-    : model_(std::move(model)), options_(std::move(options)), device_(device) {
+    : model_(std::move(model)), logits_config_(model_), options_(std::move(options)), device_(device) {
+  logits_config_.vocab_size = std::min(model_.vocab_size, kSimVocab);
   check(options_.tp >= 1 && options_.pp >= 1, "simulation: tp and pp must be >= 1");
   check(model_.vocab_size > 3, "simulation: vocab_size must be > 3");
 }
@@ -143,7 +144,7 @@ std::uint64_t SimExecutor::kv_bytes_per_block(int block_size) const {
 
 int SimExecutor::next_token(int token, int position) const {
   const unsigned h = static_cast<unsigned>(token) * 2654435761u + static_cast<unsigned>(position) * 40503u;
-  return 3 + static_cast<int>((h >> 7) % static_cast<unsigned>(model_.vocab_size - 3));
+  return 3 + static_cast<int>((h >> 7) % static_cast<unsigned>(logits_config_.vocab_size - 3));
 }
 
 double SimExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) {
@@ -156,7 +157,7 @@ double SimExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> c
   }
   device_.charge(cost);
   // Synthetic logits: all mass on next_token(row's token, row's position).
-  const std::size_t vocab = static_cast<std::size_t>(model_.vocab_size);
+  const std::size_t vocab = static_cast<std::size_t>(logits_config_.vocab_size);
   logits.assign(batch.logit_rows.size() * vocab, -10.0f);
   for (std::size_t i = 0; i < batch.logit_rows.size(); ++i) {
     const auto r = static_cast<std::size_t>(batch.logit_rows[i]);

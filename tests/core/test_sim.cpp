@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/batch.h"
+#include "inferlab/error.h"
 #include "inferlab/registry.h"
 #include "inferlab/reproduce.h"
 #include "inferlab/sim.h"

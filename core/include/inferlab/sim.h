@@ -91,6 +91,12 @@ class SimDevice final : public Device {
   std::string description_;
 };
 
+// The logits width of a simulated run: synthetic tokens are drawn from [3, kSimVocab) (or the
+// model's vocabulary when smaller), because a decoder reads every logit of every row and a
+// 32k-128k vocabulary would otherwise be most of the simulator's time. The cost model still
+// charges the model's real classifier.
+inline constexpr int kSimVocab = 256;
+
 // The StepExecutor of a simulated run: execute() returns the cost model's duration and fills
 // each logits row with all mass on a synthetic greedy token, a function of (token, position)
 // only, so outputs do not depend on batching (stop tokens never come: requests run to
@@ -98,7 +104,10 @@ class SimDevice final : public Device {
 class SimExecutor final : public StepExecutor {
  public:
   SimExecutor(ModelConfig model, SimOptions options, SimDevice& device);
-  const ModelConfig& config() const override { return model_; }
+  // The model with vocab_size = min(vocab, kSimVocab): what the engine and decoders see.
+  const ModelConfig& config() const override { return logits_config_; }
+  // The real shape, which the cost model charges.
+  const ModelConfig& model() const { return model_; }
   std::uint64_t weight_bytes() const override;
   Device& device() override { return device_; }
   std::uint64_t kv_bytes_per_block(int block_size) const override;
@@ -108,7 +117,7 @@ class SimExecutor final : public StepExecutor {
   int next_token(int token, int position) const;
 
  private:
-  ModelConfig model_;
+  ModelConfig model_, logits_config_;
   SimOptions options_;
   SimDevice& device_;
   int block_size_ = 16;
