@@ -95,7 +95,7 @@ class SimDevice final : public Device {
 // model's vocabulary when smaller), because a decoder reads every logit of every row and a
 // 32k-128k vocabulary would otherwise be most of the simulator's time. The cost model still
 // charges the model's real classifier.
-inline constexpr int kSimVocab = 256;
+inline constexpr int kSimVocab = 64;
 
 // The StepExecutor of a simulated run: execute() returns the cost model's duration and fills
 // each logits row with all mass on a synthetic greedy token, a function of (token, position)
