@@ -28,5 +28,6 @@ int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_merge(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
+int cmd_reproduce(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

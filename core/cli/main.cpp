@@ -1,4 +1,4 @@
-// inferlab: run, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize.
+// inferlab: run, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce.
 #include <iostream>
 #include <string>
 #include <utility>
@@ -27,6 +27,7 @@ const char* kUsage =
     "  tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] [--check]\n"
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
+    "  reproduce [--class exact|cpu|gpu] [FILE...]               check published claims (experiments/repro)\n"
     "`inferlab <command> --help` shows a command's options.\n";
 
 // The allowed values of numeric options, for the message when Boost cannot read a value (a
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
     if (cmd == "merge") return inferlab::cli::cmd_merge(args);
     if (cmd == "compare") return inferlab::cli::cmd_compare(args);
     if (cmd == "plot") return inferlab::cli::cmd_plot(args);
+    if (cmd == "reproduce") return inferlab::cli::cmd_reproduce(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "inferlab/error.h"
+#include "inferlab/sim.h"
 #include "kernels/cpu/ops.h"
 
 namespace inferlab {
@@ -217,8 +218,9 @@ ThreadPool& cpu_pool(Device& device, const char* who) {
 
 std::unique_ptr<Device> make_device(DeviceKind kind, int threads) {
   if (kind == DeviceKind::kCpu) return std::make_unique<CpuDevice>(threads);
+  if (kind == DeviceKind::kSim) return std::make_unique<SimDevice>();
   throw Error(std::string("device kind '") + device_kind_name(kind) +
-              "' is not available in this build (allowed: cpu)");
+              "' is not available in this build (allowed: cpu, sim)");
 }
 
 }  // namespace inferlab

@@ -15,9 +15,9 @@
 #include "inferlab/error.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/model_config.h"
+#include "inferlab/sim.h"
 
 namespace inferlab {
-
 namespace fs = std::filesystem;
 
 PluginChoice& Stack::choice(PluginKind kind) {
@@ -379,7 +379,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   const Ctx c{path};
   const std::string base_dir = fs::path(path).parent_path().string();
   check_keys(c, root, "the experiment file",
-             {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality", "calibration"});
+             {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality", "calibration",
+              "claim"});
 
   if (auto n = root.get("experiment")) {
     const auto& t = get_table(c, *n, "experiment");
@@ -448,13 +449,16 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("device")) {
     const auto& t = get_table(c, *n, "device");
-    check_keys(c, t, "[device]", {"kind", "threads"});
+    check_keys(c, t, "[device]", {"kind", "threads", "profile", "tp", "pp"});
     if (auto v = t.get("kind")) {
       spec.device.kind = get_string(c, *v, "kind");
-      if (spec.device.kind != "cpu" && spec.device.kind != "cuda")
-        throw Error(c.at(*v) + ": device kind \"" + spec.device.kind + "\"; allowed: cpu, cuda");
+      if (spec.device.kind != "cpu" && spec.device.kind != "cuda" && spec.device.kind != "sim")
+        throw Error(c.at(*v) + ": device kind \"" + spec.device.kind + "\"; allowed: cpu, cuda, sim");
     }
     if (auto v = t.get("threads")) spec.device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
+    if (auto v = t.get("profile")) try { spec.device.profile = hw_profile(get_string(c, *v, "profile")).name; } catch (const Error& e) { throw Error(c.at(*v) + ": " + e.what()); }
+    if (auto v = t.get("tp")) spec.device.tp = static_cast<int>(get_int(c, *v, "tp", 1, 1024));
+    if (auto v = t.get("pp")) spec.device.pp = static_cast<int>(get_int(c, *v, "pp", 1, 1024));
   }
 
   if (auto n = root.get("workload")) parse_workload(c, get_table(c, *n, "workload"), base_dir, spec.workload);

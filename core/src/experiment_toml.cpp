@@ -43,7 +43,9 @@ std::string resolved_config_toml(const Plan& plan) {
   if (s.model.n_layers) t << "n_layers = " << s.model.n_layers << "\n";
   if (s.model.add_bos) t << "add_bos = " << (*s.model.add_bos ? "true" : "false") << "\n";
   t << "seed = " << s.model.seed << "\n\n[device]\nkind = " << json_quote(s.device.kind)
-    << "\nthreads = " << s.device.threads << "\n\n";
+    << "\nthreads = " << s.device.threads;
+  if (s.device.kind == "sim") t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
+  t << "\n\n";
   if (!s.plugin_paths.empty()) {
     t << "[plugins]\npaths = [";
     for (std::size_t i = 0; i < s.plugin_paths.size(); ++i) t << (i ? ", " : "") << json_quote(s.plugin_paths[i]);

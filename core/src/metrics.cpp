@@ -149,11 +149,14 @@ const char* request_status_name(RequestStatus status) {
 double percentile(std::vector<double> values, double q) {
   check(q >= 0 && q <= 100, "percentile q = " + std::to_string(q) + "; expected 0 <= q <= 100");
   if (values.empty()) return kNaN;
-  std::sort(values.begin(), values.end());
+  // Selection, not a sort: O(n) per call (a 100k-request simulation has ~10M ITL values).
   const double h = (static_cast<double>(values.size()) - 1.0) * q / 100.0;
-  const std::size_t lo = static_cast<std::size_t>(std::floor(h));
-  if (lo + 1 >= values.size()) return values.back();
-  return values[lo] + (h - static_cast<double>(lo)) * (values[lo + 1] - values[lo]);
+  const std::size_t lo = std::min(static_cast<std::size_t>(std::floor(h)), values.size() - 1);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(lo), values.end());
+  const double at_lo = values[lo];
+  if (lo + 1 >= values.size()) return at_lo;
+  const double at_hi = *std::min_element(values.begin() + static_cast<std::ptrdiff_t>(lo) + 1, values.end());
+  return at_lo + (h - static_cast<double>(lo)) * (at_hi - at_lo);
 }
 
 std::vector<std::string> metric_names() {

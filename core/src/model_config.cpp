@@ -29,6 +29,8 @@ constexpr Preset kPresets[] = {
     {"tinyllama-1.1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0f, false, 1, 2},
     {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 500000.0f, true, 128000, 128001},
     {"llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, false, 1, 2},
+    // OPT-13B's attention shape (40 layers, 40 heads of 128) in a Llama block: vLLM's Table 1 model.
+    {"llama-2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, false, 1, 2},
     {"llama-3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, false, 128000, 128001},
 };
 

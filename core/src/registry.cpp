@@ -184,7 +184,8 @@ std::vector<std::string> Registry::check_support(PluginKind kind, const std::str
                                                  const SupportQuery& query) const {
   const auto& d = find(kind, name);
   std::vector<std::string> reasons;
-  if (std::find(d.devices.begin(), d.devices.end(), query.device) == d.devices.end())
+  // A simulated run executes no device op, so every plugin may be created on the sim device.
+  if (query.device != DeviceKind::kSim && std::find(d.devices.begin(), d.devices.end(), query.device) == d.devices.end())
     reasons.push_back(std::string("does not run on device '") + device_kind_name(query.device) + "'");
   if (kind == PluginKind::kAttention &&
       std::find(d.kv_dtypes.begin(), d.kv_dtypes.end(), query.kv_dtype) == d.kv_dtypes.end())
@@ -203,7 +204,7 @@ std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, 
                         const Make& make, const PluginContext& ctx, const std::string& label) {
   Device& device = ctx.device;
   if (!make) throw Error(label + " has no factory for its kind");
-  if (std::find(desc.devices.begin(), desc.devices.end(), device.kind()) == desc.devices.end())
+  if (device.kind() != DeviceKind::kSim && std::find(desc.devices.begin(), desc.devices.end(), device.kind()) == desc.devices.end())
     throw Error(label + " does not run on device '" + device_kind_name(device.kind()) + "'");
   std::unique_ptr<T> obj = make(ctx);
   if (!obj) throw Error(label + " factory returned nothing");

@@ -22,6 +22,7 @@
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
 #include "inferlab/report.h"
+#include "inferlab/sim.h"
 #include "inferlab/workload.h"
 
 namespace inferlab {
@@ -67,6 +68,14 @@ CalibrationSet calibrate(const ExperimentSpec& spec, const LoadedModel& loaded, 
 }
 
 }  // namespace
+
+SimOptions sim_options(const DeviceSpec& device) {
+  SimOptions o;
+  o.profile = hw_profile(device.profile);
+  o.tp = device.tp;
+  o.pp = device.pp;
+  return o;
+}
 
 Params& ResolvedVariant::params(PluginKind kind) {
   switch (kind) {
@@ -123,7 +132,7 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
 }
 
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
-  if (!spec.model.preset.empty()) {
+  if (!spec.model.preset.empty() && spec.device.kind != "sim") {  // a simulated run materialises no weights
     try {
       check_preset_fits(spec.model, model);
     } catch (const Error& e) {
@@ -171,6 +180,8 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     plan.variants.push_back(std::move(rv));
   }
   check_workload_files(spec.workload);
+  if (spec.device.kind == "sim" && spec.quality.enabled)
+    throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
   return plan;
 }
 
@@ -197,22 +208,34 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   CellResult c;
   c.row.variant = v.name;
   c.row.repeat = rep;
-  std::unique_ptr<Device> device = make_device(cx.device_kind, spec.device.threads);
+  const bool sim = cx.device_kind == DeviceKind::kSim;
+  std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(hw_profile(spec.device.profile).description)
+                                       : make_device(cx.device_kind, spec.device.threads);
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
   auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &cx.weights, attention.get());
-  Model model(cx.weights, *quant, *device, cx.calibration);
+  // A simulated run never materialises the model: the executor needs only its config.
+  std::optional<Model> model;
+  std::unique_ptr<StepExecutor> executor;
   EngineOptions eo;
   eo.kv = v.stack.kv;
+  if (sim) {
+    const SimOptions so = sim_options(spec.device);
+    executor = std::make_unique<SimExecutor>(cx.weights.config, so, static_cast<SimDevice&>(*device));
+    // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks says).
+    if (eo.kv.num_blocks <= 0) eo.kv.num_blocks = sim_kv_blocks(cx.weights.config, so, eo.kv.block_size);
+  } else {
+    model.emplace(cx.weights, *quant, *device, cx.calibration);
+    executor = std::make_unique<ModelExecutor>(*model, *attention, quant->kv_dtype());
+  }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
   eo.clock = cx.options.clock;
   eo.stop = [&cx] { return cx.stopping(); };
   eo.queue_timeout_s = spec.workload.queue_timeout_s;
   eo.timeout_s = spec.workload.timeout_s;
   eo.max_new_tokens = spec.workload.max_new_tokens;
-  ModelExecutor executor(model, *attention, quant->kv_dtype());
-  Engine engine(executor, *scheduler, *decoder, eo);
+  Engine engine(*executor, *scheduler, *decoder, eo);
   const std::string what = "run " + v.name + " repeat " + std::to_string(rep);
   if (cx.options.progress) log::debug(what);  // the progress line says it
   else log::info(what);
@@ -220,7 +243,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   c.row.metrics = compute_metrics(r.timeline, spec.slo);
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
-    auto q = cx.quality->evaluate(v.name, model, *attention, vi == 0, quant->kv_dtype());
+    auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, quant->kv_dtype());
     c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
   }
   c.requests = std::move(r.timeline.requests);
@@ -286,7 +309,9 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
   const ModelConfig config = experiment_model_config(spec.model);
   const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
-  const std::vector<Request> requests = build_workload(spec.workload, config.vocab_size);
+  // A simulated run's tokens are synthetic, from the narrower logits vocabulary (see kSimVocab).
+  const std::vector<Request> requests =
+      build_workload(spec.workload, device_kind == DeviceKind::kSim ? std::min(config.vocab_size, kSimVocab) : config.vocab_size);
 
   // The folder says what it is before any weights load: config and manifest come first.
   const bool root_existed = fs::exists(options.out_root), base_existed = fs::exists(fs::path(options.out_root) / spec.name);
@@ -346,7 +371,8 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   auto t_load = std::chrono::steady_clock::now();
   LoadedModel loaded;
   try {
-    loaded = load_experiment_model(spec.model);
+    if (device_kind == DeviceKind::kSim) loaded.weights.config = config;  // simulation: the shape only
+    else loaded = load_experiment_model(spec.model);
   } catch (...) {
     abandon();
     throw;
@@ -361,11 +387,15 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
             std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count()) + " s");
   log::info("workload: " + std::to_string(requests.size()) + " requests");
   // Described by a device made and dropped here: an isolated run forks with no threads held.
-  notes = {"model: " + weights.config.name + (spec.model.preset.empty() ? " (checkpoint)" : " (seeded random weights)") +
+  const bool sim = device_kind == DeviceKind::kSim;
+  notes = {"model: " + weights.config.name +
+               (sim ? " (simulated: no weights)" : spec.model.preset.empty() ? " (checkpoint)" : " (seeded random weights)") +
                ", " + std::to_string(weights.config.parameter_count()) + " parameters",
            "workload: " + std::to_string(requests.size()) + " requests" +
                (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
-           "device: " + make_device(device_kind, spec.device.threads)->describe() + ", " + cpu_model(),
+           "device: " + (sim ? hw_profile(spec.device.profile).description + " x tp " + std::to_string(spec.device.tp) +
+                                   " x pp " + std::to_string(spec.device.pp) + ", cost model of docs/simulation.md"
+                             : make_device(device_kind, spec.device.threads)->describe()) + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
   if (state.shard.count > 1)
     notes.push_back("shard " + std::to_string(state.shard.index) + "/" + std::to_string(state.shard.count) +
@@ -393,7 +423,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     for (const ResolvedVariant& v : plan.variants)
       needs = merge_needs(needs, registry.create_quantization(v.stack.quantization.name, v.quantization, host)
                                      ->calibration_needs());
-    if (needs.any()) {
+    if (needs.any() && !sim) {  // a simulated run has no weights and runs no linear
       calibration = std::make_unique<CalibrationSet>(calibrate(spec, loaded, needs, registry, threads));
       notes.push_back("calibration: " + std::to_string(calibration->tokens) + " tokens of " + spec.calibration.text +
                       " in windows of " + std::to_string(spec.calibration.seq_len) +

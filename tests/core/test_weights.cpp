@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(ModelConfig, PresetsValidateAndHaveTheirPublishedParameterCounts) {
-  ASSERT_EQ(preset_names().size(), 8u);
+  ASSERT_EQ(preset_names().size(), 9u);
   for (const auto& name : preset_names()) {
     const ModelConfig c = preset_config(name);
     EXPECT_EQ(c.name, name);
@@ -35,6 +35,7 @@ TEST(ModelConfig, PresetsValidateAndHaveTheirPublishedParameterCounts) {
   EXPECT_EQ(preset_config("tinyllama-1.1b").parameter_count(), 1100048384);
   EXPECT_EQ(preset_config("llama-3.2-1b").parameter_count(), 1235814400);
   EXPECT_EQ(preset_config("llama-2-7b").parameter_count(), 6738415616);
+  EXPECT_EQ(preset_config("llama-2-13b").parameter_count(), 13015864320);  // HF Llama-2-13b
   EXPECT_EQ(preset_config("llama-3-8b").parameter_count(), 8030261248);
   const ModelConfig smol = preset_config("smollm2-135m");
   EXPECT_EQ(smol.head_dim(), 64);

@@ -60,6 +60,9 @@ struct ModelSpec {
 struct DeviceSpec {
   std::string kind = "cpu";
   int threads = 0;  // 0 = all cores
+  // kind = "sim" only (docs/simulation.md): hardware profile, tensor and pipeline parallelism.
+  std::string profile = "h100";
+  int tp = 1, pp = 1;
 };
 
 // Optional [quality]: teacher-forced evaluation of every variant on a text.

@@ -36,6 +36,9 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
 // The model config an experiment asks for: a preset with overrides, or a checkpoint's header
 // (read_model_config: no weights are read).
 ModelConfig experiment_model_config(const ModelSpec& spec);
+// The simulation options a [device] table with kind = "sim" asks for.
+struct SimOptions;
+SimOptions sim_options(const DeviceSpec& device);
 // Float weights (and the tokenizer when the checkpoint has one) for the experiment.
 LoadedModel load_experiment_model(const ModelSpec& spec);
 

@@ -46,6 +46,9 @@ inferlab::PluginDescriptor describe() {
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
+    if (q.device == DeviceKind::kSim)
+      reasons.push_back("needs real logits: it builds and runs a draft model, which a simulated run (device 'sim') "
+                        "never materialises");
     const auto s = params_of(q.params);
     if (s.draft_model.empty()) {
       if (s.draft_layers > q.model.n_layers)

@@ -1,0 +1,126 @@
+// Simulation ([device] kind = "sim"): the real Engine, schedulers, decoders and KV bookkeeping
+// run unchanged; only the execute stage is replaced by a cost model, so a 7B model on an H100
+// can be studied on a laptop. Weights are never materialised: the ModelConfig is enough.
+// See docs/simulation.md for the model and what it leaves out.
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+#include "inferlab/engine.h"
+
+namespace inferlab {
+
+// Public spec numbers of one accelerator (see sim_profiles.cpp for the sources).
+struct HwProfile {
+  std::string name;            // "h100"
+  std::string description;     // "NVIDIA H100 SXM5 80GB"
+  double peak_flops = 0;       // dense bf16/fp16 tensor FLOP/s (no sparsity)
+  double mem_bw = 0;           // HBM bytes/s
+  double mem_bytes = 0;        // HBM capacity
+  double link_bw = 0;          // NVLink bytes/s per direction per GPU
+  double link_latency_s = 0;   // one all-reduce's fixed cost
+  double launch_s = 0;         // per-kernel launch/dispatch overhead
+  // Achieved fraction of the roofline per op class: linear, attention, elementwise.
+  double eff_linear = 0, eff_attention = 0, eff_elementwise = 0;
+};
+
+// The profiles built in: a100-40gb, a100-80gb, h100, h200. Throws Error listing them.
+const HwProfile& hw_profile(const std::string& name);
+std::vector<std::string> hw_profile_names();
+
+struct SimOptions {
+  HwProfile profile;
+  int tp = 1;              // tensor parallel: per-layer work / tp, two ring all-reduces per layer
+  int pp = 1;              // pipeline parallel: stages run one after another (no micro-batching)
+  int weight_bytes = 2;    // bytes per weight (bf16)
+  int act_bytes = 2;       // bytes per activation value
+  int kv_bytes = 2;        // bytes per K/V value
+  int kernels_per_layer = 12;  // launches per layer: 2 norms, q/k/v, rope, kv write, attention,
+                               // o, 2 adds, gate/up, act, down (fused counts as 12 here)
+};
+
+// One step's modelled seconds by TimeCategory (linear, attention, norm_rope_act; launch
+// overhead, all-reduces and pipeline sends under framework) and in total.
+struct StepCost {
+  std::array<double, kTimeCategories> seconds{};
+  double total() const;
+};
+
+// The roofline cost of one batch: for every op class time = max(flops / peak, bytes / bw) /
+// efficiency. Pure: tests check it against hand arithmetic.
+StepCost step_cost(const ModelConfig& model, const SimOptions& options, const StepBatch& batch);
+
+// KV bytes per token on one device for this model: 2 (K and V) × layers × kv_heads × head_dim
+// × kv_bytes / (tp × pp) (heads split over tp, layers over pp stages).
+double kv_bytes_per_token(const ModelConfig& model, const SimOptions& options);
+// Bytes of weights on one device: parameters × weight_bytes / (tp × pp).
+double sim_weight_bytes(const ModelConfig& model, const SimOptions& options);
+// KV blocks that fit beside the weights in `mem_fraction` of one device's memory (pp stages
+// each hold their layers' share, so per-token KV per device shrinks by pp as well).
+int sim_kv_blocks(const ModelConfig& model, const SimOptions& options, int block_size, double mem_fraction = 0.9);
+
+// A Device whose memory is host memory and whose model ops throw: plugins that only need the
+// host (schedulers, decoders on logits) run on it; attention and quantization objects may be
+// created but are never called. Time is not measured: the executor charges modelled seconds.
+class SimDevice final : public Device {
+ public:
+  explicit SimDevice(std::string description = "sim");
+  DeviceKind kind() const override { return DeviceKind::kSim; }
+  std::string describe() const override { return description_; }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* ptr) override;
+  void copy_to_device(void* dst, const void* host_src, std::size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, std::size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
+  void op_begin(TimeCategory) override {}
+  void op_end(TimeCategory) override {}
+  double timer_overhead_s() const override { return 0; }
+  // Adds modelled seconds to the categories (the executor calls it once per step).
+  void charge(const StepCost& cost);
+
+  void embedding(const float*, const int*, int, int, float*) override;
+  void rmsnorm(const float*, const float*, float*, int, int, float) override;
+  void rope(float*, float*, const int*, int, int, int, int, const float*, RopeStyle) override;
+  void kv_write_f32(float*, float*, const float*, const float*, const int*, int, int) override;
+  void add(float*, const float*, std::size_t) override;
+  void swiglu(float*, const float*, std::size_t) override;
+  void add_bias(float*, const float*, int, int) override;
+
+ private:
+  std::string description_;
+};
+
+// The logits width of a simulated run: synthetic tokens are drawn from [3, kSimVocab) (or the
+// model's vocabulary when smaller), because a decoder reads every logit of every row and a
+// 32k-128k vocabulary would otherwise be most of the simulator's time. The cost model still
+// charges the model's real classifier.
+inline constexpr int kSimVocab = 64;
+
+// The StepExecutor of a simulated run: execute() returns the cost model's duration and fills
+// each logits row with all mass on a synthetic greedy token, a function of (token, position)
+// only, so outputs do not depend on batching (stop tokens never come: requests run to
+// max_output). No weights, no K/V storage.
+class SimExecutor final : public StepExecutor {
+ public:
+  SimExecutor(ModelConfig model, SimOptions options, SimDevice& device);
+  // The model with vocab_size = min(vocab, kSimVocab): what the engine and decoders see.
+  const ModelConfig& config() const override { return logits_config_; }
+  // The real shape, which the cost model charges.
+  const ModelConfig& model() const { return model_; }
+  std::uint64_t weight_bytes() const override;
+  Device& device() override { return device_; }
+  std::uint64_t kv_bytes_per_block(int block_size) const override;
+  void prepare(const KvCacheConfig& kv) override { block_size_ = kv.block_size; }
+  double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) override;
+  // The synthetic token after `token` at `position` (never a special id below 3).
+  int next_token(int token, int position) const;
+
+ private:
+  ModelConfig model_, logits_config_;
+  SimOptions options_;
+  SimDevice& device_;
+  int block_size_ = 16;
+};
+
+}  // namespace inferlab

@@ -1,0 +1,195 @@
+// Simulation: the roofline cost model against hand arithmetic, the sim device and registry
+// rules, the engine on a SimExecutor, the CLI's sim quickstart (same columns as a CPU run) and
+// `inferlab reproduce` (a claim pushed past its tolerance fails).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "inferlab/batch.h"
+#include "inferlab/error.h"
+#include "inferlab/registry.h"
+#include "inferlab/reproduce.h"
+#include "inferlab/sim.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+SimOptions h100() {
+  SimOptions o;
+  o.profile = hw_profile("h100");
+  return o;
+}
+
+StepBatch decode_batch(int seqs, int context) {
+  StepBatch b;
+  std::vector<int> table((context + 15) / 16);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int>(i);
+  for (int s = 0; s < seqs; ++s) {
+    std::vector<int> tok{5};
+    b.add_sequence(tok, context - 1, table, 16, 0, 1);
+  }
+  return b;
+}
+
+TEST(SimCost, DecodeOfOneRowIsTheWeightReadOverBandwidth) {
+  const ModelConfig m = preset_config("llama-2-7b");
+  const SimOptions o = h100();
+  const StepCost c = step_cost(m, o, decode_batch(1, 128));
+  const double d = 4096, h = 11008, v = 32000;
+  const double layer_weights = (4 * d * d + 3 * h * d) * 2;
+  const double want = (32 * layer_weights / 3.35e12 + v * d * 2 / 3.35e12) / 0.75;
+  EXPECT_NEAR(c.seconds[static_cast<std::size_t>(TimeCategory::kLinear)], want, want * 0.01);
+  // A 7B decode step on an H100 is ~5 ms (13.5 GB of weights at 3.35 TB/s, derated).
+  EXPECT_GT(c.total(), 4e-3);
+  EXPECT_LT(c.total(), 7e-3);
+}
+
+TEST(SimCost, BatchingAmortisesTheWeightsAndTensorParallelSplitsThem) {
+  const ModelConfig m = preset_config("llama-2-7b");
+  SimOptions o = h100();
+  const double one = step_cost(m, o, decode_batch(1, 512)).total();
+  const double many = step_cost(m, o, decode_batch(64, 512)).total();
+  EXPECT_LT(many, 3 * one);  // 64× the tokens for well under 3× the time
+  o.tp = 2;
+  const StepCost tp2 = step_cost(m, o, decode_batch(1, 512));
+  EXPECT_LT(tp2.total(), one);
+  EXPECT_GT(tp2.seconds[static_cast<std::size_t>(TimeCategory::kFramework)], 0);  // all-reduces
+}
+
+TEST(SimCost, KvBytesAndPool) {
+  const ModelConfig m13 = preset_config("llama-2-13b");
+  SimOptions o = h100();
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(m13, o), 819200.0);  // vLLM's 800 KB for OPT-13B
+  o.tp = 2;
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(m13, o), 409600.0);
+  const ModelConfig m7 = preset_config("llama-2-7b");
+  const SimOptions one = h100();
+  const double free = 0.9 * 80e9 - static_cast<double>(m7.parameter_count()) * 2;
+  EXPECT_EQ(sim_kv_blocks(m7, one, 16), static_cast<int>(free / (524288.0 * 16)));
+  SimOptions small = one;
+  small.profile = hw_profile("a100-40gb");
+  EXPECT_THROW(sim_kv_blocks(preset_config("llama-2-13b"), small, 16, 0.5), Error);
+  EXPECT_THROW(hw_profile("tpu"), Error);
+}
+
+TEST(SimDevice, MemoryWorksOpsThrow) {
+  SimDevice dev;
+  Buffer b(dev, 64);
+  float x[4] = {1, 2, 3, 4};
+  dev.copy_to_device(b.data(), x, sizeof x);
+  float y[4] = {};
+  dev.copy_to_host(y, b.data(), sizeof y);
+  EXPECT_EQ(y[3], 4.0f);
+  EXPECT_THROW(dev.add(y, x, 4), Error);
+  EXPECT_EQ(make_device(DeviceKind::kSim, 1)->kind(), DeviceKind::kSim);
+}
+
+TEST(SimRegistry, EveryPluginRunsOnSimExceptSpeculative) {
+  Registry reg({testing::plugin_dir()});
+  const ModelConfig m = preset_config("stories15m");
+  const Params none;
+  for (const auto* d : reg.list()) {
+    const Params p = reg.resolve(d->kind, d->name, {}, "test");
+    const auto reasons = reg.check_support(d->kind, d->name, SupportQuery{m, DeviceKind::kSim, KvDtype::kF32, p});
+    if (d->name == "speculative") {
+      ASSERT_FALSE(reasons.empty());
+      EXPECT_NE(reasons[0].find("real logits"), std::string::npos);
+    } else {
+      EXPECT_TRUE(reasons.empty()) << d->name << ": " << (reasons.empty() ? "" : reasons[0]);
+    }
+  }
+  SimDevice dev;
+  EXPECT_NO_THROW(reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"), dev));
+}
+
+struct Cli {
+  int code = -1;
+  std::string out;
+};
+
+Cli run_cli(const std::string& args) {
+  static int n = 0;
+  const fs::path tmp = fs::temp_directory_path() / ("inferlab_sim_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+  const std::string cmd = "cd " + testing::source_dir() + " && " + testing::binary_dir() + "/bin/inferlab " + args +
+                          " >" + tmp.string() + ".out 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream o(tmp.string() + ".out");
+  std::stringstream so;
+  so << o.rdbuf();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, so.str()};
+}
+
+std::string first_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+fs::path only_child(const fs::path& root) {
+  for (const auto& e : fs::directory_iterator(root)) return e.path();
+  return {};
+}
+
+TEST(SimCli, QuickstartOnSimHasTheColumnsOfACpuRun) {
+  const fs::path out = fs::temp_directory_path() / ("inferlab_sim_qs_" + std::to_string(getpid()));
+  fs::remove_all(out);
+  const std::string qs = testing::source_dir() + "/experiments/quickstart.toml";
+  Cli cpu = run_cli("run " + qs + " --repeats 1 --log warn --out " + (out / "cpu").string());
+  ASSERT_EQ(cpu.code, 0) << cpu.out;
+  Cli sim = run_cli("run " + qs + " --repeats 1 --log warn --set device.kind=sim --out " + (out / "sim").string());
+  ASSERT_EQ(sim.code, 0) << sim.out;
+  const fs::path cpu_dir = only_child(only_child(out / "cpu")), sim_dir = only_child(only_child(out / "sim"));
+  EXPECT_EQ(first_line(cpu_dir / "metrics.csv"), first_line(sim_dir / "metrics.csv"));
+  std::ifstream in(sim_dir / "metrics.csv");
+  std::string line;
+  std::getline(in, line);
+  int rows = 0;
+  while (std::getline(in, line)) {
+    ++rows;
+    EXPECT_NE(line.find(",ok,"), std::string::npos) << line;
+  }
+  EXPECT_EQ(rows, 3);
+  std::ifstream cfg(sim_dir / "config.toml");
+  std::stringstream text;
+  text << cfg.rdbuf();
+  EXPECT_NE(text.str().find("profile = \"h100\""), std::string::npos);
+  fs::remove_all(out);
+}
+
+TEST(SimCli, ReproduceExactPassesAndAClaimPastItsToleranceFails) {
+  Cli ok = run_cli("reproduce --class exact --log warn");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(ok.out.find("FAIL"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("| pass |"), std::string::npos);
+  // The same KV claim with an expected value 2% off and a 1% tolerance must fail.
+  const fs::path bad = fs::temp_directory_path() / ("inferlab_sim_claim_" + std::to_string(getpid()) + ".toml");
+  {
+    std::ofstream f(bad);
+    f << "[model]\npreset = \"llama-2-13b\"\n\n[claim]\nsource = \"test\"\ntext = \"kv slots off by 2%\"\n"
+         "quantity = \"kv_slots\"\nkv_gib = 12\nexpected = 16043\ntolerance = 0.01\nclass = \"exact\"\n";
+  }
+  Cli fail = run_cli("reproduce --log warn " + bad.string());
+  EXPECT_EQ(fail.code, 1) << fail.out;
+  EXPECT_NE(fail.out.find("FAIL"), std::string::npos) << fail.out;
+  fs::remove(bad);
+}
+
+TEST(SpecFormula, LeviathanEquationOne) {
+  EXPECT_NEAR(spec_expected_tokens(0.8, 5), 3.68928, 1e-5);
+  EXPECT_NEAR(spec_expected_tokens(0.0, 4), 1.0, 1e-12);
+  EXPECT_NEAR(spec_expected_tokens(1.0, 4), 5.0, 1e-12);
+  EXPECT_NEAR(spec_speedup(0.8, 5, 0.1), 3.68928 / 1.5, 1e-5);
+}
+
+}  // namespace
+}  // namespace inferlab
