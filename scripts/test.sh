@@ -14,10 +14,11 @@ data="${INFERLAB_DATA:-$(cd .. && pwd)/shared}"
 if [ ! -f "$data/models/stories260K/stories260K.bin" ]; then
   echo "test: shared data not found at $data (set INFERLAB_DATA); tests that need it are reported as Skipped"
 fi
-ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
 # Published claims that must hold on any machine (arithmetic and simulated rankings; seconds).
 echo "test: inferlab reproduce --class exact"
 build/bin/inferlab reproduce --class exact --log warn
 # The same vectors through the CLI: `inferlab tokenize` must print every .out line exactly.
 echo "test: inferlab tokenize against llama.cpp's tokenizer vectors"
 bash scripts/check_vocab_vectors.sh build/bin/inferlab
+# The whole GoogleTest suite last, so its summary closes the output.
+ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
