@@ -2,6 +2,7 @@
 // available (compile-time: -march=native), a scalar omp-simd loop otherwise.
 // See matmul.h for the contract and the roofline.
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -18,14 +19,7 @@ namespace inferlab::cpu {
 namespace {
 
 #if INFERLAB_MATMUL_AVX2 || INFERLAB_MATMUL_AVX512
-inline float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
+using cpu::hsum;  // kernels/cpu/simd.h; the __m512 overload below joins it
 #endif
 #if INFERLAB_MATMUL_AVX512
 // Once per tile, so a store and a scalar sum cost nothing (and GCC 12's _mm512_reduce_add_ps

@@ -5,6 +5,7 @@
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
 // otherwise. Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -41,12 +42,6 @@ struct Int4Matrix {
 inline int code_at(const std::uint8_t* row, int i) { return (row[i >> 1] >> ((i & 1) * 4)) & 0xF; }
 
 #if INFERLAB_MATMUL_INT4_AVX2
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 // Weights k..k+7 of a row (k a multiple of 8): one 32-bit word holds their codes at bit
 // offsets 0, 4, ..., 28; broadcast, shift each lane by its offset, mask, convert, then

@@ -1,6 +1,7 @@
 // int4 x int8 matmul (see matmul_int4_act.h). Tile: R token rows x C channels; per 32-block the
 // C weight blocks are unpacked once and meet each row's activation block in maddubs/madd.
 #include "kernels/cpu/matmul_int4_act.h"
+#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -21,12 +22,6 @@ namespace {
 using ref::kActBlock;
 
 #if INFERLAB_INT4_ACT_AVX2
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 // 32 codes in order from 16 packed bytes (code 2j in the low nibble of byte j, 2j+1 in the high).
 inline __m256i unpack32(const std::uint8_t* p) {
   const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));

@@ -4,6 +4,7 @@
 // widened once into a float buffer shared by all token rows. AVX2/FMA when available, an
 // `omp simd` loop otherwise. Contract and roofline: matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
+#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -18,12 +19,6 @@ namespace inferlab::cpu {
 namespace {
 
 #if INFERLAB_MATMUL_INT8_AVX2
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 
 // 8 weights as floats: int8 are widened in registers, floats (pre-widened rows) just loaded.
 inline __m256 load8(const std::int8_t* p) {

@@ -4,6 +4,7 @@
 // converted once and scaled by its activation scale with one FMA. Register tile: R token rows x
 // C channels, each weight block loaded once per tile.
 #include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,12 +23,6 @@ namespace {
 using ref::kActBlock;
 
 #if INFERLAB_INT8_ACT_AVX2
-inline float hsum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
 // 8 lanes of int32 partial sums of x·w over one 32-byte block.
 inline __m256i dot32(__m256i x, __m256i w) {
   const __m256i ax = _mm256_sign_epi8(x, x);  // |x|

@@ -316,23 +316,10 @@ TEST(BadInputs, TokenizerFiles) {
 
 // ---- the command line ----------------------------------------------------------------------
 
-struct Cli {
-  int code = -1;
-  std::string err;
-};
+using Cli = testing::CliResult;
+Cli run_cli(const std::string& args) { return testing::run_inferlab(args, "", 30); }
 
-Cli run_cli(const std::string& args) {
-  static int n = 0;
-  const std::string err_file =
-      (fs::temp_directory_path() / ("inferlab_bad_" + std::to_string(getpid()) + "_" + std::to_string(n++) + ".err")).string();
-  const std::string cmd = "timeout 30 " + testing::binary_dir() + "/bin/inferlab " + args + " >/dev/null 2>" + err_file;
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(err_file);
-  std::stringstream s;
-  s << in.rdbuf();
-  fs::remove(err_file);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, s.str()};
-}
+
 
 TEST(BadInputs, CommandLine) {
   testing::TempDir dir("bad_inputs_cli");

@@ -19,51 +19,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
+using Cli = testing::CliResult;
+using testing::read_csv;
+using testing::slurp;
+Cli run_cli(const std::string& args) { return testing::run_inferlab(args); }
 
-Cli run_cli(const std::string& args) {
-  static int n = 0;
-  fs::path tmp = fs::temp_directory_path() / ("inferlab_e2e_" + std::to_string(getpid()) + "_" + std::to_string(n++));
-  std::string cmd = testing::binary_dir() + "/bin/inferlab " + args + " >" + tmp.string() + ".out 2>" + tmp.string() + ".err";
-  int status = std::system(cmd.c_str());
-  Cli c;
-  c.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream o(tmp.string() + ".out"), e(tmp.string() + ".err");
-  std::stringstream so, se;
-  so << o.rdbuf();
-  se << e.rdbuf();
-  c.out = so.str();
-  c.err = se.str();
-  return c;
-}
 
-std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
-  std::vector<std::vector<std::string>> rows;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::string cell;
-    bool quoted = false;
-    for (char ch : line) {
-      if (ch == '"') quoted = !quoted;
-      else if (ch == ',' && !quoted) cells.push_back(cell), cell.clear();
-      else cell += ch;
-    }
-    cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
-}
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+
 
 fs::path only_run_dir(const fs::path& root, const std::string& experiment) {
   std::vector<fs::path> dirs;

@@ -26,45 +26,16 @@ namespace inferlab {
 namespace {
 
 namespace fs = std::filesystem;
+
+using Cli = testing::CliResult;
+using testing::read_csv;
+using testing::slurp;
+Cli run_cli(const std::string& args) { return testing::run_inferlab(args); }
 namespace pt = boost::property_tree;
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
-Cli run_cli(const std::string& args) {
-  static int n = 0;
-  const fs::path tmp = fs::temp_directory_path() / ("inferlab_rel_" + std::to_string(getpid()) + "_" + std::to_string(n++));
-  const std::string cmd = testing::binary_dir() + "/bin/inferlab " + args + " >" + tmp.string() + ".out 2>" + tmp.string() + ".err";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(tmp.string() + ".out"), slurp(tmp.string() + ".err")};
-}
 
-std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
-  std::vector<std::vector<std::string>> rows;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::string cell;
-    bool quoted = false;
-    for (char ch : line) {
-      if (ch == '"') quoted = !quoted;
-      else if (ch == ',' && !quoted) cells.push_back(cell), cell.clear();
-      else cell += ch;
-    }
-    cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
-}
 
 // (variant, repeat) -> (status, tokens_hash) from metrics.csv.
 std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> cells(const fs::path& dir) {

@@ -111,21 +111,14 @@ TEST(SimRegistry, EveryPluginRunsOnSimExceptSpeculative) {
   EXPECT_NO_THROW(reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"), dev));
 }
 
-struct Cli {
-  int code = -1;
-  std::string out;
-};
 
+
+// stdout then stderr, from the source folder (claim files name paths relative to it).
+using Cli = testing::CliResult;
 Cli run_cli(const std::string& args) {
-  static int n = 0;
-  const fs::path tmp = fs::temp_directory_path() / ("inferlab_sim_" + std::to_string(getpid()) + "_" + std::to_string(n++));
-  const std::string cmd = "cd " + testing::source_dir() + " && " + testing::binary_dir() + "/bin/inferlab " + args +
-                          " >" + tmp.string() + ".out 2>&1";
-  const int status = std::system(cmd.c_str());
-  std::ifstream o(tmp.string() + ".out");
-  std::stringstream so;
-  so << o.rdbuf();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, so.str()};
+  Cli r = testing::run_inferlab(args, testing::source_dir());
+  r.out += r.err;
+  return r;
 }
 
 std::string first_line(const fs::path& p) {

@@ -21,6 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using testing::slurp;
+
 // $INFERLAB_VOCAB_DIR, else where fetch_vocab_tests.sh unpacks ($INFERLAB_CACHE or ~/.cache/inferlab).
 fs::path vocab_dir() {
   if (const char* env = std::getenv("INFERLAB_VOCAB_DIR")) return env;
@@ -30,12 +32,6 @@ fs::path vocab_dir() {
   return root / "llama-cpp-python-0.3.16" / "vendor" / "llama.cpp" / "models";
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 struct Case {
   std::string text;

@@ -1,7 +1,13 @@
 #include "test_support.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace inferlab::testing {
 
@@ -14,5 +20,45 @@ std::string data_path(const std::string& relative) { return data_dir() + "/" + r
 std::string plugin_dir() { return INFERLAB_TEST_PLUGIN_DIR; }
 std::string source_dir() { return INFERLAB_TEST_SOURCE_DIR; }
 std::string binary_dir() { return INFERLAB_TEST_BINARY_DIR; }
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CliResult run_inferlab(const std::string& args, const std::string& cwd, int timeout_s) {
+  static std::atomic<int> n{0};
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / ("inferlab_cli_" + std::to_string(getpid()) + "_" + std::to_string(n++));
+  const std::string out = tmp.string() + ".out", err = tmp.string() + ".err";
+  std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "") +
+                    binary_dir() + "/bin/inferlab " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  CliResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  std::error_code ec;
+  std::filesystem::remove(out, ec);
+  std::filesystem::remove(err, ec);
+  return r;
+}
+
+std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::string cell;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) cells.push_back(cell), cell.clear();
+      else cell += ch;
+    }
+    cells.push_back(cell);
+    rows.push_back(cells);
+  }
+  return rows;
+}
 
 }  // namespace inferlab::testing

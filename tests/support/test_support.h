@@ -2,6 +2,7 @@
 #pragma once
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,19 @@ std::string data_path(const std::string& relative);
 std::string plugin_dir();
 std::string source_dir();
 std::string binary_dir();
+
+// What one run of the `inferlab` program gave: exit code (-1 when killed), stdout, stderr.
+struct CliResult {
+  int code = -1;
+  std::string out, err;
+};
+// Runs build/bin/inferlab with `args` (shell words), in `cwd` when given, killed after
+// timeout_s seconds when > 0; its output goes through temporary files that are removed.
+CliResult run_inferlab(const std::string& args, const std::string& cwd = "", int timeout_s = 0);
+// A file's bytes ("" when it cannot be read).
+std::string slurp(const std::filesystem::path& path);
+// A CSV file as rows of cells (double quotes group commas; no escapes inside quotes).
+std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path);
 
 }  // namespace inferlab::testing
 
