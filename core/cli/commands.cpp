@@ -57,11 +57,12 @@ std::vector<std::string> search_path(const std::vector<std::string>& extra) {
   return p;
 }
 
-struct Loaded {
-  ExperimentSpec spec;
-  std::unique_ptr<Registry> registry;
-  Plan plan;
-};
+void add_experiment_options(po::options_description& o) {
+  o.add_options()("file", po::value<std::string>()->required(), "experiment TOML")(
+      "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable)");
+}
+
+}  // namespace
 
 Loaded load_and_plan(const po::variables_map& vm) {
   Loaded l;
@@ -78,13 +79,6 @@ Loaded load_and_plan(const po::variables_map& vm) {
   l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model));
   return l;
 }
-
-void add_experiment_options(po::options_description& o) {
-  o.add_options()("file", po::value<std::string>()->required(), "experiment TOML")(
-      "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable)");
-}
-
-}  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description o("run options");

@@ -1,12 +1,16 @@
 // The inferlab subcommands. Each takes the arguments after its name and returns the exit code;
 // inferlab::Error escapes to main, which prints it on one line.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/positional_options.hpp>
 #include <boost/program_options/variables_map.hpp>
+
+#include "inferlab/registry.h"
+#include "inferlab/runner.h"
 
 namespace inferlab::cli {
 
@@ -16,6 +20,14 @@ bool parse_options(const std::vector<std::string>& args, const std::string& usag
                    boost::program_options::options_description& opts,
                    const boost::program_options::positional_options_description* pos,
                    boost::program_options::variables_map& vm);
+
+// An experiment FILE with --set and --repeats applied, checked against the plugins it names.
+struct Loaded {
+  ExperimentSpec spec;
+  std::unique_ptr<Registry> registry;
+  Plan plan;
+};
+Loaded load_and_plan(const boost::program_options::variables_map& vm);
 
 int cmd_run(const std::vector<std::string>& args);
 int cmd_validate(const std::vector<std::string>& args);
@@ -29,5 +41,6 @@ int cmd_merge(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
 int cmd_reproduce(const std::vector<std::string>& args);
+int cmd_submit(const std::vector<std::string>& args);
 
 }  // namespace inferlab::cli

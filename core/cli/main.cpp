@@ -1,4 +1,4 @@
-// inferlab: run, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce.
+// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce.
 #include <iostream>
 #include <string>
 #include <utility>
@@ -17,6 +17,7 @@ const char* kUsage =
     "  run FILE [--set key=value]... [--out DIR] [--repeats N]   run an experiment\n"
     "  run --resume DIR                                          finish an interrupted run's missing cells\n"
     "  run FILE --shard i/n                                      run one shard of the variant x repeat cells\n"
+    "  submit FILE --slurm [--array-size n] [--partition P] [--time T] [--dry-run]   shards as a Slurm job array + merge job\n"
     "  merge SHARD_DIR... --out DIR [--allow-partial]            combine shard folders into one results folder\n"
     "  compare RUN_A RUN_B [--metric m]...                       means, ratios B/A and Welch t-tests per variant\n"
     "  plot RUN_DIR                                              PNG figures beside the results (matplotlib)\n"
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return inferlab::cli::cmd_bench(args);
     if (cmd == "trace") return inferlab::cli::cmd_trace(args);
     if (cmd == "tokenize") return inferlab::cli::cmd_tokenize(args);
+    if (cmd == "submit") return inferlab::cli::cmd_submit(args);
     if (cmd == "merge") return inferlab::cli::cmd_merge(args);
     if (cmd == "compare") return inferlab::cli::cmd_compare(args);
     if (cmd == "plot") return inferlab::cli::cmd_plot(args);

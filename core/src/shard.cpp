@@ -147,11 +147,16 @@ MergeOutcome merge_shards(const MergeOptions& options) {
     const ShardFolder& s = *it->second;
     CellGrid g = read_cells((fs::path(s.dir) / "cells").string(), names, repeats, s.shard);
     std::size_t failed = 0;
-    for (const auto& [cell, c] : g.done) failed += !c.row.ok;
+    std::string errors;  // the first failed cells with their errors, as the shard recorded them
+    for (const auto& [cell, c] : g.done) {
+      if (c.row.ok) continue;
+      if (++failed <= 3) errors += (failed > 1 ? "; " : ": ") + names[cell.vi] + " repeat " + std::to_string(cell.rep) + ": " + c.row.error;
+      else if (failed == 4) errors += "; …";
+    }
     const std::string status = s.manifest.get<std::string>("run.status", "unknown");
     outcome.report.push_back("shard " + std::to_string(i) + "/" + std::to_string(count) + " (" + s.dir + "): " + status +
                              ", " + std::to_string(g.done.size()) + " of " + std::to_string(g.done.size() + g.missing.size()) +
-                             " cells" + (failed ? ", " + std::to_string(failed) + " failed" : ""));
+                             " cells" + (failed ? ", " + std::to_string(failed) + " failed" + errors : ""));
     outcome.report_ok.push_back(status == "complete" && failed == 0 && g.missing.empty());
     sources << (i ? ", " : "") << "\n    {\"dir\": " << json_quote(fs::absolute(s.dir).string()) << ", \"index\": " << i
             << ", \"count\": " << count << ", \"status\": " << json_quote(status)
