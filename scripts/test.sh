@@ -7,6 +7,8 @@ bash scripts/build.sh
 if [ -f scripts/fetch_smollm2.sh ]; then
   bash scripts/fetch_smollm2.sh || echo "test: SmolLM2 model unavailable; its tests will skip"
 fi
+# Slurm and MUNGE for the single-node Slurm test (ctest label slurm); it skips, or fails on CI, without them.
+bash scripts/slurm_setup.sh || echo "test: Slurm could not be installed; the slurm test will skip (or fail when CI is set)"
 # llama.cpp's tokenizer vectors (vocabularies + .inp/.out cases) from PyPI's llama-cpp-python sdist.
 bash scripts/fetch_vocab_tests.sh >/dev/null ||
   echo "test: llama.cpp tokenizer vectors unavailable; VocabVectors will skip"

@@ -94,7 +94,7 @@ std::string slurm_merge_script(const SlurmSubmission& s) {
     << "shopt -s nullglob\n"
     << "dirs=()\n"
     << "for i in $(seq 0 " << s.shards - 1 << "); do\n"
-    << "  d=(" << shard_glob(s, "$i") << ")\n"
+    << "  d=(" << shard_glob(s, "${i}") << ")\n"
     << "  if [ ${#d[@]} -eq 0 ]; then\n"
     << "    echo \"inferlab merge job: shard $i/" << n << " wrote no results folder; the end of its log "
     << s.workdir << "/logs/shard-$i.err:\" >&2\n"

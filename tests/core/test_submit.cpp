@@ -80,12 +80,13 @@ TEST(Submit, DryRunPrintsTheArrayAndTheDependentMergeJob) {
   const Cli c = testing::run_inferlab("submit " + write_tiny(dir).string() + " --slurm --dry-run --array-size 3 --partition gpu_a100 " +
                                       "--time 1:30:00 --set workload.num_requests=2 --repeats 2 --out " + (dir / "res").string());
   ASSERT_EQ(c.code, 0) << c.err;
-  for (const std::string want :
-       {"#SBATCH --array=0-2\n", "#SBATCH --partition=gpu_a100\n", "#SBATCH --time=1:30:00\n", "#SBATCH --job-name=inferlab-tiny\n",
+  const std::vector<std::string> wants = {
+      "#SBATCH --array=0-2\n", "#SBATCH --partition=gpu_a100\n", "#SBATCH --time=1:30:00\n", "#SBATCH --job-name=inferlab-tiny\n",
         "#SBATCH --job-name=inferlab-tiny-merge\n", "/logs/shard-%a.err\n", "#SBATCH --chdir=" + fs::current_path().string() + "\n",
         " run '" + (dir / "tiny.toml").string() + "' --set 'workload.num_requests=2' --repeats 2 --shard \"$SLURM_ARRAY_TASK_ID/3\" --out '",
         "*\"-shard${i}of3\"", " merge \"${dirs[@]}\" --out '", "sbatch --parsable --dependency=afterany:<array job id> ",
-        "/res/tiny/"})
+        "/res/tiny/"};
+  for (const auto& want : wants)
     EXPECT_NE(c.out.find(want), std::string::npos) << want << "\n" << c.out;
   EXPECT_FALSE(fs::exists(dir / "res")) << "a dry run writes nothing";
   // Without --array-size: one task per cell (2 variants x 2 repeats).
