@@ -47,7 +47,7 @@ cleanup() {
     for f in slurmctld.log slurmd.log munged.log; do
       [ -f "$tmp/$f" ] && { echo "--- end of $f" >&2; tail -n 15 "$tmp/$f" >&2; }
     done
-    for f in "$tmp"/res/*/*-slurm/logs/*; do
+    for f in "$tmp"/res/*/*-slurm/logs/*.err; do
       [ -s "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }
     done
   fi
@@ -158,7 +158,7 @@ until grep -q '^results: ' "$job/logs/merge.out" 2>/dev/null; do
   [ $((SECONDS - start)) -lt "$timeout_s" ] || fail "no merged results after ${timeout_s}s"
   sleep 1
 done
-echo "slurm_test: merged after $((SECONDS - start))s (after the local run)"
+echo "slurm_test: merged results $((SECONDS - start))s after the local run ended"
 
 # Every shard ran as its own array task (its log is Slurm's), and merge saw all four.
 for i in 0 1 2 3; do
@@ -167,7 +167,7 @@ for i in 0 1 2 3; do
 done
 grep -q 'merged from 4 of 4 shard(s)' "$merged/summary.md" || fail "summary.md does not say 4 of 4 shards"
 
-python3 - "$local_dir" "$merged" <<'EOF'
+python3 - "$local_dir" "$merged" <<'EOF' || fail "the merged folder differs from the local run (above)"
 import csv, json, sys
 local, merged = sys.argv[1], sys.argv[2]
 def rows(d, f):
