@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -100,7 +101,7 @@ int cmd_submit(const std::vector<std::string>& args) {
       "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable; every shard gets it)")(
       "repeats", po::value<int>(), "override [experiment] repeats")(
       "slurm", po::bool_switch(), "submit to Slurm with sbatch (the only scheduler)")(
-      "array-size", po::value<int>(), "array tasks = shards (default: one per variant x repeat cell)")(
+      "array-size", po::value<int>(), "array tasks = shards (default: one per variant x repeat cell, at most 1000)")(
       "partition", po::value<std::string>(), "Slurm partition (default: the cluster's)")(
       "time", po::value<std::string>(), "time limit per job, Slurm's format (e.g. 30, 1:30:00, 2-00)")(
       "out", po::value<std::string>()->default_value("results"), "results root: the submission folder is OUT/<experiment>/<stamp>-slurm")(
@@ -119,7 +120,8 @@ int cmd_submit(const std::vector<std::string>& args) {
   const int cells = static_cast<int>(l.plan.variants.size()) * l.plan.repeats;
 
   SlurmSubmission s;
-  s.shards = vm.count("array-size") ? vm["array-size"].as<int>() : cells;
+  // Default: a task per cell, at most Slurm's default MaxArraySize (1001: indices 0 .. 1000).
+  s.shards = vm.count("array-size") ? vm["array-size"].as<int>() : std::min(cells, 1000);
   if (s.shards < 1 || s.shards > cells)
     throw Error("--array-size " + std::to_string(s.shards) + ": allowed: 1 .. " + std::to_string(cells) + " (" +
                 std::to_string(l.plan.variants.size()) + " variant(s) x " + std::to_string(l.plan.repeats) +

@@ -187,7 +187,7 @@ TEST(Submit, SubmittedScriptsMergeIntoTheLocalRun) {
 }
 
 // A shard whose variant failed: merge keeps the failed rows, names them with the error the shard
-// recorded, and exits 3 as run does.
+// recorded, and exits 3 as run does; a shard missing a cell is refused unless --allow-partial.
 TEST(Submit, MergeReportsAFailedShardWithItsError) {
   const fs::path dir = fresh_dir("failed");
   const fs::path cfg = dir / "broken.toml";
@@ -208,6 +208,17 @@ TEST(Submit, MergeReportsAFailedShardWithItsError) {
             std::string::npos)
       << m.err;
   EXPECT_NE(m.out.find("1 failed"), std::string::npos) << m.out;
+
+  // An incomplete shard (its cell file gone, as after a kill): refused, unless --allow-partial.
+  for (const auto& d : fs::directory_iterator(dir / "shards" / "broken"))
+    if (d.path().string().ends_with("-shard0of2")) fs::remove(d.path() / "cells" / "r0-v0.cell");
+  const Cli refused = testing::run_inferlab("merge" + dirs + " --out " + (dir / "partial").string());
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("1 cell(s) missing (baseline repeat 0)"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("0 of 1 cells"), std::string::npos) << refused.err;
+  const Cli partial = testing::run_inferlab("merge" + dirs + " --out " + (dir / "partial").string() + " --allow-partial");
+  EXPECT_EQ(partial.code, 3) << partial.err;  // the failed cell still says so
+  EXPECT_NE(slurp(dir / "partial" / "summary.md").find("Partial merge: 1 of 2 cells"), std::string::npos);
 }
 
 }  // namespace
