@@ -4,7 +4,9 @@
 # under a temporary folder, and stops on exit. It submits a 4-shard job array of a small greedy
 # experiment (3 variants x 2 repeats), waits for the merge job's results folder (bounded; it
 # polls the files, not squeue), and checks the merged folder against a local `inferlab run` of
-# the same file: same variants, repeats, request counts and output tokens per request.
+# the same file: same variants, repeats, request counts and output tokens per request. Then a
+# sweep whose second variant fails: its array task ends FAILED, the merge job runs all the same
+# (afterany) and names the failed cell with its error.
 #
 # usage: slurm_test.sh BUILD_DIR. Slurm and MUNGE come from scripts/slurm_setup.sh (Debian's
 # slurm-wlm and munge). Where the services cannot start the test fails when $CI is set, and
@@ -148,16 +150,20 @@ job=$(dirname "$merged")
 "$inferlab" run sweep.toml --out "$tmp/local" --log warn >/dev/null || fail "the local run failed"
 local_dir=$(ls -d "$tmp"/local/sweep/*)
 
-# Wait for the merge job: its results line closes logs/merge.out.
+# Waits for a submission's merge job: its results line closes logs/merge.out.
+wait_for_merge() {
+  local job=$1 start=$SECONDS
+  until grep -q '^results: ' "$job/logs/merge.out" 2>/dev/null; do
+    if grep -q 'inferlab: error\|inferlab merge job:' "$job/logs/merge.err" 2>/dev/null; then
+      fail "the merge job failed: $(cat "$job/logs/merge.err")"
+    fi
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "a Slurm daemon (pid $p) exited"; done
+    [ $((SECONDS - start)) -lt "$timeout_s" ] || fail "no merged results in $job after ${timeout_s}s"
+    sleep 1
+  done
+}
 start=$SECONDS
-until grep -q '^results: ' "$job/logs/merge.out" 2>/dev/null; do
-  if [ -s "$job/logs/merge.err" ] && grep -q 'error' "$job/logs/merge.err"; then
-    fail "the merge job failed: $(cat "$job/logs/merge.err")"
-  fi
-  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "a Slurm daemon (pid $p) exited"; done
-  [ $((SECONDS - start)) -lt "$timeout_s" ] || fail "no merged results after ${timeout_s}s"
-  sleep 1
-done
+wait_for_merge "$job"
 echo "slurm_test: merged results $((SECONDS - start))s after the local run ended"
 
 # Every shard ran as its own array task (its log is Slurm's), and merge saw all four.
@@ -190,4 +196,35 @@ assert manifest["run"]["status"] == "complete", manifest["run"]["status"]
 assert len(manifest["run"]["merged_from"]) == 4
 print(f"slurm_test: merged folder equals the local run: {len(a)} cells, {len(ra)} requests, same output tokens")
 EOF
+
+# A shard whose variant fails exits 3, so Slurm marks its task FAILED: the merge job must still
+# run (afterany), keep the failed row and name it with its error.
+cat >"$tmp/broken.toml" <<EOF
+[experiment]
+name = "broken"
+[model]
+preset = "stories260k"
+[device]
+threads = 1
+[workload]
+num_requests = 2
+prompt_len = 6
+output_len = 8
+[plugins]
+paths = ["$build/test_plugins/throwing"]
+[[variant]]
+name = "throws"
+decoding = { name = "throwing", after = 2 }
+EOF
+submitted=$("$inferlab" submit broken.toml --slurm --out "$tmp/res" --log warn) || fail "inferlab submit broken.toml failed"
+merged=$(echo "$submitted" | sed -n 's/^results: //p')
+job=$(dirname "$merged")
+wait_for_merge "$job"
+grep -q '1 failed: throws repeat 0: throwing decoder: deliberate failure' "$job/logs/merge.err" ||
+  fail "merge did not report the failed shard with its error: $(cat "$job/logs/merge.err")"
+grep -q '^throws,0,failed,' "$merged/metrics.csv" || fail "the merged metrics.csv has no failed row for the failing variant"
+array_job=$(echo "$submitted" | sed -n 's/^array job: \([0-9]*\).*/\1/p')
+scontrol show job "$array_job" | grep -q 'JobState=FAILED Reason=NonZeroExitCode' ||
+  fail "Slurm did not record the failing shard's task as FAILED: $(scontrol show job "$array_job" | grep JobState)"
+echo "slurm_test: a FAILED array task is merged after it (afterany) and reported with its error"
 echo "slurm_test: PASSED"
