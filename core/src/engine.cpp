@@ -208,9 +208,9 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     const bool reserved = branched(*s) ? reserve_branches(*s) : blocks_.reserve(s->req->id, target, copies_);
     if (!reserved)
       throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
-                  std::to_string(branched(*s) ? width_ : blocks_.blocks_needed(s->req->id, target)) +
-                  " blocks, " +
-                  std::to_string(blocks_.free_blocks()) + " free");
+                  (branched(*s) ? "up to " + std::to_string(s->branches.size()) + " (one per branch)"
+                                : std::to_string(blocks_.blocks_needed(s->req->id, target))) +
+                  " blocks, " + std::to_string(blocks_.free_blocks()) + " free");
     if (wit != waiting_.end()) {
       waiting_.erase(wit);
       running_.push_back(s);

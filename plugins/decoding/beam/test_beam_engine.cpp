@@ -130,9 +130,9 @@ TEST(BeamEngine, WidthOneIsGreedyTokenForToken) {
   BeamSearchDecoder one = beam(1);
   const RunResult got = f.run(one, reqs);
   EXPECT_EQ(got.outputs, want.outputs);
-  // With a stop token (the tokenizer's EOS) and early stopping, a width-1 beam stops where
-  // greedy stops, the stop token included.
-  const std::vector<int> stop = {2};
+  // With a stop token (BOS, where llama2.c's run.c stops a story) and early stopping, a width-1
+  // beam stops where greedy stops, the stop token included.
+  const std::vector<int> stop = {1};
   auto long_reqs = story_requests(*f.m.tokenizer, 200);
   const RunResult want_stop = f.greedy(long_reqs, stop);
   BeamSearchDecoder one_early = beam(1, 1.0, true);
