@@ -130,16 +130,18 @@ TEST(BeamEngine, WidthOneIsGreedyTokenForToken) {
   BeamSearchDecoder one = beam(1);
   const RunResult got = f.run(one, reqs);
   EXPECT_EQ(got.outputs, want.outputs);
-  // With a stop token (BOS, where llama2.c's run.c stops a story) and early stopping, a width-1
-  // beam stops where greedy stops, the stop token included.
-  const std::vector<int> stop = {1};
-  auto long_reqs = story_requests(*f.m.tokenizer, 200);
+  // With a stop token and early stopping, a width-1 beam stops where greedy stops, the stop
+  // token included. The stop token is one greedy emits (request 0's 10th token), so at least
+  // that request stops early.
+  ASSERT_GE(want.outputs[0].size(), 10u);
+  const std::vector<int> stop = {want.outputs[0][9]};
+  auto long_reqs = story_requests(*f.m.tokenizer, 60);
   const RunResult want_stop = f.greedy(long_reqs, stop);
   BeamSearchDecoder one_early = beam(1, 1.0, true);
   const RunResult got_stop = f.run(one_early, long_reqs, 0, stop);
   EXPECT_EQ(got_stop.outputs, want_stop.outputs);
   bool stopped = false;
-  for (const auto& o : want_stop.outputs) stopped |= o.size() < 200;
+  for (const auto& o : want_stop.outputs) stopped |= o.size() < 60;
   EXPECT_TRUE(stopped) << "no greedy sequence reached the stop token: the case tests nothing";
 }
 
