@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "beam_search.h"
 #include "inferlab/checkpoint.h"
@@ -107,6 +108,47 @@ struct Fixture {
   };
 };
 
+// Forwards to a beam search and counts, from the beams' tokens alone, the blocks they hold at
+// every step that runs them (an independent check of the engine's branch_blocks_* counts).
+// The step runs each beam's last token at position len - 1, so every beam holds blocks_for(len)
+// blocks. The blocks ending before len - 1 were full when written and are never copied: two
+// beams hold the same one exactly when their tokens agree up to its end (they forked from the
+// one ancestor that wrote it; beam search never keeps two beams with the same tokens). The
+// block holding position len - 1 and any after it are each beam's own (a shared one was copied
+// on this step's write).
+class BlockCountingBeam final : public Decoder {
+ public:
+  BlockCountingBeam(BeamSearchDecoder& inner, int block_size) : inner_(inner), block_size_(block_size) {}
+  int branch_width() const override { return inner_.branch_width(); }
+  void branch(const BranchRequest& req, std::span<const std::span<const int>> live, const float* logits, int vocab,
+              std::span<Rng> rngs, std::vector<BranchStep>& next) override {
+    const int len = static_cast<int>(live[0].size());
+    if (len > req.prompt_len) {  // a step that ran the beams (not the prompt's last chunk)
+      const int per = (len + block_size_ - 1) / block_size_, full = (len - 1) / block_size_;
+      std::set<std::vector<int>> shared;  // a full block, named by the tokens up to its end
+      for (std::span<const int> b : live) {
+        unshared_ += per;
+        for (int k = 1; k <= full; ++k) shared.emplace(b.begin(), b.begin() + k * block_size_);
+      }
+      held_ += static_cast<long long>(shared.size()) + static_cast<long long>(live.size()) * (per - full);
+    }
+    inner_.branch(req, live, logits, vocab, rngs, next);
+  }
+  void branch_result(int seq, std::vector<BranchOutput>& out) override { inner_.branch_result(seq, out); }
+  void release(int seq) override { inner_.release(seq); }
+  void accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab, Rng& rng,
+              std::vector<int>& out) override {
+    inner_.accept(tokens, drafts, logits, vocab, rng, out);
+  }
+  long long held() const { return held_; }
+  long long unshared() const { return unshared_; }
+
+ private:
+  BeamSearchDecoder& inner_;
+  int block_size_;
+  long long held_ = 0, unshared_ = 0;
+};
+
 BeamSearchDecoder beam(int width, double length_penalty = 1.0, bool early_stopping = false) {
   BeamParams p;
   p.width = width;
@@ -151,7 +193,8 @@ TEST(BeamEngine, WidthFourIsAtLeastAsLikelyAsGreedyAndSharesBlocks) {
   const auto reqs = story_requests(*f.m.tokenizer, 24);
   const RunResult greedy = f.greedy(reqs);
   BeamSearchDecoder four = beam(4);
-  const RunResult got = f.run(four, reqs);
+  BlockCountingBeam counted(four, 8);
+  const RunResult got = f.run(counted, reqs);
   ASSERT_EQ(got.sequences.size(), reqs.size());
   double gain = 0;
   for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -172,6 +215,8 @@ TEST(BeamEngine, WidthFourIsAtLeastAsLikelyAsGreedyAndSharesBlocks) {
   const RunTimeline& tl = got.timeline;
   EXPECT_GT(tl.branch_rows, 0);
   EXPECT_GT(tl.branch_blocks_unshared, tl.branch_blocks_held);
+  EXPECT_EQ(tl.branch_blocks_unshared, counted.unshared());
+  EXPECT_EQ(tl.branch_blocks_held, counted.held());
   const MetricRow row = compute_metrics(tl, SloSpec{});
   EXPECT_GT(metric(row, "beam_blocks_saved_frac"), 0.0);
   EXPECT_LT(metric(row, "beam_blocks_saved_frac"), 1.0);
@@ -187,9 +232,11 @@ TEST(BeamEngine, PreemptionRestartsBeamsWithoutLeaking) {
   BeamSearchDecoder roomy = beam(3);
   const RunResult want = f.run(roomy, reqs);
   BeamSearchDecoder tight = beam(3);
-  const RunResult got = f.run(tight, reqs, 24);  // one request needs up to 2 + 3 * 4 blocks
+  BlockCountingBeam counted(tight, 8);
+  const RunResult got = f.run(counted, reqs, 24);  // one request needs up to 2 + 3 * 4 blocks
   EXPECT_GT(got.timeline.preemptions, 0) << "the pool was large enough: nothing was preempted";
   EXPECT_EQ(got.outputs, want.outputs);
+  EXPECT_EQ(got.timeline.branch_blocks_held, counted.held());  // the restarted beams counted alike
   EXPECT_EQ(got.timeline.kv_blocks_free_end, 24);
 }
 
