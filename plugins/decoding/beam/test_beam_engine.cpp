@@ -261,5 +261,20 @@ TEST(BeamEngine, BadParametersAreRefusedAtValidateTime) {
   EXPECT_THROW(beam(0), Error);
 }
 
+TEST(BeamEngine, BranchingWithoutTheKvCacheIsAClearError) {
+  INFERLAB_REQUIRE_FILE(stories());
+  Fixture f;
+  BeamSearchDecoder two = beam(2);
+  ContinuousScheduler sched(64, 8, true);
+  EngineOptions eo;
+  eo.kv.enabled = false;
+  try {
+    Engine(f.model, f.attention, sched, two, eo).run(story_requests(*f.m.tokenizer, 4));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("need the KV cache"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace inferlab

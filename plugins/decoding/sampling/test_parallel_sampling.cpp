@@ -6,6 +6,7 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/continuous_scheduler.h"
 #include "inferlab/engine.h"
+#include "inferlab/sampling.h"
 #include "model_fixtures.h"
 #include "sampling.h"
 #include "test_support.h"
@@ -38,6 +39,20 @@ struct Runner {
     }
     return reqs;
   }
+  // Sum of log p(token | prefix) of `generated` after `prompt` (temperature 1), one forward pass.
+  double logprob(const std::vector<int>& prompt, const std::vector<int>& generated) {
+    testing::SequenceRunner runner(model, attention, kBlock);
+    std::vector<int> all = prompt;
+    all.insert(all.end(), generated.begin(), generated.end() - 1);
+    const std::vector<float>& logits = runner.feed_all_logits(all);  // [all.size(), vocab]
+    const int vocab = m.weights.config.vocab_size;
+    double sum = 0;
+    for (std::size_t i = 0; i < generated.size(); ++i) {
+      const float* row = logits.data() + (prompt.size() - 1 + i) * static_cast<std::size_t>(vocab);
+      sum += static_cast<double>(row[generated[i]]) - log_sum_exp(row, vocab);
+    }
+    return sum;
+  }
   RunResult run(double temperature, int n, std::uint64_t seed, const std::vector<Request>& reqs) {
     SamplingParams sp;
     sp.temperature = temperature;
@@ -67,6 +82,8 @@ TEST(ParallelSampling, SamplesAreDistinctAndRepeatPerSeed) {
       EXPECT_EQ(s[x].tokens, again.sequences[i][x].tokens);
     }
     EXPECT_NE(s[0].tokens, other.sequences[i][0].tokens);
+    // Each sample's log-probability, recomputed by a separate reference forward.
+    for (const BranchOutput& o : s) EXPECT_NEAR(o.logprob, r.logprob(reqs[i].prompt, o.tokens), 1e-3);
     EXPECT_EQ(a.outputs[i], s[0].tokens);
     // Every returned token counts, emitted when the request ends.
     const RequestTimeline& rt = a.timeline.requests[i];
