@@ -120,6 +120,7 @@ void StepLoop::drop(Seq* s, RequestStatus status) {
   if (auto w = std::find(waiting_.begin(), waiting_.end(), s); w != waiting_.end()) waiting_.erase(w);
   if (auto r = std::find(running_.begin(), running_.end(), s); r != running_.end()) running_.erase(r);
   free_kv(*s);
+  decoder_.release(s->req->id);  // a draft cache's blocks, a beam's hypotheses
   s->finished = true;
   s->timeline->status = status;
   ++finished_;
