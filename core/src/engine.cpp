@@ -6,106 +6,25 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <limits>
-#include <unordered_map>
 
 #include "inferlab/batch.h"
 #include "inferlab/error.h"
+#include "step_loop.h"
 
 namespace inferlab {
 
-namespace {
+namespace detail {
 
+namespace {
 constexpr long long kAutoKvBytes = 1LL << 30;  // cap of an automatically sized KV pool
+}  // namespace
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-struct Seq {
-  const Request* req = nullptr;
-  std::vector<int> tokens;  // prompt + generated
-  int num_computed = 0;     // tokens whose K/V are in the cache
-  int generated = 0;
-  bool finished = false;
-  Rng rng;
-  RequestTimeline* timeline = nullptr;
-};
-
-// Scheduled work for one sequence in this step.
-struct Work {
-  Seq* seq;
-  int n_real;                // known tokens run this step
-  std::vector<int> drafts;   // speculative tokens appended after them
-  int logit_offset = -1;     // first logits row, -1 when no logits are needed
-};
-
-// The state of one run and its stages.
-class StepLoop {
- public:
-  StepLoop(StepExecutor& executor, Scheduler& scheduler, Decoder& decoder, const EngineOptions& options,
-           const std::vector<Request>& requests, const KvCacheConfig& kv_config)
-      : executor_(executor), scheduler_(scheduler), decoder_(decoder), options_(options), requests_(requests),
-        kv_config_(kv_config), blocks_(kv_config), device_(executor.device()),
-        vocab_(executor.config().vocab_size), max_draft_(decoder.max_draft_tokens()) {}
-
-  RunResult run();
-
- private:
-  void setup();
-  void enqueue(Seq* s, bool front);
-  void admit_arrivals();
-  ScheduleDecision schedule();
-  // Preempts, checks and reserves the scheduled work; false when nothing was scheduled and the
-  // loop must wait for an arrival (throws when nothing can ever be scheduled).
-  bool apply(const ScheduleDecision& decision);
-  void build_batch();
-  // Accepts tokens, rolls back rejected drafts, publishes prefixes.
-  void commit();
-  // Stamps the emitted tokens with the step's end and records the step.
-  void record_step(double step_start, double duration);
-  void finish_requests();
-  // Ends a waiting or running request early (timeout, rejection): out of the queue or batch,
-  // its blocks freed now, counted as done.
-  void drop(Seq* s, RequestStatus status);
-  // Aborts the requests whose queue or total timeout has passed at now_.
-  void expire_timeouts();
-  // The earliest time a waiting request times out (+infinity when none will).
-  double next_timeout() const;
-  [[noreturn]] void throw_unschedulable() const;
-
-  StepExecutor& executor_;
-  Scheduler& scheduler_;
-  Decoder& decoder_;
-  const EngineOptions& options_;
-  const std::vector<Request>& requests_;
-  KvCacheConfig kv_config_;
-  BlockManager blocks_;
-  Device& device_;
-  const int vocab_, max_draft_;
-
-  RunResult result_;
-  std::vector<Seq> seqs_;
-  std::unordered_map<int, Seq*> by_id_;
-  std::vector<std::size_t> order_;   // request indices by arrival
-  std::deque<Seq*> waiting_;         // arrived, not admitted (preempted ones pushed to the front)
-  std::vector<Seq*> running_;        // admission order
-  std::size_t next_arrival_ = 0, finished_ = 0;
-  double now_ = 0;
-
-  // Per-step scratch, reused.
-  StepBatch batch_;
-  std::vector<float> logits_;
-  std::vector<Work> work_;
-  std::vector<BlockCopy> copies_;
-  std::vector<SeqView> running_views_, waiting_views_;
-  std::vector<int> accepted_;
-  std::vector<std::pair<Seq*, std::vector<int>>> emitted_;
-  int prefill_tokens_ = 0, decode_tokens_ = 0;
-};
-
-SeqView view_of(const Seq& s, const BlockManager& blocks) {
+SeqView view_of(const Seq& s, int blocks_held, int branches) {
   SeqView v;
   v.id = s.req->id;
   v.arrival_s = s.req->arrival_s;
@@ -116,7 +35,8 @@ SeqView view_of(const Seq& s, const BlockManager& blocks) {
   v.num_tokens = static_cast<int>(s.tokens.size());
   v.num_computed = s.num_computed;
   v.generated = s.generated;
-  v.blocks_held = blocks.has(v.id) ? static_cast<int>(blocks.block_table(v.id).size()) : 0;
+  v.blocks_held = blocks_held;
+  v.branches = branches;
   return v;
 }
 
@@ -128,6 +48,11 @@ void StepLoop::setup() {
   tl.kv_bytes_per_token = executor_.kv_bytes_per_block(1);
   tl.requests.resize(requests_.size());
   result_.outputs.resize(requests_.size());
+  if (width_ > 0) {
+    if (max_draft_ > 0) throw Error("a decoder cannot both branch (beam search, n > 1) and speculate");
+    if (!kv_config_.enabled) throw Error("branching decoders (beam search, n > 1) need the KV cache (kv.enabled)");
+    result_.sequences.resize(requests_.size());
+  }
   seqs_.resize(requests_.size());
   order_.resize(requests_.size());
   for (std::size_t i = 0; i < requests_.size(); ++i) {
@@ -143,12 +68,14 @@ void StepLoop::setup() {
     seqs_[i].tokens = r.prompt;
     seqs_[i].rng = Rng(mix_seed(options_.seed, static_cast<std::uint64_t>(r.id)));
     seqs_[i].timeline = &tl.requests[i];
+    if (width_ > 0) reset_branches(seqs_[i]);
     tl.requests[i].id = r.id;
     tl.requests[i].priority = r.priority;
     tl.requests[i].slo_class = r.slo_class;
     tl.requests[i].arrival_s = r.arrival_s;
     tl.requests[i].prompt_tokens = static_cast<int>(r.prompt.size());
     order_[i] = i;
+    next_kv_ = std::max(next_kv_, r.id + 1);
   }
   std::stable_sort(order_.begin(), order_.end(),
                    [&](std::size_t a, std::size_t b) { return requests_[a].arrival_s < requests_[b].arrival_s; });
@@ -174,8 +101,9 @@ void StepLoop::admit_arrivals() {
 ScheduleDecision StepLoop::schedule() {
   running_views_.clear();
   waiting_views_.clear();
-  for (Seq* s : running_) running_views_.push_back(view_of(*s, blocks_));
-  for (Seq* s : waiting_) waiting_views_.push_back(view_of(*s, blocks_));
+  const int branches = std::max(1, width_);
+  for (Seq* s : running_) running_views_.push_back(view_of(*s, blocks_held(*s), branches));
+  for (Seq* s : waiting_) waiting_views_.push_back(view_of(*s, blocks_held(*s), branches));
   SchedulerInput input;
   input.now_s = now_;
   input.running = running_views_;
@@ -191,7 +119,8 @@ ScheduleDecision StepLoop::schedule() {
 void StepLoop::drop(Seq* s, RequestStatus status) {
   if (auto w = std::find(waiting_.begin(), waiting_.end(), s); w != waiting_.end()) waiting_.erase(w);
   if (auto r = std::find(running_.begin(), running_.end(), s); r != running_.end()) running_.erase(r);
-  if (blocks_.has(s->req->id)) blocks_.free(s->req->id);
+  free_kv(*s);
+  decoder_.release(s->req->id);  // a draft cache's blocks, a beam's hypotheses
   s->finished = true;
   s->timeline->status = status;
   ++finished_;
@@ -236,10 +165,11 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     if (it == running_.end()) throw Error("scheduler preempted request " + std::to_string(id) + " which is not running");
     Seq* s = *it;
     running_.erase(it);
-    blocks_.free(id);
+    free_kv(*s);
     s->timeline->preemptions++;
     tl.preemptions++;
     decoder_.release(id);
+    if (width_ > 0) reset_branches(*s);  // nothing was returned yet: the beams start again
     enqueue(s, true);  // recompute prompt + generated tokens (minus any cached prefix) when readmitted
   }
 
@@ -276,10 +206,12 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     int target = s->num_computed + w.n_real + static_cast<int>(w.drafts.size());
     if (kv_config_.reserve_full)
       target = std::max(target, static_cast<int>(s->req->prompt.size()) + s->req->max_output + max_draft_);
-    if (!blocks_.reserve(s->req->id, target, copies_))
+    const bool reserved = branched(*s) ? reserve_branches(*s) : blocks_.reserve(s->req->id, target, copies_);
+    if (!reserved)
       throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
-                  std::to_string(blocks_.blocks_needed(s->req->id, target)) + " blocks, " +
-                  std::to_string(blocks_.free_blocks()) + " free");
+                  (branched(*s) ? "up to " + std::to_string(s->branches.size()) + " (one per branch)"
+                                : std::to_string(blocks_.blocks_needed(s->req->id, target))) +
+                  " blocks, " + std::to_string(blocks_.free_blocks()) + " free");
     if (wit != waiting_.end()) {
       waiting_.erase(wit);
       running_.push_back(s);
@@ -308,7 +240,8 @@ void StepLoop::throw_unschedulable() const {
   const int prompt = static_cast<int>(s->req->prompt.size());
   const int life = kv_config_.reserve_full ? prompt + s->req->max_output + max_draft_
                                            : prompt + std::max(s->req->max_output, 1) - 1;
-  const int need = blocks_.blocks_for(std::max(life, static_cast<int>(s->tokens.size()) + 1));
+  const int need = SchedulerInput::branch_blocks(std::max(life, static_cast<int>(s->tokens.size()) + 1), prompt,
+                                                std::max(1, width_), kv_config_.block_size);
   throw Error("request " + std::to_string(s->req->id) + " can never be scheduled: it needs " + std::to_string(need) +
               " KV blocks, the pool has " + std::to_string(kv_config_.num_blocks) +
               " (raise kv.num_blocks or lower the lengths)");
@@ -322,6 +255,12 @@ void StepLoop::build_batch() {
   std::vector<int> step_tokens;
   for (Work& w : work_) {
     Seq& s = *w.seq;
+    if (branched(s)) {
+      w.logit_offset = logit_rows;
+      logit_rows += static_cast<int>(s.branches.size());
+      add_branches_to_batch(w);
+      continue;
+    }
     const int start = s.num_computed;
     const int n = w.n_real + static_cast<int>(w.drafts.size());
     step_tokens.assign(s.tokens.begin() + start, s.tokens.begin() + start + w.n_real);
@@ -354,6 +293,10 @@ void StepLoop::commit() {
     if (w.logit_offset < 0) {  // a prefill chunk that does not reach the last known token
       s.num_computed += w.n_real;
       blocks_.set_length(id, s.num_computed);
+      continue;
+    }
+    if (width_ > 0) {
+      commit_branches(w);
       continue;
     }
     accepted_.clear();
@@ -391,24 +334,31 @@ void StepLoop::commit() {
       s.num_computed = 0;
       decoder_.release(id);
     }
-    emitted_.emplace_back(&s, std::move(out));
+    emitted_.push_back({&s, std::move(out), true});
   }
-  for (const Work& w : work_)
-    if (blocks_.has(w.seq->req->id)) blocks_.publish_prefix(w.seq->req->id, w.seq->tokens);
+  for (const Work& w : work_) {
+    if (width_ > 0) {
+      for (const Branch& b : w.seq->branches)
+        if (blocks_.has(b.kv)) blocks_.publish_prefix(b.kv, b.tokens);
+    } else if (blocks_.has(w.seq->req->id)) {
+      blocks_.publish_prefix(w.seq->req->id, w.seq->tokens);
+    }
+  }
 }
 
 void StepLoop::record_step(double step_start, double duration) {
   RunTimeline& tl = result_.timeline;
   const double end = step_start + duration;
-  for (auto& [s, out] : emitted_) {
+  for (auto& [s, out, to_output] : emitted_) {
     RequestTimeline& rt = *s->timeline;
     for (int t : out) {
       if (rt.first_token_s < 0) rt.first_token_s = end;
       rt.token_times.push_back(end);
-      result_.outputs[static_cast<std::size_t>(s - seqs_.data())].push_back(t);
+      if (to_output) result_.outputs[static_cast<std::size_t>(s - seqs_.data())].push_back(t);
       if (options_.on_token) options_.on_token(s->req->id, t);
     }
-    rt.output_tokens = s->generated;
+    // A branching request returns its sequences at its end: every returned token counts.
+    rt.output_tokens = width_ > 0 ? static_cast<int>(rt.token_times.size()) : s->generated;
   }
   StepTimeline st;
   st.start_s = step_start;
@@ -433,7 +383,7 @@ void StepLoop::finish_requests() {
       continue;
     }
     s->timeline->finish_s = now_;
-    blocks_.free(s->req->id);
+    free_kv(*s);
     decoder_.release(s->req->id);
     it = running_.erase(it);
     ++finished_;
@@ -469,6 +419,7 @@ RunResult StepLoop::run() {
   }
   RunTimeline& tl = result_.timeline;
   tl.kv_blocks_peak = blocks_.peak_blocks_reserved();
+  tl.kv_blocks_free_end = blocks_.free_blocks();
   // Where the steps' time went: each category as timed on the device, the rest is framework.
   const OpTimes& times = device_.op_times();
   double timed = 0;
@@ -487,7 +438,7 @@ RunResult StepLoop::run() {
   return std::move(result_);
 }
 
-}  // namespace
+}  // namespace detail
 
 std::uint64_t StepExecutor::kv_bytes_per_block(int block_size) const {
   const ModelConfig& mc = config();
@@ -518,7 +469,7 @@ double ModelExecutor::execute(const StepBatch& batch, std::span<const BlockCopy>
 
 Engine::Engine(StepExecutor& executor, Scheduler& scheduler, Decoder& decoder, EngineOptions options)
     : executor_(executor), scheduler_(scheduler), decoder_(decoder), options_(std::move(options)) {
-  if (!options_.clock) options_.clock = steady_seconds;
+  if (!options_.clock) options_.clock = detail::steady_seconds;
 }
 
 Engine::Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder& decoder, EngineOptions options)
@@ -527,7 +478,7 @@ Engine::Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder
       scheduler_(scheduler),
       decoder_(decoder),
       options_(std::move(options)) {
-  if (!options_.clock) options_.clock = steady_seconds;
+  if (!options_.clock) options_.clock = detail::steady_seconds;
 }
 
 Engine::~Engine() = default;
@@ -537,15 +488,16 @@ RunResult Engine::run(const std::vector<Request>& requests) {
   check(kv_config.block_size > 0, "kv.block_size must be positive");
   if (kv_config.num_blocks <= 0) {
     const int max_draft = decoder_.max_draft_tokens();
+    const int branches = std::max(1, decoder_.branch_width());
     long long blocks = 0;
     for (const auto& r : requests)
-      blocks += (static_cast<long long>(r.prompt.size()) + r.max_output + max_draft + kv_config.block_size - 1) /
-                kv_config.block_size;
+      blocks += SchedulerInput::branch_blocks(static_cast<int>(r.prompt.size()) + r.max_output + max_draft,
+                                              static_cast<int>(r.prompt.size()), branches, kv_config.block_size);
     // Enough for every request at once, capped so a long trace cannot ask for more memory
     // than kAutoKvBytes; set kv.num_blocks to study memory pressure.
     const long long block_bytes =
         std::max<long long>(1, static_cast<long long>(executor_.kv_bytes_per_block(kv_config.block_size)));
-    blocks = std::min(blocks, std::max<long long>(1, kAutoKvBytes / block_bytes));
+    blocks = std::min(blocks, std::max<long long>(1, detail::kAutoKvBytes / block_bytes));
     kv_config.num_blocks = static_cast<int>(std::max<long long>(1, blocks));
   }
   // The output cap: requests it cuts run with the capped length and are marked truncated.
@@ -557,7 +509,7 @@ RunResult Engine::run(const std::vector<Request>& requests) {
     capped = requests;
     for (Request& r : capped) r.max_output = std::min(r.max_output, cap);
   }
-  StepLoop loop(executor_, scheduler_, decoder_, options_, cuts ? capped : requests, kv_config);
+  detail::StepLoop loop(executor_, scheduler_, decoder_, options_, cuts ? capped : requests, kv_config);
   RunResult result = loop.run();
   for (std::size_t i = 0; cuts && i < requests.size(); ++i) {
     RequestTimeline& rt = result.timeline.requests[i];

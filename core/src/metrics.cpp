@@ -174,6 +174,8 @@ std::vector<std::string> metric_names() {
   names.emplace_back("step_overhead_frac");
   names.emplace_back("timer_overhead_frac");
   names.emplace_back("draft_time_frac");
+  names.emplace_back("beam_blocks_saved_frac");
+  names.emplace_back("beam_logprob_mean");
   for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("queue_ms") + s);
   for (const char* n : {"requests_aborted", "requests_rejected", "requests_truncated", "slo_attain_frac", "fairness_jain"})
     names.emplace_back(n);
@@ -283,6 +285,13 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("step_overhead_frac", wall > 0 ? 1.0 - frac(model_ops) : 0.0);
   row.emplace_back("timer_overhead_frac", frac(run.timer_overhead_s));
   row.emplace_back("draft_time_frac", frac(run.draft_s));
+  row.emplace_back("beam_blocks_saved_frac",
+                   run.branch_blocks_unshared > 0 ? 1.0 - static_cast<double>(run.branch_blocks_held) /
+                                                              static_cast<double>(run.branch_blocks_unshared)
+                                                  : 0.0);
+  row.emplace_back("beam_logprob_mean", run.branch_sequences > 0 ? run.branch_logprob_sum /
+                                                                       static_cast<double>(run.branch_sequences)
+                                                                 : 0.0);
   add_request_metrics(row, run, slo);
   return row;
 }

@@ -115,4 +115,12 @@ int sample_from(const std::vector<float>& probs, Rng& rng) {
   return last;  // rounding left r at the very top
 }
 
+double log_sum_exp(const float* logits, int vocab) {
+  check(vocab > 0, "log_sum_exp: empty row");
+  const float m = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int t = 0; t < vocab; ++t) sum += std::exp(static_cast<double>(logits[t]) - m);
+  return static_cast<double>(m) + std::log(sum);
+}
+
 }  // namespace inferlab

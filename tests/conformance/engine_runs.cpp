@@ -146,8 +146,19 @@ void expect_run_conforms(const StubRun& run, const Workload& workload) {
     const RequestTimeline& rt = tl.requests[i];
     SCOPED_TRACE("request " + std::to_string(reqs[i].id));
     EXPECT_EQ(static_cast<int>(run.result.outputs[i].size()), reqs[i].max_output);
-    EXPECT_EQ(rt.output_tokens, reqs[i].max_output);
-    EXPECT_EQ(static_cast<int>(rt.token_times.size()), reqs[i].max_output);
+    // A branching decoder (beam search, n > 1) returns whole sequences; each counts.
+    int returned = reqs[i].max_output;
+    if (!run.result.sequences.empty()) {
+      ASSERT_FALSE(run.result.sequences[i].empty());
+      EXPECT_EQ(run.result.sequences[i].front().tokens, run.result.outputs[i]);
+      returned = 0;
+      for (const BranchOutput& o : run.result.sequences[i]) {
+        EXPECT_EQ(static_cast<int>(o.tokens.size()), reqs[i].max_output);
+        returned += static_cast<int>(o.tokens.size());
+      }
+    }
+    EXPECT_EQ(rt.output_tokens, returned);
+    EXPECT_EQ(static_cast<int>(rt.token_times.size()), returned);
     EXPECT_GE(rt.first_token_s, rt.arrival_s);
     EXPECT_GE(rt.finish_s, rt.first_token_s);
     EXPECT_TRUE(std::is_sorted(rt.token_times.begin(), rt.token_times.end()));
@@ -157,6 +168,7 @@ void expect_run_conforms(const StubRun& run, const Workload& workload) {
   }
 
   EXPECT_LE(tl.kv_blocks_peak, run.num_blocks);
+  EXPECT_EQ(tl.kv_blocks_free_end, run.num_blocks) << "KV blocks leaked";
   EXPECT_EQ(tl.kv_blocks_total, run.num_blocks);
   EXPECT_EQ(tl.preemptions, preemptions);
   EXPECT_EQ(tl.preemptions, run.observed_preemptions);
@@ -180,14 +192,15 @@ void expect_run_conforms(const StubRun& run, const Workload& workload) {
   }
   const long long n = static_cast<long long>(reqs.size());
   // Each request feeds every known token but its last output once, plus what preemption threw
-  // away, plus the drafts that were verified and rejected.
-  EXPECT_EQ(rows, prompts + outputs - n + run.recomputed + (tl.spec_proposed - tl.spec_accepted))
+  // away, plus the drafts that were verified and rejected, plus the rows of branches beyond
+  // the first (beam search, n > 1).
+  EXPECT_EQ(rows, prompts + outputs - n + run.recomputed + (tl.spec_proposed - tl.spec_accepted) + tl.branch_rows)
       << "prompts " << prompts << ", outputs " << outputs << ", recomputed " << run.recomputed << ", drafts "
       << tl.spec_proposed << " proposed / " << tl.spec_accepted << " accepted";
   EXPECT_GE(prefill, prompts);
   if (tl.preemptions == 0 && tl.spec_proposed == 0) {
     EXPECT_EQ(prefill, prompts);
-    EXPECT_EQ(decode, outputs - n);
+    EXPECT_EQ(decode, outputs - n + tl.branch_rows);
   }
 }
 

@@ -8,6 +8,29 @@
 
 namespace inferlab {
 
+// Branching strategies (beam search, n > 1 parallel samples): after its prompt, a request runs
+// as several sequences ("branches") that share the prompt's K/V blocks copy on write. The
+// engine owns the K/V (forks and frees it as the decoder says); the decoder owns the scores.
+struct BranchRequest {
+  int seq = 0;         // request id
+  int prompt_len = 0;
+  int max_output = 0;  // generated tokens per branch, at most
+  std::span<const int> stop_tokens;  // a branch emitting one ends (its token included)
+};
+
+// One branch of the next step: live branch `parent` continued with `token`. Several may share
+// a parent (the engine forks its K/V); a live branch no step names is released.
+struct BranchStep {
+  int parent = 0;
+  int token = 0;
+};
+
+// A sequence the request returns.
+struct BranchOutput {
+  std::vector<int> tokens;  // generated tokens (1..max_output)
+  double logprob = 0;       // sum of log p(token | prefix) under the model's logits (temperature 1)
+};
+
 class Decoder {
  public:
   virtual ~Decoder() = default;
@@ -40,6 +63,30 @@ class Decoder {
   }
   // The sequence finished, was preempted or dropped its K/V: forget what is kept for it.
   virtual void release(int seq) { (void)seq; }
+
+  // Branching: most live branches per request (0 = not branching; the engine then calls
+  // accept_for). A branching decoder is never speculative.
+  virtual int branch_width() const { return 0; }
+  // One step of a branching request. live: the live branches' tokens (prompt + generated, all
+  // of one length; a single branch, the prompt, on the first call after prefill, or after a
+  // preemption restarted the request); logits: [live.size(), vocab], row i follows live[i];
+  // rngs: branch_width() seeded streams, fixed per request (stream j for sample j). Fills
+  // `next` (cleared first) with at most branch_width() branches, each one token longer, that
+  // never exceed req.max_output generated tokens; an empty `next` ends the request.
+  virtual void branch(const BranchRequest& req, std::span<const std::span<const int>> live, const float* logits,
+                      int vocab, std::span<Rng> rngs, std::vector<BranchStep>& next) {
+    (void)req;
+    (void)live;
+    (void)logits;
+    (void)vocab;
+    (void)rngs;
+    next.clear();
+  }
+  // After branch() ended the request: the sequences it returns, best first (at least one).
+  virtual void branch_result(int seq, std::vector<BranchOutput>& out) {
+    (void)seq;
+    out.clear();
+  }
 };
 
 }  // namespace inferlab

@@ -82,6 +82,9 @@ struct EngineOptions {
 struct RunResult {
   RunTimeline timeline;
   std::vector<std::vector<int>> outputs;  // generated tokens, indexed like the requests
+  // Branching decoders: every sequence each request returns, best first (outputs holds the
+  // first); empty otherwise. Their tokens are emitted (on_token, token_times) at the end.
+  std::vector<std::vector<BranchOutput>> sequences;
 };
 
 class Engine {

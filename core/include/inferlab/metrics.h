@@ -54,6 +54,7 @@ struct RunTimeline {
   int block_size = 16;
   int kv_blocks_total = 0;
   int kv_blocks_peak = 0;
+  int kv_blocks_free_end = 0;  // blocks a reservation could take after the run (= total: none leaked)
   long long spec_proposed = 0;
   long long spec_accepted = 0;
   int preemptions = 0;
@@ -70,6 +71,14 @@ struct RunTimeline {
   std::array<double, kTimeCategories> time_s{};
   double timer_overhead_s = 0;
   double draft_s = 0;  // real seconds inside Decoder::propose (a draft model's forward passes)
+  // Branching decoders (beam search, n > 1 samples). Per step that runs a branched request:
+  // branch_blocks_unshared adds the blocks its live branches would hold each owning a full
+  // copy (the sum of their block tables), branch_blocks_held the distinct blocks they hold.
+  long long branch_blocks_unshared = 0;
+  long long branch_blocks_held = 0;
+  long long branch_rows = 0;  // rows run for branches beyond the first, per request and step
+  double branch_logprob_sum = 0;  // log-probability of each returned sequence, summed
+  long long branch_sequences = 0;  // sequences returned by branching requests
 };
 
 struct SloSpec {
@@ -93,7 +102,10 @@ double percentile(std::vector<double> values, double q);
 // tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
 // spec_accept_frac; spec_tokens_per_step; weights_bytes; kv_bytes_per_token; time_<category>_frac for every
 // TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
-// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose); queue_ms
+// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose);
+// beam_blocks_saved_frac (1 - branch_blocks_held / branch_blocks_unshared: the KV blocks that
+// sharing saves over every beam or sample owning a full copy, 0 without branching);
+// beam_logprob_mean (mean log-probability of the returned sequences, 0 without branching); queue_ms
 // (mean/p50/p90/p99: arrival to the first step that ran it);
 // requests_aborted; requests_rejected; requests_truncated; slo_attain_frac (requests meeting
 // their class's SLO over all requests, aborted and rejected ones failing); fairness_jain

@@ -23,6 +23,8 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
 // ([vocab], zero outside the top-k / top-p candidates; one-hot on the argmax at temperature 0).
 void token_probs(const float* logits, int vocab, const SamplingParams& params, std::vector<float>& probs,
                  std::vector<std::pair<float, int>>& scratch);
+// log Σ exp(logits) over the row, computed around its maximum (log p(t) = logits[t] - this).
+double log_sum_exp(const float* logits, int vocab);
 // A draw from `probs` (non-negative, not necessarily normalised); throws Error when all are 0.
 int sample_from(const std::vector<float>& probs, Rng& rng);
 

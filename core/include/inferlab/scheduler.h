@@ -18,7 +18,10 @@ struct SeqView {
   int num_tokens = 0;    // prompt + generated so far
   int num_computed = 0;  // tokens whose K/V are in the cache
   int generated = 0;
-  int blocks_held = 0;   // KV blocks currently allocated to it
+  int blocks_held = 0;   // KV blocks currently allocated to it (shared ones once)
+  // Sequences it runs after its prompt (beam width, n samples; 1 for plain decoding). Its
+  // branches share the prompt's full blocks and each holds the rest on its own (at most).
+  int branches = 1;
   // Tokens that must still be run through the model before the next token can be produced:
   // the (rest of the) prompt, or 1 in the decode phase.
   int pending() const { return num_tokens - num_computed; }
@@ -42,8 +45,17 @@ struct SchedulerInput {
       int full = s.prompt_len + s.max_output + max_draft_tokens;
       if (full > target) target = full;
     }
-    int need = (target + block_size - 1) / block_size - s.blocks_held;
+    int need = branch_blocks(target, s.prompt_len, s.branches, block_size) - s.blocks_held;
     return need > 0 ? need : 0;
+  }
+
+  // Most distinct blocks `branches` sequences of `tokens` tokens each hold when they share
+  // only the prompt's full blocks (an upper bound: beams share more).
+  static int branch_blocks(int tokens, int prompt_len, int branches, int block_size) {
+    const int per = (tokens + block_size - 1) / block_size;
+    if (branches <= 1) return per;
+    const int shared = prompt_len / block_size < per ? prompt_len / block_size : per;
+    return shared + branches * (per - shared);
   }
 };
 

@@ -19,13 +19,15 @@ inferlab::PluginDescriptor describe() {
        "Keep only the k most likely tokens (0 = off)"},
       {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {},
        "Keep the smallest set of most likely tokens whose mass reaches top_p, in (0, 1]"},
+      {"n", ParamType::kInt, std::int64_t{1}, 1.0, 64.0, {},
+       "Samples per request (parallel sampling), sharing the prompt's KV blocks; each has its own seeded stream"},
   };
   d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     SamplingParams sp;
     sp.temperature = ctx.params.get_float("temperature");
     sp.top_k = static_cast<int>(ctx.params.get_int("top_k"));
     sp.top_p = ctx.params.get_float("top_p");
-    return std::make_unique<SamplingDecoder>(sp);
+    return std::make_unique<SamplingDecoder>(sp, static_cast<int>(ctx.params.get_int("n")));
   };
   return d;
 }

@@ -1,0 +1,134 @@
+// The engine's step loop (see inferlab/engine.h), internal to the core: its per-request state
+// and its stages. engine.cpp holds the stages; step_loop_branches.cpp the part that runs a
+// request as several sequences (beam search, n > 1 samples).
+#pragma once
+#include <deque>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "inferlab/block_manager.h"
+#include "inferlab/engine.h"
+
+namespace inferlab::detail {
+
+double steady_seconds();
+
+// One sequence of a branching request: its own K/V (a BlockManager seq id) and tokens.
+struct Branch {
+  int kv = 0;
+  std::vector<int> tokens;  // prompt + generated
+};
+
+struct Seq {
+  const Request* req = nullptr;
+  std::vector<int> tokens;  // prompt + generated (a branching request: its first live branch's)
+  int num_computed = 0;     // tokens whose K/V are in the cache (every live branch alike)
+  int generated = 0;
+  bool finished = false;
+  Rng rng;
+  RequestTimeline* timeline = nullptr;
+  // Branching decoders only: the live branches (one, K/V id = request id, until the first
+  // token) and branch_width() RNG streams, stream j = mix_seed(request seed, j).
+  std::vector<Branch> branches;
+  std::vector<Rng> branch_rngs;
+};
+
+// Scheduled work for one sequence in this step.
+struct Work {
+  Seq* seq;
+  int n_real;                // known tokens run this step
+  std::vector<int> drafts;   // speculative tokens appended after them
+  int logit_offset = -1;     // first logits row, -1 when no logits are needed
+};
+
+// The state of one run and its stages.
+class StepLoop {
+ public:
+  StepLoop(StepExecutor& executor, Scheduler& scheduler, Decoder& decoder, const EngineOptions& options,
+           const std::vector<Request>& requests, const KvCacheConfig& kv_config)
+      : executor_(executor), scheduler_(scheduler), decoder_(decoder), options_(options), requests_(requests),
+        kv_config_(kv_config), blocks_(kv_config), device_(executor.device()),
+        vocab_(executor.config().vocab_size), max_draft_(decoder.max_draft_tokens()),
+        width_(decoder.branch_width()) {}
+
+  RunResult run();
+
+ private:
+  void setup();
+  void enqueue(Seq* s, bool front);
+  void admit_arrivals();
+  ScheduleDecision schedule();
+  // Preempts, checks and reserves the scheduled work; false when nothing was scheduled and the
+  // loop must wait for an arrival (throws when nothing can ever be scheduled).
+  bool apply(const ScheduleDecision& decision);
+  void build_batch();
+  // Accepts tokens, rolls back rejected drafts, publishes prefixes.
+  void commit();
+  // Stamps the emitted tokens with the step's end and records the step.
+  void record_step(double step_start, double duration);
+  void finish_requests();
+  // Ends a waiting or running request early (timeout, rejection): out of the queue or batch,
+  // its blocks freed now, counted as done.
+  void drop(Seq* s, RequestStatus status);
+  // Aborts the requests whose queue or total timeout has passed at now_.
+  void expire_timeouts();
+  // The earliest time a waiting request times out (+infinity when none will).
+  double next_timeout() const;
+  [[noreturn]] void throw_unschedulable() const;
+
+  // Branching (step_loop_branches.cpp). A request is in its branched phase once its first
+  // token exists; before that it is one sequence under its own id, like any other.
+  bool branched(const Seq& s) const { return width_ > 0 && s.generated > 0; }
+  // (Re)starts a branching request from its prompt: one branch, fresh RNG streams.
+  void reset_branches(Seq& s);
+  // Frees every K/V sequence the request holds.
+  void free_kv(Seq& s);
+  // Distinct blocks the request holds (shared ones once).
+  int blocks_held(const Seq& s) const;
+  // Reserves one more position for every live branch; false when the pool is short.
+  bool reserve_branches(Seq& s);
+  // Adds the live branches to the batch (one token each) and counts the blocks sharing saves.
+  void add_branches_to_batch(Work& w);
+  // Asks the decoder for the next branches, forks and frees their K/V, ends the request when
+  // the decoder says so.
+  void commit_branches(Work& w);
+
+  StepExecutor& executor_;
+  Scheduler& scheduler_;
+  Decoder& decoder_;
+  const EngineOptions& options_;
+  const std::vector<Request>& requests_;
+  KvCacheConfig kv_config_;
+  BlockManager blocks_;
+  Device& device_;
+  const int vocab_, max_draft_, width_;
+
+  RunResult result_;
+  std::vector<Seq> seqs_;
+  std::unordered_map<int, Seq*> by_id_;
+  std::vector<std::size_t> order_;   // request indices by arrival
+  std::deque<Seq*> waiting_;         // arrived, not admitted (preempted ones pushed to the front)
+  std::vector<Seq*> running_;        // admission order
+  std::size_t next_arrival_ = 0, finished_ = 0;
+  double now_ = 0;
+  int next_kv_ = 0;                  // K/V ids for forked branches (above every request id)
+
+  // Per-step scratch, reused.
+  StepBatch batch_;
+  std::vector<float> logits_;
+  std::vector<Work> work_;
+  std::vector<BlockCopy> copies_;
+  std::vector<SeqView> running_views_, waiting_views_;
+  std::vector<int> accepted_;
+  std::vector<BranchStep> next_branches_;
+  struct Emitted {
+    Seq* seq;
+    std::vector<int> tokens;
+    bool to_output;  // appended to the request's output (a branching request's is set whole)
+  };
+  std::vector<Emitted> emitted_;
+  int prefill_tokens_ = 0, decode_tokens_ = 0;
+};
+
+}  // namespace inferlab::detail
