@@ -156,12 +156,27 @@ bool meets_slo(const Claim& c, const Registry& registry, const std::string& vari
          mean_metric(run.dir, variant, name_arg(c, "metric")) <= arg(c, "limit");
 }
 
+double capacity_search(const Claim& c, const Registry& registry, const std::string& variant);
+
 // Capacity (Sarathi-Serve §5): the highest arrival rate at which `variant` still meets the SLO
 // (metric <= limit, and queue_metric <= queue_limit when given: a finite workload otherwise
 // "meets" a TBT SLO at any rate, its excess just waiting in the queue), bisected geometrically
 // between rate_min (must meet it) and rate_max over `steps` runs; rate_max when even that meets
 // it.
 double capacity(const Claim& c, const Registry& registry, const std::string& variant) {
+  // Claims of one file that ask the same (variant, SLO, search) share the answer.
+  std::ostringstream key;
+  key << c.file << '|' << variant;
+  for (const char* k : {"metric", "queue_metric"}) key << '|' << (c.names.count(k) ? c.names.at(k) : "");
+  for (const char* k : {"limit", "queue_limit", "rate_min", "rate_max", "steps"}) key << '|' << (c.args.count(k) ? c.args.at(k) : 0.0);
+  static std::map<std::string, double> known;
+  if (auto it = known.find(key.str()); it != known.end()) return it->second;
+  const double answer = capacity_search(c, registry, variant);
+  known[key.str()] = answer;
+  return answer;
+}
+
+double capacity_search(const Claim& c, const Registry& registry, const std::string& variant) {
   double lo = arg(c, "rate_min"), hi = arg(c, "rate_max");
   const int steps = static_cast<int>(arg(c, "steps"));
   if (!(lo > 0 && hi > lo && steps >= 1 && steps <= 40))

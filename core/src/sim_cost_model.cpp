@@ -135,6 +135,7 @@ void write_cost_model(const std::string& path, const CalibratedCostModel& m) {
   for (const CalibratedStack& s : m.stacks) {
     out << "\n[[stack]]\nattention = \"" << s.attention << "\"\nquantization = \"" << s.quantization
         << "\"\nkv_bytes_per_token = " << s.kv_bytes_per_token << "\nweight_bytes = " << s.weight_bytes
+        << "\nblock_copy_s = " << s.block_copy_s
         << "\npoints = " << s.points << "\nfit_rms_rel_error = " << s.fit_rms_rel_error << "\n";
     for (int c = 0; c < kTimeCategories; ++c) {
       out << "coef_" << time_category_name(static_cast<TimeCategory>(c)) << " = [";
