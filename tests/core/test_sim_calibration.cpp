@@ -170,6 +170,13 @@ TEST(SimCalibration, CalibratedSimulationMatchesARealCpuRunWithin15Percent) {
                                      "--set device.profile=calibrated:" + cm);
   EXPECT_NE(other.code, 0);
   EXPECT_NE((other.out + other.err).find("measured on stories15m"), std::string::npos) << other.out << other.err;
+  // Bad grid flags and unknown clocks are refused, naming what is allowed.
+  auto grid = testing::run_inferlab("calibrate " + exp + " --batch 4,x --out " + cm);
+  EXPECT_NE(grid.code, 0);
+  EXPECT_NE((grid.out + grid.err).find("comma-separated integers"), std::string::npos) << grid.out << grid.err;
+  auto clock = testing::run_inferlab("calibrate " + exp + " --clock cycles --out " + cm);
+  EXPECT_NE(clock.code, 0);
+  EXPECT_NE((clock.out + clock.err).find("allowed: wall, thread-cpu"), std::string::npos) << clock.out << clock.err;
   // The thread-CPU clock sees one thread only: a multi-threaded device is refused.
   auto threads = testing::run_inferlab("calibrate " + exp + " --clock thread-cpu --set device.threads=2 --out " + cm);
   EXPECT_NE(threads.code, 0);
