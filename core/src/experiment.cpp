@@ -473,8 +473,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (auto v = t.get("tp")) spec.device.tp = static_cast<int>(get_int(c, *v, "tp", 1, 1024));
     if (auto v = t.get("pp")) spec.device.pp = static_cast<int>(get_int(c, *v, "pp", 1, 1024));
     if (is_calibrated_profile(spec.device.profile) && (spec.device.tp > 1 || spec.device.pp > 1))
-      throw Error(c.file + ": [device] a calibrated profile was measured on one CPU executor; tp and pp must be 1 "
-                           "(use a hardware profile: " + std::string("a100-40gb, a100-80gb, h100, h200) to study parallelism"));
+      throw Error(c.file + ": [device] a calibrated profile was measured on one CPU executor, so tp and pp must be 1; "
+                           "a hardware profile (a100-40gb, a100-80gb, h100, h200) models parallelism");
   }
 
   if (auto n = root.get("workload")) parse_workload(c, get_table(c, *n, "workload"), base_dir, spec.workload);

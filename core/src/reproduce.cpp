@@ -156,6 +156,21 @@ bool meets_slo(const Claim& c, const Registry& registry, const std::string& vari
          mean_metric(run.dir, variant, name_arg(c, "metric")) <= arg(c, "limit");
 }
 
+// `metric` of `variant` with the file's experiment run at [device] tp = `tp` over the same at
+// tp = 1 (tensor parallelism in the simulator: per-layer work / tp, two ring all-reduces).
+double tp_speedup(const Claim& c, const Registry& registry) {
+  const std::string variant = name_arg(c, "variant"), metric = name_arg(c, "metric");
+  auto at_tp = [&](int tp) {
+    ExperimentSpec spec = load_experiment(c.file, {"device.tp=" + std::to_string(tp)});
+    if (spec.device.kind != "sim") throw Error(c.file + ": a tp_speedup claim runs its experiment, which must be simulated");
+    std::erase_if(spec.variants, [&](const Variant& v) { return v.name != variant; });
+    if (spec.variants.empty()) throw Error(c.file + ": no variant '" + variant + "'");
+    const SimRun run(c, spec, registry, experiment_model_config(spec.model));
+    return mean_metric(run.dir, variant, metric);
+  };
+  return at_tp(static_cast<int>(arg(c, "tp"))) / at_tp(1);
+}
+
 double capacity_search(const Claim& c, const Registry& registry, const std::string& variant);
 
 // Capacity (Sarathi-Serve §5): the highest arrival rate at which `variant` still meets the SLO
@@ -234,13 +249,14 @@ double measure(const Claim& c, const Registry& registry) {
       }
     throw Error(c.file + ": no variant '" + variant + "'");
   }
+  if (c.quantity == "tp_speedup") return tp_speedup(c, registry);
   if (c.quantity == "capacity_ratio") {
     if (spec.device.kind != "sim") throw Error(c.file + ": a capacity claim runs its experiment, which must be simulated");
     return capacity(c, registry, name_arg(c, "numerator")) / capacity(c, registry, name_arg(c, "denominator"));
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +
               "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, spec_tokens_over_eq1, "
-              "attention_memory_mib, capacity_ratio, spec_latency_reduction");
+              "attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup");
 }
 
 }  // namespace
