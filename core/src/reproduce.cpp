@@ -16,6 +16,7 @@
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
 #include "inferlab/model_config.h"
+#include "inferlab/radix_order.h"
 #include "inferlab/runner.h"
 #include "inferlab/sim.h"
 
@@ -213,6 +214,9 @@ double measure(const Claim& c, const Registry& registry) {
     const AttentionShape shape{arg(c, "batch"), arg(c, "heads"), arg(c, "seq"), arg(c, "head_dim")};
     return attention_memory_bytes(parse_attention_memory_algorithm(algorithm, c.file), shape) / (1 << 20);
   }
+  if (c.quantity == "radix_dfs_optimal_fraction")
+    return radix_dfs_optimal_fraction(static_cast<int>(arg(c, "trials")), static_cast<int>(arg(c, "requests")),
+                                      static_cast<int>(arg(c, "block_size")), static_cast<std::uint64_t>(arg(c, "seed")));
   if (c.quantity == "spec_expected_tokens")
     return spec_expected_tokens(arg(c, "alpha"), static_cast<int>(arg(c, "gamma")));
   if (c.quantity == "spec_speedup")
@@ -256,7 +260,7 @@ double measure(const Claim& c, const Registry& registry) {
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +
               "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, spec_tokens_over_eq1, "
-              "attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup");
+              "attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, radix_dfs_optimal_fraction");
 }
 
 }  // namespace
