@@ -88,12 +88,14 @@ int cmd_run(const std::vector<std::string>& args) {
       "repeats", po::value<int>(), "override [experiment] repeats")(
       "resume", po::value<std::string>(), "continue an interrupted run's folder: run only its missing cells")(
       "check-determinism", po::bool_switch(), "rerun each variant's first repeat; exit 4 if any output token differs")(
-      "shard", po::value<std::string>(), "i/n: run only cells k = repeat*variants + variant with k mod n = i (0 <= i < n)");
+      "shard", po::value<std::string>(), "i/n: run only cells k = repeat*variants + variant with k mod n = i (0 <= i < n)")(
+      "clock", po::value<std::string>()->default_value("wall"),
+      "what times a step: wall, or thread-cpu (one-thread CPU device; what a calibration with --clock thread-cpu predicts)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args,
-             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n]\n"
+             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n] [--clock wall|thread-cpu]\n"
              "       inferlab run --resume RESULTS_DIR [--check-determinism]",
              o, &pos, vm))
     return 0;
@@ -115,6 +117,8 @@ int cmd_run(const std::vector<std::string>& args) {
     l = load_and_plan(vm);
     if (vm.count("shard")) ro.shard = parse_shard(vm["shard"].as<std::string>());
   }
+  if (vm["clock"].as<std::string>() != "wall")
+    ro.clock = clock_option(vm["clock"].as<std::string>(), l.spec.device.kind == "cpu" ? l.spec.device.threads : 1);
   ro.progress = isatty(STDERR_FILENO) != 0 && log::level() <= log::Level::kInfo;
   install_interrupt_handlers();
   ro.interrupted = interrupt_signal;

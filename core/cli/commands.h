@@ -2,6 +2,7 @@
 // inferlab::Error escapes to main, which prints it on one line.
 #pragma once
 #include <memory>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,5 +43,10 @@ int cmd_compare(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
 int cmd_reproduce(const std::vector<std::string>& args);
 int cmd_submit(const std::vector<std::string>& args);
+int cmd_calibrate(const std::vector<std::string>& args);
+
+// --clock wall|thread-cpu (run, calibrate): the steady clock, or the calling thread's CPU time,
+// which needs a one-thread device ([device] threads = 1; Error otherwise).
+std::function<double()> clock_option(const std::string& value, int threads);
 
 }  // namespace inferlab::cli

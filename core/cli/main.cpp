@@ -1,4 +1,4 @@
-// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce.
+// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce, calibrate.
 #include <iostream>
 #include <string>
 #include <utility>
@@ -29,6 +29,7 @@ const char* kUsage =
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
     "  reproduce [--class exact|cpu|gpu] [FILE...]               check published claims (experiments/repro)\n"
+    "  calibrate FILE [--out PATH]                               fit a step cost model of this CPU for simulation\n"
     "`inferlab <command> --help` shows a command's options.\n";
 
 // The allowed values of numeric options, for the message when Boost cannot read a value (a
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
     if (cmd == "compare") return inferlab::cli::cmd_compare(args);
     if (cmd == "plot") return inferlab::cli::cmd_plot(args);
     if (cmd == "reproduce") return inferlab::cli::cmd_reproduce(args);
+    if (cmd == "calibrate") return inferlab::cli::cmd_calibrate(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {

@@ -456,9 +456,25 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         throw Error(c.at(*v) + ": device kind \"" + spec.device.kind + "\"; allowed: cpu, cuda, sim");
     }
     if (auto v = t.get("threads")) spec.device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
-    if (auto v = t.get("profile")) try { spec.device.profile = hw_profile(get_string(c, *v, "profile")).name; } catch (const Error& e) { throw Error(c.at(*v) + ": " + e.what()); }
+    if (auto v = t.get("profile")) {
+      const std::string profile = get_string(c, *v, "profile");
+      try {
+        if (is_calibrated_profile(profile)) {  // a fitted cost model: "calibrated:PATH"
+          const std::string path = resolve_data_path(profile.substr(kCalibratedProfile.size()), base_dir, c.at(*v));
+          read_cost_model(path);  // malformed files are refused here, with their own file:line
+          spec.device.profile = std::string(kCalibratedProfile) + path;
+        } else {
+          spec.device.profile = hw_profile(profile).name;
+        }
+      } catch (const Error& e) {
+        throw Error(c.at(*v) + ": " + e.what());
+      }
+    }
     if (auto v = t.get("tp")) spec.device.tp = static_cast<int>(get_int(c, *v, "tp", 1, 1024));
     if (auto v = t.get("pp")) spec.device.pp = static_cast<int>(get_int(c, *v, "pp", 1, 1024));
+    if (is_calibrated_profile(spec.device.profile) && (spec.device.tp > 1 || spec.device.pp > 1))
+      throw Error(c.file + ": [device] a calibrated profile was measured on one CPU executor, so tp and pp must be 1; "
+                           "a hardware profile (a100-40gb, a100-80gb, h100, h200) models parallelism");
   }
 
   if (auto n = root.get("workload")) parse_workload(c, get_table(c, *n, "workload"), base_dir, spec.workload);

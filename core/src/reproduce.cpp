@@ -2,15 +2,21 @@
 #include "inferlab/reproduce.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <unistd.h>
 
 #include <toml++/toml.h>
 
+#include "inferlab/attention_memory.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
+#include "inferlab/model_config.h"
+#include "inferlab/radix_order.h"
 #include "inferlab/runner.h"
 #include "inferlab/sim.h"
 
@@ -104,11 +110,124 @@ double mean_metric(const std::string& dir, const std::string& variant, const std
   return sum / n;
 }
 
+// The claim file's experiment, run (it must be simulated: a claim holds on any machine) into a
+// scratch folder removed afterwards.
+struct SimRun {
+  Plan plan;
+  std::string root, dir;
+  SimRun(const Claim& c, const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
+    if (spec.device.kind != "sim")
+      throw Error(c.file + ": a '" + c.quantity + "' claim runs its experiment, which must be [device] kind = \"sim\"");
+    plan = plan_experiment(spec, registry, model);
+    RunOptions options;
+    static int runs = 0;
+    root = options.out_root =
+        (fs::temp_directory_path() / ("inferlab-repro-" + std::to_string(::getpid()) + "-" + std::to_string(runs++))).string();
+    dir = run_plan(plan, registry, options).dir;
+  }
+  ~SimRun() {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  SimRun(const SimRun&) = delete;
+  SimRun& operator=(const SimRun&) = delete;
+};
+
+// One run per claim file: its claims share the experiment (kept until the program exits).
+const SimRun& sim_run(const Claim& c, const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
+  static std::map<std::string, std::unique_ptr<SimRun>> runs;
+  auto& run = runs[c.file];
+  if (!run) run = std::make_unique<SimRun>(c, spec, registry, model);
+  return *run;
+}
+
+// Whether every request of `variant` finished and its `metric` (mean over repeats) is at most
+// `limit` (and `queue_metric` at most `queue_limit`, when the claim names one) when the claim
+// file's experiment runs (only that variant) at arrival rate `rate`.
+bool meets_slo(const Claim& c, const Registry& registry, const std::string& variant, double rate) {
+  char set[64];
+  std::snprintf(set, sizeof set, "workload.rate=%.9g", rate);
+  ExperimentSpec spec = load_experiment(c.file, {set});
+  std::erase_if(spec.variants, [&](const Variant& v) { return v.name != variant; });
+  if (spec.variants.empty()) throw Error(c.file + ": no variant '" + variant + "'");
+  const SimRun run(c, spec, registry, experiment_model_config(spec.model));
+  const bool queue_ok = c.names.count("queue_metric") == 0 ||
+                        mean_metric(run.dir, variant, name_arg(c, "queue_metric")) <= arg(c, "queue_limit");
+  return queue_ok && mean_metric(run.dir, variant, "requests_unfinished") == 0 &&
+         mean_metric(run.dir, variant, name_arg(c, "metric")) <= arg(c, "limit");
+}
+
+// `metric` of `variant` with the file's experiment run at [device] tp = `tp` over the same at
+// tp = 1 (tensor parallelism in the simulator: per-layer work / tp, two ring all-reduces).
+double tp_speedup(const Claim& c, const Registry& registry) {
+  const std::string variant = name_arg(c, "variant"), metric = name_arg(c, "metric");
+  auto at_tp = [&](int tp) {
+    ExperimentSpec spec = load_experiment(c.file, {"device.tp=" + std::to_string(tp)});
+    if (spec.device.kind != "sim") throw Error(c.file + ": a tp_speedup claim runs its experiment, which must be simulated");
+    std::erase_if(spec.variants, [&](const Variant& v) { return v.name != variant; });
+    if (spec.variants.empty()) throw Error(c.file + ": no variant '" + variant + "'");
+    const SimRun run(c, spec, registry, experiment_model_config(spec.model));
+    return mean_metric(run.dir, variant, metric);
+  };
+  return at_tp(static_cast<int>(arg(c, "tp"))) / at_tp(1);
+}
+
+double capacity_search(const Claim& c, const Registry& registry, const std::string& variant);
+
+// Capacity (Sarathi-Serve §5): the highest arrival rate at which `variant` still meets the SLO
+// (metric <= limit, and queue_metric <= queue_limit when given: a finite workload otherwise
+// "meets" a TBT SLO at any rate, its excess just waiting in the queue), bisected geometrically
+// between rate_min (must meet it) and rate_max over `steps` runs; rate_max when even that meets
+// it.
+double capacity(const Claim& c, const Registry& registry, const std::string& variant) {
+  // Claims of one file that ask the same (variant, SLO, search) share the answer.
+  std::ostringstream key;
+  key << c.file << '|' << variant;
+  for (const char* k : {"metric", "queue_metric"}) key << '|' << (c.names.count(k) ? c.names.at(k) : "");
+  for (const char* k : {"limit", "queue_limit", "rate_min", "rate_max", "steps"}) key << '|' << (c.args.count(k) ? c.args.at(k) : 0.0);
+  static std::map<std::string, double> known;
+  if (auto it = known.find(key.str()); it != known.end()) return it->second;
+  const double answer = capacity_search(c, registry, variant);
+  known[key.str()] = answer;
+  return answer;
+}
+
+double capacity_search(const Claim& c, const Registry& registry, const std::string& variant) {
+  double lo = arg(c, "rate_min"), hi = arg(c, "rate_max");
+  const int steps = static_cast<int>(arg(c, "steps"));
+  if (!(lo > 0 && hi > lo && steps >= 1 && steps <= 40))
+    throw Error(c.file + ": capacity needs 0 < rate_min < rate_max and 1 <= steps <= 40");
+  if (!meets_slo(c, registry, variant, lo))
+    throw Error(c.file + ": variant '" + variant + "' misses the SLO already at rate_min = " + std::to_string(lo) +
+                "; lower rate_min");
+  if (meets_slo(c, registry, variant, hi)) return hi;
+  for (int i = 0; i < steps; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (meets_slo(c, registry, variant, mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
 double measure(const Claim& c, const Registry& registry) {
+  if (c.quantity == "attention_memory_mib") {
+    const std::string algorithm = name_arg(c, "algorithm");
+    const AttentionShape shape{arg(c, "batch"), arg(c, "heads"), arg(c, "seq"), arg(c, "head_dim")};
+    return attention_memory_bytes(parse_attention_memory_algorithm(algorithm, c.file), shape) / (1 << 20);
+  }
+  if (c.quantity == "radix_dfs_optimal_fraction")
+    return radix_dfs_optimal_fraction(static_cast<int>(arg(c, "trials")), static_cast<int>(arg(c, "requests")),
+                                      static_cast<int>(arg(c, "block_size")), static_cast<std::uint64_t>(arg(c, "seed")));
   if (c.quantity == "spec_expected_tokens")
     return spec_expected_tokens(arg(c, "alpha"), static_cast<int>(arg(c, "gamma")));
   if (c.quantity == "spec_speedup")
     return spec_speedup(arg(c, "alpha"), static_cast<int>(arg(c, "gamma")), arg(c, "c"));
+  if (c.quantity == "spec_latency_reduction") {
+    // Theorem 3.8 with c = the draft's cost over the target's per decode step; decode is bound
+    // by reading the weights, so c = the presets' parameter ratio. 1 - 1 / speedup.
+    const double cost = static_cast<double>(preset_config(name_arg(c, "draft")).parameter_count()) /
+                        static_cast<double>(preset_config(name_arg(c, "target")).parameter_count());
+    return 1.0 - 1.0 / spec_speedup(arg(c, "alpha"), static_cast<int>(arg(c, "gamma")), cost);
+  }
   const ExperimentSpec spec = load_experiment(c.file, {});
   const ModelConfig model = experiment_model_config(spec.model);
   SimOptions so;
@@ -116,20 +235,32 @@ double measure(const Claim& c, const Registry& registry) {
   if (c.quantity == "kv_bytes_per_token") return kv_bytes_per_token(model, so);
   if (c.quantity == "kv_slots") return arg(c, "kv_gib") * std::pow(2.0, 30) / kv_bytes_per_token(model, so);
   if (c.quantity == "ratio") {
-    if (spec.device.kind != "sim") throw Error(c.file + ": a ratio claim runs its experiment, which must be [device] kind = \"sim\"");
-    const Plan plan = plan_experiment(spec, registry, model);
-    RunOptions options;
-    options.out_root = (fs::temp_directory_path() / ("inferlab-repro-" + std::to_string(::getpid()))).string();
-    const RunOutcome out = run_plan(plan, registry, options);
+    const SimRun& run = sim_run(c, spec, registry, model);
     const std::string metric = name_arg(c, "metric");
-    const double num = mean_metric(out.dir, name_arg(c, "numerator"), metric);
-    const double den = mean_metric(out.dir, name_arg(c, "denominator"), metric);
-    std::error_code ec;
-    fs::remove_all(options.out_root, ec);
-    return num / den;
+    return mean_metric(run.dir, name_arg(c, "numerator"), metric) / mean_metric(run.dir, name_arg(c, "denominator"), metric);
+  }
+  if (c.quantity == "spec_tokens_over_eq1") {
+    // Tokens per target call (spec_tokens_per_step) of a variant simulated with Bernoulli(α)
+    // acceptance, over Eq. 1 at that variant's own α (sim_accept_prob) and γ (num_draft).
+    const SimRun& run = sim_run(c, spec, registry, model);
+    const std::string variant = name_arg(c, "variant");
+    for (const ResolvedVariant& v : run.plan.variants)
+      if (v.name == variant) {
+        if (v.stack.decoding.name != "speculative") throw Error(c.file + ": variant '" + variant + "' does not decode speculatively");
+        const double alpha = v.decoding.get_float("sim_accept_prob");
+        const int gamma = static_cast<int>(v.decoding.get_int("num_draft"));
+        return mean_metric(run.dir, variant, "spec_tokens_per_step") / spec_expected_tokens(alpha, gamma);
+      }
+    throw Error(c.file + ": no variant '" + variant + "'");
+  }
+  if (c.quantity == "tp_speedup") return tp_speedup(c, registry);
+  if (c.quantity == "capacity_ratio") {
+    if (spec.device.kind != "sim") throw Error(c.file + ": a capacity claim runs its experiment, which must be simulated");
+    return capacity(c, registry, name_arg(c, "numerator")) / capacity(c, registry, name_arg(c, "denominator"));
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +
-              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio");
+              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, spec_tokens_over_eq1, "
+              "attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, radix_dfs_optimal_fraction");
 }
 
 }  // namespace

@@ -69,12 +69,27 @@ CalibrationSet calibrate(const ExperimentSpec& spec, const LoadedModel& loaded, 
 
 }  // namespace
 
-SimOptions sim_options(const DeviceSpec& device) {
+SimOptions sim_options(const DeviceSpec& device, const std::string& attention, const std::string& quantization) {
   SimOptions o;
-  o.profile = hw_profile(device.profile);
   o.tp = device.tp;
   o.pp = device.pp;
+  if (is_calibrated_profile(device.profile)) {
+    const std::string path = device.profile.substr(kCalibratedProfile.size());
+    o.calibrated = std::make_shared<const CalibratedStack>(read_cost_model(path).stack(attention, quantization));
+    o.profile.name = "calibrated";
+    o.profile.description = sim_device_description(device);
+    return o;
+  }
+  o.profile = hw_profile(device.profile);
   return o;
+}
+
+std::string sim_device_description(const DeviceSpec& device) {
+  if (!is_calibrated_profile(device.profile)) return hw_profile(device.profile).description;
+  const std::string path = device.profile.substr(kCalibratedProfile.size());
+  const CalibratedCostModel m = read_cost_model(path);
+  return "calibrated cost model of " + m.model + " on " + m.machine + ", " + std::to_string(m.threads) + " threads, " +
+         m.clock + " clock (" + path + ")";
 }
 
 Params& ResolvedVariant::params(PluginKind kind) {
@@ -180,6 +195,16 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     plan.variants.push_back(std::move(rv));
   }
   check_workload_files(spec.workload);
+  if (spec.device.kind == "sim" && is_calibrated_profile(spec.device.profile)) {
+    // The fit must be of this model's shape and of every variant's stack.
+    const CalibratedCostModel cm = read_cost_model(spec.device.profile.substr(kCalibratedProfile.size()));
+    cm.check_model(model, spec.source_path + ": [device] profile");
+    for (const Variant& v : spec.variants) try {
+        cm.stack(v.stack.attention.name, v.stack.quantization.name);
+      } catch (const Error& e) {
+        throw Error(spec.source_path + ": [device] profile: variant '" + v.name + "': " + e.what());
+      }
+  }
   if (spec.device.kind == "sim" && spec.quality.enabled)
     throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
   return plan;
@@ -209,7 +234,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   c.row.variant = v.name;
   c.row.repeat = rep;
   const bool sim = cx.device_kind == DeviceKind::kSim;
-  std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(hw_profile(spec.device.profile).description)
+  std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
                                        : make_device(cx.device_kind, spec.device.threads);
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
@@ -221,10 +246,11 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   EngineOptions eo;
   eo.kv = v.stack.kv;
   if (sim) {
-    const SimOptions so = sim_options(spec.device);
+    const SimOptions so = sim_options(spec.device, v.stack.attention.name, v.stack.quantization.name);
     executor = std::make_unique<SimExecutor>(cx.weights.config, so, static_cast<SimDevice&>(*device));
-    // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks says).
-    if (eo.kv.num_blocks <= 0) eo.kv.num_blocks = sim_kv_blocks(cx.weights.config, so, eo.kv.block_size);
+    // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks
+    // says); a calibrated run sizes it as the real run on this machine does (the engine's rule).
+    if (eo.kv.num_blocks <= 0 && !so.calibrated) eo.kv.num_blocks = sim_kv_blocks(cx.weights.config, so, eo.kv.block_size);
   } else {
     model.emplace(cx.weights, *quant, *device, cx.calibration);
     executor = std::make_unique<ModelExecutor>(*model, *attention, quant->kv_dtype());
@@ -393,7 +419,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
                ", " + std::to_string(weights.config.parameter_count()) + " parameters",
            "workload: " + std::to_string(requests.size()) + " requests" +
                (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
-           "device: " + (sim ? hw_profile(spec.device.profile).description + " x tp " + std::to_string(spec.device.tp) +
+           "device: " + (sim ? sim_device_description(spec.device) + " x tp " + std::to_string(spec.device.tp) +
                                    " x pp " + std::to_string(spec.device.pp) + ", cost model of docs/simulation.md"
                              : make_device(device_kind, spec.device.threads)->describe()) + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};

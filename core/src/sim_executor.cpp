@@ -29,6 +29,11 @@ double& at(StepCost& c, TimeCategory cat) { return c.seconds[static_cast<std::si
 }  // namespace
 
 StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& batch) {
+  if (o.calibrated) {
+    StepCost c;
+    c.seconds = o.calibrated->seconds(batch);
+    return c;
+  }
   const HwProfile& p = o.profile;
   const double d = m.dim, h = m.hidden_dim, kv = m.kv_dim(), vocab = m.vocab_size, layers = m.n_layers;
   const double tp = o.tp, wb = o.weight_bytes, ab = o.act_bytes, kvb = o.kv_bytes;
@@ -73,10 +78,12 @@ StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& b
 }
 
 double kv_bytes_per_token(const ModelConfig& m, const SimOptions& o) {
+  if (o.calibrated) return o.calibrated->kv_bytes_per_token;
   return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim() * o.kv_bytes / (o.tp * o.pp);
 }
 
 double sim_weight_bytes(const ModelConfig& m, const SimOptions& o) {
+  if (o.calibrated) return o.calibrated->weight_bytes;
   return static_cast<double>(m.parameter_count()) * o.weight_bytes / (o.tp * o.pp);
 }
 
@@ -135,16 +142,12 @@ SimExecutor::SimExecutor(ModelConfig model, SimOptions options, SimDevice& devic
 }
 
 std::uint64_t SimExecutor::weight_bytes() const {
+  if (options_.calibrated) return static_cast<std::uint64_t>(options_.calibrated->weight_bytes);
   return static_cast<std::uint64_t>(model_.parameter_count()) * static_cast<std::uint64_t>(options_.weight_bytes);
 }
 
 std::uint64_t SimExecutor::kv_bytes_per_block(int block_size) const {
   return static_cast<std::uint64_t>(kv_bytes_per_token(model_, options_) * block_size);
-}
-
-int SimExecutor::next_token(int token, int position) const {
-  const unsigned h = static_cast<unsigned>(token) * 2654435761u + static_cast<unsigned>(position) * 40503u;
-  return 3 + static_cast<int>((h >> 7) % static_cast<unsigned>(logits_config_.vocab_size - 3));
 }
 
 double SimExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) {
@@ -153,7 +156,8 @@ double SimExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> c
   if (!copies.empty()) {
     const double bytes = 2.0 * static_cast<double>(copies.size()) * block_size_ * kv_bytes_per_token(model_, options_);
     cost.seconds[static_cast<std::size_t>(TimeCategory::kNormRopeAct)] +=
-        bytes / options_.profile.mem_bw / options_.profile.eff_elementwise;
+        options_.calibrated ? static_cast<double>(copies.size()) * options_.calibrated->block_copy_s
+                            : bytes / options_.profile.mem_bw / options_.profile.eff_elementwise;
   }
   device_.charge(cost);
   // Synthetic logits: all mass on next_token(row's token, row's position).

@@ -15,7 +15,9 @@
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
 #include "inferlab/reproduce.h"
+#include "inferlab/metrics.h"
 #include "inferlab/sim.h"
+#include "inferlab/weights.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -111,6 +113,62 @@ TEST(SimRegistry, EveryPluginRunsOnSimExceptSpeculative) {
   EXPECT_NO_THROW(reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"), dev));
 }
 
+TEST(SimRegistry, SpeculativeRunsOnSimOnlyWithABernoulliAcceptanceRate) {
+  Registry reg({testing::plugin_dir()});
+  const ModelConfig m = preset_config("stories15m");
+  const Params p = reg.resolve(PluginKind::kDecoding, "speculative", {{"sim_accept_prob", 0.7}}, "test");
+  EXPECT_TRUE(reg.check_support(PluginKind::kDecoding, "speculative", SupportQuery{m, DeviceKind::kSim, KvDtype::kF32, p}).empty());
+  // A real run verifies a real draft: the parameter would be parsed and ignored there, so it is refused.
+  const auto cpu = reg.check_support(PluginKind::kDecoding, "speculative", SupportQuery{m, DeviceKind::kCpu, KvDtype::kF32, p});
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_NE(cpu[0].find("only to a simulated run"), std::string::npos) << cpu[0];
+  const Params hot = reg.resolve(PluginKind::kDecoding, "speculative", {{"sim_accept_prob", 0.7}, {"temperature", 1.0}}, "test");
+  EXPECT_FALSE(reg.check_support(PluginKind::kDecoding, "speculative", SupportQuery{m, DeviceKind::kSim, KvDtype::kF32, hot}).empty());
+}
+
+// The Bernoulli(α) draft through the real engine (SimExecutor + continuous scheduler + the
+// plugin's greedy verification): tokens per target call follow Eq. 1 at α, and drafts cost
+// nothing to propose, so a higher α finishes in fewer steps.
+TEST(SimEngine, BernoulliDraftsYieldEquationOneTokensPerStep) {
+  Registry reg({testing::plugin_dir()});
+  ModelConfig m = preset_config("stories15m");
+  SimOptions o = h100();
+  std::vector<Request> requests;
+  for (int i = 0; i < 24; ++i) {
+    Request r;
+    r.id = i;
+    r.prompt = std::vector<int>(16, 5 + i);
+    r.max_output = 400;
+    requests.push_back(r);
+  }
+  double steps_at[2] = {0, 0};
+  int k = 0;
+  for (double alpha : {0.5, 0.8}) {
+    SimDevice dev;
+    SimExecutor ex(m, o, dev);
+    ModelWeights w;
+    w.config = m;
+    auto sched = reg.create_scheduler("continuous", reg.resolve(PluginKind::kScheduling, "continuous", {}, "t"), dev);
+    auto dec = reg.create_decoder(
+        "speculative", reg.resolve(PluginKind::kDecoding, "speculative", {{"sim_accept_prob", alpha}, {"num_draft", std::int64_t{3}}}, "t"),
+        dev, &w, nullptr);
+    EngineOptions eo;
+    eo.seed = 5;
+    Engine engine(ex, *sched, *dec, eo);
+    const RunResult r = engine.run(requests);
+    const auto metrics = compute_metrics(r.timeline, {});
+    double per_step = 0;
+    for (const auto& [name, v] : metrics)
+      if (name == "spec_tokens_per_step") per_step = v;
+    EXPECT_NEAR(per_step / spec_expected_tokens(alpha, 3), 1.0, 0.03) << "alpha " << alpha;
+    // Drafts after the first miss count as proposed: the accepted fraction is (E - 1) / γ, not α.
+    const double frac = static_cast<double>(r.timeline.spec_accepted) / static_cast<double>(r.timeline.spec_proposed);
+    EXPECT_NEAR(frac / ((spec_expected_tokens(alpha, 3) - 1) / 3), 1.0, 0.05) << "alpha " << alpha;
+    steps_at[k++] = static_cast<double>(r.timeline.steps.size());
+  }
+  EXPECT_LT(steps_at[1], steps_at[0]);
+}
+
 
 
 // stdout then stderr, from the source folder (claim files name paths relative to it).
@@ -175,6 +233,20 @@ TEST(SimCli, ReproduceExactPassesAndAClaimPastItsToleranceFails) {
   EXPECT_EQ(fail.code, 1) << fail.out;
   EXPECT_NE(fail.out.find("FAIL"), std::string::npos) << fail.out;
   fs::remove(bad);
+}
+
+TEST(SimCli, ValidateRefusesAPluginThatNeedsRealLogitsWithTheReason) {
+  const fs::path f = fs::temp_directory_path() / ("inferlab_sim_spec_" + std::to_string(getpid()) + ".toml");
+  std::ofstream(f) << "[model]\npreset = \"stories15m\"\n[device]\nkind = \"sim\"\n"
+                      "[workload]\nnum_requests = 2\nprompt_len = 8\noutput_len = 8\n"
+                      "[baseline]\ndecoding = { name = \"speculative\", num_draft = 3 }\n";
+  Cli refused = run_cli("validate " + f.string());
+  EXPECT_NE(refused.code, 0) << refused.out;
+  EXPECT_NE(refused.out.find("needs real logits"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("sim_accept_prob"), std::string::npos) << refused.out;
+  Cli bernoulli = run_cli("validate " + f.string() + " --set baseline.decoding.sim_accept_prob=0.7");
+  EXPECT_EQ(bernoulli.code, 0) << bernoulli.out;
+  fs::remove(f);
 }
 
 TEST(SpecFormula, LeviathanEquationOne) {

@@ -36,9 +36,12 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
 // The model config an experiment asks for: a preset with overrides, or a checkpoint's header
 // (read_model_config: no weights are read).
 ModelConfig experiment_model_config(const ModelSpec& spec);
-// The simulation options a [device] table with kind = "sim" asks for.
+// The simulation options a [device] table with kind = "sim" asks for, for a variant with this
+// attention and quantization (a calibrated profile holds one fit per stack; Error when absent).
 struct SimOptions;
-SimOptions sim_options(const DeviceSpec& device);
+SimOptions sim_options(const DeviceSpec& device, const std::string& attention, const std::string& quantization);
+// What a simulated run's device is called in reports.
+std::string sim_device_description(const DeviceSpec& device);
 // Float weights (and the tokenizer when the checkpoint has one) for the experiment.
 LoadedModel load_experiment_model(const ModelSpec& spec);
 

@@ -4,10 +4,12 @@
 // See docs/simulation.md for the model and what it leaves out.
 #pragma once
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "inferlab/engine.h"
+#include "inferlab/sim_cost_model.h"
 
 namespace inferlab {
 
@@ -38,6 +40,10 @@ struct SimOptions {
   int kv_bytes = 2;        // bytes per K/V value
   int kernels_per_layer = 12;  // launches per layer: 2 norms, q/k/v, rope, kv write, attention,
                                // o, 2 adds, gate/up, act, down (fused counts as 12 here)
+  // A calibrated cost model of one plugin stack (`profile = "calibrated:PATH"`): when set, a
+  // step costs what the fit says instead of the roofline, K/V and weights take the bytes the
+  // measured executor stored, and `profile` only names it (tp = pp = 1).
+  std::shared_ptr<const CalibratedStack> calibrated;
 };
 
 // One step's modelled seconds by TimeCategory (linear, attention, norm_rope_act; launch
@@ -47,14 +53,16 @@ struct StepCost {
   double total() const;
 };
 
-// The roofline cost of one batch: for every op class time = max(flops / peak, bytes / bw) /
-// efficiency. Pure: tests check it against hand arithmetic.
+// The cost of one batch: the calibrated fit when options.calibrated is set, else the roofline:
+// for every op class time = max(flops / peak, bytes / bw) / efficiency. Pure: tests check it
+// against hand arithmetic.
 StepCost step_cost(const ModelConfig& model, const SimOptions& options, const StepBatch& batch);
 
 // KV bytes per token on one device for this model: 2 (K and V) × layers × kv_heads × head_dim
-// × kv_bytes / (tp × pp) (heads split over tp, layers over pp stages).
+// × kv_bytes / (tp × pp) (heads split over tp, layers over pp stages); calibrated: what the
+// measured executor stored.
 double kv_bytes_per_token(const ModelConfig& model, const SimOptions& options);
-// Bytes of weights on one device: parameters × weight_bytes / (tp × pp).
+// Bytes of weights on one device: parameters × weight_bytes / (tp × pp); calibrated: measured.
 double sim_weight_bytes(const ModelConfig& model, const SimOptions& options);
 // KV blocks that fit beside the weights in `mem_fraction` of one device's memory (pp stages
 // each hold their layers' share, so per-token KV per device shrinks by pp as well).
@@ -97,6 +105,14 @@ class SimDevice final : public Device {
 // charges the model's real classifier.
 inline constexpr int kSimVocab = 64;
 
+// The synthetic greedy token after `token` at `position` in a vocabulary of `vocab` (> 3) ids:
+// a hash, never a special id below 3. What a simulated model "predicts"; a simulated draft
+// (decoding/speculative's sim_accept_prob) proposes it too.
+inline int sim_next_token(int token, int position, int vocab) {
+  const unsigned h = static_cast<unsigned>(token) * 2654435761u + static_cast<unsigned>(position) * 40503u;
+  return 3 + static_cast<int>((h >> 7) % static_cast<unsigned>(vocab - 3));
+}
+
 // The StepExecutor of a simulated run: execute() returns the cost model's duration and fills
 // each logits row with all mass on a synthetic greedy token, a function of (token, position)
 // only, so outputs do not depend on batching (stop tokens never come: requests run to
@@ -114,7 +130,7 @@ class SimExecutor final : public StepExecutor {
   void prepare(const KvCacheConfig& kv) override { block_size_ = kv.block_size; }
   double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) override;
   // The synthetic token after `token` at `position` (never a special id below 3).
-  int next_token(int token, int position) const;
+  int next_token(int token, int position) const { return sim_next_token(token, position, logits_config_.vocab_size); }
 
  private:
   ModelConfig model_, logits_config_;

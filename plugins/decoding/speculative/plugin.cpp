@@ -5,6 +5,8 @@
 #include "inferlab/error.h"
 #include "inferlab/plugin.h"
 #include "inferlab/registry.h"
+#include "inferlab/sim.h"
+#include "simulated_draft.h"
 #include "speculative.h"
 
 namespace {
@@ -43,13 +45,22 @@ inferlab::PluginDescriptor describe() {
        "Quantization plugin that stores the draft's linears (e.g. int8, int4: the target itself quantised)"},
       {"draft_kv_tokens", ParamType::kInt, std::int64_t{16384}, 16.0, 1048576.0, {},
        "Capacity of the draft's own KV cache, in tokens"},
+      {"sim_accept_prob", ParamType::kFloat, 0.0, 0.0, 1.0, {},
+       "Simulation only (device sim): no draft model runs, each draft is accepted with this probability α "
+       "(Bernoulli, i.i.d.); 0 = unset (a sim run then refuses this decoder)"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
-    if (q.device == DeviceKind::kSim)
-      reasons.push_back("needs real logits: it builds and runs a draft model, which a simulated run (device 'sim') "
-                        "never materialises");
     const auto s = params_of(q.params);
+    const double alpha = q.params.get_float("sim_accept_prob");
+    if (q.device == DeviceKind::kSim && alpha <= 0.0)
+      reasons.push_back("needs real logits: it builds and runs a draft model, which a simulated run (device 'sim') "
+                        "never materialises; set sim_accept_prob = α to simulate Bernoulli(α) acceptance instead");
+    if (q.device == DeviceKind::kSim && alpha > 0.0 && s.sampling.temperature != 0.0)
+      reasons.push_back("sim_accept_prob models greedy verification; temperature must be 0 in simulation");
+    if (q.device != DeviceKind::kSim && alpha > 0.0)
+      reasons.push_back("sim_accept_prob = " + std::to_string(alpha) +
+                        " applies only to a simulated run ([device] kind = \"sim\"); a real run verifies its draft model");
     if (s.draft_model.empty()) {
       if (s.draft_layers > q.model.n_layers)
         reasons.push_back("draft_layers = " + std::to_string(s.draft_layers) + " but the model has " +
@@ -70,6 +81,13 @@ inferlab::PluginDescriptor describe() {
     return reasons;
   };
   d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+    if (ctx.device.kind() == DeviceKind::kSim) {  // a Bernoulli(α) draft against the synthetic target
+      const double alpha = ctx.params.get_float("sim_accept_prob");
+      if (alpha <= 0.0) throw Error("decoding 'speculative' on a simulated device needs sim_accept_prob > 0");
+      if (ctx.weights == nullptr) throw Error("decoding 'speculative' in simulation needs the run's model config");
+      return std::make_unique<plugins::SimulatedDraftDecoder>(static_cast<int>(ctx.params.get_int("num_draft")), alpha,
+                                                              std::min(ctx.weights->config.vocab_size, kSimVocab));
+    }
     if (ctx.weights == nullptr || ctx.attention == nullptr)
       throw Error("decoding 'speculative' needs the run's model weights and attention to build its draft");
     const auto s = params_of(ctx.params);
