@@ -131,6 +131,46 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
   return m;
 }
 
+namespace {
+
+// A [[variant]] model's config, checked against the baseline's: same vocabulary, real weights.
+ModelConfig substituted_model_config(const ExperimentSpec& spec, const Variant& v, const ModelConfig& baseline) {
+  const std::string at = v.model_where + ": variant '" + v.name + "': model ";
+  if (spec.device.kind == "sim")
+    throw Error(at + "substitution runs real weights; a simulated run (device kind \"sim\") has none");
+  ModelConfig c;
+  try {
+    c = experiment_model_config(*v.model);
+    if (!v.model->preset.empty()) check_preset_fits(*v.model, c);
+  } catch (const Error& e) {
+    throw Error(at + e.what());
+  }
+  if (c.vocab_size != baseline.vocab_size)
+    throw Error(at + "'" + c.name + "' has a vocabulary of " + std::to_string(c.vocab_size) + " tokens, the baseline '" +
+                baseline.name + "' " + std::to_string(baseline.vocab_size) +
+                "; allowed: a model with the baseline's tokenizer (quality compares their next-token distributions)");
+  return c;
+}
+
+}  // namespace
+
+void check_same_tokenizer(const LoadedModel& baseline, const LoadedModel& variant, const std::string& where) {
+  const ModelConfig &a = baseline.weights.config, &b = variant.weights.config;
+  if (a.vocab_size != b.vocab_size)
+    throw Error(where + ": model '" + b.name + "' has a vocabulary of " + std::to_string(b.vocab_size) +
+                " tokens, the baseline " + std::to_string(a.vocab_size) + "; allowed: the baseline's tokenizer");
+  const Tokenizer *ta = baseline.tokenizer.get(), *tb = variant.tokenizer.get();
+  if (ta == nullptr || tb == nullptr) return;  // ids only: the vocabulary size is all there is to compare
+  if (ta->vocab_size() != tb->vocab_size() || ta->bos_id() != tb->bos_id() || ta->eos_id() != tb->eos_id())
+    throw Error(where + ": model '" + b.name + "' has another tokenizer (vocabulary, BOS or EOS differ); allowed: the "
+                "baseline's tokenizer");
+  for (int id = 0; id < ta->vocab_size(); ++id)
+    if (ta->decode_token(0, id) != tb->decode_token(0, id))
+      throw Error(where + ": model '" + b.name + "' has another tokenizer (token " + std::to_string(id) + " is '" +
+                  tb->decode_token(0, id) + "', the baseline's '" + ta->decode_token(0, id) +
+                  "'); allowed: the baseline's tokenizer");
+}
+
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
   if (!spec.model.preset.empty() && spec.device.kind != "sim") {  // a simulated run materialises no weights
     try {
@@ -143,7 +183,9 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   plan.spec = spec;
   plan.repeats = spec.repeats;
   for (const Variant& v : spec.variants) {
-    ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}};
+    ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}, v.model, v.model_where};
+    // A substituted model: its shape is what the plugins are asked about.
+    const ModelConfig vmodel = v.model ? substituted_model_config(spec, v, model) : model;
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       const std::string where = ch.where + ": variant '" + v.name + "'";
@@ -161,6 +203,10 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
                   "' cannot run this: " + e.what());
     }
+    if (quant->calibration_needs().any() && v.model)
+      throw Error(v.model_where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
+                  "' calibrates on the baseline model's activations, which do not fit a substituted model; allowed: "
+                  "a quantization without calibration for a variant with its own model");
     if (quant->calibration_needs().any() && !spec.calibration.enabled)
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
                   v.stack.quantization.name +
@@ -168,7 +214,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
                   "(text, tokens, seq_len, seed)");
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
-      SupportQuery q{model, device_kind, quant->kv_dtype(), rv.params(k)};
+      SupportQuery q{vmodel, device_kind, quant->kv_dtype(), rv.params(k)};
       auto reasons = registry.check_support(k, ch.name, q);
       if (!reasons.empty()) {
         std::string all;
@@ -193,6 +239,7 @@ struct RunContext {
   const Registry& registry;
   const RunOptions& options;
   const ModelWeights& weights;
+  const std::vector<const ModelWeights*>& variant_weights;  // per variant; null = `weights`
   const std::vector<Request>& requests;
   QualityEvaluator* quality;
   DeviceKind device_kind;
@@ -208,13 +255,14 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   CellResult c;
   c.row.variant = v.name;
   c.row.repeat = rep;
+  const ModelWeights& weights = cx.variant_weights[vi] ? *cx.variant_weights[vi] : cx.weights;
   const bool sim = cx.device_kind == DeviceKind::kSim;
   std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(hw_profile(spec.device.profile).description)
                                        : make_device(cx.device_kind, spec.device.threads);
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
-  auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &cx.weights, attention.get());
+  auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
   // A simulated run never materialises the model: the executor needs only its config.
   std::optional<Model> model;
   std::unique_ptr<StepExecutor> executor;
@@ -222,11 +270,12 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   eo.kv = v.stack.kv;
   if (sim) {
     const SimOptions so = sim_options(spec.device);
-    executor = std::make_unique<SimExecutor>(cx.weights.config, so, static_cast<SimDevice&>(*device));
+    executor = std::make_unique<SimExecutor>(weights.config, so, static_cast<SimDevice&>(*device));
     // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks says).
-    if (eo.kv.num_blocks <= 0) eo.kv.num_blocks = sim_kv_blocks(cx.weights.config, so, eo.kv.block_size);
+    if (eo.kv.num_blocks <= 0) eo.kv.num_blocks = sim_kv_blocks(weights.config, so, eo.kv.block_size);
   } else {
-    model.emplace(cx.weights, *quant, *device, cx.calibration);
+    model.emplace(weights, *quant, *device, v.model ? nullptr : cx.calibration);
+    model->set_layer_plan(decoder->layer_plan());  // layer skipping / early exit, quality included
     executor = std::make_unique<ModelExecutor>(*model, *attention, quant->kv_dtype());
   }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
@@ -241,6 +290,10 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   else log::info(what);
   RunResult r = engine.run(cx.requests);
   c.row.metrics = compute_metrics(r.timeline, spec.slo);
+  if (LayerPlan* plan = decoder->layer_plan(); plan != nullptr && !sim) {
+    add_layer_plan_metrics(*plan, weights.config.n_layers, c.row.metrics);
+    plan->reset_counters();  // the quality pass below counts its own rows
+  }
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
     auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, quant->kv_dtype());
@@ -378,6 +431,22 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     throw;
   }
   const ModelWeights& weights = loaded.weights;
+  // Substituted models ([[variant]] model): loaded once here, checked against the baseline's
+  // tokenizer before any cell, and inherited by every cell's child process.
+  std::vector<std::unique_ptr<LoadedModel>> substituted(plan.variants.size());
+  std::vector<const ModelWeights*> variant_weights(plan.variants.size(), nullptr);
+  try {
+    for (std::size_t i = 0; i < plan.variants.size(); ++i) {
+      const ResolvedVariant& v = plan.variants[i];
+      if (!v.model) continue;
+      substituted[i] = std::make_unique<LoadedModel>(load_experiment_model(*v.model));
+      check_same_tokenizer(loaded, *substituted[i], v.model_where + ": variant '" + v.name + "'");
+      variant_weights[i] = &substituted[i]->weights;
+    }
+  } catch (...) {
+    abandon();
+    throw;
+  }
   if (loaded.tokenizer && !resuming) {  // the tokenizer's BOS/EOS conventions as applied, now that it is loaded
     manifest = manifest_json(plan, registry, config, requests.size(), threads, loaded.tokenizer.get());
     write_state();
@@ -449,12 +518,16 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
     Model model(weights, *quant, *device, calibration.get());
+    // The baseline as its decoder runs it (a layer-skipping baseline is evaluated skipping).
+    auto decoder = registry.create_decoder(b.stack.decoding.name, b.decoding, *device, &weights, attention.get());
+    model.set_layer_plan(decoder->layer_plan());
     quality->evaluate(b.name, model, *attention, true, quant->kv_dtype());
   }
   out.set_header(spec.name, spec.description, names, notes);
   out.rewrite();
 
-  const RunContext cx{plan, registry, options, weights, requests, quality.get(), device_kind, calibration.get()};
+  const RunContext cx{plan,     registry,      options,     weights,           variant_weights,
+                      requests, quality.get(), device_kind, calibration.get()};
   RunOutcome outcome;
   const auto t_cells = std::chrono::steady_clock::now();
   for (const GridCell& cell : grid.missing) {

@@ -8,6 +8,8 @@
 
 namespace inferlab {
 
+struct LayerPlan;  // inferlab/layer_plan.h
+
 class Decoder {
  public:
   virtual ~Decoder() = default;
@@ -40,6 +42,10 @@ class Decoder {
   }
   // The sequence finished, was preempted or dropped its K/V: forget what is kept for it.
   virtual void release(int seq) { (void)seq; }
+  // Layers the run's model must skip or may exit after (layer skipping, early exit), or null
+  // for the full model. The runner and Engine install it on the model (Model::set_layer_plan)
+  // before any forward pass, quality evaluation included; it lives as long as the decoder.
+  virtual LayerPlan* layer_plan() { return nullptr; }
 };
 
 }  // namespace inferlab
