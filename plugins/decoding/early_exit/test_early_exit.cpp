@@ -122,6 +122,31 @@ TEST(EarlyExit, PropagatedKvIsTheSameTokenByTokenAndInOnePass) {
   EXPECT_EQ(plan.exited_rows, exited_one_pass);
 }
 
+// A row that exits after layer l takes exactly the logits of the model cut to its first l + 1
+// layers (the same final norm and classifier): layers above an exit never feed back below it.
+TEST(EarlyExit, ExitLogitsAreTheTruncatedModelsLogits) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  CpuDevice device(2);
+  testing::FloatQuantization quant;
+  testing::RefAttention attention;
+  Model model(m.weights, quant, device);
+  LayerPlan plan = plugins::early_exit_plan("2", 1e-9, "max_prob", m.weights.config.n_layers);  // everyone exits
+  model.set_layer_plan(&plan);
+  ModelWeights cut = m.weights;
+  cut.layers.resize(3);
+  cut.config.n_layers = 3;
+  Model truncated(cut, quant, device);
+  const std::vector<int> tokens = m.tokenizer->encode("The cat sat on the mat and looked at the bird.", true);
+  testing::SequenceRunner a(model, attention), b(truncated, attention);
+  const std::vector<float> got = a.feed_all_logits(tokens);
+  const std::vector<float> want = b.feed_all_logits(tokens);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f) << i;
+  EXPECT_EQ(plan.exited_rows, static_cast<long long>(tokens.size()));
+  EXPECT_DOUBLE_EQ(plan.layers_run_sum / static_cast<double>(plan.logit_rows), 3.0);
+}
+
 TEST(EarlyExit, QualityEvaluatesTheExitingModel) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
