@@ -449,12 +449,18 @@ std::uint64_t StepExecutor::kv_bytes_per_block(int block_size) const {
 ModelExecutor::ModelExecutor(Model& model, Attention& attention, KvDtype kv_dtype)
     : model_(model), attention_(attention), kv_dtype_(kv_dtype) {}
 
+// Layers a layer plan skips hold no K/V: the pool's bytes per block count only the others, so
+// an automatically sized pool holds more blocks in the same memory.
 std::uint64_t ModelExecutor::kv_bytes_per_block(int block_size) const {
-  return KvStorage::bytes_per_token(model_.config(), kv_dtype_) * static_cast<std::uint64_t>(block_size);
+  const LayerPlan* plan = model_.layer_plan();
+  const int held = plan ? plan->active_layers(model_.config().n_layers) : -1;
+  return KvStorage::bytes_per_token(model_.config(), kv_dtype_, held) * static_cast<std::uint64_t>(block_size);
 }
 
 void ModelExecutor::prepare(const KvCacheConfig& kv) {
-  storage_ = std::make_unique<KvStorage>(model_.device(), model_.config(), kv.num_blocks, kv.block_size, kv_dtype_);
+  const LayerPlan* plan = model_.layer_plan();
+  storage_ = std::make_unique<KvStorage>(model_.device(), model_.config(), kv.num_blocks, kv.block_size, kv_dtype_,
+                                         plan ? plan->skip : std::vector<bool>{});
 }
 
 double ModelExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) {
@@ -479,6 +485,7 @@ Engine::Engine(Model& model, Attention& attention, Scheduler& scheduler, Decoder
       decoder_(decoder),
       options_(std::move(options)) {
   if (!options_.clock) options_.clock = detail::steady_seconds;
+  model.set_layer_plan(decoder.layer_plan());  // the decoder's layer skipping / early exit
 }
 
 Engine::~Engine() = default;

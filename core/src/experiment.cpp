@@ -11,7 +11,9 @@
 
 #include <toml++/toml.h>
 
+#include "experiment_model.h"
 #include "experiment_override.h"
+#include "experiment_parse.h"
 #include "inferlab/error.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/model_config.h"
@@ -73,74 +75,7 @@ std::string resolve_data_path(const std::string& path, const std::string& base_d
 
 namespace {
 
-// Locates nodes for error messages: "file:line:col", or "file (--set key)" for overrides.
-struct Ctx {
-  std::string file;
-  std::string at(const toml::node& n) const { return at(n.source()); }
-  std::string at(const toml::key& k) const { return at(k.source()); }
-  std::string at(const toml::source_region& src) const {
-    if (src.begin.line == 0 || (src.path && *src.path == kOverrideSource)) return file + " (--set)";
-    return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
-  }
-};
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-void check_keys(const Ctx& c, const toml::table& t, const std::string& section,
-                const std::vector<std::string>& allowed) {
-  for (auto&& [k, v] : t) {
-    bool ok = false;
-    for (const auto& a : allowed) ok = ok || a == k.str();
-    (void)v;
-    if (!ok) throw Error(c.at(k) + ": unknown key '" + std::string(k.str()) + "' in " + section + "; allowed: " + join(allowed));
-  }
-}
-
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    default: return "a date/time";
-  }
-}
-
-std::string get_string(const Ctx& c, const toml::node& n, const std::string& key) {
-  if (auto s = n.as_string()) return s->get();
-  throw Error(c.at(n) + ": '" + key + "' must be a string, got " + type_name(n));
-}
-std::int64_t get_int(const Ctx& c, const toml::node& n, const std::string& key, std::int64_t lo,
-                     std::int64_t hi) {
-  auto i = n.as_integer();
-  if (!i) throw Error(c.at(n) + ": '" + key + "' must be an integer, got " + type_name(n));
-  if (i->get() < lo || i->get() > hi)
-    throw Error(c.at(n) + ": '" + key + "' = " + std::to_string(i->get()) + " is out of range [" +
-                std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return i->get();
-}
-double get_float(const Ctx& c, const toml::node& n, const std::string& key, double lo) {
-  double d;
-  if (auto f = n.as_floating_point()) d = f->get();
-  else if (auto i = n.as_integer()) d = static_cast<double>(i->get());
-  else throw Error(c.at(n) + ": '" + key + "' must be a number, got " + type_name(n));
-  if (!(d >= lo)) {
-    std::ostringstream os;  // to_string would print 1e-9 as 0.000000, contradicting a rejected 0
-    os << c.at(n) << ": '" << key << "' = " << d << " is out of range; allowed: >= " << lo;
-    throw Error(os.str());
-  }
-  return d;
-}
-const toml::table& get_table(const Ctx& c, const toml::node& n, const std::string& key) {
-  if (auto t = n.as_table()) return *t;
-  throw Error(c.at(n) + ": '" + key + "' must be a table, got " + type_name(n));
-}
+using namespace experiment_parse;  // Ctx, check_keys, get_* (experiment_parse.h)
 
 ParamValue to_param(const Ctx& c, const toml::node& n, const std::string& key) {
   if (auto i = n.as_integer()) return i->get();
@@ -405,44 +340,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   spec.workload.seed = spec.seed;
 
   if (auto n = root.get("model")) {
-    const auto& t = get_table(c, *n, "model");
-    check_keys(c, t, "[model]", {"preset", "path", "tokenizer", "format", "n_layers", "seed", "add_bos"});
-    if (auto v = t.get("preset")) {
-      spec.model.preset = get_string(c, *v, "preset");
-      try {
-        preset_config(spec.model.preset);
-      } catch (const Error& e) {
-        throw Error(c.at(*v) + ": " + e.what());
-      }
-    }
-    if (auto v = t.get("path")) spec.model.path = resolve_data_path(get_string(c, *v, "path"), base_dir, c.at(*v));
-    if (auto v = t.get("tokenizer")) spec.model.tokenizer = resolve_data_path(get_string(c, *v, "tokenizer"), base_dir, c.at(*v));
-    if (auto v = t.get("format")) {
-      spec.model.format = get_string(c, *v, "format");
-      if (spec.model.format != "auto" && spec.model.format != "llama2c" && spec.model.format != "gguf" &&
-          spec.model.format != "hf")
-        throw Error(c.at(*v) + ": format = \"" + spec.model.format + "\"; allowed: auto, llama2c, gguf, hf");
-    }
-    if (auto v = t.get("n_layers")) spec.model.n_layers = static_cast<int>(get_int(c, *v, "n_layers", 1, 1024));
-    if (auto v = t.get("seed")) spec.model.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
-    if (auto v = t.get("add_bos")) {
-      auto b = v->as_boolean();
-      if (!b) throw Error(c.at(*v) + ": 'add_bos' must be a boolean (true, false), got " + type_name(*v));
-      spec.model.add_bos = b->get();
-    }
-    if (spec.model.preset.empty() == spec.model.path.empty())
-      throw Error(c.at(*n) + ": [model] needs exactly one of 'preset' (random weights) or 'path' (a checkpoint)");
-    if (!spec.model.preset.empty()) {
-      for (const char* k : {"tokenizer", "format"})
-        if (auto v = t.get(k))
-          throw Error(c.at(*v) + ": [model] " + k + " applies to a checkpoint 'path', not to a random-weight preset");
-      if (auto v = t.get("n_layers")) {
-        const int depth = preset_config(spec.model.preset).n_layers;
-        if (spec.model.n_layers > depth)
-          throw Error(c.at(*v) + ": n_layers = " + std::to_string(spec.model.n_layers) + ", but preset '" +
-                      spec.model.preset + "' has " + std::to_string(depth) + " layers; allowed: 1.." + std::to_string(depth));
-      }
-    }
+    spec.model = parse_model_table(c, *n, "[model]", base_dir, spec.seed);
   } else {
     throw Error(path + ": missing [model] section (preset = \"stories15m\" or path = \"...\")");
   }
@@ -562,6 +460,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       const auto& t = get_table(c, item, "variant");
       std::vector<std::string> allowed = kStackKeys;
       allowed.insert(allowed.begin(), "name");
+      allowed.push_back("model");
       check_keys(c, t, "[[variant]]", allowed);
       Variant v{"", baseline.stack};
       auto nm = t.get("name");
@@ -573,7 +472,11 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
         throw Error(c.at(*nm) + ": variant name '" + v.name + "' is not allowed; allowed: a non-empty name without control characters");
       if (!names.insert(v.name).second) throw Error(c.at(*nm) + ": duplicate variant name '" + v.name + "'");
       for (auto&& [k, val] : t)
-        if (k.str() != "name") apply_stack_key(c, v.stack, std::string(k.str()), val);
+        if (k.str() == "model") {
+          v.model = parse_model_table(c, val, "[[variant]] model", base_dir, spec.seed);
+          v.model_where = c.at(val);
+        }
+        else if (k.str() != "name") apply_stack_key(c, v.stack, std::string(k.str()), val);
       spec.variants.push_back(std::move(v));
     }
   }

@@ -94,6 +94,14 @@ std::string resolved_config_toml(const Plan& plan) {
   stack(plan.variants.front());
   for (std::size_t i = 1; i < plan.variants.size(); ++i) {
     t << "\n[[variant]]\nname = " << json_quote(plan.variants[i].name) << "\n";
+    if (const auto& m = plan.variants[i].model) {  // a substituted model
+      t << "model = { " << (m->preset.empty() ? "path = " + json_quote(m->path) + ", format = " + json_quote(m->format)
+                                              : "preset = " + json_quote(m->preset));
+      if (!m->tokenizer.empty()) t << ", tokenizer = " << json_quote(m->tokenizer);
+      if (m->n_layers) t << ", n_layers = " << m->n_layers;
+      if (m->add_bos) t << ", add_bos = " << (*m->add_bos ? "true" : "false");
+      t << ", seed = " << m->seed << " }\n";
+    }
     stack(plan.variants[i]);
   }
   return t.str();

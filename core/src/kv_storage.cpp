@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "inferlab/error.h"
 
 namespace inferlab {
 
-KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, int block_size, KvDtype dtype)
+KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, int block_size, KvDtype dtype,
+                     std::vector<bool> unused_layers)
     : device_(device),
       dtype_(dtype),
       n_layers_(model.n_layers),
@@ -17,7 +19,8 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
       head_dim_(model.n_heads > 0 ? model.head_dim() : 0),
       kv_dim_(model.n_heads > 0 ? model.kv_dim() : 0),
       num_blocks_(num_blocks),
-      block_size_(block_size) {
+      block_size_(block_size),
+      unused_(std::move(unused_layers)) {
   check(n_layers_ > 0 && n_kv_heads_ > 0 && head_dim_ > 0,
         "KvStorage: model '" + model.name + "' needs n_layers, n_heads, n_kv_heads and dim > 0");
   check(num_blocks > 0 && block_size > 0, "KvStorage: num_blocks and block_size must be > 0, got " +
@@ -29,7 +32,18 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
     throw Error("KV cache dtype 'int8' runs on the CPU only (allowed here: f32)");
   const std::size_t bytes = static_cast<std::size_t>(slots()) * static_cast<std::size_t>(kv_dim_) * elem_bytes();
   const std::size_t scale_bytes = static_cast<std::size_t>(slots()) * static_cast<std::size_t>(n_kv_heads_) * sizeof(float);
+  check(unused_.empty() || static_cast<int>(unused_.size()) == n_layers_,
+        "KvStorage: unused-layer mask of " + std::to_string(unused_.size()) + " for " + std::to_string(n_layers_) + " layers");
   for (int l = 0; l < n_layers_; ++l) {
+    if (!held(l)) {  // a skipped layer: no K/V memory
+      k_.emplace_back();
+      v_.emplace_back();
+      if (dtype == KvDtype::kInt8) {
+        k_scale_.emplace_back();
+        v_scale_.emplace_back();
+      }
+      continue;
+    }
     k_.emplace_back(device_, bytes);
     v_.emplace_back(device_, bytes);
     if (dtype == KvDtype::kInt8) {
@@ -40,7 +54,7 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
 }
 
 KvLayerView KvStorage::layer(int l) const {
-  check(l >= 0 && l < n_layers_, "KvStorage::layer: no layer " + std::to_string(l));
+  check(l >= 0 && l < n_layers_ && held(l), "KvStorage::layer: no layer " + std::to_string(l) + " held");
   KvLayerView view;
   view.dtype = dtype_;
   view.k = k_[static_cast<std::size_t>(l)].data();
@@ -57,7 +71,7 @@ KvLayerView KvStorage::layer(int l) const {
 }
 
 void KvStorage::write(int layer, const float* k, const float* v, const int* slots, int rows) {
-  check(layer >= 0 && layer < n_layers_, "KvStorage::write: no layer " + std::to_string(layer));
+  check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::write: no layer " + std::to_string(layer) + " held");
   const std::size_t l = static_cast<std::size_t>(layer);
   if (dtype_ == KvDtype::kF32) {
     device_.kv_write_f32(k_[l].as<float>(), v_[l].as<float>(), k, v, slots, rows, kv_dim_);
@@ -88,10 +102,10 @@ void KvStorage::write(int layer, const float* k, const float* v, const int* slot
 
 std::size_t KvStorage::elem_bytes() const { return dtype_ == KvDtype::kInt8 ? 1 : sizeof(float); }
 
-std::uint64_t KvStorage::bytes_per_token(const ModelConfig& model, KvDtype dtype) {
+std::uint64_t KvStorage::bytes_per_token(const ModelConfig& model, KvDtype dtype, int held_layers) {
   const std::uint64_t per_layer = static_cast<std::uint64_t>(model.kv_dim()) * static_cast<std::uint64_t>(kv_dtype_bits(dtype)) / 8 +
                                   (dtype == KvDtype::kInt8 || dtype == KvDtype::kInt4 ? 4ull * model.n_kv_heads : 0ull);
-  return 2ull * static_cast<std::uint64_t>(model.n_layers) * per_layer;
+  return 2ull * static_cast<std::uint64_t>(held_layers < 0 ? model.n_layers : held_layers) * per_layer;
 }
 
 void KvStorage::copy_blocks(std::span<const BlockCopy> copies) {
@@ -102,6 +116,7 @@ void KvStorage::copy_blocks(std::span<const BlockCopy> copies) {
           "KvStorage::copy_blocks: block " + std::to_string(c.from) + " -> " + std::to_string(c.to) +
               " outside the pool of " + std::to_string(num_blocks_));
     for (int l = 0; l < n_layers_; ++l) {
+      if (!held(l)) continue;
       auto* k = k_[static_cast<std::size_t>(l)].as<char>();
       auto* v = v_[static_cast<std::size_t>(l)].as<char>();
       device_.copy_on_device(k + static_cast<std::size_t>(c.to) * span, k + static_cast<std::size_t>(c.from) * span, span);
@@ -133,7 +148,9 @@ float* KvStorage::v_slot(int layer, int slot) {
 }
 
 std::uint64_t KvStorage::bytes() const {
-  return static_cast<std::uint64_t>(slots()) * 2ull * static_cast<std::uint64_t>(n_layers_) *
+  int held_layers = 0;
+  for (int l = 0; l < n_layers_; ++l) held_layers += held(l);
+  return static_cast<std::uint64_t>(slots()) * 2ull * static_cast<std::uint64_t>(held_layers) *
          (static_cast<std::uint64_t>(kv_dim_) * static_cast<std::uint64_t>(kv_dtype_bits(dtype_)) / 8 +
           (dtype_ == KvDtype::kInt8 || dtype_ == KvDtype::kInt4 ? 4ull * static_cast<std::uint64_t>(n_kv_heads_) : 0ull));
 }

@@ -87,6 +87,7 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
       const auto& d = registry.find(k, v.stack.choice(k).name);
       m << ", \"" << plugin_kind_name(k) << "\": " << json_quote(d.name + " " + d.version);
     }
+    if (v.model) m << ", \"model\": " << json_quote(v.model->preset.empty() ? v.model->path : "preset " + v.model->preset);
     m << "}";
   }
   m << "\n  ],\n  \"repeat_seeds\": [";

@@ -160,24 +160,35 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     OpScope t(dev, TimeCategory::kLinear);
     lin.forward(in, out, rows, dev);
   };
+  // Early exit state: which rows left, and the hidden state each left with ([rows, dim]).
+  const bool exits = plan_ != nullptr && plan_->has_exits() && n_logits > 0;
+  float* frozen = exits ? scratch(frozen_, srows * sd) : nullptr;
+  exited_.assign(srows, 0);
+  depth_.assign(n_logits, static_cast<int>(layers_.size()));
+  n_exited_ = 0;
+  std::size_t next_exit = 0;  // index into plan_->exit_after
   for (std::size_t l = 0; l < layers_.size(); ++l) {
+    if (plan_ != nullptr && plan_->skips(static_cast<int>(l))) continue;  // no compute, no K/V
     Layer& layer = *layers_[l];
+    // Every row has exited: this layer only fills K/V from the frozen states (CALM).
+    const bool kv_only = exits && n_exited_ == rows;
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
       dev.rmsnorm(x, layer.attn_norm.as<float>(), xn, rows, d, eps);
     }
-    linear(*layer.wq, xn, q);
+    if (!kv_only) linear(*layer.wq, xn, q);
     linear(*layer.wk, xn, k);
     linear(*layer.wv, xn, v);
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
-      if (layer.bq.bytes() > 0) dev.add_bias(q, layer.bq.as<float>(), rows, d);
+      if (layer.bq.bytes() > 0 && !kv_only) dev.add_bias(q, layer.bq.as<float>(), rows, d);
       if (layer.bk.bytes() > 0) dev.add_bias(k, layer.bk.as<float>(), rows, kvd);
       if (layer.bv.bytes() > 0) dev.add_bias(v, layer.bv.as<float>(), rows, kvd);
       dev.rope(q, k, positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
                config_.rope_style);
       kv.write(static_cast<int>(l), k, v, slots, rows);
     }
+    if (kv_only) continue;
     {
       OpScope t(dev, TimeCategory::kAttention);
       attention.forward(ab, kv.layer(static_cast<int>(l)), q, att, dev);
@@ -198,24 +209,113 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
       dev.add(x, tmp, srows * sd);
+      // Rows that exited ran this layer with the others (a mixed batch); their state stays put.
+      for (int r = 0; n_exited_ > 0 && r < rows; ++r)
+        if (exited_[static_cast<std::size_t>(r)])
+          dev.copy_on_device(x + static_cast<std::size_t>(r) * sd, frozen + static_cast<std::size_t>(r) * sd,
+                             sd * sizeof(float));
+    }
+    if (exits) {
+      const auto& after = plan_->exit_after;
+      while (next_exit < after.size() && after[next_exit] < static_cast<int>(l)) ++next_exit;
+      if (next_exit < after.size() && after[next_exit] == static_cast<int>(l) && l + 1 < layers_.size())
+        try_exit(static_cast<int>(l), batch, x, frozen, logits);
     }
   }
 
+  if (plan_ != nullptr && exits) {
+    for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
+    plan_->logit_rows += static_cast<long long>(n_logits);
+  }
   if (n_logits == 0) return;
-  const int n = static_cast<int>(n_logits);
+  // The rows still running take their logits from the last layer.
+  gather_.clear();
+  std::vector<int> remaining;
+  for (std::size_t i = 0; i < n_logits; ++i) {
+    const int r = batch.logit_rows[i];
+    if (!exited_[static_cast<std::size_t>(r)]) {
+      gather_.push_back(r);
+      remaining.push_back(static_cast<int>(i));
+    }
+  }
+  if (gather_.empty()) return;
+  const std::size_t vs = static_cast<std::size_t>(config_.vocab_size);
+  if (remaining.size() == n_logits) {
+    classify_rows(x, gather_, logits.data());
+    return;
+  }
+  exit_logits_.resize(remaining.size() * vs);
+  classify_rows(x, gather_, exit_logits_.data());
+  for (std::size_t j = 0; j < remaining.size(); ++j)
+    std::copy_n(exit_logits_.data() + j * vs, vs, logits.data() + static_cast<std::size_t>(remaining[j]) * vs);
+}
+
+void Model::classify_rows(const float* x, const std::vector<int>& rows, float* host_out) {
+  Device& dev = device_;
+  const int n = static_cast<int>(rows.size()), d = config_.dim;
+  const std::size_t sd = static_cast<std::size_t>(d), out_floats = rows.size() * static_cast<std::size_t>(config_.vocab_size);
+  float* tmp = scratch(tmp_, rows.size() * sd);  // [n, dim]
+  float* xn = scratch(xn_, rows.size() * sd);    // [n, dim]
   {
     OpScope t(dev, TimeCategory::kNormRopeAct);
-    dev.embedding(x, upload(batch.logit_rows, d_logit_rows_), n, d, tmp);  // gather the rows asked for
-    dev.rmsnorm(tmp, final_norm_.as<float>(), xn, n, d, eps);
+    dev.embedding(x, upload(rows, d_gather_), n, d, tmp);  // gather the rows asked for
+    dev.rmsnorm(tmp, final_norm_.as<float>(), xn, n, d, config_.norm_eps);
   }
   OpScope t(dev, TimeCategory::kLinear);
   if (dev.kind() == DeviceKind::kCpu) {
-    classifier_->forward(xn, logits.data(), n, dev);
+    classifier_->forward(xn, host_out, n, dev);
   } else {
-    float* out = scratch(logits_, logits.size());
+    float* out = scratch(logits_, out_floats);
     classifier_->forward(xn, out, n, dev);
-    dev.copy_to_host(logits.data(), out, logits.size() * sizeof(float));
+    dev.copy_to_host(host_out, out, out_floats * sizeof(float));
   }
+}
+
+void Model::try_exit(int l, const StepBatch& batch, const float* x, float* frozen, std::vector<float>& logits) {
+  // Candidates: logit rows still running. Their logits here are final norm + classifier of the
+  // hidden state after layer l (the same head as the last layer's, shared, as in CALM).
+  gather_.clear();
+  std::vector<int> index;  // logit-row index of each candidate
+  for (std::size_t i = 0; i < batch.logit_rows.size(); ++i) {
+    const int r = batch.logit_rows[i];
+    if (!exited_[static_cast<std::size_t>(r)]) {
+      gather_.push_back(r);
+      index.push_back(static_cast<int>(i));
+    }
+  }
+  if (gather_.empty()) return;
+  const int vocab = config_.vocab_size;
+  const std::size_t vs = static_cast<std::size_t>(vocab), sd = static_cast<std::size_t>(config_.dim);
+  exit_logits_.resize(gather_.size() * vs);
+  classify_rows(x, gather_, exit_logits_.data());
+  OpScope t(device_, TimeCategory::kNormRopeAct);
+  for (std::size_t j = 0; j < gather_.size(); ++j) {
+    const float* row = exit_logits_.data() + j * vs;
+    if (exit_confidence(row, vocab, plan_->criterion) < plan_->threshold) continue;
+    const std::size_t r = static_cast<std::size_t>(gather_[j]);
+    std::copy_n(row, vs, logits.data() + static_cast<std::size_t>(index[j]) * vs);
+    device_.copy_on_device(frozen + r * sd, x + r * sd, sd * sizeof(float));
+    exited_[r] = 1;
+    ++n_exited_;
+    depth_[static_cast<std::size_t>(index[j])] = l + 1;
+    ++plan_->exited_rows;
+  }
+}
+
+void Model::set_layer_plan(LayerPlan* plan) {
+  if (plan != nullptr) {
+    const int n = config_.n_layers;
+    check(plan->skip.empty() || static_cast<int>(plan->skip.size()) == n,
+          "layer plan: skip mask of " + std::to_string(plan->skip.size()) + " layers for a model of " + std::to_string(n));
+    check(plan->active_layers(n) > 0, "layer plan: skips every layer of the model");
+    check(std::is_sorted(plan->exit_after.begin(), plan->exit_after.end()), "layer plan: exit layers must ascend");
+    for (int l : plan->exit_after)
+      check(l >= 0 && l < n, "layer plan: exit after layer " + std::to_string(l) + ", but the model has " +
+                                 std::to_string(n) + " layers");
+    check(!plan->has_exits() || (plan->threshold > 0.0 && plan->threshold <= 1.0),
+          "layer plan: exit threshold " + std::to_string(plan->threshold) + " outside (0, 1]");
+  }
+  plan_ = plan;
 }
 
 }  // namespace inferlab

@@ -24,6 +24,7 @@
 #include "inferlab/report.h"
 #include "inferlab/sim.h"
 #include "inferlab/workload.h"
+#include "runner_models.h"
 
 namespace inferlab {
 
@@ -37,13 +38,6 @@ void check_workload_files(const WorkloadSpec& w) {
   if (!w.trace.empty()) read_trace(w.trace, w.format);
   if (!w.lengths_file.empty() && (w.prompt_len.dist == "trace" || w.output_len.dist == "trace"))
     read_lengths_file(w.lengths_file);
-}
-
-// [model] n_layers may cut a checkpoint's depth, never add layers.
-void check_checkpoint_layers(const ModelSpec& spec, int file_layers) {
-  if (spec.n_layers > file_layers)
-    throw Error("[model] n_layers = " + std::to_string(spec.n_layers) + ", but " + spec.path + " has " +
-                std::to_string(file_layers) + " layers; allowed: 1.." + std::to_string(file_layers));
 }
 
 // The calibration tokens (exactly spec.calibration.tokens of the text) through the float model,
@@ -103,49 +97,6 @@ Params& ResolvedVariant::params(PluginKind kind) {
 }
 const Params& ResolvedVariant::params(PluginKind kind) const { return const_cast<ResolvedVariant*>(this)->params(kind); }
 
-ModelConfig experiment_model_config(const ModelSpec& spec) {
-  if (!spec.preset.empty()) {
-    ModelConfig c = preset_config(spec.preset);
-    if (spec.n_layers > 0) c.n_layers = spec.n_layers;
-    return c;
-  }
-  ModelConfig c = read_model_config(spec.path, parse_model_format(spec.format));
-  check_checkpoint_layers(spec, c.n_layers);
-  if (spec.n_layers > 0) c.n_layers = spec.n_layers;
-  return c;
-}
-
-namespace {
-
-// Random fp32 weights of a preset must fit in memory; checked by validate (plan_experiment) too.
-void check_preset_fits(const ModelSpec& spec, const ModelConfig& c) {
-  const double bytes = static_cast<double>(c.parameter_count()) * 4.0;
-  const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  if (bytes * 2.2 > avail)  // float weights + the variant's copy
-    throw Error("model preset '" + spec.preset + "' needs about " + std::to_string(static_cast<long long>(bytes * 2.2 / (1 << 20))) +
-                " MiB for fp32 weights, this machine has " + std::to_string(static_cast<long long>(avail / (1 << 20))) +
-                " MiB; set [model] n_layers to a smaller depth");
-}
-
-}  // namespace
-
-LoadedModel load_experiment_model(const ModelSpec& spec) {
-  if (!spec.preset.empty()) {
-    ModelConfig c = experiment_model_config(spec);
-    check_preset_fits(spec, c);
-    LoadedModel m;
-    m.weights = random_weights(c, spec.seed);
-    return m;
-  }
-  LoadedModel m = load_model(spec.path, parse_model_format(spec.format), spec.tokenizer);
-  check_checkpoint_layers(spec, m.weights.config.n_layers);
-  if (spec.n_layers > 0 && spec.n_layers < m.weights.config.n_layers) {
-    m.weights.layers.resize(static_cast<std::size_t>(spec.n_layers));
-    m.weights.config.n_layers = spec.n_layers;
-  }
-  return m;
-}
-
 Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
   if (!spec.model.preset.empty() && spec.device.kind != "sim") {  // a simulated run materialises no weights
     try {
@@ -158,7 +109,9 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   plan.spec = spec;
   plan.repeats = spec.repeats;
   for (const Variant& v : spec.variants) {
-    ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}};
+    ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}, v.model, v.model_where};
+    // A substituted model: its shape is what the plugins are asked about.
+    const ModelConfig vmodel = v.model ? substituted_model_config(spec, v, model) : model;
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       const std::string where = ch.where + ": variant '" + v.name + "'";
@@ -176,6 +129,10 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
                   "' cannot run this: " + e.what());
     }
+    if (quant->calibration_needs().any() && v.model)
+      throw Error(v.model_where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
+                  "' calibrates on the baseline model's activations, which do not fit a substituted model; allowed: "
+                  "a quantization without calibration for a variant with its own model");
     if (quant->calibration_needs().any() && !spec.calibration.enabled)
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
                   v.stack.quantization.name +
@@ -183,7 +140,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
                   "(text, tokens, seq_len, seed)");
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
-      SupportQuery q{model, device_kind, quant->kv_dtype(), rv.params(k)};
+      SupportQuery q{vmodel, device_kind, quant->kv_dtype(), rv.params(k)};
       auto reasons = registry.check_support(k, ch.name, q);
       if (!reasons.empty()) {
         std::string all;
@@ -218,6 +175,7 @@ struct RunContext {
   const Registry& registry;
   const RunOptions& options;
   const ModelWeights& weights;
+  const std::vector<const ModelWeights*>& variant_weights;  // per variant; null = `weights`
   const std::vector<Request>& requests;
   QualityEvaluator* quality;
   DeviceKind device_kind;
@@ -233,13 +191,14 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   CellResult c;
   c.row.variant = v.name;
   c.row.repeat = rep;
+  const ModelWeights& weights = cx.variant_weights[vi] ? *cx.variant_weights[vi] : cx.weights;
   const bool sim = cx.device_kind == DeviceKind::kSim;
   std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
                                        : make_device(cx.device_kind, spec.device.threads);
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
-  auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &cx.weights, attention.get());
+  auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
   // A simulated run never materialises the model: the executor needs only its config.
   std::optional<Model> model;
   std::unique_ptr<StepExecutor> executor;
@@ -247,12 +206,13 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   eo.kv = v.stack.kv;
   if (sim) {
     const SimOptions so = sim_options(spec.device, v.stack.attention.name, v.stack.quantization.name);
-    executor = std::make_unique<SimExecutor>(cx.weights.config, so, static_cast<SimDevice&>(*device));
+    executor = std::make_unique<SimExecutor>(weights.config, so, static_cast<SimDevice&>(*device));
     // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks
     // says); a calibrated run sizes it as the real run on this machine does (the engine's rule).
-    if (eo.kv.num_blocks <= 0 && !so.calibrated) eo.kv.num_blocks = sim_kv_blocks(cx.weights.config, so, eo.kv.block_size);
+    if (eo.kv.num_blocks <= 0 && !so.calibrated) eo.kv.num_blocks = sim_kv_blocks(weights.config, so, eo.kv.block_size);
   } else {
-    model.emplace(cx.weights, *quant, *device, cx.calibration);
+    model.emplace(weights, *quant, *device, v.model ? nullptr : cx.calibration);
+    model->set_layer_plan(decoder->layer_plan());  // layer skipping / early exit, quality included
     executor = std::make_unique<ModelExecutor>(*model, *attention, quant->kv_dtype());
   }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
@@ -267,6 +227,10 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   else log::info(what);
   RunResult r = engine.run(cx.requests);
   c.row.metrics = compute_metrics(r.timeline, spec.slo);
+  if (LayerPlan* plan = decoder->layer_plan(); plan != nullptr && !sim) {
+    add_layer_plan_metrics(*plan, weights.config.n_layers, c.row.metrics);
+    plan->reset_counters();  // the quality pass below counts its own rows
+  }
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
     auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, quant->kv_dtype());
@@ -404,6 +368,22 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     throw;
   }
   const ModelWeights& weights = loaded.weights;
+  // Substituted models ([[variant]] model): loaded once here, checked against the baseline's
+  // tokenizer before any cell, and inherited by every cell's child process.
+  std::vector<std::unique_ptr<LoadedModel>> substituted(plan.variants.size());
+  std::vector<const ModelWeights*> variant_weights(plan.variants.size(), nullptr);
+  try {
+    for (std::size_t i = 0; i < plan.variants.size(); ++i) {
+      const ResolvedVariant& v = plan.variants[i];
+      if (!v.model) continue;
+      substituted[i] = std::make_unique<LoadedModel>(load_experiment_model(*v.model));
+      check_same_tokenizer(loaded, *substituted[i], v.model_where + ": variant '" + v.name + "'");
+      variant_weights[i] = &substituted[i]->weights;
+    }
+  } catch (...) {
+    abandon();
+    throw;
+  }
   if (loaded.tokenizer && !resuming) {  // the tokenizer's BOS/EOS conventions as applied, now that it is loaded
     manifest = manifest_json(plan, registry, config, requests.size(), threads, loaded.tokenizer.get());
     write_state();
@@ -475,12 +455,16 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
     Model model(weights, *quant, *device, calibration.get());
+    // The baseline as its decoder runs it (a layer-skipping baseline is evaluated skipping).
+    auto decoder = registry.create_decoder(b.stack.decoding.name, b.decoding, *device, &weights, attention.get());
+    model.set_layer_plan(decoder->layer_plan());
     quality->evaluate(b.name, model, *attention, true, quant->kv_dtype());
   }
   out.set_header(spec.name, spec.description, names, notes);
   out.rewrite();
 
-  const RunContext cx{plan, registry, options, weights, requests, quality.get(), device_kind, calibration.get()};
+  const RunContext cx{plan,     registry,      options,     weights,           variant_weights,
+                      requests, quality.get(), device_kind, calibration.get()};
   RunOutcome outcome;
   const auto t_cells = std::chrono::steady_clock::now();
   for (const GridCell& cell : grid.missing) {

@@ -30,6 +30,7 @@ struct BranchOutput {
   std::vector<int> tokens;  // generated tokens (1..max_output)
   double logprob = 0;       // sum of log p(token | prefix) under the model's logits (temperature 1)
 };
+struct LayerPlan;  // inferlab/layer_plan.h
 
 class Decoder {
  public:
@@ -87,6 +88,10 @@ class Decoder {
     (void)seq;
     out.clear();
   }
+  // Layers the run's model must skip or may exit after (layer skipping, early exit), or null
+  // for the full model. The runner and Engine install it on the model (Model::set_layer_plan)
+  // before any forward pass, quality evaluation included; it lives as long as the decoder.
+  virtual LayerPlan* layer_plan() { return nullptr; }
 };
 
 }  // namespace inferlab

@@ -42,11 +42,6 @@ struct Stack {
   const PluginChoice& choice(PluginKind kind) const;
 };
 
-struct Variant {
-  std::string name;
-  Stack stack;
-};
-
 struct ModelSpec {
   std::string preset;     // random seeded weights of this shape …
   std::string path;       // … or a checkpoint (resolved path)
@@ -55,6 +50,16 @@ struct ModelSpec {
   int n_layers = 0;       // override the preset's depth (0 = keep)
   std::uint64_t seed = 0; // weights seed for presets (defaults to experiment seed)
   std::optional<bool> add_bos;  // prepend BOS to text; unset = what the model file says
+};
+
+struct Variant {
+  std::string name;
+  Stack stack;
+  // [[variant]] model = { preset = ... } or { path = ... }: this variant runs another model (a
+  // smaller or distilled one) on the same requests; quality is measured against the baseline
+  // model's log-probs. Unset = the experiment's [model]. The vocabulary must be the baseline's.
+  std::optional<ModelSpec> model;
+  std::string model_where;  // "file:line:col" of the model key
 };
 
 struct DeviceSpec {

@@ -16,8 +16,10 @@ namespace inferlab {
 
 class KvStorage {
  public:
+  // unused_layers: [n_layers] or empty; a layer marked unused (skipped by a layer plan) gets no
+  // memory at all, and layer()/write() on it throw.
   KvStorage(Device& device, const ModelConfig& model, int num_blocks, int block_size,
-            KvDtype dtype = KvDtype::kF32);
+            KvDtype dtype = KvDtype::kF32, std::vector<bool> unused_layers = {});
 
   KvDtype dtype() const { return dtype_; }
   int num_blocks() const { return num_blocks_; }
@@ -38,7 +40,8 @@ class KvStorage {
   std::uint64_t bytes() const;  // storage of the whole pool, scales included
   // K and V of one token over all layers, scales included: f32 2·L·kv_dim·4; int8
   // 2·L·(kv_dim + 4·n_kv_heads).
-  static std::uint64_t bytes_per_token(const ModelConfig& model, KvDtype dtype);
+  // held_layers: layers that keep K/V (-1 = all of model.n_layers).
+  static std::uint64_t bytes_per_token(const ModelConfig& model, KvDtype dtype, int held_layers = -1);
 
  private:
   Device& device_;
@@ -46,6 +49,8 @@ class KvStorage {
   int n_layers_, n_kv_heads_, head_dim_, kv_dim_;
   int num_blocks_, block_size_;
   std::size_t elem_bytes() const;
+  bool held(int l) const { return static_cast<std::size_t>(l) >= unused_.size() || !unused_[static_cast<std::size_t>(l)]; }
+  std::vector<bool> unused_;
   std::vector<Buffer> k_, v_;  // per layer: [num_blocks * block_size, kv_dim] of dtype
   std::vector<Buffer> k_scale_, v_scale_;  // int8: per layer [num_blocks * block_size, n_kv_heads]
 };

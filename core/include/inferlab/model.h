@@ -12,6 +12,7 @@
 #include "inferlab/calibration.h"
 #include "inferlab/device.h"
 #include "inferlab/kv_cache.h"
+#include "inferlab/layer_plan.h"
 #include "inferlab/quantization.h"
 #include "inferlab/weights.h"
 
@@ -32,14 +33,26 @@ class Model {
   std::uint64_t weight_bytes() const;
 
   // Runs batch.rows() tokens: writes their K/V into `kv` (storage on this model's device) at
-  // batch.slots, and fills logits [batch.logit_rows.size(), vocab] on the host.
+  // batch.slots, and fills logits [batch.logit_rows.size(), vocab] on the host. Under a layer
+  // plan (set_layer_plan) skipped layers are not run and their K/V never written, and logit rows
+  // may exit early (inferlab/layer_plan.h); the plan's counters record where they did.
   void forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits);
+
+  // Runs every later forward under `plan` (null = every layer; not owned, outlives its use).
+  // Throws Error when the plan's skip mask or exit layers do not fit this model.
+  void set_layer_plan(LayerPlan* plan);
+  LayerPlan* layer_plan() const { return plan_; }
 
  private:
   struct Layer;
   // A host int array as device memory: the array itself on the CPU, an upload elsewhere.
   const int* upload(const std::vector<int>& host, Buffer& staging);
   float* scratch(Buffer& buffer, std::size_t floats);
+  // Early exit after layer `l`: the logit rows still running whose confidence passes the plan's
+  // threshold take their logits from here, and their hidden state is frozen in `frozen`.
+  void try_exit(int l, const StepBatch& batch, const float* x, float* frozen, std::vector<float>& logits);
+  // final norm + classifier of the rows `rows` of x [*, dim]: host logits [rows.size(), vocab].
+  void classify_rows(const float* x, const std::vector<int>& rows, float* host_out);
 
   ModelConfig config_;
   Device& device_;
@@ -48,10 +61,16 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<Linear> classifier_;
   Buffer inv_freq_;    // [head_dim / 2] RoPE frequencies
+  LayerPlan* plan_ = nullptr;
+  // Early exit, per forward: exited_[r] for each batch row, depth_[i] for each logit row.
+  std::vector<char> exited_;
+  std::vector<int> depth_, gather_;
+  std::vector<float> exit_logits_;  // [candidates, vocab] host
+  int n_exited_ = 0;
   // Scratch, grown to the largest step: [rows, width]
-  Buffer x_, xn_, q_, k_, v_, att_, h1_, h3_, tmp_, logits_;
+  Buffer x_, xn_, q_, k_, v_, att_, h1_, h3_, tmp_, logits_, frozen_;
   // The batch's int arrays on the device (unused on the CPU).
-  Buffer d_tokens_, d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_;
+  Buffer d_tokens_, d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_, d_gather_;
 };
 
 }  // namespace inferlab

@@ -26,7 +26,7 @@ namespace inferlab {
 // PluginContext, SeqView::slo_class and ScheduleDecision::reject, and Quantization's
 // calibration_needs() and make_linear overload taking calibration (new virtuals change the vtable
 // an old plugin was built with). 4: branching decoders (Decoder::branch_width/branch/
-// branch_result) and SeqView::branches.
+// branch_result), SeqView::branches and Decoder::layer_plan (layer skipping, early exit).
 inline constexpr int kPluginAbiVersion = 4;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct ResolvedVariant {
   std::string name;
   Stack stack;
   Params attention, quantization, scheduler, decoding;  // type-checked, defaults filled
+  std::optional<ModelSpec> model;  // a substituted model (Variant::model); unset = [model]
+  std::string model_where;
   // One of the four above, by kind.
   Params& params(PluginKind kind);
   const Params& params(PluginKind kind) const;
@@ -44,6 +47,9 @@ SimOptions sim_options(const DeviceSpec& device, const std::string& attention, c
 std::string sim_device_description(const DeviceSpec& device);
 // Float weights (and the tokenizer when the checkpoint has one) for the experiment.
 LoadedModel load_experiment_model(const ModelSpec& spec);
+// A variant's substituted model against the baseline's: throws Error (at `where`) when the
+// vocabularies differ, or both carry tokenizers that disagree on any token or on BOS/EOS.
+void check_same_tokenizer(const LoadedModel& baseline, const LoadedModel& variant, const std::string& where);
 
 struct RunOptions {
   std::string out_root = "results";

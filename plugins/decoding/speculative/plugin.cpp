@@ -21,6 +21,7 @@ inferlab::plugins::SpeculativeParams params_of(const inferlab::Params& p) {
   s.sampling.top_p = p.get_float("top_p");
   s.draft_kv_tokens = static_cast<int>(p.get_int("draft_kv_tokens"));
   s.draft_quantization = p.get_string("draft_quantization");
+  s.adaptive = p.get_bool("adaptive");
   return s;
 }
 
@@ -43,6 +44,8 @@ inferlab::PluginDescriptor describe() {
       {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"},
       {"draft_quantization", ParamType::kString, std::string("none"), std::nullopt, std::nullopt, {},
        "Quantization plugin that stores the draft's linears (e.g. int8, int4: the target itself quantised)"},
+      {"adaptive", ParamType::kBool, false, std::nullopt, std::nullopt, {},
+       "γ per sequence from its running acceptance rate (ceil(α̂ / (1 − α̂)), 1 .. num_draft)"},
       {"draft_kv_tokens", ParamType::kInt, std::int64_t{16384}, 16.0, 1048576.0, {},
        "Capacity of the draft's own KV cache, in tokens"},
       {"sim_accept_prob", ParamType::kFloat, 0.0, 0.0, 1.0, {},

@@ -2,6 +2,7 @@
 #include "speculative.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "inferlab/error.h"
@@ -86,6 +87,25 @@ void verify_drafts(std::span<const std::vector<float>> target, std::span<const i
                        : sample_from(last, rng));
 }
 
+int AdaptiveGamma::gamma() const {
+  const double a = alpha();
+  if (a >= 1.0) return max_gamma_;
+  return std::clamp(static_cast<int>(std::lround(std::min(a / (1.0 - a), 1e6))), 1, max_gamma_);
+}
+
+void AdaptiveGamma::observe(int accepted, int proposed) {
+  if (proposed <= 0) return;
+  constexpr double kDecay = 0.8;
+  accepted_ = kDecay * accepted_ + accepted;
+  rejected_ = kDecay * rejected_ + (accepted < proposed ? 1.0 : 0.0);
+}
+
+int SpeculativeDecoder::gamma_for(int seq) const {
+  if (!params_.adaptive) return params_.num_draft;
+  const auto it = gamma_.find(seq);
+  return it == gamma_.end() ? AdaptiveGamma(params_.num_draft).gamma() : it->second.gamma();
+}
+
 SpeculativeDecoder::SpeculativeDecoder(const SpeculativeParams& params, const ModelWeights& target,
                                        Attention& attention, Device& device, std::shared_ptr<Quantization> draft_quant)
     : params_(params),
@@ -117,6 +137,11 @@ void SpeculativeDecoder::propose_for(int seq, std::span<const int> tokens, int m
   drafts.clear();
   auto& q = proposed_q_[seq];
   q.clear();
+  if (params_.adaptive) max_draft = std::min(max_draft, gamma_for(seq));
+  if (max_draft > 0) {
+    gamma_sum_ += max_draft;
+    ++proposals_;
+  }
   const int n = static_cast<int>(tokens.size());
   std::vector<int>& cached = cached_[seq];
   // Keep the longest cached prefix that still matches (rejected drafts roll back here), but
@@ -153,8 +178,13 @@ void SpeculativeDecoder::accept_for(int seq, std::span<const int> tokens, std::s
   const auto found = proposed_q_.find(seq);
   const auto& q = drafts.empty() || found == proposed_q_.end() ? kNone : found->second;
   check(drafts.empty() || q.size() >= drafts.size(), "decoding 'speculative': asked to verify drafts it did not propose");
+  const std::size_t before = out.size();
   verify_drafts(target_rows_, drafts, std::span(q).first(drafts.size()), params_.sampling.temperature == 0.0, rng,
                 out);
+  if (params_.adaptive && !drafts.empty()) {  // verify_drafts appends the kept drafts plus one token
+    const int kept = static_cast<int>(out.size() - before) - 1;
+    gamma_.try_emplace(seq, params_.num_draft).first->second.observe(kept, static_cast<int>(drafts.size()));
+  }
 }
 
 void SpeculativeDecoder::accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits,
@@ -164,6 +194,7 @@ void SpeculativeDecoder::accept(std::span<const int> tokens, std::span<const int
 
 void SpeculativeDecoder::release(int seq) {
   if (blocks_.has(seq)) blocks_.free(seq);
+  gamma_.erase(seq);
   cached_.erase(seq);
   proposed_q_.erase(seq);
 }

@@ -36,6 +36,27 @@ struct SpeculativeParams {
   std::string draft_quantization = "none";  // how the draft's linears are stored (a quantization plugin)
   SamplingParams sampling;    // the target distribution (temperature 0 = greedy)
   int draft_kv_tokens = 16384;  // the draft cache's capacity in tokens
+  bool adaptive = false;      // γ per sequence from its running acceptance rate, at most num_draft
+};
+
+// Adaptive γ from the running acceptance rate. Each verification adds its accepted drafts to A
+// and its rejection (0 or 1) to R, both first decayed by λ = 0.8 (a window of about 5 steps),
+// starting from the prior A = 3, R = 1 (α̂ = 0.75). Under the geometric model of Leviathan et al.
+// (each draft accepted with probability α until the first rejection) α̂ = A / (A + R) is the
+// maximum-likelihood estimate, and the expected run of accepted drafts is α̂ / (1 − α̂): γ is that,
+// rounded to the nearest integer and kept in [1, max_gamma]. High α raises γ (α̂ = 0.9 → 9), low
+// α lowers it to 1 (α̂ ≤ 0.6).
+class AdaptiveGamma {
+ public:
+  explicit AdaptiveGamma(int max_gamma) : max_gamma_(max_gamma) {}
+  int gamma() const;
+  double alpha() const { return accepted_ / (accepted_ + rejected_); }
+  // One verification: `accepted` of `proposed` drafts kept (a rejection when accepted < proposed).
+  void observe(int accepted, int proposed);
+
+ private:
+  int max_gamma_;
+  double accepted_ = 3.0, rejected_ = 1.0;
 };
 
 // One verification step as a pure function, so its losslessness is testable on its own.
@@ -67,6 +88,10 @@ class SpeculativeDecoder : public Decoder {
   int draft_free_blocks() const { return blocks_.free_blocks(); }
   int draft_total_blocks() const { return blocks_.num_blocks(); }
   long long draft_forwards() const { return draft_forwards_; }
+  // Adaptive γ: the γ a sequence would draft next (num_draft when not adaptive), and the mean
+  // γ over every proposal so far.
+  int gamma_for(int seq) const;
+  double mean_gamma() const { return proposals_ ? static_cast<double>(gamma_sum_) / static_cast<double>(proposals_) : 0.0; }
 
  private:
   // Runs `tokens` at positions [start, ...) of seq through the draft; logits of the last row.
@@ -86,6 +111,8 @@ class SpeculativeDecoder : public Decoder {
   std::unordered_map<int, std::vector<std::vector<float>>> proposed_q_;  // per sequence: q of its drafts
   std::vector<std::vector<float>> target_rows_;
   long long draft_forwards_ = 0;
+  std::unordered_map<int, AdaptiveGamma> gamma_;  // per sequence, adaptive only
+  long long gamma_sum_ = 0, proposals_ = 0;
 };
 
 // The draft model's weights for `params` against the target (throws Error with the reason when

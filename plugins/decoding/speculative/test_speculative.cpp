@@ -169,6 +169,56 @@ TEST(Speculative, SampledRunsRepeatPerSeedAndAcceptSome) {
   EXPECT_EQ(a.draft_free, a.draft_total);
 }
 
+// The adaptive rule moves γ up while drafts are accepted and down while they are rejected.
+TEST(Speculative, AdaptiveGammaFollowsTheAcceptanceRate) {
+  plugins::AdaptiveGamma g(8);
+  EXPECT_EQ(g.gamma(), 3);  // prior α̂ = 0.75
+  for (int i = 0; i < 20; ++i) g.observe(g.gamma(), g.gamma());  // everything accepted
+  EXPECT_EQ(g.gamma(), 8);
+  EXPECT_GT(g.alpha(), 0.95);
+  for (int i = 0; i < 20; ++i) g.observe(0, g.gamma());  // first draft always rejected
+  EXPECT_EQ(g.gamma(), 1);
+  EXPECT_LT(g.alpha(), 0.1);
+  plugins::AdaptiveGamma steady(8);  // 4 kept then a rejection, every time: α̂ → 0.8, γ → 4
+  for (int i = 0; i < 40; ++i) steady.observe(4, 8);
+  EXPECT_NEAR(steady.alpha(), 0.8, 0.01);
+  EXPECT_EQ(steady.gamma(), 4);
+}
+
+// Adaptive γ on the real model: still exactly greedy; a draft that is the target raises γ to
+// its cap, a 1-layer draft keeps it low.
+TEST(Speculative, AdaptiveGammaIsLosslessAndMovesWithTheDraft) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  const auto reqs = story_requests(*m.tokenizer);
+  SpeculativeParams plain;
+  plain.num_draft = 1;
+  plain.draft_layers = 0;  // the target itself at γ 1: greedy output
+  const SpecRun want = run_speculative(m.weights, reqs, plain);
+  double mean_gamma[2] = {0, 0};
+  for (int layers : {0, 1}) {
+    SCOPED_TRACE("draft_layers " + std::to_string(layers));
+    SpeculativeParams p;
+    p.num_draft = 8;
+    p.adaptive = true;
+    p.draft_layers = layers;
+    CpuDevice device(2);
+    testing::FloatQuantization quant;
+    testing::RefAttention attention;
+    Model model(m.weights, quant, device);
+    ContinuousScheduler sched(64, 8, true);
+    SpeculativeDecoder dec(p, m.weights, attention, device);
+    EngineOptions eo;
+    eo.kv.block_size = 8;
+    const RunResult got = Engine(model, attention, sched, dec, eo).run(reqs);
+    EXPECT_EQ(got.outputs, want.result.outputs);
+    EXPECT_EQ(dec.draft_free_blocks(), dec.draft_total_blocks());
+    mean_gamma[layers] = dec.mean_gamma();
+  }
+  EXPECT_GT(mean_gamma[0], 5.0);  // α = 1: γ climbs from 3 to 8
+  EXPECT_LT(mean_gamma[1], 3.0);  // a poor draft: γ falls below its start
+}
+
 TEST(Speculative, ImpossibleDraftsAreClearErrors) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());

@@ -1,0 +1,85 @@
+// The small TOML helpers an experiment file's parsers share (internal to core/src/experiment*.cpp):
+// node locations for errors, key checks, typed getters that name the key and what is allowed.
+#pragma once
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "experiment_override.h"
+#include "inferlab/error.h"
+
+namespace inferlab::experiment_parse {
+
+// Locates nodes for error messages: "file:line:col", or "file (--set key)" for overrides.
+struct Ctx {
+  std::string file;
+  std::string at(const toml::node& n) const { return at(n.source()); }
+  std::string at(const toml::key& k) const { return at(k.source()); }
+  std::string at(const toml::source_region& src) const {
+    if (src.begin.line == 0 || (src.path && *src.path == kOverrideSource)) return file + " (--set)";
+    return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
+  }
+};
+
+inline std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+inline void check_keys(const Ctx& c, const toml::table& t, const std::string& section,
+                const std::vector<std::string>& allowed) {
+  for (auto&& [k, v] : t) {
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == k.str();
+    (void)v;
+    if (!ok) throw Error(c.at(k) + ": unknown key '" + std::string(k.str()) + "' in " + section + "; allowed: " + join(allowed));
+  }
+}
+
+inline const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+inline std::string get_string(const Ctx& c, const toml::node& n, const std::string& key) {
+  if (auto s = n.as_string()) return s->get();
+  throw Error(c.at(n) + ": '" + key + "' must be a string, got " + type_name(n));
+}
+inline std::int64_t get_int(const Ctx& c, const toml::node& n, const std::string& key, std::int64_t lo,
+                     std::int64_t hi) {
+  auto i = n.as_integer();
+  if (!i) throw Error(c.at(n) + ": '" + key + "' must be an integer, got " + type_name(n));
+  if (i->get() < lo || i->get() > hi)
+    throw Error(c.at(n) + ": '" + key + "' = " + std::to_string(i->get()) + " is out of range [" +
+                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return i->get();
+}
+inline double get_float(const Ctx& c, const toml::node& n, const std::string& key, double lo) {
+  double d;
+  if (auto f = n.as_floating_point()) d = f->get();
+  else if (auto i = n.as_integer()) d = static_cast<double>(i->get());
+  else throw Error(c.at(n) + ": '" + key + "' must be a number, got " + type_name(n));
+  if (!(d >= lo)) {
+    std::ostringstream os;  // to_string would print 1e-9 as 0.000000, contradicting a rejected 0
+    os << c.at(n) << ": '" << key << "' = " << d << " is out of range; allowed: >= " << lo;
+    throw Error(os.str());
+  }
+  return d;
+}
+inline const toml::table& get_table(const Ctx& c, const toml::node& n, const std::string& key) {
+  if (auto t = n.as_table()) return *t;
+  throw Error(c.at(n) + ": '" + key + "' must be a table, got " + type_name(n));
+}
+
+}  // namespace inferlab::experiment_parse
