@@ -278,9 +278,8 @@ TEST(KvFormats, EveryAttentionPluginReadsInt4InTheModel) {
 // The bound: KV int8 within +0.05 perplexity of f32 KV on SmolLM2, with one scale per 16
 // values of head_dim (the experiment's kv-int8 row). Keys carry nearly all the error; finer key
 // groups isolate the outlier channels (KL 0.00038 at g16 against 0.00071 with one scale per
-// token-head over eval.txt). One scale per token-head and g32 are printed beside it; on 128 tokens
-// their perplexity moved -0.045 and +0.18 (noise at this KL: the bound holds only for g16 on every
-// window measured).
+// token-head over eval.txt). One scale per token-head is printed beside it; on 128 tokens it moved
+// -0.045 and g32 +0.18 (noise at this KL: the bound held for g16 on every window measured).
 TEST(KvFormats, SmolLM2Int8PerplexityWithinPointZeroFiveOfF32Kv) {
   const char* env = std::getenv("INFERLAB_MODELS");
   const std::string path = (env ? env : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -298,9 +297,8 @@ TEST(KvFormats, SmolLM2Int8PerplexityWithinPointZeroFiveOfF32Kv) {
   const double f32 = evaluate_perplexity(model, *att, tokens, 0, 0, nullptr).perplexity;
   const double int8 = evaluate_perplexity(model, *att, tokens, 0, 0, nullptr, format("int8", 16)).perplexity;
   const double per_head = evaluate_perplexity(model, *att, tokens, 0, 0, nullptr, format("int8", 0)).perplexity;
-  const double g32 = evaluate_perplexity(model, *att, tokens, 0, 0, nullptr, format("int8", 32)).perplexity;
-  std::printf("SmolLM2 perplexity on %zu tokens: f32 KV %.4f, int8 g16 %.4f, per token-head %.4f, g32 %.4f\n",
-              tokens.size(), f32, int8, per_head, g32);
+  std::printf("SmolLM2 perplexity on %zu tokens: f32 KV %.4f, int8 g16 %.4f, per token-head %.4f\n", tokens.size(), f32,
+              int8, per_head);
   EXPECT_LE(int8, f32 + 0.05);
   EXPECT_NE(int8, f32);
 }
