@@ -227,6 +227,14 @@ TEST(KvFormats, ConfigurationAndRefusals) {
   testing::write_file(path, "[model]\npreset = \"stories260k\"\n[baseline]\nkv = { num_blocks = 9 }\n[[variant]]\n"
                             "name = \"q\"\nkv = { memory_mb = 4 }\n");
   EXPECT_THROW(load_experiment(path, {}), Error);  // two sizes for one pool
+  testing::write_file(path, "[model]\npreset = \"stories260k\"\n[[variant]]\nname = \"q\"\nkv = { group_size = 8 }\n");
+  try {  // a group size for an f32 cache would be parsed and ignored
+    load_experiment(path, {});
+    ADD_FAILURE() << "group_size without a quantized dtype accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":5:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kv.dtype is f32"), std::string::npos) << e.what();
+  }
   testing::write_file(path, "[model]\npreset = \"stories260k\"\n[[variant]]\nname = \"q\"\n"
                             "kv = { dtype = \"int4-keys\", group_size = 8, f32_last_layers = 1 }\n");
   spec = load_experiment(path, {});
