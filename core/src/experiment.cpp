@@ -210,8 +210,8 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     kv.format.f32_last_layers = static_cast<int>(get_int(c, *v, "kv.f32_last_layers", 0, 1 << 16));
   for (const char* key : {"group_size", "f32_first_layers", "f32_last_layers"})
     if (auto v = t.get(key); v && kv.format.all_f32())
-      throw Error(c.at(*v) + ": kv." + key + " shapes a quantized KV cache but kv.dtype is f32; allowed: set kv.dtype to " +
-                  "one of " + kKvDtypeNames + " other than f32");
+      throw Error(c.at(*v) + ": kv." + key + " shapes a quantized KV cache but kv.dtype is f32; allowed: only with " +
+                  "kv.dtype int8, int4, int8-keys, int4-keys, int8-values or int4-values");
   if (auto v = t.get("memory_mb")) kv.memory_mb = static_cast<int>(get_int(c, *v, "kv.memory_mb", 0, 1 << 24));
   if (kv.memory_mb > 0 && kv.num_blocks > 0)
     throw Error(c.at(n) + ": kv.memory_mb = " + std::to_string(kv.memory_mb) + " and kv.num_blocks = " +
