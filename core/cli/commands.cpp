@@ -168,7 +168,7 @@ int cmd_validate(const std::vector<std::string>& args) {
   for (const auto& v : l.plan.variants) {
     std::cout << "  " << v.name << ":";
     for (PluginKind k : kStackKinds) std::cout << " " << stack_key(k) << "=" << v.stack.choice(k).name;
-    std::cout << " kv.block_size=" << v.stack.kv.block_size << "\n";
+    std::cout << " kv.block_size=" << v.stack.kv.block_size << " kv.dtype=" << v.stack.kv.format.name() << "\n";
   }
   return 0;
 }

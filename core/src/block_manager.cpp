@@ -10,26 +10,6 @@
 
 namespace inferlab {
 
-const char* kv_dtype_name(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kF16: return "f16";
-    case KvDtype::kInt8: return "int8";
-    case KvDtype::kInt4: return "int4";
-  }
-  return "unknown";
-}
-
-int kv_dtype_bits(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32: return 32;
-    case KvDtype::kF16: return 16;
-    case KvDtype::kInt8: return 8;
-    case KvDtype::kInt4: return 4;
-  }
-  return 0;
-}
-
 // ---- BlockPool ----------------------------------------------------------------------------
 // free_ is a min-heap (std::greater) so allocate() always returns the lowest free id: block
 // placement is deterministic whatever order blocks were released in.

@@ -446,20 +446,20 @@ std::uint64_t StepExecutor::kv_bytes_per_block(int block_size) const {
          static_cast<std::uint64_t>(block_size) * sizeof(float);
 }
 
-ModelExecutor::ModelExecutor(Model& model, Attention& attention, KvDtype kv_dtype)
-    : model_(model), attention_(attention), kv_dtype_(kv_dtype) {}
+ModelExecutor::ModelExecutor(Model& model, Attention& attention, KvFormat kv_format)
+    : model_(model), attention_(attention), kv_format_(kv_format) {}
 
 // Layers a layer plan skips hold no K/V: the pool's bytes per block count only the others, so
 // an automatically sized pool holds more blocks in the same memory.
 std::uint64_t ModelExecutor::kv_bytes_per_block(int block_size) const {
   const LayerPlan* plan = model_.layer_plan();
-  const int held = plan ? plan->active_layers(model_.config().n_layers) : -1;
-  return KvStorage::bytes_per_token(model_.config(), kv_dtype_, held) * static_cast<std::uint64_t>(block_size);
+  return KvStorage::bytes_per_token(model_.config(), kv_format_, plan ? plan->skip : std::vector<bool>{}) *
+         static_cast<std::uint64_t>(block_size);
 }
 
 void ModelExecutor::prepare(const KvCacheConfig& kv) {
   const LayerPlan* plan = model_.layer_plan();
-  storage_ = std::make_unique<KvStorage>(model_.device(), model_.config(), kv.num_blocks, kv.block_size, kv_dtype_,
+  storage_ = std::make_unique<KvStorage>(model_.device(), model_.config(), kv.num_blocks, kv.block_size, kv_format_,
                                          plan ? plan->skip : std::vector<bool>{});
 }
 
@@ -493,6 +493,15 @@ Engine::~Engine() = default;
 RunResult Engine::run(const std::vector<Request>& requests) {
   KvCacheConfig kv_config = options_.kv;
   check(kv_config.block_size > 0, "kv.block_size must be positive");
+  if (kv_config.num_blocks <= 0 && kv_config.memory_mb > 0) {
+    // A fixed memory budget: as many blocks as its bytes hold in this executor's KV format.
+    const std::uint64_t block_bytes = executor_.kv_bytes_per_block(kv_config.block_size);
+    const std::uint64_t blocks = (static_cast<std::uint64_t>(kv_config.memory_mb) << 20) / std::max<std::uint64_t>(1, block_bytes);
+    if (blocks < 1 || blocks > static_cast<std::uint64_t>(1 << 26))
+      throw Error("kv.memory_mb = " + std::to_string(kv_config.memory_mb) + " holds " + std::to_string(blocks) +
+                  " blocks of " + std::to_string(block_bytes) + " bytes; allowed: a budget of 1 to 2^26 blocks");
+    kv_config.num_blocks = static_cast<int>(blocks);
+  }
   if (kv_config.num_blocks <= 0) {
     const int max_draft = decoder_.max_draft_tokens();
     const int branches = std::max(1, decoder_.branch_width());

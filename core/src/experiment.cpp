@@ -112,7 +112,8 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
 
 void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   const auto& t = get_table(c, n, "kv");
-  check_keys(c, t, "kv", {"enabled", "block_size", "num_blocks", "reservation", "prefix_caching"});
+  check_keys(c, t, "kv", {"enabled", "block_size", "num_blocks", "reservation", "prefix_caching", "dtype", "group_size",
+                          "f32_first_layers", "f32_last_layers", "memory_mb"});
   if (auto v = t.get("enabled")) {
     auto b = v->as_boolean();
     if (!b) throw Error(c.at(*v) + ": 'kv.enabled' must be true or false, got " + type_name(*v));
@@ -131,6 +132,25 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     if (!b) throw Error(c.at(*v) + ": 'kv.prefix_caching' must be true or false, got " + type_name(*v));
     kv.prefix_caching = b->get();
   }
+  // The storage format (kv_format.h); whether it fits the model is checked at planning.
+  if (auto v = t.get("dtype")) {
+    const std::string d = get_string(c, *v, "kv.dtype");
+    if (!parse_kv_dtypes(d, kv.format))
+      throw Error(c.at(*v) + ": kv.dtype = \"" + d + "\"; allowed: " + kKvDtypeNames);
+  }
+  if (auto v = t.get("group_size")) kv.format.group_size = static_cast<int>(get_int(c, *v, "kv.group_size", 0, 4096));
+  if (auto v = t.get("f32_first_layers"))
+    kv.format.f32_first_layers = static_cast<int>(get_int(c, *v, "kv.f32_first_layers", 0, 1 << 16));
+  if (auto v = t.get("f32_last_layers"))
+    kv.format.f32_last_layers = static_cast<int>(get_int(c, *v, "kv.f32_last_layers", 0, 1 << 16));
+  for (const char* key : {"group_size", "f32_first_layers", "f32_last_layers"})
+    if (auto v = t.get(key); v && kv.format.all_f32())
+      throw Error(c.at(*v) + ": kv." + key + " shapes a quantized KV cache but kv.dtype is f32; allowed: only with " +
+                  "kv.dtype int8, int4, int8-keys, int4-keys, int8-values or int4-values");
+  if (auto v = t.get("memory_mb")) kv.memory_mb = static_cast<int>(get_int(c, *v, "kv.memory_mb", 0, 1 << 24));
+  if (kv.memory_mb > 0 && kv.num_blocks > 0)
+    throw Error(c.at(n) + ": kv.memory_mb = " + std::to_string(kv.memory_mb) + " and kv.num_blocks = " +
+                std::to_string(kv.num_blocks) + " both size the pool; allowed: one of them");
   if (kv.prefix_caching && !kv.enabled)
     throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }
@@ -145,7 +165,10 @@ const std::vector<std::string> kStackKeys = [] {
 void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml::node& v) {
   PluginKind k = PluginKind::kAttention;
   if (stack_key_kind(key, k)) s.choice(k) = parse_choice(c, v, key, s.choice(k));
-  else if (key == "kv") parse_kv(c, v, s.kv);
+  else if (key == "kv") {
+    parse_kv(c, v, s.kv);
+    s.kv_where = c.at(v);
+  }
 }
 
 void parse_length(const Ctx& c, const toml::node& n, const std::string& key, LengthSpec& l) {
@@ -281,6 +304,7 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
     toml::table t;
     t.insert(rest, v);
     parse_kv(c, t, s.kv);
+    s.kv_where = c.at(v);
     return;
   }
   PluginKind k = PluginKind::kAttention;

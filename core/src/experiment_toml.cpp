@@ -88,7 +88,12 @@ std::string resolved_config_toml(const Plan& plan) {
     }
     t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
       << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
-      << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << " }\n";
+      << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << ", dtype = \""
+      << v.stack.kv.format.dtype_name() << "\"";
+    if (!v.stack.kv.format.all_f32())  // the shape keys of a quantized cache (refused on an f32 one)
+      t << ", group_size = " << v.stack.kv.format.group_size << ", f32_first_layers = " << v.stack.kv.format.f32_first_layers
+        << ", f32_last_layers = " << v.stack.kv.format.f32_last_layers;
+    t << ", memory_mb = " << v.stack.kv.memory_mb << " }\n";
   };
   t << "\n[baseline]\n";
   stack(plan.variants.front());

@@ -1,8 +1,6 @@
-// Per-layer K/V storage on a device (see inferlab/kv_storage.h).
+// Per-layer K/V storage on a device (see inferlab/kv_storage.h, layouts in inferlab/kv_format.h).
 #include "inferlab/kv_storage.h"
 
-#include <algorithm>
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -10,10 +8,10 @@
 
 namespace inferlab {
 
-KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, int block_size, KvDtype dtype,
+KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, int block_size, const KvFormat& format,
                      std::vector<bool> unused_layers)
     : device_(device),
-      dtype_(dtype),
+      format_(format),
       n_layers_(model.n_layers),
       n_kv_heads_(model.n_kv_heads),
       head_dim_(model.n_heads > 0 ? model.head_dim() : 0),
@@ -25,44 +23,52 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
         "KvStorage: model '" + model.name + "' needs n_layers, n_heads, n_kv_heads and dim > 0");
   check(num_blocks > 0 && block_size > 0, "KvStorage: num_blocks and block_size must be > 0, got " +
                                               std::to_string(num_blocks) + " and " + std::to_string(block_size));
-  if (dtype != KvDtype::kF32 && dtype != KvDtype::kInt8)
-    throw Error(std::string("KV cache dtype '") + kv_dtype_name(dtype) +
-                "' is not implemented yet (allowed: f32, int8)");
-  if (dtype == KvDtype::kInt8 && device.kind() != DeviceKind::kCpu)
-    throw Error("KV cache dtype 'int8' runs on the CPU only (allowed here: f32)");
-  const std::size_t bytes = static_cast<std::size_t>(slots()) * static_cast<std::size_t>(kv_dim_) * elem_bytes();
-  const std::size_t scale_bytes = static_cast<std::size_t>(slots()) * static_cast<std::size_t>(n_kv_heads_) * sizeof(float);
+  if (const std::string problem = kv_format_problem(format, model); !problem.empty())
+    throw Error("KV cache format '" + format.name() + "': " + problem);
+  if (!format.all_f32() && device.kind() != DeviceKind::kCpu)
+    throw Error("KV cache format '" + format.name() + "' runs on the CPU only (allowed here: f32)");
   check(unused_.empty() || static_cast<int>(unused_.size()) == n_layers_,
         "KvStorage: unused-layer mask of " + std::to_string(unused_.size()) + " for " + std::to_string(n_layers_) + " layers");
   for (int l = 0; l < n_layers_; ++l) {
     if (!held(l)) {  // a skipped layer: no K/V memory
       k_.emplace_back();
       v_.emplace_back();
-      if (dtype == KvDtype::kInt8) {
-        k_scale_.emplace_back();
-        v_scale_.emplace_back();
-      }
       continue;
     }
-    k_.emplace_back(device_, bytes);
-    v_.emplace_back(device_, bytes);
-    if (dtype == KvDtype::kInt8) {
-      k_scale_.emplace_back(device_, scale_bytes);
-      v_scale_.emplace_back(device_, scale_bytes);
-    }
+    k_.push_back(make_side(format.key_dtype(l, n_layers_)));
+    v_.push_back(make_side(format.value_dtype(l, n_layers_)));
   }
+}
+
+KvStorage::Side KvStorage::make_side(KvDtype dtype) {
+  Side s;
+  s.dtype = dtype;
+  const std::size_t n = static_cast<std::size_t>(slots());
+  s.codes = Buffer(device_, n * token_bytes(s));
+  if (dtype != KvDtype::kF32) s.params = Buffer(device_, n * token_params(s) * sizeof(float));
+  return s;
+}
+
+std::size_t KvStorage::token_bytes(const Side& s) const {
+  return static_cast<std::size_t>(n_kv_heads_) * kv_code_bytes(s.dtype, head_dim_);
+}
+
+std::size_t KvStorage::token_params(const Side& s) const {
+  return static_cast<std::size_t>(n_kv_heads_) * kv_param_floats(s.dtype, head_dim_, kv_group(format_, head_dim_));
 }
 
 KvLayerView KvStorage::layer(int l) const {
   check(l >= 0 && l < n_layers_ && held(l), "KvStorage::layer: no layer " + std::to_string(l) + " held");
+  const Side& k = k_[static_cast<std::size_t>(l)];
+  const Side& v = v_[static_cast<std::size_t>(l)];
   KvLayerView view;
-  view.dtype = dtype_;
-  view.k = k_[static_cast<std::size_t>(l)].data();
-  view.v = v_[static_cast<std::size_t>(l)].data();
-  if (dtype_ == KvDtype::kInt8) {
-    view.k_scale = k_scale_[static_cast<std::size_t>(l)].as<float>();
-    view.v_scale = v_scale_[static_cast<std::size_t>(l)].as<float>();
-  }
+  view.k_dtype = k.dtype;
+  view.v_dtype = v.dtype;
+  view.k = k.codes.data();
+  view.v = v.codes.data();
+  if (k.dtype != KvDtype::kF32) view.k_params = k.params.as<float>();
+  if (v.dtype != KvDtype::kF32) view.v_params = v.params.as<float>();
+  view.group_size = kv_group(format_, head_dim_);
   view.num_blocks = num_blocks_;
   view.block_size = block_size_;
   view.n_kv_heads = n_kv_heads_;
@@ -70,89 +76,94 @@ KvLayerView KvStorage::layer(int l) const {
   return view;
 }
 
-void KvStorage::write(int layer, const float* k, const float* v, const int* slots, int rows) {
-  check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::write: no layer " + std::to_string(layer) + " held");
-  const std::size_t l = static_cast<std::size_t>(layer);
-  if (dtype_ == KvDtype::kF32) {
-    device_.kv_write_f32(k_[l].as<float>(), v_[l].as<float>(), k, v, slots, rows, kv_dim_);
-    return;
-  }
-  // int8 (host memory): per (token, head) scale = max|x| / 127, codes round(x / scale).
-  const std::size_t hd = static_cast<std::size_t>(head_dim_), nh = static_cast<std::size_t>(n_kv_heads_);
-  auto quantize = [&](const float* src, Buffer& codes, Buffer& scales) {
-    auto* q = codes.as<signed char>();
-    float* sc = scales.as<float>();
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t slot = static_cast<std::size_t>(slots[r]);
-      for (std::size_t h = 0; h < nh; ++h) {
-        const float* x = src + static_cast<std::size_t>(r) * kv_dim_ + h * hd;
-        float amax = 0.0f;
-        for (std::size_t c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(x[c]));
-        const float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
-        sc[slot * nh + h] = s;
-        signed char* dst = q + (slot * nh + h) * hd;
-        for (std::size_t c = 0; c < hd; ++c)
-          dst[c] = static_cast<signed char>(std::clamp(std::lround(x[c] * inv), -127L, 127L));
-      }
+// Quantized side (host memory): every (row, head) through kv_quantize_row into its slot.
+void KvStorage::write_side(Side& side, const float* x, const int* slots, int rows) {
+  const std::size_t hd = static_cast<std::size_t>(head_dim_);
+  const std::size_t code_bytes = kv_code_bytes(side.dtype, head_dim_);
+  const std::size_t param_floats = kv_param_floats(side.dtype, head_dim_, kv_group(format_, head_dim_));
+  auto* codes = side.codes.as<unsigned char>();
+  float* params = side.params.as<float>();
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t slot = static_cast<std::size_t>(slots[r]);
+    for (std::size_t h = 0; h < static_cast<std::size_t>(n_kv_heads_); ++h) {
+      const std::size_t cell = slot * static_cast<std::size_t>(n_kv_heads_) + h;
+      kv_quantize_row(side.dtype, kv_group(format_, head_dim_), x + static_cast<std::size_t>(r) * kv_dim_ + h * hd, head_dim_,
+                      codes + cell * code_bytes, params + cell * param_floats);
     }
-  };
-  quantize(k, k_[l], k_scale_[l]);
-  quantize(v, v_[l], v_scale_[l]);
+  }
 }
 
-std::size_t KvStorage::elem_bytes() const { return dtype_ == KvDtype::kInt8 ? 1 : sizeof(float); }
+void KvStorage::write(int layer, const float* k, const float* v, const int* slots, int rows) {
+  check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::write: no layer " + std::to_string(layer) + " held");
+  Side& ks = k_[static_cast<std::size_t>(layer)];
+  Side& vs = v_[static_cast<std::size_t>(layer)];
+  if (ks.dtype == KvDtype::kF32 && vs.dtype == KvDtype::kF32) {
+    device_.kv_write_f32(ks.codes.as<float>(), vs.codes.as<float>(), k, v, slots, rows, kv_dim_);
+    return;
+  }
+  // Mixed or quantized sides run on host memory only (the constructor checked the device).
+  for (auto [side, x] : {std::pair<Side*, const float*>{&ks, k}, {&vs, v}}) {
+    if (side->dtype != KvDtype::kF32) {
+      write_side(*side, x, slots, rows);
+      continue;
+    }
+    float* dst = side->codes.as<float>();
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < kv_dim_; ++c)
+        dst[static_cast<std::size_t>(slots[r]) * kv_dim_ + c] = x[static_cast<std::size_t>(r) * kv_dim_ + c];
+  }
+}
 
-std::uint64_t KvStorage::bytes_per_token(const ModelConfig& model, KvDtype dtype, int held_layers) {
-  const std::uint64_t per_layer = static_cast<std::uint64_t>(model.kv_dim()) * static_cast<std::uint64_t>(kv_dtype_bits(dtype)) / 8 +
-                                  (dtype == KvDtype::kInt8 || dtype == KvDtype::kInt4 ? 4ull * model.n_kv_heads : 0ull);
-  return 2ull * static_cast<std::uint64_t>(held_layers < 0 ? model.n_layers : held_layers) * per_layer;
+std::uint64_t KvStorage::bytes_per_token(const ModelConfig& model, const KvFormat& format,
+                                         const std::vector<bool>& unused_layers) {
+  return kv_bytes_per_token(model, format, unused_layers);
 }
 
 void KvStorage::copy_blocks(std::span<const BlockCopy> copies) {
-  const std::size_t span = static_cast<std::size_t>(block_size_) * static_cast<std::size_t>(kv_dim_) * elem_bytes();
-  const std::size_t scale_span = static_cast<std::size_t>(block_size_) * static_cast<std::size_t>(n_kv_heads_) * sizeof(float);
+  const std::size_t bs = static_cast<std::size_t>(block_size_);
   for (const BlockCopy& c : copies) {
     check(c.from >= 0 && c.from < num_blocks_ && c.to >= 0 && c.to < num_blocks_,
           "KvStorage::copy_blocks: block " + std::to_string(c.from) + " -> " + std::to_string(c.to) +
               " outside the pool of " + std::to_string(num_blocks_));
-    for (int l = 0; l < n_layers_; ++l) {
-      if (!held(l)) continue;
-      auto* k = k_[static_cast<std::size_t>(l)].as<char>();
-      auto* v = v_[static_cast<std::size_t>(l)].as<char>();
-      device_.copy_on_device(k + static_cast<std::size_t>(c.to) * span, k + static_cast<std::size_t>(c.from) * span, span);
-      device_.copy_on_device(v + static_cast<std::size_t>(c.to) * span, v + static_cast<std::size_t>(c.from) * span, span);
-      if (dtype_ == KvDtype::kInt8)
-        for (Buffer* b : {&k_scale_[static_cast<std::size_t>(l)], &v_scale_[static_cast<std::size_t>(l)]}) {
-          char* s = b->as<char>();
-          device_.copy_on_device(s + static_cast<std::size_t>(c.to) * scale_span,
-                                 s + static_cast<std::size_t>(c.from) * scale_span, scale_span);
-        }
-    }
+    for (int l = 0; l < n_layers_; ++l)
+      for (Side* s : {&k_[static_cast<std::size_t>(l)], &v_[static_cast<std::size_t>(l)]}) {
+        if (!held(l)) continue;
+        const std::size_t span = bs * token_bytes(*s);
+        auto* codes = s->codes.as<char>();
+        device_.copy_on_device(codes + static_cast<std::size_t>(c.to) * span,
+                               codes + static_cast<std::size_t>(c.from) * span, span);
+        if (s->dtype == KvDtype::kF32) continue;
+        const std::size_t pspan = bs * token_params(*s) * sizeof(float);
+        auto* params = s->params.as<char>();
+        device_.copy_on_device(params + static_cast<std::size_t>(c.to) * pspan,
+                               params + static_cast<std::size_t>(c.from) * pspan, pspan);
+      }
   }
 }
 
 float* KvStorage::k_slot(int layer, int slot) {
-  check(layer >= 0 && layer < n_layers_ && slot >= 0 && slot < slots() && device_.kind() == DeviceKind::kCpu &&
-            dtype_ == KvDtype::kF32,
+  check(layer >= 0 && layer < n_layers_ && held(layer) && slot >= 0 && slot < slots() && device_.kind() == DeviceKind::kCpu &&
+            k_[static_cast<std::size_t>(layer)].dtype == KvDtype::kF32,
         "KvStorage::k_slot: layer " + std::to_string(layer) + ", slot " + std::to_string(slot) +
-            " (host-addressable storage only)");
-  return k_[static_cast<std::size_t>(layer)].as<float>() + static_cast<std::size_t>(slot) * kv_dim_;
+            " (host-addressable f32 storage only)");
+  return k_[static_cast<std::size_t>(layer)].codes.as<float>() + static_cast<std::size_t>(slot) * kv_dim_;
 }
 
 float* KvStorage::v_slot(int layer, int slot) {
-  check(layer >= 0 && layer < n_layers_ && slot >= 0 && slot < slots() && device_.kind() == DeviceKind::kCpu &&
-            dtype_ == KvDtype::kF32,
+  check(layer >= 0 && layer < n_layers_ && held(layer) && slot >= 0 && slot < slots() && device_.kind() == DeviceKind::kCpu &&
+            v_[static_cast<std::size_t>(layer)].dtype == KvDtype::kF32,
         "KvStorage::v_slot: layer " + std::to_string(layer) + ", slot " + std::to_string(slot) +
-            " (host-addressable storage only)");
-  return v_[static_cast<std::size_t>(layer)].as<float>() + static_cast<std::size_t>(slot) * kv_dim_;
+            " (host-addressable f32 storage only)");
+  return v_[static_cast<std::size_t>(layer)].codes.as<float>() + static_cast<std::size_t>(slot) * kv_dim_;
 }
 
 std::uint64_t KvStorage::bytes() const {
-  int held_layers = 0;
-  for (int l = 0; l < n_layers_; ++l) held_layers += held(l);
-  return static_cast<std::uint64_t>(slots()) * 2ull * static_cast<std::uint64_t>(held_layers) *
-         (static_cast<std::uint64_t>(kv_dim_) * static_cast<std::uint64_t>(kv_dtype_bits(dtype_)) / 8 +
-          (dtype_ == KvDtype::kInt8 || dtype_ == KvDtype::kInt4 ? 4ull * static_cast<std::uint64_t>(n_kv_heads_) : 0ull));
+  std::uint64_t total = 0;
+  for (const auto* sides : {&k_, &v_})
+    for (const Side& s : *sides)
+      if (s.codes.bytes() > 0)
+        total += static_cast<std::uint64_t>(slots()) * (token_bytes(s) + token_params(s) * sizeof(float));
+  return total;
 }
 
 }  // namespace inferlab

@@ -23,7 +23,7 @@ void log_softmax(const float* logits, int vocab, std::vector<float>& out) {
 }  // namespace
 
 PerplexityResult evaluate_perplexity(Model& model, Attention& attention, const std::vector<int>& tokens, int context, int stride,
-                                     std::vector<std::vector<float>>* logprobs, KvDtype kv_dtype) {
+                                     std::vector<std::vector<float>>* logprobs, const KvFormat& kv_format) {
   const ModelConfig& cfg = model.config();
   if (context <= 0) context = cfg.max_seq_len;
   if (stride <= 0 || stride > context) stride = context;
@@ -36,7 +36,7 @@ PerplexityResult evaluate_perplexity(Model& model, Attention& attention, const s
   kvc.block_size = 16;
   kvc.num_blocks = (context + kvc.block_size - 1) / kvc.block_size;
   BlockManager kv(kvc);
-  KvStorage storage(model.device(), cfg, kvc.num_blocks, kvc.block_size, kv_dtype);
+  KvStorage storage(model.device(), cfg, kvc.num_blocks, kvc.block_size, kv_format);
   std::vector<BlockCopy> copies;  // a single private sequence: never any
   const int seq = 0;
   const int chunk = 256;
@@ -109,10 +109,10 @@ void QualityEvaluator::remember(const std::string& variant, const MetricRow& row
 }
 
 MetricRow QualityEvaluator::evaluate(const std::string& variant, Model& model, Attention& attention, bool is_baseline,
-                                     KvDtype kv_dtype) {
+                                     const KvFormat& kv_format) {
   if (auto it = cache_.find(variant); it != cache_.end()) return it->second;
   std::vector<std::vector<float>> lp;
-  PerplexityResult p = evaluate_perplexity(model, attention, tokens_, spec_.context, spec_.context, &lp, kv_dtype);
+  PerplexityResult p = evaluate_perplexity(model, attention, tokens_, spec_.context, spec_.context, &lp, kv_format);
   MetricRow row = {{"perplexity", p.perplexity}, {"mean_nll", p.mean_nll}};
   if (is_baseline) {
     baseline_ = std::move(lp);

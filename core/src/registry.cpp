@@ -187,9 +187,13 @@ std::vector<std::string> Registry::check_support(PluginKind kind, const std::str
   // A simulated run executes no device op, so every plugin may be created on the sim device.
   if (query.device != DeviceKind::kSim && std::find(d.devices.begin(), d.devices.end(), query.device) == d.devices.end())
     reasons.push_back(std::string("does not run on device '") + device_kind_name(query.device) + "'");
-  if (kind == PluginKind::kAttention &&
-      std::find(d.kv_dtypes.begin(), d.kv_dtypes.end(), query.kv_dtype) == d.kv_dtypes.end())
-    reasons.push_back(std::string("cannot read KV cache stored as ") + kv_dtype_name(query.kv_dtype));
+  if (kind == PluginKind::kAttention)
+    for (KvDtype side : {query.kv_format.keys, query.kv_format.values})
+      if (std::find(d.kv_dtypes.begin(), d.kv_dtypes.end(), side) == d.kv_dtypes.end()) {
+        reasons.push_back(std::string("cannot read KV cache stored as ") + kv_dtype_name(side) + " (KV format '" +
+                          query.kv_format.name() + "')");
+        break;
+      }
   if (d.supports) {
     auto more = d.supports(query);
     reasons.insert(reasons.end(), more.begin(), more.end());

@@ -117,8 +117,15 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
       const std::string where = ch.where + ": variant '" + v.name + "'";
       rv.params(k) = registry.resolve(k, ch.name, ch.params, where);
     }
-    // KV storage comes from the quantization strategy; attention must be able to read it. The
-    // strategy is asked on a one-thread host device: planning allocates nothing.
+    // The [kv] format must fit the model (int4 group size, f32 layers) and be readable by the
+    // attention plugin (checked with the other plugin checks below). The quantization strategy
+    // is made on a one-thread host device: planning allocates nothing.
+    if (const std::string problem = kv_format_problem(v.stack.kv.format, model); !problem.empty())
+      throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
+                  "' cannot run this: " + problem);
+    if (!v.stack.kv.format.all_f32() && spec.device.kind != "cpu")
+      throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
+                  "' is stored on the CPU only (device kind \"" + spec.device.kind + "\"; allowed there: f32)");
     DeviceKind device_kind = DeviceKind::kCpu;
     check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
     CpuDevice host(1);
@@ -140,7 +147,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
                   "(text, tokens, seq_len, seed)");
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
-      SupportQuery q{vmodel, device_kind, quant->kv_dtype(), rv.params(k)};
+      SupportQuery q{vmodel, device_kind, v.stack.kv.format, rv.params(k)};
       auto reasons = registry.check_support(k, ch.name, q);
       if (!reasons.empty()) {
         std::string all;
@@ -207,13 +214,15 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   if (sim) {
     const SimOptions so = sim_options(spec.device, v.stack.attention.name, v.stack.quantization.name);
     executor = std::make_unique<SimExecutor>(weights.config, so, static_cast<SimDevice&>(*device));
-    // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks
-    // says); a calibrated run sizes it as the real run on this machine does (the engine's rule).
-    if (eo.kv.num_blocks <= 0 && !so.calibrated) eo.kv.num_blocks = sim_kv_blocks(weights.config, so, eo.kv.block_size);
+    // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks or
+    // kv.memory_mb says); a calibrated run sizes it as the real run on this machine does (the
+    // engine's rule).
+    if (eo.kv.num_blocks <= 0 && eo.kv.memory_mb <= 0 && !so.calibrated)
+      eo.kv.num_blocks = sim_kv_blocks(weights.config, so, eo.kv.block_size);
   } else {
     model.emplace(weights, *quant, *device, v.model ? nullptr : cx.calibration);
     model->set_layer_plan(decoder->layer_plan());  // layer skipping / early exit, quality included
-    executor = std::make_unique<ModelExecutor>(*model, *attention, quant->kv_dtype());
+    executor = std::make_unique<ModelExecutor>(*model, *attention, v.stack.kv.format);
   }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
   eo.clock = cx.options.clock;
@@ -233,7 +242,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   }
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
-    auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, quant->kv_dtype());
+    auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, v.stack.kv.format);
     c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
   }
   c.requests = std::move(r.timeline.requests);
@@ -458,7 +467,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     // The baseline as its decoder runs it (a layer-skipping baseline is evaluated skipping).
     auto decoder = registry.create_decoder(b.stack.decoding.name, b.decoding, *device, &weights, attention.get());
     model.set_layer_plan(decoder->layer_plan());
-    quality->evaluate(b.name, model, *attention, true, quant->kv_dtype());
+    quality->evaluate(b.name, model, *attention, true, b.stack.kv.format);
   }
   out.set_header(spec.name, spec.description, names, notes);
   out.rewrite();

@@ -43,7 +43,7 @@ CalibratedCostModel calibrate_plan(const Plan& plan, const Registry& registry, c
       throw Error("calibrate: variant '" + v.name + "' drafts (decoding '" + v.stack.decoding.name +
                   "'); calibrate its stack with a non-speculative decoder (sampling)");
     Model model(loaded.weights, *quant, device, nullptr);
-    ModelExecutor executor(model, *attention, quant->kv_dtype());
+    ModelExecutor executor(model, *attention, v.stack.kv.format);
     log::info("calibrate: " + v.stack.attention.name + " + " + v.stack.quantization.name + " (variant '" + v.name + "')");
     CalibratedStack s = calibrate_stack(executor, *decoder, g, clock);
     s.attention = v.stack.attention.name;

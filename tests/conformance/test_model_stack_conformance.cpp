@@ -47,7 +47,7 @@ RunResult run_stack(Device& device, Attention& attention, Quantization& quant) {
       device);
   auto dec = reg.create_decoder("sampling", reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"), device);
   Model model(weights(), quant, device);
-  ModelExecutor executor(model, attention, quant.kv_dtype());
+  ModelExecutor executor(model, attention);
   EngineOptions eo;
   eo.kv.block_size = 7;
   return Engine(executor, *sched, *dec, eo).run(requests());

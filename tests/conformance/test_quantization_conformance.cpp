@@ -254,17 +254,6 @@ TEST_P(QuantizationConformance, BuildsAndForwardsAreDeterministic) {
   EXPECT_GT(ran, 0) << "the strategy refused every shape";
 }
 
-// The KV format it asks for is a KvDtype the registry knows and some attention plugin reads.
-TEST_P(QuantizationConformance, KvDtypeIsReadableBySomeAttentionPlugin) {
-  const KvDtype dtype = quant_->kv_dtype();
-  const std::string name = kv_dtype_name(dtype);
-  ASSERT_NE(name, "unknown") << "kv_dtype() returned a value outside KvDtype";
-  std::vector<std::string> readers;
-  for (const PluginDescriptor* d : conformance_registry().list(PluginKind::kAttention))
-    if (std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), dtype) != d->kv_dtypes.end()) readers.push_back(d->name);
-  EXPECT_FALSE(readers.empty()) << "no registered attention plugin reads KV stored as " << name;
-}
-
 INSTANTIATE_TEST_SUITE_P(Plugins, QuantizationConformance,
                          ::testing::ValuesIn(plugin_cases(PluginKind::kQuantization)), case_name);
 

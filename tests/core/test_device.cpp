@@ -102,16 +102,20 @@ TEST(KvStorage, F32AndInt8AreImplementedAndBytesFollowTheDtype) {
   KvStorage kv(device, c, 5, 4);
   EXPECT_EQ(kv.bytes(), 2u * 3 * 5 * 4 * 8 * 4);  // k and v, layers, blocks, tokens, kv_dim, f32
   EXPECT_EQ(kv.layer(2).num_blocks, 5);
-  // int8: a byte per value plus an fp32 scale per (token, KV head).
-  EXPECT_EQ(KvStorage(device, c, 5, 4, KvDtype::kInt8).bytes(), 2u * 3 * 5 * 4 * (8 + 2 * 4));
-  for (KvDtype d : {KvDtype::kF16, KvDtype::kInt4}) {
-    try {
-      KvStorage q(device, c, 5, 4, d);
-      FAIL() << kv_dtype_name(d);
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("'") + kv_dtype_name(d) + "' is not implemented"),
-                std::string::npos) << e.what();
-    }
+  // int8 with one group per token-head (group_size 0): a byte per value plus an fp32 scale per
+  // (token, KV head).
+  KvFormat int8(KvDtype::kInt8);
+  int8.group_size = 0;
+  EXPECT_EQ(KvStorage(device, c, 5, 4, int8).bytes(), 2u * 3 * 5 * 4 * (8 + 2 * 4));
+  // int4 in groups of 4 (head_dim 4): half a byte per value plus (scale, min) per group.
+  KvFormat int4(KvDtype::kInt4);
+  int4.group_size = 4;
+  EXPECT_EQ(KvStorage(device, c, 5, 4, int4).bytes(), 2u * 3 * 5 * 4 * 2 * (2 + 8));
+  try {
+    KvStorage q(device, c, 5, 4, KvDtype::kF16);
+    FAIL() << "f16";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("f16 has no storage"), std::string::npos) << e.what();
   }
   EXPECT_EQ(kv_dtype_bits(KvDtype::kInt4), 4);
   // Copy on write copies every layer's K and V of a block.

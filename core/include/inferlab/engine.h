@@ -43,7 +43,7 @@ class StepExecutor {
 // The real model with an attention strategy on the model's device.
 class ModelExecutor final : public StepExecutor {
  public:
-  ModelExecutor(Model& model, Attention& attention, KvDtype kv_dtype = KvDtype::kF32);
+  ModelExecutor(Model& model, Attention& attention, KvFormat kv_format = {});
   const ModelConfig& config() const override { return model_.config(); }
   std::uint64_t weight_bytes() const override { return model_.weight_bytes(); }
   Device& device() override { return model_.device(); }
@@ -55,7 +55,7 @@ class ModelExecutor final : public StepExecutor {
  private:
   Model& model_;
   Attention& attention_;
-  KvDtype kv_dtype_;
+  KvFormat kv_format_;
   std::unique_ptr<KvStorage> storage_;
 };
 

@@ -38,6 +38,7 @@ struct Stack {
   PluginChoice scheduler{"continuous", {}, ""};
   PluginChoice decoding{"sampling", {}, ""};
   KvCacheConfig kv;
+  std::string kv_where;  // "file:line:col" of the [kv] table that set it (or of the stack)
   PluginChoice& choice(PluginKind kind);
   const PluginChoice& choice(PluginKind kind) const;
 };

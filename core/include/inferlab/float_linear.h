@@ -26,15 +26,9 @@ class FloatLinear : public Linear {
 
 class NoQuantization : public Quantization {
  public:
-  // kv: the KV cache format this strategy asks for (f32, or int8 per token-head).
-  explicit NoQuantization(KvDtype kv = KvDtype::kF32) : kv_(kv) {}
-  KvDtype kv_dtype() const override { return kv_; }
   using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
-
- private:
-  KvDtype kv_;
 };
 
 }  // namespace inferlab

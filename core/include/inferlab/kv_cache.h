@@ -7,14 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace inferlab {
+#include "inferlab/kv_format.h"
 
-// How K/V are stored. f32 is implemented; the others are the formats quantized KV storage
-// (KIVI-style int8/int4 with per-(slot, kv head) scales) will use.
-enum class KvDtype { kF32, kF16, kInt8, kInt4 };
-const char* kv_dtype_name(KvDtype dtype);
-// Bits per stored element (scales not included).
-int kv_dtype_bits(KvDtype dtype);
+namespace inferlab {
 
 struct KvCacheConfig {
   int block_size = 16;     // tokens per block
@@ -24,6 +19,11 @@ struct KvCacheConfig {
   // false = the no-KV-cache baseline: a sequence's K/V are dropped once a step has produced its
   // next token, so every token recomputes the whole sequence (the engine applies this).
   bool enabled = true;
+  // How K/V are stored ([kv] dtype, group_size, f32_first_layers, f32_last_layers).
+  KvFormat format;
+  // > 0: the pool is the blocks of this many MiB of KV storage (num_blocks must then be 0), so
+  // a smaller format holds more blocks: floor(memory_mb·2^20 / (kv_bytes_per_token·block_size)).
+  int memory_mb = 0;
 };
 
 // A block's contents to be copied to another block (copy on write), in every layer.
@@ -32,18 +32,22 @@ struct BlockCopy {
   int to = 0;
 };
 
-// Read-only view of one layer's storage for attention kernels (device memory).
+// Read-only view of one layer's storage for attention kernels (device memory). Each side
+// (K, V) has its own dtype (kv_format.h has the layouts); on a CUDA device only f32 exists.
 struct KvLayerView {
-  KvDtype dtype = KvDtype::kF32;
-  const void* k = nullptr;  // [num_blocks, block_size, n_kv_heads, head_dim] of dtype
-  const void* v = nullptr;  // [num_blocks, block_size, n_kv_heads, head_dim] of dtype
-  const float* k_scale = nullptr;  // [num_blocks * block_size, n_kv_heads] for int8/int4; else null
-  const float* v_scale = nullptr;
+  KvDtype k_dtype = KvDtype::kF32;
+  KvDtype v_dtype = KvDtype::kF32;
+  const void* k = nullptr;  // codes [num_blocks * block_size, n_kv_heads, kv_code_bytes(k_dtype, head_dim)]
+  const void* v = nullptr;  // codes [num_blocks * block_size, n_kv_heads, kv_code_bytes(v_dtype, head_dim)]
+  const float* k_params = nullptr;  // [num_blocks * block_size, n_kv_heads, kv_param_floats] quantized; else null
+  const float* v_params = nullptr;
+  int group_size = 0;  // quantized sides: head_dim values per scale (int8) or (scale, min) (int4)
   int num_blocks = 0;
   int block_size = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  // f32 storage: start of the K (or V) vector of `kv_head` at a physical slot
+  bool all_f32() const { return k_dtype == KvDtype::kF32 && v_dtype == KvDtype::kF32; }
+  // f32 sides only: start of the K (or V) vector of `kv_head` at a physical slot
   // (block * block_size + offset).
   const float* k_at(int slot, int kv_head) const {
     return static_cast<const float*>(k) + (static_cast<std::size_t>(slot) * n_kv_heads + kv_head) * head_dim;
@@ -51,20 +55,23 @@ struct KvLayerView {
   const float* v_at(int slot, int kv_head) const {
     return static_cast<const float*>(v) + (static_cast<std::size_t>(slot) * n_kv_heads + kv_head) * head_dim;
   }
-  // Any dtype this build stores (f32, int8), host memory: the K (V) vector of `kv_head` at
-  // `slot` as floats — a pointer into f32 storage, or the int8 codes times their token-head
-  // scale written to `scratch` [head_dim] and `scratch` returned. Attention kernels call it per
-  // position of a tile, so quantized KV is dequantized in the tile loop.
-  const float* k_row(int slot, int kv_head, float* scratch) const { return row(k, k_scale, slot, kv_head, scratch); }
-  const float* v_row(int slot, int kv_head, float* scratch) const { return row(v, v_scale, slot, kv_head, scratch); }
+  // Any stored dtype, host memory: the K (V) vector of `kv_head` at `slot` as floats — a
+  // pointer into f32 storage, or the codes dequantized by kv_dequantize_row into `scratch`
+  // [head_dim] and `scratch` returned. Attention kernels call it per position of a tile, so
+  // quantized KV is dequantized in the tile loop, by the one routine all plugins share.
+  const float* k_row(int slot, int kv_head, float* scratch) const {
+    return row(k_dtype, k, k_params, slot, kv_head, scratch);
+  }
+  const float* v_row(int slot, int kv_head, float* scratch) const {
+    return row(v_dtype, v, v_params, slot, kv_head, scratch);
+  }
 
  private:
-  const float* row(const void* base, const float* scale, int slot, int kv_head, float* scratch) const {
+  const float* row(KvDtype dtype, const void* base, const float* params, int slot, int kv_head, float* scratch) const {
     const std::size_t cell = static_cast<std::size_t>(slot) * n_kv_heads + kv_head;
     if (dtype == KvDtype::kF32) return static_cast<const float*>(base) + cell * head_dim;
-    const signed char* codes = static_cast<const signed char*>(base) + cell * head_dim;  // kInt8
-    const float s = scale[cell];
-    for (int c = 0; c < head_dim; ++c) scratch[c] = s * static_cast<float>(codes[c]);
+    kv_dequantize_row(dtype, group_size, static_cast<const unsigned char*>(base) + cell * kv_code_bytes(dtype, head_dim),
+                      params + cell * kv_param_floats(dtype, head_dim, group_size), head_dim, scratch);
     return scratch;
   }
 };

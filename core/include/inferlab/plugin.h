@@ -38,7 +38,7 @@ bool parse_plugin_kind(const std::string& text, PluginKind& kind);
 struct SupportQuery {
   const ModelConfig& model;
   DeviceKind device = DeviceKind::kCpu;
-  KvDtype kv_dtype = KvDtype::kF32;
+  KvFormat kv_format = {};  // the variant's [kv] format
   const Params& params;
 };
 
@@ -65,7 +65,8 @@ struct PluginDescriptor {
   std::string summary;
   std::vector<ParamSpec> params;
   std::vector<DeviceKind> devices = {DeviceKind::kCpu};  // where it can run
-  std::vector<KvDtype> kv_dtypes = {KvDtype::kF32};  // attention: KV formats it can read
+  // attention: the KV dtypes it can read, on either side (K, V) of any layer
+  std::vector<KvDtype> kv_dtypes = {KvDtype::kF32};
   // Reasons it cannot run this problem (empty = supported). Optional; device and KV dtype are
   // checked by the registry from the lists above.
   std::function<std::vector<std::string>(const SupportQuery&)> supports;

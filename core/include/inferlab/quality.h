@@ -27,7 +27,7 @@ struct PerplexityResult {
 PerplexityResult evaluate_perplexity(Model& model, Attention& attention,
                                      const std::vector<int>& tokens, int context, int stride,
                                      std::vector<std::vector<float>>* logprobs = nullptr,
-                                     KvDtype kv_dtype = KvDtype::kF32);
+                                     const KvFormat& kv_format = {});
 
 // Tokens for quality text: the tokenizer's when there is one (BOS/EOS as the model file says,
 // add_bos overriding its BOS when set), else BOS (id 1) and the UTF-8 bytes mapped to ids
@@ -41,9 +41,9 @@ class QualityEvaluator {
  public:
   QualityEvaluator(const QualitySpec& spec, std::vector<int> tokens);
   // perplexity, mean_nll, kl_vs_baseline (mean KL(baseline || variant), nats), top1_agree_frac.
-  // kv_dtype: the KV format the variant's quantization strategy chose.
+  // kv_format: the variant's [kv] format.
   MetricRow evaluate(const std::string& variant, Model& model, Attention& attention, bool is_baseline,
-                     KvDtype kv_dtype = KvDtype::kF32);
+                     const KvFormat& kv_format = {});
   // Caches the quality metrics found in `row` (a cell measured in a child process) for `variant`.
   void remember(const std::string& variant, const MetricRow& row);
 

@@ -1,5 +1,5 @@
 // Quantization strategy interface: builds each linear layer from float weights with its own
-// storage and kernel, and chooses the KV cache storage format.
+// storage and kernel. (The KV cache format is the variant's [kv] dtype, kv_format.h.)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -67,7 +67,6 @@ class Quantization {
   }
   // What to collect for make_linear; nothing by default.
   virtual CalibrationNeeds calibration_needs() const { return {}; }
-  virtual KvDtype kv_dtype() const { return KvDtype::kF32; }
 };
 
 }  // namespace inferlab

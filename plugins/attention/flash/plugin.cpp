@@ -21,7 +21,7 @@ inferlab::PluginDescriptor describe_flash() {
        "query rows of one sequence processed together (times the GQA group) per K/V pass"},
   };
   d.devices = {inferlab::DeviceKind::kCpu};
-  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8};
+  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
   d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
     return std::make_unique<FlashAttention>(static_cast<int>(ctx.params.get_int("tile")),
                                             static_cast<int>(ctx.params.get_int("query_rows")));

@@ -13,7 +13,7 @@ inferlab::PluginDescriptor describe_naive() {
   d.version = "1.0.0";
   d.summary = "Paged attention that materialises each score row, softmax, then V sum";
   d.devices = {inferlab::DeviceKind::kCpu};
-  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8};
+  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
   d.make_attention = [](const inferlab::PluginContext&) -> std::unique_ptr<inferlab::Attention> {
     return std::make_unique<inferlab::plugins::NaiveAttention>();
   };

@@ -29,7 +29,7 @@ inferlab::PluginDescriptor describe_split_k() {
        "without splitting"},
   };
   d.devices = {inferlab::DeviceKind::kCpu};
-  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8};
+  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
   d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
     return std::make_unique<SplitKAttention>(static_cast<int>(ctx.params.get_int("splits")),
                                              static_cast<int>(ctx.params.get_int("min_split_tokens")),

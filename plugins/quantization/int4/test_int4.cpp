@@ -165,7 +165,6 @@ TEST(Int4Quantization, WeightBytesAboutAnEighthOfFp32PlusScales) {
   // Odd in and a partial last group: ceil(in/2) bytes per row, ceil(in/gs) groups.
   auto odd = Int4Quantization(8, false, false).make_linear("w", gaussian(3 * 13, 6, 1.0), 3, 13);
   EXPECT_EQ(odd->weight_bytes(), 3u * 7 + 3u * 2 * 5);
-  EXPECT_EQ(Int4Quantization(32, false, false).kv_dtype(), KvDtype::kF32);
 }
 
 TEST(Int4Quantization, GroupSizeAndSymmetricChangeOutputs) {

@@ -75,7 +75,6 @@ TEST(Int8Quantization, WeightBytesAboutAQuarterOfFp32) {
   EXPECT_EQ(linear->weight_bytes(), static_cast<std::uint64_t>(out) * in + 4u * out);
   double ratio = static_cast<double>(linear->weight_bytes()) / (4.0 * out * in);
   EXPECT_NEAR(ratio, 0.25, 0.001);
-  EXPECT_EQ(Int8Quantization().kv_dtype(), KvDtype::kF32);
 }
 
 TEST(Int8Quantization, RejectsMismatchedWeight) {
