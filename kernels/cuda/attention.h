@@ -1,11 +1,11 @@
 // Launchers of the CUDA paged-attention kernels (attention_naive.cu, attention_flash.cu,
-// attention_split_k.cu). Host-callable from ordinary C++; every pointer is device memory of the
+// attention_split_k.cu). Plain C++ declarations (callable from .cpp files under #if INFERLAB_HAVE_CUDA); every pointer is device memory of the
 // current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
 // inferlab/attention.h (query rows per sequence, causal by position, GQA head h -> kv head
 // h / (n_heads / n_kv_heads)); K/V are f32 or int8 with one fp32 scale per (slot, kv head),
 // dequantised as each K/V row is loaded. Launch failures throw inferlab::Error.
 #pragma once
-#include <cuda_runtime_api.h>
+struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
 
 #include <cstddef>
 
@@ -39,7 +39,7 @@ struct PagedBatch {
 // query_start[n_seqs] - first_row, both known on the host). scores: [rows, n_heads, max_context]
 // scratch, max_context >= every context_len.
 void naive_attention(const PagedBatch& batch, const PagedKv& kv, const float* q, float* out, float* scores,
-                     int first_row, int rows, int max_context, cudaStream_t stream);
+                     int first_row, int rows, int max_context, CUstream_st* stream);
 
 // ---- tiled online softmax (flash) and its split-K use ---------------------------------------
 // One work item: local query rows [row_begin, row_end) of `seq` (every head of each kv head's
@@ -74,7 +74,7 @@ int multiprocessor_count();
 // items: [n_items] device array; max_item_rows >= every item's row count.
 void tiled_attention(const PagedBatch& batch, const PagedKv& kv, const float* q, float* out,
                      const AttentionItem* items, int n_items, int max_item_rows, int tile, PartialState state,
-                     cudaStream_t stream);
+                     CUstream_st* stream);
 
 // A split sequence: local rows [0, rows) of `seq`, `splits` partial items whose kv head h state
 // starts at vector partial + (j * n_kv_heads + h) * rows * group for split j.
@@ -89,6 +89,6 @@ struct AttentionMerge {
 // split max of a vector, out = sum_j e^(max_j - M) acc_j / sum_j e^(max_j - M) denom_j.
 // merges: [n_merges] device array. Grid (n_merges, n_kv_heads).
 void merge_partial_attention(const PagedBatch& batch, const AttentionMerge* merges, int n_merges,
-                             PartialState state, float* out, cudaStream_t stream);
+                             PartialState state, float* out, CUstream_st* stream);
 
 }  // namespace inferlab::cuda

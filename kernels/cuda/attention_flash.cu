@@ -24,7 +24,7 @@
 #include <cmath>
 
 #include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/check.h"
 
 namespace inferlab::cuda {
 
@@ -159,7 +159,7 @@ int multiprocessor_count() {
 
 void tiled_attention(const PagedBatch& batch, const PagedKv& kv, const float* q, float* out,
                      const AttentionItem* items, int n_items, int max_item_rows, int tile, PartialState state,
-                     cudaStream_t stream) {
+                     CUstream_st* stream) {
   if (n_items <= 0) return;
   const int group = batch.n_heads / batch.n_kv_heads;
   const std::size_t shared = tiled_attention_shared_bytes(max_item_rows, group, tile, batch.head_dim);
@@ -174,7 +174,7 @@ void tiled_attention(const PagedBatch& batch, const PagedKv& kv, const float* q,
   const dim3 grid(static_cast<unsigned>(n_items), static_cast<unsigned>(batch.n_kv_heads));
   tiled_attention_kernel<<<grid, kTiledThreads, shared, stream>>>(batch, kv, q, out, items, max_item_rows * group,
                                                                    tile, state);
-  INFERLAB_CUDA_CHECK(cudaGetLastError());
+  INFERLAB_CUDA_CHECK_LAUNCH(tiled_attention_kernel);
 }
 
 }  // namespace inferlab::cuda

@@ -12,7 +12,7 @@
 #include <cfloat>
 
 #include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/check.h"
 
 namespace inferlab::cuda {
 
@@ -79,12 +79,12 @@ __global__ void naive_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
 }  // namespace
 
 void naive_attention(const PagedBatch& batch, const PagedKv& kv, const float* q, float* out, float* scores,
-                     int first_row, int rows, int max_context, cudaStream_t stream) {
+                     int first_row, int rows, int max_context, CUstream_st* stream) {
   if (rows <= 0 || batch.n_heads <= 0) return;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(batch.n_heads));
   const std::size_t shared = static_cast<std::size_t>(batch.head_dim) * sizeof(float);
   naive_attention_kernel<<<grid, kNaiveThreads, shared, stream>>>(batch, kv, q, out, scores, first_row, max_context);
-  INFERLAB_CUDA_CHECK(cudaGetLastError());
+  INFERLAB_CUDA_CHECK_LAUNCH(naive_attention_kernel);
 }
 
 }  // namespace inferlab::cuda

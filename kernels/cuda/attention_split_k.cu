@@ -15,7 +15,7 @@
 #include <cmath>
 
 #include "kernels/cuda/attention_common.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/check.h"
 
 namespace inferlab::cuda {
 
@@ -56,11 +56,11 @@ __global__ void merge_partial_kernel(PagedBatch b, const AttentionMerge* merges,
 }  // namespace
 
 void merge_partial_attention(const PagedBatch& batch, const AttentionMerge* merges, int n_merges,
-                             PartialState state, float* out, cudaStream_t stream) {
+                             PartialState state, float* out, CUstream_st* stream) {
   if (n_merges <= 0) return;
   const dim3 grid(static_cast<unsigned>(n_merges), static_cast<unsigned>(batch.n_kv_heads));
   merge_partial_kernel<<<grid, kMergeThreads, 0, stream>>>(batch, merges, state, out);
-  INFERLAB_CUDA_CHECK(cudaGetLastError());
+  INFERLAB_CUDA_CHECK_LAUNCH(merge_partial_kernel);
 }
 
 }  // namespace inferlab::cuda

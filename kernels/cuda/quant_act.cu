@@ -18,7 +18,7 @@
 // stays bandwidth bound.
 #include <algorithm>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/quant_weights.cuh"
 
 namespace inferlab::cuda {
@@ -101,7 +101,7 @@ __global__ void int8_act_gemv_kernel(const signed char* xq, const float* xs, int
 
 template <class W>
 void act_linear(const std::int8_t* xq, const float* xs, int block, W w, float* y, int n, int out, int in,
-                cudaStream_t stream) {
+                CUstream_st* stream) {
   if (n <= 0 || out <= 0) return;
   // Every block but a single whole-row one must start on a 4-byte boundary of the codes.
   check(block > 0 && (block % 4 == 0 || block >= in),
@@ -113,28 +113,28 @@ void act_linear(const std::int8_t* xq, const float* xs, int block, W w, float* y
                   static_cast<unsigned>((n + kGemvRows - 1) / kGemvRows));
   int8_act_gemv_kernel<<<grid, kThreads, 0, stream>>>(reinterpret_cast<const signed char*>(xq), xs, block, lanes, w,
                                                       y, n, out, in);
-  INFERLAB_CUDA_CHECK(cudaGetLastError());
+  INFERLAB_CUDA_CHECK_LAUNCH(int8_act_gemv_kernel);
 }
 
 }  // namespace
 
 void quantize_activations(const float* x, const float* inv_smooth, int n, int in, int block, std::int8_t* xq,
-                          float* xs, cudaStream_t stream) {
+                          float* xs, CUstream_st* stream) {
   if (n <= 0 || in <= 0) return;
   check(block > 0, "cuda quantize_activations: block must be positive");
   const dim3 grid(static_cast<unsigned>(n), static_cast<unsigned>((in + block - 1) / block));
   quantize_activations_kernel<<<grid, kThreads, 0, stream>>>(x, inv_smooth, in, block,
                                                              reinterpret_cast<signed char*>(xq), xs);
-  INFERLAB_CUDA_CHECK(cudaGetLastError());
+  INFERLAB_CUDA_CHECK_LAUNCH(quantize_activations_kernel);
 }
 
 void int8_act_linear(const std::int8_t* xq, const float* xs, int block, Int8Weights w, float* y, int n, int out,
-                     int in, cudaStream_t stream) {
+                     int in, CUstream_st* stream) {
   act_linear(xq, xs, block, detail::Int8View{w, in}, y, n, out, in, stream);
 }
 
 void int4_act_linear(const std::int8_t* xq, const float* xs, Int4Weights w, float* y, int n, int out, int in,
-                     cudaStream_t stream) {
+                     CUstream_st* stream) {
   check(w.group_size % 32 == 0, "cuda int4_act_linear: group_size must be a multiple of 32, got " +
                                     std::to_string(w.group_size));
   act_linear(xq, xs, 32, detail::Int4View{w, in}, y, n, out, in, stream);

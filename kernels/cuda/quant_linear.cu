@@ -16,7 +16,7 @@
 // (cuBLAS on tensor cores would be faster; not used so W stays compressed).
 #include <algorithm>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/quant_weights.cuh"
 
 namespace inferlab::cuda {
@@ -95,7 +95,7 @@ __global__ void dequant_gemm_kernel(const float* x, W w, float* y, int n, int ou
 }
 
 template <class W>
-void dequant_linear(const float* x, W w, float* y, int n, int out, int in, cudaStream_t stream) {
+void dequant_linear(const float* x, W w, float* y, int n, int out, int in, CUstream_st* stream) {
   if (n <= 0 || out <= 0) return;
   if (n <= kGemvRows) {
     const dim3 grid(static_cast<unsigned>((out + kGemvWarps - 1) / kGemvWarps), 1);
@@ -104,16 +104,16 @@ void dequant_linear(const float* x, W w, float* y, int n, int out, int in, cudaS
     const dim3 grid(static_cast<unsigned>((out + kTile - 1) / kTile), static_cast<unsigned>((n + kTile - 1) / kTile));
     dequant_gemm_kernel<<<grid, 256, 0, stream>>>(x, w, y, n, out, in);
   }
-  INFERLAB_CUDA_CHECK(cudaGetLastError());
+  INFERLAB_CUDA_CHECK_LAUNCH(dequant_gemm_kernel);
 }
 
 }  // namespace
 
-void int8_linear(const float* x, Int8Weights w, float* y, int n, int out, int in, cudaStream_t stream) {
+void int8_linear(const float* x, Int8Weights w, float* y, int n, int out, int in, CUstream_st* stream) {
   dequant_linear(x, detail::Int8View{w, in}, y, n, out, in, stream);
 }
 
-void int4_linear(const float* x, Int4Weights w, float* y, int n, int out, int in, cudaStream_t stream) {
+void int4_linear(const float* x, Int4Weights w, float* y, int n, int out, int in, CUstream_st* stream) {
   check(w.group_size > 0 && w.group_size % 8 == 0,
         "cuda int4_linear: group_size must be a positive multiple of 8, got " + std::to_string(w.group_size));
   dequant_linear(x, detail::Int4View{w, in}, y, n, out, in, stream);

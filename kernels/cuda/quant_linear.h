@@ -1,10 +1,10 @@
 // Launchers of the CUDA quantized-linear kernels (quant_gemv.cu, quant_gemm.cu, quant_act.cu):
 // y[n, out] = x[n, in] · W^T for W stored as int8 per output channel (kernels/ref/matmul_int8.h)
 // or int4 groups (kernels/ref/matmul_int4.h), with fp32 activations or int8 activations
-// quantised on the GPU. Host-callable from ordinary C++; pointers are device memory, launches
+// quantised on the GPU. Plain C++ declarations (callable from .cpp files under #if INFERLAB_HAVE_CUDA); pointers are device memory, launches
 // are asynchronous on `stream`; launch failures throw inferlab::Error.
 #pragma once
-#include <cuda_runtime_api.h>
+struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
 
 #include <cstdint>
 
@@ -33,8 +33,8 @@ inline constexpr int kGemvRows = 16;
 // n <= kGemvRows: GEMV, one warp per output channel, weights dequantised in registers from
 // 8-byte (int8) / 4-byte (int4) vector loads. n > kGemvRows: a tiled GEMM that dequantises the
 // weight tile into shared memory (fused; no fp32 copy of W).
-void int8_linear(const float* x, Int8Weights w, float* y, int n, int out, int in, cudaStream_t stream);
-void int4_linear(const float* x, Int4Weights w, float* y, int n, int out, int in, cudaStream_t stream);
+void int8_linear(const float* x, Int8Weights w, float* y, int n, int out, int in, CUstream_st* stream);
+void int4_linear(const float* x, Int4Weights w, float* y, int n, int out, int in, CUstream_st* stream);
 
 // ---- int8 activations (W8A8 / W4A8) ---------------------------------------------------------
 // x' = x ⊙ inv_smooth (inv_smooth [in] or null) cut into blocks of `block` values per row (the
@@ -42,14 +42,14 @@ void int4_linear(const float* x, Int4Weights w, float* y, int n, int out, int in
 // block 32 is ref::quantize_act_rows, block = in the per-token scale of SmoothQuant.
 // xq: [n, in], xs: [n, ceil(in / block)].
 void quantize_activations(const float* x, const float* inv_smooth, int n, int in, int block, std::int8_t* xq,
-                          float* xs, cudaStream_t stream);
+                          float* xs, CUstream_st* stream);
 // y[r, o] = scale[o] * sum_b xs[r, b] * (sum_{i in b} xq[r, i] q[o, i]): __dp4a int8 dots into
 // exact int32 block sums, then fp32. block: a multiple of 4 or >= in, as given to quantize_activations.
 void int8_act_linear(const std::int8_t* xq, const float* xs, int block, Int8Weights w, float* y, int n, int out,
-                     int in, cudaStream_t stream);
+                     int in, CUstream_st* stream);
 // y[r, o] = sum_b xs[r, b] * scale[o, g] * (sum u·xq - zero[o, g] * sum xq), blocks of 32, the
 // weights' group_size a multiple of 32.
 void int4_act_linear(const std::int8_t* xq, const float* xs, Int4Weights w, float* y, int n, int out, int in,
-                     cudaStream_t stream);
+                     CUstream_st* stream);
 
 }  // namespace inferlab::cuda
