@@ -1,13 +1,18 @@
 // Launchers of the CUDA paged-attention kernels (attention_naive.cu, attention_flash.cu,
-// attention_split_k.cu). Plain C++ declarations (callable from .cpp files under #if INFERLAB_HAVE_CUDA); every pointer is device memory of the
-// current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
+// attention_split_k.cu) and their host side (attention_plan.cu). Plain C++ declarations, called
+// from the plugins' .cpp files under #if INFERLAB_HAVE_CUDA; every pointer is device memory of
+// the current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
 // inferlab/attention.h (query rows per sequence, causal by position, GQA head h -> kv head
 // h / (n_heads / n_kv_heads)); K/V are f32 or int8 with one fp32 scale per (slot, kv head),
 // dequantised as each K/V row is loaded. Launch failures throw inferlab::Error.
 #pragma once
-struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
-
 #include <cstddef>
+#include <vector>
+
+#include "inferlab/attention.h"
+#include "inferlab/kv_cache.h"
+
+struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
 
 namespace inferlab::cuda {
 
@@ -76,10 +81,11 @@ void tiled_attention(const PagedBatch& batch, const PagedKv& kv, const float* q,
                      const AttentionItem* items, int n_items, int max_item_rows, int tile, PartialState state,
                      CUstream_st* stream);
 
-// A split sequence: local rows [0, rows) of `seq`, `splits` partial items whose kv head h state
-// starts at vector partial + (j * n_kv_heads + h) * rows * group for split j.
+// A split row block: local rows [row_begin, row_begin + rows) of `seq`, `splits` partial items
+// whose kv head h state starts at vector partial + (j * n_kv_heads + h) * rows * group for split j.
 struct AttentionMerge {
   int seq = 0;
+  int row_begin = 0;
   int rows = 0;
   int splits = 0;
   int partial = 0;
@@ -90,5 +96,35 @@ struct AttentionMerge {
 // merges: [n_merges] device array. Grid (n_merges, n_kv_heads).
 void merge_partial_attention(const PagedBatch& batch, const AttentionMerge* merges, int n_merges,
                              PartialState state, float* out, CUstream_st* stream);
+
+}  // namespace inferlab::cuda
+
+// ---- host side (attention_plan.cu): what the plugins' CUDA paths share --------------------
+namespace inferlab {
+class CudaDevice;
+}  // namespace inferlab
+
+namespace inferlab::cuda {
+
+// A host copy of a batch whose arrays are device memory (three synchronising downloads), so that
+// the CPU's checks (check_attention_batch) and work planning run unchanged. `view` is the batch
+// with its spans over the vectors below.
+struct HostBatchMirror {
+  std::vector<int> query_start, context_len, block_table;
+  AttentionBatch view;
+};
+HostBatchMirror mirror_batch(const AttentionBatch& device_batch, CudaDevice& device);
+
+PagedBatch paged_batch(const AttentionBatch& device_batch);
+// Throws Error naming `who` for a KV dtype the kernels do not read (f16, int4).
+PagedKv paged_kv(const KvLayerView& kv, const char* who);
+
+// Uploads items (and merges) to the device's workspace, with partial states for
+// `partial_vectors` vectors, then runs the tiled kernel and, when merges is not empty, the merge
+// kernel. q, out: [rows, n_heads, head_dim] device memory.
+void run_tiled_attention(CudaDevice& device, const AttentionBatch& device_batch, const KvLayerView& kv,
+                         const float* q, float* out, const std::vector<AttentionItem>& items,
+                         const std::vector<AttentionMerge>& merges, long long partial_vectors, int max_item_rows,
+                         int tile, const char* who);
 
 }  // namespace inferlab::cuda

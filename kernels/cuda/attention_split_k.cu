@@ -40,7 +40,7 @@ __global__ void merge_partial_kernel(PagedBatch b, const AttentionMerge* merges,
       const float m = state.max[base + j * stride];
       if (m != -INFINITY) denom += __expf(m - big) * state.denom[base + j * stride];
     }
-    const int row = q0 + v / group, h = kvh * group + v % group;
+    const int row = q0 + mg.row_begin + v / group, h = kvh * group + v % group;
     float* o = out + (static_cast<long long>(row) * b.n_heads + h) * d;
     for (int c = lane; c < d; c += 32) {
       float acc = 0.0f;

@@ -116,7 +116,21 @@ void act_linear(const std::int8_t* xq, const float* xs, int block, W w, float* y
   INFERLAB_CUDA_CHECK_LAUNCH(int8_act_gemv_kernel);
 }
 
+__global__ void scale_columns_kernel(const float* x, const float* s, float* y, long long total, int in) {
+  for (long long k = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<long long>(gridDim.x) * blockDim.x)
+    y[k] = x[k] * s[k % in];
+}
+
 }  // namespace
+
+void scale_columns(const float* x, const float* s, float* y, int n, int in, CUstream_st* stream) {
+  const long long total = static_cast<long long>(n) * in;
+  if (total <= 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<long long>((total + 255) / 256, 65535));
+  scale_columns_kernel<<<blocks, 256, 0, stream>>>(x, s, y, total, in);
+  INFERLAB_CUDA_CHECK_LAUNCH(scale_columns_kernel);
+}
 
 void quantize_activations(const float* x, const float* inv_smooth, int n, int in, int block, std::int8_t* xq,
                           float* xs, CUstream_st* stream) {

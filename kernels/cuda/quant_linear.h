@@ -1,12 +1,12 @@
-// Launchers of the CUDA quantized-linear kernels (quant_gemv.cu, quant_gemm.cu, quant_act.cu):
-// y[n, out] = x[n, in] · W^T for W stored as int8 per output channel (kernels/ref/matmul_int8.h)
-// or int4 groups (kernels/ref/matmul_int4.h), with fp32 activations or int8 activations
-// quantised on the GPU. Plain C++ declarations (callable from .cpp files under #if INFERLAB_HAVE_CUDA); pointers are device memory, launches
-// are asynchronous on `stream`; launch failures throw inferlab::Error.
+// Launchers of the CUDA quantized-linear kernels (quant_linear.cu: fp32 activations,
+// quant_act.cu: int8 activations): y[n, out] = x[n, in] · W^T for W stored as int8 per output
+// channel (kernels/ref/matmul_int8.h) or int4 groups (kernels/ref/matmul_int4.h). Plain C++
+// declarations, called from .cpp files under #if INFERLAB_HAVE_CUDA; pointers are device memory,
+// launches are asynchronous on `stream`; launch failures throw inferlab::Error.
 #pragma once
-struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
-
 #include <cstdint>
+
+struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
 
 namespace inferlab::cuda {
 
@@ -51,5 +51,9 @@ void int8_act_linear(const std::int8_t* xq, const float* xs, int block, Int8Weig
 // weights' group_size a multiple of 32.
 void int4_act_linear(const std::int8_t* xq, const float* xs, Int4Weights w, float* y, int n, int out, int in,
                      CUstream_st* stream);
+
+// y[r, i] = x[r, i] * s[i] (AWQ's and SmoothQuant's per-input-channel s⁻¹ before an fp32 or
+// weight-only GEMM). x, y: [n, in] (may alias); s: [in].
+void scale_columns(const float* x, const float* s, float* y, int n, int in, CUstream_st* stream);
 
 }  // namespace inferlab::cuda

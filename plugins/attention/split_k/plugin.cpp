@@ -29,6 +29,9 @@ inferlab::PluginDescriptor describe_split_k() {
        "without splitting"},
   };
   d.devices = {inferlab::DeviceKind::kCpu};
+#if INFERLAB_HAVE_CUDA
+  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
+#endif
   d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8};
   d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
     return std::make_unique<SplitKAttention>(static_cast<int>(ctx.params.get_int("splits")),
