@@ -25,8 +25,6 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
   if (dtype != KvDtype::kF32 && dtype != KvDtype::kInt8)
     throw Error(std::string("KV cache dtype '") + kv_dtype_name(dtype) +
                 "' is not implemented yet (allowed: f32, int8)");
-  if (dtype == KvDtype::kInt8 && device.kind() != DeviceKind::kCpu)
-    throw Error("KV cache dtype 'int8' runs on the CPU only (allowed here: f32)");
   const std::size_t bytes = static_cast<std::size_t>(slots()) * static_cast<std::size_t>(kv_dim_) * elem_bytes();
   const std::size_t scale_bytes = static_cast<std::size_t>(slots()) * static_cast<std::size_t>(n_kv_heads_) * sizeof(float);
   for (int l = 0; l < n_layers_; ++l) {
@@ -63,27 +61,9 @@ void KvStorage::write(int layer, const float* k, const float* v, const int* slot
     device_.kv_write_f32(k_[l].as<float>(), v_[l].as<float>(), k, v, slots, rows, kv_dim_);
     return;
   }
-  // int8 (host memory): per (token, head) scale = max|x| / 127, codes round(x / scale).
-  const std::size_t hd = static_cast<std::size_t>(head_dim_), nh = static_cast<std::size_t>(n_kv_heads_);
-  auto quantize = [&](const float* src, Buffer& codes, Buffer& scales) {
-    auto* q = codes.as<signed char>();
-    float* sc = scales.as<float>();
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t slot = static_cast<std::size_t>(slots[r]);
-      for (std::size_t h = 0; h < nh; ++h) {
-        const float* x = src + static_cast<std::size_t>(r) * kv_dim_ + h * hd;
-        float amax = 0.0f;
-        for (std::size_t c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(x[c]));
-        const float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
-        sc[slot * nh + h] = s;
-        signed char* dst = q + (slot * nh + h) * hd;
-        for (std::size_t c = 0; c < hd; ++c)
-          dst[c] = static_cast<signed char>(std::clamp(std::lround(x[c] * inv), -127L, 127L));
-      }
-    }
-  };
-  quantize(k, k_[l], k_scale_[l]);
-  quantize(v, v_[l], v_scale_[l]);
+  // int8: per (token, head) scale = max|x| / 127, codes round(x / scale), on the device.
+  device_.kv_write_int8(k_[l].as<std::int8_t>(), v_[l].as<std::int8_t>(), k_scale_[l].as<float>(),
+                        v_scale_[l].as<float>(), k, v, slots, rows, n_kv_heads_, head_dim_);
 }
 
 std::size_t KvStorage::elem_bytes() const { return dtype_ == KvDtype::kInt8 ? 1 : sizeof(float); }

@@ -18,6 +18,8 @@
 #include "inferlab/error.h"
 #include "inferlab/experiment_toml.h"
 #include "inferlab/log.h"
+#include "inferlab/cuda_device.h"
+#include "inferlab/gpu_memory.h"
 #include "inferlab/manifest.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
@@ -229,6 +231,23 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
     model.emplace(cx.weights, *quant, *device, cx.calibration);
     executor = std::make_unique<ModelExecutor>(*model, *attention, quant->kv_dtype());
   }
+  std::optional<GpuMemoryPlan> gpu_memory;
+  if (eo.kv.gpu_memory_fraction > 0) {
+    check(device->kind() == DeviceKind::kCuda,
+          "kv.gpu_memory_fraction sizes the KV pool from GPU memory; this run's device is " +
+              std::string(device_kind_name(device->kind())) + " (allowed: cuda; elsewhere set kv.num_blocks)");
+    // The largest step: every prompt at once (an upper bound on what any scheduler batches).
+    long long rows = 0;
+    for (const Request& r : cx.requests) rows += static_cast<long long>(r.prompt.size());
+    const int step_rows = static_cast<int>(std::clamp<long long>(rows, 1, 1 << 16));
+    const int logit_rows = static_cast<int>(std::clamp<std::size_t>(cx.requests.size(), 1, 1 << 16));
+    const CudaMemoryInfo mem = cuda_memory_info(*device);
+    gpu_memory = plan_kv_from_memory_fraction(eo.kv.gpu_memory_fraction, mem.total, mem.free + mem.pool_cached,
+                                              model->weight_bytes(),
+                                              activation_bytes_estimate(cx.weights.config, step_rows, logit_rows),
+                                              executor->kv_bytes_per_block(eo.kv.block_size));
+    eo.kv.num_blocks = gpu_memory->kv_blocks;
+  }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
   eo.clock = cx.options.clock;
   eo.stop = [&cx] { return cx.stopping(); };
@@ -241,6 +260,13 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   else log::info(what);
   RunResult r = engine.run(cx.requests);
   c.row.metrics = compute_metrics(r.timeline, spec.slo);
+  if (device->kind() == DeviceKind::kCuda) {
+    // The memory breakdown; without a fraction the pool is what the engine sized.
+    if (!gpu_memory) gpu_memory = measured_gpu_memory(cuda_memory_info(*device), model->weight_bytes(),
+                                                      static_cast<std::uint64_t>(r.timeline.kv_blocks_total) *
+                                                          executor->kv_bytes_per_block(eo.kv.block_size));
+    for (auto& [name, value] : gpu_memory_metrics(*gpu_memory)) c.row.metrics.emplace_back(name, value);
+  }
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
     auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, quant->kv_dtype());

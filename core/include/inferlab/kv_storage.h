@@ -1,6 +1,6 @@
 // The device half of the paged KV cache: each layer's K and V for every slot of the block
 // pool, in one KV dtype, in memory of one Device. Slots are block * block_size + offset, as
-// the BlockManager hands them out. f32 on any device; int8 on the CPU: symmetric, one fp32 scale
+// the BlockManager hands them out. f32 or int8 on the CPU and CUDA devices: int8 is symmetric, one fp32 scale
 // per (token, KV head) = max|x| / 127 over that head's head_dim values, written as K/V arrive
 // (so a token's codes never change). f16 and int4 are refused with a clear error.
 #pragma once

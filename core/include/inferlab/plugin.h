@@ -25,8 +25,9 @@ namespace inferlab {
 // 2: the device seam. 3: per-sequence decoder calls, the run's weights/attention/registry in
 // PluginContext, SeqView::slo_class and ScheduleDecision::reject, and Quantization's
 // calibration_needs() and make_linear overload taking calibration (new virtuals change the vtable
-// an old plugin was built with).
-inline constexpr int kPluginAbiVersion = 3;
+// an old plugin was built with). 4: Device::kv_write_int8 and a virtual Device::op_times (the
+// CUDA device).
+inline constexpr int kPluginAbiVersion = 4;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

@@ -1,0 +1,107 @@
+// The whole model on the CUDA device against the CPU: stories260K greedy from BOS gives the
+// CPU's tokens exactly; SmolLM2-135M's next-token distributions agree to KL(CPU || CUDA) < 1e-4
+// over a prompt. Attention comes from the registry's 'naive' plugin, which must list cuda;
+// skipped (with the reason) without a GPU, without the models, or without a CUDA attention.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/float_linear.h"
+#include "inferlab/formats.h"
+#include "inferlab/model.h"
+#include "inferlab/registry.h"
+#include "model_fixtures.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+// The registry's naive attention on `device`, or a skip reason.
+std::shared_ptr<Attention> cuda_attention(const Registry& registry, Device& device, std::string& skip) {
+  const PluginDescriptor& d = registry.find(PluginKind::kAttention, "naive");
+  if (std::find(d.devices.begin(), d.devices.end(), DeviceKind::kCuda) == d.devices.end()) {
+    skip = "attention 'naive' has no CUDA path in this build";
+    return nullptr;
+  }
+  return registry.create_attention("naive", registry.resolve(PluginKind::kAttention, "naive", {}, "test"), device);
+}
+
+TEST(CudaModel, Stories260kGreedyEqualsCpuTokens) {
+  INFERLAB_REQUIRE_CUDA();
+  const std::string path = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(path);
+  const LoadedModel loaded = load_model(path);
+  Registry registry(Registry::default_search_path());  // INFERLAB_PLUGIN_PATH, else beside the core (a packed build)
+  auto gpu = make_device(DeviceKind::kCuda, 0);
+  std::string skip;
+  auto gpu_attention = cuda_attention(registry, *gpu, skip);
+  if (!gpu_attention) GTEST_SKIP() << skip;
+
+  CpuDevice cpu(2);
+  testing::FloatQuantization cpu_quant;
+  Model cpu_model(loaded.weights, cpu_quant, cpu);
+  testing::RefAttention ref_attention;
+  const std::vector<int> want = testing::generate_greedy(cpu_model, ref_attention, 1, 256);
+
+  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  Model gpu_model(loaded.weights, gpu_quant, *gpu);
+  const std::vector<int> got = testing::generate_greedy(gpu_model, *gpu_attention, 1, 256);
+  ASSERT_EQ(want.size(), 256u);
+  EXPECT_EQ(got, want);
+}
+
+TEST(CudaModel, SmolLM2NextTokenKlAgainstCpuBelow1e4) {
+  INFERLAB_REQUIRE_CUDA();
+  const char* env = std::getenv("INFERLAB_MODELS");
+  const std::string path = (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  INFERLAB_REQUIRE_FILE(path);
+  Registry registry(Registry::default_search_path());  // INFERLAB_PLUGIN_PATH, else beside the core (a packed build)
+  auto gpu = make_device(DeviceKind::kCuda, 0);
+  std::string skip;
+  auto gpu_attention = cuda_attention(registry, *gpu, skip);
+  if (!gpu_attention) GTEST_SKIP() << skip;
+  LoadedModel m = load_gguf(path);
+  const std::vector<int> prompt =
+      m.tokenizer->encode("The quick brown fox jumps over the lazy dog. Once upon a time, in a small village,", false);
+  const int vocab = m.weights.config.vocab_size;
+
+  CpuDevice cpu(2);
+  testing::FloatQuantization cpu_quant;
+  Model cpu_model(m.weights, cpu_quant, cpu);
+  testing::RefAttention ref_attention;
+  testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
+  const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
+
+  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  Model gpu_model(m.weights, gpu_quant, *gpu);
+  testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
+  const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);
+  ASSERT_EQ(p_logits.size(), q_logits.size());
+
+  double worst = 0;
+  for (std::size_t r = 0; r < prompt.size(); ++r) {
+    const float* p = &p_logits[r * vocab];
+    const float* q = &q_logits[r * vocab];
+    // log-softmax of both rows in double, then KL(P || Q) = Σ P (log P - log Q).
+    auto log_softmax = [vocab](const float* z) {
+      const double m = *std::max_element(z, z + vocab);
+      double s = 0;
+      for (int i = 0; i < vocab; ++i) s += std::exp(z[i] - m);
+      std::vector<double> out(static_cast<std::size_t>(vocab));
+      for (int i = 0; i < vocab; ++i) out[static_cast<std::size_t>(i)] = z[i] - m - std::log(s);
+      return out;
+    };
+    const auto lp = log_softmax(p), lq = log_softmax(q);
+    double kl = 0;
+    for (int i = 0; i < vocab; ++i) kl += std::exp(lp[static_cast<std::size_t>(i)]) * (lp[static_cast<std::size_t>(i)] - lq[static_cast<std::size_t>(i)]);
+    worst = std::max(worst, kl);
+  }
+  RecordProperty("max_kl", std::to_string(worst));
+  EXPECT_LT(worst, 1e-4);
+}
+
+}  // namespace
+}  // namespace inferlab
