@@ -45,6 +45,14 @@ step "bench --device cuda" bench.txt run inferlab bench --device cuda --preset s
 step "quickstart on cuda" quickstart.txt bash -c \
   "cd '$root' && '$pack/run' inferlab run experiments/quickstart.toml --set device.kind=cuda --out /tmp/gpu_check_results --log warn"
 
+# ---- cuda-kernels block: the attention and quantized-linear kernels (kernels/cuda/attention_*,
+# quant_*) against kernels/ref, the attention/quantization conformance cases on cuda, and their
+# achieved bandwidth (tests/cuda_kernels/cuda_kernel_roofline.cpp).
+step "test_cuda_kernels" test_cuda_kernels.txt run test_cuda_kernels --gtest_brief=0
+step "conformance on cuda" conformance_cuda.txt run test_conformance --gtest_filter='*_cuda_*' --gtest_brief=1
+step "cuda_kernel_roofline" kernel_roofline.txt run cuda_kernel_roofline
+# ---- end of the cuda-kernels block
+
 # Skipped tests say why (no model file carried, no CUDA attention plugin): count them.
 skips=$(grep -c "SKIPPED \]" "$out/test_cuda.txt" 2>/dev/null || true)
 echo
@@ -56,4 +64,11 @@ echo "test_cuda: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/test_cuda.txt
 echo
 echo "## roofline (from cuda_roofline)"
 sed -n '/^| op /,$p' "$out/roofline.txt"
+# ---- cuda-kernels block (summary)
+echo
+echo "## attention and quantized-linear kernels (from cuda_kernel_roofline)"
+sed -n '/^| op /,$p' "$out/kernel_roofline.txt"
+echo "test_cuda_kernels: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/test_cuda_kernels.txt" | tr '\n' ' ')"
+echo "conformance on cuda: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/conformance_cuda.txt" | tr '\n' ' ')"
+# ---- end of the cuda-kernels block (summary)
 exit "$failed"

@@ -29,6 +29,8 @@ rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib/inferlab" "$pack/data/models"
 
 programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16 test_kernels)
+# cuda-kernels: the attention/quantized-linear kernel tests, the conformance suites, their roofline.
+programs+=(test_cuda_kernels test_conformance cuda_kernel_roofline)
 for p in "${programs[@]}"; do
   [ -f "$build/bin/$p" ] && cp "$build/bin/$p" "$pack/bin/"
 done

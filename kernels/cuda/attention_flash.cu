@@ -97,8 +97,8 @@ __global__ void tiled_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
         const float chunk_max = detail::warp_max(score);
         if (chunk_max == -INFINITY) continue;  // warp-uniform: nothing visible in this chunk
         const float m_new = fmaxf(m, chunk_max);
-        const float alpha = __expf(m - m_new);  // 0 while m is still -inf
-        const float p = valid ? __expf(score - m_new) : 0.0f;
+        const float alpha = expf(m - m_new);  // 0 while m is still -inf
+        const float p = valid ? expf(score - m_new) : 0.0f;
         l = l * alpha + detail::warp_sum(p);
         p_w[lane] = p;
         __syncwarp();

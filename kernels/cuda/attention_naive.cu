@@ -62,7 +62,7 @@ __global__ void naive_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
 
   float local_sum = 0.0f;
   for (int p = threadIdx.x; p <= pos; p += blockDim.x) {
-    const float e = __expf(score[p] - max_score);
+    const float e = expf(score[p] - max_score);
     score[p] = e;
     local_sum += e;
   }

@@ -38,7 +38,7 @@ __global__ void merge_partial_kernel(PagedBatch b, const AttentionMerge* merges,
     float denom = 0.0f;
     for (int j = 0; j < mg.splits; ++j) {
       const float m = state.max[base + j * stride];
-      if (m != -INFINITY) denom += __expf(m - big) * state.denom[base + j * stride];
+      if (m != -INFINITY) denom += expf(m - big) * state.denom[base + j * stride];
     }
     const int row = q0 + mg.row_begin + v / group, h = kvh * group + v % group;
     float* o = out + (static_cast<long long>(row) * b.n_heads + h) * d;
@@ -46,7 +46,7 @@ __global__ void merge_partial_kernel(PagedBatch b, const AttentionMerge* merges,
       float acc = 0.0f;
       for (int j = 0; j < mg.splits; ++j) {
         const float m = state.max[base + j * stride];
-        if (m != -INFINITY) acc += __expf(m - big) * state.acc[(base + j * stride) * d + c];
+        if (m != -INFINITY) acc += expf(m - big) * state.acc[(base + j * stride) * d + c];
       }
       o[c] = acc / denom;
     }
