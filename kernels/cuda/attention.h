@@ -71,6 +71,9 @@ struct PartialState {
 // Dynamic shared memory of one tiled block: Q and the accumulators of max_item_rows * group
 // vectors, and a K/V tile of `tile` positions.
 std::size_t tiled_attention_shared_bytes(int max_item_rows, int group, int tile, int head_dim);
+// The opt-in shared memory per block of sm_90 (H100 / H200), the architecture this build targets:
+// what the plugins' supports() hold tiled_attention_shared_bytes to before any GPU is asked.
+inline constexpr std::size_t kSm90SharedBytesPerBlock = 232448;  // 227 KiB
 // The most dynamic shared memory one block may use on the current device (opt-in limit).
 std::size_t max_shared_bytes_per_block();
 // Number of streaming multiprocessors of the current device.
