@@ -21,7 +21,9 @@ TEST(CachingAllocator, SizeClassesWasteAtMostAnEighth) {
   for (std::size_t b = 1; b < (64u << 20); b = b * 3 + 1) {
     const std::size_t c = caching_size_class(b);
     ASSERT_GE(c, b);
-    if (b > 4096) ASSERT_LE(c - b, b / 8) << b;
+    if (b > 4096) {
+      ASSERT_LE(c - b, b / 8) << b;
+    }
     ASSERT_EQ(caching_size_class(c), c) << b;  // a class is its own class
   }
 }
