@@ -7,7 +7,7 @@
 #
 #   scripts/pack_gpu_build.sh [build_dir] [pack_dir]      (defaults: build, build-gpu)
 #
-# Layout: pack/bin (inferlab, test_cuda, cuda_roofline, the f16/bf16 plugin tests, test_kernels),
+# Layout: pack/bin (inferlab, test_cuda, cuda_roofline, the f16/bf16 plugin tests),
 # pack/lib (libinferlab_core + its non-system libraries), pack/lib/inferlab (plugins: the
 # registry finds them beside libinferlab_core), pack/data (stories260K), pack/run (a wrapper that
 # sets LD_LIBRARY_PATH to pack/lib, the CUDA library folders, INFERLAB_DATA and
@@ -28,7 +28,7 @@ data="${INFERLAB_DATA:-$root/../shared}"
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib/inferlab" "$pack/data/models"
 
-programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16 test_kernels)
+programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16)
 # cuda-kernels: the attention/quantized-linear kernel tests, the conformance suites, their roofline.
 programs+=(test_cuda_kernels test_conformance cuda_kernel_roofline)
 for p in "${programs[@]}"; do

@@ -43,6 +43,17 @@ GpuMemoryPlan plan_kv_from_memory_fraction(double fraction, std::uint64_t total,
   return p;
 }
 
+GpuMemoryPlan plan_gpu_kv_pool(Device& device, double fraction, const ModelConfig& model, std::uint64_t weights,
+                               int step_rows, int logit_rows, std::uint64_t bytes_per_block) {
+  check(device.kind() == DeviceKind::kCuda,
+        "kv.gpu_memory_fraction sizes the KV pool from GPU memory; this run's device is " +
+            std::string(device_kind_name(device.kind())) + " (allowed: cuda; elsewhere set kv.num_blocks)");
+  const CudaMemoryInfo mem = cuda_memory_info(device);
+  // The pool's cached blocks are free for the KV pool too.
+  return plan_kv_from_memory_fraction(fraction, mem.total, std::min(mem.total, mem.free + mem.pool_cached), weights,
+                                      activation_bytes_estimate(model, step_rows, logit_rows), bytes_per_block);
+}
+
 GpuMemoryPlan measured_gpu_memory(const CudaMemoryInfo& info, std::uint64_t weights, std::uint64_t kv) {
   GpuMemoryPlan p;
   p.total = info.total;

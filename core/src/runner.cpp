@@ -202,6 +202,20 @@ struct RunContext {
   bool stopping() const { return options.interrupted && options.interrupted() != 0; }
 };
 
+// The device line of the results header. A CUDA device is not made here: CUDA initialised in
+// the parent would be unusable in the cells it forks; the GPU's name comes from the driver's
+// /proc entry instead.
+std::string describe_device_without_init(DeviceKind kind, int threads) {
+  if (kind != DeviceKind::kCuda) return make_device(kind, threads)->describe();
+  std::error_code ec;
+  for (const auto& gpu : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream info(gpu.path() / "information");
+    for (std::string line; std::getline(info, line);)
+      if (line.rfind("Model:", 0) == 0) return line.substr(line.find_first_not_of(" \t", 6)) + " (cuda)";
+  }
+  return "cuda";
+}
+
 // One variant × repeat in this process. The device (and its thread pool) is made here, so an
 // isolated cell makes it inside its child. Throws on any failure.
 CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
@@ -233,19 +247,13 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   }
   std::optional<GpuMemoryPlan> gpu_memory;
   if (eo.kv.gpu_memory_fraction > 0) {
-    check(device->kind() == DeviceKind::kCuda,
-          "kv.gpu_memory_fraction sizes the KV pool from GPU memory; this run's device is " +
-              std::string(device_kind_name(device->kind())) + " (allowed: cuda; elsewhere set kv.num_blocks)");
     // The largest step: every prompt at once (an upper bound on what any scheduler batches).
     long long rows = 0;
     for (const Request& r : cx.requests) rows += static_cast<long long>(r.prompt.size());
-    const int step_rows = static_cast<int>(std::clamp<long long>(rows, 1, 1 << 16));
-    const int logit_rows = static_cast<int>(std::clamp<std::size_t>(cx.requests.size(), 1, 1 << 16));
-    const CudaMemoryInfo mem = cuda_memory_info(*device);
-    gpu_memory = plan_kv_from_memory_fraction(eo.kv.gpu_memory_fraction, mem.total, mem.free + mem.pool_cached,
-                                              model->weight_bytes(),
-                                              activation_bytes_estimate(cx.weights.config, step_rows, logit_rows),
-                                              executor->kv_bytes_per_block(eo.kv.block_size));
+    gpu_memory = plan_gpu_kv_pool(*device, eo.kv.gpu_memory_fraction, cx.weights.config, model ? model->weight_bytes() : 0,
+                                  static_cast<int>(std::clamp<long long>(rows, 1, 1 << 16)),
+                                  static_cast<int>(std::clamp<std::size_t>(cx.requests.size(), 1, 1 << 16)),
+                                  executor->kv_bytes_per_block(eo.kv.block_size));
     eo.kv.num_blocks = gpu_memory->kv_blocks;
   }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
@@ -421,7 +429,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
                (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
            "device: " + (sim ? hw_profile(spec.device.profile).description + " x tp " + std::to_string(spec.device.tp) +
                                    " x pp " + std::to_string(spec.device.pp) + ", cost model of docs/simulation.md"
-                             : make_device(device_kind, spec.device.threads)->describe()) + ", " + cpu_model(),
+                             : describe_device_without_init(device_kind, spec.device.threads)) + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
   if (state.shard.count > 1)
     notes.push_back("shard " + std::to_string(state.shard.index) + "/" + std::to_string(state.shard.count) +
@@ -470,8 +478,10 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     // The baseline's log-probs are the reference every variant is compared with: measured here
     // (not in a cell's child, whose memory the parent never sees), on a device dropped before
     // any fork. Cells other than the baseline's then measure only their own variant.
+    // CUDA must not be initialised in this process before cells fork (a forked child cannot use
+    // its parent's CUDA state), so a CUDA run's reference log-probs come from the CPU.
     const ResolvedVariant& b = plan.variants.front();
-    auto device = make_device(device_kind, spec.device.threads);
+    auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
     Model model(weights, *quant, *device, calibration.get());

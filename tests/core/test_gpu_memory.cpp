@@ -7,6 +7,7 @@
 #include <string>
 
 #include "inferlab/cuda_device.h"
+#include "inferlab/device.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
 #include "inferlab/gpu_memory.h"
@@ -68,6 +69,22 @@ TEST(GpuMemory, MeasuredBreakdownAddsUpToTotal) {
   EXPECT_EQ(p.free_after(), 62 * kGiB);
   EXPECT_EQ(p.used_before + p.activations + p.kv + p.free_after(), p.total);
   EXPECT_EQ(gpu_memory_metrics(p).size(), 5u);
+}
+
+TEST(GpuMemory, FractionOffCudaIsRefused) {
+  CpuDevice cpu(1);
+  ModelConfig c;
+  c.dim = 64;
+  c.hidden_dim = 128;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.vocab_size = 32;
+  try {
+    plan_gpu_kv_pool(cpu, 0.9, c, 0, 16, 1, kMiB);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("this run's device is cpu (allowed: cuda"), std::string::npos) << e.what();
+  }
 }
 
 ExperimentSpec load_text(const std::string& text) {

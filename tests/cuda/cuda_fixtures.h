@@ -1,6 +1,7 @@
 // Helpers of the CUDA tests: a CudaDevice made only when one is visible (every test starts with
 // INFERLAB_REQUIRE_CUDA), and host <-> device vectors.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>

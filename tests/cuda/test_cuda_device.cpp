@@ -3,8 +3,10 @@
 // on cuBLAS against the float64 reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda_fixtures.h"
@@ -56,6 +58,7 @@ TEST(CudaDevice, DescribesTheGpuAndCopiesEverySize) {
   }
 }
 
+#if INFERLAB_HAVE_CUDA  // the CudaDevice class exists only in a CUDA build
 TEST(CudaDevice, PoolReusesFreedBlocksWithoutCudaMalloc) {
   INFERLAB_REQUIRE_CUDA();
   CudaDevice dev(0);
@@ -105,6 +108,8 @@ TEST(CudaDevice, EventTimingIsExclusiveByCategory) {
   EXPECT_EQ(dev.op_times().ops, 0);
   EXPECT_GT(dev.timer_overhead_s(), 0.0);
 }
+
+#endif  // INFERLAB_HAVE_CUDA
 
 TEST(CudaDevice, Fp32LinearOnCublasMatchesReference) {
   INFERLAB_REQUIRE_CUDA();

@@ -3,6 +3,7 @@
 // poisoned with NaN. Skipped with the reason when no CUDA device is visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -14,6 +14,9 @@
 
 namespace inferlab {
 
+class Device;
+struct CudaMemoryInfo;
+
 struct GpuMemoryPlan {
   std::uint64_t total = 0;        // the GPU's memory
   std::uint64_t used_before = 0;  // in use when the pool was sized (weights, context, others)
@@ -33,7 +36,12 @@ GpuMemoryPlan plan_kv_from_memory_fraction(double fraction, std::uint64_t total,
 // The breakdown measured after a run whose pool was sized otherwise (kv.num_blocks or the
 // engine's default): activations = what the caching pool hands out beyond weights and KV,
 // free = the GPU's free memory plus the pool's cached blocks.
-GpuMemoryPlan measured_gpu_memory(const struct CudaMemoryInfo& info, std::uint64_t weights, std::uint64_t kv);
+GpuMemoryPlan measured_gpu_memory(const CudaMemoryInfo& info, std::uint64_t weights, std::uint64_t kv);
+
+// The plan on `device` (the CUDA device; Error naming the device kind otherwise) after the
+// model's weights were uploaded, for steps of up to `step_rows` tokens and `logit_rows` logits.
+GpuMemoryPlan plan_gpu_kv_pool(Device& device, double fraction, const ModelConfig& model, std::uint64_t weights,
+                               int step_rows, int logit_rows, std::uint64_t bytes_per_block);
 
 // Scratch of Model::forward for a step of `rows` tokens and `logit_rows` logits rows (fp32):
 // x, xn, q, att, tmp [rows, dim], k, v [rows, kv_dim], h1, h3 [rows, hidden], logits
