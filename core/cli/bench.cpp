@@ -99,12 +99,13 @@ int cmd_bench(const std::vector<std::string>& args) {
       "context", po::value<int>()->default_value(256), "prompt length / context of the decode step")(
       "batch", po::value<int>()->default_value(8), "sequences in the decode step")(
       "repeats", po::value<int>()->default_value(5), "timed rounds (stacks alternate within a round)")(
-      "threads", po::value<int>()->default_value(0), "threads (0 = all cores)");
+      "threads", po::value<int>()->default_value(0), "threads (0 = all cores)")(
+      "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(o).run(), vm);
   if (vm.count("help")) {
     std::cout << "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x,y] [--context N] "
-                 "[--batch B] [--repeats R]\n"
+                 "[--batch B] [--repeats R] [--device cpu|cuda]\n"
               << o;
     return 0;
   }
@@ -143,7 +144,12 @@ int cmd_bench(const std::vector<std::string>& args) {
                 std::to_string(static_cast<long long>(need * 1.1 / (1 << 20))) + " MiB, this machine has " +
                 std::to_string(static_cast<long long>(avail / (1 << 20))) +
                 " MiB; allowed: a smaller --n-layers or fewer --quantization entries");
-  CpuDevice device(threads);
+  DeviceKind device_kind = DeviceKind::kCpu;
+  const std::string device_name = vm["device"].as<std::string>();
+  if (!parse_device_kind(device_name, device_kind) || device_kind == DeviceKind::kSim)
+    throw Error("bench: --device = " + device_name + "; allowed: cpu, cuda");
+  const std::unique_ptr<Device> device_ptr = make_device(device_kind, threads);
+  Device& device = *device_ptr;
   std::vector<Stack> stacks;
   for (const auto& q : quants) {
     auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), device);

@@ -7,9 +7,11 @@
 #include <cstring>
 #include <new>
 
+#include "inferlab/cuda_device.h"
 #include "inferlab/error.h"
 #include "inferlab/sim.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/ref/ops.h"
 
 namespace inferlab {
 
@@ -205,6 +207,13 @@ void CpuDevice::kv_write_f32(float* k_cache, float* v_cache, const float* k, con
                              int rows, int kv_dim) {
   cpu::kv_write_f32(k_cache, v_cache, k, v, slots, rows, kv_dim, pool_);
 }
+void CpuDevice::kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale,
+                              const float* k, const float* v, const int* slots, int rows, int n_kv_heads,
+                              int head_dim) {
+  // Single-threaded: a step writes only its own rows (one per token), a few KiB.
+  ref::kv_write_int8(reinterpret_cast<signed char*>(k_codes), k_scale, k, slots, rows, n_kv_heads, head_dim);
+  ref::kv_write_int8(reinterpret_cast<signed char*>(v_codes), v_scale, v, slots, rows, n_kv_heads, head_dim);
+}
 void CpuDevice::add(float* x, const float* y, std::size_t n) { cpu::add(x, y, n, pool_); }
 void CpuDevice::swiglu(float* gate, const float* up, std::size_t n) { cpu::swiglu(gate, up, n, pool_); }
 void CpuDevice::add_bias(float* y, const float* b, int rows, int width) {
@@ -216,11 +225,27 @@ ThreadPool& cpu_pool(Device& device, const char* who) {
   throw Error(std::string(who) + " runs on the cpu only; this run's device is " + device_kind_name(device.kind()));
 }
 
+#if !INFERLAB_HAVE_CUDA
+bool cuda_device_visible(std::string& reason) {
+  reason = "this build has no CUDA (configured with INFERLAB_CUDA=OFF, or no nvcc was found)";
+  return false;
+}
+
+CudaMemoryInfo cuda_memory_info(Device& device) {
+  throw Error(std::string("cuda_memory_info: this build has no CUDA; the device is ") + device_kind_name(device.kind()));
+}
+#endif
+
 std::unique_ptr<Device> make_device(DeviceKind kind, int threads) {
   if (kind == DeviceKind::kCpu) return std::make_unique<CpuDevice>(threads);
   if (kind == DeviceKind::kSim) return std::make_unique<SimDevice>();
+#if INFERLAB_HAVE_CUDA
+  return std::make_unique<CudaDevice>(0);  // throws when no GPU is visible
+#else
   throw Error(std::string("device kind '") + device_kind_name(kind) +
-              "' is not available in this build (allowed: cpu, sim)");
+              "': this build has no CUDA (configure with INFERLAB_CUDA=AUTO or ON and nvcc on the PATH;"
+              " allowed here: cpu, sim)");
+#endif
 }
 
 }  // namespace inferlab

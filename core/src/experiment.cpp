@@ -112,15 +112,27 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
 
 void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   const auto& t = get_table(c, n, "kv");
-  check_keys(c, t, "kv", {"enabled", "block_size", "num_blocks", "reservation", "prefix_caching", "dtype", "group_size",
-                          "f32_first_layers", "f32_last_layers", "memory_mb"});
+  check_keys(c, t, "kv", {"enabled", "block_size", "num_blocks", "gpu_memory_fraction", "reservation", "prefix_caching",
+                          "dtype", "group_size", "f32_first_layers", "f32_last_layers", "memory_mb"});
   if (auto v = t.get("enabled")) {
     auto b = v->as_boolean();
     if (!b) throw Error(c.at(*v) + ": 'kv.enabled' must be true or false, got " + type_name(*v));
     kv.enabled = b->get();
   }
   if (auto v = t.get("block_size")) kv.block_size = static_cast<int>(get_int(c, *v, "kv.block_size", 1, 1 << 20));
-  if (auto v = t.get("num_blocks")) kv.num_blocks = static_cast<int>(get_int(c, *v, "kv.num_blocks", 0, 1 << 26));
+  if (auto v = t.get("num_blocks")) {
+    kv.num_blocks = static_cast<int>(get_int(c, *v, "kv.num_blocks", 0, 1 << 26));
+    kv.gpu_memory_fraction = 0;  // a later table's num_blocks replaces an inherited fraction
+  }
+  if (auto v = t.get("gpu_memory_fraction")) {
+    if (t.get("num_blocks"))
+      throw Error(c.at(*v) + ": kv.gpu_memory_fraction and kv.num_blocks both size the KV pool; allowed: one of them");
+    const auto f = v->value<double>();
+    if (!f || !(*f > 0.0 && *f <= 1.0))
+      throw Error(c.at(*v) + ": kv.gpu_memory_fraction must be a number in (0, 1] (the share of GPU memory the run may use)");
+    kv.gpu_memory_fraction = *f;
+    kv.num_blocks = 0;
+  }
   if (auto v = t.get("reservation")) {
     std::string r = get_string(c, *v, "kv.reservation");
     if (r != "on_demand" && r != "full")
@@ -151,6 +163,8 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   if (kv.memory_mb > 0 && kv.num_blocks > 0)
     throw Error(c.at(n) + ": kv.memory_mb = " + std::to_string(kv.memory_mb) + " and kv.num_blocks = " +
                 std::to_string(kv.num_blocks) + " both size the pool; allowed: one of them");
+  if (kv.memory_mb > 0 && kv.gpu_memory_fraction > 0)
+    throw Error(c.at(n) + ": kv.memory_mb and kv.gpu_memory_fraction both size the pool; allowed: one of them");
   if (kv.prefix_caching && !kv.enabled)
     throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }

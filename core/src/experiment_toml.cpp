@@ -86,7 +86,12 @@ std::string resolved_config_toml(const Plan& plan) {
       for (const auto& [pk, pv] : v.params(k).values()) t << ", " << pk << " = " << toml_value(pv);
       t << " }\n";
     }
-    t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size << ", num_blocks = " << v.stack.kv.num_blocks
+    t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size;
+    if (v.stack.kv.gpu_memory_fraction > 0)  // the two are exclusive: the fraction, when set, is the setting
+      t << ", gpu_memory_fraction = " << toml_value(ParamValue(v.stack.kv.gpu_memory_fraction));
+    else
+      t << ", num_blocks = " << v.stack.kv.num_blocks;
+    t
       << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
       << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << ", dtype = \""
       << v.stack.kv.format.dtype_name() << "\"";

@@ -2,28 +2,47 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/matmul.h"
+#if INFERLAB_HAVE_CUDA
+#include "inferlab/cuda_device.h"
+#include "kernels/cuda/gemm.h"
+#endif
 
 namespace inferlab {
 
-FloatLinear::FloatLinear(std::vector<float> weight, int out, int in)
+FloatLinear::FloatLinear(std::vector<float> weight, int out, int in, Device* device)
     : Linear(out, in), weight_(std::move(weight)) {
   check(out > 0 && in > 0 && weight_.size() == static_cast<std::size_t>(out) * in,
         "quantization 'none': weight holds " + std::to_string(weight_.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
+  if (device != nullptr && device->kind() == DeviceKind::kCuda) {
+    device_weight_ = Buffer(*device, weight_.size() * sizeof(float));
+    device->copy_to_device(device_weight_.data(), weight_.data(), weight_.size() * sizeof(float));
+    weight_ = {};
+  }
 }
 
 void FloatLinear::forward(const float* x, float* y, int n, Device& device) const {
+  if (device.kind() == DeviceKind::kCuda) {
+#if INFERLAB_HAVE_CUDA
+    check(device_weight_.data() != nullptr, "fp32 linear: built for the host, asked to run on cuda");
+    cuda::gemm_f32(cuda_device(device, "fp32 linear").cublas(), x, device_weight_.as<float>(), y, n, out_features(),
+                   in_features());
+    return;
+#endif
+  }
+  check(!weight_.empty(), "fp32 linear: built for a CUDA device, asked to run on " +
+                              std::string(device_kind_name(device.kind())));
   cpu::matmul_f32(x, weight_.data(), y, n, out_features(), in_features(), cpu_pool(device, "fp32 linear"));
 }
 
 std::uint64_t FloatLinear::weight_bytes() const {
-  return static_cast<std::uint64_t>(weight_.size()) * sizeof(float);
+  return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * sizeof(float);
 }
 
 std::unique_ptr<Linear> NoQuantization::make_linear(const std::string& name,
                                                     std::vector<float> weight, int out, int in) {
   (void)name;
-  return std::make_unique<FloatLinear>(std::move(weight), out, in);
+  return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
 }
 
 }  // namespace inferlab

@@ -25,8 +25,9 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
                                               std::to_string(num_blocks) + " and " + std::to_string(block_size));
   if (const std::string problem = kv_format_problem(format, model); !problem.empty())
     throw Error("KV cache format '" + format.name() + "': " + problem);
-  if (!format.all_f32() && device.kind() != DeviceKind::kCpu)
-    throw Error("KV cache format '" + format.name() + "' runs on the CPU only (allowed here: f32)");
+  if (!format.all_f32() && device.kind() != DeviceKind::kCpu && !device_int8())
+    throw Error("KV cache format '" + format.name() + "' runs on the CPU only (allowed here: f32, and int8 with " +
+                "group_size = 0 on both sides)");
   check(unused_.empty() || static_cast<int>(unused_.size()) == n_layers_,
         "KvStorage: unused-layer mask of " + std::to_string(unused_.size()) + " for " + std::to_string(n_layers_) + " layers");
   for (int l = 0; l < n_layers_; ++l) {
@@ -38,6 +39,13 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
     k_.push_back(make_side(format.key_dtype(l, n_layers_)));
     v_.push_back(make_side(format.value_dtype(l, n_layers_)));
   }
+}
+
+bool KvStorage::device_int8() const {
+  if (kv_group(format_, head_dim_) != head_dim_) return false;
+  for (int l = 0; l < n_layers_; ++l)
+    if (format_.key_dtype(l, n_layers_) != KvDtype::kInt8 || format_.value_dtype(l, n_layers_) != KvDtype::kInt8) return false;
+  return true;
 }
 
 KvStorage::Side KvStorage::make_side(KvDtype dtype) {
@@ -101,7 +109,12 @@ void KvStorage::write(int layer, const float* k, const float* v, const int* slot
     device_.kv_write_f32(ks.codes.as<float>(), vs.codes.as<float>(), k, v, slots, rows, kv_dim_);
     return;
   }
-  // Mixed or quantized sides run on host memory only (the constructor checked the device).
+  if (device_.kind() != DeviceKind::kCpu) {  // int8 per token-head (the constructor checked)
+    device_.kv_write_int8(ks.codes.as<std::int8_t>(), vs.codes.as<std::int8_t>(), ks.params.as<float>(),
+                          vs.params.as<float>(), k, v, slots, rows, n_kv_heads_, head_dim_);
+    return;
+  }
+  // Mixed or quantized sides on host memory.
   for (auto [side, x] : {std::pair<Side*, const float*>{&ks, k}, {&vs, v}}) {
     if (side->dtype != KvDtype::kF32) {
       write_side(*side, x, slots, rows);

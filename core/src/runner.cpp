@@ -18,6 +18,8 @@
 #include "inferlab/error.h"
 #include "inferlab/experiment_toml.h"
 #include "inferlab/log.h"
+#include "inferlab/cuda_device.h"
+#include "inferlab/gpu_memory.h"
 #include "inferlab/manifest.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
@@ -190,6 +192,20 @@ struct RunContext {
   bool stopping() const { return options.interrupted && options.interrupted() != 0; }
 };
 
+// The device line of the results header. A CUDA device is not made here: CUDA initialised in
+// the parent would be unusable in the cells it forks; the GPU's name comes from the driver's
+// /proc entry instead.
+std::string describe_device_without_init(DeviceKind kind, int threads) {
+  if (kind != DeviceKind::kCuda) return make_device(kind, threads)->describe();
+  std::error_code ec;
+  for (const auto& gpu : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    std::ifstream info(gpu.path() / "information");
+    for (std::string line; std::getline(info, line);)
+      if (line.rfind("Model:", 0) == 0) return line.substr(line.find_first_not_of(" \t", 6)) + " (cuda)";
+  }
+  return "cuda";
+}
+
 // One variant × repeat in this process. The device (and its thread pool) is made here, so an
 // isolated cell makes it inside its child. Throws on any failure.
 CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
@@ -224,6 +240,17 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
     model->set_layer_plan(decoder->layer_plan());  // layer skipping / early exit, quality included
     executor = std::make_unique<ModelExecutor>(*model, *attention, v.stack.kv.format);
   }
+  std::optional<GpuMemoryPlan> gpu_memory;
+  if (eo.kv.gpu_memory_fraction > 0) {
+    // The largest step: every prompt at once (an upper bound on what any scheduler batches).
+    long long rows = 0;
+    for (const Request& r : cx.requests) rows += static_cast<long long>(r.prompt.size());
+    gpu_memory = plan_gpu_kv_pool(*device, eo.kv.gpu_memory_fraction, cx.weights.config, model ? model->weight_bytes() : 0,
+                                  static_cast<int>(std::clamp<long long>(rows, 1, 1 << 16)),
+                                  static_cast<int>(std::clamp<std::size_t>(cx.requests.size(), 1, 1 << 16)),
+                                  executor->kv_bytes_per_block(eo.kv.block_size));
+    eo.kv.num_blocks = gpu_memory->kv_blocks;
+  }
   eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
   eo.clock = cx.options.clock;
   eo.stop = [&cx] { return cx.stopping(); };
@@ -239,6 +266,13 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   if (LayerPlan* plan = decoder->layer_plan(); plan != nullptr && !sim) {
     add_layer_plan_metrics(*plan, weights.config.n_layers, c.row.metrics);
     plan->reset_counters();  // the quality pass below counts its own rows
+  }
+  if (device->kind() == DeviceKind::kCuda) {
+    // The memory breakdown; without a fraction the pool is what the engine sized.
+    if (!gpu_memory) gpu_memory = measured_gpu_memory(cuda_memory_info(*device), model->weight_bytes(),
+                                                      static_cast<std::uint64_t>(r.timeline.kv_blocks_total) *
+                                                          executor->kv_bytes_per_block(eo.kv.block_size));
+    for (auto& [name, value] : gpu_memory_metrics(*gpu_memory)) c.row.metrics.emplace_back(name, value);
   }
   if (cx.quality) {
     // Quality is deterministic: measured once per variant, repeated in every row.
@@ -410,7 +444,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
                (spec.workload.trace.empty() ? " (synthetic, " + spec.workload.arrival + ")" : " from " + spec.workload.trace),
            "device: " + (sim ? sim_device_description(spec.device) + " x tp " + std::to_string(spec.device.tp) +
                                    " x pp " + std::to_string(spec.device.pp) + ", cost model of docs/simulation.md"
-                             : make_device(device_kind, spec.device.threads)->describe()) + ", " + cpu_model(),
+                             : describe_device_without_init(device_kind, spec.device.threads)) + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
   if (state.shard.count > 1)
     notes.push_back("shard " + std::to_string(state.shard.index) + "/" + std::to_string(state.shard.count) +
@@ -459,8 +493,10 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     // The baseline's log-probs are the reference every variant is compared with: measured here
     // (not in a cell's child, whose memory the parent never sees), on a device dropped before
     // any fork. Cells other than the baseline's then measure only their own variant.
+    // CUDA must not be initialised in this process before cells fork (a forked child cannot use
+    // its parent's CUDA state), so a CUDA run's reference log-probs come from the CPU.
     const ResolvedVariant& b = plan.variants.front();
-    auto device = make_device(device_kind, spec.device.threads);
+    auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
     Model model(weights, *quant, *device, calibration.get());

@@ -128,6 +128,10 @@ void SimDevice::embedding(const float*, const int*, int, int, float*) { no_ops("
 void SimDevice::rmsnorm(const float*, const float*, float*, int, int, float) { no_ops("rmsnorm"); }
 void SimDevice::rope(float*, float*, const int*, int, int, int, int, const float*, RopeStyle) { no_ops("rope"); }
 void SimDevice::kv_write_f32(float*, float*, const float*, const float*, const int*, int, int) { no_ops("kv_write"); }
+void SimDevice::kv_write_int8(std::int8_t*, std::int8_t*, float*, float*, const float*, const float*, const int*, int,
+                              int, int) {
+  no_ops("kv_write_int8");
+}
 void SimDevice::add(float*, const float*, std::size_t) { no_ops("add"); }
 void SimDevice::swiglu(float*, const float*, std::size_t) { no_ops("swiglu"); }
 void SimDevice::add_bias(float*, const float*, int, int) { no_ops("add_bias"); }

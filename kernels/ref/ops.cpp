@@ -1,6 +1,7 @@
 // Reference dense ops: see ops.h.
 #include "kernels/ref/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -59,6 +60,24 @@ void kv_write(float* cache, const float* src, const int* slots, int rows, int wi
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < width; ++i)
       cache[static_cast<std::size_t>(slots[r]) * width + i] = src[static_cast<std::size_t>(r) * width + i];
+}
+
+void kv_write_int8(signed char* codes, float* scale, const float* src, const int* slots, int rows, int n_heads,
+                   int head_dim) {
+  const std::size_t hd = static_cast<std::size_t>(head_dim), nh = static_cast<std::size_t>(n_heads);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t slot = static_cast<std::size_t>(slots[r]);
+    for (std::size_t h = 0; h < nh; ++h) {
+      const float* x = src + (static_cast<std::size_t>(r) * nh + h) * hd;
+      float amax = 0.0f;
+      for (std::size_t c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(x[c]));
+      const float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+      scale[slot * nh + h] = s;
+      signed char* dst = codes + (slot * nh + h) * hd;
+      for (std::size_t c = 0; c < hd; ++c)
+        dst[c] = static_cast<signed char>(std::clamp(std::lround(x[c] * inv), -127L, 127L));
+    }
+  }
 }
 
 void add(float* x, const float* y, int n) {

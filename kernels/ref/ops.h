@@ -31,6 +31,12 @@ void embedding(const float* table, const int* tokens, int rows, int dim, float* 
 // cache[slots[r] * width + i] = src[r * width + i]: one row of K (or V) per slot.
 void kv_write(float* cache, const float* src, const int* slots, int rows, int width);
 
+// int8 KV rows: for each row r and head h (x = src[r, h*head_dim : (h+1)*head_dim]),
+// scale[slots[r] * n_heads + h] = max|x| / 127 and codes[(slots[r] * n_heads + h) * head_dim + c]
+// = clamp(round(x[c] / scale), -127, 127); an all-zero x gets scale 0 and zero codes.
+void kv_write_int8(signed char* codes, float* scale, const float* src, const int* slots, int rows, int n_heads,
+                   int head_dim);
+
 // x[i] += y[i] for n values.
 void add(float* x, const float* y, int n);
 

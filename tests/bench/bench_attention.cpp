@@ -17,7 +17,9 @@
 
 #include "inferlab/thread_pool.h"
 #include "plugins/attention/flash/flash_attention.cpp"
+#include "plugins/attention/flash/flash_attention_cuda.cpp"  // the CUDA paths (empty without CUDA)
 #include "plugins/attention/naive/naive_attention.cpp"
+#include "plugins/attention/naive/naive_attention_cuda.cpp"
 #include "tests/support/attention_fixtures.cpp"
 
 namespace {

@@ -18,6 +18,7 @@
 #include "plugins/attention/naive/naive_attention.h"
 #include "plugins/attention/split_k/partial_attention.cpp"
 #include "plugins/attention/split_k/split_k_attention.cpp"
+#include "plugins/attention/split_k/split_k_attention_cuda.cpp"  // its CUDA path (empty without CUDA)
 #include "tests/support/attention_fixtures.h"
 
 namespace {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "inferlab/cuda_device.h"
+
 namespace inferlab::testing {
 
 // $INFERLAB_DATA, else <source>/../shared.
@@ -38,4 +40,13 @@ std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path
     if (!std::filesystem::exists(path))                                         \
       GTEST_SKIP() << "data file missing: " << (path)                           \
                    << " (set INFERLAB_DATA to the shared data folder)";         \
+  } while (0)
+
+// Skips the test unless a CUDA device is visible, saying why not ("no CUDA device visible:
+// cudaGetDeviceCount: cudaErrorNoDevice ...", or that the build has no CUDA).
+#define INFERLAB_REQUIRE_CUDA()                                                  \
+  do {                                                                          \
+    std::string inferlab_cuda_reason_;                                          \
+    if (!::inferlab::cuda_device_visible(inferlab_cuda_reason_))                \
+      GTEST_SKIP() << "no CUDA device visible: " << inferlab_cuda_reason_;      \
   } while (0)

@@ -1,7 +1,7 @@
 // The device seam: where tensors live and who runs the ops on them. The engine, the model,
 // every Linear and every Attention receive a Device&; the CPU implementation owns the thread
-// pool, a CUDA one will own a stream, a cuBLAS handle and an allocator pool, a simulated one a
-// cost model. Besides memory (allocate, copies, synchronise) a device runs the model's
+// pool, the CUDA one (inferlab/cuda_device.h) a stream, a cuBLAS handle and an allocator pool, a
+// simulated one a cost model. Besides memory (allocate, copies, synchronise) a device runs the model's
 // elementwise ops (embedding, RMSNorm, RoPE, KV write, residual add, SwiGLU, bias) on memory it
 // owns, and times every op by category so that each metrics row says where its time went.
 #pragma once
@@ -106,8 +106,9 @@ class Device {
   // the same second twice.
   virtual void op_begin(TimeCategory category) = 0;
   virtual void op_end(TimeCategory category) = 0;
-  const OpTimes& op_times() const { return times_; }
-  void reset_op_times() { times_ = OpTimes{}; }
+  // Virtual: an asynchronous device first completes the timings still in flight.
+  virtual const OpTimes& op_times() const { return times_; }
+  virtual void reset_op_times() { times_ = OpTimes{}; }
   // Measured cost of one op_begin/op_end pair, charged to no category.
   virtual double timer_overhead_s() const = 0;
 
@@ -123,6 +124,13 @@ class Device {
   // k_cache[slots[r], :] = k[r, :] and likewise v, for rows of kv_dim floats (f32 storage).
   virtual void kv_write_f32(float* k_cache, float* v_cache, const float* k, const float* v, const int* slots,
                             int rows, int kv_dim) = 0;
+  // int8 storage: for each row r and KV head h, with x = k[r, h*head_dim : (h+1)*head_dim],
+  // k_scale[slots[r] * n_kv_heads + h] = s = max|x| / 127 and
+  // k_codes[(slots[r] * n_kv_heads + h) * head_dim + c] = clamp(round(x[c] / s), -127, 127)
+  // (0 codes and s = 0 for an all-zero x); likewise v. k, v: [rows, n_kv_heads * head_dim].
+  virtual void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale,
+                             const float* k, const float* v, const int* slots, int rows, int n_kv_heads,
+                             int head_dim) = 0;
   // x[i] += y[i] for n values (the residual stream).
   virtual void add(float* x, const float* y, std::size_t n) = 0;
   // gate[i] = silu(gate[i]) * up[i] for n values.
@@ -131,7 +139,7 @@ class Device {
   virtual void add_bias(float* y, const float* b, int rows, int width) = 0;
 
  protected:
-  OpTimes times_;
+  mutable OpTimes times_;  // mutable: op_times() may fold in completed asynchronous timings
 };
 
 // Times one op on a device for the scope's duration.
@@ -175,6 +183,8 @@ class CpuDevice final : public Device {
             const float* inv_freq, RopeStyle style) override;
   void kv_write_f32(float* k_cache, float* v_cache, const float* k, const float* v, const int* slots, int rows,
                     int kv_dim) override;
+  void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale, const float* k,
+                     const float* v, const int* slots, int rows, int n_kv_heads, int head_dim) override;
   void add(float* x, const float* y, std::size_t n) override;
   void swiglu(float* gate, const float* up, std::size_t n) override;
   void add_bias(float* y, const float* b, int rows, int width) override;
@@ -193,7 +203,8 @@ class CpuDevice final : public Device {
 // (a CPU-only plugin asked to run elsewhere).
 ThreadPool& cpu_pool(Device& device, const char* who);
 
-// A device of the kind an experiment asks for. Throws Error when this build has none.
+// A device of the kind an experiment asks for. Throws Error when this build has none (cuda in a
+// build without CUDA) or the machine has none (cuda without a visible GPU).
 std::unique_ptr<Device> make_device(DeviceKind kind, int threads);
 
 }  // namespace inferlab

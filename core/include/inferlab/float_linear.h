@@ -1,4 +1,5 @@
-// The fp32 linear (weights kept as floats, the AVX2/AVX-512 matmul of kernels/cpu) and the
+// The fp32 linear (weights kept as floats: the AVX2/AVX-512 matmul of kernels/cpu, or cuBLAS
+// Sgemm on the CUDA device with the weights in device memory) and the
 // no-quantization strategy built from it: the baseline every quantization strategy is compared
 // against, and the linear strategies fall back to for layers they leave in float
 // (quantization/int4's fp32 classifier). The plugin quantization/none exposes NoQuantization.
@@ -13,22 +14,29 @@ namespace inferlab {
 
 class FloatLinear : public Linear {
  public:
-  // weight: [out, in], taken over.
-  FloatLinear(std::vector<float> weight, int out, int in);
-  // y[n, out] = x[n, in] · W^T.
+  // weight: [out, in], taken over. `device`: where forward will run; a CUDA device gets the
+  // weights uploaded (and the host copy dropped), nullptr or the CPU keeps them on the host.
+  FloatLinear(std::vector<float> weight, int out, int in, Device* device = nullptr);
+  // y[n, out] = x[n, in] · W^T, on the device the weights were built for (Error otherwise).
   void forward(const float* x, float* y, int n, Device& device) const override;
   // 4 bytes per weight.
   std::uint64_t weight_bytes() const override;
 
  private:
-  std::vector<float> weight_;  // [out, in]
+  std::vector<float> weight_;  // [out, in] on the host (CPU)
+  Buffer device_weight_;       // [out, in] in CUDA device memory (empty on the CPU)
 };
 
 class NoQuantization : public Quantization {
  public:
+  // device: where the linears run (see FloatLinear); nullptr = the host.
+  explicit NoQuantization(Device* device = nullptr) : device_(device) {}
   using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
+
+ private:
+  Device* device_;
 };
 
 }  // namespace inferlab

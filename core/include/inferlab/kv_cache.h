@@ -14,6 +14,9 @@ namespace inferlab {
 struct KvCacheConfig {
   int block_size = 16;     // tokens per block
   int num_blocks = 0;      // blocks in the pool (0 = engine picks from the workload)
+  // CUDA only, instead of num_blocks: the share of the GPU's memory the run may use in all; the
+  // KV pool gets what the weights and activations leave of it (inferlab/gpu_memory.h). 0 = unset.
+  double gpu_memory_fraction = 0;
   bool reserve_full = false;  // reserve prompt + max output at admission (contiguous-style)
   bool prefix_caching = false;  // keep computed full blocks for reuse by later sequences
   // false = the no-KV-cache baseline: a sequence's K/V are dropped once a step has produced its

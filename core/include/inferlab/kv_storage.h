@@ -2,7 +2,9 @@
 // pool, in one KvFormat (kv_format.h: a dtype per side, int4 group size, layers kept in f32), in
 // memory of one Device. Slots are block * block_size + offset, as the BlockManager hands them
 // out. f32 on any device; int8 and int4 on the CPU, quantized per token as K/V arrive (so a
-// token's codes never change). f16 is refused with a clear error.
+// token's codes never change); on CUDA also int8 with one scale per token-head on both sides
+// (group_size 0 or head_dim, no f32 layers), written by the device's kv_write_int8. f16 is
+// refused with a clear error.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -53,6 +55,9 @@ class KvStorage {
     Buffer params;
   };
   Side make_side(KvDtype dtype);
+  // Both sides int8 with one scale per token-head in every layer: the layout Device::kv_write_int8
+  // writes, so any device can hold it.
+  bool device_int8() const;
   void write_side(Side& side, const float* x, const int* slots, int rows);
   std::size_t token_bytes(const Side& s) const;   // codes of one slot
   std::size_t token_params(const Side& s) const;  // params (floats) of one slot

@@ -26,7 +26,8 @@ namespace inferlab {
 // PluginContext, SeqView::slo_class and ScheduleDecision::reject, and Quantization's
 // calibration_needs() and make_linear overload taking calibration (new virtuals change the vtable
 // an old plugin was built with). 4: branching decoders (Decoder::branch_width/branch/
-// branch_result), SeqView::branches and Decoder::layer_plan (layer skipping, early exit).
+// branch_result), SeqView::branches, Decoder::layer_plan (layer skipping, early exit),
+// Device::kv_write_int8 and a virtual Device::op_times (the CUDA device).
 inline constexpr int kPluginAbiVersion = 4;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };

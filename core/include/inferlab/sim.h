@@ -91,6 +91,8 @@ class SimDevice final : public Device {
   void rmsnorm(const float*, const float*, float*, int, int, float) override;
   void rope(float*, float*, const int*, int, int, int, int, const float*, RopeStyle) override;
   void kv_write_f32(float*, float*, const float*, const float*, const int*, int, int) override;
+  void kv_write_int8(std::int8_t*, std::int8_t*, float*, float*, const float*, const float*, const int*, int, int,
+                     int) override;
   void add(float*, const float*, std::size_t) override;
   void swiglu(float*, const float*, std::size_t) override;
   void add_bias(float*, const float*, int, int) override;

@@ -27,6 +27,10 @@ class FlashAttention final : public Attention {
   int query_rows() const { return query_rows_; }
 
  private:
+#if INFERLAB_HAVE_CUDA
+  // The CUDA path (*_cuda.cpp): forward dispatches here when device.kind() is kCuda.
+  void forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out, Device& device);
+#endif
   int tile_;
   int query_rows_;
 };

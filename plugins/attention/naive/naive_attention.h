@@ -13,6 +13,12 @@ class NaiveAttention final : public Attention {
   // Work items (row, head) are split over the pool's threads.
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
                Device& device) override;
+
+ private:
+#if INFERLAB_HAVE_CUDA
+  // The CUDA path (*_cuda.cpp): forward dispatches here when device.kind() is kCuda.
+  void forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out, Device& device);
+#endif
 };
 
 }  // namespace inferlab::plugins

@@ -24,6 +24,10 @@ AwqLinear::AwqLinear(std::unique_ptr<Int4Linear> q, std::vector<float> inv_scale
 }
 
 void AwqLinear::forward(const float* x, float* y, int n, Device& device) const {
+  if (device.kind() == DeviceKind::kCuda) {
+    forward_cuda(x, y, n, device);
+    return;
+  }
   const std::size_t in = static_cast<std::size_t>(in_features());
   scaled_.resize(static_cast<std::size_t>(n) * in);
   for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
@@ -104,8 +108,8 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
   return std::make_unique<AwqLinear>(std::move(best), std::move(best_inv), s.alpha);
 }
 
-AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier)
-    : options_(options), skip_classifier_(skip_classifier) {
+AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier, Device* device)
+    : options_(options), skip_classifier_(skip_classifier), device_(device) {
   check_int4_group_size(options.group_size, "awq");
   check(options.grid >= 1 && options.samples >= 1, "quantization 'awq': grid and samples must be >= 1");
 }
@@ -117,10 +121,15 @@ std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, st
 
 std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                      int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in);
-  if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0)
-    return std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
-  return awq_quantize(weight, out, in, calib->mean_abs, calib->samples, calib->sample_rows, options_);
+  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0) {
+    auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
+    plain->place_on(device_);
+    return plain;
+  }
+  auto linear = awq_quantize(weight, out, in, calib->mean_abs, calib->samples, calib->sample_rows, options_);
+  linear->place_on(device_);
+  return linear;
 }
 
 CalibrationNeeds AwqQuantization::calibration_needs() const {

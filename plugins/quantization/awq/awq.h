@@ -22,7 +22,10 @@ struct AwqOptions {
 class AwqLinear : public Linear {
  public:
   AwqLinear(std::unique_ptr<Int4Linear> q, std::vector<float> inv_scale, double alpha);
+  // On a CUDA device (after place_on): x ⊙ s⁻¹ into the device workspace, then the int4 kernel.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // A CUDA device gets copies of s⁻¹ and of the int4 layer (Int4Linear::place_on).
+  void place_on(Device* device);
   // The int4 layer plus 4 bytes per input channel for s⁻¹.
   std::uint64_t weight_bytes() const override;
   double alpha() const { return alpha_; }
@@ -34,6 +37,8 @@ class AwqLinear : public Linear {
   std::vector<float> inv_scale_;          // [in]
   double alpha_;
   mutable std::vector<float> scaled_;     // [n, in] scratch
+  Buffer device_inv_scale_;               // [in] CUDA copy (place_on); empty otherwise
+  void forward_cuda(const float* x, float* y, int n, Device& device) const;
 };
 
 struct AwqSearch {
@@ -50,7 +55,8 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
 
 class AwqQuantization : public Quantization {
  public:
-  AwqQuantization(const AwqOptions& options, bool skip_classifier);
+  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  AwqQuantization(const AwqOptions& options, bool skip_classifier, Device* device = nullptr);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest int4 (quantization/int4's layer).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -61,6 +67,7 @@ class AwqQuantization : public Quantization {
  private:
   AwqOptions options_;
   bool skip_classifier_;
+  Device* device_;
 };
 
 }  // namespace inferlab::plugins

@@ -29,12 +29,16 @@ inferlab::PluginDescriptor describe() {
       reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
+  d.devices = {inferlab::DeviceKind::kCpu};
+#if INFERLAB_HAVE_CUDA
+  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
+#endif
   d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     AwqOptions o;
     o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
     o.grid = static_cast<int>(ctx.params.get_int("grid"));
     o.samples = static_cast<int>(ctx.params.get_int("samples"));
-    return std::make_unique<AwqQuantization>(o, ctx.params.get_bool("skip_classifier"));
+    return std::make_unique<AwqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
   return d;
 }

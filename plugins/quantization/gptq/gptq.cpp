@@ -133,8 +133,8 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
   return std::make_unique<Int4Linear>(out, in, gs, std::move(packed), std::move(scale), std::move(zero));
 }
 
-GptqQuantization::GptqQuantization(const GptqOptions& options, bool skip_classifier)
-    : options_(options), skip_classifier_(skip_classifier) {
+GptqQuantization::GptqQuantization(const GptqOptions& options, bool skip_classifier, Device* device)
+    : options_(options), skip_classifier_(skip_classifier), device_(device) {
   check_int4_group_size(options.group_size, "gptq");
   check(options.damp > 0, "quantization 'gptq': damp must be > 0");
 }
@@ -146,9 +146,12 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
 
 std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                       int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in);
-  if (calib == nullptr || calib->hessian.empty())
-    return std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
+  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (calib == nullptr || calib->hessian.empty()) {
+    auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
+    plain->place_on(device_);
+    return plain;
+  }
   check(calib->in == in && calib->hessian.size() == static_cast<std::size_t>(in) * in,
         "quantization 'gptq': the Hessian of " + name + " is not [in, in]");
   // Linears reading the same input share the record (and so H): factor it once. The record
@@ -162,7 +165,9 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
     factors_.push_back({calib, key, gptq_factor(calib->hessian.data(), in, options_)});
     it = factors_.end() - 1;
   }
-  return gptq_quantize(weight, out, it->factor, options_);
+  auto linear = gptq_quantize(weight, out, it->factor, options_);
+  linear->place_on(device_);
+  return linear;
 }
 
 CalibrationNeeds GptqQuantization::calibration_needs() const {

@@ -41,7 +41,8 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
 
 class GptqQuantization : public Quantization {
  public:
-  GptqQuantization(const GptqOptions& options, bool skip_classifier);
+  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  GptqQuantization(const GptqOptions& options, bool skip_classifier, Device* device = nullptr);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest in the same format (quantization/int4's).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -52,6 +53,7 @@ class GptqQuantization : public Quantization {
  private:
   GptqOptions options_;
   bool skip_classifier_;
+  Device* device_;
   // Factors of the last Hessians seen (wq/wk/wv and w1/w3 share theirs).
   struct CachedFactor {
     const LinearCalibration* calib;

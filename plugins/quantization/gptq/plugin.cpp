@@ -31,13 +31,17 @@ inferlab::PluginDescriptor describe() {
       reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
+  d.devices = {inferlab::DeviceKind::kCpu};
+#if INFERLAB_HAVE_CUDA
+  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
+#endif
   d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     GptqOptions o;
     o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
     o.damp = ctx.params.get_float("damp");
     o.act_order = ctx.params.get_bool("act_order");
     o.block_size = static_cast<int>(ctx.params.get_int("block_size"));
-    return std::make_unique<GptqQuantization>(o, ctx.params.get_bool("skip_classifier"));
+    return std::make_unique<GptqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
   return d;
 }

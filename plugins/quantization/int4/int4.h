@@ -22,13 +22,16 @@ class Int4Quantization : public Quantization {
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
   // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
-  Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false);
+  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
+                   Device* device = nullptr);
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 
  private:
   int group_size_;
   bool symmetric_, skip_classifier_, int8_activations_;
+  Device* device_;
 };
 
 }  // namespace inferlab::plugins

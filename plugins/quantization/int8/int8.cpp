@@ -19,6 +19,10 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool i
 }
 
 void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
+  if (device.kind() == DeviceKind::kCuda) {
+    forward_cuda(x, y, n, device);
+    return;
+  }
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   if (!int8_activations_) {
     cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
@@ -42,6 +46,7 @@ std::unique_ptr<Linear> Int8Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   (void)name;
   auto linear = std::make_unique<Int8Linear>(weight, out, in, int8_activations_);
+  linear->place_on(device_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
   return linear;

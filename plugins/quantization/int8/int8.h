@@ -19,8 +19,12 @@ class Int8Linear : public Linear {
   // weight: [out, in] fp32, quantized here (kernels/ref/matmul_int8.h defines the format).
   Int8Linear(const std::vector<float>& weight, int out, int in, bool int8_activations = false);
   // y[n, out] = x[n, in] · (scale ⊙ Q)^T through kernels/cpu/matmul_int8, or with x quantised
-  // per 32-block through kernels/cpu/matmul_int8_act.
+  // per 32-block through kernels/cpu/matmul_int8_act. On a CUDA device (after place_on):
+  // kernels/cuda/quant_linear.cu, or the on-GPU activation blocks and __dp4a of quant_act.cu.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // A CUDA device gets a copy of q and scale in its memory (the host copy stays); nullptr or
+  // another device: nothing to do.
+  void place_on(Device* device);
   // out*in bytes of int8 plus 4*out bytes of scales.
   std::uint64_t weight_bytes() const override;
 
@@ -31,17 +35,22 @@ class Int8Linear : public Linear {
   std::vector<std::int8_t> q_;  // [out, in]
   std::vector<float> scale_;    // [out]
   bool int8_activations_ = false;
+  Buffer device_q_, device_scale_;  // CUDA copies (place_on); empty otherwise
+  void forward_cuda(const float* x, float* y, int n, Device& device) const;
 };
 
 class Int8Quantization : public Quantization {
  public:
-  explicit Int8Quantization(bool int8_activations = false) : int8_activations_(int8_activations) {}
+  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  explicit Int8Quantization(bool int8_activations = false, Device* device = nullptr)
+      : int8_activations_(int8_activations), device_(device) {}
   using Quantization::make_linear;  // the overload taking calibration stays visible
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 
  private:
   bool int8_activations_ = false;
+  Device* device_ = nullptr;
 };
 
 }  // namespace inferlab::plugins

@@ -52,6 +52,10 @@ W8A8Linear::W8A8Linear(const std::vector<float>& weight, int out, int in, std::v
 }
 
 void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const {
+  if (device.kind() == DeviceKind::kCuda) {
+    forward_cuda(x, y, n, device);
+    return;
+  }
   ThreadPool& pool = cpu_pool(device, "quantization 'smoothquant'");
   const std::size_t in = static_cast<std::size_t>(in_features()), out = static_cast<std::size_t>(out_features());
   xs_.resize(static_cast<std::size_t>(n) * in);
@@ -93,8 +97,8 @@ std::uint64_t W8A8Linear::weight_bytes() const {
   return q_.size() + w_scale_.size() * sizeof(float) + smooth;
 }
 
-SmoothQuantQuantization::SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier)
-    : alpha_(alpha), quantize_(quantize), skip_classifier_(skip_classifier) {
+SmoothQuantQuantization::SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier, Device* device)
+    : alpha_(alpha), quantize_(quantize), skip_classifier_(skip_classifier), device_(device) {
   check(alpha >= 0 && alpha <= 1, "quantization 'smoothquant': alpha must be in [0, 1]");
 }
 
@@ -105,10 +109,12 @@ std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& 
 
 std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                              int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in);
+  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
   std::vector<float> s = calib && !calib->max_abs.empty() ? smoothing_scales(weight, out, in, calib->max_abs, alpha_)
                                                           : std::vector<float>(static_cast<std::size_t>(in), 1.0f);
-  return std::make_unique<W8A8Linear>(weight, out, in, std::move(s), quantize_);
+  auto linear = std::make_unique<W8A8Linear>(weight, out, in, std::move(s), quantize_);
+  linear->place_on(device_);
+  return linear;
 }
 
 CalibrationNeeds SmoothQuantQuantization::calibration_needs() const {

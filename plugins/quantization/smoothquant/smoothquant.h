@@ -17,7 +17,12 @@ class W8A8Linear : public Linear {
  public:
   // weight [out, in]; smooth: s [in] (all ones = no smoothing).
   W8A8Linear(const std::vector<float>& weight, int out, int in, std::vector<float> smooth, bool quantize);
+  // On a CUDA device (after place_on): x ⊙ s⁻¹ quantised per token on the GPU and the __dp4a
+  // kernel of kernels/cuda/quant_act.cu (block = in); quantize false: x ⊙ s⁻¹ then cuBLAS Sgemm.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // A CUDA device gets copies of the weights and s⁻¹ (the host copy stays); nullptr or another
+  // device: nothing to do.
+  void place_on(Device* device);
   // int8: out·in codes + 4·out scales (+ 4·in for s⁻¹ when smoothing); fp32 (quantize false):
   // 4·out·in (+ 4·in).
   std::uint64_t weight_bytes() const override;
@@ -32,6 +37,10 @@ class W8A8Linear : public Linear {
   mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹
   mutable std::vector<std::int8_t> xq_;  // [n, in] scratch: int8 activations
   mutable std::vector<float> x_scale_;   // [n]
+  // CUDA copies (place_on): [in] s⁻¹, [out, in] codes, [out] scales, [out, in] fp32 W diag(s).
+  Buffer device_inv_smooth_, device_q_, device_w_scale_, device_w_smoothed_;
+  bool on_cuda_ = false;
+  void forward_cuda(const float* x, float* y, int n, Device& device) const;
 };
 
 // s_j = (max|X_j| / max|W_j|)^α over calibration inputs X and the weight column W_{:, j}; 1 where
@@ -41,7 +50,8 @@ std::vector<float> smoothing_scales(const std::vector<float>& weight, int out, i
 
 class SmoothQuantQuantization : public Quantization {
  public:
-  SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier);
+  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier, Device* device = nullptr);
   using Quantization::make_linear;
   // Without calibration: no smoothing (plain W8A8).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -52,6 +62,7 @@ class SmoothQuantQuantization : public Quantization {
  private:
   double alpha_;
   bool quantize_, skip_classifier_;
+  Device* device_;
 };
 
 }  // namespace inferlab::plugins

@@ -1,0 +1,56 @@
+// The half-precision linears, the "FP16 baseline" of issue 7: weights stored as IEEE f16 or
+// bfloat16 (2 bytes each, rounded to nearest even from the fp32 checkpoint), activations fp32
+// at the interface. CPU: kernels/cpu/matmul_half (weights widened to fp32 inside a threaded dot
+// kernel). CUDA: weights in device memory, activations rounded to the same half type on the
+// GPU, cublasGemmEx on tensor cores with fp32 accumulation and fp32 output. The plugins
+// quantization/f16 and quantization/bf16 expose HalfQuantization.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inferlab/quantization.h"
+#include "kernels/cpu/matmul_half.h"
+
+namespace inferlab {
+
+// "f16" or "bf16".
+const char* half_format_name(cpu::HalfFormat format);
+
+class HalfLinear : public Linear {
+ public:
+  // weight: [out, in] fp32, rounded to `format`. `device`: where forward runs (CUDA: uploaded).
+  HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device);
+  // y[n, out] = x[n, in] · W_half^T. On the CPU x stays fp32; on CUDA x is rounded to the half
+  // type first (the tensor-core GEMM multiplies halves), so CUDA results carry the activation
+  // rounding too.
+  void forward(const float* x, float* y, int n, Device& device) const override;
+  std::uint64_t weight_bytes() const override;  // 2 bytes per weight
+  cpu::HalfFormat format() const { return format_; }
+  // The stored weights widened back to fp32 [out, in] (tests; host copies only on the CPU).
+  std::vector<float> dequantized() const;
+
+ private:
+  cpu::HalfFormat format_;
+  DeviceKind built_for_;
+  std::vector<std::uint16_t> weight_;  // [out, in] on the host (CPU)
+  Buffer device_weight_;               // [out, in] in CUDA device memory
+};
+
+class HalfQuantization : public Quantization {
+ public:
+  HalfQuantization(cpu::HalfFormat format, Device& device, KvDtype kv = KvDtype::kF32)
+      : format_(format), device_(device), kv_(kv) {}
+  KvDtype kv_dtype() const override { return kv_; }
+  using Quantization::make_linear;
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
+                                      int in) override;
+
+ private:
+  cpu::HalfFormat format_;
+  Device& device_;
+  KvDtype kv_;
+};
+
+}  // namespace inferlab

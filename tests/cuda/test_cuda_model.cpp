@@ -1,0 +1,147 @@
+// The whole model on the CUDA device against the CPU: stories260K greedy from BOS gives the
+// CPU's tokens exactly; SmolLM2-135M's next-token distributions agree to KL(CPU || CUDA) < 1e-4
+// over a prompt (and at SmolLM2's shapes with random weights, which needs no file). Attention comes from the registry's 'naive' plugin, which must list cuda;
+// skipped (with the reason) without a GPU, without the models, or without a CUDA attention.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "inferlab/checkpoint.h"
+#include "inferlab/float_linear.h"
+#include "inferlab/formats.h"
+#include "inferlab/model.h"
+#include "inferlab/registry.h"
+#include "inferlab/runner.h"
+#include "model_fixtures.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+// The registry's naive attention on `device`, or a skip reason.
+std::shared_ptr<Attention> cuda_attention(const Registry& registry, Device& device, std::string& skip) {
+  const PluginDescriptor& d = registry.find(PluginKind::kAttention, "naive");
+  if (std::find(d.devices.begin(), d.devices.end(), DeviceKind::kCuda) == d.devices.end()) {
+    skip = "attention 'naive' has no CUDA path in this build";
+    return nullptr;
+  }
+  return registry.create_attention("naive", registry.resolve(PluginKind::kAttention, "naive", {}, "test"), device);
+}
+
+// max over rows of KL(softmax(p) || softmax(q)), rows of `vocab` logits, in double.
+double max_next_token_kl(const std::vector<float>& p_logits, const std::vector<float>& q_logits, int vocab) {
+  auto log_softmax = [vocab](const float* z) {
+    const double m = *std::max_element(z, z + vocab);
+    double s = 0;
+    for (int i = 0; i < vocab; ++i) s += std::exp(z[i] - m);
+    std::vector<double> out(static_cast<std::size_t>(vocab));
+    for (int i = 0; i < vocab; ++i) out[static_cast<std::size_t>(i)] = z[i] - m - std::log(s);
+    return out;
+  };
+  double worst = 0;
+  for (std::size_t r = 0; r * vocab < p_logits.size(); ++r) {
+    const auto lp = log_softmax(&p_logits[r * vocab]), lq = log_softmax(&q_logits[r * vocab]);
+    double kl = 0;
+    for (std::size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+    worst = std::max(worst, kl);
+  }
+  return worst;
+}
+
+TEST(CudaModel, Stories260kGreedyEqualsCpuTokens) {
+  INFERLAB_REQUIRE_CUDA();
+  const std::string path = testing::data_path("models/stories260K/stories260K.bin");
+  INFERLAB_REQUIRE_FILE(path);
+  const LoadedModel loaded = load_model(path);
+  Registry registry(Registry::default_search_path());  // INFERLAB_PLUGIN_PATH, else beside the core (a packed build)
+  auto gpu = make_device(DeviceKind::kCuda, 0);
+  std::string skip;
+  auto gpu_attention = cuda_attention(registry, *gpu, skip);
+  if (!gpu_attention) GTEST_SKIP() << skip;
+
+  CpuDevice cpu(2);
+  testing::FloatQuantization cpu_quant;
+  Model cpu_model(loaded.weights, cpu_quant, cpu);
+  testing::RefAttention ref_attention;
+  const std::vector<int> want = testing::generate_greedy(cpu_model, ref_attention, 1, 256);
+
+  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  Model gpu_model(loaded.weights, gpu_quant, *gpu);
+  const std::vector<int> got = testing::generate_greedy(gpu_model, *gpu_attention, 1, 256);
+  ASSERT_EQ(want.size(), 256u);
+  EXPECT_EQ(got, want);
+}
+
+TEST(CudaModel, SmolLM2NextTokenKlAgainstCpuBelow1e4) {
+  INFERLAB_REQUIRE_CUDA();
+  const char* env = std::getenv("INFERLAB_MODELS");
+  const std::string path = (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  INFERLAB_REQUIRE_FILE(path);
+  Registry registry(Registry::default_search_path());  // INFERLAB_PLUGIN_PATH, else beside the core (a packed build)
+  auto gpu = make_device(DeviceKind::kCuda, 0);
+  std::string skip;
+  auto gpu_attention = cuda_attention(registry, *gpu, skip);
+  if (!gpu_attention) GTEST_SKIP() << skip;
+  LoadedModel m = load_gguf(path);
+  const std::vector<int> prompt =
+      m.tokenizer->encode("The quick brown fox jumps over the lazy dog. Once upon a time, in a small village,", false);
+  const int vocab = m.weights.config.vocab_size;
+
+  CpuDevice cpu(2);
+  testing::FloatQuantization cpu_quant;
+  Model cpu_model(m.weights, cpu_quant, cpu);
+  testing::RefAttention ref_attention;
+  testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
+  const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
+
+  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  Model gpu_model(m.weights, gpu_quant, *gpu);
+  testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
+  const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);
+  ASSERT_EQ(p_logits.size(), q_logits.size());
+
+  const double worst = max_next_token_kl(p_logits, q_logits, vocab);
+  RecordProperty("max_kl", std::to_string(worst));
+  EXPECT_LT(worst, 1e-4);
+}
+
+// The same check at SmolLM2-135M's shapes (GQA 9/3 heads, half-style RoPE, 49152-word tied
+// classifier) with seeded random weights and 4 layers: needs no model file, so it also runs where
+// the GGUF is not carried (the GPU machine of scripts/gpu_check.sh).
+TEST(CudaModel, Smollm2ShapedRandomWeightsKlAgainstCpuBelow1e4) {
+  INFERLAB_REQUIRE_CUDA();
+  Registry registry(Registry::default_search_path());
+  auto gpu = make_device(DeviceKind::kCuda, 0);
+  std::string skip;
+  auto gpu_attention = cuda_attention(registry, *gpu, skip);
+  if (!gpu_attention) GTEST_SKIP() << skip;
+  ModelSpec spec;
+  spec.preset = "smollm2-135m";
+  spec.n_layers = 4;
+  spec.seed = 7;
+  const ModelWeights weights = load_experiment_model(spec).weights;
+  const int vocab = weights.config.vocab_size;
+  std::vector<int> prompt(40);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7919 + 13) % static_cast<std::size_t>(vocab));
+
+  CpuDevice cpu(2);
+  testing::FloatQuantization cpu_quant;
+  Model cpu_model(weights, cpu_quant, cpu);
+  testing::RefAttention ref_attention;
+  testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
+  const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
+
+  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  Model gpu_model(weights, gpu_quant, *gpu);
+  testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
+  const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);
+  ASSERT_EQ(p_logits.size(), q_logits.size());
+  const double worst = max_next_token_kl(p_logits, q_logits, vocab);
+  RecordProperty("max_kl", std::to_string(worst));
+  EXPECT_LT(worst, 1e-4);
+}
+
+}  // namespace
+}  // namespace inferlab

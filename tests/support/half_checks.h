@@ -1,0 +1,58 @@
+// Checks shared by the quantization/f16 and quantization/bf16 tests: a HalfLinear on `device`
+// against the float64 reference, with the error bound its format allows.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "inferlab/device.h"
+#include "inferlab/half_linear.h"
+#include "inferlab/rng.h"
+#include "kernels/ref/half.h"
+#include "kernels/ref/ops.h"
+
+namespace inferlab::testing {
+
+// Unit roundoff of the format: 2^-11 (f16, 10 stored mantissa bits), 2^-8 (bf16, 7).
+inline double half_unit_roundoff(cpu::HalfFormat f) { return f == cpu::HalfFormat::kF16 ? 0x1p-11 : 0x1p-8; }
+
+// Runs y = x W^T through HalfLinear on `device` for awkward shapes and checks, element-wise,
+// |y - x W^T| <= u_total · Σ_k |x_k W_k| + 1e-6 where u_total = u (weights) on the CPU and 2u
+// (weights and activations rounded) on CUDA; the fp32 accumulation adds far less than that.
+inline void check_half_linear(cpu::HalfFormat format, Device& device) {
+  const double u = half_unit_roundoff(format) * (device.kind() == DeviceKind::kCuda ? 2.02 : 1.01);
+  for (auto [n, out, in] : {std::tuple{1, 3, 129}, std::tuple{3, 37, 67}, std::tuple{17, 129, 256}}) {
+    Rng rng(static_cast<std::uint64_t>(n * 1000 + out));
+    std::vector<float> x(static_cast<std::size_t>(n) * in), w(static_cast<std::size_t>(out) * in);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
+    HalfQuantization quant(format, device);
+    auto linear = quant.make_linear("layers.0.w1", w, out, in);
+    EXPECT_EQ(linear->weight_bytes(), 2u * static_cast<std::uint64_t>(out) * in);
+    const std::size_t ny = static_cast<std::size_t>(n) * out;
+    std::vector<float> got(ny, std::nanf(""));
+    Buffer dx(device, x.size() * 4), dy(device, ny * 4);
+    device.copy_to_device(dx.data(), x.data(), x.size() * 4);
+    std::vector<float> poison(ny, std::nanf(""));
+    device.copy_to_device(dy.data(), poison.data(), ny * 4);
+    linear->forward(dx.as<float>(), dy.as<float>(), n, device);
+    device.copy_to_host(got.data(), dy.data(), ny * 4);
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < out; ++c) {
+        double exact = 0, mag = 0;
+        for (int k = 0; k < in; ++k) {
+          const double p = static_cast<double>(x[static_cast<std::size_t>(r) * in + k]) * w[static_cast<std::size_t>(c) * in + k];
+          exact += p;
+          mag += std::fabs(p);
+        }
+        const float g = got[static_cast<std::size_t>(r) * out + c];
+        ASSERT_FALSE(std::isnan(g)) << "n=" << n << " r=" << r << " c=" << c;
+        EXPECT_LE(std::fabs(g - exact), u * mag + 1e-6) << "n=" << n << " out=" << out << " in=" << in << " r=" << r
+                                                        << " c=" << c;
+      }
+  }
+}
+
+}  // namespace inferlab::testing
