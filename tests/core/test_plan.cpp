@@ -40,12 +40,13 @@ preset = "stories260k"
 kind = "cuda"
 [baseline]
 attention = "flash"
+decoding = "early_exit"
 )");
 #if INFERLAB_HAVE_CUDA
-  // flash has a CUDA path in this build (kernels/cuda); a CPU-only plugin of the variant is
-  // still refused, naming the device.
+  // flash has a CUDA path in this build (kernels/cuda); a CPU-only plugin of the variant
+  // (early_exit) is still refused, naming the device.
   EXPECT_EQ(e.find("attention 'flash'"), std::string::npos) << e;
-  EXPECT_NE(e.find("cannot run this: does not run on device 'cuda'"), std::string::npos) << e;
+  EXPECT_NE(e.find("decoding 'early_exit' cannot run this: does not run on device 'cuda'"), std::string::npos) << e;
 #else
   EXPECT_NE(e.find("cuda.toml:6:13: variant 'baseline': attention 'flash' cannot run this: does not run on device 'cuda'"),
             std::string::npos)

@@ -121,7 +121,7 @@ TEST(CudaDevice, Fp32LinearOnCublasMatchesReference) {
     for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
     std::vector<float> want(static_cast<std::size_t>(n) * out);
     ref::matmul(x.data(), w.data(), want.data(), n, out, in);
-    NoQuantization quant(KvDtype::kF32, dev.get());
+    NoQuantization quant(dev.get());
     auto linear = quant.make_linear("layers.0.wq", w, out, in);
     Buffer dx = upload(*dev, x), dy = testing::nan_buffer(*dev, want.size());
     linear->forward(dx.as<float>(), dy.as<float>(), n, *dev);
@@ -161,7 +161,7 @@ TEST(CudaDevice, KvStorageInt8WritesOnTheGpu) {
   std::vector<signed char> codes(static_cast<std::size_t>(kv.slots()) * kvd);
   std::vector<float> scale(static_cast<std::size_t>(kv.slots()) * c.n_kv_heads);
   dev->copy_to_host(codes.data(), view.v, codes.size());
-  dev->copy_to_host(scale.data(), view.v_scale, scale.size() * 4);
+  dev->copy_to_host(scale.data(), view.v_params, scale.size() * 4);
   std::vector<signed char> want(codes.size(), 0);
   std::vector<float> want_scale(scale.size(), 0.0f);
   ref::kv_write_int8(want.data(), want_scale.data(), v.data(), slots.data(), rows, c.n_kv_heads, hd);

@@ -67,7 +67,7 @@ TEST(CudaModel, Stories260kGreedyEqualsCpuTokens) {
   testing::RefAttention ref_attention;
   const std::vector<int> want = testing::generate_greedy(cpu_model, ref_attention, 1, 256);
 
-  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  NoQuantization gpu_quant(gpu.get());
   Model gpu_model(loaded.weights, gpu_quant, *gpu);
   const std::vector<int> got = testing::generate_greedy(gpu_model, *gpu_attention, 1, 256);
   ASSERT_EQ(want.size(), 256u);
@@ -96,7 +96,7 @@ TEST(CudaModel, SmolLM2NextTokenKlAgainstCpuBelow1e4) {
   testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
   const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
 
-  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  NoQuantization gpu_quant(gpu.get());
   Model gpu_model(m.weights, gpu_quant, *gpu);
   testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
   const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);
@@ -133,7 +133,7 @@ TEST(CudaModel, Smollm2ShapedRandomWeightsKlAgainstCpuBelow1e4) {
   testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
   const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
 
-  NoQuantization gpu_quant(KvDtype::kF32, gpu.get());
+  NoQuantization gpu_quant(gpu.get());
   Model gpu_model(weights, gpu_quant, *gpu);
   testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
   const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);

@@ -40,9 +40,7 @@ class HalfLinear : public Linear {
 
 class HalfQuantization : public Quantization {
  public:
-  HalfQuantization(cpu::HalfFormat format, Device& device, KvDtype kv = KvDtype::kF32)
-      : format_(format), device_(device), kv_(kv) {}
-  KvDtype kv_dtype() const override { return kv_; }
+  HalfQuantization(cpu::HalfFormat format, Device& device) : format_(format), device_(device) {}
   using Quantization::make_linear;
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
@@ -50,7 +48,6 @@ class HalfQuantization : public Quantization {
  private:
   cpu::HalfFormat format_;
   Device& device_;
-  KvDtype kv_;
 };
 
 }  // namespace inferlab

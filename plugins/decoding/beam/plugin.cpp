@@ -10,6 +10,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "beam";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Beam search over log-softmax scores with a length penalty; beams share the prompt's KV blocks "
               "copy on write";

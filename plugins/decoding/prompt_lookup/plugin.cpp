@@ -10,6 +10,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "prompt_lookup";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Prompt lookup decoding: n-gram drafts copied from the context, greedy verification";
   d.params = {

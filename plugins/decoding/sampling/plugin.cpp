@@ -10,6 +10,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "sampling";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Seeded sampling with temperature, top-k and top-p (temperature 0 = greedy)";
   d.params = {

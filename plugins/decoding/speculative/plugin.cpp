@@ -30,6 +30,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "speculative";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // the draft model runs on the run's device
   d.version = "1.0.0";
   d.summary = "Speculative decoding: a draft model (self-draft of the first layers, or another checkpoint) proposes, "
               "the target verifies in one pass; lossless (modified rejection sampling)";

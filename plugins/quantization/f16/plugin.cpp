@@ -12,13 +12,8 @@ inferlab::PluginDescriptor describe() {
   d.version = "1.0.0";
   d.summary = "IEEE binary16 weights (1-5-10 bits, range ±65504), fp32 activations; CPU widening dot kernel, CUDA tensor-core GEMM";
   d.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.params = {
-      {"kv", ParamType::kString, std::string("f32"), std::nullopt, std::nullopt, {"f32", "int8"},
-       "KV cache format: f32, or int8 with one fp32 scale per (token, KV head)"},
-  };
   d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    return std::make_unique<HalfQuantization>(cpu::HalfFormat::kF16, ctx.device,
-                                              ctx.params.get_string("kv") == "int8" ? KvDtype::kInt8 : KvDtype::kF32);
+    return std::make_unique<HalfQuantization>(cpu::HalfFormat::kF16, ctx.device);
   };
   return d;
 }

@@ -59,17 +59,13 @@ TEST(F16Linear, RejectsMismatchedWeightAndWrongDevice) {
   EXPECT_THROW(HalfLinear(std::vector<float>(12, 1.0f), 3, 4, kFormat, sim), Error);
 }
 
-TEST(F16Plugin, DescribesCpuAndCudaAndHonoursKv) {
+TEST(F16Plugin, DescribesCpuAndCuda) {
   Registry registry({testing::plugin_dir()});
   const PluginDescriptor& d = registry.find(PluginKind::kQuantization, "f16");
   EXPECT_EQ(d.devices, (std::vector<DeviceKind>{DeviceKind::kCpu, DeviceKind::kCuda}));
   CpuDevice device(2);
-  const Params params = registry.resolve(PluginKind::kQuantization, "f16", {{"kv", ParamValue(std::string("int8"))}}, "test");
+  const Params params = registry.resolve(PluginKind::kQuantization, "f16", {}, "test");
   auto quant = registry.create_quantization("f16", params, device);
-  EXPECT_EQ(quant->kv_dtype(), KvDtype::kInt8);
-  EXPECT_EQ(registry.create_quantization("f16", registry.resolve(PluginKind::kQuantization, "f16", {}, "test"), device)
-                ->kv_dtype(),
-            KvDtype::kF32);
   EXPECT_EQ(quant->make_linear("classifier", std::vector<float>(12, 0.5f), 3, 4)->weight_bytes(), 24u);
 }
 

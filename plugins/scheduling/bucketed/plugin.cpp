@@ -10,6 +10,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "bucketed";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Static batching in prompt-length buckets: a batch from the oldest request's bucket, run to completion";
   d.params = {

@@ -10,6 +10,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "priority";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Strict priority classes (trace 'priority', lower = more urgent) on continuous batching; preempts less "

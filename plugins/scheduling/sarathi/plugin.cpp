@@ -11,6 +11,7 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "sarathi";
+  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Stall-free batching (Sarathi-Serve): every running decode first, then prefill chunks filling the token "
