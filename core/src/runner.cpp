@@ -102,7 +102,8 @@ ModelConfig experiment_model_config(const ModelSpec& spec) {
 
 namespace {
 
-// Random fp32 weights of a preset must fit in memory; checked by validate (plan_experiment) too.
+// Random fp32 weights of a preset must fit in memory (for callers that load without a plan;
+// plan_experiment refuses a run whose whole estimate does not fit, memory_estimate.h).
 void check_preset_fits(const ModelSpec& spec, const ModelConfig& c) {
   const double bytes = static_cast<double>(c.parameter_count()) * 4.0;
   const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
@@ -131,14 +132,8 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
   return m;
 }
 
-Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
-  if (!spec.model.preset.empty() && spec.device.kind != "sim") {  // a simulated run materialises no weights
-    try {
-      check_preset_fits(spec.model, model);
-    } catch (const Error& e) {
-      throw Error(spec.source_path + ": [model] " + e.what());
-    }
-  }
+Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model,
+                     std::uint64_t max_memory_bytes) {
   Plan plan;
   plan.spec = spec;
   plan.repeats = spec.repeats;
@@ -182,6 +177,13 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   check_workload_files(spec.workload);
   if (spec.device.kind == "sim" && spec.quality.enabled)
     throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
+  plan.memory = estimate_run_memory(plan, registry, model);
+  const std::uint64_t limit = max_memory_bytes > 0 ? max_memory_bytes : machine_memory_bytes();
+  if (plan.memory.total() > limit)
+    throw Error(spec.source_path + ": the run needs about " + plan.memory.describe() + "; " +
+                (max_memory_bytes > 0 ? "--max-memory allows " : "this machine has ") + format_bytes(limit) +
+                "; lower [model] n_layers, the workload's requests or lengths, or kv.num_blocks, or store fewer "
+                "bits per weight (quantization)");
   return plan;
 }
 
