@@ -122,7 +122,7 @@ TEST(BadInputMatrix, EveryClassEndsInAClearMessageUnderOneGigabyte) {
       {"hang: --model names a FIFO", "generate --model " + fifo, 1, {"is a FIFO (named pipe), not a regular file"}},
       {"unclear: int4 group_size = 12",
        "validate " + file("int4.toml", small + "[baseline]\nquantization = { name = \"int4\", group_size = 12 }\n"), 1,
-       {"int4.toml:7:", "group_size"}},
+       {"int4.toml:8:", "group_size"}},
       {"unclear: GGUF with a wrong magic", "generate --model " + file("m.gguf", "GGUX" + std::string(60, '\0')), 1,
        {"not a GGUF file"}},
       {"unclear: /dev/zero as a model", "generate --model /dev/zero", 1, {"is a character device"}},

@@ -147,9 +147,19 @@ TEST(MemoryEstimate, ValidatePrintsItAndTheFlagRefuses) {
 }
 
 // The estimate against a real run's peak resident set (ru_maxrss of the child): the same order
-// of magnitude. The process itself (code, libraries, plugins) is not in the estimate, so the
-// run is sized for the weights to dominate: stories15m, 58 MiB of fp32 parameters.
+// within a factor of 2. The process itself (code, libraries, plugins) is not in the estimate, so
+// the run is sized for the weights to dominate: stories15m, 58 MiB of fp32 parameters.
+// Measured: stories15m 152.8 MiB estimated, 160.4 MiB peak RSS; stories110m with 8 requests of
+// 128 + 32 tokens 1.02 GiB and 1.02 GiB. AddressSanitizer's shadow memory and quarantine inflate
+// the resident set several-fold, so the comparison is skipped there.
 TEST(MemoryEstimate, MatchesARealRunsPeakResidentMemory) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer inflates the resident set";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer inflates the resident set";
+#endif
+#endif
   testing::TempDir dir("mem_rss");
   const std::string toml = std::string(kStories15m) + "[device]\nthreads = 1\n[experiment]\nisolate = false\n";
   const std::uint64_t estimate = plan_text(dir, toml).plan.memory.total();
@@ -170,8 +180,8 @@ TEST(MemoryEstimate, MatchesARealRunsPeakResidentMemory) {
   const double rss = static_cast<double>(usage.ru_maxrss) * 1024.0;  // KiB on Linux
   RecordProperty("estimate_bytes", std::to_string(estimate));
   RecordProperty("peak_rss_bytes", std::to_string(static_cast<std::uint64_t>(rss)));
-  EXPECT_GT(static_cast<double>(estimate), rss / 3.0) << "estimate " << estimate << ", peak RSS " << rss;
-  EXPECT_LT(static_cast<double>(estimate), rss * 3.0) << "estimate " << estimate << ", peak RSS " << rss;
+  EXPECT_GT(static_cast<double>(estimate), rss / 2.0) << "estimate " << estimate << ", peak RSS " << rss;
+  EXPECT_LT(static_cast<double>(estimate), rss * 2.0) << "estimate " << estimate << ", peak RSS " << rss;
 }
 
 }  // namespace
