@@ -44,8 +44,8 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     continue
   fi
-  grep -E "^stat::(number_of_executed_units|new_units_added|peak_rss_mb)" "$work/$name.log" | tr '\n' ' ' | sed "s/^/fuzz: $t /"
-  grep -E "^#[0-9]+ +DONE +cov:" "$work/$name.log" | tail -n 1 | sed "s/^/  /" || true
+  echo "fuzz: $t ok: $(grep -E "^stat::(number_of_executed_units|new_units_added|peak_rss_mb)" "$work/$name.log" |
+    sed 's/^stat:://; s/: */=/' | tr '\n' ' ')$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$work/$name.log" | tail -n 1)"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: findings in ${failed[*]} (see $build/fuzz-findings)" >&2

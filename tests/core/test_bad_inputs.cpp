@@ -102,6 +102,19 @@ TEST(BadInputs, ExperimentFiles) {
        {"no table at index 5", "allowed: 0..0"}},
       {"--set value with a 300k-part key", std::string(kModel), {"a=" + std::string("{") + parts300k + " = 1}"},
        {"--set a", "a dotted key"}},
+      // Found by fuzz_experiment: toml++ 3.3 reached __builtin_unreachable (undefined behaviour,
+      // a UBSan report) for these; tests/fuzz/corpus/experiment/crash-* keeps the fuzzer's input.
+      {"non-ASCII bare key", std::string(kModel) + "\xc3\xa9 = 1\n", {}, {":3: a non-ASCII character outside a quoted string"}},
+      {"non-ASCII after a value", std::string(kModel) + "[experiment]\nrepeats = 1 \xce\xb3\n", {},
+       {":4: a non-ASCII character outside a quoted string", "allowed: ASCII there"}},
+      {"non-ASCII in an array", std::string(kModel) + "[workload]\nclass_mix = [1, \xc2\xa7]\n", {}, {":4: a non-ASCII"}},
+      {"line-ending backslash then non-ASCII",
+       std::string(kModel) + "[experiment]\ndescription = \"\"\"\\\n  \xc2\xa7\"\"\"\n", {},
+       {":4: a line-ending backslash in a multi-line string is followed by a non-ASCII character"}},
+      {"table header starting with '&'", std::string(kModel) + "[&\n", {}, {":3: a table header starting with '&'"}},
+      {"array-of-tables header starting with '.'", std::string(kModel) + "[[ .]]\n", {}, {":3: a table header starting with '.'"}},
+      {"--set value with a non-ASCII bare word", std::string(kModel), {"experiment.name=\xc3\xa9"},
+       {"--set experiment.name", "a non-ASCII character"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -122,7 +135,11 @@ TEST(BadInputs, ValidTomlIsNotRefusedByThePreScan) {
   for (int i = 0; i < 5000; ++i) floats += (i ? ", " : "") + std::to_string(i) + ".5";
   const std::string text = std::string(kModel) + "# " + repeat("a.", 500) + "\n[experiment]\ndescription = \"" +
                            repeat("x.", 500) + "\"\n[workload]\nclass_mix = [" + floats + ", 1e-3, -0.5e+2]\n" +
-                           "[baseline]\nattention = { name = 'flash' }\n";
+                           "[baseline]\nattention = { name = 'flash' }\n" +
+                           // Non-ASCII inside strings and comments, a line-ending backslash before
+                           // ASCII, quoted and array-of-tables headers, nested arrays opening lines.
+                           "[\"caf\xc3\xa9\"] # \xc2\xa7 \xce\xb3\nx = '\xc3\xa9'\ny = \"\"\"\\\n   a \xc2\xa7\"\"\"\n" +
+                           "[[ variant ]]\nz = [\n[1, 2],\n  [3]\n]\n";
   EXPECT_NO_THROW(check_toml_text(text, "t.toml"));
   EXPECT_HAS(error_of([] { check_toml_text("x = 1.2.3" + repeat(".4", 200), "t.toml"); }), "t.toml:1: a dotted key");
   EXPECT_HAS(error_of([] { check_toml_text(std::string(kMaxConfigBytes + 1, '#'), "t.toml"); }), "at most 16777216 bytes");

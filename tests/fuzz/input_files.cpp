@@ -13,7 +13,8 @@ namespace inferlab::fuzz {
 namespace fs = std::filesystem;
 
 const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  // Never destroyed: the exit handler that removes the folder runs after static destructors.
+  static const std::string* const dir = [] {
     std::error_code ec;
     const fs::path base = fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
     const fs::path p = base / ("inferlab_fuzz_" + std::to_string(::getpid()));
@@ -22,11 +23,11 @@ const std::string& scratch_dir() {
     log::set_level(log::Level::kError);
     std::atexit([] {
       std::error_code e;
-      fs::remove_all(scratch_dir(), e);
+      fs::remove_all(*dir, e);
     });
-    return p.string();
+    return new std::string(p.string());
   }();
-  return dir;
+  return *dir;
 }
 
 std::string write_input(const std::string& name, std::string_view bytes) {
