@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libpcre2-dev pkg-config python3-matplotlib)
+          libpcre2-dev pkg-config python3-matplotlib clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds everything and runs the whole test suite (GoogleTest through ctest).
+# Builds everything and runs the whole test suite (GoogleTest through ctest), then the core,
+# loader and plugin tests again under ASan + UBSan and the libFuzzer targets
+# (scripts/test_sanitized.sh; INFERLAB_SKIP_SANITIZERS=1 skips that part).
 # Shared data is read from $INFERLAB_DATA (default ../shared); missing files skip visibly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +24,12 @@ build/bin/inferlab reproduce --class exact --log warn
 # The same vectors through the CLI: `inferlab tokenize` must print every .out line exactly.
 echo "test: inferlab tokenize against llama.cpp's tokenizer vectors"
 bash scripts/check_vocab_vectors.sh build/bin/inferlab
-# The whole GoogleTest suite last, so its summary closes the output.
+# The whole GoogleTest suite.
 ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
+# Then the core, loader and plugin tests under ASan + UBSan and the fuzz targets (build-san).
+# CI runs them; INFERLAB_SKIP_SANITIZERS=1 skips them locally.
+if [ "${INFERLAB_SKIP_SANITIZERS:-0}" = 1 ]; then
+  echo "test: sanitizer build, its tests and fuzzing skipped (INFERLAB_SKIP_SANITIZERS=1)"
+else
+  bash scripts/test_sanitized.sh
+fi

@@ -64,6 +64,14 @@ void add_experiment_options(po::options_description& o) {
 
 }  // namespace
 
+constexpr const char* kMaxMemoryHelp =
+    "refuse a run whose memory estimate exceeds this (e.g. 8GiB, 512M; default: this machine's memory)";
+
+// --max-memory in bytes; 0 when absent (the machine's memory is the limit).
+std::uint64_t max_memory(const po::variables_map& vm) {
+  return vm.count("max-memory") ? parse_memory_size(vm["max-memory"].as<std::string>(), "--max-memory") : 0;
+}
+
 Loaded load_and_plan(const po::variables_map& vm) {
   Loaded l;
   std::vector<std::string> sets;
@@ -76,9 +84,17 @@ Loaded load_and_plan(const po::variables_map& vm) {
     l.spec.repeats = r;
   }
   l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
-  l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model));
+  l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));
   return l;
 }
+
+void add_experiment_options(po::options_description& o) {
+  o.add_options()("file", po::value<std::string>()->required(), "experiment TOML")(
+      "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable)")(
+      "max-memory", po::value<std::string>(), kMaxMemoryHelp);
+}
+
+}  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description o("run options");
@@ -90,13 +106,15 @@ int cmd_run(const std::vector<std::string>& args) {
       "check-determinism", po::bool_switch(), "rerun each variant's first repeat; exit 4 if any output token differs")(
       "shard", po::value<std::string>(), "i/n: run only cells k = repeat*variants + variant with k mod n = i (0 <= i < n)")(
       "clock", po::value<std::string>()->default_value("wall"),
-      "what times a step: wall, or thread-cpu (one-thread CPU device; what a calibration with --clock thread-cpu predicts)");
+      "what times a step: wall, or thread-cpu (one-thread CPU device; what a calibration with --clock thread-cpu predicts)")(
+      "max-memory", po::value<std::string>(), kMaxMemoryHelp);
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args,
-             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n] [--clock wall|thread-cpu]\n"
-             "       inferlab run --resume RESULTS_DIR [--check-determinism]",
+             "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n]\n"
+             "                     [--clock wall|thread-cpu] [--max-memory SIZE]\n"
+             "       inferlab run --resume RESULTS_DIR [--check-determinism] [--max-memory SIZE]",
              o, &pos, vm))
     return 0;
   RunOptions ro;
@@ -111,7 +129,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!std::filesystem::exists(config)) throw Error(ro.resume_dir + ": no config.toml; not a results folder of inferlab run");
     l.spec = load_experiment(config, {});
     l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
-    l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model));
+    l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));
   } else {
     if (!vm.count("file")) throw Error("run needs an experiment FILE or --resume DIR (see inferlab run --help)");
     l = load_and_plan(vm);
@@ -161,10 +179,11 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse_options(args, "usage: inferlab validate FILE [--set key=value]...", o, &pos, vm)) return 0;
-  Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files
+  if (!parse_options(args, "usage: inferlab validate FILE [--set key=value]... [--max-memory SIZE]", o, &pos, vm)) return 0;
+  Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files, memory
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
+  std::cout << "  memory: about " << l.plan.memory.describe() << "\n";
   for (const auto& v : l.plan.variants) {
     std::cout << "  " << v.name << ":";
     for (PluginKind k : kStackKinds) std::cout << " " << stack_key(k) << "=" << v.stack.choice(k).name;

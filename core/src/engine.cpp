@@ -16,10 +16,6 @@ namespace inferlab {
 
 namespace detail {
 
-namespace {
-constexpr long long kAutoKvBytes = 1LL << 30;  // cap of an automatically sized KV pool
-}  // namespace
-
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -510,10 +506,10 @@ RunResult Engine::run(const std::vector<Request>& requests) {
       blocks += SchedulerInput::branch_blocks(static_cast<int>(r.prompt.size()) + r.max_output + max_draft,
                                               static_cast<int>(r.prompt.size()), branches, kv_config.block_size);
     // Enough for every request at once, capped so a long trace cannot ask for more memory
-    // than kAutoKvBytes; set kv.num_blocks to study memory pressure.
+    // than kAutoKvPoolBytes; set kv.num_blocks to study memory pressure.
     const long long block_bytes =
         std::max<long long>(1, static_cast<long long>(executor_.kv_bytes_per_block(kv_config.block_size)));
-    blocks = std::min(blocks, std::max<long long>(1, detail::kAutoKvBytes / block_bytes));
+    blocks = std::min(blocks, std::max<long long>(1, kAutoKvPoolBytes / block_bytes));
     kv_config.num_blocks = static_cast<int>(std::max<long long>(1, blocks));
   }
   // The output cap: requests it cuts run with the capped length and are marked truncated.

@@ -13,6 +13,13 @@ namespace {
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
+// What may follow a table header's '[' (or '[['): a bare-key character, a quote, or the ']' of
+// an empty header (which toml++ reports itself).
+bool is_key_start(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-' || c == '"' ||
+         c == '\'' || c == ']';
+}
+
 // A '.' inside a float literal such as 1.5 or -0.25e3 is not a key separator: it sits between
 // digits in a run of number characters holding exactly one '.'. 1.2.3 is a dotted key.
 bool float_dot(std::string_view line, std::size_t i) {
@@ -38,6 +45,7 @@ void check_toml_text(std::string_view text, const std::string& name) {
                 std::to_string(kMaxConfigBytes) + " bytes for an experiment file");
   int line_no = 1, depth = 0, key_dots = 0;
   std::size_t line_start = 0;
+  bool blank = true;  // only spaces and tabs so far on this line
   std::string_view multi;  // the closing delimiter of an open multi-line string, or empty
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -45,16 +53,32 @@ void check_toml_text(std::string_view text, const std::string& name) {
       ++line_no;
       key_dots = 0;
       line_start = i + 1;
+      blank = true;
       continue;
     }
     if (!multi.empty()) {
-      if (c == '\\' && multi == "\"\"\"") ++i;
-      else if (text.substr(i, 3) == multi) {
+      if (c == '\\' && multi == "\"\"\"") {
+        // toml++ 3.3 reaches __builtin_unreachable (undefined behaviour) when a line-ending
+        // backslash is followed, after the skipped whitespace, by some non-ASCII characters.
+        std::size_t j = i + 1;
+        while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) ++j;
+        if (j < text.size() && text[j] == '\n') {
+          while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) ++j;
+          if (j < text.size() && static_cast<unsigned char>(text[j]) >= 0x80)
+            throw Error(name + ":" + std::to_string(line_no) +
+                        ": a line-ending backslash in a multi-line string is followed by a non-ASCII character; "
+                        "allowed: an ASCII character first, or the character written as \\uXXXX");
+        }
+        ++i;
+      } else if (text.substr(i, 3) == multi) {
         i += 2;
         multi = {};
+        blank = false;
       }
       continue;
     }
+    const bool line_head = blank;
+    if (c != ' ' && c != '\t' && c != '\r') blank = false;
     if (c == '#') {  // comment to the end of the line
       while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
       continue;
@@ -69,6 +93,19 @@ void check_toml_text(std::string_view text, const std::string& name) {
         if (c == '"' && text[i] == '\\') ++i;
       if (i < text.size() && text[i] == '\n') --i;  // unterminated: the parser reports it
       continue;
+    }
+    if (static_cast<unsigned char>(c) >= 0x80)  // invalid TOML, and undefined behaviour in toml++ 3.3
+      throw Error(name + ":" + std::to_string(line_no) +
+                  ": a non-ASCII character outside a quoted string or comment; allowed: ASCII there (bare keys are "
+                  "A-Z a-z 0-9 _ -; quote keys and values that hold other characters)");
+    if (c == '[' && depth == 0 && line_head) {
+      // A table header: toml++ 3.3 asserts (undefined behaviour without assertions) when its first
+      // key does not start with a key character, as in "[&".
+      std::size_t j = i + 1 + (i + 1 < text.size() && text[i + 1] == '[');
+      while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+      if (j < text.size() && !is_key_start(text[j]))
+        throw Error(name + ":" + std::to_string(line_no) + ": a table header starting with '" + std::string(1, text[j]) +
+                    "'; allowed: a key (A-Z a-z 0-9 _ - or a quoted key), e.g. [workload]");
     }
     if (c == '[' || c == '{') {
       if (++depth > kMaxConfigNesting)

@@ -99,14 +99,8 @@ Params& ResolvedVariant::params(PluginKind kind) {
 }
 const Params& ResolvedVariant::params(PluginKind kind) const { return const_cast<ResolvedVariant*>(this)->params(kind); }
 
-Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
-  if (!spec.model.preset.empty() && spec.device.kind != "sim") {  // a simulated run materialises no weights
-    try {
-      check_preset_fits(spec.model, model);
-    } catch (const Error& e) {
-      throw Error(spec.source_path + ": [model] " + e.what());
-    }
-  }
+Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model,
+                     std::uint64_t max_memory_bytes) {
   Plan plan;
   plan.spec = spec;
   plan.repeats = spec.repeats;
@@ -173,6 +167,13 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   }
   if (spec.device.kind == "sim" && spec.quality.enabled)
     throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
+  plan.memory = estimate_run_memory(plan, registry, model);
+  const std::uint64_t limit = max_memory_bytes > 0 ? max_memory_bytes : machine_memory_bytes();
+  if (plan.memory.total() > limit)
+    throw Error(spec.source_path + ": the run needs about " + plan.memory.describe() + "; " +
+                (max_memory_bytes > 0 ? "--max-memory allows " : "this machine has ") + format_bytes(limit) +
+                "; lower [model] n_layers, the workload's requests or lengths, or kv.num_blocks, or store fewer "
+                "bits per weight (quantization)");
   return plan;
 }
 

@@ -183,11 +183,7 @@ void warn_adjusted_rows(const std::string& source, const std::vector<TraceRow>& 
               "that order");
 }
 
-}  // namespace
-
-std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
-  check(vocab_size > 3, "workload: vocab_size = " + std::to_string(vocab_size) +
-                            "; expected > 3 (ids 0..2 are special)");
+void check_workload_spec(const WorkloadSpec& spec) {
   check(spec.limit >= 0, "workload.limit = " + std::to_string(spec.limit) + "; expected >= 0 (0 = all)");
   check(spec.time_scale >= 0 && std::isfinite(spec.time_scale),
         "workload.time_scale = " + std::to_string(spec.time_scale) + "; expected a number >= 0");
@@ -196,18 +192,43 @@ std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
             std::to_string(spec.max_output) + "; expected >= 0 (0 = no clip)");
   check(spec.prefix_block_tokens >= 1,
         "workload.prefix_block_tokens = " + std::to_string(spec.prefix_block_tokens) + "; expected >= 1");
+}
 
-  std::vector<TraceRow> rows = spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format, {spec.trace_model, spec.trace_log_type});
-  if (!spec.trace.empty() || !spec.lengths_file.empty())
-    warn_adjusted_rows(spec.trace.empty() ? spec.lengths_file : spec.trace, rows, !spec.trace.empty());
+std::vector<TraceRow> workload_rows(const WorkloadSpec& spec) {
+  return spec.trace.empty() ? synthetic_rows(spec) : read_trace(spec.trace, spec.format, {spec.trace_model, spec.trace_log_type});
+}
 
-  // Arrival order; ties keep file order.
+// Indices of the rows that become requests, in arrival order (ties keep file order), cut to
+// spec.limit.
+std::vector<std::size_t> arrival_order(const WorkloadSpec& spec, const std::vector<TraceRow>& rows) {
   std::vector<std::size_t> order(rows.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return rows[a].arrival_s < rows[b].arrival_s; });
   if (spec.limit > 0 && order.size() > static_cast<std::size_t>(spec.limit))
     order.resize(static_cast<std::size_t>(spec.limit));
+  return order;
+}
+
+}  // namespace
+
+std::vector<RequestLengths> workload_lengths(const WorkloadSpec& spec) {
+  check_workload_spec(spec);
+  const std::vector<TraceRow> rows = workload_rows(spec);
+  std::vector<RequestLengths> out;
+  for (std::size_t i : arrival_order(spec, rows))
+    out.push_back({clip_length(rows[i].prompt_tokens, spec.max_prompt), clip_length(rows[i].output_tokens, spec.max_output)});
+  return out;
+}
+
+std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size) {
+  check(vocab_size > 3, "workload: vocab_size = " + std::to_string(vocab_size) +
+                            "; expected > 3 (ids 0..2 are special)");
+  check_workload_spec(spec);
+  std::vector<TraceRow> rows = workload_rows(spec);
+  if (!spec.trace.empty() || !spec.lengths_file.empty())
+    warn_adjusted_rows(spec.trace.empty() ? spec.lengths_file : spec.trace, rows, !spec.trace.empty());
+  const std::vector<std::size_t> order = arrival_order(spec, rows);
 
   double mix_total = 0;
   for (double w : spec.class_mix) {

@@ -147,7 +147,7 @@ TEST(ResultsTools, ShardedRunMergesIntoTheLocalRun) {
   EXPECT_EQ(read_csv(merged / "metrics.csv")[0], read_csv(ldir / "metrics.csv")[0]);
   for (int rep = 0; rep < 2; ++rep)
     for (int vi = 0; vi < 2; ++vi) EXPECT_TRUE(fs::exists(merged / "cells" / cell_file_name(vi, rep)));
-  EXPECT_NO_THROW(toml::parse_file((merged / "config.toml").string()));
+  EXPECT_NO_THROW((void)toml::parse_file((merged / "config.toml").string()));
   pt::ptree mm;
   pt::read_json((merged / "manifest.json").string(), mm);
   EXPECT_EQ(mm.get<std::string>("run.status"), "complete");

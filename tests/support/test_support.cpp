@@ -28,12 +28,14 @@ std::string slurp(const std::filesystem::path& path) {
   return s.str();
 }
 
-CliResult run_inferlab(const std::string& args, const std::string& cwd, int timeout_s) {
+namespace {
+
+CliResult run_shell(const std::string& prefix, const std::string& args, int timeout_s) {
   static std::atomic<int> n{0};
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("inferlab_cli_" + std::to_string(getpid()) + "_" + std::to_string(n++));
   const std::string out = tmp.string() + ".out", err = tmp.string() + ".err";
-  std::string cmd = (cwd.empty() ? "" : "cd '" + cwd + "' && ") + (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "") +
+  std::string cmd = prefix + (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "") +
                     binary_dir() + "/bin/inferlab " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CliResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
@@ -41,6 +43,16 @@ CliResult run_inferlab(const std::string& args, const std::string& cwd, int time
   std::filesystem::remove(out, ec);
   std::filesystem::remove(err, ec);
   return r;
+}
+
+}  // namespace
+
+CliResult run_inferlab(const std::string& args, const std::string& cwd, int timeout_s) {
+  return run_shell(cwd.empty() ? "" : "cd '" + cwd + "' && ", args, timeout_s);
+}
+
+CliResult run_inferlab_limited(const std::string& args, long long address_space_kib, int timeout_s) {
+  return run_shell(address_space_kib > 0 ? "ulimit -v " + std::to_string(address_space_kib) + " && " : "", args, timeout_s);
 }
 
 std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path) {

@@ -27,6 +27,9 @@ struct CliResult {
 // Runs build/bin/inferlab with `args` (shell words), in `cwd` when given, killed after
 // timeout_s seconds when > 0; its output goes through temporary files that are removed.
 CliResult run_inferlab(const std::string& args, const std::string& cwd = "", int timeout_s = 0);
+// As run_inferlab, with the process's address space capped at address_space_kib (ulimit -v;
+// 0 = no cap). A process killed by the timeout exits with 124.
+CliResult run_inferlab_limited(const std::string& args, long long address_space_kib, int timeout_s);
 // A file's bytes ("" when it cannot be read).
 std::string slurp(const std::filesystem::path& path);
 // A CSV file as rows of cells (double quotes group commas; no escapes inside quotes).

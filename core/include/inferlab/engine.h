@@ -59,6 +59,9 @@ class ModelExecutor final : public StepExecutor {
   std::unique_ptr<KvStorage> storage_;
 };
 
+// Cap of a KV pool the engine sizes itself (kv.num_blocks = 0).
+inline constexpr long long kAutoKvPoolBytes = 1LL << 30;
+
 struct EngineOptions {
   KvCacheConfig kv;            // num_blocks 0 = enough for every request at once, at most 1 GiB
   std::uint64_t seed = 0;      // per-request RNG = mix_seed(seed, request id)

@@ -10,6 +10,7 @@
 #include "inferlab/experiment.h"
 #include "inferlab/registry.h"
 #include "inferlab/checkpoint.h"
+#include "inferlab/memory_estimate.h"
 #include "inferlab/shard.h"
 
 namespace inferlab {
@@ -29,12 +30,15 @@ struct Plan {
   ExperimentSpec spec;
   std::vector<ResolvedVariant> variants;  // [0] = baseline
   int repeats = 1;
+  MemoryEstimate memory;  // what the run will hold at most (memory_estimate.h)
 };
 
 // Throws Error (with the TOML location) for an unknown plugin, a bad parameter or a variant the
 // plugin says it cannot run, and (file:line) for a malformed row of the workload's trace or
-// lengths file. `model` is the shape the run will use. Reads no weights.
-Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model);
+// lengths file. `model` is the shape the run will use. Reads no weights. Refuses, with the
+// figures, a run whose memory estimate exceeds max_memory_bytes (0 = this machine's memory).
+Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model,
+                     std::uint64_t max_memory_bytes = 0);
 
 // The model config an experiment asks for: a preset with overrides, or a checkpoint's header
 // (read_model_config: no weights are read).

@@ -78,6 +78,14 @@ struct WorkloadSpec {
 // and line of a malformed trace row.
 std::vector<Request> build_workload(const WorkloadSpec& spec, int vocab_size);
 
+// The prompt and output token counts build_workload gives each request, in arrival order,
+// without drawing any prompt token (the memory estimate at validate time uses them).
+struct RequestLengths {
+  int prompt = 0;
+  int output = 0;
+};
+std::vector<RequestLengths> workload_lengths(const WorkloadSpec& spec);
+
 // One row of a trace after conversion.
 struct TraceRow {
   double arrival_s = 0;

@@ -1,0 +1,56 @@
+// The memory a run will need, estimated before anything is allocated (inferlab validate and
+// run, through plan_experiment), so a run that cannot fit is refused with the figures instead
+// of being killed hours in. What is counted (each term an upper bound of what the run holds at
+// once; cells run one after another, so the largest variant counts):
+//   source weights   fp32 copy of every parameter, loaded once and kept for every cell
+//   variant weights  the cell's model: embedding and norms in fp32, each linear as the variant's
+//                    quantization stores it (bits per weight and scales, asked of the strategy
+//                    itself on a probe of each linear's shape)
+//   KV pool          kv.num_blocks blocks (or the engine's own sizing: every request at once,
+//                    capped at kAutoKvPoolBytes) × bytes per token of the variant's KV dtype
+//   activations      the forward pass's scratch for the largest step the scheduler can form,
+//                    and the logits
+//   prompts          every request's prompt and output tokens
+// Not counted: the process itself (code, plugins, allocator; ~50-100 MB), a draft model,
+// calibration statistics.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "inferlab/model_config.h"
+
+namespace inferlab {
+
+class Registry;
+struct Plan;
+
+struct MemoryEstimate {
+  std::uint64_t source_weights = 0;
+  std::uint64_t variant_weights = 0;
+  std::string weights_variant;  // the variant whose model is largest
+  std::uint64_t kv_pool = 0;
+  std::string kv_variant;       // the variant whose KV pool is largest
+  std::uint64_t activations = 0;
+  std::uint64_t prompts = 0;
+  std::uint64_t total() const { return source_weights + variant_weights + kv_pool + activations + prompts; }
+  // "1.2 GiB = weights 800 MiB (fp32) + 200 MiB (variant 'int4') + KV pool 128 MiB (variant
+  // 'base') + activations 16 MiB + prompts 1 MiB"
+  std::string describe() const;
+};
+
+// The estimate for a planned run; reads the workload's lengths (no prompt is drawn), no weight.
+// A simulated run (device kind "sim") materialises no weights, KV or activations: prompts only.
+MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, const ModelConfig& model);
+
+// Physical memory of this machine (sysconf), the default limit.
+std::uint64_t machine_memory_bytes();
+
+// "16GiB", "512 MB", "1.5G", "100000000": a positive number and an optional unit, B, KB, MB,
+// GB, TB (powers of 1000), KiB, MiB, GiB, TiB or K, M, G, T (powers of 1024; case-insensitive).
+// Throws Error("<where> <text>: ...; allowed: ...") otherwise.
+std::uint64_t parse_memory_size(const std::string& text, const std::string& where);
+
+// "512 B", "3.0 KiB", "1.25 GiB".
+std::string format_bytes(std::uint64_t bytes);
+
+}  // namespace inferlab

@@ -1,0 +1,176 @@
+#include "inferlab/memory_estimate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "inferlab/device.h"
+#include "inferlab/engine.h"
+#include "inferlab/error.h"
+#include "inferlab/kv_storage.h"
+#include "inferlab/quantization.h"
+#include "inferlab/registry.h"
+#include "inferlab/runner.h"
+#include "inferlab/workload.h"
+
+namespace inferlab {
+
+namespace {
+
+constexpr std::uint64_t kF32 = sizeof(float);
+constexpr int kProbeRows = 64;
+
+// Bytes the strategy stores for an [out, in] linear named `name`: asked of the strategy on its
+// first min(out, 64) rows (storage and scales grow with the rows; groups run along `in`).
+std::uint64_t linear_bytes(Quantization& quant, const std::string& name, int out, int in) {
+  const int rows = std::min(out, kProbeRows);
+  std::vector<float> w(static_cast<std::size_t>(rows) * static_cast<std::size_t>(in));  // [rows, in]
+  std::uint32_t state = 0x9E3779B9u;
+  for (float& x : w) {  // xorshift values in [-1, 1): a strategy may treat zeros specially
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    x = static_cast<float>(state >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  const std::unique_ptr<Linear> probe = quant.make_linear(name, std::move(w), rows, in);
+  return static_cast<std::uint64_t>(std::ceil(static_cast<double>(probe->weight_bytes()) * out / rows));
+}
+
+// The cell's model as Model builds it: fp32 embedding, norms and biases; quantized linears.
+std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
+  const std::uint64_t d = static_cast<std::uint64_t>(c.dim), kv = static_cast<std::uint64_t>(c.kv_dim());
+  std::uint64_t per_layer = 2 * d * kF32 + (c.qkv_bias ? (d + 2 * kv) * kF32 : 0);
+  per_layer += 2 * linear_bytes(quant, "layers.0.wq", c.dim, c.dim);  // wq, wo
+  per_layer += 2 * linear_bytes(quant, "layers.0.wk", c.kv_dim(), c.dim);  // wk, wv
+  per_layer += 2 * linear_bytes(quant, "layers.0.w1", c.hidden_dim, c.dim);  // w1, w3
+  per_layer += linear_bytes(quant, "layers.0.w2", c.dim, c.hidden_dim);
+  const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * d * kF32;
+  return embedding + d * kF32 + per_layer * static_cast<std::uint64_t>(c.n_layers) +
+         linear_bytes(quant, "classifier", c.vocab_size, c.dim);
+}
+
+std::int64_t int_param(const Params& p, const std::string& name, std::int64_t fallback) {
+  const auto it = p.values().find(name);
+  if (it == p.values().end()) return fallback;
+  const auto* v = std::get_if<std::int64_t>(&it->second);
+  return v ? *v : fallback;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string format_bytes(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  double v = static_cast<double>(bytes) / 1024.0;
+  int u = 0;
+  while (v >= 1024.0 && u < 4) v /= 1024.0, ++u;
+  return fixed(v, v < 10 ? 2 : 1) + " " + kUnits[u];
+}
+
+std::string MemoryEstimate::describe() const {
+  std::string s = format_bytes(total()) + " = weights " + format_bytes(source_weights) + " (fp32, loaded once)";
+  if (variant_weights) s += " + " + format_bytes(variant_weights) + " (variant '" + weights_variant + "')";
+  if (kv_pool) s += " + KV pool " + format_bytes(kv_pool) + " (variant '" + kv_variant + "')";
+  if (activations) s += " + activations " + format_bytes(activations);
+  return s + " + prompts " + format_bytes(prompts);
+}
+
+MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, const ModelConfig& model) {
+  const ExperimentSpec& spec = plan.spec;
+  const std::vector<RequestLengths> lengths = workload_lengths(spec.workload);
+  std::uint64_t prompt_tokens = 0, output_tokens = 0, longest = 0;
+  for (const RequestLengths& r : lengths) {
+    prompt_tokens += static_cast<std::uint64_t>(r.prompt);
+    output_tokens += static_cast<std::uint64_t>(r.output);
+    longest = std::max<std::uint64_t>(longest, static_cast<std::uint64_t>(r.prompt));
+  }
+  MemoryEstimate e;
+  // Request prompts (int32), generated ids (int32) and their times (double).
+  e.prompts = prompt_tokens * 4 + output_tokens * 12;
+  if (spec.device.kind == "sim") return e;
+
+  e.source_weights = static_cast<std::uint64_t>(model.parameter_count()) * kF32;
+  const std::uint64_t n = lengths.size();
+  CpuDevice host(1);
+  for (const ResolvedVariant& v : plan.variants) {
+    auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, host);
+    const std::uint64_t weights = variant_model_bytes(*quant, model);
+    if (weights > e.variant_weights) e.variant_weights = weights, e.weights_variant = v.name;
+
+    const KvCacheConfig& kv = v.stack.kv;
+    const std::uint64_t bs = static_cast<std::uint64_t>(std::max(1, kv.block_size));
+    const std::uint64_t block_bytes = std::max<std::uint64_t>(1, KvStorage::bytes_per_token(model, quant->kv_dtype()) * bs);
+    std::uint64_t blocks = static_cast<std::uint64_t>(std::max(0, kv.num_blocks));
+    if (blocks == 0) {  // the engine's sizing (Engine::run), without draft tokens
+      for (const RequestLengths& r : lengths) blocks += (static_cast<std::uint64_t>(r.prompt + r.output) + bs - 1) / bs;
+      blocks = std::max<std::uint64_t>(1, std::min(blocks, static_cast<std::uint64_t>(kAutoKvPoolBytes) / block_bytes));
+    }
+    if (blocks * block_bytes > e.kv_pool) e.kv_pool = blocks * block_bytes, e.kv_variant = v.name;
+
+    // The largest step: a token budget (max_tokens) caps it, or else max_batch prompts at once;
+    // a prompt longer than the budget runs alone. Every row holds the residual stream and the
+    // block's intermediates (model.cpp's scratch); each sequence a row of logits, on the device
+    // and in the host copy.
+    const std::uint64_t batch = std::min<std::uint64_t>(n, static_cast<std::uint64_t>(int_param(v.scheduler, "max_batch", static_cast<std::int64_t>(n))));
+    const std::int64_t budget = int_param(v.scheduler, "max_tokens", 0);
+    std::uint64_t rows = budget > 0 ? std::max<std::uint64_t>(static_cast<std::uint64_t>(budget), longest) : batch * longest + batch;
+    rows = std::min(rows, prompt_tokens + n);
+    const std::uint64_t row_floats = 5ull * static_cast<std::uint64_t>(model.dim) +
+                                     2ull * static_cast<std::uint64_t>(model.kv_dim()) +
+                                     2ull * static_cast<std::uint64_t>(model.hidden_dim);
+    const std::uint64_t act = rows * row_floats * kF32 + 2 * batch * static_cast<std::uint64_t>(model.vocab_size) * kF32;
+    e.activations = std::max(e.activations, act);
+  }
+  return e;
+}
+
+std::uint64_t machine_memory_bytes() {
+  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+std::uint64_t parse_memory_size(const std::string& text, const std::string& where) {
+  const std::string allowed =
+      "allowed: a positive number with an optional unit B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB "
+      "or K, M, G, T (powers of 1024), e.g. 16GiB or 512M";
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  const std::string number = text.substr(0, i);
+  std::size_t j = i;
+  while (j < text.size() && text[j] == ' ') ++j;
+  std::string unit = text.substr(j);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double value = 0;
+  std::size_t used = 0;
+  try {
+    value = number.empty() ? 0 : std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (number.empty() || used != number.size() || !(value > 0))
+    throw Error(where + " " + text + ": not a positive number; " + allowed);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+      {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}, {"TIB", 1099511627776.0},
+      {"K", 1024.0}, {"M", 1048576.0}, {"G", 1073741824.0}, {"T", 1099511627776.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit != name) continue;
+    const double bytes = value * scale;
+    if (bytes < 1 || bytes > 1.8e19) throw Error(where + " " + text + ": out of range; " + allowed);
+    return static_cast<std::uint64_t>(bytes);
+  }
+  throw Error(where + " " + text + ": unknown unit '" + text.substr(j) + "'; " + allowed);
+}
+
+}  // namespace inferlab
