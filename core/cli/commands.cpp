@@ -57,11 +57,6 @@ std::vector<std::string> search_path(const std::vector<std::string>& extra) {
   return p;
 }
 
-void add_experiment_options(po::options_description& o) {
-  o.add_options()("file", po::value<std::string>()->required(), "experiment TOML")(
-      "set", po::value<std::vector<std::string>>()->composing(), "override a key: dotted.key=value (repeatable)");
-}
-
 }  // namespace
 
 constexpr const char* kMaxMemoryHelp =
@@ -87,6 +82,8 @@ Loaded load_and_plan(const po::variables_map& vm) {
   l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));
   return l;
 }
+
+namespace {
 
 void add_experiment_options(po::options_description& o) {
   o.add_options()("file", po::value<std::string>()->required(), "experiment TOML")(

@@ -84,8 +84,25 @@ std::string MemoryEstimate::describe() const {
   if (variant_weights) s += " + " + format_bytes(variant_weights) + " (variant '" + weights_variant + "')";
   if (kv_pool) s += " + KV pool " + format_bytes(kv_pool) + " (variant '" + kv_variant + "')";
   if (activations) s += " + activations " + format_bytes(activations);
-  return s + " + prompts " + format_bytes(prompts);
+  s += " + prompts " + format_bytes(prompts);
+  if (process) s += " + process " + format_bytes(process);
+  return s;
 }
+
+namespace {
+
+// Resident bytes of this process (code, libraries, heap so far): /proc/self/statm's second
+// field, in pages; 0 where it cannot be read.
+std::uint64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE)) : 0;
+}
+
+}  // namespace
 
 MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, const ModelConfig& model) {
   const ExperimentSpec& spec = plan.spec;
@@ -99,6 +116,7 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
   MemoryEstimate e;
   // Request prompts (int32), generated ids (int32) and their times (double).
   e.prompts = prompt_tokens * 4 + output_tokens * 12;
+  e.process = resident_bytes();
   if (spec.device.kind == "sim") return e;
 
   e.source_weights = static_cast<std::uint64_t>(model.parameter_count()) * kF32;
@@ -111,8 +129,9 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
 
     const KvCacheConfig& kv = v.stack.kv;
     const std::uint64_t bs = static_cast<std::uint64_t>(std::max(1, kv.block_size));
-    const std::uint64_t block_bytes = std::max<std::uint64_t>(1, KvStorage::bytes_per_token(model, quant->kv_dtype()) * bs);
+    const std::uint64_t block_bytes = std::max<std::uint64_t>(1, KvStorage::bytes_per_token(model, kv.format) * bs);
     std::uint64_t blocks = static_cast<std::uint64_t>(std::max(0, kv.num_blocks));
+    if (blocks == 0 && kv.memory_mb > 0) blocks = std::max<std::uint64_t>(1, (static_cast<std::uint64_t>(kv.memory_mb) << 20) / block_bytes);
     if (blocks == 0) {  // the engine's sizing (Engine::run), without draft tokens
       for (const RequestLengths& r : lengths) blocks += (static_cast<std::uint64_t>(r.prompt + r.output) + bs - 1) / bs;
       blocks = std::max<std::uint64_t>(1, std::min(blocks, static_cast<std::uint64_t>(kAutoKvPoolBytes) / block_bytes));

@@ -61,7 +61,8 @@ TEST(MemoryEstimate, EachTermFromThePlan) {
   EXPECT_EQ(m.kv_pool, 10u * 16u * KvStorage::bytes_per_token(c, KvDtype::kF32));
   EXPECT_EQ(m.prompts, 3u * 8u * 4u + 3u * 4u * 12u);
   EXPECT_GT(m.activations, 0u);
-  EXPECT_EQ(m.total(), m.source_weights + m.variant_weights + m.kv_pool + m.activations + m.prompts);
+  EXPECT_GT(m.process, 0u);  // this process's resident code and libraries
+  EXPECT_EQ(m.total(), m.source_weights + m.variant_weights + m.kv_pool + m.activations + m.prompts + m.process);
   EXPECT_HAS(m.describe(), "(variant 'baseline')");
 }
 
@@ -89,7 +90,7 @@ TEST(MemoryEstimate, EngineSizedKvPoolAndSimulatedRuns) {
   // A simulated run materialises nothing but the requests, even for an 8B model.
   const Planned sim = plan_text(dir, "[model]\npreset = \"llama-3-8b\"\n[device]\nkind = \"sim\"\n[workload]\n"
                                      "num_requests = 3\nprompt_len = 8\noutput_len = 4\n");
-  EXPECT_EQ(sim.plan.memory.total(), sim.plan.memory.prompts);
+  EXPECT_EQ(sim.plan.memory.total(), sim.plan.memory.prompts + sim.plan.memory.process);
 }
 
 TEST(MemoryEstimate, RefusesWithTheFigures) {

@@ -11,8 +11,10 @@
 //   activations      the forward pass's scratch for the largest step the scheduler can form,
 //                    and the logits
 //   prompts          every request's prompt and output tokens
-// Not counted: the process itself (code, plugins, allocator; ~50-100 MB), a draft model,
-// calibration statistics.
+//   process          what the planning process already holds resident (code and shared
+//                    libraries: with CUDA built in, cuBLAS alone is ~150 MB), read from
+//                    /proc/self/statm — a run's process loads the same libraries
+// Not counted: a draft model, calibration statistics.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,7 +34,8 @@ struct MemoryEstimate {
   std::string kv_variant;       // the variant whose KV pool is largest
   std::uint64_t activations = 0;
   std::uint64_t prompts = 0;
-  std::uint64_t total() const { return source_weights + variant_weights + kv_pool + activations + prompts; }
+  std::uint64_t process = 0;
+  std::uint64_t total() const { return source_weights + variant_weights + kv_pool + activations + prompts + process; }
   // "1.2 GiB = weights 800 MiB (fp32) + 200 MiB (variant 'int4') + KV pool 128 MiB (variant
   // 'base') + activations 16 MiB + prompts 1 MiB"
   std::string describe() const;
