@@ -1,10 +1,12 @@
 // Speculative decoding: the verification step reproduces the target distribution (a seeded
 // chi-square test that fails for plain acceptance), greedy speculation emits exactly the greedy
-// tokens on the real stories260K checkpoint for every draft kind and γ, the draft's KV blocks all
+// tokens on the real stories260K checkpoint for every draft kind and γ and on SmolLM2-135M for
+// its int4 and 8-layer self-drafts, the draft's KV blocks all
 // come back, and impossible drafts are clear errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
 
 #include "inferlab/checkpoint.h"
@@ -148,6 +150,60 @@ TEST(Speculative, GreedyIsLosslessOnStories260kForEveryDraftAndGamma) {
     if (c.layers == 0) {  // the draft is the target: every draft accepted
       EXPECT_EQ(got.result.timeline.spec_accepted, got.result.timeline.spec_proposed);
     }
+  }
+}
+
+std::string smollm2() {
+  const char* env = std::getenv("INFERLAB_MODELS");
+  return (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// The two SmolLM2 drafts — the target itself with int4 weights (RTN g64) and its first 8
+// of 30 layers — at temperature 0 emit exactly the plain greedy tokens, and give every draft
+// block back. (scripts/fetch_smollm2.sh installs the model; without it the test skips.)
+TEST(Speculative, GreedyIsLosslessOnSmolLM2ForInt4AndTruncatedDrafts) {
+  INFERLAB_REQUIRE_FILE(smollm2());
+  const LoadedModel m = load_model(smollm2());
+  std::vector<Request> reqs;
+  const char* prompts[] = {"The capital of France is", "Write a short poem about the sea:"};
+  for (int i = 0; i < 2; ++i) {
+    Request r;
+    r.id = i;
+    r.prompt = m.tokenizer->encode(prompts[i], true);
+    r.max_output = 12;
+    reqs.push_back(std::move(r));
+  }
+  CpuDevice device(2);
+  testing::FloatQuantization quant;
+  testing::RefAttention attention;
+  Model model(m.weights, quant, device);
+  ContinuousScheduler sched(64, 8, true);
+  Registry reg({testing::plugin_dir()});
+  auto greedy = reg.create_decoder("sampling", reg.resolve(PluginKind::kDecoding, "sampling", {}, "t"), device);
+  EngineOptions eo;
+  eo.kv.block_size = 8;
+  const RunResult want = Engine(model, attention, sched, *greedy, eo).run(reqs);
+
+  std::shared_ptr<Quantization> int4 =
+      reg.create_quantization("int4", reg.resolve(PluginKind::kQuantization, "int4", {{"group_size", ParamValue(std::int64_t{64})}}, "t"), device);
+  struct Case {
+    int layers;
+    bool int4_draft;
+    int gamma;
+  };
+  for (const Case& c : {Case{0, true, 2}, Case{0, true, 4}, Case{8, false, 2}, Case{8, false, 4}}) {
+    SCOPED_TRACE("draft_layers " + std::to_string(c.layers) + (c.int4_draft ? " int4" : " fp32") + " gamma " +
+                 std::to_string(c.gamma));
+    SpeculativeParams p;
+    p.num_draft = c.gamma;
+    p.draft_layers = c.layers;
+    Model target(m.weights, quant, device);
+    ContinuousScheduler s(64, 8, true);
+    SpeculativeDecoder dec(p, m.weights, attention, device, c.int4_draft ? int4 : nullptr);
+    const RunResult got = Engine(target, attention, s, dec, eo).run(reqs);
+    EXPECT_EQ(got.outputs, want.outputs);
+    EXPECT_GT(got.timeline.spec_proposed, 0);
+    EXPECT_EQ(dec.draft_free_blocks(), dec.draft_total_blocks());
   }
 }
 
