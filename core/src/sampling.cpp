@@ -9,6 +9,20 @@
 
 namespace inferlab {
 
+void add_sampling_param_specs(std::vector<ParamSpec>& specs) {
+  specs.push_back({"temperature", ParamType::kFloat, 0.0, 0.0, 100.0, {}, "Sampling temperature (0 = greedy)"});
+  specs.push_back({"top_k", ParamType::kInt, std::int64_t{0}, 0.0, 1e9, {}, "Sample among the k most likely (0 = off)"});
+  specs.push_back({"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"});
+}
+
+SamplingParams sampling_params_from(const Params& params) {
+  SamplingParams sp;
+  sp.temperature = params.get_float("temperature");
+  sp.top_k = static_cast<int>(params.get_int("top_k"));
+  sp.top_p = params.get_float("top_p");
+  return sp;
+}
+
 int argmax(const float* logits, int vocab) {
   check(vocab > 0, "argmax: empty logits");
   int best = 0;

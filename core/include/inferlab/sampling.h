@@ -2,6 +2,7 @@
 #pragma once
 #include <vector>
 
+#include "inferlab/params.h"
 #include "inferlab/rng.h"
 
 namespace inferlab {
@@ -11,6 +12,12 @@ struct SamplingParams {
   int top_k = 0;             // 0 = all
   double top_p = 1.0;        // nucleus mass
 };
+
+// The sampling parameters a decoding plugin that samples its tokens declares — temperature in
+// [0, 100], top_k in [0, 1e9] (0 = off), top_p in (0, 1] — appended to `specs`, and the
+// SamplingParams read back from the resolved values.
+void add_sampling_param_specs(std::vector<ParamSpec>& specs);
+SamplingParams sampling_params_from(const Params& params);
 
 // Index of the largest logit; the lowest index wins ties (as llama2.c's argmax).
 int argmax(const float* logits, int vocab);

@@ -2,6 +2,7 @@
 #include "early_exit.h"
 #include "inferlab/error.h"
 #include "inferlab/plugin.h"
+#include "inferlab/sampling.h"
 
 namespace {
 
@@ -25,10 +26,8 @@ inferlab::PluginDescriptor describe() {
        "Exit when the confidence reaches this, in (0, 1] (1 = only at probability 1)"},
       {"criterion", ParamType::kString, std::string("max_prob"), std::nullopt, std::nullopt, {"max_prob", "margin"},
        "Confidence: max_prob = top softmax probability, margin = top-1 minus top-2 probability"},
-      {"temperature", ParamType::kFloat, 0.0, 0.0, 100.0, {}, "Sampling temperature (0 = greedy)"},
-      {"top_k", ParamType::kInt, std::int64_t{0}, 0.0, 1e9, {}, "Sample among the k most likely (0 = off)"},
-      {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"},
   };
+  add_sampling_param_specs(d.params);
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     if (q.device == DeviceKind::kSim)
@@ -42,11 +41,8 @@ inferlab::PluginDescriptor describe() {
   };
   d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     if (ctx.weights == nullptr) throw Error("decoding 'early_exit' needs the run's model to know its depth");
-    SamplingParams sp;
-    sp.temperature = ctx.params.get_float("temperature");
-    sp.top_k = static_cast<int>(ctx.params.get_int("top_k"));
-    sp.top_p = ctx.params.get_float("top_p");
-    return std::make_unique<LayerPlanDecoder>(sp, plan_of(ctx.params, ctx.weights->config.n_layers));
+    return std::make_unique<LayerPlanDecoder>(sampling_params_from(ctx.params),
+                                              plan_of(ctx.params, ctx.weights->config.n_layers));
   };
   return d;
 }

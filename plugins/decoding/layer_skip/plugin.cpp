@@ -1,6 +1,7 @@
 // Plugin descriptor for decoding/layer_skip (plan in layer_skip.h).
 #include "inferlab/error.h"
 #include "inferlab/plugin.h"
+#include "inferlab/sampling.h"
 #include "layer_skip.h"
 
 namespace {
@@ -24,10 +25,8 @@ inferlab::PluginDescriptor describe() {
       {"count", ParamType::kInt, std::int64_t{0}, 0.0, 1024.0, {}, "Skip this many layers chosen by 'heuristic'"},
       {"heuristic", ParamType::kString, std::string("last"), std::nullopt, std::nullopt, {"last"},
        "How count picks layers: last = the count layers just below the top one"},
-      {"temperature", ParamType::kFloat, 0.0, 0.0, 100.0, {}, "Sampling temperature (0 = greedy)"},
-      {"top_k", ParamType::kInt, std::int64_t{0}, 0.0, 1e9, {}, "Sample among the k most likely (0 = off)"},
-      {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"},
   };
+  add_sampling_param_specs(d.params);
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     if (q.device == DeviceKind::kSim)
@@ -41,11 +40,8 @@ inferlab::PluginDescriptor describe() {
   };
   d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     if (ctx.weights == nullptr) throw Error("decoding 'layer_skip' needs the run's model to know its depth");
-    SamplingParams sp;
-    sp.temperature = ctx.params.get_float("temperature");
-    sp.top_k = static_cast<int>(ctx.params.get_int("top_k"));
-    sp.top_p = ctx.params.get_float("top_p");
-    return std::make_unique<LayerPlanDecoder>(sp, plan_of(ctx.params, ctx.weights->config.n_layers));
+    return std::make_unique<LayerPlanDecoder>(sampling_params_from(ctx.params),
+                                              plan_of(ctx.params, ctx.weights->config.n_layers));
   };
   return d;
 }

@@ -5,6 +5,7 @@
 #include "inferlab/error.h"
 #include "inferlab/plugin.h"
 #include "inferlab/registry.h"
+#include "inferlab/sampling.h"
 #include "inferlab/sim.h"
 #include "simulated_draft.h"
 #include "speculative.h"
@@ -16,9 +17,7 @@ inferlab::plugins::SpeculativeParams params_of(const inferlab::Params& p) {
   s.num_draft = static_cast<int>(p.get_int("num_draft"));
   s.draft_layers = static_cast<int>(p.get_int("draft_layers"));
   s.draft_model = p.get_string("draft_model");
-  s.sampling.temperature = p.get_float("temperature");
-  s.sampling.top_k = static_cast<int>(p.get_int("top_k"));
-  s.sampling.top_p = p.get_float("top_p");
+  s.sampling = sampling_params_from(p);
   s.draft_kv_tokens = static_cast<int>(p.get_int("draft_kv_tokens"));
   s.draft_quantization = p.get_string("draft_quantization");
   s.adaptive = p.get_bool("adaptive");
@@ -40,9 +39,6 @@ inferlab::PluginDescriptor describe() {
        "Self-draft: the target's first N layers + final norm + classifier (0 = all layers)"},
       {"draft_model", ParamType::kString, std::string(""), std::nullopt, std::nullopt, {},
        "Another draft: a preset name or a checkpoint path with the target's vocabulary (\"\" = self-draft)"},
-      {"temperature", ParamType::kFloat, 0.0, 0.0, 100.0, {}, "Target sampling temperature (0 = greedy)"},
-      {"top_k", ParamType::kInt, std::int64_t{0}, 0.0, 1e9, {}, "Sample among the k most likely (0 = off)"},
-      {"top_p", ParamType::kFloat, 1.0, 1e-9, 1.0, {}, "Nucleus mass"},
       {"draft_quantization", ParamType::kString, std::string("none"), std::nullopt, std::nullopt, {},
        "Quantization plugin that stores the draft's linears (e.g. int8, int4: the target itself quantised)"},
       {"adaptive", ParamType::kBool, false, std::nullopt, std::nullopt, {},
@@ -53,6 +49,7 @@ inferlab::PluginDescriptor describe() {
        "Simulation only (device sim): no draft model runs, each draft is accepted with this probability α "
        "(Bernoulli, i.i.d.); 0 = unset (a sim run then refuses this decoder)"},
   };
+  add_sampling_param_specs(d.params);  // the target distribution: temperature, top_k, top_p
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     const auto s = params_of(q.params);
