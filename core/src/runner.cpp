@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "inferlab/calibration.h"
@@ -207,6 +208,37 @@ std::string describe_device_without_init(DeviceKind kind, int threads) {
   return "cuda";
 }
 
+// Throws when a CUDA run could not make its device: asked in a forked child, so that the parent
+// (which forks the cells) never initialises CUDA itself. One clear error instead of every cell
+// failing with the same one.
+void require_visible_cuda(const std::string& where) {
+  int fds[2];
+  if (pipe(fds) != 0) return;  // cannot ask: the cells will say
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    std::string reason;
+    const bool ok = cuda_device_visible(reason);
+    if (!ok) (void)!write(fds[1], reason.data(), reason.size());
+    _exit(ok ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string reason;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) reason.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1)
+    throw Error(where + ": [device] kind = \"cuda\", but no CUDA device is visible (" + reason +
+                "); allowed on this machine: cpu, sim");
+}
+
 // One variant × repeat in this process. The device (and its thread pool) is made here, so an
 // isolated cell makes it inside its child. Throws on any failure.
 CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
@@ -341,6 +373,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   const bool resuming = !options.resume_dir.empty();
   DeviceKind device_kind = DeviceKind::kCpu;
   parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
+  if (device_kind == DeviceKind::kCuda) require_visible_cuda(spec.source_path);
   const ModelConfig config = experiment_model_config(spec.model);
   const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
   // A simulated run's tokens are synthetic, from the narrower logits vocabulary (see kSimVocab).

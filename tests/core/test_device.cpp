@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "inferlab/device.h"
 #include "inferlab/error.h"
 #include "inferlab/kv_cache.h"
+#include "test_support.h"
 
 namespace inferlab {
 namespace {
@@ -81,6 +83,22 @@ TEST(Device, OpTimesAccumulatePerCategory) {
   EXPECT_EQ(device.op_times()[TimeCategory::kScheduler], 0.0);
   device.reset_op_times();
   EXPECT_EQ(device.op_times().ops, 0);
+}
+
+// `inferlab run` of a CUDA experiment where no GPU is visible: one clear error naming the file
+// and the reason, a non-zero exit, and no results folder (not one failed cell per repeat).
+TEST(Device, CudaRunWithoutAGpuIsOneErrorBeforeAnyOutput) {
+  std::string reason;
+  if (cuda_device_visible(reason)) GTEST_SKIP() << "a CUDA device is visible: the run would start";
+  const std::string out = ::testing::TempDir() + "inferlab_cuda_run_refused";
+  std::filesystem::remove_all(out);
+  const testing::CliResult r = testing::run_inferlab("run " + testing::source_dir() +
+                                                     "/experiments/quickstart.toml --set device.kind=cuda --out " + out);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("quickstart.toml: [device] kind = \"cuda\", but no CUDA device is visible ("), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("allowed on this machine: cpu, sim"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "a refused run wrote " << out;
 }
 
 TEST(Device, CudaWithoutAGpuOrWithoutCudaIsAClearError) {
