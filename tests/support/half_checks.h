@@ -55,4 +55,29 @@ inline void check_half_linear(cpu::HalfFormat format, Device& device) {
   }
 }
 
+// The stored weights are exactly the format's rounding of the given ones, and forward equals
+// ref::matmul over them: only fp32 accumulation order differs, so 1e-5 relative to the row's
+// magnitude.
+inline void check_half_linear_matches_reference(cpu::HalfFormat format, Device& device) {
+  const int n = 3, out = 37, in = 129;
+  Rng rng(11);
+  std::vector<float> x(n * in), w(out * in);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
+  HalfLinear linear(w, out, in, format, device);
+  const std::vector<float> stored = linear.dequantized();
+  int changed = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const float want = format == cpu::HalfFormat::kF16 ? ref::f16_to_float(ref::float_to_f16(w[i]))
+                                                       : ref::bf16_to_float(ref::float_to_bf16(w[i]));
+    ASSERT_EQ(stored[i], want) << i;
+    changed += stored[i] != w[i];
+  }
+  EXPECT_GT(changed, static_cast<int>(w.size()) / 2);  // the weights really were rounded
+  std::vector<float> want(n * out), got(n * out, std::nanf(""));
+  ref::matmul(x.data(), stored.data(), want.data(), n, out, in);
+  linear.forward(x.data(), got.data(), n, device);
+  for (int i = 0; i < n * out; ++i) EXPECT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+}
+
 }  // namespace inferlab::testing
