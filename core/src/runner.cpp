@@ -105,6 +105,15 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   Plan plan;
   plan.spec = spec;
   plan.repeats = spec.repeats;
+#if !INFERLAB_HAVE_CUDA
+  // Before any plugin is asked: in a build without CUDA no plugin lists the device, and the
+  // first plugin's refusal would hide the reason.
+  if (spec.device.kind == "cuda") {
+    std::string reason;
+    cuda_device_visible(reason);
+    throw Error(spec.source_path + ": [device] kind = \"cuda\", but " + reason + "; allowed on this machine: cpu, sim");
+  }
+#endif
   for (const Variant& v : spec.variants) {
     ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}, v.model, v.model_where};
     // A substituted model: its shape is what the plugins are asked about.
