@@ -118,16 +118,20 @@ double mean_metric(const std::string& dir, const std::string& variant, const std
   return sum / n;
 }
 
-// The claim file's experiment, run into a scratch folder removed afterwards. It must be
-// simulated (a claim then holds on any machine), except for a class cpu claim, whose point is
-// to measure this CPU.
+// A claim's experiment must be simulated (the claim then holds on any machine), except for a
+// class cpu claim, whose point is to measure this CPU.
+void check_claim_device(const Claim& c, const ExperimentSpec& spec) {
+  if (spec.device.kind != "sim" && c.cls != "cpu")
+    throw Error(c.file + ": a '" + c.quantity + "' claim of class " + c.cls +
+                " runs its experiment, which must be [device] kind = \"sim\" (only a class cpu claim runs on this CPU)");
+}
+
+// The claim file's experiment, run into a scratch folder removed afterwards.
 struct SimRun {
   Plan plan;
   std::string root, dir;
   SimRun(const Claim& c, const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
-    if (spec.device.kind != "sim" && c.cls != "cpu")
-      throw Error(c.file + ": a '" + c.quantity + "' claim of class " + c.cls +
-                  " runs its experiment, which must be [device] kind = \"sim\" (only a class cpu claim runs on this CPU)");
+    check_claim_device(c, spec);
     plan = plan_experiment(spec, registry, model);
     RunOptions options;
     static int runs = 0;
@@ -145,6 +149,7 @@ struct SimRun {
 
 // One run per claim file: its claims share the experiment (kept until the program exits).
 const SimRun& sim_run(const Claim& c, const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
+  check_claim_device(c, spec);  // also for a claim that finds the run already made by a cpu claim
   static std::map<std::string, std::unique_ptr<SimRun>> runs;
   auto& run = runs[c.file];
   if (!run) run = std::make_unique<SimRun>(c, spec, registry, model);

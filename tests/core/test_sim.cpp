@@ -276,6 +276,34 @@ TEST(SimCli, ReproduceExactPassesAndAClaimPastItsToleranceFails) {
   fs::remove(bad);
 }
 
+TEST(Reproduce, OnlyAClassCpuClaimRunsItsExperimentOnThisCpu) {
+  const fs::path f = fs::temp_directory_path() / ("inferlab_cpu_claim_" + std::to_string(getpid()) + ".toml");
+  auto write = [&](const char* cls) {
+    std::ofstream(f) << "[experiment]\nname = \"cpu_claim\"\nrepeats = 1\nisolate = false\n"
+                        "[model]\npreset = \"stories260k\"\n[device]\nkind = \"cpu\"\nthreads = 1\n"
+                        "[workload]\nnum_requests = 3\nprompt_len = 8\noutput_len = 4\n"
+                        "[baseline]\nscheduler = { name = \"continuous\" }\n"
+                        "[[variant]]\nname = \"static\"\nscheduler = { name = \"static\" }\n"
+                        "[[claim]]\nsource = \"test\"\ntext = \"both finish every request\"\nquantity = \"ratio\"\n"
+                        "metric = \"requests\"\nnumerator = \"baseline\"\ndenominator = \"static\"\nexpected = 1\n"
+                        "tolerance = 0\nclass = \""
+                     << cls << "\"\n";
+  };
+  const Registry reg({testing::plugin_dir()});
+  write("cpu");
+  const ClaimResult r = check_claim(read_claims(f.string()).at(0), reg);
+  EXPECT_EQ(r.verdict, "pass");
+  EXPECT_EQ(r.measured, 1.0);  // 3 finished requests in each variant's real CPU run
+  write("exact");  // an exact claim must hold on any machine: a real run is refused
+  try {
+    check_claim(read_claims(f.string()).at(0), reg);
+    ADD_FAILURE() << "an exact claim ran a CPU experiment";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kind = \"sim\""), std::string::npos) << e.what();
+  }
+  fs::remove(f);
+}
+
 TEST(SimCli, ValidateRefusesAPluginThatNeedsRealLogitsWithTheReason) {
   const fs::path f = fs::temp_directory_path() / ("inferlab_sim_spec_" + std::to_string(getpid()) + ".toml");
   std::ofstream(f) << "[model]\npreset = \"stories15m\"\n[device]\nkind = \"sim\"\n"
