@@ -6,6 +6,8 @@
 //   itl   = every gap between consecutive token_times of a request, pooled over requests; tokens
 //           emitted together by a speculative step give gaps of 0
 //   e2e   = finish_s - arrival_s
+//   norm_latency = e2e / output_tokens (Orca's and vLLM's normalised latency; finished requests
+//           with at least one output token)
 // Each gives _mean, _p50, _p90, _p99; NaN when no request qualifies.
 // makespan = last finish_s - first arrival_s (over all requests); the throughputs divide the
 // finished requests' output tokens, prompt + output tokens and count by it (0 if it is not > 0).
@@ -92,7 +94,7 @@ bool meets_slo(const RequestTimeline& r, const SloSpec& slo) {
 
 // Queueing, admission outcomes, SLO attainment, fairness and per-class latencies.
 void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& slo) {
-  std::vector<double> queue, slowdown;
+  std::vector<double> queue, slowdown, norm_latency;
   long long aborted = 0, rejected = 0, truncated = 0, attained = 0;
   std::map<int, std::vector<const RequestTimeline*>> classes;
   for (const RequestTimeline& r : run.requests) {
@@ -104,6 +106,7 @@ void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& 
     if (r.first_scheduled_s >= 0) queue.push_back((r.first_scheduled_s - r.arrival_s) * 1e3);
     if (r.finish_s >= 0 && r.first_scheduled_s >= 0 && r.finish_s > r.first_scheduled_s)
       slowdown.push_back((r.finish_s - r.arrival_s) / (r.finish_s - r.first_scheduled_s));
+    if (r.finish_s >= 0 && r.output_tokens > 0) norm_latency.push_back((r.finish_s - r.arrival_s) * 1e3 / r.output_tokens);
   }
   add_latency(row, "queue_ms", queue);
   row.emplace_back("requests_aborted", static_cast<double>(aborted));
@@ -114,6 +117,7 @@ void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& 
   double sum = 0, sq = 0;
   for (double x : slowdown) sum += x, sq += x * x;
   row.emplace_back("fairness_jain", sq > 0 ? sum * sum / (static_cast<double>(slowdown.size()) * sq) : kNaN);
+  add_latency(row, "norm_latency_ms", norm_latency);
   if (classes.size() < 2) return;
   for (const auto& [cls, reqs] : classes) {
     std::vector<double> ttft, tpot;
@@ -179,6 +183,7 @@ std::vector<std::string> metric_names() {
   for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("queue_ms") + s);
   for (const char* n : {"requests_aborted", "requests_rejected", "requests_truncated", "slo_attain_frac", "fairness_jain"})
     names.emplace_back(n);
+  for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("norm_latency_ms") + s);
   return names;
 }
 
