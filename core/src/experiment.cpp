@@ -283,7 +283,7 @@ std::vector<std::string> expand_sweep_names(const std::vector<std::pair<std::str
       else if (auto i = n->as_integer()) os << i->get();
       else if (auto f = n->as_floating_point()) os << f->get();
       else if (auto b = n->as_boolean()) os << (b->get() ? "true" : "false");
-      else os << "?";
+      else os << "#" << idx[a] + 1;  // a table or array (a rule list): its position on the axis
       name += (name.empty() ? "" : ",") + axes[a].first + "=" + os.str();
       point.push_back(n);
     }

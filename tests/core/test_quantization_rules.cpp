@@ -2,7 +2,9 @@
 // routing of each linear to its rule's strategy (bit-exact against that strategy alone, with
 // its calibration), and the quality of keeping the first and last layers unquantized on
 // SmolLM2 (skipped when the model is not fetched).
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "inferlab/calibration.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/float_linear.h"
+#include "inferlab/formats.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
 #include "inferlab/quantization_rules.h"
@@ -164,20 +167,19 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-// SmolLM2-135M cut to its first 8 layers (seconds on 2 cores): RTN int4 g64 everywhere against
-// the same with the first and the last layer kept in fp32 by rules, 128 tokens of
-// experiments/data/eval.txt, KL from the fp32 model.
+// The whole SmolLM2-135M (a cut model's "last layer" is not the real one, and its KL is noise):
+// RTN int4 g64 everywhere against the same with the first and the last layer kept in fp32 by
+// rules, on 64 tokens of experiments/data/eval.txt, KL from the fp32 model. Measured (shared
+// 2-core machine): 0.576 against 0.528, perplexity 28.0 against 25.7 (fp32 16.1); ~20 s.
 TEST(QuantizationRules, FirstAndLastLayersInFp32LowerInt4KlOnSmolLM2) {
   const char* env = std::getenv("INFERLAB_MODELS");
   const std::string path = (env ? env : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   INFERLAB_REQUIRE_FILE(path);
   LoadedModel m = load_gguf(path);
-  m.weights.layers.resize(8);
-  m.weights.config.n_layers = 8;
   const ModelConfig& c = m.weights.config;
   QualitySpec spec;
   spec.enabled = true;
-  spec.max_tokens = 128;
+  spec.max_tokens = 64;
   QualityEvaluator quality(spec, quality_tokens(read_text(testing::source_dir() + "/experiments/data/eval.txt"),
                                                 m.tokenizer.get(), c.vocab_size, spec.max_tokens));
   Registry reg({testing::plugin_dir()});
@@ -185,7 +187,7 @@ TEST(QuantizationRules, FirstAndLastLayersInFp32LowerInt4KlOnSmolLM2) {
   testing::RefAttention attention;
   auto none = make(reg, device, "none");
   auto int4 = make(reg, device, "int4", {{"group_size", std::int64_t{64}}});
-  RuledQuantization ends(int4, {none}, assign_rules({rule("", "none", first(1)), rule("", "none", last(1))}, c));
+  RuledQuantization ends(int4, {none, none}, assign_rules({rule("", "none", first(1)), rule("", "none", last(1))}, c));
   auto evaluate = [&](const std::string& name, Quantization& q, bool baseline) {
     Model model(m.weights, q, device);
     MetricRow row = quality.evaluate(name, model, attention, baseline);
