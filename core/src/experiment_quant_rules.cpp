@@ -1,6 +1,6 @@
 #include "experiment_quant_rules.h"
 
-#include <climits>
+#include <algorithm>
 
 namespace inferlab {
 
@@ -22,6 +22,8 @@ LayerSelector parse_layers(const Ctx& c, const toml::node& n) {
     if (arr->empty()) throw Error(c.at(n) + ": rule 'layers' is an empty array; allowed: " + kSelectorForms);
     sel.kind = LayerSelector::Kind::kList;
     for (const toml::node& e : *arr) sel.layers.push_back(static_cast<int>(get_int(c, e, "layers", 0, kMaxLayer)));
+    std::sort(sel.layers.begin(), sel.layers.end());  // ascending, once each (selects() searches it)
+    sel.layers.erase(std::unique(sel.layers.begin(), sel.layers.end()), sel.layers.end());
     return sel;
   }
   const auto* s = n.as_string();

@@ -12,7 +12,7 @@ namespace inferlab {
 bool LayerSelector::selects(int layer, int n_layers) const {
   switch (kind) {
     case Kind::kAny: return true;
-    case Kind::kList: return layer >= 0 && std::find(layers.begin(), layers.end(), layer) != layers.end();
+    case Kind::kList: return layer >= 0 && std::binary_search(layers.begin(), layers.end(), layer);
     case Kind::kFirst: return layer >= 0 && layer < count;
     case Kind::kLast: return layer >= 0 && layer >= n_layers - count;
   }

@@ -102,15 +102,19 @@ void plan_quantization_rules(const ExperimentSpec& spec, const Registry& registr
   }
 }
 
-std::string quantization_rules_json(const ResolvedVariant& v) {
+std::map<std::string, std::size_t> linears_per_method(const ResolvedVariant& v) {
   const auto& rules = v.stack.quantization_rules;
-  // Linears per method (a method named by several rules, or by a rule and the variant, summed).
   std::map<std::string, std::size_t> per_method{
       {v.stack.quantization.name, static_cast<std::size_t>(v.rule_assignment.unruled)}};
   for (std::size_t r = 0; r < rules.size() && r < v.rule_assignment.by_rule.size(); ++r)
     per_method[rules[r].method] += v.rule_assignment.by_rule[r].size();
+  return per_method;
+}
+
+std::string quantization_rules_json(const ResolvedVariant& v) {
+  const auto& rules = v.stack.quantization_rules;
   std::string out = "{\"method\": " + json_quote(v.stack.quantization.name) + ", \"linears_per_method\": {";
-  for (const auto& [method, n] : per_method)
+  for (const auto& [method, n] : linears_per_method(v))
     out += std::string(out.back() == '{' ? "" : ", ") + json_quote(method) + ": " + std::to_string(n);
   out += "}, \"rules\": [";
   for (std::size_t r = 0; r < rules.size(); ++r) {
@@ -120,7 +124,8 @@ std::string quantization_rules_json(const ResolvedVariant& v) {
     if (r < v.rule_params.size()) {
       bool first = true;
       for (const auto& [k, p] : v.rule_params[r].values()) {
-        out += std::string(first ? "" : ", ") + json_quote(k) + ": " + json_quote(param_value_to_string(p));
+        const auto* text = std::get_if<std::string>(&p);  // numbers and booleans are JSON as written
+        out += std::string(first ? "" : ", ") + json_quote(k) + ": " + (text ? json_quote(*text) : param_value_to_string(p));
         first = false;
       }
     }

@@ -10,6 +10,7 @@
 // copy of the embedding). The token embedding is a gather, not a linear: it stays fp32 and no
 // rule can select it.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,7 +27,7 @@ namespace inferlab {
 struct LayerSelector {
   enum class Kind { kAny, kList, kFirst, kLast };
   Kind kind = Kind::kAny;
-  std::vector<int> layers;  // kList
+  std::vector<int> layers;  // kList, ascending without repeats
   int count = 0;            // kFirst / kLast
   bool selects(int layer, int n_layers) const;
   // As written in TOML: [0, 3], "first:2", "last:1" ("" for kAny).

@@ -3,6 +3,7 @@
 // place that builds or sizes a variant's model (cells, the baseline's quality reference,
 // calibration needs, the memory estimate) makes it here.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,10 @@ void plan_quantization_rules(const ExperimentSpec& spec, const Registry& registr
 // Refuses (at `where`) a `group_size` parameter wider than the rows (input channels) of any
 // of `linears`: the whole row would be one partial group.
 void check_group_size_fits(const Params& params, const std::vector<LinearSlot>& linears, const std::string& where);
+
+// Linears per method after the rules (a method named by several rules, or by a rule and the
+// variant, summed); without rules every linear is the variant's method's.
+std::map<std::string, std::size_t> linears_per_method(const ResolvedVariant& v);
 
 // The manifest's "quantization_rules" of a variant: each rule (match, layers, method, resolved
 // parameters) with the linears it took, and how many linears the variant's own method builds.
