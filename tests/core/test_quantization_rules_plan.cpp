@@ -13,6 +13,7 @@
 #include "inferlab/model.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
+#include "inferlab/sim_cost_model.h"
 #include "inferlab/variant_quantization.h"
 #include "test_support.h"
 
@@ -167,6 +168,19 @@ TEST(QuantizationRulesPlan, BadRulesAreRefusedAtTheirLine) {
     const std::string err = error_of([&] { load_experiment(path, {}); });
     for (const auto& part : c.expect) EXPECT_HAS(err, part);
   }
+}
+
+// `inferlab calibrate` keys a fitted stack by plugin names, which cannot record rules: refused
+// before any timing.
+TEST(QuantizationRulesPlan, CalibrateRefusesVariantsWithRules) {
+  testing::TempDir dir("quant_rules_calibrate");
+  const std::string path = dir.file("exp.toml");
+  testing::write_file(path, kHead + "quantization = { name = \"int8\", rules = [ { layers = \"first:1\", method = \"none\" } ] }\n");
+  Registry reg({testing::plugin_dir()});
+  const Plan plan = plan_of(path, reg);
+  const std::string err = error_of([&] { calibrate_plan(plan, reg, CalibrationGrid{}, [] { return 0.0; }); });
+  EXPECT_HAS(err, "exp.toml:4:");
+  EXPECT_HAS(err, "per-layer quantization rules");
 }
 
 // A [sweep] axis over rule lists: each point gets its rules.
