@@ -172,8 +172,7 @@ std::string read_text(const std::string& path) {
 // rules, on 64 tokens of experiments/data/eval.txt, KL from the fp32 model. Measured (shared
 // 2-core machine): 0.576 against 0.528, perplexity 28.0 against 25.7 (fp32 16.1); ~20 s.
 TEST(QuantizationRules, FirstAndLastLayersInFp32LowerInt4KlOnSmolLM2) {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string path = (env ? env : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   LoadedModel m = load_gguf(path);
   const ModelConfig& c = m.weights.config;
