@@ -71,7 +71,7 @@ std::vector<Workload> scheduling_workloads(int max_draft) {
   {
     Workload full{"reserve_full", make_requests({20, 50, 33, 41, 27, 45}, {10, 30, 25, 12, 28, 19}, {}, 15), {}};
     full.kv.block_size = 16;
-    full.kv.reserve_full = true;
+    full.kv.reservation = KvReservation::kFull;
     full.kv.num_blocks = 2 * largest_life_blocks(full.requests, 16, max_draft);
     w.push_back(std::move(full));
   }

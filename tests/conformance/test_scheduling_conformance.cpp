@@ -47,7 +47,7 @@ class SchedulingConformance : public ::testing::TestWithParam<PluginCase> {
       // The same requests with a generous pool and no reservation give the same tokens.
       Workload generous = w;
       generous.kv.num_blocks = 0;
-      generous.kv.reserve_full = false;
+      generous.kv.reservation = KvReservation::kOnDemand;
       StubRun roomy = run_on_stub(*scheduler(), *decoder, generous, 1);
       expect_run_conforms(roomy, generous);
       EXPECT_EQ(run.result.outputs, roomy.result.outputs);
