@@ -6,7 +6,7 @@
 
 #include <unistd.h>
 
-#include <cmath>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -29,11 +29,10 @@ using testing::HarnessResult;
 using testing::RequestSpec;
 using testing::run_scheduler;
 
-double metric(const MetricRow& row, const std::string& name) {
-  for (const auto& [k, v] : row)
-    if (k == name) return v;
-  ADD_FAILURE() << "no metric " << name;
-  return NAN;
+// The metrics of a timeline by name (.at throws on a missing one).
+std::map<std::string, double> metrics_of(const RunTimeline& t) {
+  const MetricRow row = compute_metrics(t, {});
+  return {row.begin(), row.end()};
 }
 
 TEST(KvReservation, TokensReservedPerPolicy) {
@@ -128,9 +127,9 @@ TEST(KvReservation, EachPolicyReservesItsOwnBlocksAndSoBatchesDifferently) {
     EXPECT_EQ(first.kv_slots_external, 0);
     EXPECT_EQ(h.generated.at(3), 6);
     EXPECT_EQ(h.timeline.kv_blocks_free_end, 16);  // nothing leaked
-    const MetricRow row = compute_metrics(h.timeline, {});
-    const double sum = metric(row, "kv_token_share") + metric(row, "kv_reserved_share") +
-                       metric(row, "kv_internal_frag_share") + metric(row, "kv_external_frag_share");
+    const auto m = metrics_of(h.timeline);
+    const double sum = m.at("kv_token_share") + m.at("kv_reserved_share") + m.at("kv_internal_frag_share") +
+                       m.at("kv_external_frag_share");
     EXPECT_NEAR(sum, 1.0, 1e-12);
   }
 }
@@ -152,7 +151,7 @@ TEST(KvReservation, ContiguousRegionsLeaveHolesTheNextRequestCannotUse) {
   EXPECT_EQ(oracle.timeline.steps[1].kv_slots_external, 0);   // the pool is full: no holes
   EXPECT_EQ(oracle.timeline.steps[2].kv_slots_external, 16);  // 4 free blocks in two holes
   EXPECT_EQ(oracle.timeline.requests[3].first_scheduled_s, 4.0);
-  EXPECT_GT(metric(compute_metrics(oracle.timeline, {}), "kv_external_frag_share"), 0.0);
+  EXPECT_GT(metrics_of(oracle.timeline).at("kv_external_frag_share"), 0.0);
   // Paged, any 3 free blocks serve: request 3 starts as soon as 0 and 2 are gone.
   const HarnessResult paged = run(KvReservation::kOnDemand);
   EXPECT_LT(paged.timeline.requests[3].first_scheduled_s, 4.0);
@@ -189,14 +188,14 @@ TEST(KvReservation, MemoryBreakdownSharesAreDurationWeightedAndSumToOne) {
   b.kv_tokens = 16;
   b.kv_slots_internal = 4;
   t.steps = {a, b};
-  const MetricRow row = compute_metrics(t, {});
+  const auto m = metrics_of(t);
   // Weighted: occupied 40 + 8 + 3 × 20 = 108; tokens 20 + 48 = 68; internal 8 + 12 = 20;
   // external 8; reserved for later 40 + 60 - 68 - 20 = 12.
-  EXPECT_NEAR(metric(row, "kv_token_share"), 68.0 / 108, 1e-12);
-  EXPECT_NEAR(metric(row, "kv_internal_frag_share"), 20.0 / 108, 1e-12);
-  EXPECT_NEAR(metric(row, "kv_external_frag_share"), 8.0 / 108, 1e-12);
-  EXPECT_NEAR(metric(row, "kv_reserved_share"), 12.0 / 108, 1e-12);
-  EXPECT_EQ(metric(compute_metrics(RunTimeline{}, {}), "kv_token_share"), 0.0);  // nothing reserved
+  EXPECT_NEAR(m.at("kv_token_share"), 68.0 / 108, 1e-12);
+  EXPECT_NEAR(m.at("kv_internal_frag_share"), 20.0 / 108, 1e-12);
+  EXPECT_NEAR(m.at("kv_external_frag_share"), 8.0 / 108, 1e-12);
+  EXPECT_NEAR(m.at("kv_reserved_share"), 12.0 / 108, 1e-12);
+  EXPECT_EQ(metrics_of(RunTimeline{}).at("kv_token_share"), 0.0);  // nothing reserved
 }
 
 fs::path write_spec(const std::string& text) {
