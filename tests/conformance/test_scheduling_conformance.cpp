@@ -67,6 +67,7 @@ TEST_P(SchedulingConformance, StaggeredArrivalsWithAnIdleGap) { run_workload("st
 TEST_P(SchedulingConformance, LongPromptsNeedingChunks) { run_workload("long_prompts"); }
 TEST_P(SchedulingConformance, SmallPoolForcingPreemption) { run_workload("small_pool"); }
 TEST_P(SchedulingConformance, ReserveFull) { run_workload("reserve_full"); }
+TEST_P(SchedulingConformance, ReserveContiguousPow2Regions) { run_workload("reserve_contiguous"); }
 
 INSTANTIATE_TEST_SUITE_P(Plugins, SchedulingConformance, ::testing::ValuesIn(plugin_cases(PluginKind::kScheduling)),
                          case_name);

@@ -138,6 +138,14 @@ TEST(Engine, FullReservationMatchesContiguousAllocation) {
   EXPECT_EQ(r.timeline.kv_blocks_peak, 3);
   EXPECT_EQ(r.outputs, f.run(reqs, "static", {}, "sampling", {}).outputs);
   for (const auto& s : r.timeline.steps) EXPECT_EQ(s.kv_blocks_reserved, s.seqs);
+  // The Orca policy places the same lengths as contiguous runs of small blocks: same tokens,
+  // ceil(16 / 4) = 4 blocks per sequence held from admission.
+  KvCacheConfig oracle;
+  oracle.block_size = 4;
+  oracle.reservation = KvReservation::kOracle;
+  auto o = f.run(reqs, "static", {}, "sampling", {}, oracle);
+  EXPECT_EQ(o.outputs, r.outputs);
+  for (const auto& s : o.timeline.steps) EXPECT_EQ(s.kv_blocks_reserved, 4 * s.seqs);
 }
 
 TEST(Engine, SamplingIsSeededPerRequest) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -109,13 +110,15 @@ TEST(KvReservation, EachPolicyReservesItsOwnBlocksAndSoBatchesDifferently) {
     KvReservation r;
     int running;   // requests admitted together
     int reserved;  // blocks held after the first step
-    long long tokens, internal;
+    long long tokens, internal, external;
   };
   // Blocks per request: on demand 3 after the prompt (10 tokens), full / oracle 4 (16 tokens),
-  // pow2 5 (10 + 8 = 18 tokens), max 8 (32). Internal: capacity past position 15.
-  for (const Expect& e : {Expect{KvReservation::kOnDemand, 4, 12, 40, 0}, Expect{KvReservation::kFull, 4, 16, 40, 4},
-                          Expect{KvReservation::kOracle, 4, 16, 40, 4}, Expect{KvReservation::kPow2, 3, 15, 30, 15},
-                          Expect{KvReservation::kMax, 2, 16, 20, 34}}) {
+  // pow2 5 (10 + 8 = 18 tokens), max 8 (32). Internal: capacity past position 15. External:
+  // pow2's one free block, too small for the waiting request's 5.
+  for (const Expect& e :
+       {Expect{KvReservation::kOnDemand, 4, 12, 40, 0, 0}, Expect{KvReservation::kFull, 4, 16, 40, 4, 0},
+        Expect{KvReservation::kOracle, 4, 16, 40, 4, 0}, Expect{KvReservation::kPow2, 3, 15, 30, 15, 4},
+        Expect{KvReservation::kMax, 2, 16, 20, 34, 0}}) {
     SCOPED_TRACE(kv_reservation_name(e.r));
     const HarnessResult h = run_policy(e.r);
     EXPECT_EQ(h.max_running, e.running);
@@ -124,7 +127,7 @@ TEST(KvReservation, EachPolicyReservesItsOwnBlocksAndSoBatchesDifferently) {
     EXPECT_EQ(first.kv_blocks_reserved, e.reserved);
     EXPECT_EQ(first.kv_tokens, e.tokens);
     EXPECT_EQ(first.kv_slots_internal, e.internal);
-    EXPECT_EQ(first.kv_slots_external, 0);
+    EXPECT_EQ(first.kv_slots_external, e.external);
     EXPECT_EQ(h.generated.at(3), 6);
     EXPECT_EQ(h.timeline.kv_blocks_free_end, 16);  // nothing leaked
     const auto m = metrics_of(h.timeline);
@@ -227,6 +230,38 @@ TEST(KvReservation, TomlNamesThePolicyAndRefusesSharingWithContiguousRegions) {
     EXPECT_NE(std::string(e.what()).find("allowed: on_demand, full, oracle, pow2, max"), std::string::npos) << e.what();
   }
   for (const fs::path& p : {ok, bad, unknown}) fs::remove(p);
+}
+
+// Claims over the breakdown columns through `inferlab reproduce`: `metric` and `difference`
+// quantities pass where the policies make them true, and one claim that paged-only numbers
+// hold for Orca(Max) fails with exit code 1.
+TEST(KvReservation, ReproduceClaimsOnTheSharesPassAndFailAsDesigned) {
+  const fs::path f = write_spec(
+      "[experiment]\nname = \"kv_reservation_claims\"\nrepeats = 1\nisolate = false\n"
+      "[model]\npreset = \"opt-13b\"\n[device]\nkind = \"sim\"\nprofile = \"a100-40gb\"\n"
+      "[workload]\nnum_requests = 24\nprompt_len = 100\noutput_len = 100\n"
+      "[baseline]\nkv = { block_size = 16, num_blocks = 300 }\n"
+      "[[variant]]\nname = \"orca_max\"\nkv = { reservation = \"max\" }\n"
+      "[[claim]]\nsource = \"t\"\ntext = \"paged holds tokens\"\nquantity = \"metric\"\nvariant = \"baseline\"\n"
+      "metric = \"kv_token_share\"\ncompare = \"greater\"\nexpected = 0.9\nclass = \"exact\"\n"
+      "[[claim]]\nsource = \"t\"\ntext = \"paged wastes less\"\nquantity = \"difference\"\nmetric = \"kv_token_share\"\n"
+      "numerator = \"baseline\"\ndenominator = \"orca_max\"\ncompare = \"greater\"\nexpected = 0.5\nclass = \"exact\"\n"
+      "[[claim]]\nsource = \"t\"\ntext = \"DESIGNED-TO-FAIL\"\nquantity = \"metric\"\nvariant = \"orca_max\"\n"
+      "metric = \"kv_token_share\"\ncompare = \"greater\"\nexpected = 0.9\nclass = \"exact\"\n");
+  const testing::CliResult r = testing::run_inferlab("reproduce --log warn " + f.string(), testing::source_dir(), 120);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  std::istringstream lines(r.out);
+  int passed = 0, failed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("| pass |") != std::string::npos) ++passed;
+    if (line.find("| FAIL |") != std::string::npos) {
+      ++failed;
+      EXPECT_NE(line.find("DESIGNED-TO-FAIL"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(passed, 2) << r.out;
+  EXPECT_EQ(failed, 1) << r.out;
+  fs::remove(f);
 }
 
 }  // namespace
