@@ -128,9 +128,8 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   }
   if (auto v = t.get("reservation")) {
     std::string r = get_string(c, *v, "kv.reservation");
-    if (r != "on_demand" && r != "full")
-      throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: on_demand, full");
-    kv.reserve_full = r == "full";
+    if (!parse_kv_reservation(r, kv.reservation))
+      throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: " + kKvReservationNames);
   }
   if (auto v = t.get("prefix_caching")) {
     auto b = v->as_boolean();
@@ -158,6 +157,10 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
                 std::to_string(kv.num_blocks) + " both size the pool; allowed: one of them");
   if (kv.memory_mb > 0 && kv.gpu_memory_fraction > 0)
     throw Error(c.at(n) + ": kv.memory_mb and kv.gpu_memory_fraction both size the pool; allowed: one of them");
+  if (kv.prefix_caching && kv.contiguous())
+    throw Error(c.at(n) + ": kv.reservation = \"" + kv_reservation_name(kv.reservation) +
+                "\" gives each request its own contiguous region, which prefix caching cannot share; allowed: "
+                "prefix_caching with reservation on_demand or full");
   if (kv.prefix_caching && !kv.enabled)
     throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }

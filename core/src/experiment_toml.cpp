@@ -111,7 +111,7 @@ std::string resolved_config_toml(const Plan& plan) {
     else
       t << ", num_blocks = " << v.stack.kv.num_blocks;
     t
-      << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
+      << ", reservation = \"" << kv_reservation_name(v.stack.kv.reservation)
       << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << ", dtype = \""
       << v.stack.kv.format.dtype_name() << "\"";
     if (!v.stack.kv.format.all_f32())  // the shape keys of a quantized cache (refused on an f32 one)

@@ -170,7 +170,8 @@ std::vector<std::string> metric_names() {
   for (const char* n :
        {"throughput_out_tok_s", "throughput_total_tok_s", "throughput_req_s", "goodput_req_s", "requests",
         "requests_unfinished", "steps", "batch_mean", "tokens_per_step_mean", "kv_blocks_total", "kv_blocks_peak",
-        "kv_waste_frac", "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
+        "kv_waste_frac", "kv_token_share", "kv_reserved_share", "kv_internal_frag_share", "kv_external_frag_share",
+        "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
         "spec_tokens_per_step", "weights_bytes", "kv_bytes_per_token"})
     names.emplace_back(n);
   for (int c = 0; c < kTimeCategories; ++c)
@@ -243,9 +244,17 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
 
   double seqs = 0, rows_sum = 0, waste = 0;
   int waste_steps = 0, peak_reserved = 0;
+  // Duration-weighted slot sums of the memory breakdown: token states, reserved (all), never
+  // written (internal), unusable holes (external).
+  double w_tokens = 0, w_reserved = 0, w_internal = 0, w_external = 0;
   for (const StepTimeline& s : run.steps) {
     seqs += s.seqs;
     rows_sum += s.rows;
+    const double reserved_slots = static_cast<double>(s.kv_blocks_reserved) * run.block_size;
+    w_tokens += s.duration_s * static_cast<double>(s.kv_tokens);
+    w_reserved += s.duration_s * reserved_slots;
+    w_internal += s.duration_s * static_cast<double>(s.kv_slots_internal);
+    w_external += s.duration_s * static_cast<double>(s.kv_slots_external);
     peak_reserved = std::max(peak_reserved, s.kv_blocks_reserved);
     if (s.kv_blocks_reserved > 0) {
       const double capacity = static_cast<double>(s.kv_blocks_reserved) * run.block_size;
@@ -261,6 +270,12 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   // The engine's own peak; the steps' reservations stand in when it was not recorded.
   row.emplace_back("kv_blocks_peak", static_cast<double>(run.kv_blocks_peak > 0 ? run.kv_blocks_peak : peak_reserved));
   row.emplace_back("kv_waste_frac", waste_steps > 0 ? waste / waste_steps : 0.0);
+  const double occupied = w_reserved + w_external;
+  auto share = [&](double x) { return occupied > 0 ? x / occupied : 0.0; };
+  row.emplace_back("kv_token_share", share(w_tokens));
+  row.emplace_back("kv_reserved_share", share(w_reserved - w_tokens - w_internal));
+  row.emplace_back("kv_internal_frag_share", share(w_internal));
+  row.emplace_back("kv_external_frag_share", share(w_external));
   // Run total and per-request counts should agree; take the larger if only one was filled in.
   row.emplace_back("preemptions", static_cast<double>(std::max<long long>(run.preemptions, request_preemptions)));
   row.emplace_back("prefix_hit_frac",

@@ -305,6 +305,13 @@ double measure(const Claim& c, const Registry& registry) {
     const std::string metric = name_arg(c, "metric");
     return mean_metric(run.dir, name_arg(c, "numerator"), metric) / mean_metric(run.dir, name_arg(c, "denominator"), metric);
   }
+  if (c.quantity == "difference") {
+    const SimRun& run = sim_run(c, spec, registry, model);
+    const std::string metric = name_arg(c, "metric");
+    return mean_metric(run.dir, name_arg(c, "numerator"), metric) - mean_metric(run.dir, name_arg(c, "denominator"), metric);
+  }
+  if (c.quantity == "metric")
+    return mean_metric(sim_run(c, spec, registry, model).dir, name_arg(c, "variant"), name_arg(c, "metric"));
   if (c.quantity == "spec_tokens_over_eq1") {
     // Tokens per target call (spec_tokens_per_step) of a variant simulated with Bernoulli(α)
     // acceptance, over Eq. 1 at that variant's own α (sim_accept_prob) and γ (num_draft).
@@ -325,9 +332,9 @@ double measure(const Claim& c, const Registry& registry) {
     return capacity(c, registry, name_arg(c, "numerator")) / capacity(c, registry, name_arg(c, "denominator"));
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +
-              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, spec_tokens_over_eq1, "
-              "attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, radix_dfs_optimal_fraction, "
-              "attention_io_exponent, sarathi_max_decodes, quant_decode_speedup");
+              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, difference, metric, "
+              "spec_tokens_over_eq1, attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, "
+              "radix_dfs_optimal_fraction, attention_io_exponent, sarathi_max_decodes, quant_decode_speedup");
 }
 
 }  // namespace
