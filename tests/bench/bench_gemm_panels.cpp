@@ -1,0 +1,104 @@
+// Prefill GEMM benchmarks: the machine's measured compute peaks (Peak*), then the packed-panel
+// fp32 GEMM (kernels/cpu/gemm_panels_f32.h) against the row-major matmul_f32 it replaces in
+// FloatLinear, at SmolLM2-135M and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512}
+// token rows, on the shared pool (all hardware threads).
+//   inferlab_bench --benchmark_filter='Peak|GemmPanels|MatmulRowMajor'
+// Counters: GFLOP/s (2 * n * out * in per call), weight_GB/s (4 * out * in bytes per call: the
+// roofline at n = 1), peak_fraction (GFLOP/s over the measured fp32 FMA peak of as many
+// threads as the pool has, PeakFma/threads:N).
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "inferlab/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_panels_f32.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/peak_probe.h"
+
+namespace {
+
+inferlab::ThreadPool& pool() {
+  static inferlab::ThreadPool p(0);
+  return p;
+}
+
+double fma_peak_gflops() {
+  static const double peak = inferlab::cpu::measure_fma_peak(pool().size()).ops_per_second * 1e-9;
+  return peak;
+}
+
+std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
+  inferlab::Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+void peak(benchmark::State& state, inferlab::cpu::Peak (*probe)(int)) {
+  const int threads = static_cast<int>(state.range(0));
+  inferlab::cpu::Peak p;
+  for (auto _ : state) p = probe(threads);
+  state.counters["Gop/s"] = p.ops_per_second * 1e-9;
+  state.counters["per_thread_Gop/s"] = p.ops_per_second * 1e-9 / threads;
+  state.SetLabel(p.instruction);
+}
+void BM_PeakFma(benchmark::State& state) { peak(state, inferlab::cpu::measure_fma_peak); }
+void BM_PeakInt8Dot(benchmark::State& state) { peak(state, inferlab::cpu::measure_int8_dot_peak); }
+BENCHMARK(BM_PeakFma)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PeakInt8Dot)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void set_counters(benchmark::State& state, int n, int out, int in) {
+  const double flops = 2.0 * n * out * in, bytes = 4.0 * out * in;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_fraction"] =
+      benchmark::Counter(flops * 1e-9 / fma_peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// args: n rows, out features, in features
+void BM_GemmPanelsF32(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
+            in = static_cast<int>(state.range(2));
+  const auto x = random_vector(static_cast<std::size_t>(n) * in, 1);
+  const auto w = random_vector(static_cast<std::size_t>(out) * in, 2);
+  const auto packed = inferlab::cpu::pack_panels_f32(w.data(), out, in);
+  std::vector<float> y(static_cast<std::size_t>(n) * out);
+  inferlab::cpu::gemm_panels_f32(x.data(), packed, y.data(), n, pool());  // warm-up
+  for (auto _ : state) {
+    inferlab::cpu::gemm_panels_f32(x.data(), packed, y.data(), n, pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, n, out, in);
+}
+
+void BM_MatmulRowMajorF32(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
+            in = static_cast<int>(state.range(2));
+  const auto x = random_vector(static_cast<std::size_t>(n) * in, 1);
+  const auto w = random_vector(static_cast<std::size_t>(out) * in, 2);
+  std::vector<float> y(static_cast<std::size_t>(n) * out);
+  inferlab::cpu::matmul_f32(x.data(), w.data(), y.data(), n, out, in, pool());  // warm-up
+  for (auto _ : state) {
+    inferlab::cpu::matmul_f32(x.data(), w.data(), y.data(), n, out, in, pool());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, n, out, in);
+}
+
+void prefill_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"n", "out", "in"});
+  const int linears[][2] = {
+      {576, 576}, {1536, 576},     // SmolLM2-135M: wq/wo, w1/w3
+      {2048, 2048}, {5632, 2048},  // TinyLlama-1.1B: wq/wo, w1/w3
+  };
+  for (const auto& l : linears)
+    for (int n : {1, 8, 128, 512}) b->Args({n, l[0], l[1]});
+}
+
+BENCHMARK(BM_GemmPanelsF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulRowMajorF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
