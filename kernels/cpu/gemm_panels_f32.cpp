@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/gemm_vec.h"
 
 namespace inferlab::cpu {
 namespace {

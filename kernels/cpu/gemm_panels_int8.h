@@ -1,0 +1,45 @@
+// Packed int8 x int8 GEMM for dynamic W8A8 (the format of kernels/ref/matmul_int8.h:
+// per-channel int8 weights, activation blocks of 32 with one fp32 scale each), built on
+// AVX-512 VNNI `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
+//  - W is repacked once into panels of 32 output channels, [in/4][32][4] bytes, so one
+//    64-byte load holds 4 consecutive inputs of 16 channels: the operand layout of vpdpbusd;
+//  - activations go in as u = x + 128 (vpdpbusd's unsigned operand); per 32-block the panel
+//    keeps 128 * sum(w) per channel, subtracted from the block's integer sum, which is then
+//    converted once and scaled by the row's block scale with one FMA (the weight scale is
+//    applied when a cache block is written out);
+//  - the micro-kernel holds 4 rows x 32 channels (8 zmm of s32 block sums, 8 zmm of fp32
+//    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
+//    split the panels, as in gemm_panels_f32.h.
+// Roofline: 2 * n * out * in int ops per call against the measured vpdpbusd peak
+// (`inferlab_bench --benchmark_filter=PeakInt8Dot`); benchmarks: --benchmark_filter=GemmPanelsInt8;
+// parity with the reference: tests/kernels/test_gemm_panels_int8.cpp. Builds without
+// AVX-512 VNNI (compile-time, -march=native) do not have the kernel: gemm_panels_int8_available()
+// is false there and callers keep kernels/cpu/matmul_int8_act.h.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// True when this build has the kernel (AVX-512 VNNI).
+bool gemm_panels_int8_available();
+
+struct PackedPanelsInt8 {
+  int out = 0, in = 0;
+  std::vector<std::int8_t> data;       // [panels][in4 / 4][32][4], in4 = in rounded up to 4; zero padding
+  std::vector<std::int32_t> colsum;    // [panels][act_blocks(in)][32]: 128 * sum of the block's weights
+  std::vector<float> scale;            // [panels * 32]: weight scale per channel (0 in padding)
+};
+
+// Repacks q [out, in] with scale [out]. Throws inferlab::Error on non-positive sizes or where
+// the kernel is not available.
+PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int out, int in);
+
+// xq: [n, in], xs: [n, act_blocks(in)] (kernels/cpu/matmul_int8_act.h quantize_act_rows),
+// y: [n, out]. n <= 0 is a no-op.
+void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
+                      ThreadPool& pool);
+
+}  // namespace inferlab::cpu
