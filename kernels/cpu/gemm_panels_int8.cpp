@@ -28,9 +28,12 @@ std::size_t panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * 
 #if INFERLAB_GEMM_INT8_VNNI
 constexpr int kRows = 4;
 
-// int32 -> fp32; the all-lanes mask form, because GCC 12's _mm512_cvtepi32_ps trips
+// int32 -> fp32; the all-lanes zero-mask form, because GCC 12's _mm512_cvtepi32_ps trips
 // -Werror=maybe-uninitialized (its pass-through operand is _mm512_undefined_ps).
-inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), v); }
+constexpr __mmask16 kAll = 0xFFFF;
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
+// 16 int16 block sums -> 128 * sum as int32 (same mask form, same reason).
+inline __m512i times128(__m256i sums) { return _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepi16_epi32(kAll, sums), 7); }
 
 // c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * (u_r · w_b - 128 sum(w_b)),
 // for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
@@ -39,7 +42,7 @@ inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(static_cast<
 // follow at w + panel_bytes, cs + blocks * 32, scale + 32. cols: of the last panel.
 template <int R, int G>
 void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blocks, const std::int8_t* w,
-                std::size_t w_stride, const std::int32_t* cs, const float* scale, int b0, int b1, int steps_total,
+                std::size_t w_stride, const std::int16_t* cs, const float* scale, int b0, int b1, int steps_total,
                 float* c, std::size_t ldc, int cols, bool accumulate) {
   constexpr int V = 2 * G;  // zmm per row
   __m512 facc[R][V];
@@ -66,8 +69,9 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
     }
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
-      const __m512i cv = _mm512_loadu_si512(cs + static_cast<std::size_t>(v / 2) * blocks * kCols +
-                                            static_cast<std::size_t>(b) * kCols + (v % 2) * 16);
+      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+          cs + static_cast<std::size_t>(v / 2) * blocks * kCols + static_cast<std::size_t>(b) * kCols + (v % 2) * 16));
+      const __m512i cv = times128(sums);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
         facc[r][v] = _mm512_fmadd_ps(to_float(_mm512_sub_epi32(iacc[r][v], cv)), _mm512_set1_ps(xs[r * blocks + b]),
@@ -85,7 +89,7 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
 }
 
 using MicroTile = void (*)(const std::uint8_t*, std::size_t, const float*, int, const std::int8_t*, std::size_t,
-                           const std::int32_t*, const float*, int, int, int, float*, std::size_t, int, bool);
+                           const std::int16_t*, const float*, int, int, int, float*, std::size_t, int, bool);
 template <std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
   return {&micro_tile<static_cast<int>(I) + 1, 1>...};
@@ -112,7 +116,7 @@ void run_panels(const Problem& pb, int p0, int p1) {
     for (int p = p0; p < p1;) {
       const int cols = std::min(kCols, out - p * kCols);
       const std::int8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
-      const std::int32_t* cs = pb.w->colsum.data() + static_cast<std::size_t>(p) * blocks * kCols;
+      const std::int16_t* cs = pb.w->colsum.data() + static_cast<std::size_t>(p) * blocks * kCols;
       const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
       float* y = pb.y + static_cast<std::size_t>(p) * kCols;
       if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
@@ -161,11 +165,15 @@ PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int 
     const std::int8_t* row = q + static_cast<std::size_t>(o) * in;
     for (int k = 0; k < in; ++k) {
       panel[(static_cast<std::size_t>(k / 4) * kCols + j) * 4 + k % 4] = row[k];
-      packed.colsum[(static_cast<std::size_t>(p) * blocks + k / kBlock) * kCols + j] += 128 * row[k];
+      packed.colsum[(static_cast<std::size_t>(p) * blocks + k / kBlock) * kCols + j] += row[k];  // |sum| <= 32 * 127
     }
     packed.scale[static_cast<std::size_t>(o)] = scale[o];
   }
   return packed;
+}
+
+std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
+  return w.data.size() + w.colsum.size() * sizeof(std::int16_t) + w.scale.size() * sizeof(float);
 }
 
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,

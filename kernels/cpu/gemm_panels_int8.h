@@ -4,7 +4,7 @@
 //  - W is repacked once into panels of 32 output channels, [in/4][32][4] bytes, so one
 //    64-byte load holds 4 consecutive inputs of 16 channels: the operand layout of vpdpbusd;
 //  - activations go in as u = x + 128 (vpdpbusd's unsigned operand); per 32-block the panel
-//    keeps 128 * sum(w) per channel, subtracted from the block's integer sum, which is then
+//    keeps sum(w) per channel (int16), and 128 * sum(w) is subtracted from the block's integer sum, which is then
 //    converted once and scaled by the row's block scale with one FMA (the weight scale is
 //    applied when a cache block is written out);
 //  - the micro-kernel holds 4 rows x 32 channels (8 zmm of s32 block sums, 8 zmm of fp32
@@ -29,9 +29,12 @@ bool gemm_panels_int8_available();
 struct PackedPanelsInt8 {
   int out = 0, in = 0;
   std::vector<std::int8_t> data;       // [panels][in4 / 4][32][4], in4 = in rounded up to 4; zero padding
-  std::vector<std::int32_t> colsum;    // [panels][act_blocks(in)][32]: 128 * sum of the block's weights
+  std::vector<std::int16_t> colsum;    // [panels][act_blocks(in)][32]: sum of the block's weights
   std::vector<float> scale;            // [panels * 32]: weight scale per channel (0 in padding)
 };
+
+// Bytes held: data, colsum and scale (about 1 + 1/16 bytes per weight).
+std::uint64_t packed_bytes(const PackedPanelsInt8& w);
 
 // Repacks q [out, in] with scale [out]. Throws inferlab::Error on non-positive sizes or where
 // the kernel is not available.
