@@ -1,19 +1,24 @@
 // Prefill GEMM benchmarks: the machine's measured compute peaks (Peak*), then the packed-panel
-// fp32 GEMM (kernels/cpu/gemm_panels_f32.h) against the row-major matmul_f32 it replaces in
-// FloatLinear, at SmolLM2-135M and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512}
-// token rows, on the shared pool (all hardware threads).
-//   inferlab_bench --benchmark_filter='Peak|GemmPanels|MatmulRowMajor'
-// Counters: GFLOP/s (2 * n * out * in per call), weight_GB/s (4 * out * in bytes per call: the
-// roofline at n = 1), peak_fraction (GFLOP/s over the measured fp32 FMA peak of as many
-// threads as the pool has, PeakFma/threads:N).
+// GEMMs (kernels/cpu/gemm_panels_f32.h, gemm_panels_int8.h) against the row-major kernels they
+// replace in FloatLinear (matmul_f32) and the W8A8 Int8Linear (matmul_int8_act), at SmolLM2-135M
+// and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512} token rows, on the shared pool
+// (all hardware threads).
+//   inferlab_bench --benchmark_filter='Peak|GemmPanels|RowMajor'
+// Counters: GFLOP/s (2 * n * out * in per call; for int8, integer ops), weight_GB/s (bytes of
+// weights per call: the roofline at n = 1), peak_fraction (over the measured fp32 FMA or int8
+// dot peak of as many threads as the pool has: PeakFma / PeakInt8Dot at threads:N).
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_panels_f32.h"
+#include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/ref/matmul_int8.h"
 #include "kernels/cpu/peak_probe.h"
 
 namespace {
@@ -25,6 +30,10 @@ inferlab::ThreadPool& pool() {
 
 double fma_peak_gflops() {
   static const double peak = inferlab::cpu::measure_fma_peak(pool().size()).ops_per_second * 1e-9;
+  return peak;
+}
+double int8_peak_gops() {
+  static const double peak = inferlab::cpu::measure_int8_dot_peak(pool().size()).ops_per_second * 1e-9;
   return peak;
 }
 
@@ -48,12 +57,13 @@ void BM_PeakInt8Dot(benchmark::State& state) { peak(state, inferlab::cpu::measur
 BENCHMARK(BM_PeakFma)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PeakInt8Dot)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void set_counters(benchmark::State& state, int n, int out, int in) {
-  const double flops = 2.0 * n * out * in, bytes = 4.0 * out * in;
+void set_counters(benchmark::State& state, int n, int out, int in, double weight_bytes = 0.0, double peak = 0.0) {
+  const double flops = 2.0 * n * out * in, bytes = weight_bytes > 0 ? weight_bytes : 4.0 * out * in;
+  if (peak <= 0) peak = fma_peak_gflops();
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weight_GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["peak_fraction"] =
-      benchmark::Counter(flops * 1e-9 / fma_peak_gflops(), benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(flops * 1e-9 / peak, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // args: n rows, out features, in features
@@ -88,6 +98,57 @@ void BM_MatmulRowMajorF32(benchmark::State& state) {
   set_counters(state, n, out, in);
 }
 
+// W8A8: activations quantised per 32-block outside the timed loop (both kernels take them).
+struct Int8Problem {
+  int n, out, in;
+  std::vector<std::int8_t> q, xq;  // [out, in], [n, in]
+  std::vector<float> scale, xs;    // [out], [n, act_blocks(in)]
+  std::vector<float> y;            // [n, out]
+  explicit Int8Problem(const benchmark::State& state)
+      : n(static_cast<int>(state.range(0))), out(static_cast<int>(state.range(1))), in(static_cast<int>(state.range(2))) {
+    const auto w = random_vector(static_cast<std::size_t>(out) * in, 2);
+    const auto x = random_vector(static_cast<std::size_t>(n) * in, 1);
+    q.resize(w.size());
+    scale.resize(static_cast<std::size_t>(out));
+    xq.resize(x.size());
+    xs.resize(static_cast<std::size_t>(n) * inferlab::ref::act_blocks(in));
+    y.resize(static_cast<std::size_t>(n) * out);
+    inferlab::ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+    inferlab::ref::quantize_act_rows(x.data(), n, in, xq.data(), xs.data());
+  }
+};
+
+void BM_GemmPanelsInt8(benchmark::State& state) {
+  if (!inferlab::cpu::gemm_panels_int8_available()) {
+    state.SkipWithError("this build has no AVX-512 VNNI");
+    return;
+  }
+  Int8Problem p(state);
+  const auto packed = inferlab::cpu::pack_panels_int8(p.q.data(), p.scale.data(), p.out, p.in);
+  inferlab::cpu::gemm_panels_int8(p.xq.data(), p.xs.data(), packed, p.y.data(), p.n, pool());  // warm-up
+  for (auto _ : state) {
+    inferlab::cpu::gemm_panels_int8(p.xq.data(), p.xs.data(), packed, p.y.data(), p.n, pool());
+    benchmark::DoNotOptimize(p.y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)), int8_peak_gops());
+}
+
+void BM_MatmulRowMajorInt8Act(benchmark::State& state) {
+  Int8Problem p(state);
+  auto run = [&] {
+    inferlab::cpu::matmul_int8_act(p.xq.data(), p.xs.data(), p.q.data(), p.scale.data(), p.y.data(), p.n, p.out, p.in,
+                                   pool());
+  };
+  run();  // warm-up
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(p.y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, p.n, p.out, p.in, static_cast<double>(p.q.size() + 4 * p.scale.size()), int8_peak_gops());
+}
+
 void prefill_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "out", "in"});
   const int linears[][2] = {
@@ -100,5 +161,7 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_GemmPanelsF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulRowMajorInt8Act)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
