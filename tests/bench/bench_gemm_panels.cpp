@@ -12,21 +12,19 @@
 #include <cstdint>
 #include <vector>
 
-#include "inferlab/rng.h"
-#include "inferlab/thread_pool.h"
+#include "bench_support.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_int8_act.h"
-#include "kernels/ref/matmul_int8.h"
 #include "kernels/cpu/peak_probe.h"
+#include "kernels/ref/matmul_int8.h"
 
 namespace {
 
-inferlab::ThreadPool& pool() {
-  static inferlab::ThreadPool p(0);
-  return p;
-}
+using inferlab::bench::pool;
+using inferlab::bench::random_vector;
+
 
 double fma_peak_gflops() {
   static const double peak = inferlab::cpu::measure_fma_peak(pool().size()).ops_per_second * 1e-9;
@@ -35,13 +33,6 @@ double fma_peak_gflops() {
 double int8_peak_gops() {
   static const double peak = inferlab::cpu::measure_int8_dot_peak(pool().size()).ops_per_second * 1e-9;
   return peak;
-}
-
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
-  inferlab::Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.normal());
-  return v;
 }
 
 void peak(benchmark::State& state, inferlab::cpu::Peak (*probe)(int)) {
@@ -57,6 +48,17 @@ void BM_PeakInt8Dot(benchmark::State& state) { peak(state, inferlab::cpu::measur
 BENCHMARK(BM_PeakFma)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PeakInt8Dot)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// One warm-up call, then the timed calls of `call` (which writes y).
+template <typename Call>
+void time_calls(benchmark::State& state, const Call& call, float* y) {
+  call();
+  for (auto _ : state) {
+    call();
+    benchmark::DoNotOptimize(y);
+    benchmark::ClobberMemory();
+  }
+}
+
 void set_counters(benchmark::State& state, int n, int out, int in, double weight_bytes = 0.0, double peak = 0.0) {
   const double flops = 2.0 * n * out * in, bytes = weight_bytes > 0 ? weight_bytes : 4.0 * out * in;
   if (peak <= 0) peak = fma_peak_gflops();
@@ -66,36 +68,28 @@ void set_counters(benchmark::State& state, int n, int out, int in, double weight
       benchmark::Counter(flops * 1e-9 / peak, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// args: n rows, out features, in features
+// x [n, in] and W [out, in] for args (n rows, out features, in features).
+struct F32Problem {
+  int n, out, in;
+  std::vector<float> x, w, y;
+  explicit F32Problem(const benchmark::State& state)
+      : n(static_cast<int>(state.range(0))), out(static_cast<int>(state.range(1))), in(static_cast<int>(state.range(2))),
+        x(random_vector(static_cast<std::size_t>(n) * in, 1)), w(random_vector(static_cast<std::size_t>(out) * in, 2)),
+        y(static_cast<std::size_t>(n) * out) {}
+};
+
 void BM_GemmPanelsF32(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
-            in = static_cast<int>(state.range(2));
-  const auto x = random_vector(static_cast<std::size_t>(n) * in, 1);
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 2);
-  const auto packed = inferlab::cpu::pack_panels_f32(w.data(), out, in);
-  std::vector<float> y(static_cast<std::size_t>(n) * out);
-  inferlab::cpu::gemm_panels_f32(x.data(), packed, y.data(), n, pool());  // warm-up
-  for (auto _ : state) {
-    inferlab::cpu::gemm_panels_f32(x.data(), packed, y.data(), n, pool());
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, n, out, in);
+  F32Problem p(state);
+  const auto packed = inferlab::cpu::pack_panels_f32(p.w.data(), p.out, p.in);
+  time_calls(state, [&] { inferlab::cpu::gemm_panels_f32(p.x.data(), packed, p.y.data(), p.n, pool()); }, p.y.data());
+  set_counters(state, p.n, p.out, p.in);
 }
 
 void BM_MatmulRowMajorF32(benchmark::State& state) {
-  const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
-            in = static_cast<int>(state.range(2));
-  const auto x = random_vector(static_cast<std::size_t>(n) * in, 1);
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 2);
-  std::vector<float> y(static_cast<std::size_t>(n) * out);
-  inferlab::cpu::matmul_f32(x.data(), w.data(), y.data(), n, out, in, pool());  // warm-up
-  for (auto _ : state) {
-    inferlab::cpu::matmul_f32(x.data(), w.data(), y.data(), n, out, in, pool());
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(state, n, out, in);
+  F32Problem p(state);
+  time_calls(state, [&] { inferlab::cpu::matmul_f32(p.x.data(), p.w.data(), p.y.data(), p.n, p.out, p.in, pool()); },
+             p.y.data());
+  set_counters(state, p.n, p.out, p.in);
 }
 
 // W8A8: activations quantised per 32-block outside the timed loop (both kernels take them).
@@ -125,27 +119,17 @@ void BM_GemmPanelsInt8(benchmark::State& state) {
   }
   Int8Problem p(state);
   const auto packed = inferlab::cpu::pack_panels_int8(p.q.data(), p.scale.data(), p.out, p.in);
-  inferlab::cpu::gemm_panels_int8(p.xq.data(), p.xs.data(), packed, p.y.data(), p.n, pool());  // warm-up
-  for (auto _ : state) {
-    inferlab::cpu::gemm_panels_int8(p.xq.data(), p.xs.data(), packed, p.y.data(), p.n, pool());
-    benchmark::DoNotOptimize(p.y.data());
-    benchmark::ClobberMemory();
-  }
+  time_calls(state, [&] { inferlab::cpu::gemm_panels_int8(p.xq.data(), p.xs.data(), packed, p.y.data(), p.n, pool()); },
+             p.y.data());
   set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)), int8_peak_gops());
 }
 
 void BM_MatmulRowMajorInt8Act(benchmark::State& state) {
   Int8Problem p(state);
-  auto run = [&] {
+  time_calls(state, [&] {
     inferlab::cpu::matmul_int8_act(p.xq.data(), p.xs.data(), p.q.data(), p.scale.data(), p.y.data(), p.n, p.out, p.in,
                                    pool());
-  };
-  run();  // warm-up
-  for (auto _ : state) {
-    run();
-    benchmark::DoNotOptimize(p.y.data());
-    benchmark::ClobberMemory();
-  }
+  }, p.y.data());
   set_counters(state, p.n, p.out, p.in, static_cast<double>(p.q.size() + 4 * p.scale.size()), int8_peak_gops());
 }
 

@@ -1,5 +1,5 @@
 // The packed-panel fp32 GEMM (kernels/cpu/gemm_panels_f32.h) against the double-accumulating
-// reference and the row-major kernel, over shapes that are not multiples of the tiles.
+// reference, over shapes that are not multiples of the tiles.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,16 +13,12 @@
 #include "kernels/cpu/gemm_vec.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"
+#include "test_support.h"
 
 namespace inferlab {
 namespace {
 
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.normal());
-  return v;
-}
+using testing::random_normal;
 
 std::vector<float> gemm(const std::vector<float>& x, const std::vector<float>& w, int n, int out, int in,
                         ThreadPool& pool) {
@@ -32,31 +28,11 @@ std::vector<float> gemm(const std::vector<float>& x, const std::vector<float>& w
   return y;
 }
 
-// Error bound scaled by sum_k |x_k w_k|; every output written (no NaN left).
 void expect_matches_reference(int n, int out, int in, ThreadPool& pool) {
   SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
-  const auto x = random_vector(static_cast<std::size_t>(n) * in, 5 + n);
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 7 + out);
-  std::vector<float> want(static_cast<std::size_t>(n) * out), rows(want.size());
-  ref::matmul(x.data(), w.data(), want.data(), n, out, in);
-  cpu::matmul_f32(x.data(), w.data(), rows.data(), n, out, in, pool);
-  const auto got = gemm(x, w, n, out, in, pool);
-  int bad = 0;
-  for (int r = 0; r < n; ++r)
-    for (int o = 0; o < out; ++o) {
-      double mag = 0.0;
-      for (int k = 0; k < in; ++k)
-        mag += std::fabs(static_cast<double>(x[static_cast<std::size_t>(r) * in + k]) *
-                         w[static_cast<std::size_t>(o) * in + k]);
-      const std::size_t i = static_cast<std::size_t>(r) * out + o;
-      const double tol = 1e-5 * mag + 1e-6;
-      const bool ok = std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <= tol &&
-                      std::fabs(got[i] - rows[i]) <= 2 * tol;
-      if (!ok && ++bad <= 5)
-        ADD_FAILURE() << "y[" << r << "," << o << "] = " << got[i] << ", reference " << want[i] << ", row-major "
-                      << rows[i];
-    }
-  EXPECT_EQ(bad, 0);
+  const auto x = random_normal(static_cast<std::size_t>(n) * in, 5 + n);
+  const auto w = random_normal(static_cast<std::size_t>(out) * in, 7 + out);
+  testing::expect_matmul_matches_reference(x, w, gemm(x, w, n, out, in, pool), n, out, in);
 }
 
 TEST(GemmPanels, MatchesReferenceOnAwkwardShapes) {
@@ -78,8 +54,8 @@ TEST(GemmPanels, BitwiseSameForAnyThreadCountAndBatchSize) {
   // Each output's summation order is fixed by the layout: threads and the batch a row is part
   // of do not change it, so prefill and decode agree bit for bit.
   const int n = 29, out = 83, in = 700;
-  const auto x = random_vector(static_cast<std::size_t>(n) * in, 3);
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 4);
+  const auto x = random_normal(static_cast<std::size_t>(n) * in, 3);
+  const auto w = random_normal(static_cast<std::size_t>(out) * in, 4);
   ThreadPool one(1), four(4);
   const auto y1 = gemm(x, w, n, out, in, one);
   EXPECT_EQ(y1, gemm(x, w, n, out, in, four));
@@ -93,7 +69,7 @@ TEST(GemmPanels, BitwiseSameForAnyThreadCountAndBatchSize) {
 
 TEST(GemmPanels, PackKeepsEveryWeightOnce) {
   const int out = 37, in = 5;
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 9);
+  const auto w = random_normal(static_cast<std::size_t>(out) * in, 9);
   const auto packed = cpu::pack_panels_f32(w.data(), out, in);
   EXPECT_EQ(packed.data.size(), w.size());
   // Channel o, input k sits in panel o / kPanel at [k][o % kPanel] of a panel cols wide.
