@@ -26,7 +26,7 @@ int round4(int in) { return (in + 3) / 4 * 4; }
 std::size_t panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * kCols; }
 
 #if INFERLAB_GEMM_INT8_VNNI
-constexpr int kRows = 4;
+constexpr int kRows = 6;
 
 // int32 -> fp32; the all-lanes zero-mask form, because GCC 12's _mm512_cvtepi32_ps trips
 // -Werror=maybe-uninitialized (its pass-through operand is _mm512_undefined_ps).

@@ -7,7 +7,7 @@
 //    keeps sum(w) per channel (int16), and 128 * sum(w) is subtracted from the block's integer sum, which is then
 //    converted once and scaled by the row's block scale with one FMA (the weight scale is
 //    applied when a cache block is written out);
-//  - the micro-kernel holds 4 rows x 32 channels (8 zmm of s32 block sums, 8 zmm of fp32
+//  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
 //    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
 //    split the panels, as in gemm_panels_f32.h.
 // Roofline: 2 * n * out * in int ops per call against the measured vpdpbusd peak
