@@ -13,7 +13,7 @@
 #include "kernels/cpu/gemm_vec.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"
-#include "test_support.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {

@@ -9,7 +9,7 @@
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"
-#include "test_support.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
