@@ -10,7 +10,7 @@
 #include "inferlab/error.h"
 #include "kernels/ref/matmul_int8.h"
 
-#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #define INFERLAB_GEMM_INT8_VNNI 1
 #endif
@@ -23,7 +23,8 @@ constexpr int kBlock = ref::kActBlock;
 constexpr int kDepthBlocks = 8;  // activation blocks per cache block (256 inputs)
 
 int round4(int in) { return (in + 3) / 4 * 4; }
-std::size_t panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * kCols; }
+// Bytes of a full panel; panel p starts at p * full_panel_bytes (only the last is narrower).
+std::size_t full_panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * kCols; }
 
 #if INFERLAB_GEMM_INT8_VNNI
 constexpr int kRows = 6;
@@ -38,13 +39,19 @@ inline __m512i times128(__m256i sums) { return _mm512_maskz_slli_epi32(kAll, _mm
 // c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * (u_r · w_b - 128 sum(w_b)),
 // for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
 // would leave vpdpbusd latency bound). u: [R][ldu] bytes (x + 128), xs: [R][blocks]; w, cs,
-// scale: the first panel's data, [blocks][32] block sums and 32 scales; the next panel's
-// follow at w + panel_bytes, cs + blocks * 32, scale + 32. cols: of the last panel.
+// scale: the first panel's [in4/4][cols][4] codes, [blocks][cols] block sums and cols scales;
+// the next panel's follow at w + w_stride, cs + blocks * 32, scale + 32. cols: of the last
+// panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
 template <int R, int G>
 void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blocks, const std::int8_t* w,
                 std::size_t w_stride, const std::int16_t* cs, const float* scale, int b0, int b1, int steps_total,
                 float* c, std::size_t ldc, int cols, bool accumulate) {
   constexpr int V = 2 * G;  // zmm per row
+  const int half0 = std::min(cols, 16), half1 = std::max(cols - 16, 0);  // columns of each half
+  const __mmask64 wmask[2] = {half0 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half0)) - 1,
+                              half1 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half1)) - 1};
+  const __mmask16 cmask[2] = {static_cast<__mmask16>((1u << half0) - 1), static_cast<__mmask16>((1u << half1) - 1)};
+  const std::size_t step_bytes = static_cast<std::size_t>(cols) * 4;  // G = 1; else cols = 32
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
@@ -57,7 +64,8 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
       __m512i wv[V];
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v)
-        wv[v] = _mm512_loadu_si512(w + (v / 2) * w_stride + static_cast<std::size_t>(s) * kCols * 4 + (v % 2) * 64);
+        wv[v] = _mm512_maskz_loadu_epi8(wmask[v % 2], w + (v / 2) * w_stride + static_cast<std::size_t>(s) * step_bytes +
+                                                          (v % 2) * 64);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         std::int32_t four;
@@ -69,8 +77,8 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
     }
 #pragma GCC unroll 8
     for (int v = 0; v < V; ++v) {
-      const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-          cs + static_cast<std::size_t>(v / 2) * blocks * kCols + static_cast<std::size_t>(b) * kCols + (v % 2) * 16));
+      const __m256i sums = _mm256_maskz_loadu_epi16(
+          cmask[v % 2], cs + static_cast<std::size_t>(v / 2) * blocks * kCols + static_cast<std::size_t>(b) * cols + (v % 2) * 16);
       const __m512i cv = times128(sums);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
@@ -80,7 +88,7 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
   }
   alignas(64) float tile[R][V * 16];
   for (int v = 0; v < V; ++v) {
-    const __m512 sw = _mm512_loadu_ps(scale + (v / 2) * kCols + (v % 2) * 16);
+    const __m512 sw = _mm512_maskz_loadu_ps(cmask[v % 2], scale + (v / 2) * kCols + (v % 2) * 16);
     for (int r = 0; r < R; ++r) _mm512_store_ps(&tile[r][v * 16], _mm512_mul_ps(facc[r][v], sw));
   }
   const int width = (G - 1) * kCols + cols;
@@ -109,7 +117,7 @@ struct Problem {
 // the thread's panels pass), then panels, then row tiles; one row: kDecodeGroup panels at once.
 void run_panels(const Problem& pb, int p0, int p1) {
   const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = ref::act_blocks(in);
-  const std::size_t ldu = static_cast<std::size_t>(in4), pbytes = panel_bytes(in);
+  const std::size_t ldu = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
   const int full = out / kCols;  // panels of 32 real channels
   for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks) {
     const int b1 = std::min(blocks, b0 + kDepthBlocks);
@@ -152,22 +160,22 @@ PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int 
   check(gemm_panels_int8_available(), "pack_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
   check(out > 0 && in > 0, "pack_panels_int8: out and in must be positive, got out=" + std::to_string(out) +
                                " in=" + std::to_string(in));
-  const int panels = (out + kCols - 1) / kCols, blocks = ref::act_blocks(in);
+  const int blocks = ref::act_blocks(in);
   PackedPanelsInt8 packed;
   packed.out = out;
   packed.in = in;
-  packed.data.assign(static_cast<std::size_t>(panels) * panel_bytes(in), 0);
-  packed.colsum.assign(static_cast<std::size_t>(panels) * blocks * kCols, 0);
-  packed.scale.assign(static_cast<std::size_t>(panels) * kCols, 0.0f);
+  packed.data.assign(static_cast<std::size_t>(out) * round4(in), 0);
+  packed.colsum.assign(static_cast<std::size_t>(out) * blocks, 0);
+  packed.scale.assign(scale, scale + out);
   for (int o = 0; o < out; ++o) {
-    const int p = o / kCols, j = o % kCols;
-    std::int8_t* panel = packed.data.data() + static_cast<std::size_t>(p) * panel_bytes(in);
+    const int p = o / kCols, j = o % kCols, cols = std::min(kCols, out - p * kCols);
+    std::int8_t* panel = packed.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(in);
+    std::int16_t* sums = packed.colsum.data() + static_cast<std::size_t>(p) * kCols * blocks;  // [blocks][cols]
     const std::int8_t* row = q + static_cast<std::size_t>(o) * in;
     for (int k = 0; k < in; ++k) {
-      panel[(static_cast<std::size_t>(k / 4) * kCols + j) * 4 + k % 4] = row[k];
-      packed.colsum[(static_cast<std::size_t>(p) * blocks + k / kBlock) * kCols + j] += row[k];  // |sum| <= 32 * 127
+      panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4] = row[k];
+      sums[static_cast<std::size_t>(k / kBlock) * cols + j] += row[k];  // |sum| <= 32 * 127
     }
-    packed.scale[static_cast<std::size_t>(o)] = scale[o];
   }
   return packed;
 }

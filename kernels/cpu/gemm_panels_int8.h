@@ -26,14 +26,17 @@ namespace inferlab::cpu {
 // True when this build has the kernel (AVX-512 VNNI).
 bool gemm_panels_int8_available();
 
+// Panel p covers channels [32p, 32p + cols), cols = min(32, out - 32p), from data[32p * in4],
+// colsum[32p * blocks] and scale[32p]; in4 = in rounded up to 4 (zero codes past in). No
+// channel padding: only the last panel is narrower.
 struct PackedPanelsInt8 {
   int out = 0, in = 0;
-  std::vector<std::int8_t> data;       // [panels][in4 / 4][32][4], in4 = in rounded up to 4; zero padding
-  std::vector<std::int16_t> colsum;    // [panels][act_blocks(in)][32]: sum of the block's weights
-  std::vector<float> scale;            // [panels * 32]: weight scale per channel (0 in padding)
+  std::vector<std::int8_t> data;     // per panel [in4 / 4][cols][4]
+  std::vector<std::int16_t> colsum;  // per panel [act_blocks(in)][cols]: sum of the block's codes
+  std::vector<float> scale;          // [out]: weight scale per channel
 };
 
-// Bytes held: data, colsum and scale (about 1 + 1/16 bytes per weight).
+// Bytes held: data, colsum and scale (about 1 + 1/16 bytes per weight, plus 4 per channel).
 std::uint64_t packed_bytes(const PackedPanelsInt8& w);
 
 // Repacks q [out, in] with scale [out]. Throws inferlab::Error on non-positive sizes or where

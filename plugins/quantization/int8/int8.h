@@ -29,7 +29,7 @@ class Int8Linear : public Linear {
   // row-major copy is released. Otherwise nothing to do.
   void place_on(Device* device);
   // out*in bytes of int8 plus 4*out bytes of scales; in panels, plus their int16 block sums
-  // (1/16 byte per weight) and channel padding to a multiple of 32.
+  // (1/16 byte per weight) and in rounded up to 4.
   std::uint64_t weight_bytes() const override;
 
   // Row-major codes; empty once place_on has moved them into panels.
