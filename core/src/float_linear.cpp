@@ -1,7 +1,6 @@
 #include "inferlab/float_linear.h"
 
 #include "inferlab/error.h"
-#include "kernels/cpu/matmul.h"
 #if INFERLAB_HAVE_CUDA
 #include "inferlab/cuda_device.h"
 #include "kernels/cuda/gemm.h"
@@ -9,16 +8,16 @@
 
 namespace inferlab {
 
-FloatLinear::FloatLinear(std::vector<float> weight, int out, int in, Device* device)
-    : Linear(out, in), weight_(std::move(weight)) {
-  check(out > 0 && in > 0 && weight_.size() == static_cast<std::size_t>(out) * in,
-        "quantization 'none': weight holds " + std::to_string(weight_.size()) +
+FloatLinear::FloatLinear(std::vector<float> weight, int out, int in, Device* device) : Linear(out, in) {
+  check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in,
+        "quantization 'none': weight holds " + std::to_string(weight.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
   if (device != nullptr && device->kind() == DeviceKind::kCuda) {
-    device_weight_ = Buffer(*device, weight_.size() * sizeof(float));
-    device->copy_to_device(device_weight_.data(), weight_.data(), weight_.size() * sizeof(float));
-    weight_ = {};
+    device_weight_ = Buffer(*device, weight.size() * sizeof(float));
+    device->copy_to_device(device_weight_.data(), weight.data(), weight.size() * sizeof(float));
+    return;
   }
+  panels_ = cpu::pack_panels_f32(weight.data(), out, in);
 }
 
 void FloatLinear::forward(const float* x, float* y, int n, Device& device) const {
@@ -30,9 +29,9 @@ void FloatLinear::forward(const float* x, float* y, int n, Device& device) const
     return;
 #endif
   }
-  check(!weight_.empty(), "fp32 linear: built for a CUDA device, asked to run on " +
-                              std::string(device_kind_name(device.kind())));
-  cpu::matmul_f32(x, weight_.data(), y, n, out_features(), in_features(), cpu_pool(device, "fp32 linear"));
+  check(!panels_.data.empty(), "fp32 linear: built for a CUDA device, asked to run on " +
+                                    std::string(device_kind_name(device.kind())));
+  cpu::gemm_panels_f32(x, panels_, y, n, cpu_pool(device, "fp32 linear"));
 }
 
 std::uint64_t FloatLinear::weight_bytes() const {

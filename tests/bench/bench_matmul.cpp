@@ -6,23 +6,14 @@
 
 #include <vector>
 
-#include "inferlab/rng.h"
-#include "inferlab/thread_pool.h"
+#include "bench_support.h"
 #include "kernels/cpu/matmul.h"
 
 namespace {
 
-inferlab::ThreadPool& pool() {
-  static inferlab::ThreadPool p(0);
-  return p;
-}
+using inferlab::bench::pool;
+using inferlab::bench::random_vector;
 
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
-  inferlab::Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.normal());
-  return v;
-}
 
 // args: n rows, out features, in features
 void BM_MatmulF32(benchmark::State& state) {

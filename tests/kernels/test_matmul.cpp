@@ -9,40 +9,21 @@
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
 
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.normal());
-  return v;
-}
+using testing::random_normal;
 
-// Checks y against the reference with an error bound scaled by sum_k |x_k w_k| (the size of
-// the rounding error of a float dot product), and that every output was written (no NaN).
 void expect_matches_reference(int n, int out, int in, ThreadPool& pool) {
   SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in) +
                " threads=" + std::to_string(pool.size()));
-  const auto x = random_vector(static_cast<std::size_t>(n) * in, 11 + n);
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 29 + out);
-  std::vector<float> want(static_cast<std::size_t>(n) * out);
-  std::vector<float> got(want.size(), std::numeric_limits<float>::quiet_NaN());
-  ref::matmul(x.data(), w.data(), want.data(), n, out, in);
+  const auto x = random_normal(static_cast<std::size_t>(n) * in, 11 + n);
+  const auto w = random_normal(static_cast<std::size_t>(out) * in, 29 + out);
+  std::vector<float> got(static_cast<std::size_t>(n) * out, std::numeric_limits<float>::quiet_NaN());
   cpu::matmul_f32(x.data(), w.data(), got.data(), n, out, in, pool);
-  int bad = 0;
-  for (int r = 0; r < n; ++r)
-    for (int o = 0; o < out; ++o) {
-      double mag = 0.0;
-      for (int k = 0; k < in; ++k)
-        mag += std::fabs(static_cast<double>(x[static_cast<std::size_t>(r) * in + k]) *
-                         w[static_cast<std::size_t>(o) * in + k]);
-      const std::size_t i = static_cast<std::size_t>(r) * out + o;
-      const bool ok = std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <= 1e-5 * mag + 1e-6;
-      if (!ok && ++bad <= 5) ADD_FAILURE() << "y[" << r << "," << o << "] = " << got[i] << ", want " << want[i];
-    }
-  EXPECT_EQ(bad, 0);
+  testing::expect_matmul_matches_reference(x, w, got, n, out, in);
 }
 
 TEST(Matmul, MatchesReferenceOnAwkwardShapes) {
@@ -56,8 +37,8 @@ TEST(Matmul, MatchesReferenceOnAwkwardShapes) {
 TEST(Matmul, SameResultForAnyThreadCount) {
   // Threads split output channels, so each output's summation order is fixed: bitwise equal.
   const int n = 17, out = 291, in = 203;
-  const auto x = random_vector(static_cast<std::size_t>(n) * in, 3);
-  const auto w = random_vector(static_cast<std::size_t>(out) * in, 4);
+  const auto x = random_normal(static_cast<std::size_t>(n) * in, 3);
+  const auto w = random_normal(static_cast<std::size_t>(out) * in, 4);
   std::vector<float> y1(static_cast<std::size_t>(n) * out), y4(y1.size());
   ThreadPool one(1), four(4);
   cpu::matmul_f32(x.data(), w.data(), y1.data(), n, out, in, one);

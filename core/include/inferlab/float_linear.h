@@ -1,5 +1,6 @@
-// The fp32 linear (weights kept as floats: the AVX2/AVX-512 matmul of kernels/cpu, or cuBLAS
-// Sgemm on the CUDA device with the weights in device memory) and the
+// The fp32 linear (weights kept as floats: on the CPU repacked once into the panels of
+// kernels/cpu/gemm_panels_f32.h, which serve decode rows and prefill batches alike; on the
+// CUDA device cuBLAS Sgemm with the weights in device memory) and the
 // no-quantization strategy built from it: the baseline every quantization strategy is compared
 // against, and the linear strategies fall back to for layers they leave in float
 // (quantization/int4's fp32 classifier). The plugin quantization/none exposes NoQuantization.
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "inferlab/quantization.h"
+#include "kernels/cpu/gemm_panels_f32.h"
 
 namespace inferlab {
 
@@ -23,8 +25,8 @@ class FloatLinear : public Linear {
   std::uint64_t weight_bytes() const override;
 
  private:
-  std::vector<float> weight_;  // [out, in] on the host (CPU)
-  Buffer device_weight_;       // [out, in] in CUDA device memory (empty on the CPU)
+  cpu::PackedPanelsF32 panels_;  // [out, in] in panels, on the host (empty on CUDA)
+  Buffer device_weight_;         // [out, in] in CUDA device memory (empty on the CPU)
 };
 
 class NoQuantization : public Quantization {

@@ -35,10 +35,21 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
   xq.resize(static_cast<std::size_t>(n) * in);
   xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
   cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
+  if (!panels_.data.empty()) {
+    cpu::gemm_panels_int8(xq.data(), xs.data(), panels_, y, n, pool);
+    return;
+  }
   cpu::matmul_int8_act(xq.data(), xs.data(), q_.data(), scale_.data(), y, n, out_features(), in, pool);
 }
 
+void Int8Linear::pack_for_host() {
+  if (!int8_activations_ || !cpu::gemm_panels_int8_available()) return;
+  panels_ = cpu::pack_panels_int8(q_.data(), scale_.data(), out_features(), in_features());
+  q_ = {};
+}
+
 std::uint64_t Int8Linear::weight_bytes() const {
+  if (!panels_.data.empty()) return cpu::packed_bytes(panels_);
   return static_cast<std::uint64_t>(q_.size()) + static_cast<std::uint64_t>(scale_.size()) * 4;
 }
 

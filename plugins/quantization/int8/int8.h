@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "inferlab/quantization.h"
+#include "kernels/cpu/gemm_panels_int8.h"
 
 namespace inferlab::plugins {
 
@@ -22,21 +23,27 @@ class Int8Linear : public Linear {
   // per 32-block through kernels/cpu/matmul_int8_act. On a CUDA device (after place_on):
   // kernels/cuda/quant_linear.cu, or the on-GPU activation blocks and __dp4a of quant_act.cu.
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // A CUDA device gets a copy of q and scale in its memory (the host copy stays); nullptr or
-  // another device: nothing to do.
+  // A CUDA device gets a copy of q and scale in its memory (the host copy stays). nullptr or
+  // the CPU, with int8 activations on a build with AVX-512 VNNI: q is repacked into the panels
+  // of kernels/cpu/gemm_panels_int8.h (decode and prefill both run from them) and the
+  // row-major copy is released. Otherwise nothing to do.
   void place_on(Device* device);
-  // out*in bytes of int8 plus 4*out bytes of scales.
+  // out*in bytes of int8 plus 4*out bytes of scales; in panels, plus their int16 block sums
+  // (1/16 byte per weight) and in rounded up to 4.
   std::uint64_t weight_bytes() const override;
 
+  // Row-major codes; empty once place_on has moved them into panels.
   const std::vector<std::int8_t>& q() const { return q_; }
   const std::vector<float>& scale() const { return scale_; }
 
  private:
-  std::vector<std::int8_t> q_;  // [out, in]
+  std::vector<std::int8_t> q_;  // [out, in] (empty when in panels_)
+  cpu::PackedPanelsInt8 panels_;  // W8A8 on the host with VNNI (place_on); empty otherwise
   std::vector<float> scale_;    // [out]
   bool int8_activations_ = false;
   Buffer device_q_, device_scale_;  // CUDA copies (place_on); empty otherwise
   void forward_cuda(const float* x, float* y, int n, Device& device) const;
+  void pack_for_host();  // place_on's host case
 };
 
 class Int8Quantization : public Quantization {

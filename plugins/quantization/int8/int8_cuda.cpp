@@ -11,7 +11,11 @@
 namespace inferlab::plugins {
 
 void Int8Linear::place_on(Device* device) {
-  if (device == nullptr || device->kind() != DeviceKind::kCuda) return;
+  if (device == nullptr || device->kind() == DeviceKind::kCpu) {
+    pack_for_host();
+    return;
+  }
+  if (device->kind() != DeviceKind::kCuda) return;
   device_q_ = upload_to(*device, q_);
   device_scale_ = upload_to(*device, scale_);
 }

@@ -6,6 +6,8 @@
 #include "inferlab/error.h"
 #include "inferlab/rng.h"
 #include "int8.h"
+#include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
 
 namespace inferlab {
@@ -75,6 +77,36 @@ TEST(Int8Quantization, WeightBytesAboutAQuarterOfFp32) {
   EXPECT_EQ(linear->weight_bytes(), static_cast<std::uint64_t>(out) * in + 4u * out);
   double ratio = static_cast<double>(linear->weight_bytes()) / (4.0 * out * in);
   EXPECT_NEAR(ratio, 0.25, 0.001);
+}
+
+// W8A8 on the host: with AVX-512 VNNI the linear runs from packed panels (q released, block
+// sums counted in weight_bytes), for decode and prefill rows alike; either way it matches the
+// reference W8A8 matmul.
+TEST(Int8Quantization, Int8ActivationsMatchReferenceForDecodeAndPrefill) {
+  CpuDevice device(2);
+  const int out = 200, in = 333;
+  const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 8, 0.05);
+  std::vector<std::int8_t> q(w.size());
+  std::vector<float> scale(out);
+  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+  auto linear = Int8Quantization(true).make_linear("layers.0.w1", w, out, in);
+  const auto& int8 = dynamic_cast<const Int8Linear&>(*linear);
+  if (cpu::gemm_panels_int8_available()) {
+    EXPECT_TRUE(int8.q().empty());
+    // Codes (in rounded up to 4), int16 block sums, scales; no channel padding.
+    EXPECT_EQ(linear->weight_bytes(), static_cast<std::uint64_t>(out) * ((in + 3) / 4 * 4) +
+                                          static_cast<std::uint64_t>(out) * ref::act_blocks(in) * 2 + 4u * out);
+  }
+  for (int n : {1, 37}) {
+    const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 9 + n, 1.0);
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(n) * ref::act_blocks(in));
+    ref::quantize_act_rows(x.data(), n, in, xq.data(), xs.data());
+    std::vector<float> want(static_cast<std::size_t>(n) * out), got(want.size(), std::nanf(""));
+    ref::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), want.data(), n, out, in);
+    linear->forward(x.data(), got.data(), n, device);
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << i;
+  }
 }
 
 TEST(Int8Quantization, RejectsMismatchedWeight) {

@@ -1,0 +1,43 @@
+// Packed, register-blocked, cache-blocked fp32 GEMM y[n, out] = x[n, in] · W^T (the GotoBLAS /
+// BLIS structure, specialised to the linears' W [out, in]):
+//  - W is repacked once, at load, into panels of gemm::kPanel output channels (32 with
+//    AVX-512, 16 with AVX2): panel p is [in][cols], so the micro-kernel reads kPanel weights of
+//    one input channel as kVectors contiguous vector loads;
+//  - x is packed per call into tiles of gemm::kRows token rows, [in][rows] each, so a row's
+//    value at k is one broadcast;
+//  - the micro-kernel keeps a kRows x kPanel tile of y in registers (8 x 32 = 16 zmm on
+//    AVX-512) and walks kDepth input channels: a [kDepth][kPanel] weight block (32 KiB) stays
+//    in L1 while every row tile of x (n x kDepth, in L2) passes over it;
+//  - threads split the panels (contiguous ranges, one pool call).
+// Each output is summed in a fixed order (k ascending within blocks of kDepth, blocks added in
+// order), independent of n and of the thread count, so a token's row is the same whether it is
+// computed alone (decode) or in a batch (prefill).
+//
+// Roofline: 2 * n * out * in flop per call against the machine's FMA peak
+// (`inferlab_bench --benchmark_filter=PeakFma`); at n = 1 the panel layout streams W
+// sequentially (4 bytes per multiply-add: memory bound). Benchmarks: `inferlab_bench
+// --benchmark_filter=GemmPanelsF32`; parity with kernels/ref: tests/kernels/test_gemm_panels.cpp.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// W [out, in] in panels: panel p covers output channels [p * kPanel, p * kPanel + cols) with
+// cols = min(kPanel, out - p * kPanel), stored [in][cols] from data[p * kPanel * in]. Same
+// bytes as W (no padding). kPanel is gemm::kPanel of kernels/cpu/gemm_vec.h, kept out of
+// this header so that including it does not depend on the translation unit's -m flags.
+struct PackedPanelsF32 {
+  int out = 0, in = 0;
+  std::vector<float> data;  // [out * in], panel-major
+};
+
+// Repacks w [out, in] (row-major) into panels. Throws inferlab::Error on non-positive sizes.
+PackedPanelsF32 pack_panels_f32(const float* w, int out, int in);
+
+// x: [n, in], y: [n, out] (y must not alias x). n <= 0 is a no-op.
+void gemm_panels_f32(const float* x, const PackedPanelsF32& w, float* y, int n, ThreadPool& pool);
+
+}  // namespace inferlab::cpu

@@ -1,0 +1,214 @@
+// Packed int8 GEMM: see gemm_panels_int8.h for the layout, the blocking and the contract.
+#include "kernels/cpu/gemm_panels_int8.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "inferlab/error.h"
+#include "kernels/ref/matmul_int8.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+#define INFERLAB_GEMM_INT8_VNNI 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+constexpr int kCols = 32;        // channels per panel: two zmm of s32 lanes
+constexpr int kBlock = ref::kActBlock;
+constexpr int kDepthBlocks = 8;  // activation blocks per cache block (256 inputs)
+
+int round4(int in) { return (in + 3) / 4 * 4; }
+// Bytes of a full panel; panel p starts at p * full_panel_bytes (only the last is narrower).
+std::size_t full_panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * kCols; }
+
+#if INFERLAB_GEMM_INT8_VNNI
+constexpr int kRows = 6;
+
+// int32 -> fp32; the all-lanes zero-mask form, because GCC 12's _mm512_cvtepi32_ps trips
+// -Werror=maybe-uninitialized (its pass-through operand is _mm512_undefined_ps).
+constexpr __mmask16 kAll = 0xFFFF;
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
+// 16 int16 block sums -> 128 * sum as int32 (same mask form, same reason).
+inline __m512i times128(__m256i sums) { return _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepi16_epi32(kAll, sums), 7); }
+
+// c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * (u_r · w_b - 128 sum(w_b)),
+// for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
+// would leave vpdpbusd latency bound). u: [R][ldu] bytes (x + 128), xs: [R][blocks]; w, cs,
+// scale: the first panel's [in4/4][cols][4] codes, [blocks][cols] block sums and cols scales;
+// the next panel's follow at w + w_stride, cs + blocks * 32, scale + 32. cols: of the last
+// panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
+template <int R, int G>
+void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blocks, const std::int8_t* w,
+                std::size_t w_stride, const std::int16_t* cs, const float* scale, int b0, int b1, int steps_total,
+                float* c, std::size_t ldc, int cols, bool accumulate) {
+  constexpr int V = 2 * G;  // zmm per row
+  const int half0 = std::min(cols, 16), half1 = std::max(cols - 16, 0);  // columns of each half
+  const __mmask64 wmask[2] = {half0 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half0)) - 1,
+                              half1 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half1)) - 1};
+  const __mmask16 cmask[2] = {static_cast<__mmask16>((1u << half0) - 1), static_cast<__mmask16>((1u << half1) - 1)};
+  const std::size_t step_bytes = static_cast<std::size_t>(cols) * 4;  // G = 1; else cols = 32
+  __m512 facc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
+  for (int b = b0; b < b1; ++b) {
+    __m512i iacc[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
+    const int s1 = std::min(steps_total, (b + 1) * (kBlock / 4));  // steps of 4 inputs
+    for (int s = b * (kBlock / 4); s < s1; ++s) {
+      __m512i wv[V];
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v)
+        wv[v] = _mm512_maskz_loadu_epi8(wmask[v % 2], w + (v / 2) * w_stride + static_cast<std::size_t>(s) * step_bytes +
+                                                          (v % 2) * 64);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        std::int32_t four;
+        std::memcpy(&four, u + r * ldu + static_cast<std::size_t>(s) * 4, 4);
+        const __m512i xv = _mm512_set1_epi32(four);
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], xv, wv[v]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const __m256i sums = _mm256_maskz_loadu_epi16(
+          cmask[v % 2], cs + static_cast<std::size_t>(v / 2) * blocks * kCols + static_cast<std::size_t>(b) * cols + (v % 2) * 16);
+      const __m512i cv = times128(sums);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        facc[r][v] = _mm512_fmadd_ps(to_float(_mm512_sub_epi32(iacc[r][v], cv)), _mm512_set1_ps(xs[r * blocks + b]),
+                                     facc[r][v]);
+    }
+  }
+  alignas(64) float tile[R][V * 16];
+  for (int v = 0; v < V; ++v) {
+    const __m512 sw = _mm512_maskz_loadu_ps(cmask[v % 2], scale + (v / 2) * kCols + (v % 2) * 16);
+    for (int r = 0; r < R; ++r) _mm512_store_ps(&tile[r][v * 16], _mm512_mul_ps(facc[r][v], sw));
+  }
+  const int width = (G - 1) * kCols + cols;
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < width; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r][j];
+}
+
+using MicroTile = void (*)(const std::uint8_t*, std::size_t, const float*, int, const std::int8_t*, std::size_t,
+                           const std::int16_t*, const float*, int, int, int, float*, std::size_t, int, bool);
+template <std::size_t... I>
+constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
+  return {&micro_tile<static_cast<int>(I) + 1, 1>...};
+}
+constexpr auto kMicroTiles = micro_tiles(std::make_index_sequence<kRows>{});
+constexpr int kDecodeGroup = 4;  // panels per decode micro-tile
+
+struct Problem {
+  const std::uint8_t* u;  // [n][in4] x + 128
+  const float* xs;        // [n][blocks]
+  const PackedPanelsInt8* w;
+  float* y;
+  int n;
+};
+
+// Panels [p0, p1): blocks of kDepthBlocks outermost (the rows' slice of u stays in cache while
+// the thread's panels pass), then panels, then row tiles; one row: kDecodeGroup panels at once.
+void run_panels(const Problem& pb, int p0, int p1) {
+  const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = ref::act_blocks(in);
+  const std::size_t ldu = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
+  const int full = out / kCols;  // panels of 32 real channels
+  for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks) {
+    const int b1 = std::min(blocks, b0 + kDepthBlocks);
+    for (int p = p0; p < p1;) {
+      const int cols = std::min(kCols, out - p * kCols);
+      const std::int8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
+      const std::int16_t* cs = pb.w->colsum.data() + static_cast<std::size_t>(p) * blocks * kCols;
+      const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
+      float* y = pb.y + static_cast<std::size_t>(p) * kCols;
+      if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
+        micro_tile<1, kDecodeGroup>(pb.u, ldu, pb.xs, blocks, w, pbytes, cs, scale, b0, b1, in4 / 4, y,
+                                    static_cast<std::size_t>(out), kCols, b0 > 0);
+        p += kDecodeGroup;
+        continue;
+      }
+      for (int r0 = 0; r0 < pb.n; r0 += kRows) {
+        const int rows = std::min(kRows, pb.n - r0);
+        kMicroTiles[static_cast<std::size_t>(rows - 1)](
+            pb.u + static_cast<std::size_t>(r0) * ldu, ldu, pb.xs + static_cast<std::size_t>(r0) * blocks, blocks, w,
+            pbytes, cs, scale, b0, b1, in4 / 4, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
+            cols, b0 > 0);
+      }
+      ++p;
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+bool gemm_panels_int8_available() {
+#if INFERLAB_GEMM_INT8_VNNI
+  return true;
+#else
+  return false;
+#endif
+}
+
+PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int out, int in) {
+  check(gemm_panels_int8_available(), "pack_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
+  check(out > 0 && in > 0, "pack_panels_int8: out and in must be positive, got out=" + std::to_string(out) +
+                               " in=" + std::to_string(in));
+  const int blocks = ref::act_blocks(in);
+  PackedPanelsInt8 packed;
+  packed.out = out;
+  packed.in = in;
+  packed.data.assign(static_cast<std::size_t>(out) * round4(in), 0);
+  packed.colsum.assign(static_cast<std::size_t>(out) * blocks, 0);
+  packed.scale.assign(scale, scale + out);
+  for (int o = 0; o < out; ++o) {
+    const int p = o / kCols, j = o % kCols, cols = std::min(kCols, out - p * kCols);
+    std::int8_t* panel = packed.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(in);
+    std::int16_t* sums = packed.colsum.data() + static_cast<std::size_t>(p) * kCols * blocks;  // [blocks][cols]
+    const std::int8_t* row = q + static_cast<std::size_t>(o) * in;
+    for (int k = 0; k < in; ++k) {
+      panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4] = row[k];
+      sums[static_cast<std::size_t>(k / kBlock) * cols + j] += row[k];  // |sum| <= 32 * 127
+    }
+  }
+  return packed;
+}
+
+std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
+  return w.data.size() + w.colsum.size() * sizeof(std::int16_t) + w.scale.size() * sizeof(float);
+}
+
+void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
+                      ThreadPool& pool) {
+  if (n <= 0 || w.out <= 0) return;
+#if INFERLAB_GEMM_INT8_VNNI
+  const int in = w.in, in4 = round4(in);
+  thread_local std::vector<std::uint8_t> u;  // [n][in4]: x + 128, zero past in
+  u.resize(std::max(u.size(), static_cast<std::size_t>(n) * in4));
+  for (int r = 0; r < n; ++r) {
+    std::uint8_t* ur = u.data() + static_cast<std::size_t>(r) * in4;
+    const std::int8_t* xr = xq + static_cast<std::size_t>(r) * in;
+    for (int k = 0; k < in; ++k) ur[k] = static_cast<std::uint8_t>(xr[k] + 128);
+    std::fill(ur + in, ur + in4, std::uint8_t{0});
+  }
+  const Problem pb{u.data(), xs, &w, y, n};
+  const int panels = (w.out + kCols - 1) / kCols;
+  const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
+                                static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
+  pool.parallel_for(static_cast<std::size_t>(panels), [&pb](std::size_t p0, std::size_t p1) {
+    run_panels(pb, static_cast<int>(p0), static_cast<int>(p1));
+  }, grain);
+#else
+  (void)xq, (void)xs, (void)y, (void)pool;
+  check(false, "gemm_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
+#endif
+}
+
+}  // namespace inferlab::cpu

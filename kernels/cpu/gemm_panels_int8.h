@@ -1,0 +1,51 @@
+// Packed int8 x int8 GEMM for dynamic W8A8 (the format of kernels/ref/matmul_int8.h:
+// per-channel int8 weights, activation blocks of 32 with one fp32 scale each), built on
+// AVX-512 VNNI `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
+//  - W is repacked once into panels of 32 output channels, [in/4][32][4] bytes, so one
+//    64-byte load holds 4 consecutive inputs of 16 channels: the operand layout of vpdpbusd;
+//  - activations go in as u = x + 128 (vpdpbusd's unsigned operand); per 32-block the panel
+//    keeps sum(w) per channel (int16), and 128 * sum(w) is subtracted from the block's integer sum, which is then
+//    converted once and scaled by the row's block scale with one FMA (the weight scale is
+//    applied when a cache block is written out);
+//  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
+//    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
+//    split the panels, as in gemm_panels_f32.h.
+// Roofline: 2 * n * out * in int ops per call against the measured vpdpbusd peak
+// (`inferlab_bench --benchmark_filter=PeakInt8Dot`); benchmarks: --benchmark_filter=GemmPanelsInt8;
+// parity with the reference: tests/kernels/test_gemm_panels_int8.cpp. Builds without
+// AVX-512 VNNI (compile-time, -march=native) do not have the kernel: gemm_panels_int8_available()
+// is false there and callers keep kernels/cpu/matmul_int8_act.h.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// True when this build has the kernel (AVX-512 VNNI).
+bool gemm_panels_int8_available();
+
+// Panel p covers channels [32p, 32p + cols), cols = min(32, out - 32p), from data[32p * in4],
+// colsum[32p * blocks] and scale[32p]; in4 = in rounded up to 4 (zero codes past in). No
+// channel padding: only the last panel is narrower.
+struct PackedPanelsInt8 {
+  int out = 0, in = 0;
+  std::vector<std::int8_t> data;     // per panel [in4 / 4][cols][4]
+  std::vector<std::int16_t> colsum;  // per panel [act_blocks(in)][cols]: sum of the block's codes
+  std::vector<float> scale;          // [out]: weight scale per channel
+};
+
+// Bytes held: data, colsum and scale (about 1 + 1/16 bytes per weight, plus 4 per channel).
+std::uint64_t packed_bytes(const PackedPanelsInt8& w);
+
+// Repacks q [out, in] with scale [out]. Throws inferlab::Error on non-positive sizes or where
+// the kernel is not available.
+PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int out, int in);
+
+// xq: [n, in], xs: [n, act_blocks(in)] (kernels/cpu/matmul_int8_act.h quantize_act_rows),
+// y: [n, out]. n <= 0 is a no-op.
+void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
+                      ThreadPool& pool);
+
+}  // namespace inferlab::cpu

@@ -1,0 +1,107 @@
+// Peak probes: see peak_probe.h. The loops keep every operand in registers; the iteration
+// count is read through a volatile so the compiler cannot fold the chains away, and the
+// accumulators are summed into a volatile sink at the end.
+#include "kernels/cpu/peak_probe.h"
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/gemm_vec.h"
+
+namespace inferlab::cpu {
+namespace {
+
+constexpr int kChains = 12;
+constexpr long kIterations = 20'000'000;
+volatile float g_float_sink = 0.0f;
+volatile std::int32_t g_int_sink = 0;
+volatile float g_one = 0.9999999f;
+volatile long g_iterations = kIterations;
+
+// Per iteration: kChains FMAs of Vec::kWidth lanes.
+void fma_loop() {
+  using V = gemm::Vec::V;
+  const V m = gemm::Vec::broadcast(g_one), c = gemm::Vec::broadcast(1e-7f);
+  V acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = gemm::Vec::broadcast(static_cast<float>(i));
+  const long n = g_iterations;
+  for (long it = 0; it < n; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) acc[i] = gemm::Vec::fmadd(acc[i], m, c);
+  V s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = gemm::Vec::add(s, acc[i]);
+  alignas(64) float lanes[gemm::Vec::kWidth];
+  gemm::Vec::store(lanes, s);
+  g_float_sink = lanes[0];
+}
+
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+constexpr int kInt8MacsPerChainOp = 64;  // vpdpbusd zmm: 16 lanes x 4 byte products
+constexpr const char* kInt8Instruction = "vpdpbusd zmm (avx512_vnni)";
+void int8_loop() {
+  const __m512i a = _mm512_set1_epi8(static_cast<char>(g_iterations & 3)), b = _mm512_set1_epi8(1);
+  __m512i acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+  const long n = g_iterations;
+  for (long it = 0; it < n; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) std::int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  g_int_sink = lanes[0];
+}
+#elif defined(__AVX2__)
+constexpr int kInt8MacsPerChainOp = 32;  // maddubs + madd + add on ymm: 32 byte products
+constexpr const char* kInt8Instruction = "vpmaddubsw + vpmaddwd ymm (avx2)";
+void int8_loop() {
+  const __m256i a = _mm256_set1_epi8(static_cast<char>(g_iterations & 3)), b = _mm256_set1_epi8(1),
+                ones = _mm256_set1_epi16(1);
+  __m256i acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+  const long n = g_iterations;
+  for (long it = 0; it < n; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i)
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+  __m256i s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = _mm256_add_epi32(s, acc[i]);
+  alignas(32) std::int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  g_int_sink = lanes[0];
+}
+#else
+constexpr int kInt8MacsPerChainOp = 0;
+constexpr const char* kInt8Instruction = "none (no AVX2 in this build)";
+void int8_loop() {}
+#endif
+
+// Ops per second of `loop` on `threads` threads started together.
+double run_threads(int threads, void (*loop)(), double ops_per_thread) {
+  if (threads < 1) threads = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(loop);
+  loop();
+  for (auto& t : pool) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return ops_per_thread * threads / seconds;
+}
+
+}  // namespace
+
+Peak measure_fma_peak(int threads) {
+  const double ops = 2.0 * gemm::Vec::kWidth * kChains * static_cast<double>(kIterations);
+  return {run_threads(threads, fma_loop, ops), gemm::kIsaName};
+}
+
+Peak measure_int8_dot_peak(int threads) {
+  if (kInt8MacsPerChainOp == 0) return {0.0, kInt8Instruction};
+  const double ops = 2.0 * kInt8MacsPerChainOp * kChains * static_cast<double>(kIterations);
+  return {run_threads(threads, int8_loop, ops), kInt8Instruction};
+}
+
+}  // namespace inferlab::cpu

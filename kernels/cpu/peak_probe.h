@@ -1,0 +1,23 @@
+// Measured compute peaks of this CPU, so GEMM benchmarks report "% of peak" against a number
+// taken on the machine rather than a datasheet: a register-only loop of independent
+// accumulator chains (12 per thread, enough to cover the FMA latency of every x86 core in
+// use), run on `threads` std::threads at once for a fixed iteration count, timed by the wall
+// clock. Which instructions: gemm::kIsaName's fp32 FMA (vfmadd231ps zmm with AVX-512, ymm with
+// AVX2, scalar otherwise) and for int8 `vpdpbusd` (AVX-512 VNNI) when compiled with it, else
+// AVX2 `vpmaddubsw` + `vpmaddwd` (+ `vpaddd`), else none (0). Run by `inferlab_bench
+// --benchmark_filter=Peak` and by the GEMM benchmarks for their peak_fraction counters.
+#pragma once
+
+namespace inferlab::cpu {
+
+struct Peak {
+  double ops_per_second = 0.0;  // flop/s (fp32: an FMA is 2) or int op/s (a multiply-add is 2)
+  const char* instruction = "";
+};
+
+// fp32 FMA peak of `threads` threads running together.
+Peak measure_fma_peak(int threads);
+// int8 dot-product peak (u8 x s8 multiply-adds into s32 lanes) of `threads` threads.
+Peak measure_int8_dot_peak(int threads);
+
+}  // namespace inferlab::cpu

@@ -1,0 +1,107 @@
+// The packed int8 GEMM (kernels/cpu/gemm_panels_int8.h) against the reference W8A8 matmul, over
+// shapes that are not multiples of the tiles (6 rows, 32 channels, 4- and 32-input steps).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "inferlab/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/ref/matmul_int8.h"
+
+namespace inferlab {
+namespace {
+
+struct Case {
+  std::vector<std::int8_t> q, xq;  // [out, in], [n, in]
+  std::vector<float> scale, xs;    // [out], [n, act_blocks(in)]
+  Case(int n, int out, int in, std::uint64_t seed)
+      : q(static_cast<std::size_t>(out) * in), xq(static_cast<std::size_t>(n) * in), scale(static_cast<std::size_t>(out)),
+        xs(static_cast<std::size_t>(n) * ref::act_blocks(in)) {
+    Rng rng(seed);
+    std::vector<float> w(q.size()), x(xq.size());
+    for (float& v : w) v = static_cast<float>(rng.normal());
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+    ref::quantize_act_rows(x.data(), n, in, xq.data(), xs.data());
+  }
+};
+
+std::vector<float> gemm(const Case& c, int n, int out, int in, ThreadPool& pool) {
+  const auto packed = cpu::pack_panels_int8(c.q.data(), c.scale.data(), out, in);
+  std::vector<float> y(static_cast<std::size_t>(n) * out, std::numeric_limits<float>::quiet_NaN());
+  cpu::gemm_panels_int8(c.xq.data(), c.xs.data(), packed, y.data(), n, pool);
+  return y;
+}
+
+void expect_matches_reference(int n, int out, int in, ThreadPool& pool) {
+  SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
+  const Case c(n, out, in, static_cast<std::uint64_t>(n * 1000 + out * 7 + in));
+  std::vector<float> want(static_cast<std::size_t>(n) * out);
+  ref::matmul_int8_act(c.xq.data(), c.xs.data(), c.q.data(), c.scale.data(), want.data(), n, out, in);
+  const auto got = gemm(c, n, out, in, pool);
+  const int blocks = ref::act_blocks(in);
+  int bad = 0;
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double mag = 0.0;  // sum of |terms|: the scale of float rounding in the block sums
+      for (int k = 0; k < in; ++k)
+        mag += std::fabs(static_cast<double>(c.xq[static_cast<std::size_t>(r) * in + k]) *
+                         c.xs[static_cast<std::size_t>(r) * blocks + k / ref::kActBlock] *
+                         c.q[static_cast<std::size_t>(o) * in + k] * c.scale[static_cast<std::size_t>(o)]);
+      const std::size_t i = static_cast<std::size_t>(r) * out + o;
+      if (!(std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <= 1e-5 * mag + 1e-6) && ++bad <= 5)
+        ADD_FAILURE() << "y[" << r << "," << o << "] = " << got[i] << ", want " << want[i];
+    }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(GemmPanelsInt8, MatchesReferenceOnAwkwardShapes) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  ThreadPool pool(3);
+  const int rows[] = {1, 2, 5, 6, 7, 13, 17};
+  // in: below one step of 4, not a multiple of 4, of 32, exactly the 256-input cache block,
+  // past it; out: around the 32-channel panel and the 4-panel decode group.
+  const int shapes[][2] = {{1, 3}, {7, 13}, {31, 33}, {32, 256}, {33, 300}, {130, 64}, {129, 520}};
+  for (int n : rows)
+    for (const auto& s : shapes) expect_matches_reference(n, s[0], s[1], pool);
+}
+
+TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  const int n = 11, out = 200, in = 600;
+  const Case c(n, out, in, 5);
+  ThreadPool one(1), three(3);
+  const auto y1 = gemm(c, n, out, in, one);
+  EXPECT_EQ(y1, gemm(c, n, out, in, three));
+  // One row through the decode micro-kernel (4 panels at once) equals its row in the batch.
+  const int blocks = ref::act_blocks(in);
+  for (int r : {0, 10}) {
+    Case row = c;
+    row.xq.assign(c.xq.begin() + static_cast<long>(r) * in, c.xq.begin() + static_cast<long>(r + 1) * in);
+    row.xs.assign(c.xs.begin() + static_cast<long>(r) * blocks, c.xs.begin() + static_cast<long>(r + 1) * blocks);
+    EXPECT_EQ(gemm(row, 1, out, in, three),
+              std::vector<float>(y1.begin() + static_cast<long>(r) * out, y1.begin() + static_cast<long>(r + 1) * out))
+        << "row " << r;
+  }
+}
+
+TEST(GemmPanelsInt8, RejectsEmptyShapes) {
+  if (!cpu::gemm_panels_int8_available()) {
+    const std::vector<std::int8_t> q(4, 1);
+    const std::vector<float> s(1, 1.0f);
+    EXPECT_THROW(cpu::pack_panels_int8(q.data(), s.data(), 1, 4), Error);  // says the build lacks VNNI
+    return;
+  }
+  const std::vector<std::int8_t> q(12, 1);
+  const std::vector<float> s(3, 1.0f);
+  EXPECT_THROW(cpu::pack_panels_int8(q.data(), s.data(), 0, 4), Error);
+  EXPECT_THROW(cpu::pack_panels_int8(q.data(), s.data(), 3, 0), Error);
+}
+
+}  // namespace
+}  // namespace inferlab
