@@ -136,6 +136,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::unique_ptr<Device> device = make_device(device_kind, threads);
   const int used_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
+  std::vector<Stack> stacks;
+  for (const auto& q : quants) {
+    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), *device);
+    auto model = std::make_shared<Model>(weights, *quant, *device);
+    for (const auto& a : attentions)
+      stacks.push_back({a, q, reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), *device), model});
+  }
   BenchContext ctx;
   ctx.repetitions = repeats;
   if (vm.count("bandwidth")) {
@@ -152,13 +159,6 @@ int cmd_bench(const std::vector<std::string>& args) {
     ctx.bandwidth_source = "no probe for " + device_name + "; pass --bandwidth";
   }
 
-  std::vector<Stack> stacks;
-  for (const auto& q : quants) {
-    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), *device);
-    auto model = std::make_shared<Model>(weights, *quant, *device);
-    for (const auto& a : attentions)
-      stacks.push_back({a, q, reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), *device), model});
-  }
   const std::string backend = device_kind == DeviceKind::kCpu ? "CPU" : device->describe();
   std::vector<BenchRow> rows;  // [tests × stacks], test-major
   for (const BenchTest& t : tests)

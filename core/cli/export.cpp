@@ -1,6 +1,8 @@
 // inferlab export: writes the weights inferlab runs (a checkpoint, or a seeded random preset)
 // as a GGUF file in F32, F16, Q8_0 or Q4_0, so llama.cpp runs exactly the same weights.
+#include <iomanip>
 #include <iostream>
+#include <optional>
 
 #include <boost/program_options.hpp>
 
@@ -63,8 +65,8 @@ int cmd_export(const std::vector<std::string>& args) {
   options.tokenizer = loaded.tokenizer.get();
   const GgufExportSummary s = write_gguf(out, loaded.weights, options);
   std::cout << "wrote " << out << ": " << name << ", " << loaded.weights.config.n_layers << " layers, architecture "
-            << s.architecture << ", matrices " << vm["type"].as<std::string>() << ", " << s.tensor_bytes / (1 << 20)
-            << " MiB of tensors, tokenizer " << s.tokenizer << "\n";
+            << s.architecture << ", matrices " << vm["type"].as<std::string>() << ", " << std::fixed << std::setprecision(2)
+            << static_cast<double>(s.tensor_bytes) / (1 << 20) << " MiB of tensors, tokenizer " << s.tokenizer << "\n";
   if (!s.kept_f32.empty()) {
     std::cout << "kept as f32 (rows not a multiple of 32): " << s.kept_f32.size() << " matrices, e.g. "
               << s.kept_f32.front() << "\n";

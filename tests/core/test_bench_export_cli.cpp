@@ -16,10 +16,11 @@ namespace {
 
 using testing::run_inferlab;
 
-// The tiny preset, 1 thread, 2 repetitions: pp8, tg4 and tg4 x2 @ d8 for two stacks.
-std::string tiny_bench(const testing::TempDir& dir) {
-  return "bench --preset stories260k -p 8 -n 4 --batch 2 --context 8 -r 2 -t 1 --attention naive "
-         "--quantization none,int8 --bandwidth-cache " + dir.file("bw.tsv") + " --log warn ";
+// The tiny preset on 1 thread; by default pp8, tg4 and tg4 x2 @ d8 for two stacks, 2 repetitions.
+std::string tiny_bench(const testing::TempDir& dir, const std::string& tests = "-p 8 -n 4 --batch 2 --context 8 -r 2",
+                       const std::string& quantization = "none,int8") {
+  return "bench --preset stories260k " + tests + " -t 1 --attention naive --quantization " + quantization +
+         " --bandwidth-cache " + dir.file("bw.tsv") + " --log warn ";
 }
 
 std::vector<std::vector<std::string>> csv_rows(const std::string& text, const testing::TempDir& dir) {
@@ -54,7 +55,9 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
     EXPECT_GT(std::stod(row[15]), 0.0);   // bytes moved
     EXPECT_GT(std::stod(row[16]), 0.0);   // probed bandwidth
     EXPECT_NEAR(std::stod(row[17]), std::stod(row[15]) / std::stod(row[16]), 1e-6 + 1e-6 * std::stod(row[17]));
-    if (i % 2) EXPECT_EQ(row[18], "1");  // the first stack is the reference
+    if (i % 2) {
+      EXPECT_EQ(row[18], "1");  // the first stack is the reference
+    }
   }
   // int8 weights are smaller than fp32 ones.
   EXPECT_LT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
@@ -75,7 +78,7 @@ TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {
   for (const char* key : {"\"model\": ", "\"test\": \"tg4 x2 @ d8\"", "\"avg_ts\": ", "\"stddev_ts\": ",
                           "\"bandwidth_gbs\": 20,", "\"bandwidth_source\": \"--bandwidth\"", "\"roofline_frac\": "})
     EXPECT_NE(j.out.find(key), std::string::npos) << key;
-  const auto m = run_inferlab(tiny_bench(dir) + "-o md -r 1 --batch '' ");
+  const auto m = run_inferlab(tiny_bench(dir, "-p 8 -n 4 -r 1") + "-o md");
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | × first |"),
             std::string::npos) << m.out;
@@ -86,7 +89,7 @@ TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {
 
 TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   testing::TempDir dir("bench_bw");
-  const std::string args = tiny_bench(dir) + "-r 1 -n '' --quantization none";
+  const std::string args = tiny_bench(dir, "-p 8 -n '' -r 1", "none");
   const auto first = run_inferlab(args);
   ASSERT_EQ(first.code, 0) << first.err;
   EXPECT_NE(first.out.find("probed now, cached in " + dir.file("bw.tsv")), std::string::npos) << first.out;
@@ -112,19 +115,21 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
 
 TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
   testing::TempDir dir("bench_bad");
-  const std::string base = "bench --preset stories260k -r 1 -t 1 --bandwidth 10 ";
+  // Each refused before any test runs (and before the bandwidth probe).
+  const std::string base = "bench --preset stories260k --log warn --bandwidth-cache " + dir.file("bw.tsv") + " ";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"-p 0", "--n-prompt"},          {"-p 8,x", "--n-prompt"},     {"-n -3", "--n-gen"},
+      {"-p 0", "--n-prompt"},          {"-p 8,x", "--n-prompt"},     {"-n 0", "--n-gen"},
       {"--batch 0", "--batch"},        {"-o xml", "--output"},       {"--repeats 0", "--repeats"},
-      {"--bandwidth -1", "--bandwidth"}, {"--seed x1", "--seed"},    {"--device tpu", "--device"},
+      {"--bandwidth=-1", "--bandwidth"}, {"--seed x1", "--seed"},    {"--device tpu", "--device"},
       {"--context 0", "--context"},    {"-p 1000", "-p"},            {"-p '' -n ''", "no tests"},
-      {"--n-layers -1", "--n-layers"}, {"--threads 5000", "--threads"}, {"--quantization nope", "nope"},
+      {"--n-layers=-1", "--n-layers"}, {"--threads 5000", "--threads"}, {"--quantization nope", "nope"},
   };
   for (const auto& [args, flag] : cases) {
     const auto r = run_inferlab(base + args);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
   }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bw.tsv")));
 }
 
 TEST(ExportCli, WritesThePresetsWeightsAndBenchRunsTheFile) {
