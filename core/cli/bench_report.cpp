@@ -4,6 +4,7 @@
 // same test (the A/B ratio, which a shared machine's noise disturbs least). CSV and JSON carry
 // the same fields, unformatted (JSON adds the per-repetition samples).
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <numeric>
 #include <sstream>
