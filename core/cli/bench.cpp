@@ -1,24 +1,20 @@
-// inferlab bench: forward-pass throughput of model stacks (attention × quantization), timed
-// in alternation within one run and reported as medians and ratios to the first stack, so a
-// shared, noisy machine still gives comparable numbers.
-#include <algorithm>
-#include <chrono>
-#include <iomanip>
+// inferlab bench: llama-bench-style throughput of model stacks (attention × quantization) —
+// prompt processing (-p), token generation (-n) and batched decode (--batch) — timed with the
+// stacks in alternation within each repetition, reported as mean ± sd, bytes/s against the
+// machine's read-bandwidth roofline, and the ratio to the first stack. See bench.h for the tests.
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 
+#include "bench.h"
 #include "commands.h"
-#include "inferlab/batch.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/log.h"
-#include "inferlab/model.h"
 #include "inferlab/registry.h"
-#include "inferlab/rng.h"
 #include "inferlab/runner.h"
 
 namespace po = boost::program_options;
@@ -35,108 +31,97 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// "128,512" -> {128, 512}, each in [lo, hi]; anything else is an Error naming the flag.
+std::vector<int> int_list(const std::string& text, const std::string& flag, int lo, int hi) {
+  std::vector<int> out;
+  for (const std::string& item : split(text)) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || used == 0 || v < lo || v > hi)
+      throw Error("bench: " + flag + " = " + text + ": '" + item + "' is not allowed; allowed: comma-separated integers " +
+                  std::to_string(lo) + " .. " + std::to_string(hi));
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
+  if (v < lo || v > hi)
+    throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
+}
+
 struct Stack {
-  std::string label;
+  std::string attention_name, quant_name;
   std::shared_ptr<Attention> attention;
-  std::shared_ptr<Quantization> quant;
   std::shared_ptr<Model> model;  // one per quantization, shared by its attention stacks
-  std::vector<double> prefill_s, decode_s;
 };
-
-// Fills the KV of `seqs` sequences with `context` tokens each (untimed), then times one
-// prefill of `context` tokens for a fresh sequence and one decode step over all sequences.
-void measure(Stack& s, int seqs, int context, std::uint64_t seed) {
-  const ModelConfig& cfg = s.model->config();
-  KvCacheConfig kc;
-  kc.block_size = 16;
-  kc.num_blocks = (seqs + 1) * ((context + 1 + 15) / 16);
-  BlockManager kv(kc);
-  KvStorage storage(s.model->device(), cfg, kc.num_blocks, kc.block_size);
-  std::vector<BlockCopy> copies;  // private sequences: never any
-  Rng rng(seed);
-  StepBatch b;
-  std::vector<float> logits;
-  std::vector<int> tokens;
-  auto random_tokens = [&](int n) {
-    tokens.resize(static_cast<std::size_t>(n));
-    for (int& t : tokens) t = static_cast<int>(rng.uniform_int(3, cfg.vocab_size));
-    return std::span<const int>(tokens);
-  };
-  auto prefill = [&](int id) {
-    b.clear();
-    if (!kv.reserve(id, context + 1, copies)) throw Error("bench: KV pool too small");
-    b.add_sequence(random_tokens(context), 0, kv.block_table(id), kc.block_size, context - 1, context);
-    s.model->forward(b, storage, *s.attention, logits);
-    kv.set_length(id, context);
-  };
-  for (int i = 0; i < seqs; ++i) prefill(i);
-  auto t0 = std::chrono::steady_clock::now();
-  prefill(seqs);
-  auto t1 = std::chrono::steady_clock::now();
-  b.clear();
-  for (int i = 0; i < seqs; ++i) b.add_sequence(random_tokens(1), context, kv.block_table(i), kc.block_size, 0, 1);
-  auto t2 = std::chrono::steady_clock::now();
-  s.model->forward(b, storage, *s.attention, logits);
-  auto t3 = std::chrono::steady_clock::now();
-  s.prefill_s.push_back(std::chrono::duration<double>(t1 - t0).count());
-  s.decode_s.push_back(std::chrono::duration<double>(t3 - t2).count());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-}
 
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   po::options_description o("bench options");
-  o.add_options()("help,h", "show this help")("model", po::value<std::string>(), "checkpoint (or use --preset)")(
-      "preset", po::value<std::string>()->default_value("stories15m"), "random-weight preset when no --model")(
-      "n-layers", po::value<int>()->default_value(0), "keep only the first N layers (0 = all)")(
-      "attention", po::value<std::string>()->default_value("naive,flash"), "comma-separated attention plugins")(
+  add_preset_model_options(o);
+  o.add_options()("attention", po::value<std::string>()->default_value("flash"), "comma-separated attention plugins")(
       "quantization", po::value<std::string>()->default_value("none,int8"), "comma-separated quantization plugins")(
-      "context", po::value<int>()->default_value(256), "prompt length / context of the decode step")(
-      "batch", po::value<int>()->default_value(8), "sequences in the decode step")(
-      "repeats", po::value<int>()->default_value(5), "timed rounds (stacks alternate within a round)")(
-      "threads", po::value<int>()->default_value(0), "threads (0 = all cores)")(
-      "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)");
+      "n-prompt,p", po::value<std::string>()->default_value("128"), "prompt-processing tests: prefill lengths, e.g. 128,512 (empty = none)")(
+      "n-gen,n", po::value<std::string>()->default_value("32"), "token-generation tests: decode steps, e.g. 64 (empty = none)")(
+      "batch", po::value<std::string>()->default_value(""), "batched-decode tests: sequences decoding together, e.g. 1,8 (each runs every -n)")(
+      "context", po::value<int>()->default_value(128), "tokens each batched-decode sequence holds before decoding")(
+      "repeats,r", po::value<int>()->default_value(5), "timed repetitions (stacks alternate within each)")(
+      "threads,t", po::value<int>()->default_value(0), "threads (0 = all cores)")(
+      "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)")(
+      "output,o", po::value<std::string>()->default_value("md"), "md, csv or json (to stdout)")(
+      "bandwidth", po::value<double>(), "read bandwidth in GB/s for the roofline column (default: the built-in probe)")(
+      "bandwidth-cache", po::value<std::string>()->default_value(default_bandwidth_cache()),
+      "file caching the probe per CPU model, host and threads; 'none' probes every run");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(o).run(), vm);
-  if (vm.count("help")) {
-    std::cout << "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x,y] [--context N] "
-                 "[--batch B] [--repeats R] [--device cpu|cuda]\n"
-              << o;
+  if (!parse_options(args,
+                     "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x,y] [-p 128,512] "
+                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [-o md|csv|json]",
+                     o, nullptr, vm))
     return 0;
-  }
-  po::notify(vm);
-  const int context = vm["context"].as<int>(), batch = vm["batch"].as<int>(), repeats = vm["repeats"].as<int>();
-  if (context < 1 || batch < 1 || repeats < 1) throw Error("bench: --context, --batch and --repeats must be positive");
+  const std::vector<int> prompts = int_list(vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
+  const std::vector<int> gens = int_list(vm["n-gen"].as<std::string>(), "--n-gen (-n)", 1, 1 << 20);
+  const std::vector<int> batches = int_list(vm["batch"].as<std::string>(), "--batch", 1, 4096);
+  const int context = vm["context"].as<int>(), repeats = vm["repeats"].as<int>(), threads = vm["threads"].as<int>();
+  check_range("--context", context, 1, 1 << 20, "1 .. 1048576");
+  check_range("--repeats", repeats, 1, 1000, "1 .. 1000");
+  check_range("--threads", threads, 0, 4096, "0 (all cores) .. 4096");
+  const std::string output = vm["output"].as<std::string>();
+  if (output != "md" && output != "csv" && output != "json")
+    throw Error("bench: --output = " + output + "; allowed: md, csv, json");
+  if (vm.count("bandwidth") && !(vm["bandwidth"].as<double>() > 0 && vm["bandwidth"].as<double>() < 1e6))
+    throw Error("bench: --bandwidth = " + std::to_string(vm["bandwidth"].as<double>()) +
+                "; allowed: GB/s, a number in (0, 1e6)");
+  if (!batches.empty() && gens.empty()) throw Error("bench: --batch needs at least one --n-gen (-n) value");
+  std::vector<BenchTest> tests;
+  for (int p : prompts) tests.push_back({BenchTest::Kind::kPrompt, p, 0, 1, 0});
+  for (int n : gens) tests.push_back({BenchTest::Kind::kGen, 0, n, 1, 0});
+  for (int b : batches)
+    for (int n : gens) tests.push_back({BenchTest::Kind::kBatchedGen, 0, n, b, context});
+  if (tests.empty()) throw Error("bench: no tests; allowed: at least one of -p, -n");
 
-  const int n_layers = vm["n-layers"].as<int>(), threads = vm["threads"].as<int>();
-  if (n_layers < 0 || n_layers > 1024)
-    throw Error("bench: --n-layers = " + std::to_string(n_layers) + " is out of range; allowed: 0 (all) .. 1024");
-  if (threads < 0 || threads > 4096)
-    throw Error("bench: --threads = " + std::to_string(threads) + " is out of range; allowed: 0 (all cores) .. 4096");
-
-  // As an experiment loads it: a preset too big for this machine's memory is refused up front
-  // (llama-3-8b asked for 32 GB of fp32 weights and was killed), --n-layers is checked.
-  ModelSpec spec;
-  spec.n_layers = n_layers;
-  spec.seed = 1;
   std::string model_name;
-  if (vm.count("model")) {
-    spec.path = vm["model"].as<std::string>();
-    model_name = spec.path;
-  } else {
-    spec.preset = vm["preset"].as<std::string>();
-    model_name = preset_config(spec.preset).name + " (random weights)";
-  }
+  const ModelSpec spec = preset_model_spec(vm, "bench", model_name);
   ModelWeights weights = load_experiment_model(spec).weights;
-  std::vector<std::string> search = Registry::default_search_path();
-  Registry reg(search);
+  for (const BenchTest& t : tests) {
+    const int length = t.kind == BenchTest::Kind::kPrompt ? t.n_prompt : t.kind == BenchTest::Kind::kGen ? t.n_gen : t.depth + t.n_gen;
+    if (length > weights.config.max_seq_len)
+      throw Error("bench: test " + t.name() + " needs " + std::to_string(length) + " positions, the model allows " +
+                  std::to_string(weights.config.max_seq_len) + "; allowed: shorter -p / -n / --context");
+  }
+  Registry reg(Registry::default_search_path());
   const auto quants = split(vm["quantization"].as<std::string>());
-  // Each quantization's Model may hold its own copy of the weights (up to fp32 size).
+  const auto attentions = split(vm["attention"].as<std::string>());
+  if (quants.empty() || attentions.empty()) throw Error("bench: no stacks (empty --attention or --quantization)");
+  // As an experiment loads it: a model too big for this machine's memory is refused up front
+  // (llama-3-8b asked for 32 GB of fp32 weights and was killed). Each quantization's Model may
+  // hold its own copy of the weights (up to fp32 size).
   const double need = static_cast<double>(weights.config.parameter_count()) * 4.0 * static_cast<double>(1 + quants.size());
   const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (need * 1.1 > avail)
@@ -148,38 +133,60 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::string device_name = vm["device"].as<std::string>();
   if (!parse_device_kind(device_name, device_kind) || device_kind == DeviceKind::kSim)
     throw Error("bench: --device = " + device_name + "; allowed: cpu, cuda");
-  const std::unique_ptr<Device> device_ptr = make_device(device_kind, threads);
-  Device& device = *device_ptr;
+  const std::unique_ptr<Device> device = make_device(device_kind, threads);
+  const int used_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
   std::vector<Stack> stacks;
   for (const auto& q : quants) {
-    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), device);
-    auto model = std::make_shared<Model>(weights, *quant, device);
-    for (const auto& a : split(vm["attention"].as<std::string>())) {
-      Stack s;
-      s.label = a + " + " + q;
-      s.attention = reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), device);
-      s.quant = quant;
-      s.model = model;
-      stacks.push_back(std::move(s));
-    }
+    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), *device);
+    auto model = std::make_shared<Model>(weights, *quant, *device);
+    for (const auto& a : attentions)
+      stacks.push_back({a, q, reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), *device), model});
   }
-  if (stacks.empty()) throw Error("bench: no stacks (empty --attention or --quantization)");
-  for (auto& s : stacks) measure(s, batch, context, 0);  // warm-up, untimed
-  for (auto& s : stacks) s.prefill_s.clear(), s.decode_s.clear();
-  for (int r = 0; r < repeats; ++r)
-    for (auto& s : stacks) measure(s, batch, context, static_cast<std::uint64_t>(r + 1));
+  BenchContext ctx;
+  ctx.repetitions = repeats;
+  if (vm.count("bandwidth")) {
+    ctx.bandwidth_bytes_per_s = vm["bandwidth"].as<double>() * 1e9;
+    ctx.bandwidth_source = "--bandwidth";
+  } else if (device_kind == DeviceKind::kCpu) {
+    std::string cache = vm["bandwidth-cache"].as<std::string>();
+    if (cache == "none") cache.clear();
+    bool cached = false;
+    ctx.bandwidth_bytes_per_s = cached_read_bandwidth(used_threads, cache, cached);
+    ctx.bandwidth_source = std::string("read-sum probe, ") + std::to_string(used_threads) + " threads, " +
+                           (cache.empty() ? "not cached" : (cached ? "cached in " : "probed now, cached in ") + cache);
+  } else {
+    ctx.bandwidth_source = "no probe for " + device_name + "; pass --bandwidth";
+  }
 
-  std::cout << "model: " << model_name << ", " << weights.config.n_layers << " layers; context " << context
-            << ", decode batch " << batch << ", " << device.describe() << ", median of " << repeats << " rounds\n\n"
-            << "| stack | weights MiB | prefill tok/s | × | decode tok/s | × |\n|---|---|---|---|---|---|\n";
-  const double p0 = median(stacks[0].prefill_s), d0 = median(stacks[0].decode_s);
-  for (const auto& s : stacks) {
-    const double p = median(s.prefill_s), d = median(s.decode_s);
-    std::cout << std::fixed << "| " << s.label << " | " << std::setprecision(1)
-              << static_cast<double>(s.model->weight_bytes()) / (1 << 20) << " | " << std::setprecision(0)
-              << context / p << " | " << std::setprecision(2) << p0 / p << " | " << std::setprecision(0) << batch / d
-              << " | " << std::setprecision(2) << d0 / d << " |\n";
-  }
+  const std::string backend = device_kind == DeviceKind::kCpu ? "CPU" : device->describe();
+  std::vector<BenchRow> rows;  // [tests × stacks], test-major
+  for (const BenchTest& t : tests)
+    for (const Stack& s : stacks) {
+      BenchRow r;
+      r.model = model_name;
+      r.attention = s.attention_name;
+      r.quantization = s.quant_name;
+      r.backend = backend;
+      r.size_bytes = s.model->weight_bytes();
+      r.params = weights.config.parameter_count();
+      r.threads = used_threads;
+      r.test = t;
+      rows.push_back(std::move(r));
+    }
+  double bytes = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)  // warm-up, untimed
+    run_bench_test(*stacks[i % stacks.size()].model, *stacks[i % stacks.size()].attention, rows[i].test, 0, bytes);
+  for (int rep = 0; rep < repeats; ++rep)
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Stack& s = stacks[i % stacks.size()];
+      const double sec = run_bench_test(*s.model, *s.attention, rows[i].test, static_cast<std::uint64_t>(rep + 1), bytes);
+      rows[i].tokens_per_s.push_back(rows[i].test.tokens() / sec);
+      rows[i].bytes_per_s.push_back(bytes / sec);
+    }
+  if (output == "md") write_bench_markdown(std::cout, rows, ctx);
+  else if (output == "csv") write_bench_csv(std::cout, rows, ctx);
+  else write_bench_json(std::cout, rows, ctx);
   return 0;
 }
 

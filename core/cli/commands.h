@@ -44,6 +44,14 @@ int cmd_plot(const std::vector<std::string>& args);
 int cmd_reproduce(const std::vector<std::string>& args);
 int cmd_submit(const std::vector<std::string>& args);
 int cmd_calibrate(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
+
+// --model | --preset [--seed] [--n-layers] (bench, export: preset_model.cpp). The spec loads with
+// load_experiment_model; display_name is the path or "<preset> (random weights, seed S)".
+// Bad values throw Error naming `command` and the flag.
+void add_preset_model_options(boost::program_options::options_description& o);
+ModelSpec preset_model_spec(const boost::program_options::variables_map& vm, const std::string& command,
+                            std::string& display_name);
 
 // --clock wall|thread-cpu (run, calibrate): the steady clock, or the calling thread's CPU time,
 // which needs a one-thread device ([device] threads = 1; Error otherwise).

@@ -1,4 +1,4 @@
-// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, trace, tokenize, reproduce, calibrate.
+// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate.
 #include <iostream>
 #include <string>
 #include <utility>
@@ -27,6 +27,7 @@ const char* kUsage =
     "  perplexity --model M --text FILE [--context N] [--stride S] [--no-bos]\n"
     "  tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] [--check]\n"
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
+    "  export (--model M | --preset P) --format gguf --type f32|f16|q8_0|q4_0 --out F   weights for llama.cpp\n"
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
     "  reproduce [--class exact|cpu|gpu] [FILE...]               check published claims (experiments/repro)\n"
     "  calibrate FILE [--out PATH]                               fit a step cost model of this CPU for simulation\n"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     if (cmd == "plot") return inferlab::cli::cmd_plot(args);
     if (cmd == "reproduce") return inferlab::cli::cmd_reproduce(args);
     if (cmd == "calibrate") return inferlab::cli::cmd_calibrate(args);
+    if (cmd == "export") return inferlab::cli::cmd_export(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {

@@ -88,6 +88,8 @@ std::uint64_t Model::weight_bytes() const {
   return bytes;
 }
 
+std::uint64_t Model::embedding_bytes() const { return embedding_.bytes(); }
+
 const int* Model::upload(const std::vector<int>& host, Buffer& staging) {
   if (device_.kind() == DeviceKind::kCpu) return host.data();
   const std::size_t bytes = host.size() * sizeof(int);

@@ -45,6 +45,13 @@ std::uint64_t ggml_tensor_bytes(GgmlType type, std::uint64_t n);
 // dst[0..n) = the n elements encoded in src (ggml_tensor_bytes(type, n) bytes).
 void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* dst);
 
+// fp32 -> GGML blocks (ggml_quantize.cpp): dst[0..ggml_tensor_bytes(type, n)) = src[0..n) encoded
+// with ggml's reference rounding (quantize_row_q8_0_ref / quantize_row_q4_0_ref), so the bytes
+// equal llama-quantize's for the same input. Throws Error for a type ggml_type_quantizable
+// rejects or an n that is not a multiple of the block.
+bool ggml_type_quantizable(GgmlType type);  // F32, F16, Q8_0, Q4_0
+void quantize(GgmlType type, const float* src, std::size_t n, std::uint8_t* dst);
+
 // IEEE half and bfloat16 conversions (exact for every input; to-half rounds to nearest even).
 float fp16_to_fp32(std::uint16_t h);
 std::uint16_t fp32_to_fp16(float f);
@@ -133,6 +140,33 @@ ModelConfig read_gguf_config(const std::string& path);
 // an Error listing the known names, unless pre_fallback names a known pre-tokenizer to use
 // instead (with a warning naming both).
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& file, const std::string& pre_fallback = "");
+
+// GGUF export (gguf_writer.cpp): a GGUF v3 file llama.cpp loads and load_gguf reads back.
+struct GgufExportOptions {
+  // The type of every matrix (embedding, projections, classifier) whose rows are a multiple of
+  // its block; other matrices and all norms and biases are written as F32 (exactly as held).
+  GgmlType type = GgmlType::kF32;
+  // The tokenizer to embed: tokenizer_source's "tokenizer.*" metadata copied verbatim when set,
+  // else a SentencePieceTokenizer's pieces, scores and token types; neither (null, or
+  // synthetic_tokenizer): a placeholder SentencePiece vocabulary of config.vocab_size tokens
+  // (<unk>, <s>/</s> at bos_id/eos_id, the 256 <0xXX> byte tokens, then "▁t<id>"), which is
+  // what llama.cpp needs to load and bench a model that has none. Any other tokenizer kind
+  // (byte-level BPE from a Hugging Face folder) is an Error unless synthetic_tokenizer.
+  const GgufFile* tokenizer_source = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  bool synthetic_tokenizer = false;
+};
+struct GgufExportSummary {
+  std::string architecture;             // "llama" (interleaved RoPE) or "qwen2" (QKV bias)
+  std::string tokenizer;                // "copied", "sentencepiece" or "synthetic"
+  std::vector<std::string> kept_f32;    // matrices not quantised (row length not a block multiple)
+  std::uint64_t tensor_bytes = 0;       // sum of the tensors' data bytes
+};
+// Writes `weights` to `path`: architecture "llama" (Q/K rows of a half-rotation model
+// are permuted to the interleaved layout llama.cpp's "llama" expects; a model with QKV bias is
+// written as "qwen2", which keeps the half rotation), general.file_type naming options.type,
+// no output.weight for a tied classifier. Throws Error naming the path on an I/O failure.
+GgufExportSummary write_gguf(const std::string& path, const ModelWeights& weights, const GgufExportOptions& options);
 
 // ---------------------------------------------------------------------------------------------
 // Hugging Face snapshot folders

@@ -31,6 +31,9 @@ class Model {
   Device& device() const { return device_; }
   // Bytes of all weights as stored for inference (linears as quantized, plus embedding/norms).
   std::uint64_t weight_bytes() const;
+  // Bytes of the token-embedding table within weight_bytes(); a step reads only its tokens'
+  // rows of it, so a decode step reads weight_bytes() - embedding_bytes() (+ those rows).
+  std::uint64_t embedding_bytes() const;
 
   // Runs batch.rows() tokens: writes their K/V into `kv` (storage on this model's device) at
   // batch.slots, and fills logits [batch.logit_rows.size(), vocab] on the host. Under a layer

@@ -67,6 +67,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   int bos_id() const override { return bos_; }
   int eos_id() const override { return eos_; }
   const std::string& piece(int id) const { return pieces_.at(static_cast<std::size_t>(id)); }
+  float score(int id) const { return scores_.at(static_cast<std::size_t>(id)); }
   // Tokens matched verbatim in the text before merging, as llama.cpp does for a GGUF's control
   // (only when parse_special) and user-defined token types; raw text after one gets the dummy
   // prefix again. None by default (llama2.c).

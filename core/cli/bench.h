@@ -1,0 +1,74 @@
+// inferlab bench's parts (bench.cpp: options and rounds; bench_workloads.cpp: the timed tests;
+// bench_report.cpp: Markdown / CSV / JSON; read_bandwidth_probe.cpp: the roofline's bandwidth).
+// The tests are llama-bench's and llama-batched-bench's, so the tables line up:
+//   pp N          one prefill of N tokens into an empty cache (BOS then random tokens)
+//   tg N          N one-token decode steps from an empty cache (llama-bench's tg)
+//   tg N xB @ dC  B sequences holding C tokens each (prefilled untimed) decode N steps together
+//                 (llama-batched-bench's S_TG with -npp C -ntg N -npl B)
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "inferlab/attention.h"
+#include "inferlab/model.h"
+
+namespace inferlab::cli {
+
+struct BenchTest {
+  enum class Kind { kPrompt, kGen, kBatchedGen };
+  Kind kind = Kind::kPrompt;
+  int n_prompt = 0;  // pp: tokens of the prefill
+  int n_gen = 0;     // tg: decode steps
+  int batch = 1;     // sequences decoding together (kBatchedGen)
+  int depth = 0;     // tokens each batched sequence holds before decoding (kBatchedGen)
+  std::string name() const;  // "pp128", "tg32", "tg32 x8 @ d128"
+  int tokens() const;        // tokens processed: n_prompt, n_gen or batch * n_gen
+};
+
+// One timed run of `test` (its cache is allocated and any context prefilled before the clock
+// starts). Returns seconds; `bytes_read` gets the bytes the run must read at least: weights
+// once per step (weight_bytes() - embedding_bytes()) plus the K/V each step's attention reads.
+double run_bench_test(Model& model, Attention& attention, const BenchTest& test, std::uint64_t seed,
+                      double& bytes_read);
+
+// One row of the results: a stack × a test, with its per-repetition throughputs.
+struct BenchRow {
+  std::string model, attention, quantization, backend;
+  std::uint64_t size_bytes = 0, params = 0;
+  int threads = 0;
+  BenchTest test;
+  std::vector<double> tokens_per_s;  // one per repetition
+  std::vector<double> bytes_per_s;   // bytes_read / seconds, per repetition
+  double mean_tps() const;
+  double sd_tps() const;  // sample standard deviation (0 for one repetition)
+  double mean_bytes_per_s() const;
+};
+
+struct BenchContext {
+  double bandwidth_bytes_per_s = 0;  // 0: unknown (no roofline column values)
+  std::string bandwidth_source;      // "probe (cached in FILE)", "--bandwidth", ...
+  int repetitions = 0;
+};
+
+// Markdown like llama-bench's (plus stack, GB/s, roofline and × the first stack), CSV with a
+// header row, or a JSON array of objects (samples included). Columns: docs/performance.md.
+void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx);
+void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx);
+void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx);
+
+// STREAM-style read bandwidth of this machine with `threads` threads (sum of 64-bit words over a
+// 256 MiB buffer, best of 5 passes), in bytes/s.
+double probe_read_bandwidth(int threads);
+// The probe's result cached in `cache_file` (a TSV keyed by CPU model, host name and threads;
+// created with its folder when missing). The file is read and rewritten; an unreadable or
+// malformed line is ignored (probed again). cache_file "" probes without caching.
+double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache);
+// $XDG_CACHE_HOME/inferlab/read_bandwidth.tsv, else $HOME/.cache/inferlab/read_bandwidth.tsv
+// ("" when neither is set).
+std::string default_bandwidth_cache();
+// "AMD EPYC 7B13 64-Core Processor" from /proc/cpuinfo ("unknown cpu" elsewhere).
+std::string cpu_model_name();
+
+}  // namespace inferlab::cli

@@ -1,0 +1,131 @@
+// inferlab bench's three outputs. Markdown lines up with llama-bench's table (model, size,
+// params, backend, threads, test, t/s as mean ± sd) and adds the stack, the bytes/s the test
+// moved, that as a fraction of the read-bandwidth roofline, and t/s × the first stack's for the
+// same test (the A/B ratio, which a shared machine's noise disturbs least). CSV and JSON carry
+// the same fields, unformatted (JSON adds the per-repetition samples).
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <numeric>
+#include <sstream>
+
+#include "bench.h"
+
+namespace inferlab::cli {
+
+namespace {
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+std::string human_bytes(std::uint64_t b) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2);
+  if (b >= (1ull << 30)) s << static_cast<double>(b) / (1ull << 30) << " GiB";
+  else s << static_cast<double>(b) / (1ull << 20) << " MiB";
+  return s.str();
+}
+
+std::string human_params(std::uint64_t p) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2);
+  if (p >= 1000000000ull) s << static_cast<double>(p) / 1e9 << " B";
+  else s << static_cast<double>(p) / 1e6 << " M";
+  return s.str();
+}
+
+// The row's throughput over the first row with the same test (the baseline stack).
+double ratio_to_first(const std::vector<BenchRow>& rows, const BenchRow& r) {
+  for (const BenchRow& first : rows)
+    if (first.test.name() == r.test.name()) return first.mean_tps() > 0 ? r.mean_tps() / first.mean_tps() : 0.0;
+  return 0.0;
+}
+
+double roofline(const BenchRow& r, const BenchContext& ctx) {
+  return ctx.bandwidth_bytes_per_s > 0 ? r.mean_bytes_per_s() / ctx.bandwidth_bytes_per_s : 0.0;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += std::string("\\") + c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else out += c;
+  }
+  return out + "\"";
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+double BenchRow::mean_tps() const { return mean(tokens_per_s); }
+double BenchRow::sd_tps() const {
+  if (tokens_per_s.size() < 2) return 0.0;
+  const double m = mean_tps();
+  double ss = 0;
+  for (double x : tokens_per_s) ss += (x - m) * (x - m);
+  return std::sqrt(ss / static_cast<double>(tokens_per_s.size() - 1));
+}
+double BenchRow::mean_bytes_per_s() const { return mean(bytes_per_s); }
+
+void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  out << "read bandwidth: ";
+  if (ctx.bandwidth_bytes_per_s > 0) out << std::fixed << std::setprecision(1) << ctx.bandwidth_bytes_per_s / 1e9 << " GB/s";
+  else out << "unknown";
+  out << " (" << ctx.bandwidth_source << "); mean ± sd of " << ctx.repetitions << " repetitions\n\n"
+      << "| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | × first |\n"
+      << "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const BenchRow& r : rows) {
+    out << "| " << r.model << " | " << human_bytes(r.size_bytes) << " | " << human_params(r.params) << " | "
+        << r.backend << " | " << r.threads << " | " << r.attention << " + " << r.quantization << " | "
+        << r.test.name() << " | " << std::fixed << std::setprecision(2) << r.mean_tps() << " ± " << r.sd_tps()
+        << " | " << r.mean_bytes_per_s() / 1e9 << " | ";
+    if (ctx.bandwidth_bytes_per_s > 0) out << roofline(r, ctx);
+    else out << "-";
+    out << " | " << ratio_to_first(rows, r) << " |\n";
+  }
+}
+
+void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  out << "model,size_bytes,params,backend,threads,attention,quantization,test,n_prompt,n_gen,n_batch,n_depth,"
+         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,ratio_to_first\n";
+  out << std::setprecision(9);
+  for (const BenchRow& r : rows)
+    out << csv_field(r.model) << "," << r.size_bytes << "," << r.params << "," << csv_field(r.backend) << ","
+        << r.threads << "," << csv_field(r.attention) << "," << csv_field(r.quantization) << ","
+        << csv_field(r.test.name()) << "," << r.test.n_prompt << "," << r.test.n_gen << "," << r.test.batch << ","
+        << r.test.depth << "," << r.tokens_per_s.size() << "," << r.mean_tps() << "," << r.sd_tps() << ","
+        << r.mean_bytes_per_s() / 1e9 << "," << ctx.bandwidth_bytes_per_s / 1e9 << "," << roofline(r, ctx) << ","
+        << ratio_to_first(rows, r) << "\n";
+}
+
+void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  out << std::setprecision(9) << "[\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const BenchRow& r = rows[i];
+    out << "  {\"model\": " << json_string(r.model) << ", \"size_bytes\": " << r.size_bytes
+        << ", \"params\": " << r.params << ", \"backend\": " << json_string(r.backend) << ", \"threads\": " << r.threads
+        << ", \"attention\": " << json_string(r.attention) << ", \"quantization\": " << json_string(r.quantization)
+        << ", \"test\": " << json_string(r.test.name()) << ", \"n_prompt\": " << r.test.n_prompt
+        << ", \"n_gen\": " << r.test.n_gen << ", \"n_batch\": " << r.test.batch << ", \"n_depth\": " << r.test.depth
+        << ", \"repetitions\": " << r.tokens_per_s.size() << ", \"avg_ts\": " << r.mean_tps()
+        << ", \"stddev_ts\": " << r.sd_tps() << ", \"samples_ts\": [";
+    for (std::size_t k = 0; k < r.tokens_per_s.size(); ++k) out << (k ? ", " : "") << r.tokens_per_s[k];
+    out << "], \"avg_gbs\": " << r.mean_bytes_per_s() / 1e9 << ", \"bandwidth_gbs\": " << ctx.bandwidth_bytes_per_s / 1e9
+        << ", \"bandwidth_source\": " << json_string(ctx.bandwidth_source) << ", \"roofline_frac\": " << roofline(r, ctx)
+        << ", \"ratio_to_first\": " << ratio_to_first(rows, r) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  out << "]\n";
+}
+
+}  // namespace inferlab::cli

@@ -1,0 +1,123 @@
+// The read-bandwidth probe behind inferlab bench's roofline column: every thread sums the 64-bit
+// words of its slice of a buffer far larger than the last-level cache (the compiler vectorises
+// the integer sum, so the loop is bound by memory reads, as a decode step's weight stream is).
+// The result is cached per machine, since the probe moves a few GB.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "bench.h"
+#include "inferlab/error.h"
+
+namespace inferlab::cli {
+
+namespace {
+
+constexpr std::size_t kProbeBytes = 256u << 20;
+constexpr int kProbePasses = 5;
+
+std::uint64_t sum_words(const std::uint64_t* p, std::size_t n) {
+  std::uint64_t s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += p[i];
+  return s;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown host";
+  return buf;
+}
+
+std::string cache_key(int threads) {
+  return cpu_model_name() + "\t" + host_name() + "\t" + std::to_string(threads);
+}
+
+}  // namespace
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown cpu";
+}
+
+double probe_read_bandwidth(int threads) {
+  threads = std::max(threads, 1);
+  const std::size_t words = kProbeBytes / sizeof(std::uint64_t);
+  std::unique_ptr<std::uint64_t[]> buf(new std::uint64_t[words]);
+  const std::size_t slice = words / static_cast<std::size_t>(threads);
+  auto parallel = [&](auto fn) {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) pool.emplace_back(fn, static_cast<std::size_t>(t) * slice);
+    for (auto& th : pool) th.join();
+  };
+  parallel([&](std::size_t begin) {  // first touch by the reading thread (NUMA placement)
+    for (std::size_t i = begin; i < begin + slice; ++i) buf[i] = i;
+  });
+  double best = 0;
+  std::vector<std::uint64_t> sums(static_cast<std::size_t>(threads));
+  for (int pass = 0; pass < kProbePasses; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    parallel([&](std::size_t begin) { sums[begin / slice] = sum_words(buf.get() + begin, slice); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::uint64_t expect = 0;  // the sums must be used, or the reads could be optimised away
+    for (auto x : sums) expect += x;
+    if (expect == 0) throw Error("bench: read-bandwidth probe read back zeros");
+    best = std::max(best, static_cast<double>(slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t)) / s);
+  }
+  return best;
+}
+
+std::string default_bandwidth_cache() {
+  std::filesystem::path base;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) base = xdg;
+  else if (const char* home = std::getenv("HOME"); home && *home) base = std::filesystem::path(home) / ".cache";
+  else return "";
+  return (base / "inferlab" / "read_bandwidth.tsv").string();
+}
+
+double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache) {
+  from_cache = false;
+  if (cache_file.empty()) return probe_read_bandwidth(threads);
+  const std::string key = cache_key(threads);
+  std::vector<std::string> keep;
+  {
+    std::ifstream in(cache_file);
+    for (std::string line; std::getline(in, line);) {
+      const auto tab = line.rfind('\t');
+      if (tab == std::string::npos) continue;
+      if (line.compare(0, tab, key) == 0) {
+        char* end = nullptr;
+        const double gbs = std::strtod(line.c_str() + tab + 1, &end);
+        if (end != line.c_str() + tab + 1 && gbs > 0) {
+          from_cache = true;
+          return gbs * 1e9;
+        }
+        continue;  // malformed: probe again, rewrite
+      }
+      keep.push_back(line);
+    }
+  }
+  const double bw = probe_read_bandwidth(threads);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(cache_file).parent_path(), ec);
+  std::ofstream out(cache_file, std::ios::trunc);
+  if (!out) throw Error("bench: cannot write the bandwidth cache " + cache_file + "; allowed: a writable file, or --bandwidth-cache none");
+  for (const auto& l : keep) out << l << "\n";
+  std::ostringstream gbs;
+  gbs << bw / 1e9;
+  out << key << "\t" << gbs.str() << "\n";
+  return bw;
+}
+
+}  // namespace inferlab::cli

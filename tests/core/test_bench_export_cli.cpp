@@ -1,0 +1,174 @@
+// `inferlab bench` (llama-bench-style tests, CSV / JSON / Markdown columns, the cached bandwidth
+// probe, bad values refused naming the flag) and `inferlab export --format gguf` end to end.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "format_writers.h"
+#include "inferlab/formats.h"
+#include "inferlab/model_config.h"
+#include "inferlab/weights.h"
+#include "test_support.h"
+
+namespace inferlab {
+namespace {
+
+using testing::run_inferlab;
+
+// The tiny preset on 1 thread; by default pp8, tg4 and tg4 x2 @ d8 for two stacks, 2 repetitions.
+std::string tiny_bench(const testing::TempDir& dir, const std::string& tests = "-p 8 -n 4 --batch 2 --context 8 -r 2",
+                       const std::string& quantization = "none,int8") {
+  return "bench --preset stories260k " + tests + " -t 1 --attention naive --quantization " + quantization +
+         " --bandwidth-cache " + dir.file("bw.tsv") + " --log warn ";
+}
+
+std::vector<std::vector<std::string>> csv_rows(const std::string& text, const testing::TempDir& dir) {
+  testing::write_file(dir.file("out.csv"), text);
+  return testing::read_csv(dir.file("out.csv"));
+}
+
+TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
+  testing::TempDir dir("bench_csv");
+  const auto r = run_inferlab(tiny_bench(dir) + "-o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 1u + 3 * 2) << r.out;
+  const std::vector<std::string> header = {
+      "model", "size_bytes", "params", "backend", "threads", "attention", "quantization", "test", "n_prompt", "n_gen",
+      "n_batch", "n_depth", "repetitions", "avg_ts", "stddev_ts", "avg_gbs", "bandwidth_gbs", "roofline_frac",
+      "ratio_to_first"};
+  EXPECT_EQ(rows[0], header);
+  const std::vector<std::string> tests = {"pp8", "pp8", "tg4", "tg4", "tg4 x2 @ d8", "tg4 x2 @ d8"};
+  const long long params = preset_config("stories260k").parameter_count();
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    ASSERT_EQ(row.size(), header.size());
+    EXPECT_EQ(row[7], tests[i - 1]);
+    EXPECT_EQ(row[6], i % 2 ? "none" : "int8");
+    EXPECT_EQ(row[2], std::to_string(params));
+    EXPECT_EQ(row[3], "CPU");
+    EXPECT_EQ(row[4], "1");
+    EXPECT_EQ(row[12], "2");
+    EXPECT_GT(std::stod(row[13]), 0.0);
+    EXPECT_GE(std::stod(row[14]), 0.0);
+    EXPECT_GT(std::stod(row[15]), 0.0);   // bytes moved
+    EXPECT_GT(std::stod(row[16]), 0.0);   // probed bandwidth
+    EXPECT_NEAR(std::stod(row[17]), std::stod(row[15]) / std::stod(row[16]), 1e-6 + 1e-6 * std::stod(row[17]));
+    if (i % 2) {
+      EXPECT_EQ(row[18], "1");  // the first stack is the reference
+    }
+  }
+  // int8 weights are smaller than fp32 ones.
+  EXPECT_LT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
+  EXPECT_EQ(rows[5][9], "4");
+  EXPECT_EQ(rows[5][10], "2");
+  EXPECT_EQ(rows[5][11], "8");
+}
+
+TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {
+  testing::TempDir dir("bench_json");
+  const auto j = run_inferlab(tiny_bench(dir) + "-o json --bandwidth 20");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(j.out.front(), '[');
+  std::size_t objects = 0;
+  for (std::size_t p = j.out.find("\"samples_ts\": ["); p != std::string::npos; p = j.out.find("\"samples_ts\": [", p + 1))
+    ++objects;
+  EXPECT_EQ(objects, 6u);
+  for (const char* key : {"\"model\": ", "\"test\": \"tg4 x2 @ d8\"", "\"avg_ts\": ", "\"stddev_ts\": ",
+                          "\"bandwidth_gbs\": 20,", "\"bandwidth_source\": \"--bandwidth\"", "\"roofline_frac\": "})
+    EXPECT_NE(j.out.find(key), std::string::npos) << key;
+  const auto m = run_inferlab(tiny_bench(dir, "-p 8 -n 4 -r 1") + "-o md");
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | × first |"),
+            std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("| naive + int8 | tg4 | "), std::string::npos) << m.out;
+  EXPECT_EQ(m.out.find("x2 @ d8"), std::string::npos) << m.out;  // no batched tests asked
+  EXPECT_NE(m.out.find(" ± "), std::string::npos);
+}
+
+TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
+  testing::TempDir dir("bench_bw");
+  const std::string args = tiny_bench(dir, "-p 8 -n '' -r 1", "none");
+  const auto first = run_inferlab(args);
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("probed now, cached in " + dir.file("bw.tsv")), std::string::npos) << first.out;
+  const std::string cache = testing::slurp(dir.file("bw.tsv"));
+  std::istringstream lines(cache);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  std::vector<std::string> fields;
+  for (std::size_t a = 0, b; a != std::string::npos; a = b == std::string::npos ? b : b + 1) {
+    b = line.find('\t', a);
+    fields.push_back(line.substr(a, b == std::string::npos ? std::string::npos : b - a));
+  }
+  ASSERT_EQ(fields.size(), 4u) << line;  // cpu model, host, threads, GB/s
+  EXPECT_EQ(fields[2], "1");
+  EXPECT_GT(std::stod(fields[3]), 0.0);
+  // A recorded value is used as is: the machine key matches, the number comes back.
+  testing::write_file(dir.file("bw.tsv"), fields[0] + "\t" + fields[1] + "\t1\t12.5\n");
+  const auto second = run_inferlab(args);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("read bandwidth: 12.5 GB/s (read-sum probe, 1 threads, cached in"), std::string::npos)
+      << second.out;
+}
+
+TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
+  testing::TempDir dir("bench_bad");
+  // Each refused before any test runs (and before the bandwidth probe).
+  const std::string base = "bench --preset stories260k --log warn --bandwidth-cache " + dir.file("bw.tsv") + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-p 0", "--n-prompt"},          {"-p 8,x", "--n-prompt"},     {"-n 0", "--n-gen"},
+      {"--batch 0", "--batch"},        {"-o xml", "--output"},       {"--repeats 0", "--repeats"},
+      {"--bandwidth=-1", "--bandwidth"}, {"--seed x1", "--seed"},    {"--device tpu", "--device"},
+      {"--context 0", "--context"},    {"-p 1000", "-p"},            {"-p '' -n ''", "no tests"},
+      {"--n-layers=-1", "--n-layers"}, {"--threads 5000", "--threads"}, {"--quantization nope", "nope"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const auto r = run_inferlab(base + args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bw.tsv")));
+}
+
+TEST(ExportCli, WritesThePresetsWeightsAndBenchRunsTheFile) {
+  testing::TempDir dir("export_cli");
+  const auto r = run_inferlab("export --preset stories260k --seed 4 --format gguf --type q4_0 --out " + dir.file("m.gguf"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tokenizer synthetic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kept as f32"), std::string::npos) << r.out;  // ffn_down: 172 columns
+  const ModelWeights w = random_weights(preset_config("stories260k"), 4);
+  const LoadedModel back = load_gguf(dir.file("m.gguf"));
+  std::vector<std::uint8_t> q(ggml_tensor_bytes(GgmlType::kQ4_0, w.layers[1].wk.size()));
+  quantize(GgmlType::kQ4_0, w.layers[1].wk.data(), w.layers[1].wk.size(), q.data());
+  std::vector<float> expect(w.layers[1].wk.size());
+  dequantize(GgmlType::kQ4_0, q.data(), expect.size(), expect.data());
+  EXPECT_EQ(back.weights.layers[1].wk, expect);
+  EXPECT_EQ(back.weights.layers[1].w2, w.layers[1].w2);
+  const auto b = run_inferlab("bench --model " + dir.file("m.gguf") + " -p 4 -n 2 -r 1 -t 1 --quantization none "
+                              "--bandwidth 10 -o csv");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.out.find(dir.file("m.gguf")), std::string::npos);
+}
+
+TEST(ExportCli, BadValuesAreRefusedNamingTheFlag) {
+  testing::TempDir dir("export_bad");
+  const std::string out = " --out " + dir.file("x.gguf");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--preset stories260k --type q5_k" + out, "--type"},
+      {"--preset stories260k --format onnx" + out, "--format"},
+      {"--preset stories260k --tokenizer bpe" + out, "--tokenizer"},
+      {"--preset stories260k", "--out"},
+      {"--preset nosuch" + out, "nosuch"},
+      {"--preset stories260k --model a.bin" + out, "--model and --preset"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const auto r = run_inferlab("export " + args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace inferlab
