@@ -42,7 +42,8 @@ std::uint64_t linear_bytes(Quantization& quant, const std::string& name, int out
   return static_cast<std::uint64_t>(std::ceil(static_cast<double>(probe->weight_bytes()) * out / rows));
 }
 
-// The cell's model as Model builds it: fp32 embedding, norms and biases; quantized linears.
+// The cell's model as Model builds it: fp32 norms and biases; quantized linears; an fp32
+// embedding table unless the classifier is tied (then the lookup reads the classifier's rows).
 std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
   const std::uint64_t d = static_cast<std::uint64_t>(c.dim), kv = static_cast<std::uint64_t>(c.kv_dim());
   std::uint64_t per_layer = 2 * d * kF32 + (c.qkv_bias ? (d + 2 * kv) * kF32 : 0);
@@ -50,7 +51,7 @@ std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
   per_layer += 2 * linear_bytes(quant, "layers.0.wk", c.kv_dim(), c.dim);  // wk, wv
   per_layer += 2 * linear_bytes(quant, "layers.0.w1", c.hidden_dim, c.dim);  // w1, w3
   per_layer += linear_bytes(quant, "layers.0.w2", c.dim, c.hidden_dim);
-  const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * d * kF32;
+  const std::uint64_t embedding = c.tied_classifier ? 0 : static_cast<std::uint64_t>(c.vocab_size) * d * kF32;
   return embedding + d * kF32 + per_layer * static_cast<std::uint64_t>(c.n_layers) +
          linear_bytes(quant, "classifier", c.vocab_size, c.dim);
 }

@@ -27,6 +27,11 @@ class Int8Linear : public Linear {
   void place_on(Device* device);
   // out*in bytes of int8 plus 4*out bytes of scales.
   std::uint64_t weight_bytes() const override;
+  // scale[row] · q[row, :].
+  void dequantize_row(int row, float* out) const override;
+  // With int8 activations: matmul_int8_act on blocks quantised by the caller.
+  bool reads_act_blocks() const override { return int8_activations_; }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
 
   const std::vector<std::int8_t>& q() const { return q_; }
   const std::vector<float>& scale() const { return scale_; }
