@@ -2,7 +2,7 @@
 // SmolLM2-135M's shape (random weights, 2 threads, flash attention):
 //   ./inferlab_bench --benchmark_filter=decode_overheads   (about a minute; builds the model)
 //   ./inferlab_bench --benchmark_filter=pool_dispatch
-// pool_dispatch/spin_us: one parallel_for of empty chunks on a 2-thread pool, the per-op
+// pool_dispatch/spin_us: one parallel_for that needs both threads of a 2-thread pool, the per-op
 // synchronisation cost (wake the worker, join it), with and without the spin phase.
 // decode_overheads/quant: decode steps of one sequence (64-token prompt) alternating
 // [device] fuse = false and true within the run, and one 128-token prefill each way. Counters:
@@ -17,6 +17,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -40,13 +42,21 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Median cost of one parallel_for of `pool.size() * 2` empty chunks.
+// Median cost of one parallel_for that needs every thread: pool.size() chunks, each waiting
+// until all have started (a rendezvous), so the call pays the full hand-off — waking the
+// workers and joining them — and nothing else (no chunk can be run by the caller alone).
 double dispatch_cost_s(ThreadPool& pool) {
+  const int threads = pool.size();
   std::vector<double> t;
   for (int rep = 0; rep < 21; ++rep) {
     const auto t0 = Clock::now();
-    for (int i = 0; i < 200; ++i)
-      pool.parallel_for(static_cast<std::size_t>(pool.size()) * 2, [](std::size_t, std::size_t) {}, 1);
+    for (int i = 0; i < 200; ++i) {
+      std::atomic<int> arrived{0};
+      pool.parallel_for(static_cast<std::size_t>(threads), [&](std::size_t, std::size_t) {
+        arrived.fetch_add(1);
+        while (arrived.load() < threads) std::this_thread::yield();
+      }, 1);
+    }
     t.push_back(seconds_since(t0) / 200);
   }
   return median(t);

@@ -74,7 +74,9 @@ TEST(ModelFuse, FusedForwardGivesTheUnfusedLogitsWithFewerDispatches) {
       const std::vector<float> fused = run(model);
       const std::uint64_t d2 = device.pool().dispatches();
       expect_same_bits(fused, unfused);
-      if (threads > 1) EXPECT_LT(d2 - d1, d1 - d0) << "the fused run dispatched as often as the unfused one";
+      if (threads > 1) {
+        EXPECT_LT(d2 - d1, d1 - d0) << "the fused run dispatched as often as the unfused one";
+      }
     }
 }
 
