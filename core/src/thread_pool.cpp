@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <thread>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -61,12 +62,15 @@ bool spin_until(Done done, int spin_us) {
   if (spin_us <= 0) return done();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
   for (;;) {
-    for (int i = 0; i < 64; ++i) {
+    for (int i = 0; i < 16; ++i) {
       if (done()) return true;
 #if defined(__x86_64__) || defined(__i386__)
       _mm_pause();
 #endif
     }
+    // Yield between polls: on a machine with more runnable threads than cores, a thread that
+    // only pauses burns the slice the thread it waits for needs.
+    std::this_thread::yield();
     if (std::chrono::steady_clock::now() >= deadline) return done();
   }
 }
