@@ -1,11 +1,13 @@
 // A fixed pool of worker threads with a blocking parallel_for. Kernels split work by
 // output rows or heads; one call per matmul/attention, never per element.
 //
-// Synchronisation: an idle worker first spins (reading an atomic job generation, with a pause
-// instruction) for up to spin_us microseconds, then sleeps on a condition variable; the caller
-// likewise spins before sleeping while the last chunks finish. A decode step issues a few hundred
-// dispatches a few tens of microseconds apart, so workers catch the next one while still
-// spinning and no dispatch pays a futex wake-up (tests/bench/bench_thread_pool.cpp measures it).
+// Synchronisation: an idle worker first spins (polling an atomic job generation with pause
+// instructions, yielding between polls) for up to spin_us microseconds, then sleeps on a
+// condition variable; the caller likewise spins before sleeping while the last chunks finish. A
+// decode step issues a few hundred dispatches tens of microseconds apart, so a worker usually
+// catches the next one while spinning instead of paying a futex wake-up; the yield keeps the
+// spin from starving other threads on an oversubscribed machine
+// (tests/bench/bench_decode_overheads.cpp measures the per-dispatch cost).
 #pragma once
 #include <atomic>
 #include <condition_variable>
