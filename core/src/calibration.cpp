@@ -37,6 +37,7 @@ class RecordingLinear : public Linear {
     float_.forward(x, y, n, device);
   }
   std::uint64_t weight_bytes() const override { return float_.weight_bytes(); }
+  void dequantize_row(int row, float* out) const override { float_.dequantize_row(row, out); }
 
  private:
   // x: [n, in] host memory (calibration runs on the CPU).

@@ -11,6 +11,7 @@
 #include "inferlab/error.h"
 #include "inferlab/sim.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/ops_fused.h"
 #include "kernels/ref/ops.h"
 
 namespace inferlab {
@@ -127,6 +128,32 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
+// ---- fused ops: the CPU device's only ------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void no_fused_ops(const Device& device, const char* op) {
+  throw Error(std::string("device '") + device_kind_name(device.kind()) + "' has no fused op " + op +
+              ": fuse is cpu-only (allowed: [device] fuse = true with kind = \"cpu\")");
+}
+
+}  // namespace
+
+void Device::set_fuse(bool on) {
+  if (on) no_fused_ops(*this, "(set_fuse)");
+  fuse_ = false;
+}
+void Device::residual_rmsnorm(float*, const float*, const float*, float*, std::int8_t*, float*, int, int, float) {
+  no_fused_ops(*this, "residual_rmsnorm");
+}
+void Device::rope_kv_write_f32(float*, float*, const float*, const int*, const int*, int, int, int, int, const float*,
+                               RopeStyle, float*, float*) {
+  no_fused_ops(*this, "rope_kv_write_f32");
+}
+void Device::swiglu_quantize(float*, const float*, std::int8_t*, float*, int, int) {
+  no_fused_ops(*this, "swiglu_quantize");
+}
+
 // ---- CpuDevice ----------------------------------------------------------------------------
 
 namespace {
@@ -218,6 +245,21 @@ void CpuDevice::add(float* x, const float* y, std::size_t n) { cpu::add(x, y, n,
 void CpuDevice::swiglu(float* gate, const float* up, std::size_t n) { cpu::swiglu(gate, up, n, pool_); }
 void CpuDevice::add_bias(float* y, const float* b, int rows, int width) {
   cpu::add_bias(y, b, rows, width, pool_);
+}
+
+void CpuDevice::residual_rmsnorm(float* x, const float* y, const float* w, float* out, std::int8_t* act_q,
+                                 float* act_scale, int rows, int dim, float eps) {
+  cpu::residual_rmsnorm(x, y, w, out, {act_q, act_scale}, rows, dim, eps, pool_);
+}
+void CpuDevice::rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots,
+                                  int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq,
+                                  RopeStyle style, float* k_cache, float* v_cache) {
+  cpu::rope_kv_write_f32(q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style, k_cache,
+                         v_cache, pool_);
+}
+void CpuDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
+                                int width) {
+  cpu::swiglu_quantize(gate, up, {act_q, act_scale}, rows, width, pool_);
 }
 
 ThreadPool& cpu_pool(Device& device, const char* who) {

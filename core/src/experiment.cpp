@@ -388,13 +388,21 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("device")) {
     const auto& t = get_table(c, *n, "device");
-    check_keys(c, t, "[device]", {"kind", "threads", "profile", "tp", "pp"});
+    check_keys(c, t, "[device]", {"kind", "threads", "fuse", "profile", "tp", "pp"});
     if (auto v = t.get("kind")) {
       spec.device.kind = get_string(c, *v, "kind");
       if (spec.device.kind != "cpu" && spec.device.kind != "cuda" && spec.device.kind != "sim")
         throw Error(c.at(*v) + ": device kind \"" + spec.device.kind + "\"; allowed: cpu, cuda, sim");
     }
     if (auto v = t.get("threads")) spec.device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
+    if (auto v = t.get("fuse")) {
+      check(v->is_boolean(), c.at(*v) + ": 'fuse' must be true or false, got " + type_name(*v));
+      spec.device.fuse = v->as_boolean()->get();
+      // The CUDA device runs the unfused ops only, and a simulated one has no ops to fuse.
+      check(!spec.device.fuse || spec.device.kind == "cpu",
+            c.at(*v) + ": [device] fuse = true is cpu-only (the fused ops are CPU kernels); kind is \"" +
+                spec.device.kind + "\", allowed there: fuse = false");
+    }
     if (auto v = t.get("profile")) {
       const std::string profile = get_string(c, *v, "profile");
       try {

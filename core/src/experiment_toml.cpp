@@ -62,6 +62,7 @@ std::string resolved_config_toml(const Plan& plan) {
   if (s.model.add_bos) t << "add_bos = " << (*s.model.add_bos ? "true" : "false") << "\n";
   t << "seed = " << s.model.seed << "\n\n[device]\nkind = " << json_quote(s.device.kind)
     << "\nthreads = " << s.device.threads;
+  if (s.device.fuse) t << "\nfuse = true";
   if (s.device.kind == "sim") t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
   t << "\n\n";
   if (!s.plugin_paths.empty()) {

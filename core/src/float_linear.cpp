@@ -1,5 +1,7 @@
 #include "inferlab/float_linear.h"
 
+#include <algorithm>
+
 #include "inferlab/error.h"
 #if INFERLAB_HAVE_CUDA
 #include "inferlab/cuda_device.h"
@@ -15,6 +17,7 @@ FloatLinear::FloatLinear(std::vector<float> weight, int out, int in, Device* dev
   if (device != nullptr && device->kind() == DeviceKind::kCuda) {
     device_weight_ = Buffer(*device, weight.size() * sizeof(float));
     device->copy_to_device(device_weight_.data(), weight.data(), weight.size() * sizeof(float));
+    cuda_ = device;
     return;
   }
   panels_ = cpu::pack_panels_f32(weight.data(), out, in);
@@ -36,6 +39,15 @@ void FloatLinear::forward(const float* x, float* y, int n, Device& device) const
 
 std::uint64_t FloatLinear::weight_bytes() const {
   return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * sizeof(float);
+}
+
+void FloatLinear::dequantize_row(int row, float* out) const {
+  check_linear_row(*this, row, "fp32 linear");
+  const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
+  if (cuda_ != nullptr)
+    cuda_->copy_to_host(out, device_weight_.as<float>() + at, in * sizeof(float));
+  else
+    cpu::unpack_panel_row_f32(panels_, row, out);
 }
 
 std::unique_ptr<Linear> NoQuantization::make_linear(const std::string& name,

@@ -27,6 +27,7 @@ HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::H
     device_weight_ = Buffer(device, weight_.size() * sizeof(std::uint16_t));
     device.copy_to_device(device_weight_.data(), weight_.data(), weight_.size() * sizeof(std::uint16_t));
     weight_ = {};
+    cuda_ = &device;
   }
 }
 
@@ -53,12 +54,28 @@ std::uint64_t HalfLinear::weight_bytes() const {
   return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * 2u;
 }
 
+float HalfLinear::widen(std::uint16_t h) const {
+  return format_ == cpu::HalfFormat::kF16 ? ref::f16_to_float(h) : ref::bf16_to_float(h);
+}
+
 std::vector<float> HalfLinear::dequantized() const {
   check(!weight_.empty(), "HalfLinear::dequantized: the weights live on the GPU");
   std::vector<float> w(weight_.size());
-  for (std::size_t i = 0; i < w.size(); ++i)
-    w[i] = format_ == cpu::HalfFormat::kF16 ? ref::f16_to_float(weight_[i]) : ref::bf16_to_float(weight_[i]);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = widen(weight_[i]);
   return w;
+}
+
+void HalfLinear::dequantize_row(int row, float* out) const {
+  check_linear_row(*this, row, "half linear");
+  const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
+  std::vector<std::uint16_t> staged;  // [in] the row read back from the GPU
+  const std::uint16_t* h = weight_.data() + at;
+  if (cuda_ != nullptr) {
+    staged.resize(in);
+    cuda_->copy_to_host(staged.data(), device_weight_.as<std::uint16_t>() + at, in * sizeof(std::uint16_t));
+    h = staged.data();
+  }
+  for (std::size_t i = 0; i < in; ++i) out[i] = widen(h[i]);
 }
 
 std::unique_ptr<Linear> HalfQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,

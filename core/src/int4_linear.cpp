@@ -77,12 +77,25 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     xq.resize(static_cast<std::size_t>(n) * in);
     xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
     cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
-    cpu::matmul_int4_act(xq.data(), xs.data(), packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y,
-                         n, out_features(), in, group_size_, pool);
+    forward_act_blocks(xq.data(), xs.data(), y, n, device);
     return;
   }
   cpu::matmul_int4(x, packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y, n,
                    out_features(), in_features(), group_size_, pool);
+}
+
+void Int4Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
+  if (!int8_activations_) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  cpu::matmul_int4_act(xq, xs, packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y, n,
+                       out_features(), in_features(), group_size_, cpu_pool(device, "int4 linear"));
+}
+
+void Int4Linear::dequantize_row(int row, float* out) const {
+  check_linear_row(*this, row, "int4 linear");
+  const std::size_t r = static_cast<std::size_t>(row), g = static_cast<std::size_t>(groups());
+  const std::size_t row_bytes = static_cast<std::size_t>(in_features() + 1) / 2;
+  ref::dequantize_int4(packed_.data() + r * row_bytes, scale_.data() + r * g,
+                       zero_.empty() ? nullptr : zero_.data() + r * g, 1, in_features(), group_size_, out);
 }
 
 std::uint64_t Int4Linear::weight_bytes() const {

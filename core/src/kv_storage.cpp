@@ -101,6 +101,16 @@ void KvStorage::write_side(Side& side, const float* x, const int* slots, int row
   }
 }
 
+bool KvStorage::f32_layer(int layer, float*& k, float*& v) {
+  check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::f32_layer: no layer " + std::to_string(layer) + " held");
+  Side& ks = k_[static_cast<std::size_t>(layer)];
+  Side& vs = v_[static_cast<std::size_t>(layer)];
+  if (ks.dtype != KvDtype::kF32 || vs.dtype != KvDtype::kF32) return false;
+  k = ks.codes.as<float>();
+  v = vs.codes.as<float>();
+  return true;
+}
+
 void KvStorage::write(int layer, const float* k, const float* v, const int* slots, int rows) {
   check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::write: no layer " + std::to_string(layer) + " held");
   Side& ks = k_[static_cast<std::size_t>(layer)];

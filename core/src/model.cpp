@@ -7,6 +7,7 @@
 #include <string>
 
 #include "inferlab/error.h"
+#include "kernels/ref/matmul_int8.h"
 
 namespace inferlab {
 
@@ -45,7 +46,9 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, c
     : config_(weights.config), device_(device) {
   weights.validate();
   const int d = config_.dim, h = config_.hidden_dim, kv = config_.kv_dim(), v = config_.vocab_size;
-  embedding_ = to_device(device_, weights.token_embedding);
+  // A tied classifier is the embedding table: the lookup reads its rows (Linear::dequantize_row),
+  // so the table is stored once, in the classifier's format.
+  if (!config_.tied_classifier) embedding_ = to_device(device_, weights.token_embedding);
   final_norm_ = to_device(device_, weights.final_norm);
   for (int l = 0; l < config_.n_layers; ++l) {
     const LayerWeights& src = weights.layers[static_cast<std::size_t>(l)];
@@ -156,12 +159,30 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
   const float eps = config_.norm_eps;
   {
     OpScope t(dev, TimeCategory::kNormRopeAct);
-    dev.embedding(embedding_.as<float>(), tokens, rows, d, x);
+    embed(batch.tokens, tokens, x);
   }
   auto linear = [&](const Linear& lin, const float* in, float* out) {
     OpScope t(dev, TimeCategory::kLinear);
     lin.forward(in, out, rows, dev);
   };
+  // [device] fuse = true: RMSNorm takes the residual add before it and, when every linear reading
+  // its output takes int8 activation blocks, the quantisation after it (one quantisation for
+  // wq/wk/wv, one for w1/w3); SwiGLU quantises for w2; RoPE writes K/V. Same results.
+  const bool fuse = dev.fuse();
+  const std::size_t width = std::max(sd, sh);
+  std::int8_t* act_q = nullptr;  // [rows, max(dim, hidden)] int8 activation blocks
+  float* act_s = nullptr;        // [rows, act_blocks(max(dim, hidden))] their scales
+  if (fuse) {
+    if (act_q_.bytes() < srows * width) act_q_ = Buffer(dev, srows * width);
+    act_q = act_q_.as<std::int8_t>();
+    act_s = scratch(act_s_, srows * static_cast<std::size_t>(ref::act_blocks(static_cast<int>(width))));
+  }
+  auto blocks_linear = [&](const Linear& lin, float* out) {
+    OpScope t(dev, TimeCategory::kLinear);
+    lin.forward_act_blocks(act_q, act_s, out, rows, dev);
+  };
+  // Fused: the output of the last FFN not yet added to x (the next RMSNorm adds it).
+  const float* pending = nullptr;
   // Early exit state: which rows left, and the hidden state each left with ([rows, dim]).
   const bool exits = plan_ != nullptr && plan_->has_exits() && n_logits > 0;
   float* frozen = exits ? scratch(frozen_, srows * sd) : nullptr;
@@ -174,21 +195,39 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     Layer& layer = *layers_[l];
     // Every row has exited: this layer only fills K/V from the frozen states (CALM).
     const bool kv_only = exits && n_exited_ == rows;
+    const bool qkv_blocks = fuse && (kv_only || layer.wq->reads_act_blocks()) && layer.wk->reads_act_blocks() &&
+                            layer.wv->reads_act_blocks();
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
-      dev.rmsnorm(x, layer.attn_norm.as<float>(), xn, rows, d, eps);
+      if (fuse)
+        dev.residual_rmsnorm(x, pending, layer.attn_norm.as<float>(), qkv_blocks ? nullptr : xn,
+                             qkv_blocks ? act_q : nullptr, act_s, rows, d, eps);
+      else
+        dev.rmsnorm(x, layer.attn_norm.as<float>(), xn, rows, d, eps);
+      pending = nullptr;
     }
-    if (!kv_only) linear(*layer.wq, xn, q);
-    linear(*layer.wk, xn, k);
-    linear(*layer.wv, xn, v);
+    for (auto [lin, out] : {std::pair<const Linear*, float*>{kv_only ? nullptr : layer.wq.get(), q},
+                            {layer.wk.get(), k}, {layer.wv.get(), v}}) {
+      if (lin == nullptr) continue;
+      if (qkv_blocks)
+        blocks_linear(*lin, out);
+      else
+        linear(*lin, xn, out);
+    }
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
       if (layer.bq.bytes() > 0 && !kv_only) dev.add_bias(q, layer.bq.as<float>(), rows, d);
       if (layer.bk.bytes() > 0) dev.add_bias(k, layer.bk.as<float>(), rows, kvd);
       if (layer.bv.bytes() > 0) dev.add_bias(v, layer.bv.as<float>(), rows, kvd);
-      dev.rope(q, k, positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
-               config_.rope_style);
-      kv.write(static_cast<int>(l), k, v, slots, rows);
+      float *k_cache = nullptr, *v_cache = nullptr;
+      if (fuse && kv.f32_layer(static_cast<int>(l), k_cache, v_cache)) {
+        dev.rope_kv_write_f32(q, k, v, positions, slots, rows, config_.n_heads, config_.n_kv_heads, hd,
+                              inv_freq_.as<float>(), config_.rope_style, k_cache, v_cache);
+      } else {
+        dev.rope(q, k, positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
+                 config_.rope_style);
+        kv.write(static_cast<int>(l), k, v, slots, rows);
+      }
     }
     if (kv_only) continue;
     {
@@ -196,18 +235,40 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
       attention.forward(ab, kv.layer(static_cast<int>(l)), q, att, dev);
     }
     linear(*layer.wo, att, tmp);
+    const bool gate_up_blocks = fuse && layer.w1->reads_act_blocks() && layer.w3->reads_act_blocks();
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
-      dev.add(x, tmp, srows * sd);
-      dev.rmsnorm(x, layer.ffn_norm.as<float>(), xn, rows, d, eps);
+      if (fuse) {
+        dev.residual_rmsnorm(x, tmp, layer.ffn_norm.as<float>(), gate_up_blocks ? nullptr : xn,
+                             gate_up_blocks ? act_q : nullptr, act_s, rows, d, eps);
+      } else {
+        dev.add(x, tmp, srows * sd);
+        dev.rmsnorm(x, layer.ffn_norm.as<float>(), xn, rows, d, eps);
+      }
     }
-    linear(*layer.w1, xn, h1);
-    linear(*layer.w3, xn, h3);
+    if (gate_up_blocks) {
+      blocks_linear(*layer.w1, h1);
+      blocks_linear(*layer.w3, h3);
+    } else {
+      linear(*layer.w1, xn, h1);
+      linear(*layer.w3, xn, h3);
+    }
+    const bool down_blocks = fuse && layer.w2->reads_act_blocks();
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
-      dev.swiglu(h1, h3, srows * sh);
+      if (down_blocks)
+        dev.swiglu_quantize(h1, h3, act_q, act_s, rows, h);
+      else
+        dev.swiglu(h1, h3, srows * sh);
     }
-    linear(*layer.w2, h1, tmp);
+    if (down_blocks)
+      blocks_linear(*layer.w2, tmp);
+    else
+      linear(*layer.w2, h1, tmp);
+    if (fuse && !exits) {  // the next layer's RMSNorm (or the flush after the last) adds it
+      pending = tmp;
+      continue;
+    }
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
       dev.add(x, tmp, srows * sd);
@@ -225,6 +286,10 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     }
   }
 
+  if (pending != nullptr) {
+    OpScope t(dev, TimeCategory::kNormRopeAct);
+    dev.add(x, pending, srows * sd);
+  }
   if (plan_ != nullptr && exits) {
     for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
     plan_->logit_rows += static_cast<long long>(n_logits);
@@ -250,6 +315,20 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
   classify_rows(x, gather_, exit_logits_.data());
   for (std::size_t j = 0; j < remaining.size(); ++j)
     std::copy_n(exit_logits_.data() + j * vs, vs, logits.data() + static_cast<std::size_t>(remaining[j]) * vs);
+}
+
+void Model::embed(const std::vector<int>& host_tokens, const int* device_tokens, float* out) {
+  const int rows = static_cast<int>(host_tokens.size()), d = config_.dim;
+  if (embedding_.bytes() > 0) {
+    device_.embedding(embedding_.as<float>(), device_tokens, rows, d, out);
+    return;
+  }
+  const std::size_t sd = static_cast<std::size_t>(d);
+  const bool host = device_.kind() == DeviceKind::kCpu;
+  if (!host) embed_host_.resize(host_tokens.size() * sd);  // [rows, dim] staged, then one upload
+  float* dst = host ? out : embed_host_.data();
+  for (std::size_t r = 0; r < host_tokens.size(); ++r) classifier_->dequantize_row(host_tokens[r], dst + r * sd);
+  if (!host) device_.copy_to_device(out, embed_host_.data(), embed_host_.size() * sizeof(float));
 }
 
 void Model::classify_rows(const float* x, const std::vector<int>& rows, float* host_out) {

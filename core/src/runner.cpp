@@ -272,6 +272,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   const bool sim = cx.device_kind == DeviceKind::kSim;
   std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
                                        : make_device(cx.device_kind, spec.device.threads);
+  device->set_fuse(spec.device.fuse);  // cpu only (validated at the [device] line)
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = make_variant_quantization(cx.registry, v, *device);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
@@ -551,6 +552,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     // its parent's CUDA state), so a CUDA run's reference log-probs come from the CPU.
     const ResolvedVariant& b = plan.variants.front();
     auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
+    device->set_fuse(spec.device.fuse);  // same results either way; fused as the run's cells
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = make_variant_quantization(registry, b, *device);
     Model model(weights, *quant, *device, calibration.get());

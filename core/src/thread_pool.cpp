@@ -3,7 +3,12 @@
 #include "inferlab/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <thread>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace inferlab {
 namespace {
@@ -19,7 +24,7 @@ struct JobState {
   std::size_t& chunk;
   std::size_t& chunks;
   std::size_t& next;
-  std::size_t& finished;
+  std::atomic<std::size_t>& finished;
   std::exception_ptr& error;
   std::condition_variable& done;
 };
@@ -51,9 +56,28 @@ void run_chunks(std::unique_lock<std::mutex>& lock, JobState s) {
   t_in_job = false;
 }
 
+// Spins until done() or spin_us have passed; true when done() held.
+template <class Done>
+bool spin_until(Done done, int spin_us) {
+  if (spin_us <= 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      _mm_pause();
+#endif
+    }
+    // Yield between polls: on a machine with more runnable threads than cores, a thread that
+    // only pauses burns the slice the thread it waits for needs.
+    std::this_thread::yield();
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, int spin_us) : spin_us_(spin_us) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   workers_.reserve(static_cast<std::size_t>(threads - 1));
   for (int i = 0; i < threads - 1; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -97,11 +121,18 @@ void ThreadPool::parallel_for(std::size_t n, const std::function<void(std::size_
   next_chunk_ = 0;
   finished_chunks_ = 0;
   error_ = nullptr;
-  ++generation_;
-  wake_.notify_all();
+  generation_.fetch_add(1, std::memory_order_release);
+  dispatches_.fetch_add(1, std::memory_order_relaxed);
+  wake_.notify_all();  // reaches the sleeping workers; spinning ones see generation_
 
   JobState state{job_, job_n_, job_chunk_, job_chunks_, next_chunk_, finished_chunks_, error_, done_};
   run_chunks(lock, state);
+  if (finished_chunks_ != job_chunks_) {  // others still run chunks: spin a while, then sleep
+    const std::size_t chunks_now = job_chunks_;
+    lock.unlock();
+    spin_until([&] { return finished_chunks_.load(std::memory_order_acquire) == chunks_now; }, spin_us_);
+    lock.lock();
+  }
   done_.wait(lock, [this] { return finished_chunks_ == job_chunks_; });
   std::exception_ptr err = error_;
   error_ = nullptr;
@@ -115,6 +146,10 @@ void ThreadPool::worker_loop(int /*index*/) {
   JobState state{job_, job_n_, job_chunk_, job_chunks_, next_chunk_, finished_chunks_, error_, done_};
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
+    lock.unlock();  // spin for the next job before sleeping on wake_
+    spin_until([&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; },
+               spin_us_);
+    lock.lock();
     wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
     if (stop_) return;
     seen = generation_;

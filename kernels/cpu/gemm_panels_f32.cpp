@@ -179,6 +179,14 @@ PackedPanelsF32 pack_panels_f32(const float* w, int out, int in) {
   return packed;
 }
 
+void unpack_panel_row_f32(const PackedPanelsF32& w, int row, float* out) {
+  check(row >= 0 && row < w.out, "unpack_panel_row_f32: row " + std::to_string(row) + " outside [0, " +
+                                     std::to_string(w.out) + ")");
+  const int p0 = row / kPanel * kPanel, cols = std::min(kPanel, w.out - p0), j = row - p0;
+  const float* panel = w.data.data() + static_cast<std::size_t>(p0) * w.in;
+  for (int k = 0; k < w.in; ++k) out[k] = panel[static_cast<std::size_t>(k) * cols + j];
+}
+
 void gemm_panels_f32(const float* x, const PackedPanelsF32& w, float* y, int n, ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
   const int tiles = (n + kRows - 1) / kRows;

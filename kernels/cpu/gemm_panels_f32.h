@@ -37,6 +37,10 @@ struct PackedPanelsF32 {
 // Repacks w [out, in] (row-major) into panels. Throws inferlab::Error on non-positive sizes.
 PackedPanelsF32 pack_panels_f32(const float* w, int out, int in);
 
+// Row `row` of W (0 <= row < out) back in row-major order: out[in] (the embedding lookup of a
+// tied classifier reads it).
+void unpack_panel_row_f32(const PackedPanelsF32& w, int row, float* out);
+
 // x: [n, in], y: [n, out] (y must not alias x). n <= 0 is a no-op.
 void gemm_panels_f32(const float* x, const PackedPanelsF32& w, float* y, int n, ThreadPool& pool);
 

@@ -180,6 +180,16 @@ PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int 
   return packed;
 }
 
+void unpack_panel_row_int8(const PackedPanelsInt8& w, int row, float* out) {
+  check(row >= 0 && row < w.out, "unpack_panel_row_int8: row " + std::to_string(row) + " outside [0, " +
+                                     std::to_string(w.out) + ")");
+  const int p = row / kCols, j = row % kCols, cols = std::min(kCols, w.out - p * kCols);
+  const std::int8_t* panel = w.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(w.in);
+  const float s = w.scale[static_cast<std::size_t>(row)];
+  for (int k = 0; k < w.in; ++k)
+    out[k] = s * static_cast<float>(panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4]);
+}
+
 std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
   return w.data.size() + w.colsum.size() * sizeof(std::int16_t) + w.scale.size() * sizeof(float);
 }

@@ -43,6 +43,10 @@ std::uint64_t packed_bytes(const PackedPanelsInt8& w);
 // the kernel is not available.
 PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int out, int in);
 
+// Row `row` of the packed weights dequantised: out[in] = scale[row] * codes (the embedding
+// lookup of a tied classifier reads it).
+void unpack_panel_row_int8(const PackedPanelsInt8& w, int row, float* out);
+
 // xq: [n, in], xs: [n, act_blocks(in)] (kernels/cpu/matmul_int8_act.h quantize_act_rows),
 // y: [n, out]. n <= 0 is a no-op.
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,

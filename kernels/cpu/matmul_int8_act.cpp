@@ -95,23 +95,25 @@ void run_channels(const std::int8_t* xq, const float* xs, const std::int8_t* q, 
 
 }  // namespace
 
-void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool) {
+void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs) {
   const int blocks = ref::act_blocks(in);
-  pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
-    for (std::size_t r = begin; r < end; ++r)
-      for (int b = 0; b < blocks; ++b) {
-        const int i0 = b * kActBlock, i1 = std::min(in, i0 + kActBlock);
-        const float* xr = x + r * static_cast<std::size_t>(in);
-        float amax = 0.0f;
+  for (int b = 0; b < blocks; ++b) {
+    const int i0 = b * kActBlock, i1 = std::min(in, i0 + kActBlock);
+    float amax = 0.0f;
 #pragma omp simd reduction(max : amax)
-        for (int i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(xr[i]));
-        const float s = amax / 127.0f;
-        xs[r * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)] = s;
-        const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-        std::int8_t* qr = xq + r * static_cast<std::size_t>(in);
-        for (int i = i0; i < i1; ++i)  // nearest, ties away from zero: as std::lround in the reference
-          qr[i] = static_cast<std::int8_t>(std::clamp(std::lround(xr[i] * inv), -127L, 127L));
-      }
+    for (int i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(xr[i]));
+    const float s = amax / 127.0f;
+    xs[b] = s;
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    for (int i = i0; i < i1; ++i)  // nearest, ties away from zero: as std::lround in the reference
+      qr[i] = static_cast<std::int8_t>(std::clamp(std::lround(xr[i] * inv), -127L, 127L));
+  }
+}
+
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool) {
+  const std::size_t blocks = static_cast<std::size_t>(ref::act_blocks(in)), w = static_cast<std::size_t>(in);
+  pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t r = begin; r < end; ++r) quantize_act_row(x + r * w, in, xq + r * w, xs + r * blocks);
   }, std::max<std::size_t>(1, 4096 / static_cast<std::size_t>(std::max(in, 1))));
 }
 

@@ -15,6 +15,10 @@
 
 namespace inferlab::cpu {
 
+// Quantises one row xr [in] into qr [in] and xs [ref::act_blocks(in)]: per block of 32,
+// s = max|x| / 127 and q = clamp(lround(x / s), -127, 127) (the fused RMSNorm/SwiGLU +
+// quantisation ops of kernels/cpu/ops_fused.h call it too).
+void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs);
 // Quantises x [n, in] into xq [n, in] and xs [n, ref::act_blocks(in)] (threaded by rows).
 void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool);
 

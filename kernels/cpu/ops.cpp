@@ -1,6 +1,7 @@
 // CPU elementwise ops: see ops.h. Each loop body is written so GCC vectorises it
 // (-O3 -march=native, `omp simd` for reductions); threads split whole rows or 16 KiB chunks.
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/ops_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,30 +20,6 @@ std::size_t row_grain(int width) {
   return std::max<std::size_t>(1, kChunk / w);
 }
 
-// Rotates the pairs of n_heads heads of one row with precomputed cos/sin ([head_dim/2] each).
-inline void rotate(float* vec, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
-  const int half = head_dim / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = vec + static_cast<std::size_t>(h) * head_dim;
-    if (style == RopeStyle::kHalf) {
-      float* a = v;
-      float* b = v + half;
-#pragma omp simd
-      for (int j = 0; j < half; ++j) {
-        const float v0 = a[j], v1 = b[j];
-        a[j] = v0 * cos[j] - v1 * sin[j];
-        b[j] = v0 * sin[j] + v1 * cos[j];
-      }
-    } else {
-      for (int j = 0; j < half; ++j) {
-        const float v0 = v[2 * j], v1 = v[2 * j + 1];
-        v[2 * j] = v0 * cos[j] - v1 * sin[j];
-        v[2 * j + 1] = v0 * sin[j] + v1 * cos[j];
-      }
-    }
-  }
-}
-
 }  // namespace
 
 void embedding(const float* table, const int* tokens, int rows, int dim, float* out, ThreadPool& pool) {
@@ -56,16 +33,7 @@ void embedding(const float* table, const int* tokens, int rows, int dim, float* 
 void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps, ThreadPool& pool) {
   const std::size_t d = static_cast<std::size_t>(dim);
   pool.parallel_for(static_cast<std::size_t>(rows), [&](std::size_t begin, std::size_t end) {
-    for (std::size_t r = begin; r < end; ++r) {
-      const float* xr = x + r * d;
-      float* o = out + r * d;
-      double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-      for (std::size_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-      const float inv = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
-#pragma omp simd
-      for (std::size_t i = 0; i < d; ++i) o[i] = w[i] * (inv * xr[i]);
-    }
+    for (std::size_t r = begin; r < end; ++r) row_ops::rmsnorm_row(x + r * d, w, out + r * d, d, eps);
   }, row_grain(dim));
 }
 
@@ -79,14 +47,9 @@ void rope(float* q, float* k, const int* positions, int rows, int n_heads, int n
     float* cos = cs.data();
     float* sin = cos + half;
     for (std::size_t r = begin; r < end; ++r) {
-      const float pos = static_cast<float>(positions[r]);
-      for (int j = 0; j < half; ++j) {  // the float expression of llama2.c run.c
-        const float angle = pos * inv_freq[j];
-        cos[j] = std::cos(angle);
-        sin[j] = std::sin(angle);
-      }
-      rotate(q + r * qw, n_heads, head_dim, cos, sin, style);
-      rotate(k + r * kw, n_kv_heads, head_dim, cos, sin, style);
+      row_ops::rope_angles(positions[r], inv_freq, half, cos, sin);
+      row_ops::rotate(q + r * qw, n_heads, head_dim, cos, sin, style);
+      row_ops::rotate(k + r * kw, n_kv_heads, head_dim, cos, sin, style);
     }
   }, row_grain(static_cast<int>(qw + kw)));
 }
@@ -112,11 +75,7 @@ void add(float* x, const float* y, std::size_t n, ThreadPool& pool) {
 
 void swiglu(float* gate, const float* up, std::size_t n, ThreadPool& pool) {
   pool.parallel_for(n, [&](std::size_t begin, std::size_t end) {
-#pragma omp simd
-    for (std::size_t i = begin; i < end; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
+    row_ops::swiglu_range(gate, up, begin, end);
   }, kChunk);
 }
 

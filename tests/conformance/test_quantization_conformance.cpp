@@ -254,6 +254,36 @@ TEST_P(QuantizationConformance, BuildsAndForwardsAreDeterministic) {
   EXPECT_GT(ran, 0) << "the strategy refused every shape";
 }
 
+// dequantize_row (the tied embedding's lookup) returns the weights forward applies: the rows of
+// W_q read back through the identity, for every row of every shape, the classifier included.
+TEST_P(QuantizationConformance, DequantizedRowsAreTheAppliedWeights) {
+  int ran = 0;
+  for (Shape s : kShapes)
+    for (const char* name : {"layers.0.w2", "classifier"}) {
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(s.out) + "x" + std::to_string(s.in));
+      const std::vector<float> w = random_matrix(s.out, s.in, 31, false);
+      std::unique_ptr<Linear> linear = make_linear(*quant_, name, w, s);
+      if (!linear) continue;
+      ++ran;
+      const std::vector<float> wq = effective_weights(*linear, s);
+      std::vector<float> row(static_cast<std::size_t>(s.in));
+      for (int o = 0; o < s.out; ++o) {
+        std::fill(row.begin(), row.end(), std::nanf(""));
+        linear->dequantize_row(o, row.data());
+        const float* want = wq.data() + static_cast<std::size_t>(o) * s.in;
+        float peak = 0;
+        for (int i = 0; i < s.in; ++i) peak = std::max(peak, std::fabs(want[i]));
+        // The identity's activations are exact in int8 blocks (one 127 per block) up to the
+        // block scale's rounding: a few ulps of the row's peak at most.
+        for (int i = 0; i < s.in; ++i)
+          ASSERT_NEAR(row[static_cast<std::size_t>(i)], want[i], 4e-6f * std::max(peak, 1e-30f)) << "row " << o << " col " << i;
+      }
+      EXPECT_THROW(linear->dequantize_row(s.out, row.data()), Error);
+      EXPECT_THROW(linear->dequantize_row(-1, row.data()), Error);
+    }
+  EXPECT_GT(ran, 0) << "the strategy refused every shape";
+}
+
 INSTANTIATE_TEST_SUITE_P(Plugins, QuantizationConformance,
                          ::testing::ValuesIn(plugin_cases(PluginKind::kQuantization)), case_name);
 

@@ -116,6 +116,22 @@ TEST(KvFormats, OneSidedFormatsLeaveTheOtherSideBitIdentical) {
   }
 }
 
+// f32_layer hands out a layer's caches only when both sides are f32 (the fused RoPE + KV write
+// stores there): the f32 first layer of a mixed format, not its int8 ones.
+TEST(KvFormats, F32LayerOnlyForLayersStoredInF32) {
+  const ModelConfig c = preset_config("stories260k");
+  CpuDevice device(1);
+  KvStorage kv(device, c, 3, 4, format("int8", 8, 1, 0));
+  float *k = nullptr, *v = nullptr;
+  ASSERT_TRUE(kv.f32_layer(0, k, v));
+  EXPECT_EQ(k, kv.k_slot(0, 0));
+  EXPECT_EQ(v, kv.v_slot(0, 0));
+  float* untouched = k;
+  EXPECT_FALSE(kv.f32_layer(1, k, v));
+  EXPECT_EQ(k, untouched);
+  EXPECT_THROW(kv.f32_layer(c.n_layers, k, v), Error);
+}
+
 // Copy on write copies a quantized block's codes and scales: the copy reads back the same values.
 TEST(KvFormats, CopyOnWriteCopiesCodesAndScales) {
   const ModelConfig c = preset_config("stories260k");

@@ -55,14 +55,15 @@ TEST(ModelGolden, Stories260kGreedyMatchesLlama2c) {
   EXPECT_NE(text.find("Lily's mom said, \"Lily, let's go to the park.\""), std::string::npos);
 }
 
-TEST(ModelGolden, WeightBytesCountLinearsEmbeddingAndNorms) {
+TEST(ModelGolden, WeightBytesCountLinearsAndNormsWithTheTiedEmbeddingOnce) {
   INFERLAB_REQUIRE_FILE(stories_path());
   const LoadedModel loaded = load_model(stories_path());
   CpuDevice device(2);
   FloatQuantization quant;
   Model model(loaded.weights, quant, device);
-  // All parameters once, plus the classifier linear built from a copy of the tied embedding.
-  EXPECT_EQ(model.weight_bytes(), (260032u + 512u * 64u) * 4u);
+  // All parameters once: the tied embedding is the classifier linear (the lookup reads its rows).
+  ASSERT_TRUE(loaded.weights.config.tied_classifier);
+  EXPECT_EQ(model.weight_bytes(), 260032u * 4u);
 }
 
 TEST(ModelGolden, PrefillInOneBatchEqualsTokenByToken) {

@@ -1,5 +1,7 @@
 #include "model_fixtures.h"
 
+#include <algorithm>
+
 #include "inferlab/error.h"
 #include "inferlab/sampling.h"
 #include "kernels/cpu/matmul.h"
@@ -17,6 +19,10 @@ class FloatLinear final : public Linear {
     cpu::matmul_f32(x, w_.data(), y, n, out_features(), in_features(), cpu_pool(device, "test FloatLinear"));
   }
   std::uint64_t weight_bytes() const override { return w_.size() * sizeof(float); }
+  void dequantize_row(int row, float* out) const override {
+    check_linear_row(*this, row, "test FloatLinear");
+    std::copy_n(w_.data() + static_cast<std::size_t>(row) * static_cast<std::size_t>(in_features()), in_features(), out);
+  }
 
  private:
   std::vector<float> w_;  // [out, in]

@@ -138,8 +138,29 @@ class Device {
   // y[r, :] += b for rows of width.
   virtual void add_bias(float* y, const float* b, int rows, int width) = 0;
 
+  // ---- fused ops ([device] fuse = true; the CPU device only) -------------------------------
+  // When fuse() is on, the model runs these instead of the unfused sequences they stand for; the
+  // results are bit-identical (kernels/cpu/ops_fused.h). Only the CPU device has them: set_fuse
+  // (true) on any other device throws Error (fuse is CPU-only, and the experiment refuses it
+  // with kind = "cuda" or "sim" at its [device] line), and the ops below throw there.
+  bool fuse() const { return fuse_; }
+  virtual void set_fuse(bool on);
+  // x [rows, dim] += y (y may be null), then RMSNorm of x with w [dim] into out [rows, dim] (may be
+  // null) and/or quantised per 32-block into act_q [rows, dim], act_scale [rows, act_blocks(dim)]
+  // (act_q may be null), as the int8-activation linears quantise their input.
+  virtual void residual_rmsnorm(float* x, const float* y, const float* w, float* out, std::int8_t* act_q,
+                                float* act_scale, int rows, int dim, float eps);
+  // rope (as above) then kv_write_f32 of the rotated k and of v, in one pass over the rows.
+  virtual void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots,
+                                 int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq,
+                                 RopeStyle style, float* k_cache, float* v_cache);
+  // swiglu of gate, up [rows, width], then gate quantised per 32-block into act_q, act_scale.
+  virtual void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
+                               int width);
+
  protected:
   mutable OpTimes times_;  // mutable: op_times() may fold in completed asynchronous timings
+  bool fuse_ = false;
 };
 
 // Times one op on a device for the scope's duration.
@@ -188,6 +209,15 @@ class CpuDevice final : public Device {
   void add(float* x, const float* y, std::size_t n) override;
   void swiglu(float* gate, const float* up, std::size_t n) override;
   void add_bias(float* y, const float* b, int rows, int width) override;
+
+  void set_fuse(bool on) override { fuse_ = on; }
+  void residual_rmsnorm(float* x, const float* y, const float* w, float* out, std::int8_t* act_q, float* act_scale,
+                        int rows, int dim, float eps) override;
+  void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
+                         int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                         float* k_cache, float* v_cache) override;
+  void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
+                       int width) override;
 
  private:
   ThreadPool pool_;

@@ -71,6 +71,10 @@ struct Variant {
 struct DeviceSpec {
   std::string kind = "cpu";
   int threads = 0;  // 0 = all cores
+  // Fused elementwise ops (Device::set_fuse: RMSNorm with the residual add and the int8
+  // activation quantisation, RoPE with the KV write, SwiGLU with the quantisation); same results,
+  // so the gain is this one line. CPU only: refused with kind = "cuda" or "sim".
+  bool fuse = false;
   // kind = "sim" only (docs/simulation.md): hardware profile, tensor and pipeline parallelism.
   std::string profile = "h100";
   int tp = 1, pp = 1;

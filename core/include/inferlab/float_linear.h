@@ -23,8 +23,11 @@ class FloatLinear : public Linear {
   void forward(const float* x, float* y, int n, Device& device) const override;
   // 4 bytes per weight.
   std::uint64_t weight_bytes() const override;
+  // A copy of the row (from device memory when the weights live on a CUDA device).
+  void dequantize_row(int row, float* out) const override;
 
  private:
+  Device* cuda_ = nullptr;       // the CUDA device holding device_weight_, or null
   cpu::PackedPanelsF32 panels_;  // [out, in] in panels, on the host (empty on CUDA)
   Buffer device_weight_;         // [out, in] in CUDA device memory (empty on the CPU)
 };

@@ -27,6 +27,8 @@ class HalfLinear : public Linear {
   // rounding too.
   void forward(const float* x, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override;  // 2 bytes per weight
+  // The row widened to fp32 (read back from device memory when the weights live on CUDA).
+  void dequantize_row(int row, float* out) const override;
   cpu::HalfFormat format() const { return format_; }
   // The stored weights widened back to fp32 [out, in] (tests; host copies only on the CPU).
   std::vector<float> dequantized() const;
@@ -36,6 +38,8 @@ class HalfLinear : public Linear {
   DeviceKind built_for_;
   std::vector<std::uint16_t> weight_;  // [out, in] on the host (CPU)
   Buffer device_weight_;               // [out, in] in CUDA device memory
+  Device* cuda_ = nullptr;             // the CUDA device holding device_weight_, or null
+  float widen(std::uint16_t h) const;
 };
 
 class HalfQuantization : public Quantization {

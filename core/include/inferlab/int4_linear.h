@@ -35,6 +35,11 @@ class Int4Linear : public Linear {
   // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
   // group when asymmetric).
   std::uint64_t weight_bytes() const override;
+  // scale · (code − zero) of the row's groups (ref::dequantize_int4 on one row).
+  void dequantize_row(int row, float* out) const override;
+  // With int8 activations: matmul_int4_act on blocks quantised by the caller.
+  bool reads_act_blocks() const override { return int8_activations_; }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
 
   int group_size() const { return group_size_; }
   int groups() const;  // per row: ceil(in / group_size)

@@ -32,6 +32,9 @@ class KvStorage {
   KvLayerView layer(int l) const;
   // k, v: [rows, n_kv_heads * head_dim] f32, slots: [rows] — all device memory.
   void write(int layer, const float* k, const float* v, const int* slots, int rows);
+  // Both sides of `layer` stored f32: their caches [slots, n_kv_heads * head_dim] in k and v,
+  // and true (the fused RoPE + KV write stores there directly); false (k, v untouched) otherwise.
+  bool f32_layer(int layer, float*& k, float*& v);
   // Copies each block's K/V in every layer (copy on write).
   void copy_blocks(std::span<const BlockCopy> copies);
   // f32 layers, host-addressable devices only (the CPU): the K (V) vector row of one slot,

@@ -3,7 +3,7 @@
 // of being killed hours in. What is counted (each term an upper bound of what the run holds at
 // once; cells run one after another, so the largest variant counts):
 //   source weights   fp32 copy of every parameter, loaded once and kept for every cell
-//   variant weights  the cell's model: embedding and norms in fp32, each linear as the variant's
+//   variant weights  the cell's model: norms (and an untied embedding) in fp32, each linear as the variant's
 //                    quantization stores it (bits per weight and scales, asked of the strategy
 //                    itself on a probe of each linear's shape)
 //   KV pool          kv.num_blocks blocks (or the engine's own sizing: every request at once,

@@ -20,12 +20,26 @@ class Linear {
   virtual void forward(const float* x, float* y, int n, Device& device) const = 0;
   // Bytes of weight storage (including scales).
   virtual std::uint64_t weight_bytes() const = 0;
+  // out[in] (host memory) = row `row` of W as stored, dequantised: the weights forward multiplies
+  // by (for smoothing linears, W's row in the input's own basis). The model's embedding lookup
+  // reads a tied classifier through it, so the table is stored once, in the linear's format.
+  virtual void dequantize_row(int row, float* out) const = 0;
+  // Linears whose CPU forward quantises x per 32-block (int8 activations, kernels/cpu/
+  // matmul_int8_act.h) say so here and take the blocks ready-made in forward_act_blocks: with
+  // [device] fuse = true the model quantises once, inside the RMSNorm or SwiGLU that produces x,
+  // for every linear reading it. Same result as forward on the unquantised x.
+  virtual bool reads_act_blocks() const { return false; }
+  // xq [n, in], xs [n, act_blocks(in)] (host memory); throws Error unless reads_act_blocks().
+  virtual void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const;
   int out_features() const { return out_; }
   int in_features() const { return in_; }
 
  private:
   int out_, in_;
 };
+
+// Throws Error naming `who` unless 0 <= row < linear.out_features() (dequantize_row's check).
+void check_linear_row(const Linear& linear, int row, const char* who);
 
 // What a strategy wants to know about each linear's input activations before it quantizes
 // (collected once by running the float model over the experiment's [calibration] tokens).

@@ -37,6 +37,11 @@ void AwqLinear::forward(const float* x, float* y, int n, Device& device) const {
 
 std::uint64_t AwqLinear::weight_bytes() const { return q_->weight_bytes() + inv_scale_.size() * sizeof(float); }
 
+void AwqLinear::dequantize_row(int row, float* out) const {
+  q_->dequantize_row(row, out);
+  for (std::size_t k = 0; k < inv_scale_.size(); ++k) out[k] *= inv_scale_[k];
+}
+
 std::vector<float> AwqLinear::dequantized() const {
   std::vector<float> w = q_->dequantized();
   const std::size_t in = inv_scale_.size();

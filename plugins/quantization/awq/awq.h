@@ -28,6 +28,8 @@ class AwqLinear : public Linear {
   void place_on(Device* device);
   // The int4 layer plus 4 bytes per input channel for s⁻¹.
   std::uint64_t weight_bytes() const override;
+  // The row of dequantized(): Q(W diag(s))[row, :] ⊙ s⁻¹.
+  void dequantize_row(int row, float* out) const override;
   double alpha() const { return alpha_; }
   // Effective weights Q(W diag(s)) diag(s)⁻¹, [out, in].
   std::vector<float> dequantized() const;

@@ -35,11 +35,29 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
   xq.resize(static_cast<std::size_t>(n) * in);
   xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
   cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
+  forward_act_blocks(xq.data(), xs.data(), y, n, device);
+}
+
+void Int8Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
+  if (!int8_activations_) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   if (!panels_.data.empty()) {
-    cpu::gemm_panels_int8(xq.data(), xs.data(), panels_, y, n, pool);
+    cpu::gemm_panels_int8(xq, xs, panels_, y, n, pool);
     return;
   }
-  cpu::matmul_int8_act(xq.data(), xs.data(), q_.data(), scale_.data(), y, n, out_features(), in, pool);
+  cpu::matmul_int8_act(xq, xs, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
+}
+
+void Int8Linear::dequantize_row(int row, float* out) const {
+  check_linear_row(*this, row, "quantization 'int8'");
+  if (!panels_.data.empty()) {  // the row-major codes were released when the panels were packed
+    cpu::unpack_panel_row_int8(panels_, row, out);
+    return;
+  }
+  const std::size_t in = static_cast<std::size_t>(in_features());
+  const std::int8_t* q = q_.data() + static_cast<std::size_t>(row) * in;
+  const float s = scale_[static_cast<std::size_t>(row)];
+  for (std::size_t i = 0; i < in; ++i) out[i] = s * static_cast<float>(q[i]);
 }
 
 void Int8Linear::pack_for_host() {

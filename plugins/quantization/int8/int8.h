@@ -31,6 +31,11 @@ class Int8Linear : public Linear {
   // out*in bytes of int8 plus 4*out bytes of scales; in panels, plus their int16 block sums
   // (1/16 byte per weight) and in rounded up to 4.
   std::uint64_t weight_bytes() const override;
+  // scale[row] · q[row, :].
+  void dequantize_row(int row, float* out) const override;
+  // With int8 activations: matmul_int8_act on blocks quantised by the caller.
+  bool reads_act_blocks() const override { return int8_activations_; }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
 
   // Row-major codes; empty once place_on has moved them into panels.
   const std::vector<std::int8_t>& q() const { return q_; }

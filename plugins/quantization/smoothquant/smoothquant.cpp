@@ -91,6 +91,15 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
   }, /*grain=*/16);
 }
 
+void W8A8Linear::dequantize_row(int row, float* out) const {
+  check_linear_row(*this, row, "quantization 'smoothquant'");
+  const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
+  for (std::size_t j = 0; j < in; ++j) {
+    const float w = quantize_ ? w_scale_[static_cast<std::size_t>(row)] * static_cast<float>(q_[at + j]) : w_smoothed_[at + j];
+    out[j] = inv_smooth_.empty() ? w : w * inv_smooth_[j];
+  }
+}
+
 std::uint64_t W8A8Linear::weight_bytes() const {
   const std::uint64_t smooth = inv_smooth_.size() * sizeof(float);
   if (!quantize_) return w_smoothed_.size() * sizeof(float) + smooth;

@@ -26,6 +26,9 @@ class W8A8Linear : public Linear {
   // int8: out·in codes + 4·out scales (+ 4·in for s⁻¹ when smoothing); fp32 (quantize false):
   // 4·out·in (+ 4·in).
   std::uint64_t weight_bytes() const override;
+  // The row of the weights forward multiplies x by: (W diag(s))_q[row, :] ⊙ s⁻¹ (the int8 codes
+  // times their scale, or the fp32 W diag(s) when quantize is false).
+  void dequantize_row(int row, float* out) const override;
   const std::vector<float>& smooth() const { return inv_smooth_; }
 
  private:

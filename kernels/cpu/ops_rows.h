@@ -1,0 +1,66 @@
+// Per-row bodies of the elementwise ops, shared by the unfused ops (ops.cpp) and the fused ones
+// (ops_fused.cpp) so both paths compute the same floats in the same order: the fused path is
+// bit-identical to the unfused one, which tests/kernels/test_cpu_ops_fused.cpp checks.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "inferlab/model_config.h"
+
+namespace inferlab::cpu::row_ops {
+
+// o[i] = w[i] * (x[i] / sqrt(mean(x^2) + eps)), the sum of squares in double. o may alias x.
+inline void rmsnorm_row(const float* xr, const float* w, float* o, std::size_t d, float eps) {
+  double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+  for (std::size_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps));
+#pragma omp simd
+  for (std::size_t i = 0; i < d; ++i) o[i] = w[i] * (inv * xr[i]);
+}
+
+// cos/sin [half] of one position: angle j = pos * inv_freq[j] (the float expression of llama2.c).
+inline void rope_angles(int position, const float* inv_freq, int half, float* cos, float* sin) {
+  const float pos = static_cast<float>(position);
+  for (int j = 0; j < half; ++j) {
+    const float angle = pos * inv_freq[j];
+    cos[j] = std::cos(angle);
+    sin[j] = std::sin(angle);
+  }
+}
+
+// Rotates the pairs of n_heads heads of one row (vec: [n_heads, head_dim]) in place.
+inline void rotate(float* vec, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = vec + static_cast<std::size_t>(h) * head_dim;
+    if (style == RopeStyle::kHalf) {
+      float* a = v;
+      float* b = v + half;
+#pragma omp simd
+      for (int j = 0; j < half; ++j) {
+        const float v0 = a[j], v1 = b[j];
+        a[j] = v0 * cos[j] - v1 * sin[j];
+        b[j] = v0 * sin[j] + v1 * cos[j];
+      }
+    } else {
+      for (int j = 0; j < half; ++j) {
+        const float v0 = v[2 * j], v1 = v[2 * j + 1];
+        v[2 * j] = v0 * cos[j] - v1 * sin[j];
+        v[2 * j + 1] = v0 * sin[j] + v1 * cos[j];
+      }
+    }
+  }
+}
+
+// gate[i] = silu(gate[i]) * up[i] over [begin, end).
+inline void swiglu_range(float* gate, const float* up, std::size_t begin, std::size_t end) {
+#pragma omp simd
+  for (std::size_t i = begin; i < end; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+}  // namespace inferlab::cpu::row_ops

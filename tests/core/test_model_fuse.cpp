@@ -1,0 +1,119 @@
+// The model's fused path ([device] fuse = true, Device::set_fuse) against the unfused one, and
+// the tied embedding read from the classifier's rows (stored once). Both must leave results
+// unchanged: logits bit for bit, greedy tokens equal.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "inferlab/int4_linear.h"
+#include "inferlab/model.h"
+#include "inferlab/weights.h"
+#include "model_fixtures.h"
+
+namespace inferlab {
+namespace {
+
+using testing::FloatQuantization;
+using testing::RefAttention;
+using testing::SequenceRunner;
+
+// int4 groups of 32 with int8 activation blocks (W4A8): the linears that take the fused
+// RMSNorm/SwiGLU quantisation (Linear::reads_act_blocks).
+class Int4ActQuantization final : public Quantization {
+ public:
+  using Quantization::make_linear;
+  std::unique_ptr<Linear> make_linear(const std::string&, std::vector<float> weight, int out, int in) override {
+    auto linear = std::make_unique<Int4Linear>(weight, out, in, 32, false);
+    linear->set_int8_activations(true);
+    return linear;
+  }
+};
+
+// Logits of a 150-token prefill (enough rows that the elementwise ops split over the pool), then
+// 6 single-token decode steps, each appended.
+std::vector<float> run(Model& model) {
+  RefAttention attention;
+  SequenceRunner runner(model, attention);
+  std::vector<int> prompt(150);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((37 * i + 5) % 500);
+  std::vector<float> all = runner.feed_all_logits(prompt);
+  for (int t : {3, 17, 60, 2, 11, 250}) {
+    const std::vector<float>& l = runner.feed({t});
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "logit " << i << ": " << a[i] << " vs " << b[i];
+}
+
+// Counts the pool's dispatches of one whole run: the fused path must issue fewer (that is its
+// point), with the same logits.
+TEST(ModelFuse, FusedForwardGivesTheUnfusedLogitsWithFewerDispatches) {
+  ModelConfig c = preset_config("stories260k");
+  c.qkv_bias = true;  // the bias adds sit between the linears and the fused RoPE + KV write
+  const ModelWeights w = random_weights(c, 5);
+  FloatQuantization f32;
+  Int4ActQuantization w4a8;
+  for (Quantization* quant : std::initializer_list<Quantization*>{&f32, &w4a8})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(quant == &f32 ? "fp32" : "int4 + int8 activations") + ", " + std::to_string(threads) +
+                   " threads");
+      CpuDevice device(threads);
+      Model model(w, *quant, device);
+      const std::uint64_t d0 = device.pool().dispatches();
+      const std::vector<float> unfused = run(model);
+      const std::uint64_t d1 = device.pool().dispatches();
+      device.set_fuse(true);
+      const std::vector<float> fused = run(model);
+      const std::uint64_t d2 = device.pool().dispatches();
+      expect_same_bits(fused, unfused);
+      if (threads > 1) {
+        EXPECT_LT(d2 - d1, d1 - d0) << "the fused run dispatched as often as the unfused one";
+      }
+    }
+}
+
+// A tied classifier is the embedding: the model stores no fp32 table and looks tokens up in the
+// classifier's rows. Equal to an untied model whose table holds exactly those rows, with the
+// table's bytes less.
+TEST(ModelFuse, TiedEmbeddingReadsTheClassifierRows) {
+  const ModelConfig c = preset_config("stories260k");
+  ASSERT_TRUE(c.tied_classifier);
+  const ModelWeights tied = random_weights(c, 6);
+  FloatQuantization f32;
+  Int4ActQuantization w4a8;
+  for (Quantization* quant : std::initializer_list<Quantization*>{&f32, &w4a8}) {
+    SCOPED_TRACE(quant == &f32 ? "fp32" : "int4");
+    ModelWeights untied = tied;
+    untied.config.tied_classifier = false;
+    untied.classifier = tied.token_embedding;
+    // The table the tied model reads: the classifier's stored rows, dequantised.
+    const std::unique_ptr<Linear> classifier = quant->make_linear("classifier", tied.token_embedding, c.vocab_size, c.dim);
+    for (int t = 0; t < c.vocab_size; ++t)
+      classifier->dequantize_row(t, untied.token_embedding.data() + static_cast<std::size_t>(t) * c.dim);
+    CpuDevice device(2);
+    Model a(tied, *quant, device), b(untied, *quant, device);
+    expect_same_bits(run(a), run(b));
+    EXPECT_EQ(b.weight_bytes() - a.weight_bytes(), static_cast<std::uint64_t>(c.vocab_size) * c.dim * sizeof(float));
+  }
+}
+
+TEST(ModelFuse, FuseIsCpuOnly) {
+  CpuDevice cpu(1);
+  cpu.set_fuse(true);
+  EXPECT_TRUE(cpu.fuse());
+  std::unique_ptr<Device> sim = make_device(DeviceKind::kSim, 0);
+  EXPECT_THROW(sim->set_fuse(true), Error);
+  EXPECT_NO_THROW(sim->set_fuse(false));
+  EXPECT_FALSE(sim->fuse());
+}
+
+}  // namespace
+}  // namespace inferlab
