@@ -152,7 +152,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   Device& device = *device_ptr;
   std::vector<Stack> stacks;
   for (const auto& q : quants) {
-    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), device);
+    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), device,
+                                         &weights);  // quantization/gguf runs the checkpoint's own blocks
     auto model = std::make_shared<Model>(weights, *quant, device);
     for (const auto& a : split(vm["attention"].as<std::string>())) {
       Stack s;

@@ -252,7 +252,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
                                        : make_device(cx.device_kind, spec.device.threads);
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
-  auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device);
+  auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device, &weights);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
   auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
   // A simulated run never materialises the model: the executor needs only its config.
@@ -532,7 +532,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     const ResolvedVariant& b = plan.variants.front();
     auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
-    auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device);
+    auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device, &weights);
     Model model(weights, *quant, *device, calibration.get());
     // The baseline as its decoder runs it (a layer-skipping baseline is evaluated skipping).
     auto decoder = registry.create_decoder(b.stack.decoding.name, b.decoding, *device, &weights, attention.get());
