@@ -42,7 +42,21 @@ inline void set_chunk(HalfScales& hs, int c, float s, float o) {
   hs.o[2 * c] = hs.o[2 * c + 1] = o;
 }
 
+// A K-quant super-block's integer scales, for the int8 path: w = D * sc[h] * code + M * mn[h] for
+// the 16 values of half-chunk h, so a row's dot over the block is
+// dx * (D * sum_h sc[h] sum c x + M * sum_h mn[h] sum x), all sums in integers.
+struct KIntScales {
+  float D, M;
+  std::int16_t sc[16], mn[16];
+};
+
 #if INFERLAB_GGUF_AVX2
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
 // Bytes shifted right by `bits` (< 8) and masked: the codes a packed byte array holds there.
 inline __m256i bits_at(__m256i bytes, int bits, int mask) {
   return _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(bits)), _mm256_set1_epi8(static_cast<char>(mask)));
@@ -104,6 +118,16 @@ struct FormatQ4_K {
       set_chunk(hs, j, d * static_cast<float>(sc), -dmin * static_cast<float>(m));
     }
   }
+  static void int_scales(const std::uint8_t* b, KIntScales& ks) {
+    ks.D = half_at(b);
+    ks.M = -half_at(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      std::uint8_t sc = 0, m = 0;
+      ref::kq_scale_min(b + 4, j, sc, m);
+      ks.sc[2 * j] = ks.sc[2 * j + 1] = sc;
+      ks.mn[2 * j] = ks.mn[2 * j + 1] = m;
+    }
+  }
   // Sub-block c: nibbles of qs[32 (c / 2) ..], low for even c.
   static int code(const std::uint8_t* b, int c, int i) { return (b[16 + 32 * (c / 2) + i] >> (4 * (c & 1))) & 0x0F; }
 #if INFERLAB_GGUF_AVX2
@@ -123,6 +147,16 @@ struct FormatQ6_K {
         const float s = d * static_cast<float>(sc[8 * (c / 4) + 2 * (c % 4) + half]);
         hs.s[2 * c + half] = s;
         hs.o[2 * c + half] = -32.0f * s;
+      }
+  }
+  static void int_scales(const std::uint8_t* b, KIntScales& ks) {
+    ks.D = ks.M = half_at(b + 208);
+    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+    for (int c = 0; c < 8; ++c)
+      for (int half = 0; half < 2; ++half) {
+        const int s = sc[8 * (c / 4) + 2 * (c % 4) + half];
+        ks.sc[2 * c + half] = static_cast<std::int16_t>(s);
+        ks.mn[2 * c + half] = static_cast<std::int16_t>(-32 * s);
       }
   }
   static int code(const std::uint8_t* b, int c, int i) {
@@ -236,6 +270,56 @@ void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::
   }
 }
 
+// A K-quant row against activation blocks of 256 (one scale per super-block): the 8 sub-block dots
+// are weighted by their integer scales and summed in integer lanes; one float step per block.
+template <class F, int R>
+void row_dot_k(const std::uint8_t* row, int blocks, const BlockActs& a, float* y, std::size_t ys) {
+  constexpr int kChunks = F::kElems / kChunk;
+  float acc[R] = {};
+  KIntScales ks;
+  for (int blk = 0; blk < blocks; ++blk) {
+    const std::uint8_t* b = row + static_cast<std::size_t>(blk) * F::kBytes;
+    F::int_scales(b, ks);
+#if INFERLAB_GGUF_AVX2
+    __m256i u[kChunks], sv[kChunks];
+    for (int c = 0; c < kChunks; ++c) {
+      u[c] = F::codes(b, c);
+      sv[c] = _mm256_set_m128i(_mm_set1_epi16(ks.sc[2 * c + 1]), _mm_set1_epi16(ks.sc[2 * c]));
+    }
+#endif
+    for (int r = 0; r < R; ++r) {
+      const std::int8_t* x = a.xq + r * a.stride + static_cast<std::size_t>(blk) * F::kElems;
+      int dot = 0;
+#if INFERLAB_GGUF_AVX2
+      __m256i isum = _mm256_setzero_si256();
+      for (int c = 0; c < kChunks; ++c) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c * kChunk));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], xv), sv[c]));
+      }
+      dot = hsum_i32(isum);
+#else
+      for (int c = 0; c < kChunks; ++c)
+        for (int i = 0; i < kChunk; ++i) dot += ks.sc[2 * c + i / kHalf] * F::code(b, c, i) * x[c * kChunk + i];
+#endif
+      const int* s16 = a.sum16 + r * a.sum_stride + static_cast<std::size_t>(blk) * (2 * kChunks);
+      int mins = 0;
+      for (int h = 0; h < 2 * kChunks; ++h) mins += ks.mn[h] * s16[h];
+      acc[r] += a.xs[r * a.scale_stride + static_cast<std::size_t>(blk)] *
+                (ks.D * static_cast<float>(dot) + ks.M * static_cast<float>(mins));
+    }
+  }
+  for (int r = 0; r < R; ++r) y[static_cast<std::size_t>(r) * ys] = acc[r];
+}
+
+// The row kernel for a format and activations: K-quants against int8 blocks take row_dot_k.
+template <class F, int R, class Acts>
+void row_kernel(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::size_t ys) {
+  if constexpr (std::is_base_of_v<BlockActs, Acts> && F::kElems == ref::kGgufSuper)
+    row_dot_k<F, R>(row, blocks, a, y, ys);
+  else
+    row_dot<F, R>(row, blocks, a, y, ys);
+}
+
 // Threads split the output rows; tokens go 4 at a time so a chunk is unpacked once for 4 rows.
 template <class F, class Acts>
 void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
@@ -253,12 +337,12 @@ void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out,
       for (; r + 4 <= n; r += 4) {
         Acts at = acts;
         at.advance(r);
-        row_dot<F, 4>(row, blocks, at, y + r * ys + o, ys);
+        row_kernel<F, 4>(row, blocks, at, y + r * ys + o, ys);
       }
       for (; r < n; ++r) {
         Acts at = acts;
         at.advance(r);
-        row_dot<F, 1>(row, blocks, at, y + r * ys + o, ys);
+        row_kernel<F, 1>(row, blocks, at, y + r * ys + o, ys);
       }
     }
   }, grain);
@@ -295,6 +379,10 @@ bool gguf_native_kernel(GgmlType type) {
     default:
       return false;
   }
+}
+
+int gguf_act_block(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? ref::kGgufSuper : ref::kActBlock;
 }
 
 void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,
@@ -345,7 +433,7 @@ void matmul_gguf_act(GgmlType type, const std::uint8_t* w, const std::int8_t* xq
   acts.xs = xs;
   acts.sum16 = sum16.data();
   acts.stride = static_cast<std::size_t>(in);
-  acts.scale_stride = static_cast<std::size_t>(ref::act_blocks(in));
+  acts.scale_stride = static_cast<std::size_t>((in + gguf_act_block(type) - 1) / gguf_act_block(type));
   acts.sum_stride = static_cast<std::size_t>(halves);
   dispatch(type, w, acts, y, n, out, in, pool);
 }

@@ -95,12 +95,12 @@ void run_channels(const std::int8_t* xq, const float* xs, const std::int8_t* q, 
 
 }  // namespace
 
-void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool) {
-  const int blocks = ref::act_blocks(in);
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool, int block) {
+  const int blocks = (in + block - 1) / block;
   pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
     for (std::size_t r = begin; r < end; ++r)
       for (int b = 0; b < blocks; ++b) {
-        const int i0 = b * kActBlock, i1 = std::min(in, i0 + kActBlock);
+        const int i0 = b * block, i1 = std::min(in, i0 + block);
         const float* xr = x + r * static_cast<std::size_t>(in);
         float amax = 0.0f;
 #pragma omp simd reduction(max : amax)

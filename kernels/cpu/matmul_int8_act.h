@@ -15,8 +15,10 @@
 
 namespace inferlab::cpu {
 
-// Quantises x [n, in] into xq [n, in] and xs [n, ref::act_blocks(in)] (threaded by rows).
-void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool);
+// Quantises x [n, in] into xq [n, in] and xs [n, ceil(in / block)] (threaded by rows): blocks of
+// `block` values (ref::kActBlock = 32 by default; 256 for the K-quant kernels of matmul_gguf), each
+// with scale max|x| / 127.
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool, int block = 32);
 
 // xq: [n, in], xs: [n, act_blocks(in)], q: [out, in], scale: [out], y: [n, out].
 void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y,

@@ -19,7 +19,6 @@
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
-#include "kernels/ref/matmul_int8.h"
 #include "tests/support/gguf_block_fixtures.h"
 
 namespace {
@@ -72,14 +71,15 @@ void matmul_gguf(benchmark::State& state) {
   });
 }
 
-// int8 activation blocks, quantised inside the timed call as the plugin does.
+// int8 activation blocks (32, or 256 for the K-quants), quantised inside the timed call as the plugin does.
 void matmul_gguf_act(benchmark::State& state) {
   Problem p(state);
   inferlab::ThreadPool pool(2);
   std::vector<std::int8_t> xq(p.x.size());
-  std::vector<float> xs(static_cast<std::size_t>(p.n) * inferlab::ref::act_blocks(p.in));
+  const int block = inferlab::cpu::gguf_act_block(p.type);
+  std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / block));
   run(state, p, [&](const std::uint8_t* w) {
-    inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
+    inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool, block);
     inferlab::cpu::matmul_gguf_act(p.type, w, xq.data(), xs.data(), p.y.data(), p.n, p.out, p.in, pool);
   });
 }

@@ -17,7 +17,6 @@
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
-#include "kernels/ref/matmul_int8.h"
 
 namespace inferlab {
 namespace {
@@ -71,15 +70,17 @@ TEST_P(MatmulGguf, MatchesDequantizedMatmulForBothActivationPaths) {
       cpu::matmul_gguf(type, blocks.data(), x.data(), y.data(), n, c.out, c.in, pool);
       for (std::size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 2e-6 * mag[i] + 1e-12) << "fp32 at " << i;
 
-      // int8 activations: the reference sees the same quantised x (xq * xs).
+      // int8 activations (blocks of 32, or 256 for the K-quants): the reference sees the same
+      // quantised x (xq * xs).
+      const int ab = cpu::gguf_act_block(type), nab = c.in / ab;
       std::vector<std::int8_t> xq(x.size());
-      std::vector<float> xs(static_cast<std::size_t>(n) * ref::act_blocks(c.in));
-      cpu::quantize_act_rows(x.data(), n, c.in, xq.data(), xs.data(), pool);
+      std::vector<float> xs(static_cast<std::size_t>(n) * nab);
+      cpu::quantize_act_rows(x.data(), n, c.in, xq.data(), xs.data(), pool, ab);
       std::vector<float> xd(x.size());
       for (int r = 0; r < n; ++r)
         for (int i = 0; i < c.in; ++i)
           xd[static_cast<std::size_t>(r) * c.in + i] = static_cast<float>(xq[static_cast<std::size_t>(r) * c.in + i]) *
-                                                       xs[static_cast<std::size_t>(r) * ref::act_blocks(c.in) + i / ref::kActBlock];
+                                                       xs[static_cast<std::size_t>(r) * nab + i / ab];
       reference(xd, w, n, c.out, c.in, want, mag);
       std::fill(y.begin(), y.end(), NAN);
       cpu::matmul_gguf_act(type, blocks.data(), xq.data(), xs.data(), y.data(), n, c.out, c.in, pool);
@@ -98,6 +99,9 @@ TEST(MatmulGgufErrors, RefusesTypesWithoutKernelAndPartialBlocks) {
   std::vector<float> x(512), y(4);
   EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kQ5_K));
   EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kF32));
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ4_K), 256);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ6_K), 256);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ4_1), 32);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ5_K, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ4_K, w.data(), x.data(), y.data(), 1, 1, 128, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ4_0, w.data(), x.data(), y.data(), 1, 1, 48, pool), Error);

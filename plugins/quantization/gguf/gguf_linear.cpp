@@ -4,7 +4,6 @@
 #include "inferlab/float_linear.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
-#include "kernels/ref/matmul_int8.h"
 
 namespace inferlab::plugins {
 
@@ -42,9 +41,10 @@ void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) c
   // The activation blocks of this call; per thread, so linears on different devices never share.
   thread_local std::vector<std::int8_t> xq;
   thread_local std::vector<float> xs;
-  xq.resize(static_cast<std::size_t>(n) * in);                      // [n, in]
-  xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));     // [n, in / 32]
-  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
+  const int block = cpu::gguf_act_block(type_);  // 32, or 256 for the K-quants
+  xq.resize(static_cast<std::size_t>(n) * in);               // [n, in]
+  xs.resize(static_cast<std::size_t>(n) * (in / block));     // [n, in / block]
+  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool, block);
   cpu::matmul_gguf_act(type_, blocks_.data(), xq.data(), xs.data(), y, n, out_features(), in, pool);
 }
 
