@@ -19,6 +19,7 @@
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
+#include "inferlab/variant_quantization.h"
 #include "inferlab/shard.h"
 #include "inferlab/workload.h"
 
@@ -185,6 +186,11 @@ int cmd_validate(const std::vector<std::string>& args) {
     std::cout << "  " << v.name << ":";
     for (PluginKind k : kStackKinds) std::cout << " " << stack_key(k) << "=" << v.stack.choice(k).name;
     std::cout << " kv.block_size=" << v.stack.kv.block_size << " kv.dtype=" << v.stack.kv.format.name() << "\n";
+    if (!v.stack.quantization_rules.empty()) {  // per-layer rules: how many linears each method builds
+      std::cout << "    " << v.stack.quantization_rules.size() << " quantization rule(s), linears:";
+      for (const auto& [method, n] : linears_per_method(v)) std::cout << " " << method << " " << n;
+      std::cout << "\n";
+    }
   }
   return 0;
 }

@@ -14,20 +14,60 @@ namespace inferlab {
 // free_ is a min-heap (std::greater) so allocate() always returns the lowest free id: block
 // placement is deterministic whatever order blocks were released in.
 
-BlockPool::BlockPool(int num_blocks) {
+BlockPool::BlockPool(int num_blocks, bool contiguous) : contiguous_(contiguous), free_count_(num_blocks) {
   check(num_blocks >= 0, "BlockPool: num_blocks must be >= 0, got " + std::to_string(num_blocks));
   refs_.assign(static_cast<std::size_t>(num_blocks), 0);
+  if (contiguous_) return;  // runs are found by scanning refs_
   free_.reserve(static_cast<std::size_t>(num_blocks));
   for (int b = 0; b < num_blocks; ++b) free_.push_back(b);  // ascending = valid min-heap
 }
 
 int BlockPool::allocate() {
+  check(!contiguous_, "BlockPool::allocate on a contiguous pool (use allocate_run)");
   if (free_.empty()) return -1;
   std::pop_heap(free_.begin(), free_.end(), std::greater<int>());
   const int block = free_.back();
   free_.pop_back();
   refs_[static_cast<std::size_t>(block)] = 1;
+  --free_count_;
   return block;
+}
+
+int BlockPool::allocate_run(int n) {
+  check(contiguous_, "BlockPool::allocate_run on a paged pool");
+  check(n > 0, "BlockPool::allocate_run: n must be > 0, got " + std::to_string(n));
+  int run = 0;
+  for (int b = 0; b < total(); ++b) {
+    run = refs_[static_cast<std::size_t>(b)] == 0 ? run + 1 : 0;
+    if (run < n) continue;
+    const int first = b - n + 1;
+    std::fill(refs_.begin() + first, refs_.begin() + b + 1, 1);
+    free_count_ -= n;
+    return first;
+  }
+  return -1;
+}
+
+int BlockPool::largest_free_run() const {
+  int run = 0, best = 0;
+  for (int r : refs_) {
+    run = r == 0 ? run + 1 : 0;
+    best = std::max(best, run);
+  }
+  return best;
+}
+
+int BlockPool::free_in_runs_shorter_than(int n) const {
+  int run = 0, small = 0;
+  for (std::size_t b = 0; b <= refs_.size(); ++b) {
+    if (b < refs_.size() && refs_[b] == 0) {
+      ++run;
+      continue;
+    }
+    if (run < n) small += run;
+    run = 0;
+  }
+  return small;
 }
 
 void BlockPool::retain(int block) {
@@ -42,6 +82,8 @@ void BlockPool::release(int block) {
   int& ref = refs_[static_cast<std::size_t>(block)];
   check(ref > 0, "BlockPool::release: block " + std::to_string(block) + " is already free");
   if (--ref == 0) {
+    ++free_count_;
+    if (contiguous_) return;
     free_.push_back(block);
     std::push_heap(free_.begin(), free_.end(), std::greater<int>());
   }
@@ -57,6 +99,10 @@ int checked_num_blocks(const KvCacheConfig& config) {
   check(config.num_blocks > 0, "BlockManager: num_blocks must be > 0 when the cache is built, got " +
                                    std::to_string(config.num_blocks) +
                                    " (0 means the engine must pick a size first)");
+  // Contiguous regions are private to one sequence: nothing may share their blocks.
+  check(!(config.contiguous() && config.prefix_caching),
+        std::string("BlockManager: kv.reservation = ") + kv_reservation_name(config.reservation) +
+            " places contiguous per-sequence regions and cannot share blocks with prefix caching");
   return config.num_blocks;
 }
 
@@ -64,7 +110,7 @@ int checked_num_blocks(const KvCacheConfig& config) {
 
 BlockManager::BlockManager(const KvCacheConfig& config)
     : config_(config),
-      pool_(checked_num_blocks(config)),
+      pool_(checked_num_blocks(config), config.contiguous()),
       valid_(static_cast<std::size_t>(config.num_blocks), 0),
       holders_(static_cast<std::size_t>(config.num_blocks) * static_cast<std::size_t>(config.block_size + 1), 0) {}
 
@@ -104,6 +150,11 @@ bool BlockManager::reserve(int seq, int tokens, std::vector<BlockCopy>& copies) 
       release_block(block);
       block = copy;
     }
+  }
+  const int grow = blocks_for(tokens) - static_cast<int>(sb.blocks.size());
+  if (pool_.contiguous() && grow > 0) {
+    const int first = pool_.allocate_run(grow);  // cannot fail: free_blocks() is the largest run
+    for (int b = first; b < first + grow; ++b) sb.blocks.push_back(b);
   }
   while (static_cast<int>(sb.blocks.size()) < blocks_for(tokens)) sb.blocks.push_back(allocate_block());
   note_peak();
@@ -199,7 +250,7 @@ int BlockManager::slot(int seq, int pos) const {
 KvStats BlockManager::stats() const {
   KvStats s;
   s.blocks_total = pool_.total();
-  s.blocks_free = free_blocks();
+  s.blocks_free = pool_.free_count() + static_cast<int>(evictable_.size());
   s.blocks_cached = static_cast<int>(evictable_.size());
   s.blocks_reserved = s.blocks_total - s.blocks_free;
   s.blocks_used = blocks_used_;
@@ -229,7 +280,7 @@ void BlockManager::change_holder(int block, int from, int to) {
 }
 
 void BlockManager::note_peak() {
-  peak_reserved_ = std::max(peak_reserved_, pool_.total() - free_blocks());
+  peak_reserved_ = std::max(peak_reserved_, pool_.total() - pool_.free_count() - static_cast<int>(evictable_.size()));
 }
 
 // ---- prefix caching -------------------------------------------------------------------------

@@ -16,7 +16,7 @@ int fit_tokens(const SchedulerInput& in, const SeqView& s, int want, int min_tok
   int room = (s.blocks_held + free_blocks) * in.block_size - s.num_computed;
   int n = std::min(want, room);
   if (n < min_tokens) return 0;
-  return in.blocks_to_grow(s, n) <= free_blocks ? n : 0;  // reserve_full may still refuse
+  return in.blocks_to_grow(s, n) <= free_blocks ? n : 0;  // an ahead reservation may still refuse
 }
 
 // Tokens a request feeds through the model over its whole life: its prompt and every

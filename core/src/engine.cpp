@@ -47,6 +47,10 @@ void StepLoop::setup() {
   if (width_ > 0) {
     if (max_draft_ > 0) throw Error("a decoder cannot both branch (beam search, n > 1) and speculate");
     if (!kv_config_.enabled) throw Error("branching decoders (beam search, n > 1) need the KV cache (kv.enabled)");
+    if (kv_config_.contiguous())
+      throw Error(std::string("branching decoders (beam search, n > 1) share blocks between branches; kv.reservation = ") +
+                  kv_reservation_name(kv_config_.reservation) +
+                  " gives each sequence its own contiguous region; allowed: on_demand or full");
     result_.sequences.resize(requests_.size());
   }
   seqs_.resize(requests_.size());
@@ -59,6 +63,12 @@ void StepLoop::setup() {
       if (t < 0 || t >= vocab_)  // (not check(): its message would be built for every token)
         throw Error("request " + std::to_string(r.id) + " has token id " + std::to_string(t) +
                     " outside the vocabulary [0, " + std::to_string(vocab_) + ")");
+    if (kv_config_.reservation == KvReservation::kMax &&
+        static_cast<long long>(r.prompt.size()) + r.max_output > kv_config_.max_seq_len)
+      throw Error("request " + std::to_string(r.id) + " has " + std::to_string(r.prompt.size()) + " prompt + " +
+                  std::to_string(r.max_output) + " output tokens, more than the max_seq_len " +
+                  std::to_string(kv_config_.max_seq_len) +
+                  " that kv.reservation = max reserves; allowed: prompt + output <= max_seq_len (clip the workload)");
     if (!by_id_.emplace(r.id, &seqs_[i]).second) throw Error("duplicate request id " + std::to_string(r.id));
     seqs_[i].req = &r;
     seqs_[i].tokens = r.prompt;
@@ -106,7 +116,8 @@ ScheduleDecision StepLoop::schedule() {
   input.waiting = waiting_views_;
   input.free_blocks = blocks_.free_blocks();
   input.block_size = kv_config_.block_size;
-  input.reserve_full = kv_config_.reserve_full;
+  input.reservation = kv_config_.reservation;
+  input.max_seq_len = kv_config_.max_seq_len;
   input.max_draft_tokens = max_draft_;
   OpScope timed(device_, TimeCategory::kScheduler);
   return scheduler_.schedule(input);
@@ -199,10 +210,11 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
       decoder_.propose_for(s->req->id, s->tokens, std::min(sch.num_tokens - 1, remaining - 1), s->rng, w.drafts);
       result_.timeline.draft_s += steady_seconds() - d0;
     }
-    int target = s->num_computed + w.n_real + static_cast<int>(w.drafts.size());
-    if (kv_config_.reserve_full)
-      target = std::max(target, static_cast<int>(s->req->prompt.size()) + s->req->max_output + max_draft_);
+    const int target = std::max(s->num_computed + w.n_real + static_cast<int>(w.drafts.size()), reservation_target(*s));
     const bool reserved = branched(*s) ? reserve_branches(*s) : blocks_.reserve(s->req->id, target, copies_);
+    // A contiguous cache shows schedulers its largest hole; blocks a scheduler freed by
+    // preempting need not join it, so such an admission waits for a later step.
+    if (!reserved && kv_config_.contiguous() && wit != waiting_.end()) continue;
     if (!reserved)
       throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
                   (branched(*s) ? "up to " + std::to_string(s->branches.size()) + " (one per branch)"
@@ -234,8 +246,7 @@ void StepLoop::throw_unschedulable() const {
   // The blocks for its whole life (prompt and all but the last output token), which is what a
   // scheduler checks against the pool before it admits a request.
   const int prompt = static_cast<int>(s->req->prompt.size());
-  const int life = kv_config_.reserve_full ? prompt + s->req->max_output + max_draft_
-                                           : prompt + std::max(s->req->max_output, 1) - 1;
+  const int life = kv_config_.reserves_ahead() ? reservation_target(*s) : prompt + std::max(s->req->max_output, 1) - 1;
   const int need = SchedulerInput::branch_blocks(std::max(life, static_cast<int>(s->tokens.size()) + 1), prompt,
                                                 std::max(1, width_), kv_config_.block_size);
   throw Error("request " + std::to_string(s->req->id) + " can never be scheduled: it needs " + std::to_string(need) +
@@ -281,7 +292,7 @@ void StepLoop::build_batch() {
 
 void StepLoop::commit() {
   RunTimeline& tl = result_.timeline;
-  const bool keep_capacity = kv_config_.reserve_full;
+  const bool keep_capacity = kv_config_.reserves_ahead();
   emitted_.clear();
   for (Work& w : work_) {
     Seq& s = *w.seq;
@@ -367,6 +378,7 @@ void StepLoop::record_step(double step_start, double duration) {
   st.kv_blocks_reserved = ks.blocks_reserved;
   st.kv_blocks_used = ks.blocks_used;
   st.kv_tokens = ks.tokens_stored;
+  measure_kv_breakdown(st);
   tl.steps.push_back(st);
   now_ = end;
 }
@@ -489,6 +501,7 @@ Engine::~Engine() = default;
 RunResult Engine::run(const std::vector<Request>& requests) {
   KvCacheConfig kv_config = options_.kv;
   check(kv_config.block_size > 0, "kv.block_size must be positive");
+  if (kv_config.max_seq_len <= 0) kv_config.max_seq_len = executor_.config().max_seq_len;
   if (kv_config.num_blocks <= 0 && kv_config.memory_mb > 0) {
     // A fixed memory budget: as many blocks as its bytes hold in this executor's KV format.
     const std::uint64_t block_bytes = executor_.kv_bytes_per_block(kv_config.block_size);
@@ -502,9 +515,12 @@ RunResult Engine::run(const std::vector<Request>& requests) {
     const int max_draft = decoder_.max_draft_tokens();
     const int branches = std::max(1, decoder_.branch_width());
     long long blocks = 0;
-    for (const auto& r : requests)
-      blocks += SchedulerInput::branch_blocks(static_cast<int>(r.prompt.size()) + r.max_output + max_draft,
-                                              static_cast<int>(r.prompt.size()), branches, kv_config.block_size);
+    for (const auto& r : requests) {
+      const int prompt = static_cast<int>(r.prompt.size());
+      const int life = std::max(prompt + r.max_output + max_draft,
+                                reservation_tokens(kv_config.reservation, prompt, r.max_output, max_draft, kv_config.max_seq_len));
+      blocks += SchedulerInput::branch_blocks(life, prompt, branches, kv_config.block_size);
+    }
     // Enough for every request at once, capped so a long trace cannot ask for more memory
     // than kAutoKvPoolBytes; set kv.num_blocks to study memory pressure.
     const long long block_bytes =

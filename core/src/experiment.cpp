@@ -14,6 +14,7 @@
 #include "experiment_model.h"
 #include "experiment_override.h"
 #include "experiment_parse.h"
+#include "experiment_quant_rules.h"
 #include "inferlab/error.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/model_config.h"
@@ -77,14 +78,6 @@ namespace {
 
 using namespace experiment_parse;  // Ctx, check_keys, get_* (experiment_parse.h)
 
-ParamValue to_param(const Ctx& c, const toml::node& n, const std::string& key) {
-  if (auto i = n.as_integer()) return i->get();
-  if (auto f = n.as_floating_point()) return f->get();
-  if (auto b = n.as_boolean()) return b->get();
-  if (auto s = n.as_string()) return s->get();
-  throw Error(c.at(n) + ": parameter '" + key + "' must be a string, number or boolean, got " + type_name(n));
-}
-
 // `attention = "flash"` or `attention = { name = "flash", tile = 32 }`. A table without a name
 // keeps the base choice's plugin and merges parameters into it.
 PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& key, const PluginChoice& base) {
@@ -102,7 +95,7 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
     out.name = nm;
   }
   for (auto&& [k, v] : t)
-    if (k.str() != "name") {
+    if (k.str() != "name" && !(key == "quantization" && k.str() == "rules")) {  // rules: apply_stack_key
       out.params[std::string(k.str())] = to_param(c, v, std::string(k.str()));
       // A parameter from --set in a table from the file: say so, the file's line alone misleads.
       if (c.at(v) == c.file + " (--set)" && c.at(n) != c.at(v)) out.where += " (--set " + key + "." + std::string(k.str()) + ")";
@@ -135,9 +128,8 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   }
   if (auto v = t.get("reservation")) {
     std::string r = get_string(c, *v, "kv.reservation");
-    if (r != "on_demand" && r != "full")
-      throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: on_demand, full");
-    kv.reserve_full = r == "full";
+    if (!parse_kv_reservation(r, kv.reservation))
+      throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: " + kKvReservationNames);
   }
   if (auto v = t.get("prefix_caching")) {
     auto b = v->as_boolean();
@@ -165,6 +157,10 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
                 std::to_string(kv.num_blocks) + " both size the pool; allowed: one of them");
   if (kv.memory_mb > 0 && kv.gpu_memory_fraction > 0)
     throw Error(c.at(n) + ": kv.memory_mb and kv.gpu_memory_fraction both size the pool; allowed: one of them");
+  if (kv.prefix_caching && kv.contiguous())
+    throw Error(c.at(n) + ": kv.reservation = \"" + kv_reservation_name(kv.reservation) +
+                "\" gives each request its own contiguous region, which prefix caching cannot share; allowed: "
+                "prefix_caching with reservation on_demand or full");
   if (kv.prefix_caching && !kv.enabled)
     throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }
@@ -178,8 +174,11 @@ const std::vector<std::string> kStackKeys = [] {
 
 void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml::node& v) {
   PluginKind k = PluginKind::kAttention;
-  if (stack_key_kind(key, k)) s.choice(k) = parse_choice(c, v, key, s.choice(k));
-  else if (key == "kv") {
+  if (stack_key_kind(key, k)) {
+    const std::string before = s.choice(k).name;
+    s.choice(k) = parse_choice(c, v, key, s.choice(k));
+    if (k == PluginKind::kQuantization) apply_quantization_rules(c, v, before, s);
+  } else if (key == "kv") {
     parse_kv(c, v, s.kv);
     s.kv_where = c.at(v);
   }
@@ -287,7 +286,7 @@ std::vector<std::string> expand_sweep_names(const std::vector<std::pair<std::str
       else if (auto i = n->as_integer()) os << i->get();
       else if (auto f = n->as_floating_point()) os << f->get();
       else if (auto b = n->as_boolean()) os << (b->get() ? "true" : "false");
-      else os << "?";
+      else os << "#" << idx[a] + 1;  // a table or array (a rule list): its position on the axis
       name += (name.empty() ? "" : ",") + axes[a].first + "=" + os.str();
       point.push_back(n);
     }
@@ -323,6 +322,10 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
   }
   PluginKind k = PluginKind::kAttention;
   stack_key_kind(head, k);  // head is one of kStackKeys and not "kv"
+  if (k == PluginKind::kQuantization && rest == "rules") {
+    s.quantization_rules = parse_quantization_rules(c, v);
+    return;
+  }
   s.choice(k).params[rest] = to_param(c, v, rest);
 }
 

@@ -10,6 +10,7 @@
 
 #include "experiment_override.h"
 #include "inferlab/error.h"
+#include "inferlab/params.h"
 
 namespace inferlab::experiment_parse {
 
@@ -80,6 +81,15 @@ inline double get_float(const Ctx& c, const toml::node& n, const std::string& ke
 inline const toml::table& get_table(const Ctx& c, const toml::node& n, const std::string& key) {
   if (auto t = n.as_table()) return *t;
   throw Error(c.at(n) + ": '" + key + "' must be a table, got " + type_name(n));
+}
+
+// A plugin parameter's value: a string, number or boolean.
+inline ParamValue to_param(const Ctx& c, const toml::node& n, const std::string& key) {
+  if (auto i = n.as_integer()) return i->get();
+  if (auto f = n.as_floating_point()) return f->get();
+  if (auto b = n.as_boolean()) return b->get();
+  if (auto s = n.as_string()) return s->get();
+  throw Error(c.at(n) + ": parameter '" + key + "' must be a string, number or boolean, got " + type_name(n));
 }
 
 }  // namespace inferlab::experiment_parse

@@ -27,6 +27,24 @@ std::string toml_value(const ParamValue& v) {
   return param_value_to_string(v);
 }
 
+// A variant's quantization rules, each method's parameters resolved (defaults filled).
+std::string rules_toml(const ResolvedVariant& v) {
+  std::ostringstream t;
+  t << "[";
+  const auto& rules = v.stack.quantization_rules;
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    t << (r ? ", " : "") << "{ ";
+    if (!rules[r].match.empty()) t << "match = " << json_quote(rules[r].match) << ", ";
+    if (rules[r].layers.kind != LayerSelector::Kind::kAny) t << "layers = " << rules[r].layers.toml() << ", ";
+    t << "method = { name = " << json_quote(rules[r].method);
+    if (r < v.rule_params.size())
+      for (const auto& [pk, pv] : v.rule_params[r].values()) t << ", " << pk << " = " << toml_value(pv);
+    t << " } }";
+  }
+  t << "]";
+  return t.str();
+}
+
 }  // namespace
 
 std::string resolved_config_toml(const Plan& plan) {
@@ -84,6 +102,7 @@ std::string resolved_config_toml(const Plan& plan) {
     for (PluginKind k : kStackKinds) {
       t << stack_key(k) << " = { name = " << json_quote(v.stack.choice(k).name);
       for (const auto& [pk, pv] : v.params(k).values()) t << ", " << pk << " = " << toml_value(pv);
+      if (k == PluginKind::kQuantization && !v.stack.quantization_rules.empty()) t << ", rules = " << rules_toml(v);
       t << " }\n";
     }
     t << "kv = { enabled = " << (v.stack.kv.enabled ? "true" : "false") << ", block_size = " << v.stack.kv.block_size;
@@ -92,7 +111,7 @@ std::string resolved_config_toml(const Plan& plan) {
     else
       t << ", num_blocks = " << v.stack.kv.num_blocks;
     t
-      << ", reservation = \"" << (v.stack.kv.reserve_full ? "full" : "on_demand")
+      << ", reservation = \"" << kv_reservation_name(v.stack.kv.reservation)
       << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << ", dtype = \""
       << v.stack.kv.format.dtype_name() << "\"";
     if (!v.stack.kv.format.all_f32())  // the shape keys of a quantized cache (refused on an f32 one)

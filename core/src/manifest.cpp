@@ -11,6 +11,7 @@
 #include "inferlab/report.h"
 #include "inferlab/rng.h"
 #include "inferlab/tokenizer.h"
+#include "inferlab/variant_quantization.h"
 
 namespace inferlab {
 
@@ -88,6 +89,7 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
       m << ", \"" << plugin_kind_name(k) << "\": " << json_quote(d.name + " " + d.version);
     }
     if (v.model) m << ", \"model\": " << json_quote(v.model->preset.empty() ? v.model->path : "preset " + v.model->preset);
+    if (!v.stack.quantization_rules.empty()) m << ",\n     \"quantization_rules\": " << quantization_rules_json(v);
     m << "}";
   }
   m << "\n  ],\n  \"repeat_seeds\": [";

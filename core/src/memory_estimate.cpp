@@ -6,8 +6,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -17,8 +19,10 @@
 #include "inferlab/error.h"
 #include "inferlab/kv_storage.h"
 #include "inferlab/quantization.h"
+#include "inferlab/quantization_rules.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
+#include "inferlab/variant_quantization.h"
 #include "inferlab/workload.h"
 
 namespace inferlab {
@@ -42,17 +46,24 @@ std::uint64_t linear_bytes(Quantization& quant, const std::string& name, int out
   return static_cast<std::uint64_t>(std::ceil(static_cast<double>(probe->weight_bytes()) * out / rows));
 }
 
-// The cell's model as Model builds it: fp32 embedding, norms and biases; quantized linears.
+// The cell's model as Model builds it: fp32 embedding, norms and biases; quantized linears,
+// each asked of the strategy that builds it (per-layer rules give layers different methods).
+// Linears of one shape under one strategy are asked once.
 std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
   const std::uint64_t d = static_cast<std::uint64_t>(c.dim), kv = static_cast<std::uint64_t>(c.kv_dim());
-  std::uint64_t per_layer = 2 * d * kF32 + (c.qkv_bias ? (d + 2 * kv) * kF32 : 0);
-  per_layer += 2 * linear_bytes(quant, "layers.0.wq", c.dim, c.dim);  // wq, wo
-  per_layer += 2 * linear_bytes(quant, "layers.0.wk", c.kv_dim(), c.dim);  // wk, wv
-  per_layer += 2 * linear_bytes(quant, "layers.0.w1", c.hidden_dim, c.dim);  // w1, w3
-  per_layer += linear_bytes(quant, "layers.0.w2", c.dim, c.hidden_dim);
-  const std::uint64_t embedding = static_cast<std::uint64_t>(c.vocab_size) * d * kF32;
-  return embedding + d * kF32 + per_layer * static_cast<std::uint64_t>(c.n_layers) +
-         linear_bytes(quant, "classifier", c.vocab_size, c.dim);
+  const auto* ruled = dynamic_cast<const RuledQuantization*>(&quant);
+  std::map<std::tuple<const Quantization*, int, int, bool>, std::uint64_t> asked;
+  std::uint64_t bytes = static_cast<std::uint64_t>(c.vocab_size) * d * kF32 + d * kF32;  // embedding, final norm
+  bytes += static_cast<std::uint64_t>(c.n_layers) * (2 * d * kF32 + (c.qkv_bias ? (d + 2 * kv) * kF32 : 0));
+  for (const LinearSlot& l : model_linears(c)) {
+    Quantization& q = ruled ? ruled->strategy_for(l.name) : quant;
+    // The classifier may be stored apart (skip_classifier); the layers' linears by shape.
+    const auto key = std::make_tuple(&q, l.out, l.in, l.layer < 0);
+    auto it = asked.find(key);
+    if (it == asked.end()) it = asked.emplace(key, linear_bytes(q, l.name, l.out, l.in)).first;
+    bytes += it->second;
+  }
+  return bytes;
 }
 
 std::int64_t int_param(const Params& p, const std::string& name, std::int64_t fallback) {
@@ -123,7 +134,7 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
   const std::uint64_t n = lengths.size();
   CpuDevice host(1);
   for (const ResolvedVariant& v : plan.variants) {
-    auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, host);
+    auto quant = make_variant_quantization(registry, v, host);
     const std::uint64_t weights = variant_model_bytes(*quant, model);
     if (weights > e.variant_weights) e.variant_weights = weights, e.weights_variant = v.name;
 

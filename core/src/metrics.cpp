@@ -6,6 +6,8 @@
 //   itl   = every gap between consecutive token_times of a request, pooled over requests; tokens
 //           emitted together by a speculative step give gaps of 0
 //   e2e   = finish_s - arrival_s
+//   norm_latency = e2e / output_tokens (Orca's and vLLM's normalised latency; finished requests
+//           with at least one output token)
 // Each gives _mean, _p50, _p90, _p99; NaN when no request qualifies.
 // makespan = last finish_s - first arrival_s (over all requests); the throughputs divide the
 // finished requests' output tokens, prompt + output tokens and count by it (0 if it is not > 0).
@@ -92,7 +94,7 @@ bool meets_slo(const RequestTimeline& r, const SloSpec& slo) {
 
 // Queueing, admission outcomes, SLO attainment, fairness and per-class latencies.
 void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& slo) {
-  std::vector<double> queue, slowdown;
+  std::vector<double> queue, slowdown, norm_latency;
   long long aborted = 0, rejected = 0, truncated = 0, attained = 0;
   std::map<int, std::vector<const RequestTimeline*>> classes;
   for (const RequestTimeline& r : run.requests) {
@@ -104,6 +106,7 @@ void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& 
     if (r.first_scheduled_s >= 0) queue.push_back((r.first_scheduled_s - r.arrival_s) * 1e3);
     if (r.finish_s >= 0 && r.first_scheduled_s >= 0 && r.finish_s > r.first_scheduled_s)
       slowdown.push_back((r.finish_s - r.arrival_s) / (r.finish_s - r.first_scheduled_s));
+    if (r.finish_s >= 0 && r.output_tokens > 0) norm_latency.push_back((r.finish_s - r.arrival_s) * 1e3 / r.output_tokens);
   }
   add_latency(row, "queue_ms", queue);
   row.emplace_back("requests_aborted", static_cast<double>(aborted));
@@ -114,6 +117,7 @@ void add_request_metrics(MetricRow& row, const RunTimeline& run, const SloSpec& 
   double sum = 0, sq = 0;
   for (double x : slowdown) sum += x, sq += x * x;
   row.emplace_back("fairness_jain", sq > 0 ? sum * sum / (static_cast<double>(slowdown.size()) * sq) : kNaN);
+  add_latency(row, "norm_latency_ms", norm_latency);
   if (classes.size() < 2) return;
   for (const auto& [cls, reqs] : classes) {
     std::vector<double> ttft, tpot;
@@ -166,7 +170,8 @@ std::vector<std::string> metric_names() {
   for (const char* n :
        {"throughput_out_tok_s", "throughput_total_tok_s", "throughput_req_s", "goodput_req_s", "requests",
         "requests_unfinished", "steps", "batch_mean", "tokens_per_step_mean", "kv_blocks_total", "kv_blocks_peak",
-        "kv_waste_frac", "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
+        "kv_waste_frac", "kv_token_share", "kv_reserved_share", "kv_internal_frag_share", "kv_external_frag_share",
+        "preemptions", "prefix_hit_frac", "spec_proposed", "spec_accepted", "spec_accept_frac",
         "spec_tokens_per_step", "weights_bytes", "kv_bytes_per_token"})
     names.emplace_back(n);
   for (int c = 0; c < kTimeCategories; ++c)
@@ -179,6 +184,7 @@ std::vector<std::string> metric_names() {
   for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("queue_ms") + s);
   for (const char* n : {"requests_aborted", "requests_rejected", "requests_truncated", "slo_attain_frac", "fairness_jain"})
     names.emplace_back(n);
+  for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("norm_latency_ms") + s);
   return names;
 }
 
@@ -238,9 +244,17 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
 
   double seqs = 0, rows_sum = 0, waste = 0;
   int waste_steps = 0, peak_reserved = 0;
+  // Duration-weighted slot sums of the memory breakdown: token states, reserved (all), never
+  // written (internal), unusable holes (external).
+  double w_tokens = 0, w_reserved = 0, w_internal = 0, w_external = 0;
   for (const StepTimeline& s : run.steps) {
     seqs += s.seqs;
     rows_sum += s.rows;
+    const double reserved_slots = static_cast<double>(s.kv_blocks_reserved) * run.block_size;
+    w_tokens += s.duration_s * static_cast<double>(s.kv_tokens);
+    w_reserved += s.duration_s * reserved_slots;
+    w_internal += s.duration_s * static_cast<double>(s.kv_slots_internal);
+    w_external += s.duration_s * static_cast<double>(s.kv_slots_external);
     peak_reserved = std::max(peak_reserved, s.kv_blocks_reserved);
     if (s.kv_blocks_reserved > 0) {
       const double capacity = static_cast<double>(s.kv_blocks_reserved) * run.block_size;
@@ -256,6 +270,12 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   // The engine's own peak; the steps' reservations stand in when it was not recorded.
   row.emplace_back("kv_blocks_peak", static_cast<double>(run.kv_blocks_peak > 0 ? run.kv_blocks_peak : peak_reserved));
   row.emplace_back("kv_waste_frac", waste_steps > 0 ? waste / waste_steps : 0.0);
+  const double occupied = w_reserved + w_external;
+  auto share = [&](double x) { return occupied > 0 ? x / occupied : 0.0; };
+  row.emplace_back("kv_token_share", share(w_tokens));
+  row.emplace_back("kv_reserved_share", share(w_reserved - w_tokens - w_internal));
+  row.emplace_back("kv_internal_frag_share", share(w_internal));
+  row.emplace_back("kv_external_frag_share", share(w_external));
   // Run total and per-request counts should agree; take the larger if only one was filled in.
   row.emplace_back("preemptions", static_cast<double>(std::max<long long>(run.preemptions, request_preemptions)));
   row.emplace_back("prefix_hit_frac",

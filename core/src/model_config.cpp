@@ -31,6 +31,10 @@ constexpr Preset kPresets[] = {
     {"llama-2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0f, false, 1, 2},
     // OPT-13B's attention shape (40 layers, 40 heads of 128) in a Llama block: vLLM's Table 1 model.
     {"llama-2-13b", 5120, 13824, 40, 40, 40, 32000, 4096, 10000.0f, false, 1, 2},
+    // OPT-13B (vLLM's §6 model) in a Llama block: its 40 layers of 40 heads × 128, its vocabulary
+    // (tied), its 2048-token context, and a gated MLP of 13653 (3 × 5120 × 13653 ≈ OPT's
+    // 2 × 5120 × 20480 weights per layer), so the parameter count matches (12.8B).
+    {"opt-13b", 5120, 13653, 40, 40, 40, 50272, 2048, 10000.0f, true, 2, 2},
     {"llama-3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0f, false, 128000, 128001},
 };
 

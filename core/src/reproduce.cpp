@@ -12,7 +12,9 @@
 
 #include <toml++/toml.h>
 
+#include "inferlab/attention_io.h"
 #include "inferlab/attention_memory.h"
+#include "inferlab/batch.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
 #include "inferlab/model_config.h"
@@ -30,6 +32,12 @@ double spec_expected_tokens(double alpha, int gamma) {
 }
 
 double spec_speedup(double alpha, int gamma, double c) { return spec_expected_tokens(alpha, gamma) / (gamma * c + 1.0); }
+
+double sarathi_max_decodes(double gpu_bytes, double param_bytes, double max_seq_len, double kv_bytes_per_token) {
+  check(gpu_bytes > 0 && param_bytes >= 0 && max_seq_len >= 1 && kv_bytes_per_token > 0,
+        "sarathi_max_decodes: needs M_G > 0, M_S >= 0, L >= 1 and m_kv > 0");
+  return std::max(0.0, std::floor((gpu_bytes - param_bytes) / (max_seq_len * kv_bytes_per_token)));
+}
 
 namespace {
 
@@ -110,14 +118,20 @@ double mean_metric(const std::string& dir, const std::string& variant, const std
   return sum / n;
 }
 
-// The claim file's experiment, run (it must be simulated: a claim holds on any machine) into a
-// scratch folder removed afterwards.
+// A claim's experiment must be simulated (the claim then holds on any machine), except for a
+// class cpu claim, whose point is to measure this CPU.
+void check_claim_device(const Claim& c, const ExperimentSpec& spec) {
+  if (spec.device.kind != "sim" && c.cls != "cpu")
+    throw Error(c.file + ": a '" + c.quantity + "' claim of class " + c.cls +
+                " runs its experiment, which must be [device] kind = \"sim\" (only a class cpu claim runs on this CPU)");
+}
+
+// The claim file's experiment, run into a scratch folder removed afterwards.
 struct SimRun {
   Plan plan;
   std::string root, dir;
   SimRun(const Claim& c, const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
-    if (spec.device.kind != "sim")
-      throw Error(c.file + ": a '" + c.quantity + "' claim runs its experiment, which must be [device] kind = \"sim\"");
+    check_claim_device(c, spec);
     plan = plan_experiment(spec, registry, model);
     RunOptions options;
     static int runs = 0;
@@ -135,6 +149,7 @@ struct SimRun {
 
 // One run per claim file: its claims share the experiment (kept until the program exits).
 const SimRun& sim_run(const Claim& c, const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model) {
+  check_claim_device(c, spec);  // also for a claim that finds the run already made by a cpu claim
   static std::map<std::string, std::unique_ptr<SimRun>> runs;
   auto& run = runs[c.file];
   if (!run) run = std::make_unique<SimRun>(c, spec, registry, model);
@@ -208,12 +223,59 @@ double capacity_search(const Claim& c, const Registry& registry, const std::stri
   return lo;
 }
 
+// Exponent `exponent` (n, d, m or bound) of the HBM accesses of the instrumented `algorithm`
+// fitted over the claim's grid (core/src/attention_io.cpp). A file's claims on the same
+// algorithm and grid share one fit.
+double attention_io_exponent(const Claim& c) {
+  const AttentionIoAlgorithm algorithm = parse_attention_io_algorithm(name_arg(c, "algorithm"), c.file);
+  const AttentionIoGrid grid{static_cast<int>(arg(c, "seq_min")),      static_cast<int>(arg(c, "seq_max")),
+                             static_cast<int>(arg(c, "head_dim_min")), static_cast<int>(arg(c, "head_dim_max")),
+                             static_cast<std::size_t>(arg(c, "sram_min")), static_cast<std::size_t>(arg(c, "sram_max"))};
+  std::ostringstream key;
+  key << c.file << '|' << name_arg(c, "algorithm") << '|' << grid.n_min << '|' << grid.n_max << '|' << grid.d_min << '|'
+      << grid.d_max << '|' << grid.m_min << '|' << grid.m_max;
+  static std::map<std::string, AttentionIoFit> fits;
+  auto it = fits.find(key.str());
+  if (it == fits.end()) it = fits.emplace(key.str(), fit_attention_io(algorithm, grid)).first;
+  const std::string e = name_arg(c, "exponent");
+  if (e == "n") return it->second.exp_n;
+  if (e == "d") return it->second.exp_d;
+  if (e == "m") return it->second.exp_m;
+  if (e == "bound") return it->second.bound_slope;
+  throw Error(c.file + ": attention_io_exponent exponent = \"" + e + "\"; allowed: n, d, m, bound");
+}
+
+// Roofline decode step (the file's [model] on its [device] profile; `batch` sequences at
+// `context` tokens each) with bf16 weights over the same with `weight_bytes` per weight: the
+// bytes model of weight quantization. The ratio nears 2 / weight_bytes while the step is bound
+// by reading the weights and falls toward 1 as the batch makes it compute bound.
+double quant_decode_speedup(const Claim& c, const ExperimentSpec& spec, const ModelConfig& model) {
+  if (spec.device.kind != "sim") throw Error(c.file + ": quant_decode_speedup needs [device] kind = \"sim\" (its profile)");
+  const int batch = static_cast<int>(arg(c, "batch")), context = static_cast<int>(arg(c, "context"));
+  if (batch < 1 || context < 1 || arg(c, "weight_bytes") <= 0)
+    throw Error(c.file + ": quant_decode_speedup needs batch >= 1, context >= 1 and weight_bytes > 0");
+  SimOptions bf16;
+  bf16.profile = hw_profile(spec.device.profile);
+  SimOptions quantized = bf16;
+  quantized.weight_bytes = arg(c, "weight_bytes");
+  StepBatch step;  // `batch` decode rows, each over `context` tokens of K/V
+  const int block = 16;
+  std::vector<int> table((context + block - 1) / block);
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int>(i);
+  for (int s = 0; s < batch; ++s) {
+    const std::vector<int> token{5};
+    step.add_sequence(token, context - 1, table, block, 0, 1);
+  }
+  return step_cost(model, bf16, step).total() / step_cost(model, quantized, step).total();
+}
+
 double measure(const Claim& c, const Registry& registry) {
   if (c.quantity == "attention_memory_mib") {
     const std::string algorithm = name_arg(c, "algorithm");
     const AttentionShape shape{arg(c, "batch"), arg(c, "heads"), arg(c, "seq"), arg(c, "head_dim")};
     return attention_memory_bytes(parse_attention_memory_algorithm(algorithm, c.file), shape) / (1 << 20);
   }
+  if (c.quantity == "attention_io_exponent") return attention_io_exponent(c);
   if (c.quantity == "radix_dfs_optimal_fraction")
     return radix_dfs_optimal_fraction(static_cast<int>(arg(c, "trials")), static_cast<int>(arg(c, "requests")),
                                       static_cast<int>(arg(c, "block_size")), static_cast<std::uint64_t>(arg(c, "seed")));
@@ -234,11 +296,22 @@ double measure(const Claim& c, const Registry& registry) {
   so.kv_bytes = c.args.count("kv_bytes") ? static_cast<int>(arg(c, "kv_bytes")) : 2;
   if (c.quantity == "kv_bytes_per_token") return kv_bytes_per_token(model, so);
   if (c.quantity == "kv_slots") return arg(c, "kv_gib") * std::pow(2.0, 30) / kv_bytes_per_token(model, so);
+  if (c.quantity == "sarathi_max_decodes")  // M_S: bf16 weights; m_kv: bf16 K and V of every layer
+    return sarathi_max_decodes(arg(c, "gpu_gb") * 1e9, static_cast<double>(model.parameter_count()) * 2, arg(c, "max_seq_len"),
+                               kv_bytes_per_token(model, so));
+  if (c.quantity == "quant_decode_speedup") return quant_decode_speedup(c, spec, model);
   if (c.quantity == "ratio") {
     const SimRun& run = sim_run(c, spec, registry, model);
     const std::string metric = name_arg(c, "metric");
     return mean_metric(run.dir, name_arg(c, "numerator"), metric) / mean_metric(run.dir, name_arg(c, "denominator"), metric);
   }
+  if (c.quantity == "difference") {
+    const SimRun& run = sim_run(c, spec, registry, model);
+    const std::string metric = name_arg(c, "metric");
+    return mean_metric(run.dir, name_arg(c, "numerator"), metric) - mean_metric(run.dir, name_arg(c, "denominator"), metric);
+  }
+  if (c.quantity == "metric")
+    return mean_metric(sim_run(c, spec, registry, model).dir, name_arg(c, "variant"), name_arg(c, "metric"));
   if (c.quantity == "spec_tokens_over_eq1") {
     // Tokens per target call (spec_tokens_per_step) of a variant simulated with Bernoulli(α)
     // acceptance, over Eq. 1 at that variant's own α (sim_accept_prob) and γ (num_draft).
@@ -259,8 +332,9 @@ double measure(const Claim& c, const Registry& registry) {
     return capacity(c, registry, name_arg(c, "numerator")) / capacity(c, registry, name_arg(c, "denominator"));
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +
-              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, spec_tokens_over_eq1, "
-              "attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, radix_dfs_optimal_fraction");
+              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, difference, metric, "
+              "spec_tokens_over_eq1, attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, "
+              "radix_dfs_optimal_fraction, attention_io_exponent, sarathi_max_decodes, quant_decode_speedup");
 }
 
 }  // namespace

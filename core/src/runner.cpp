@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "inferlab/quality.h"
 #include "inferlab/report.h"
 #include "inferlab/sim.h"
+#include "inferlab/variant_quantization.h"
 #include "inferlab/workload.h"
 #include "runner_models.h"
 
@@ -105,6 +107,15 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   Plan plan;
   plan.spec = spec;
   plan.repeats = spec.repeats;
+#if !INFERLAB_HAVE_CUDA
+  // Before any plugin is asked: in a build without CUDA no plugin lists the device, and the
+  // first plugin's refusal would hide the reason.
+  if (spec.device.kind == "cuda") {
+    std::string reason;
+    cuda_device_visible(reason);
+    throw Error(spec.source_path + ": [device] kind = \"cuda\", but " + reason + "; allowed on this machine: cpu, sim");
+  }
+#endif
   for (const Variant& v : spec.variants) {
     ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}, v.model, v.model_where};
     // A substituted model: its shape is what the plugins are asked about.
@@ -142,6 +153,16 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
                   v.stack.quantization.name +
                   "' calibrates on the float model's activations and needs a [calibration] section "
                   "(text, tokens, seq_len, seed)");
+    plan_quantization_rules(spec, registry, vmodel, device_kind, rv);
+    {  // the linears no rule took are the variant's method's
+      std::vector<LinearSlot> own;
+      std::set<std::string> ruled;
+      for (const auto& names : rv.rule_assignment.by_rule) ruled.insert(names.begin(), names.end());
+      for (const LinearSlot& l : model_linears(vmodel))
+        if (!ruled.count(l.name)) own.push_back(l);
+      check_group_size_fits(rv.quantization, own, v.stack.quantization.where + ": variant '" + v.name +
+                                                      "': quantization '" + v.stack.quantization.name + "'");
+    }
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       SupportQuery q{vmodel, device_kind, v.stack.kv.format, rv.params(k)};
@@ -252,7 +273,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
                                        : make_device(cx.device_kind, spec.device.threads);
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
-  auto quant = cx.registry.create_quantization(v.stack.quantization.name, v.quantization, *device, &weights);
+  auto quant = make_variant_quantization(cx.registry, v, *device, &weights);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
   auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
   // A simulated run never materialises the model: the executor needs only its config.
@@ -504,8 +525,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     CalibrationNeeds needs;
     CpuDevice host(1);
     for (const ResolvedVariant& v : plan.variants)
-      needs = merge_needs(needs, registry.create_quantization(v.stack.quantization.name, v.quantization, host)
-                                     ->calibration_needs());
+      needs = merge_needs(needs, make_variant_quantization(registry, v, host)->calibration_needs());
     if (needs.any() && !sim) {  // a simulated run has no weights and runs no linear
       calibration = std::make_unique<CalibrationSet>(calibrate(spec, loaded, needs, registry, threads));
       notes.push_back("calibration: " + std::to_string(calibration->tokens) + " tokens of " + spec.calibration.text +
@@ -532,7 +552,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     const ResolvedVariant& b = plan.variants.front();
     auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
-    auto quant = registry.create_quantization(b.stack.quantization.name, b.quantization, *device, &weights);
+    auto quant = make_variant_quantization(registry, b, *device, &weights);
     Model model(weights, *quant, *device, calibration.get());
     // The baseline as its decoder runs it (a layer-skipping baseline is evaluated skipping).
     auto decoder = registry.create_decoder(b.stack.decoding.name, b.decoding, *device, &weights, attention.get());

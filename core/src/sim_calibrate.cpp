@@ -36,6 +36,10 @@ CalibratedCostModel calibrate_plan(const Plan& plan, const Registry& registry, c
     for (const CalibratedStack& s : out.stacks)
       seen = seen || (s.attention == v.stack.attention.name && s.quantization == v.stack.quantization.name);
     if (seen) continue;
+    if (!v.stack.quantization_rules.empty())  // a fit is keyed by plugin names: rules would be lost
+      throw Error(v.stack.quantization.where + ": calibrate: variant '" + v.name +
+                  "' has per-layer quantization rules, which a calibrated stack (attention + quantization name) "
+                  "cannot record; allowed: calibrate variants without rules");
     auto attention = registry.create_attention(v.stack.attention.name, v.attention, device);
     auto quant = registry.create_quantization(v.stack.quantization.name, v.quantization, device);
     auto decoder = registry.create_decoder(v.stack.decoding.name, v.decoding, device, &loaded.weights, attention.get());

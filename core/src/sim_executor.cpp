@@ -147,7 +147,7 @@ SimExecutor::SimExecutor(ModelConfig model, SimOptions options, SimDevice& devic
 
 std::uint64_t SimExecutor::weight_bytes() const {
   if (options_.calibrated) return static_cast<std::uint64_t>(options_.calibrated->weight_bytes);
-  return static_cast<std::uint64_t>(model_.parameter_count()) * static_cast<std::uint64_t>(options_.weight_bytes);
+  return static_cast<std::uint64_t>(static_cast<double>(model_.parameter_count()) * options_.weight_bytes);
 }
 
 std::uint64_t SimExecutor::kv_bytes_per_block(int block_size) const {

@@ -6,6 +6,11 @@
 //     (1,979 with sparsity), 3.35 TB/s HBM3, NVLink 900 GB/s total (450 each way).
 //   H200 SXM 141GB: NVIDIA H200 product page / datasheet (2024): 989 TFLOPS bf16 dense,
 //     4.8 TB/s HBM3e, 141 GB, NVLink 900 GB/s total.
+//   a100-80gb-100gbe: the A100-80GB with its GPUs linked by 100 Gb Ethernet instead of NVLink
+//     (tensor parallelism across hosts, one 100 GbE NIC per GPU): 100 Gb/s = 12.5 GB/s per
+//     direction (IEEE 802.3 100GBASE line rate). All-reduce latency 25 us: NCCL's own model of a
+//     small (128-byte) inter-node ring all-reduce, printed in NVIDIA/nccl issue #1453 (the
+//     measured time there was 61.6 us, so this is the optimistic end).
 // Efficiencies, launch overhead and all-reduce latency are not spec values: they are round
 // figures typical of well-tuned kernels (cuBLAS GEMMs reach ~70-80% of peak, FlashAttention
 // ~50-70%, bandwidth-bound kernels ~80-90% of HBM), stated here so they can be argued with.
@@ -16,7 +21,8 @@ namespace inferlab {
 
 namespace {
 
-HwProfile make(const char* name, const char* description, double tflops, double gb_s, double mem_gb, double link_gb_s) {
+HwProfile make(const char* name, const char* description, double tflops, double gb_s, double mem_gb, double link_gb_s,
+               double link_latency_us = 8) {
   HwProfile p;
   p.name = name;
   p.description = description;
@@ -24,7 +30,7 @@ HwProfile make(const char* name, const char* description, double tflops, double 
   p.mem_bw = gb_s * 1e9;
   p.mem_bytes = mem_gb * 1e9;
   p.link_bw = link_gb_s * 1e9;
-  p.link_latency_s = 8e-6;
+  p.link_latency_s = link_latency_us * 1e-6;
   p.launch_s = 4e-6;
   p.eff_linear = 0.75;
   p.eff_attention = 0.6;
@@ -36,6 +42,8 @@ const std::vector<HwProfile>& profiles() {
   static const std::vector<HwProfile> all = {
       make("a100-40gb", "NVIDIA A100 SXM4 40GB (simulated)", 312, 1555, 40, 300),
       make("a100-80gb", "NVIDIA A100 SXM4 80GB (simulated)", 312, 2039, 80, 300),
+      make("a100-80gb-100gbe", "NVIDIA A100 SXM4 80GB, GPUs linked by 100 Gb Ethernet (simulated)", 312, 2039, 80, 12.5,
+           25),
       make("h100", "NVIDIA H100 SXM5 80GB (simulated)", 989, 3350, 80, 450),
       make("h200", "NVIDIA H200 SXM 141GB (simulated)", 989, 4800, 141, 450),
   };

@@ -1,6 +1,7 @@
 // The engine's step loop (see inferlab/engine.h), internal to the core: its per-request state
 // and its stages. engine.cpp holds the stages; step_loop_branches.cpp the part that runs a
-// request as several sequences (beam search, n > 1 samples).
+// request as several sequences (beam search, n > 1 samples); step_loop_kv_breakdown.cpp the
+// per-step KV memory breakdown.
 #pragma once
 #include <deque>
 #include <unordered_map>
@@ -76,6 +77,14 @@ class StepLoop {
   // The earliest time a waiting request times out (+infinity when none will).
   double next_timeout() const;
   [[noreturn]] void throw_unschedulable() const;
+  // Tokens of KV space `s` reserves at admission under kv.reservation (0 = on demand).
+  int reservation_target(const Seq& s) const {
+    return reservation_tokens(kv_config_.reservation, static_cast<int>(s.req->prompt.size()), s.req->max_output,
+                              width_ > 0 ? 0 : max_draft_, kv_config_.max_seq_len);
+  }
+  // The step's KV memory breakdown beyond the stats (step_loop_kv_breakdown.cpp): reserved
+  // slots no token will ever be written to, and free slots no waiting request can use.
+  void measure_kv_breakdown(StepTimeline& st) const;
 
   // Branching (step_loop_branches.cpp). A request is in its branched phase once its first
   // token exists; before that it is one sequence under its own id, like any other.

@@ -44,7 +44,7 @@ int StepLoop::blocks_held(const Seq& s) const {
 
 bool StepLoop::reserve_branches(Seq& s) {
   int target = s.num_computed + 1;
-  if (kv_config_.reserve_full) target = std::max(target, static_cast<int>(s.req->prompt.size()) + s.req->max_output);
+  target = std::max(target, reservation_target(s));
   int need = 0;
   for (const Branch& b : s.branches) need += blocks_.blocks_needed(b.kv, target);
   if (!blocks_.can_allocate(need)) return false;
@@ -109,7 +109,7 @@ void StepLoop::commit_branches(Work& w) {
     if (taken[static_cast<std::size_t>(b.parent)]) {
       child.kv = next_kv_++;
       blocks_.fork(parent.kv, child.kv);
-      // Only the written blocks are shared: capacity reserved ahead (reserve_full) would be
+      // Only the written blocks are shared: capacity reserved ahead (kv.reservation full) would be
       // copied for nothing on the child's next write.
       blocks_.truncate(child.kv, s.num_computed, false);
     }

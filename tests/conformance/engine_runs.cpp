@@ -29,10 +29,13 @@ std::vector<Request> make_requests(const std::vector<int>& prompt_len, const std
 }
 
 // Blocks the largest request needs for its whole life (prompt, every output, drafts), plus one.
-int largest_life_blocks(const std::vector<Request>& reqs, int block_size, int max_draft) {
+int largest_life_blocks(const std::vector<Request>& reqs, int block_size, int max_draft,
+                        KvReservation reservation = KvReservation::kOnDemand) {
   int most = 0;
   for (const Request& r : reqs) {
-    const int life = static_cast<int>(r.prompt.size()) + r.max_output + max_draft;
+    const int prompt = static_cast<int>(r.prompt.size());
+    const int life = std::max(prompt + r.max_output + max_draft,
+                              reservation_tokens(reservation, prompt, r.max_output, max_draft, 0));
     most = std::max(most, (life + block_size - 1) / block_size + 1);
   }
   return most;
@@ -71,9 +74,19 @@ std::vector<Workload> scheduling_workloads(int max_draft) {
   {
     Workload full{"reserve_full", make_requests({20, 50, 33, 41, 27, 45}, {10, 30, 25, 12, 28, 19}, {}, 15), {}};
     full.kv.block_size = 16;
-    full.kv.reserve_full = true;
+    full.kv.reservation = KvReservation::kFull;
     full.kv.num_blocks = 2 * largest_life_blocks(full.requests, 16, max_draft);
     w.push_back(std::move(full));
+  }
+  {
+    // Orca(Pow2): one contiguous region per request, prompt + output rounded up to a power of
+    // two; requests of mixed lengths leave holes that the next region may not fit.
+    Workload pow2{"reserve_contiguous",
+                  make_requests({20, 50, 33, 41, 27, 45, 12, 38}, {10, 30, 25, 12, 28, 19, 33, 9}, {}, 16), {}};
+    pow2.kv.block_size = 8;
+    pow2.kv.reservation = KvReservation::kPow2;
+    pow2.kv.num_blocks = 2 * largest_life_blocks(pow2.requests, 8, max_draft, KvReservation::kPow2);
+    w.push_back(std::move(pow2));
   }
   return w;
 }

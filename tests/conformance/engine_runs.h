@@ -20,8 +20,8 @@ struct Workload {
 };
 
 // All at once; staggered arrivals with an idle gap; long prompts that need chunking; a small
-// KV pool that forces preemption; reserve_full. `max_draft` (the decoder's) is added to the
-// blocks the small pools keep for each request, so every request fits alone.
+// KV pool that forces preemption; reservation = full; contiguous pow2 regions (Orca). `max_draft`
+// (the decoder's) is added to the blocks the small pools keep for each request, so every request fits alone.
 std::vector<Workload> scheduling_workloads(int max_draft);
 // Prompts with repeated n-grams (so lookup decoders draft), arriving together and staggered.
 Workload decoding_workload();

@@ -47,7 +47,7 @@ class SchedulingConformance : public ::testing::TestWithParam<PluginCase> {
       // The same requests with a generous pool and no reservation give the same tokens.
       Workload generous = w;
       generous.kv.num_blocks = 0;
-      generous.kv.reserve_full = false;
+      generous.kv.reservation = KvReservation::kOnDemand;
       StubRun roomy = run_on_stub(*scheduler(), *decoder, generous, 1);
       expect_run_conforms(roomy, generous);
       EXPECT_EQ(run.result.outputs, roomy.result.outputs);
@@ -67,6 +67,7 @@ TEST_P(SchedulingConformance, StaggeredArrivalsWithAnIdleGap) { run_workload("st
 TEST_P(SchedulingConformance, LongPromptsNeedingChunks) { run_workload("long_prompts"); }
 TEST_P(SchedulingConformance, SmallPoolForcingPreemption) { run_workload("small_pool"); }
 TEST_P(SchedulingConformance, ReserveFull) { run_workload("reserve_full"); }
+TEST_P(SchedulingConformance, ReserveContiguousPow2Regions) { run_workload("reserve_contiguous"); }
 
 INSTANTIATE_TEST_SUITE_P(Plugins, SchedulingConformance, ::testing::ValuesIn(plugin_cases(PluginKind::kScheduling)),
                          case_name);

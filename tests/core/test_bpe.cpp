@@ -174,13 +174,8 @@ const std::vector<Reference>& smollm2_references() {
   return refs;
 }
 
-std::string smollm2_path() {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  return (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 TEST(Bpe, SmolLM2MatchesHuggingFaceTokenizers) {
-  const std::string path = smollm2_path();
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   const auto tok = load_gguf_tokenizer(GgufFile::open(path));
   ASSERT_NE(tok, nullptr);

@@ -104,8 +104,7 @@ std::string read_text(const std::string& path) {
 // fp32 for every method: calibrate on 256 tokens of experiments/data/calibration.txt, evaluate
 // 128 tokens of experiments/data/eval.txt (another text) against the fp32 model.
 TEST(Calibration, GptqAndAwqBeatRoundToNearestInt4OnSmolLM2) {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string path = (env ? env : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   LoadedModel m = load_gguf(path);
   m.weights.layers.resize(8);

@@ -133,11 +133,19 @@ TEST(Engine, FullReservationMatchesContiguousAllocation) {
   auto reqs = make_requests(3, 10, 6, 5);
   KvCacheConfig contiguous;
   contiguous.block_size = 64;  // >= prompt + output: one block per sequence
-  contiguous.reserve_full = true;
+  contiguous.reservation = KvReservation::kFull;
   auto r = f.run(reqs, "static", {}, "sampling", {}, contiguous);
   EXPECT_EQ(r.timeline.kv_blocks_peak, 3);
   EXPECT_EQ(r.outputs, f.run(reqs, "static", {}, "sampling", {}).outputs);
   for (const auto& s : r.timeline.steps) EXPECT_EQ(s.kv_blocks_reserved, s.seqs);
+  // The Orca policy places the same lengths as contiguous runs of small blocks: same tokens,
+  // ceil(16 / 4) = 4 blocks per sequence held from admission.
+  KvCacheConfig oracle;
+  oracle.block_size = 4;
+  oracle.reservation = KvReservation::kOracle;
+  auto o = f.run(reqs, "static", {}, "sampling", {}, oracle);
+  EXPECT_EQ(o.outputs, r.outputs);
+  for (const auto& s : o.timeline.steps) EXPECT_EQ(s.kv_blocks_reserved, 4 * s.seqs);
 }
 
 TEST(Engine, SamplingIsSeededPerRequest) {
@@ -237,7 +245,7 @@ TEST(Engine, PromptLookupWithFullReservationEqualsGreedy) {
   auto greedy = f.run(reqs, "continuous", {}, "sampling", {});
   KvCacheConfig full;
   full.block_size = 4;
-  full.reserve_full = true;
+  full.reservation = KvReservation::kFull;
   auto spec = f.run(reqs, "continuous", {}, "prompt_lookup", {{"num_draft", std::int64_t{4}}}, full);
   EXPECT_EQ(spec.outputs, greedy.outputs);
   EXPECT_GT(spec.timeline.spec_accepted, 0);

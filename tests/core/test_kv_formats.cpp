@@ -289,8 +289,7 @@ TEST(KvFormats, EveryAttentionPluginReadsInt4InTheModel) {
 // token-head over eval.txt). One scale per token-head is printed beside it; on 128 tokens it moved
 // -0.045 and g32 +0.18 (noise at this KL: the bound held for g16 on every window measured).
 TEST(KvFormats, SmolLM2Int8PerplexityWithinPointZeroFiveOfF32Kv) {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string path = (env ? env : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   LoadedModel m = load_gguf(path);
   std::ifstream in(testing::source_dir() + "/experiments/data/eval.txt");

@@ -76,6 +76,10 @@ TEST(Metrics, HandTimelineEveryNumber) {
   EXPECT_NEAR(m["e2e_ms_p50"], 400, eps);
   EXPECT_NEAR(m["e2e_ms_p90"], 440, eps);
   EXPECT_NEAR(m["e2e_ms_p99"], 449, eps);
+  // Normalised latency e2e / output tokens, ms: R0 350/4 = 87.5, R1 400/4 = 100, R2 450/1 = 450.
+  EXPECT_NEAR(m["norm_latency_ms_mean"], 637.5 / 3, eps);
+  EXPECT_NEAR(m["norm_latency_ms_p50"], 100, eps);
+  EXPECT_NEAR(m["norm_latency_ms_p90"], 100 + 0.8 * 350, eps);
   // Makespan 0.00 → 0.60 s. Output tokens 4+4+1 = 9; prompt+output 14+24+7 = 45; 3 requests.
   EXPECT_NEAR(m["throughput_out_tok_s"], 15, eps);
   EXPECT_NEAR(m["throughput_total_tok_s"], 75, eps);

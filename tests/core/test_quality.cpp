@@ -127,8 +127,7 @@ TEST(Quality, Int8ShowsSmallNonZeroKlOnStories260K) {
 }
 
 TEST(Quality, Int8ShowsSmallNonZeroKlOnSmolLM2) {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string path = (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   expect_int8_close_to_fp32(path, 160, 0.05, 0.85, 80.0);
 }

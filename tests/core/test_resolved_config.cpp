@@ -103,7 +103,7 @@ attention = { name = "flash", tile = 32 }
     EXPECT_EQ(y.scheduler.values(), x.scheduler.values()) << x.name;
     EXPECT_EQ(y.decoding.values(), x.decoding.values()) << x.name;
     EXPECT_EQ(y.stack.kv.block_size, x.stack.kv.block_size);
-    EXPECT_EQ(y.stack.kv.reserve_full, x.stack.kv.reserve_full);
+    EXPECT_EQ(y.stack.kv.reservation, x.stack.kv.reservation);
   }
 }
 

@@ -83,6 +83,43 @@ TEST(SimCost, KvBytesAndPool) {
   EXPECT_THROW(hw_profile("tpu"), Error);
 }
 
+TEST(SimCost, QuantizedWeightsShrinkTheWeightReadUntilComputeBinds) {
+  const ModelConfig m = preset_config("llama-2-7b");
+  SimOptions bf16;
+  bf16.profile = hw_profile("a100-80gb");
+  SimOptions int8 = bf16;
+  int8.weight_bytes = 1;
+  auto linear = [&](const SimOptions& o, int batch) {
+    return step_cost(m, o, decode_batch(batch, 512)).seconds[static_cast<std::size_t>(TimeCategory::kLinear)];
+  };
+  // Batch 1 reads the weights and almost nothing else: half the bytes, about half the time.
+  EXPECT_NEAR(linear(bf16, 1) / linear(int8, 1), 2.0, 0.02);
+  // Batch 512 is compute bound (2 · 512 FLOPs per weight read at 312 TFLOP/s over 2 TB/s):
+  // the same FLOPs, the same time.
+  EXPECT_NEAR(linear(bf16, 512) / linear(int8, 512), 1.0, 1e-9);
+}
+
+TEST(SimCost, TensorParallelOverEthernetIsBoundByItsAllReduces) {
+  const HwProfile& eth = hw_profile("a100-80gb-100gbe");
+  EXPECT_DOUBLE_EQ(eth.link_bw, 12.5e9);
+  EXPECT_DOUBLE_EQ(eth.link_latency_s, 25e-6);
+  EXPECT_DOUBLE_EQ(eth.mem_bw, hw_profile("a100-80gb").mem_bw);
+  const ModelConfig m = preset_config("llama-2-13b");
+  SimOptions nvlink;
+  nvlink.profile = hw_profile("a100-80gb");
+  nvlink.tp = 8;
+  SimOptions ethernet = nvlink;
+  ethernet.profile = eth;
+  const StepBatch b = decode_batch(64, 512);
+  // Per layer two all-reduces of 2 · 7/8 · 64 rows · 5120 · 2 bytes at 12.5 GB/s plus 25 us each.
+  const double allreduce = 2 * 7.0 / 8 * 64 * 5120 * 2 / 12.5e9 + 25e-6;
+  const double launches = 40 * 12 * 4e-6 + 3 * 4e-6;
+  EXPECT_NEAR(step_cost(m, ethernet, b).seconds[static_cast<std::size_t>(TimeCategory::kFramework)],
+              40 * 2 * allreduce + launches, 1e-9);
+  // The same step over NVLink (300 GB/s, 8 us) spends a small fraction of that on all-reduces.
+  EXPECT_GT(step_cost(m, ethernet, b).total(), 1.5 * step_cost(m, nvlink, b).total());
+}
+
 TEST(SimDevice, MemoryWorksOpsThrow) {
   SimDevice dev;
   Buffer b(dev, 64);
@@ -242,6 +279,34 @@ TEST(SimCli, ReproduceExactPassesAndAClaimPastItsToleranceFails) {
   fs::remove(bad);
 }
 
+TEST(Reproduce, OnlyAClassCpuClaimRunsItsExperimentOnThisCpu) {
+  const fs::path f = fs::temp_directory_path() / ("inferlab_cpu_claim_" + std::to_string(getpid()) + ".toml");
+  auto write = [&](const char* cls) {
+    std::ofstream(f) << "[experiment]\nname = \"cpu_claim\"\nrepeats = 1\nisolate = false\n"
+                        "[model]\npreset = \"stories260k\"\n[device]\nkind = \"cpu\"\nthreads = 1\n"
+                        "[workload]\nnum_requests = 3\nprompt_len = 8\noutput_len = 4\n"
+                        "[baseline]\nscheduler = { name = \"continuous\" }\n"
+                        "[[variant]]\nname = \"static\"\nscheduler = { name = \"static\" }\n"
+                        "[[claim]]\nsource = \"test\"\ntext = \"both finish every request\"\nquantity = \"ratio\"\n"
+                        "metric = \"requests\"\nnumerator = \"baseline\"\ndenominator = \"static\"\nexpected = 1\n"
+                        "tolerance = 0\nclass = \""
+                     << cls << "\"\n";
+  };
+  const Registry reg({testing::plugin_dir()});
+  write("cpu");
+  const ClaimResult r = check_claim(read_claims(f.string()).at(0), reg);
+  EXPECT_EQ(r.verdict, "pass");
+  EXPECT_EQ(r.measured, 1.0);  // 3 finished requests in each variant's real CPU run
+  write("exact");  // an exact claim must hold on any machine: a real run is refused
+  try {
+    check_claim(read_claims(f.string()).at(0), reg);
+    ADD_FAILURE() << "an exact claim ran a CPU experiment";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kind = \"sim\""), std::string::npos) << e.what();
+  }
+  fs::remove(f);
+}
+
 TEST(SimCli, ValidateRefusesAPluginThatNeedsRealLogitsWithTheReason) {
   const fs::path f = fs::temp_directory_path() / ("inferlab_sim_spec_" + std::to_string(getpid()) + ".toml");
   std::ofstream(f) << "[model]\npreset = \"stories15m\"\n[device]\nkind = \"sim\"\n"
@@ -254,6 +319,14 @@ TEST(SimCli, ValidateRefusesAPluginThatNeedsRealLogitsWithTheReason) {
   Cli bernoulli = run_cli("validate " + f.string() + " --set baseline.decoding.sim_accept_prob=0.7");
   EXPECT_EQ(bernoulli.code, 0) << bernoulli.out;
   fs::remove(f);
+}
+
+TEST(SarathiFormula, MaxPiggybackedDecodes) {
+  const double m_kv = 819200, m_s = static_cast<double>(preset_config("llama-2-13b").parameter_count()) * 2;
+  EXPECT_EQ(sarathi_max_decodes(80e9, m_s, 4096, m_kv), 16);  // 16.08 rounded down
+  EXPECT_EQ(sarathi_max_decodes(48e9, m_s, 1024, m_kv), 26);  // 26.19
+  EXPECT_EQ(sarathi_max_decodes(24e9, m_s, 1024, m_kv), 0);   // the weights alone do not fit
+  EXPECT_THROW(sarathi_max_decodes(80e9, m_s, 0, m_kv), Error);
 }
 
 TEST(SpecFormula, LeviathanEquationOne) {

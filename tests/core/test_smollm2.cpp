@@ -23,14 +23,8 @@
 namespace inferlab {
 namespace {
 
-std::string smollm2_path() {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string dir = env ? env : testing::source_dir() + "/models";
-  return dir + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 TEST(SmolLM2, Q4_1GgufLoads) {
-  const std::string path = smollm2_path();
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   const GgufFile f = GgufFile::open(path);
   std::uint64_t total = 0;
@@ -63,7 +57,7 @@ TEST(SmolLM2, Q4_1GgufLoads) {
 // End to end through the loader's dequantisation and tokenizer: greedy decoding from SmolLM2
 // (Q4_1 + Q8_0) writes sensible English.
 TEST(SmolLM2, GreedyKnowsTheCapitalOfFrance) {
-  const std::string path = smollm2_path();
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   LoadedModel m = load_gguf(path);
   testing::FloatQuantization quant;
@@ -88,7 +82,7 @@ TEST(SmolLM2, GreedyKnowsTheCapitalOfFrance) {
 // The file says tokenizer.ggml.add_bos_token = false, as llama.cpp and HF read it: documents
 // (perplexity, [quality], prompts) start with the text's first token, not <|im_start|>.
 TEST(SmolLM2, FileConventionsLeaveOutBos) {
-  const std::string path = smollm2_path();
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   const auto tok = load_model_tokenizer(path);
   EXPECT_FALSE(tok->conventions().add_bos);

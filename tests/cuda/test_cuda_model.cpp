@@ -76,8 +76,7 @@ TEST(CudaModel, Stories260kGreedyEqualsCpuTokens) {
 
 TEST(CudaModel, SmolLM2NextTokenKlAgainstCpuBelow1e4) {
   INFERLAB_REQUIRE_CUDA();
-  const char* env = std::getenv("INFERLAB_MODELS");
-  const std::string path = (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  const std::string path = testing::smollm2_path();
   INFERLAB_REQUIRE_FILE(path);
   Registry registry(Registry::default_search_path());  // INFERLAB_PLUGIN_PATH, else beside the core (a packed build)
   auto gpu = make_device(DeviceKind::kCuda, 0);

@@ -23,7 +23,7 @@ struct RequestSpec {
 };
 
 struct HarnessConfig {
-  KvCacheConfig kv;  // num_blocks (0 = the engine sizes the pool), block_size, reserve_full, prefix_caching
+  KvCacheConfig kv;  // num_blocks (0 = the engine sizes the pool), block_size, reservation, prefix_caching
   // Leading prompt tokens every request has in common (a shared system prompt); the rest of
   // each prompt is its own, starting with a token unique to the request, so no two prompts
   // share more than this prefix. Every prompt must be longer.

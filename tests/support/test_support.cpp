@@ -19,6 +19,10 @@ std::string data_dir() {
 std::string data_path(const std::string& relative) { return data_dir() + "/" + relative; }
 std::string plugin_dir() { return INFERLAB_TEST_PLUGIN_DIR; }
 std::string source_dir() { return INFERLAB_TEST_SOURCE_DIR; }
+std::string smollm2_path() {
+  const char* env = std::getenv("INFERLAB_MODELS");
+  return (env ? std::string(env) : source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 std::string binary_dir() { return INFERLAB_TEST_BINARY_DIR; }
 
 std::string slurp(const std::filesystem::path& path) {

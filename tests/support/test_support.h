@@ -17,6 +17,9 @@ std::string data_path(const std::string& relative);
 // The build tree's plugin directory.
 std::string plugin_dir();
 std::string source_dir();
+// SmolLM2-135M-Instruct (Q4_1 GGUF) as scripts/fetch_smollm2.sh installs it: $INFERLAB_MODELS, or
+// the checkout's models/ folder. Tests skip with INFERLAB_REQUIRE_FILE when it is missing.
+std::string smollm2_path();
 std::string binary_dir();
 
 // What one run of the `inferlab` program gave: exit code (-1 when killed), stdout, stderr.

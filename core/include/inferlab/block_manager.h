@@ -14,19 +14,30 @@
 namespace inferlab {
 
 // Ref-counted pool of block ids. allocate() returns -1 when empty; the lowest free id first.
+// A contiguous pool hands out runs of consecutive ids instead (allocate_run, first fit), as a
+// cache without block tables must place each sequence's region.
 class BlockPool {
  public:
-  explicit BlockPool(int num_blocks);
-  int allocate();
+  explicit BlockPool(int num_blocks, bool contiguous = false);
+  int allocate();            // paged pools only
+  // First block of the lowest run of n consecutive free blocks, all taken; -1 when none. O(total).
+  int allocate_run(int n);   // contiguous pools only
   void retain(int block);
   void release(int block);  // frees the block when its count reaches zero
   int ref_count(int block) const { return refs_.at(static_cast<std::size_t>(block)); }
-  int free_count() const { return static_cast<int>(free_.size()); }
+  int free_count() const { return free_count_; }
   int total() const { return static_cast<int>(refs_.size()); }
+  bool contiguous() const { return contiguous_; }
+  // The longest run of consecutive free blocks. O(total).
+  int largest_free_run() const;
+  // Free blocks lying in runs shorter than n blocks (holes no n-block region fits). O(total).
+  int free_in_runs_shorter_than(int n) const;
 
  private:
+  bool contiguous_ = false;
+  int free_count_ = 0;
   std::vector<int> refs_;
-  std::vector<int> free_;  // min-heap
+  std::vector<int> free_;  // paged: min-heap of the free ids (unused when contiguous)
 };
 
 class BlockManager {
@@ -43,9 +54,16 @@ class BlockManager {
   int blocks_needed(int seq, int tokens) const;
   bool can_allocate(int blocks) const { return free_blocks() >= blocks; }
   // Blocks a reservation can take: free ones plus cached ones no sequence holds (evicted least
-  // recently released first).
-  int free_blocks() const { return pool_.free_count() + static_cast<int>(evictable_.size()); }
-  // Grows seq's block table to hold `tokens` tokens and makes the blocks covering
+  // recently released first). A contiguous cache (config.contiguous()): the largest run of free
+  // blocks, the most one new region can take.
+  int free_blocks() const {
+    return pool_.contiguous() ? pool_.largest_free_run() : pool_.free_count() + static_cast<int>(evictable_.size());
+  }
+  // Contiguous cache: free blocks in holes shorter than n blocks, which a region of n blocks
+  // cannot use (external fragmentation); 0 for a paged cache, where any free block serves.
+  int fragmented_blocks(int n) const { return pool_.contiguous() ? pool_.free_in_runs_shorter_than(n) : 0; }
+  // Grows seq's block table to hold `tokens` tokens (in a contiguous cache the new blocks are
+  // one run of consecutive ids) and makes the blocks covering
   // [length, tokens) private: each shared block is replaced by a fresh one, and the copy the
   // storage must make is appended to `copies`. Returns false, changing nothing, when the pool
   // cannot supply blocks_needed(seq, tokens).

@@ -12,6 +12,7 @@
 #include "inferlab/metrics.h"
 #include "inferlab/params.h"
 #include "inferlab/plugin.h"
+#include "inferlab/quantization_rules.h"
 #include "inferlab/workload.h"
 
 namespace inferlab {
@@ -37,6 +38,10 @@ struct Stack {
   PluginChoice quantization{"none", {}, ""};
   PluginChoice scheduler{"continuous", {}, ""};
   PluginChoice decoding{"sampling", {}, ""};
+  // quantization = { ..., rules = [...] }: per-layer policies, first match wins
+  // (quantization_rules.h). They belong to the quantization choice: naming another plugin
+  // without rules drops the inherited ones, as it drops the parameters.
+  std::vector<QuantRule> quantization_rules;
   KvCacheConfig kv;
   std::string kv_where;  // "file:line:col" of the [kv] table that set it (or of the stack)
   PluginChoice& choice(PluginKind kind);

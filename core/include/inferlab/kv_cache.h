@@ -1,13 +1,14 @@
 // The KV cache's shared vocabulary. The cache is split in two (see block_manager.h and
 // kv_storage.h): a host BlockManager does the bookkeeping (free list, ref counts, block
 // tables, prefix index, copy-on-write as a list of block copies) and a KvStorage holds each
-// layer's K/V on the device in a KV dtype. Paged is the only layout; a block_size >= the
-// longest sequence with reserve_full reproduces contiguous pre-allocation.
+// layer's K/V on the device in a KV dtype. Paged is the only layout; the Orca reservation
+// policies (kv_reservation.h) place each sequence's reservation as one contiguous run of blocks.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 #include "inferlab/kv_format.h"
+#include "inferlab/kv_reservation.h"
 
 namespace inferlab {
 
@@ -17,7 +18,12 @@ struct KvCacheConfig {
   // CUDA only, instead of num_blocks: the share of the GPU's memory the run may use in all; the
   // KV pool gets what the weights and activations leave of it (inferlab/gpu_memory.h). 0 = unset.
   double gpu_memory_fraction = 0;
-  bool reserve_full = false;  // reserve prompt + max output at admission (contiguous-style)
+  // When a sequence's KV space is reserved ([kv] reservation; kv_reservation.h).
+  KvReservation reservation = KvReservation::kOnDemand;
+  // The longest sequence the kMax / kPow2 policies plan for; 0 = the model's (the engine sets it).
+  int max_seq_len = 0;
+  bool reserves_ahead() const { return inferlab::reserves_ahead(reservation); }
+  bool contiguous() const { return reserves_contiguous(reservation); }
   bool prefix_caching = false;  // keep computed full blocks for reuse by later sequences
   // false = the no-KV-cache baseline: a sequence's K/V are dropped once a step has produced its
   // next token, so every token recomputes the whole sequence (the engine applies this).

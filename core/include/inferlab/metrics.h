@@ -46,6 +46,12 @@ struct StepTimeline {
   int kv_blocks_reserved = 0;
   int kv_blocks_used = 0;
   long long kv_tokens = 0;  // valid tokens in the cache after the step
+  // Reserved slots no token will ever be written to: past each sequence's final length
+  // (prompt + max_output - 1), including its last block's tail (internal fragmentation).
+  long long kv_slots_internal = 0;
+  // Contiguous reservations: free slots in holes too small for the region of the request at
+  // the head of the queue (external fragmentation); 0 when nothing waits or the cache is paged.
+  long long kv_slots_external = 0;
 };
 
 struct RunTimeline {
@@ -99,7 +105,11 @@ double percentile(std::vector<double> values, double q);
 // TTFT, TPOT, ITL, e2e (mean/p50/p90/p99, ms); throughput (output and total tok/s, req/s) over
 // the span from the first arrival to the last finish; goodput (req/s meeting every SLO bound);
 // steps; batch_mean; kv_blocks_total; kv_blocks_peak; kv_waste_frac (mean over steps of 1 -
-// tokens/(reserved * block_size)); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
+// tokens/(reserved * block_size)); kv_token_share, kv_reserved_share, kv_internal_frag_share,
+// kv_external_frag_share (vLLM Fig. 2's breakdown of the KV memory a run occupies — reserved
+// slots plus externally fragmented free ones — into slots holding token states, slots reserved
+// for tokens still to come, slots never to be written, and unusable holes; each a ratio of
+// duration-weighted sums over steps, the four summing to 1, all 0 when nothing was reserved); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
 // spec_accept_frac; spec_tokens_per_step; weights_bytes; kv_bytes_per_token; time_<category>_frac for every
 // TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
 // timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose);

@@ -42,7 +42,7 @@ struct ModelConfig {
 };
 
 // Known real shapes: stories260k, stories15m, stories110m, smollm2-135m, tinyllama-1.1b,
-// llama-3.2-1b, llama-2-7b, llama-2-13b, llama-3-8b. Throws Error listing them for an unknown name.
+// llama-3.2-1b, llama-2-7b, llama-2-13b, opt-13b, llama-3-8b. Throws Error listing them for an unknown name.
 ModelConfig preset_config(const std::string& name);
 std::vector<std::string> preset_names();
 

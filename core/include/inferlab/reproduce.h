@@ -44,4 +44,10 @@ ClaimResult check_claim(const Claim& claim, const Registry& registry);
 double spec_expected_tokens(double alpha, int gamma);
 double spec_speedup(double alpha, int gamma, double c);
 
+// Sarathi (Agrawal et al. 2023, §4, decode-maximal batching): the most decodes that can
+// piggyback on a prefill chunk are the requests whose KV cache fits beside the model, B = ⌊(M_G − M_S) / (L · m_kv)⌋ with
+// M_G the GPU's memory, M_S the model's weights, L the maximum sequence length and m_kv the KV
+// bytes per token (all layers). 0 when the model alone does not fit.
+double sarathi_max_decodes(double gpu_bytes, double param_bytes, double max_seq_len, double kv_bytes_per_token);
+
 }  // namespace inferlab

@@ -11,6 +11,7 @@
 #include "inferlab/registry.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/memory_estimate.h"
+#include "inferlab/quantization_rules.h"
 #include "inferlab/shard.h"
 
 namespace inferlab {
@@ -21,6 +22,10 @@ struct ResolvedVariant {
   Params attention, quantization, scheduler, decoding;  // type-checked, defaults filled
   std::optional<ModelSpec> model;  // a substituted model (Variant::model); unset = [model]
   std::string model_where;
+  // Per-layer quantization policies (stack.quantization_rules): each rule's parameters checked,
+  // defaults filled, and which linears of the variant's model each rule takes (first match wins).
+  std::vector<Params> rule_params;
+  RuleAssignment rule_assignment;
   // One of the four above, by kind.
   Params& params(PluginKind kind);
   const Params& params(PluginKind kind) const;

@@ -5,6 +5,8 @@
 #include <span>
 #include <vector>
 
+#include "inferlab/kv_reservation.h"
+
 namespace inferlab {
 
 // What a scheduler sees of one request.
@@ -32,17 +34,20 @@ struct SchedulerInput {
   double now_s = 0;
   std::span<const SeqView> running;  // admitted, in admission order
   std::span<const SeqView> waiting;  // arrived, not admitted; preempted ones first, then by arrival
+  // Blocks a reservation can take. Under a contiguous reservation policy this is the largest
+  // run of free blocks, so any set of admissions whose blocks sum to it fits (in that run).
   int free_blocks = 0;
   int block_size = 16;
-  bool reserve_full = false;  // admission reserves prompt + max_output up front
+  KvReservation reservation = KvReservation::kOnDemand;  // ahead policies reserve at admission
+  int max_seq_len = 0;        // the model's, for the kMax / kPow2 policies
   int max_draft_tokens = 0;   // a decode step may take 1 + this many tokens (speculation)
 
   // Blocks `s` needs beyond what it holds to process `new_tokens` more tokens, under the
   // cache's reservation policy. A scheduler sums these against free_blocks.
   int blocks_to_grow(const SeqView& s, int new_tokens) const {
     int target = s.num_computed + new_tokens;
-    if (reserve_full) {
-      int full = s.prompt_len + s.max_output + max_draft_tokens;
+    if (reserves_ahead(reservation)) {
+      int full = reservation_tokens(reservation, s.prompt_len, s.max_output, max_draft_tokens, max_seq_len);
       if (full > target) target = full;
     }
     int need = branch_blocks(target, s.prompt_len, s.branches, block_size) - s.blocks_held;

@@ -20,14 +20,15 @@ struct HwProfile {
   double peak_flops = 0;       // dense bf16/fp16 tensor FLOP/s (no sparsity)
   double mem_bw = 0;           // HBM bytes/s
   double mem_bytes = 0;        // HBM capacity
-  double link_bw = 0;          // NVLink bytes/s per direction per GPU
+  double link_bw = 0;          // GPU-to-GPU link (NVLink, or a NIC) bytes/s per direction per GPU
   double link_latency_s = 0;   // one all-reduce's fixed cost
   double launch_s = 0;         // per-kernel launch/dispatch overhead
   // Achieved fraction of the roofline per op class: linear, attention, elementwise.
   double eff_linear = 0, eff_attention = 0, eff_elementwise = 0;
 };
 
-// The profiles built in: a100-40gb, a100-80gb, h100, h200. Throws Error listing them.
+// The profiles built in: a100-40gb, a100-80gb, h100, h200, and a100-80gb-100gbe (A100-80GB with
+// its tensor-parallel all-reduces over 100 Gb Ethernet). Throws Error listing them.
 const HwProfile& hw_profile(const std::string& name);
 std::vector<std::string> hw_profile_names();
 
@@ -35,7 +36,7 @@ struct SimOptions {
   HwProfile profile;
   int tp = 1;              // tensor parallel: per-layer work / tp, two ring all-reduces per layer
   int pp = 1;              // pipeline parallel: stages run one after another (no micro-batching)
-  int weight_bytes = 2;    // bytes per weight (bf16)
+  double weight_bytes = 2; // bytes per weight (bf16; a quantized format's bytes with its scales)
   int act_bytes = 2;       // bytes per activation value
   int kv_bytes = 2;        // bytes per K/V value
   int kernels_per_layer = 12;  // launches per layer: 2 norms, q/k/v, rope, kv write, attention,

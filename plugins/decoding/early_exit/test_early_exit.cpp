@@ -13,6 +13,7 @@
 #include "inferlab/error.h"
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
+#include "layer_plan_fixtures.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 
@@ -21,76 +22,34 @@ namespace {
 
 std::string stories() { return testing::data_path("models/stories260K/stories260K.bin"); }
 
-std::vector<Request> story_requests(const Tokenizer& tok) {
-  std::vector<Request> reqs;
-  const char* prompts[] = {"Once upon a time", "The cat sat on the", "Lily and Tom went to the park and"};
-  for (int i = 0; i < 3; ++i) {
-    Request r;
-    r.id = i;
-    r.prompt = tok.encode(prompts[i], true);
-    r.max_output = 32;
-    reqs.push_back(std::move(r));
-  }
-  return reqs;
-}
-
-struct ExitRun {
-  RunResult result;
-  MetricRow plan_metrics;
-};
-
-ExitRun run_with(const ModelWeights& w, const std::vector<Request>& reqs, const std::string& decoder,
-                 const std::map<std::string, ParamValue>& params) {
-  CpuDevice device(2);
-  testing::FloatQuantization quant;
-  testing::RefAttention attention;
-  Model model(w, quant, device);
-  ContinuousScheduler sched(64, 8, true);
-  Registry reg({testing::plugin_dir()});
-  auto dec = reg.create_decoder(decoder, reg.resolve(PluginKind::kDecoding, decoder, params, "t"), device, &w, &attention);
-  EngineOptions eo;
-  eo.kv.block_size = 8;
-  ExitRun run;
-  run.result = Engine(model, attention, sched, *dec, eo).run(reqs);
-  if (LayerPlan* plan = dec->layer_plan()) add_layer_plan_metrics(*plan, w.config.n_layers, run.plan_metrics);
-  return run;
-}
-
-double metric(const MetricRow& row, const std::string& name) {
-  for (const auto& [k, v] : row)
-    if (k == name) return v;
-  ADD_FAILURE() << "no metric " << name;
-  return std::nan("");
-}
-
 TEST(EarlyExit, ThresholdOneIsPlainGreedy) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
-  const ExitRun want = run_with(m.weights, reqs, "sampling", {});
-  const ExitRun got = run_with(m.weights, reqs, "early_exit", {{"threshold", 1.0}});
+  const auto reqs = testing::story_requests(*m.tokenizer);
+  const testing::DecoderRun want = testing::run_decoder_plugin(m.weights, reqs, "sampling", {});
+  const testing::DecoderRun got = testing::run_decoder_plugin(m.weights, reqs, "early_exit", {{"threshold", 1.0}});
   EXPECT_EQ(got.result.outputs, want.result.outputs);
-  EXPECT_DOUBLE_EQ(metric(got.plan_metrics, "mean_exit_layer"), 5.0);  // nobody left early
-  EXPECT_DOUBLE_EQ(metric(got.plan_metrics, "exit_early_frac"), 0.0);
+  EXPECT_DOUBLE_EQ(testing::metric_value(got.plan_metrics, "mean_exit_layer"), 5.0);  // nobody left early
+  EXPECT_DOUBLE_EQ(testing::metric_value(got.plan_metrics, "exit_early_frac"), 0.0);
 }
 
 TEST(EarlyExit, LowerThresholdsExitEarlierAndChangeTokens) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
-  const ExitRun full = run_with(m.weights, reqs, "sampling", {});
+  const auto reqs = testing::story_requests(*m.tokenizer);
+  const testing::DecoderRun full = testing::run_decoder_plugin(m.weights, reqs, "sampling", {});
   const std::string layers = "1,2,3";  // after layer 0 a tied-embedding model mostly repeats its input
-  const ExitRun mid = run_with(m.weights, reqs, "early_exit", {{"threshold", 0.99}, {"exit_layers", layers}});
-  const ExitRun low = run_with(m.weights, reqs, "early_exit", {{"threshold", 0.6}, {"exit_layers", layers}});
-  const double mid_layer = metric(mid.plan_metrics, "mean_exit_layer"), low_layer = metric(low.plan_metrics, "mean_exit_layer");
+  const testing::DecoderRun mid = testing::run_decoder_plugin(m.weights, reqs, "early_exit", {{"threshold", 0.99}, {"exit_layers", layers}});
+  const testing::DecoderRun low = testing::run_decoder_plugin(m.weights, reqs, "early_exit", {{"threshold", 0.6}, {"exit_layers", layers}});
+  const double mid_layer = testing::metric_value(mid.plan_metrics, "mean_exit_layer"), low_layer = testing::metric_value(low.plan_metrics, "mean_exit_layer");
   EXPECT_LT(mid_layer, 5.0);
   EXPECT_LT(low_layer, mid_layer);
-  EXPECT_GT(metric(low.plan_metrics, "exit_early_frac"), 0.5);
+  EXPECT_GT(testing::metric_value(low.plan_metrics, "exit_early_frac"), 0.5);
   EXPECT_NE(low.result.outputs, full.result.outputs);
   // The margin criterion is stricter than the top probability at the same threshold.
-  const ExitRun margin = run_with(m.weights, reqs, "early_exit",
+  const testing::DecoderRun margin = testing::run_decoder_plugin(m.weights, reqs, "early_exit",
                                   {{"threshold", 0.6}, {"exit_layers", layers}, {"criterion", std::string("margin")}});
-  EXPECT_GE(metric(margin.plan_metrics, "mean_exit_layer"), low_layer);
+  EXPECT_GE(testing::metric_value(margin.plan_metrics, "mean_exit_layer"), low_layer);
 }
 
 // CALM's state propagation, two ways: token by token (a row that exits makes every layer above
@@ -162,7 +121,7 @@ TEST(EarlyExit, QualityEvaluatesTheExitingModel) {
   LayerPlan plan = plugins::early_exit_plan("", 0.2, "max_prob", m.weights.config.n_layers);
   model.set_layer_plan(&plan);
   const MetricRow exit = q.evaluate("exit", model, attention, false);
-  EXPECT_GT(metric(exit, "kl_vs_baseline"), 0.0);
+  EXPECT_GT(testing::metric_value(exit, "kl_vs_baseline"), 0.0);
   EXPECT_GT(plan.exited_rows, 0);
 }
 

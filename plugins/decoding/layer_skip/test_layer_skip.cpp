@@ -15,6 +15,7 @@
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
 #include "layer_skip.h"
+#include "layer_plan_fixtures.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 
@@ -23,39 +24,12 @@ namespace {
 
 std::string stories() { return testing::data_path("models/stories260K/stories260K.bin"); }
 
-std::vector<Request> story_requests(const Tokenizer& tok) {
-  std::vector<Request> reqs;
-  const char* prompts[] = {"Once upon a time", "The cat sat on the", "Lily and Tom went to the park and"};
-  for (int i = 0; i < 3; ++i) {
-    Request r;
-    r.id = i;
-    r.prompt = tok.encode(prompts[i], true);
-    r.max_output = 32;
-    reqs.push_back(std::move(r));
-  }
-  return reqs;
-}
-
-RunResult run_with(const ModelWeights& w, const std::vector<Request>& reqs, const std::string& decoder,
-                   const std::map<std::string, ParamValue>& params) {
-  CpuDevice device(2);
-  testing::FloatQuantization quant;
-  testing::RefAttention attention;
-  Model model(w, quant, device);
-  ContinuousScheduler sched(64, 8, true);
-  Registry reg({testing::plugin_dir()});
-  auto dec = reg.create_decoder(decoder, reg.resolve(PluginKind::kDecoding, decoder, params, "t"), device, &w, &attention);
-  EngineOptions eo;
-  eo.kv.block_size = 8;
-  return Engine(model, attention, sched, *dec, eo).run(reqs);
-}
-
 TEST(LayerSkip, EmptyListIsTheBaselineTokenForToken) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
-  const RunResult want = run_with(m.weights, reqs, "sampling", {});
-  const RunResult got = run_with(m.weights, reqs, "layer_skip", {{"layers", std::string("")}});
+  const auto reqs = testing::story_requests(*m.tokenizer);
+  const RunResult want = testing::run_decoder_plugin(m.weights, reqs, "sampling", {}).result;
+  const RunResult got = testing::run_decoder_plugin(m.weights, reqs, "layer_skip", {{"layers", std::string("")}}).result;
   EXPECT_EQ(got.outputs, want.outputs);
   EXPECT_EQ(got.timeline.kv_bytes_per_token, want.timeline.kv_bytes_per_token);
 }
@@ -63,9 +37,9 @@ TEST(LayerSkip, EmptyListIsTheBaselineTokenForToken) {
 TEST(LayerSkip, SkippingChangesTheTokensAndHoldsLessKv) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
-  const RunResult full = run_with(m.weights, reqs, "sampling", {});
-  const RunResult skip = run_with(m.weights, reqs, "layer_skip", {{"layers", std::string("2, 3")}});
+  const auto reqs = testing::story_requests(*m.tokenizer);
+  const RunResult full = testing::run_decoder_plugin(m.weights, reqs, "sampling", {}).result;
+  const RunResult skip = testing::run_decoder_plugin(m.weights, reqs, "layer_skip", {{"layers", std::string("2, 3")}}).result;
   EXPECT_NE(skip.outputs, full.outputs);
   // 3 of 5 layers hold K/V.
   EXPECT_EQ(skip.timeline.kv_bytes_per_token * 5, full.timeline.kv_bytes_per_token * 3);

@@ -153,17 +153,12 @@ TEST(Speculative, GreedyIsLosslessOnStories260kForEveryDraftAndGamma) {
   }
 }
 
-std::string smollm2() {
-  const char* env = std::getenv("INFERLAB_MODELS");
-  return (env ? std::string(env) : testing::source_dir() + "/models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 // The two SmolLM2 drafts — the target itself with int4 weights (RTN g64) and its first 8
 // of 30 layers — at temperature 0 emit exactly the plain greedy tokens, and give every draft
 // block back. (scripts/fetch_smollm2.sh installs the model; without it the test skips.)
 TEST(Speculative, GreedyIsLosslessOnSmolLM2ForInt4AndTruncatedDrafts) {
-  INFERLAB_REQUIRE_FILE(smollm2());
-  const LoadedModel m = load_model(smollm2());
+  INFERLAB_REQUIRE_FILE(testing::smollm2_path());
+  const LoadedModel m = load_model(testing::smollm2_path());
   std::vector<Request> reqs;
   const char* prompts[] = {"The capital of France is", "Write a short poem about the sea:"};
   for (int i = 0; i < 2; ++i) {

@@ -288,7 +288,7 @@ TEST(ContinuousScheduler, ReserveFullPolicyIsRespected) {
   auto reqs = mixed_requests(12, 0.5);
   HarnessConfig cfg;
   cfg.kv.num_blocks = 40;
-  cfg.kv.reserve_full = true;
+  cfg.kv.reservation = KvReservation::kFull;
   HarnessResult r = run_scheduler(sched, reqs, cfg);
   EXPECT_EQ(r.finished.size(), reqs.size());
   EXPECT_EQ(r.preemptions, 0);  // everything was reserved up front

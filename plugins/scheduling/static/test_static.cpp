@@ -163,7 +163,7 @@ TEST(StaticScheduler, ReserveFullPolicyIsRespected) {
   auto reqs = uniform_requests(6, 25, 10);
   HarnessConfig cfg;
   cfg.kv.num_blocks = 9;
-  cfg.kv.reserve_full = true;
+  cfg.kv.reservation = KvReservation::kFull;
   HarnessResult r = run_scheduler(sched, reqs, cfg);
   EXPECT_EQ(r.finished.size(), reqs.size());
   EXPECT_LE(r.peak_blocks, 9);

@@ -1,0 +1,31 @@
+// What the layer_skip and early_exit plugin tests share: three story prompts for stories260K,
+// and one engine run of a decoding plugin (fp32 weights, reference attention, continuous
+// batching) that returns the outputs and, for a strategy with a LayerPlan, its plan metrics.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "inferlab/engine.h"
+#include "inferlab/metrics.h"
+#include "inferlab/params.h"
+#include "inferlab/tokenizer.h"
+#include "inferlab/weights.h"
+
+namespace inferlab::testing {
+
+// "Once upon a time", "The cat sat on the", "Lily and Tom went to the park and": 32 tokens each.
+std::vector<Request> story_requests(const Tokenizer& tok);
+
+struct DecoderRun {
+  RunResult result;
+  MetricRow plan_metrics;  // layers_active, mean_exit_layer, exit_early_frac (empty without a plan)
+};
+
+DecoderRun run_decoder_plugin(const ModelWeights& w, const std::vector<Request>& reqs, const std::string& decoder,
+                              const std::map<std::string, ParamValue>& params);
+
+// The value of `name` in the row; a test failure (and NaN) when it is missing.
+double metric_value(const MetricRow& row, const std::string& name);
+
+}  // namespace inferlab::testing
