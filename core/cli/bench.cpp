@@ -138,7 +138,8 @@ int cmd_bench(const std::vector<std::string>& args) {
 
   std::vector<Stack> stacks;
   for (const auto& q : quants) {
-    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), *device);
+    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), *device,
+                                         &weights);  // quantization/gguf runs the checkpoint's own blocks
     auto model = std::make_shared<Model>(weights, *quant, *device);
     for (const auto& a : attentions)
       stacks.push_back({a, q, reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), *device), model});

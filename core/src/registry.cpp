@@ -222,9 +222,10 @@ std::shared_ptr<Attention> Registry::create_attention(const std::string& name, c
   const auto& e = entry(PluginKind::kAttention, name, "");
   return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, PluginContext{params, device, nullptr, nullptr, this}, "attention/" + name);
 }
-std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params, Device& device) const {
+std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params, Device& device,
+                                                            const ModelWeights* weights) const {
   const auto& e = entry(PluginKind::kQuantization, name, "");
-  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, PluginContext{params, device, nullptr, nullptr, this}, "quantization/" + name);
+  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, PluginContext{params, device, weights, nullptr, this}, "quantization/" + name);
 }
 std::shared_ptr<Scheduler> Registry::create_scheduler(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kScheduling, name, "");

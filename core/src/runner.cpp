@@ -274,7 +274,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
                                        : make_device(cx.device_kind, spec.device.threads);
   device->set_fuse(spec.device.fuse);  // cpu only (validated at the [device] line)
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
-  auto quant = make_variant_quantization(cx.registry, v, *device);
+  auto quant = make_variant_quantization(cx.registry, v, *device, &weights);
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
   auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
   // A simulated run never materialises the model: the executor needs only its config.
@@ -554,7 +554,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
     device->set_fuse(spec.device.fuse);  // same results either way; fused as the run's cells
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
-    auto quant = make_variant_quantization(registry, b, *device);
+    auto quant = make_variant_quantization(registry, b, *device, &weights);
     Model model(weights, *quant, *device, calibration.get());
     // The baseline as its decoder runs it (a layer-skipping baseline is evaluated skipping).
     auto decoder = registry.create_decoder(b.stack.decoding.name, b.decoding, *device, &weights, attention.get());

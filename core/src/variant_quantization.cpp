@@ -10,15 +10,15 @@
 namespace inferlab {
 
 std::shared_ptr<Quantization> make_variant_quantization(const Registry& registry, const ResolvedVariant& v,
-                                                        Device& device) {
-  auto own = registry.create_quantization(v.stack.quantization.name, v.quantization, device);
+                                                        Device& device, const ModelWeights* weights) {
+  auto own = registry.create_quantization(v.stack.quantization.name, v.quantization, device, weights);
   const auto& rules = v.stack.quantization_rules;
   if (rules.empty()) return own;
   check(v.rule_params.size() == rules.size() && v.rule_assignment.by_rule.size() == rules.size(),
         "variant '" + v.name + "': quantization rules were not planned (plan_quantization_rules)");
   std::vector<std::shared_ptr<Quantization>> strategies;
   for (std::size_t r = 0; r < rules.size(); ++r)
-    strategies.push_back(registry.create_quantization(rules[r].method, v.rule_params[r], device));
+    strategies.push_back(registry.create_quantization(rules[r].method, v.rule_params[r], device, weights));
   return std::make_shared<RuledQuantization>(std::move(own), std::move(strategies), v.rule_assignment);
 }
 

@@ -95,10 +95,10 @@ void run_channels(const std::int8_t* xq, const float* xs, const std::int8_t* q, 
 
 }  // namespace
 
-void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs) {
-  const int blocks = ref::act_blocks(in);
+void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs, int block) {
+  const int blocks = (in + block - 1) / block;
   for (int b = 0; b < blocks; ++b) {
-    const int i0 = b * kActBlock, i1 = std::min(in, i0 + kActBlock);
+    const int i0 = b * block, i1 = std::min(in, i0 + block);
     float amax = 0.0f;
 #pragma omp simd reduction(max : amax)
     for (int i = i0; i < i1; ++i) amax = std::max(amax, std::fabs(xr[i]));
@@ -110,10 +110,10 @@ void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs) {
   }
 }
 
-void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool) {
-  const std::size_t blocks = static_cast<std::size_t>(ref::act_blocks(in)), w = static_cast<std::size_t>(in);
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool, int block) {
+  const std::size_t blocks = static_cast<std::size_t>((in + block - 1) / block), w = static_cast<std::size_t>(in);
   pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
-    for (std::size_t r = begin; r < end; ++r) quantize_act_row(x + r * w, in, xq + r * w, xs + r * blocks);
+    for (std::size_t r = begin; r < end; ++r) quantize_act_row(x + r * w, in, xq + r * w, xs + r * blocks, block);
   }, std::max<std::size_t>(1, 4096 / static_cast<std::size_t>(std::max(in, 1))));
 }
 

@@ -15,12 +15,13 @@
 
 namespace inferlab::cpu {
 
-// Quantises one row xr [in] into qr [in] and xs [ref::act_blocks(in)]: per block of 32,
+// Quantises one row xr [in] into qr [in] and xs [ceil(in / block)]: per block of `block` values
+// (ref::kActBlock = 32 by default; 256 for the K-quant kernels of matmul_gguf),
 // s = max|x| / 127 and q = clamp(lround(x / s), -127, 127) (the fused RMSNorm/SwiGLU +
 // quantisation ops of kernels/cpu/ops_fused.h call it too).
-void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs);
-// Quantises x [n, in] into xq [n, in] and xs [n, ref::act_blocks(in)] (threaded by rows).
-void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool);
+void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs, int block = 32);
+// Quantises x [n, in] into xq [n, in] and xs [n, ceil(in / block)] (threaded by rows).
+void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs, ThreadPool& pool, int block = 32);
 
 // xq: [n, in], xs: [n, act_blocks(in)], q: [out, in], scale: [out], y: [n, out].
 void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y,

@@ -186,7 +186,9 @@ TEST(Gguf, DequantizesEveryBlockTypeExactly) {
   EXPECT_THROW(ggml_tensor_bytes(GgmlType::kQ8_0, 33), Error);
   EXPECT_EQ(ggml_type_name(12), "Q4_K");
   EXPECT_EQ(ggml_type_name(30), "BF16");
-  EXPECT_FALSE(ggml_type_supported(12));
+  EXPECT_TRUE(ggml_type_supported(12));   // Q4_K (tests/core/test_gguf_kquants.cpp checks its values)
+  EXPECT_FALSE(ggml_type_supported(10));  // Q2_K
+  EXPECT_FALSE(ggml_type_supported(6));   // Q5_0
 }
 
 void expect_weights_equal(const ModelWeights& a, const ModelWeights& e) {

@@ -30,6 +30,11 @@ enum class GgmlType : std::uint32_t {
   kQ4_0 = 2,   // blocks of 32: fp16 d, 16 bytes of nibbles; x = (q - 8) * d
   kQ4_1 = 3,   // blocks of 32: fp16 d, fp16 m, 16 bytes of nibbles; x = q * d + m
   kQ8_0 = 8,   // blocks of 32: fp16 d, 32 int8; x = q * d
+  // K-quants: super-blocks of 256 in sub-blocks with their own 6- or 8-bit scales
+  // (kernels/ref/gguf_blocks.h spells out the layouts).
+  kQ4_K = 12,  // 144 bytes: fp16 d, dmin, 12 bytes of 6-bit scales/mins, 128 of nibbles
+  kQ5_K = 13,  // 176 bytes: as Q4_K plus 32 bytes of fifth bits
+  kQ6_K = 14,  // 210 bytes: 128 of low nibbles, 64 of high 2 bits, 16 int8 scales, fp16 d
   kBF16 = 30,
 };
 
@@ -37,6 +42,10 @@ enum class GgmlType : std::uint32_t {
 std::string ggml_type_name(std::uint32_t type);
 // True for the types dequantize() handles.
 bool ggml_type_supported(std::uint32_t type);
+// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K": the supported types, for messages.
+std::string ggml_supported_type_names();
+// True for the block-quantized types (Q*), false for F32, F16, BF16.
+bool ggml_type_is_quantized(GgmlType type);
 // Elements per block (1 for float types) and bytes per block.
 std::size_t ggml_block_elements(GgmlType type);
 std::size_t ggml_block_bytes(GgmlType type);

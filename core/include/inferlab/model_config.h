@@ -1,5 +1,7 @@
 // The shape of a Llama-family decoder, and presets of real architectures.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,10 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::kInterleaved;
   int bos_id = 1;
   int eos_id = 2;
+  // A GGUF checkpoint's GGML type id (GgmlType) of each linear, by linear name ("layers.0.wq",
+  // "classifier"), from its header; empty for other sources. Lets a strategy that runs the
+  // stored blocks refuse a model at validate time.
+  std::map<std::string, std::uint32_t> source_linear_types;
 
   int head_dim() const { return dim / n_heads; }
   int kv_dim() const { return head_dim() * n_kv_heads; }

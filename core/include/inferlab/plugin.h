@@ -27,8 +27,9 @@ namespace inferlab {
 // calibration_needs() and make_linear overload taking calibration (new virtuals change the vtable
 // an old plugin was built with). 4: branching decoders (Decoder::branch_width/branch/
 // branch_result), SeqView::branches, Decoder::layer_plan (layer skipping, early exit),
-// Device::kv_write_int8 and a virtual Device::op_times (the CUDA device).
-inline constexpr int kPluginAbiVersion = 4;
+// Device::kv_write_int8 and a virtual Device::op_times (the CUDA device). 5: ModelWeights::
+// source_blocks and ModelConfig::source_linear_types (a GGUF's own blocks and their types).
+inline constexpr int kPluginAbiVersion = 5;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);
@@ -45,8 +46,8 @@ struct SupportQuery {
 
 // What a factory gets: the checked parameters (defaults filled), the device the object will
 // run on (its memory, its ops, its thread pool on the CPU) and, for strategies that build a
-// second model (a speculative draft), the run's float weights and attention strategy — null
-// where the caller has none (planning, tools).
+// second model (a speculative draft) or run the checkpoint's own blocks (quantization/gguf), the
+// run's weights and attention strategy — null where the caller has none (planning, tools).
 class Registry;
 
 struct PluginContext {

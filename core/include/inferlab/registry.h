@@ -47,7 +47,10 @@ class Registry {
   // Each returned object keeps its library loaded and runs on `device` (refused with an Error
   // when the plugin does not list the device's kind).
   std::shared_ptr<Attention> create_attention(const std::string& name, const Params& params, Device& device) const;
-  std::shared_ptr<Quantization> create_quantization(const std::string& name, const Params& params, Device& device) const;
+  // A quantization strategy that runs the checkpoint's own blocks (ModelWeights::source_blocks)
+  // gets the weights the model will be built from; null when planning or for a draft model.
+  std::shared_ptr<Quantization> create_quantization(const std::string& name, const Params& params, Device& device,
+                                                    const ModelWeights* weights = nullptr) const;
   std::shared_ptr<Scheduler> create_scheduler(const std::string& name, const Params& params, Device& device) const;
   // A decoder that drafts with a second model gets the run's float weights and attention.
   std::shared_ptr<Decoder> create_decoder(const std::string& name, const Params& params, Device& device,

@@ -11,8 +11,10 @@
 
 namespace inferlab {
 
+// weights: the run's weights, for strategies that run the checkpoint's own blocks
+// (quantization/gguf; Registry::create_quantization); null when planning.
 std::shared_ptr<Quantization> make_variant_quantization(const Registry& registry, const ResolvedVariant& v,
-                                                        Device& device);
+                                                        Device& device, const ModelWeights* weights = nullptr);
 
 // Planning of a variant's rules against the model it runs (`model`, on `device`): fills
 // v.rule_params and v.rule_assignment. Throws Error at the rule's file:line for a method the

@@ -2,6 +2,7 @@
 // Quantization strategies build their Linears from these; the engine never keeps both.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ struct LayerWeights {
   std::vector<float> w3;         // [hidden_dim, dim]  up
 };
 
+// A tensor's bytes as the checkpoint stored them: GGML blocks of type ggml_type (a GgmlType id).
+struct SourceBlocks {
+  std::uint32_t ggml_type = 0;
+  std::vector<std::uint8_t> bytes;  // [out rows of in / block_elements blocks]
+};
+
 struct ModelWeights {
   ModelConfig config;
   std::vector<float> token_embedding;  // [vocab, dim]
@@ -31,6 +38,11 @@ struct ModelWeights {
   // Bytes the tensors occupied in the source file (quantized formats are larger once
   // dequantised); 0 for random weights.
   std::uint64_t source_bytes = 0;
+  // A GGUF's block-quantized linears as stored, by linear name ("layers.3.wq", "classifier"),
+  // beside their fp32 copies above, for strategies that run the blocks natively
+  // (quantization/gguf). Empty for other formats and for F32/F16/BF16 tensors. Costs the
+  // file's bytes of these tensors (1/4 .. 1/7 of their fp32 copies).
+  std::map<std::string, SourceBlocks> source_blocks;
 
   // Throws Error if a tensor's size disagrees with the config.
   void validate() const;

@@ -1,11 +1,13 @@
 // GGML tensor types: names, block sizes, and dequantisation of the block layouts inferlab loads
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_1). Layouts follow ggml's block_q8_0 / block_q4_0 /
-// block_q4_1: a little-endian fp16 scale (and min), then the packed quants of 32 elements.
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; kernels/ref/gguf_blocks.h describes
+// them). Each value is computed with ggml's own float expression (e.g. Q4_K's
+// (d * sc) * q - dmin * m), so the results equal ggml's dequantize_row_* bit for bit.
 #include <bit>
 #include <cstring>
 
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
+#include "kernels/ref/gguf_blocks.h"
 
 namespace inferlab {
 
@@ -13,8 +15,38 @@ namespace {
 
 constexpr std::size_t kQk = 32;  // elements per block of the 4- and 8-bit types
 
-std::uint16_t load_u16(const std::uint8_t* p) {
-  return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+using ref::load_le16;
+
+// One super-block (256 values) of Q4_K (qh null) or Q5_K (qh = its 32 fifth-bit bytes).
+void dequantize_q45_k(const std::uint8_t* scales, const std::uint8_t* qh, const std::uint8_t* qs, float d,
+                      float dmin, float* y) {
+  for (int j = 0; j < 8; ++j) {  // sub-block j: nibbles of qs[32 (j / 2) ..], low for even j
+    std::uint8_t sc = 0, m = 0;
+    ref::kq_scale_min(scales, j, sc, m);
+    const float dj = d * static_cast<float>(sc), mj = dmin * static_cast<float>(m);
+    const std::uint8_t* q = qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) {
+      int code = (q[l] >> shift) & 0x0F;
+      if (qh && (qh[l] >> j) & 1) code += 16;
+      y[32 * j + l] = dj * static_cast<float>(code) - mj;
+    }
+  }
+}
+
+void dequantize_q6_k(const std::uint8_t* blk, float* y) {
+  const std::uint8_t* ql = blk;
+  const std::uint8_t* qh = blk + 128;
+  const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
+  const float d = fp16_to_fp32(load_le16(blk + 208));
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l) {
+        const int lo = (ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0x0F;
+        const int hi = (qh[32 * h + l] >> (2 * k)) & 3;
+        const int q = (lo | (hi << 4)) - 32;
+        y[128 * h + 32 * k + l] = d * static_cast<float>(sc[8 * h + 2 * k + l / 16]) * static_cast<float>(q);
+      }
 }
 
 }  // namespace
@@ -38,10 +70,17 @@ bool ggml_type_supported(std::uint32_t type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
       return true;
   }
   return false;
 }
+
+std::string ggml_supported_type_names() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"; }
+
+bool ggml_type_is_quantized(GgmlType type) { return ggml_block_elements(type) > 1; }
 
 std::size_t ggml_block_elements(GgmlType type) {
   switch (type) {
@@ -53,6 +92,10 @@ std::size_t ggml_block_elements(GgmlType type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
       return kQk;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return ref::kGgufSuper;
   }
   throw Error("unsupported GGML tensor type " + ggml_type_name(static_cast<std::uint32_t>(type)));
 }
@@ -65,6 +108,9 @@ std::size_t ggml_block_bytes(GgmlType type) {
     case GgmlType::kQ8_0: return 2 + kQk;          // d, qs[32]
     case GgmlType::kQ4_0: return 2 + kQk / 2;      // d, qs[16]
     case GgmlType::kQ4_1: return 2 + 2 + kQk / 2;  // d, m, qs[16]
+    case GgmlType::kQ4_K: return ref::kQ4KBytes;
+    case GgmlType::kQ5_K: return ref::kQ5KBytes;
+    case GgmlType::kQ6_K: return ref::kQ6KBytes;
   }
   throw Error("unsupported GGML tensor type " + ggml_type_name(static_cast<std::uint32_t>(type)));
 }
@@ -141,15 +187,15 @@ void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* ds
       std::memcpy(dst, src, n * sizeof(float));
       return;
     case GgmlType::kF16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(src + 2 * i));
+      for (std::size_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(load_le16(src + 2 * i));
       return;
     case GgmlType::kBF16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_u16(src + 2 * i));
+      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(load_le16(src + 2 * i));
       return;
     case GgmlType::kQ8_0:
       for (std::size_t b = 0; b < n / kQk; ++b) {
         const std::uint8_t* blk = src + b * ggml_block_bytes(type);
-        const float d = fp16_to_fp32(load_u16(blk));
+        const float d = fp16_to_fp32(load_le16(blk));
         for (std::size_t j = 0; j < kQk; ++j)
           dst[b * kQk + j] = static_cast<float>(static_cast<std::int8_t>(blk[2 + j])) * d;
       }
@@ -157,7 +203,7 @@ void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* ds
     case GgmlType::kQ4_0:
       for (std::size_t b = 0; b < n / kQk; ++b) {
         const std::uint8_t* blk = src + b * ggml_block_bytes(type);
-        const float d = fp16_to_fp32(load_u16(blk));
+        const float d = fp16_to_fp32(load_le16(blk));
         for (std::size_t j = 0; j < kQk / 2; ++j) {  // low nibbles: 0..15, high: 16..31
           dst[b * kQk + j] = static_cast<float>((blk[2 + j] & 0x0f) - 8) * d;
           dst[b * kQk + j + kQk / 2] = static_cast<float>((blk[2 + j] >> 4) - 8) * d;
@@ -167,13 +213,27 @@ void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* ds
     case GgmlType::kQ4_1:
       for (std::size_t b = 0; b < n / kQk; ++b) {
         const std::uint8_t* blk = src + b * ggml_block_bytes(type);
-        const float d = fp16_to_fp32(load_u16(blk));
-        const float m = fp16_to_fp32(load_u16(blk + 2));
+        const float d = fp16_to_fp32(load_le16(blk));
+        const float m = fp16_to_fp32(load_le16(blk + 2));
         for (std::size_t j = 0; j < kQk / 2; ++j) {
           dst[b * kQk + j] = static_cast<float>(blk[4 + j] & 0x0f) * d + m;
           dst[b * kQk + j + kQk / 2] = static_cast<float>(blk[4 + j] >> 4) * d + m;
         }
       }
+      return;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const bool q5 = type == GgmlType::kQ5_K;
+      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b) {
+        const std::uint8_t* blk = src + b * ggml_block_bytes(type);
+        dequantize_q45_k(blk + 4, q5 ? blk + 16 : nullptr, blk + (q5 ? 48 : 16), fp16_to_fp32(load_le16(blk)),
+                         fp16_to_fp32(load_le16(blk + 2)), dst + b * ref::kGgufSuper);
+      }
+      return;
+    }
+    case GgmlType::kQ6_K:
+      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b)
+        dequantize_q6_k(src + b * ref::kQ6KBytes, dst + b * ref::kGgufSuper);
       return;
   }
   throw Error("unsupported GGML tensor type " + ggml_type_name(static_cast<std::uint32_t>(type)));

@@ -23,6 +23,18 @@ std::string dims_string(const std::vector<std::uint64_t>& dims) {
   return s + "]";
 }
 
+// Each layer's linears: the engine's name (after "layers.<l>.") and the GGUF's (after "blk.<l>.").
+struct LinearTensorName {
+  const char* engine;
+  const char* gguf;
+};
+constexpr LinearTensorName kLayerLinears[] = {
+    {"wq", "attn_q.weight"}, {"wk", "attn_k.weight"},   {"wv", "attn_v.weight"}, {"wo", "attn_output.weight"},
+    {"w1", "ffn_gate.weight"}, {"w2", "ffn_down.weight"}, {"w3", "ffn_up.weight"}};
+
+// The GGUF tensor name of an engine linear of layer l.
+std::string gguf_linear_name(int l, const char* gguf) { return "blk." + std::to_string(l) + "." + gguf; }
+
 class GgufModelReader {
  public:
   explicit GgufModelReader(const GgufFile& file) : f_(file) {}
@@ -46,9 +58,10 @@ class GgufModelReader {
     return v ? v->as_float(key) : fallback;
   }
 
-  // Reads `name` (ne0 first) as fp32 after checking its shape against `expect`.
+  // Reads `name` (ne0 first) as fp32 after checking its shape against `expect`. A linear's
+  // block-quantized bytes are also kept in `blocks` under its engine name `linear`.
   std::vector<float> tensor(const std::string& name, std::vector<std::uint64_t> expect,
-                            bool required = true) {
+                            bool required = true, const std::string& linear = "") {
     const GgufTensorInfo* t = f_.find_tensor(name);
     if (!t) {
       if (required) fail("missing tensor '" + name + "'");
@@ -61,16 +74,22 @@ class GgufModelReader {
            dims_string(expect));
     if (!ggml_type_supported(t->type))
       fail("tensor '" + name + "' has unsupported type " + ggml_type_name(t->type) +
-           " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+           " (supported: " + ggml_supported_type_names() + ")");
     source_bytes += t->bytes;
     used.push_back(name);
-    return f_.read_f32(*t);
+    const auto type = static_cast<GgmlType>(t->type);
+    std::vector<std::uint8_t> bytes = f_.read_bytes(*t);
+    std::vector<float> values(static_cast<std::size_t>(t->elements()));
+    dequantize(type, bytes.data(), values.size(), values.data());
+    if (!linear.empty() && ggml_type_is_quantized(type)) blocks[linear] = SourceBlocks{t->type, std::move(bytes)};
+    return values;
   }
 
   [[noreturn]] void fail(const std::string& problem) const { throw Error(f_.path() + ": " + problem); }
 
   std::uint64_t source_bytes = 0;
   std::vector<std::string> used;
+  std::map<std::string, SourceBlocks> blocks;
 
  private:
   const GgufFile& f_;
@@ -132,6 +151,13 @@ ModelConfig gguf_config(const GgufFile& f, const GgufModelReader& r) {
   ModelConfig c = read_config(f, r, arch);
   c.tied_classifier = f.find_tensor("output.weight") == nullptr;
   c.validate();
+  // (A block_count beyond the tensor count is refused by load_gguf; no need to search for it.)
+  for (int l = 0; l < c.n_layers && static_cast<std::size_t>(l) < f.tensors().size(); ++l)
+    for (const LinearTensorName& n : kLayerLinears)
+      if (const GgufTensorInfo* t = f.find_tensor(gguf_linear_name(l, n.gguf)))
+        c.source_linear_types["layers." + std::to_string(l) + "." + n.engine] = t->type;
+  if (const GgufTensorInfo* t = f.find_tensor(c.tied_classifier ? "token_embd.weight" : "output.weight"))
+    c.source_linear_types["classifier"] = t->type;
   return c;
 }
 
@@ -269,25 +295,25 @@ LoadedModel load_gguf(const std::string& path) {
     const auto d = static_cast<std::uint64_t>(c.dim), h = static_cast<std::uint64_t>(c.hidden_dim),
                kv = static_cast<std::uint64_t>(c.kv_dim()), v = static_cast<std::uint64_t>(c.vocab_size);
 
-    w.token_embedding = r.tensor("token_embd.weight", {d, v});  // [vocab, dim]
+    w.token_embedding = r.tensor("token_embd.weight", {d, v}, true, "classifier");  // [vocab, dim]
     w.layers.resize(static_cast<std::size_t>(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) {
       LayerWeights& L = w.layers[static_cast<std::size_t>(l)];
-      const std::string p = "blk." + std::to_string(l) + ".";
+      const std::string p = "blk." + std::to_string(l) + ".", e = "layers." + std::to_string(l) + ".";
       L.attn_norm = r.tensor(p + "attn_norm.weight", {d});
-      L.wq = r.tensor(p + "attn_q.weight", {d, d});      // [dim, dim]
-      L.wk = r.tensor(p + "attn_k.weight", {d, kv});     // [kv_dim, dim]
-      L.wv = r.tensor(p + "attn_v.weight", {d, kv});     // [kv_dim, dim]
-      L.wo = r.tensor(p + "attn_output.weight", {d, d}); // [dim, dim]
+      L.wq = r.tensor(p + "attn_q.weight", {d, d}, true, e + "wq");       // [dim, dim]
+      L.wk = r.tensor(p + "attn_k.weight", {d, kv}, true, e + "wk");      // [kv_dim, dim]
+      L.wv = r.tensor(p + "attn_v.weight", {d, kv}, true, e + "wv");      // [kv_dim, dim]
+      L.wo = r.tensor(p + "attn_output.weight", {d, d}, true, e + "wo");  // [dim, dim]
       if (c.qkv_bias) {
         L.bq = r.tensor(p + "attn_q.bias", {d});
         L.bk = r.tensor(p + "attn_k.bias", {kv});
         L.bv = r.tensor(p + "attn_v.bias", {kv});
       }
       L.ffn_norm = r.tensor(p + "ffn_norm.weight", {d});
-      L.w1 = r.tensor(p + "ffn_gate.weight", {d, h});    // [hidden, dim]
-      L.w2 = r.tensor(p + "ffn_down.weight", {h, d});    // [dim, hidden]
-      L.w3 = r.tensor(p + "ffn_up.weight", {d, h});      // [hidden, dim]
+      L.w1 = r.tensor(p + "ffn_gate.weight", {d, h}, true, e + "w1");  // [hidden, dim]
+      L.w2 = r.tensor(p + "ffn_down.weight", {h, d}, true, e + "w2");  // [dim, hidden]
+      L.w3 = r.tensor(p + "ffn_up.weight", {d, h}, true, e + "w3");    // [hidden, dim]
     }
     w.final_norm = r.tensor("output_norm.weight", {d});
 
@@ -301,10 +327,12 @@ LoadedModel load_gguf(const std::string& path) {
         r.source_bytes += out_t->bytes;
         r.used.push_back("output.weight");
       } else {
-        w.classifier = r.tensor("output.weight", {d, v});  // [vocab, dim]
+        r.blocks.erase("classifier");  // the embedding's blocks; output.weight's replace them if quantized
+        w.classifier = r.tensor("output.weight", {d, v}, true, "classifier");  // [vocab, dim]
         c.tied_classifier = false;
       }
     }
+    w.source_blocks = std::move(r.blocks);
     for (const GgufTensorInfo& t : f.tensors())
       if (std::find(r.used.begin(), r.used.end(), t.name) == r.used.end())
         log::warn(path + ": tensor '" + t.name + "' is not used by the model");

@@ -256,7 +256,7 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 std::vector<std::uint8_t> GgufFile::read_bytes(const GgufTensorInfo& tensor) const {
   if (!ggml_type_supported(tensor.type))
     throw Error(path_ + ": tensor '" + tensor.name + "' has unsupported type " +
-                ggml_type_name(tensor.type) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                ggml_type_name(tensor.type) + " (supported: " + ggml_supported_type_names() + ")");
   FileReader r(path_);
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(tensor.bytes));
   r.read_at(tensor.offset, bytes.data(), tensor.bytes);

@@ -1,0 +1,441 @@
+// Native GGUF-block matmuls (see matmul_gguf.h). One Format per block type says how to get a
+// block's half-chunk scales/offsets and a chunk's 32 codes; one kernel template runs them all.
+#include "kernels/cpu/matmul_gguf.h"
+#include "kernels/cpu/simd.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "kernels/ref/gguf_blocks.h"
+#include "kernels/ref/matmul_int8.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define INFERLAB_GGUF_AVX2 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+constexpr int kChunk = 32;  // codes per chunk (= activation block)
+constexpr int kHalf = 16;   // values per scale/offset
+
+inline float half_at(const std::uint8_t* p) {
+#if defined(__F16C__)
+  return _cvtsh_ss(ref::load_le16(p));
+#else
+  return fp16_to_fp32(ref::load_le16(p));
+#endif
+}
+
+// Scale and offset of each half-chunk of one block: w = s[h] * code + o[h], h = 2 * chunk + half.
+struct HalfScales {
+  float s[2 * ref::kGgufSuper / kChunk];
+  float o[2 * ref::kGgufSuper / kChunk];
+};
+
+inline void set_chunk(HalfScales& hs, int c, float s, float o) {
+  hs.s[2 * c] = hs.s[2 * c + 1] = s;
+  hs.o[2 * c] = hs.o[2 * c + 1] = o;
+}
+
+// A K-quant super-block's integer scales, for the int8 path: w = D * sc[h] * code + M * mn[h] for
+// the 16 values of half-chunk h, so a row's dot over the block is
+// dx * (D * sum_h sc[h] sum c x + M * sum_h mn[h] sum x), all sums in integers.
+struct KIntScales {
+  float D, M;
+  std::int16_t sc[16], mn[16];
+};
+
+#if INFERLAB_GGUF_AVX2
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+// Bytes shifted right by `bits` (< 8) and masked: the codes a packed byte array holds there.
+inline __m256i bits_at(__m256i bytes, int bits, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(bits)), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+// Q4_0 / Q4_1 order: codes 0..15 are the low nibbles of the 16 bytes, 16..31 the high ones.
+inline __m256i nibbles_split(const std::uint8_t* p) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+}
+inline __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+#endif
+
+struct FormatQ8_0 {
+  static constexpr int kElems = 32;
+  static constexpr std::size_t kBytes = 34;
+  static constexpr bool kSigned = true, kOffsets = false;
+  static void scales(const std::uint8_t* b, HalfScales& hs) { set_chunk(hs, 0, half_at(b), 0.0f); }
+  static int code(const std::uint8_t* b, int, int i) { return static_cast<std::int8_t>(b[2 + i]); }
+#if INFERLAB_GGUF_AVX2
+  static __m256i codes(const std::uint8_t* b, int) { return load32(b + 2); }
+#endif
+};
+
+struct FormatQ4_0 {
+  static constexpr int kElems = 32;
+  static constexpr std::size_t kBytes = 18;
+  static constexpr bool kSigned = false, kOffsets = true;
+  static void scales(const std::uint8_t* b, HalfScales& hs) {
+    const float d = half_at(b);
+    set_chunk(hs, 0, d, -8.0f * d);
+  }
+  static int code(const std::uint8_t* b, int, int i) { return i < 16 ? b[2 + i] & 0x0F : b[2 + i - 16] >> 4; }
+#if INFERLAB_GGUF_AVX2
+  static __m256i codes(const std::uint8_t* b, int) { return nibbles_split(b + 2); }
+#endif
+};
+
+struct FormatQ4_1 {
+  static constexpr int kElems = 32;
+  static constexpr std::size_t kBytes = 20;
+  static constexpr bool kSigned = false, kOffsets = true;
+  static void scales(const std::uint8_t* b, HalfScales& hs) { set_chunk(hs, 0, half_at(b), half_at(b + 2)); }
+  static int code(const std::uint8_t* b, int, int i) { return i < 16 ? b[4 + i] & 0x0F : b[4 + i - 16] >> 4; }
+#if INFERLAB_GGUF_AVX2
+  static __m256i codes(const std::uint8_t* b, int) { return nibbles_split(b + 4); }
+#endif
+};
+
+struct FormatQ4_K {
+  static constexpr int kElems = ref::kGgufSuper;
+  static constexpr std::size_t kBytes = ref::kQ4KBytes;
+  static constexpr bool kSigned = false, kOffsets = true;
+  static void scales(const std::uint8_t* b, HalfScales& hs) {
+    const float d = half_at(b), dmin = half_at(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      std::uint8_t sc = 0, m = 0;
+      ref::kq_scale_min(b + 4, j, sc, m);
+      set_chunk(hs, j, d * static_cast<float>(sc), -dmin * static_cast<float>(m));
+    }
+  }
+  static void int_scales(const std::uint8_t* b, KIntScales& ks) {
+    ks.D = half_at(b);
+    ks.M = -half_at(b + 2);
+    for (int j = 0; j < 8; ++j) {
+      std::uint8_t sc = 0, m = 0;
+      ref::kq_scale_min(b + 4, j, sc, m);
+      ks.sc[2 * j] = ks.sc[2 * j + 1] = sc;
+      ks.mn[2 * j] = ks.mn[2 * j + 1] = m;
+    }
+  }
+  // Sub-block c: nibbles of qs[32 (c / 2) ..], low for even c.
+  static int code(const std::uint8_t* b, int c, int i) { return (b[16 + 32 * (c / 2) + i] >> (4 * (c & 1))) & 0x0F; }
+#if INFERLAB_GGUF_AVX2
+  static __m256i codes(const std::uint8_t* b, int c) { return bits_at(load32(b + 16 + 32 * (c / 2)), 4 * (c & 1), 0x0F); }
+#endif
+};
+
+struct FormatQ6_K {
+  static constexpr int kElems = ref::kGgufSuper;
+  static constexpr std::size_t kBytes = ref::kQ6KBytes;
+  static constexpr bool kSigned = false, kOffsets = true;
+  static void scales(const std::uint8_t* b, HalfScales& hs) {
+    const float d = half_at(b + 208);
+    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+    for (int c = 0; c < 8; ++c)  // chunk c = 32 k + l of half h = c / 4, k = c % 4
+      for (int half = 0; half < 2; ++half) {
+        const float s = d * static_cast<float>(sc[8 * (c / 4) + 2 * (c % 4) + half]);
+        hs.s[2 * c + half] = s;
+        hs.o[2 * c + half] = -32.0f * s;
+      }
+  }
+  static void int_scales(const std::uint8_t* b, KIntScales& ks) {
+    ks.D = ks.M = half_at(b + 208);
+    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
+    for (int c = 0; c < 8; ++c)
+      for (int half = 0; half < 2; ++half) {
+        const int s = sc[8 * (c / 4) + 2 * (c % 4) + half];
+        ks.sc[2 * c + half] = static_cast<std::int16_t>(s);
+        ks.mn[2 * c + half] = static_cast<std::int16_t>(-32 * s);
+      }
+  }
+  static int code(const std::uint8_t* b, int c, int i) {
+    const int h = c / 4, k = c % 4;
+    const int lo = (b[64 * h + 32 * (k & 1) + i] >> (4 * (k >> 1))) & 0x0F;
+    const int hi = (b[128 + 32 * h + i] >> (2 * k)) & 3;
+    return lo | (hi << 4);
+  }
+#if INFERLAB_GGUF_AVX2
+  static __m256i codes(const std::uint8_t* b, int c) {
+    const int h = c / 4, k = c % 4;
+    const __m256i lo = bits_at(load32(b + 64 * h + 32 * (k & 1)), 4 * (k >> 1), 0x0F);
+    const __m256i hi = bits_at(load32(b + 128 + 32 * h), 2 * k, 3);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));  // hi <= 3: shifting stays inside each byte
+  }
+#endif
+};
+
+// The activations of one call as each kernel variant reads them.
+struct FloatActs {
+  const float* x;       // [n, in]
+  const float* sum16;   // [n, in / 16] sums of x
+  std::size_t stride, sum_stride;
+};
+struct BlockActs {
+  const std::int8_t* xq;  // [n, in]
+  const float* xs;        // [n, in / 32]
+  const int* sum16;       // [n, in / 16] sums of xq
+  std::size_t stride, scale_stride, sum_stride;
+};
+
+// y[r * ys] (r < R) = row · x_r for one weight row of `blocks` blocks.
+template <class F, int R, class Acts>
+void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::size_t ys) {
+  constexpr int kChunks = F::kElems / kChunk;
+  constexpr bool kInt = std::is_base_of_v<BlockActs, Acts>;
+  float off[R] = {};
+  float acc[R] = {};
+#if INFERLAB_GGUF_AVX2
+  __m256 vacc[R];
+  for (int r = 0; r < R; ++r) vacc[r] = _mm256_setzero_ps();
+#endif
+  HalfScales hs;
+  for (int blk = 0; blk < blocks; ++blk) {
+    const std::uint8_t* b = row + static_cast<std::size_t>(blk) * F::kBytes;
+    F::scales(b, hs);
+    for (int c = 0; c < kChunks; ++c) {
+      const int k = blk * kChunks + c;  // chunk index along the row
+      const float sa = hs.s[2 * c], sb = hs.s[2 * c + 1];
+#if INFERLAB_GGUF_AVX2
+      const __m256i u = F::codes(b, c);
+      if constexpr (kInt) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        const __m256i mag = F::kSigned ? _mm256_sign_epi8(u, u) : u;  // maddubs wants unsigned left
+        for (int r = 0; r < R; ++r) {
+          __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + r * a.stride + k * kChunk));
+          if (F::kSigned) x = _mm256_sign_epi8(x, u);
+          // int32 lanes 0-3: the first 16 products, 4-7: the second 16
+          const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, x), ones);
+          const float sx = a.xs[r * a.scale_stride + static_cast<std::size_t>(k)];
+          const __m256 scale = _mm256_set_m128(_mm_set1_ps(sb * sx), _mm_set1_ps(sa * sx));
+          vacc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, vacc[r]);
+          if (F::kOffsets) {
+            const int* s16 = a.sum16 + r * a.sum_stride + 2 * k;
+            off[r] += sx * (hs.o[2 * c] * static_cast<float>(s16[0]) + hs.o[2 * c + 1] * static_cast<float>(s16[1]));
+          }
+        }
+      } else {
+        const __m128i lo = _mm256_castsi256_si128(u), hi = _mm256_extracti128_si256(u, 1);
+        auto widen = [](__m128i v) {
+          return _mm256_cvtepi32_ps(F::kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
+        };
+        const __m256 c0 = widen(lo), c1 = widen(_mm_srli_si128(lo, 8)), c2 = widen(hi), c3 = widen(_mm_srli_si128(hi, 8));
+        for (int r = 0; r < R; ++r) {
+          const float* x = a.x + r * a.stride + k * kChunk;
+          const __m256 fa = _mm256_fmadd_ps(c1, _mm256_loadu_ps(x + 8), _mm256_mul_ps(c0, _mm256_loadu_ps(x)));
+          const __m256 fb = _mm256_fmadd_ps(c3, _mm256_loadu_ps(x + 24), _mm256_mul_ps(c2, _mm256_loadu_ps(x + 16)));
+          vacc[r] = _mm256_fmadd_ps(fb, _mm256_set1_ps(sb), _mm256_fmadd_ps(fa, _mm256_set1_ps(sa), vacc[r]));
+          if (F::kOffsets) {
+            const float* s16 = a.sum16 + r * a.sum_stride + 2 * k;
+            off[r] += hs.o[2 * c] * s16[0] + hs.o[2 * c + 1] * s16[1];
+          }
+        }
+      }
+#else
+      int codes[kChunk];
+      for (int i = 0; i < kChunk; ++i) codes[i] = F::code(b, c, i);
+      for (int r = 0; r < R; ++r)
+        for (int half = 0; half < 2; ++half) {
+          const float s = half ? sb : sa, o = hs.o[2 * c + half];
+          if constexpr (kInt) {
+            int dot = 0;
+            for (int i = half * kHalf; i < (half + 1) * kHalf; ++i) dot += codes[i] * a.xq[r * a.stride + k * kChunk + i];
+            const float sx = a.xs[r * a.scale_stride + static_cast<std::size_t>(k)];
+            acc[r] += sx * (s * static_cast<float>(dot) + o * static_cast<float>(a.sum16[r * a.sum_stride + 2 * k + half]));
+          } else {
+            float dot = 0.0f;
+            for (int i = half * kHalf; i < (half + 1) * kHalf; ++i)
+              dot += static_cast<float>(codes[i]) * a.x[r * a.stride + k * kChunk + i];
+            acc[r] += s * dot + o * a.sum16[r * a.sum_stride + 2 * k + half];
+          }
+        }
+#endif
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+#if INFERLAB_GGUF_AVX2
+    acc[r] += hsum(vacc[r]);
+#endif
+    y[static_cast<std::size_t>(r) * ys] = acc[r] + off[r];
+  }
+}
+
+// A K-quant row against activation blocks of 256 (one scale per super-block): the 8 sub-block dots
+// are weighted by their integer scales and summed in integer lanes; one float step per block.
+template <class F, int R>
+void row_dot_k(const std::uint8_t* row, int blocks, const BlockActs& a, float* y, std::size_t ys) {
+  constexpr int kChunks = F::kElems / kChunk;
+  float acc[R] = {};
+  KIntScales ks;
+  for (int blk = 0; blk < blocks; ++blk) {
+    const std::uint8_t* b = row + static_cast<std::size_t>(blk) * F::kBytes;
+    F::int_scales(b, ks);
+#if INFERLAB_GGUF_AVX2
+    __m256i u[kChunks], sv[kChunks];
+    for (int c = 0; c < kChunks; ++c) {
+      u[c] = F::codes(b, c);
+      sv[c] = _mm256_set_m128i(_mm_set1_epi16(ks.sc[2 * c + 1]), _mm_set1_epi16(ks.sc[2 * c]));
+    }
+#endif
+    for (int r = 0; r < R; ++r) {
+      const std::int8_t* x = a.xq + r * a.stride + static_cast<std::size_t>(blk) * F::kElems;
+      int dot = 0;
+#if INFERLAB_GGUF_AVX2
+      __m256i isum = _mm256_setzero_si256();
+      for (int c = 0; c < kChunks; ++c) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c * kChunk));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], xv), sv[c]));
+      }
+      dot = hsum_i32(isum);
+#else
+      for (int c = 0; c < kChunks; ++c)
+        for (int i = 0; i < kChunk; ++i) dot += ks.sc[2 * c + i / kHalf] * F::code(b, c, i) * x[c * kChunk + i];
+#endif
+      const int* s16 = a.sum16 + r * a.sum_stride + static_cast<std::size_t>(blk) * (2 * kChunks);
+      int mins = 0;
+      for (int h = 0; h < 2 * kChunks; ++h) mins += ks.mn[h] * s16[h];
+      acc[r] += a.xs[r * a.scale_stride + static_cast<std::size_t>(blk)] *
+                (ks.D * static_cast<float>(dot) + ks.M * static_cast<float>(mins));
+    }
+  }
+  for (int r = 0; r < R; ++r) y[static_cast<std::size_t>(r) * ys] = acc[r];
+}
+
+// The row kernel for a format and activations: K-quants against int8 blocks take row_dot_k.
+template <class F, int R, class Acts>
+void row_kernel(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::size_t ys) {
+  if constexpr (std::is_base_of_v<BlockActs, Acts> && F::kElems == ref::kGgufSuper)
+    row_dot_k<F, R>(row, blocks, a, y, ys);
+  else
+    row_dot<F, R>(row, blocks, a, y, ys);
+}
+
+// Threads split the output rows; tokens go 4 at a time so a chunk is unpacked once for 4 rows.
+template <class F, class Acts>
+void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
+  const int blocks = in / F::kElems;
+  const std::size_t row_bytes = static_cast<std::size_t>(blocks) * F::kBytes, ys = static_cast<std::size_t>(out);
+  constexpr int kUnit = 8;
+  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
+  const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
+  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
+    const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+    for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {
+      const std::uint8_t* row = w + static_cast<std::size_t>(o) * row_bytes;
+      int r = 0;
+      for (; r + 4 <= n; r += 4) {
+        Acts at = acts;
+        at.advance(r);
+        row_kernel<F, 4>(row, blocks, at, y + r * ys + o, ys);
+      }
+      for (; r < n; ++r) {
+        Acts at = acts;
+        at.advance(r);
+        row_kernel<F, 1>(row, blocks, at, y + r * ys + o, ys);
+      }
+    }
+  }, grain);
+}
+
+template <class Acts>
+void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
+  const std::size_t per = ggml_block_elements(type);
+  check(gguf_native_kernel(type), "matmul_gguf: no native kernel for GGML type " +
+                                      ggml_type_name(static_cast<std::uint32_t>(type)) + " (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+  check(in > 0 && static_cast<std::size_t>(in) % per == 0,
+        "matmul_gguf: in = " + std::to_string(in) + " is not a multiple of the " +
+            ggml_type_name(static_cast<std::uint32_t>(type)) + " block of " + std::to_string(per));
+  switch (type) {
+    case GgmlType::kQ8_0: return run_rows<FormatQ8_0>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ4_0: return run_rows<FormatQ4_0>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ4_1: return run_rows<FormatQ4_1>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ4_K: return run_rows<FormatQ4_K>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ6_K: return run_rows<FormatQ6_K>(w, acts, y, n, out, in, pool);
+    default: break;
+  }
+}
+
+}  // namespace
+
+bool gguf_native_kernel(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int gguf_act_block(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? ref::kGgufSuper : ref::kActBlock;
+}
+
+void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,
+                 ThreadPool& pool) {
+  if (n <= 0 || out <= 0) return;
+  const int halves = in / kHalf;
+  std::vector<float> sum16(static_cast<std::size_t>(n) * static_cast<std::size_t>(std::max(halves, 0)));  // [n, in / 16]
+  for (int r = 0; r < n; ++r)
+    for (int h = 0; h < halves; ++h) {
+      float s = 0.0f;
+      for (int i = 0; i < kHalf; ++i) s += x[static_cast<std::size_t>(r) * in + h * kHalf + i];
+      sum16[static_cast<std::size_t>(r) * halves + h] = s;
+    }
+  struct Acts : FloatActs {
+    void advance(int r) {
+      x += static_cast<std::size_t>(r) * stride;
+      sum16 += static_cast<std::size_t>(r) * sum_stride;
+    }
+  };
+  Acts acts;
+  acts.x = x;
+  acts.sum16 = sum16.data();
+  acts.stride = static_cast<std::size_t>(in);
+  acts.sum_stride = static_cast<std::size_t>(halves);
+  dispatch(type, w, acts, y, n, out, in, pool);
+}
+
+void matmul_gguf_act(GgmlType type, const std::uint8_t* w, const std::int8_t* xq, const float* xs, float* y, int n,
+                     int out, int in, ThreadPool& pool) {
+  if (n <= 0 || out <= 0) return;
+  const int halves = in / kHalf;
+  std::vector<int> sum16(static_cast<std::size_t>(n) * static_cast<std::size_t>(std::max(halves, 0)));  // [n, in / 16]
+  for (int r = 0; r < n; ++r)
+    for (int h = 0; h < halves; ++h) {
+      int s = 0;
+      for (int i = 0; i < kHalf; ++i) s += xq[static_cast<std::size_t>(r) * in + h * kHalf + i];
+      sum16[static_cast<std::size_t>(r) * halves + h] = s;
+    }
+  struct Acts : BlockActs {
+    void advance(int r) {
+      xq += static_cast<std::size_t>(r) * stride;
+      xs += static_cast<std::size_t>(r) * scale_stride;
+      sum16 += static_cast<std::size_t>(r) * sum_stride;
+    }
+  };
+  Acts acts;
+  acts.xq = xq;
+  acts.xs = xs;
+  acts.sum16 = sum16.data();
+  acts.stride = static_cast<std::size_t>(in);
+  acts.scale_stride = static_cast<std::size_t>((in + gguf_act_block(type) - 1) / gguf_act_block(type));
+  acts.sum_stride = static_cast<std::size_t>(halves);
+  dispatch(type, w, acts, y, n, out, in, pool);
+}
+
+}  // namespace inferlab::cpu

@@ -1,0 +1,100 @@
+#include "gguf_linear.h"
+
+#include "inferlab/error.h"
+#include "inferlab/float_linear.h"
+#include "kernels/cpu/matmul_gguf.h"
+#include "kernels/cpu/matmul_int8_act.h"
+
+namespace inferlab::plugins {
+
+namespace {
+
+std::string type_name(std::uint32_t t) { return ggml_type_name(t); }
+
+constexpr const char* kAllowed =
+    "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (native kernels), Q5_K (dequantised on load), F32, F16, BF16 (fp32)";
+
+}  // namespace
+
+GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in,
+                                 bool int8_activations)
+    : Linear(out, in), type_(type), blocks_(std::move(blocks)), int8_activations_(int8_activations) {
+  check(cpu::gguf_native_kernel(type), "quantization 'gguf': no native kernel for " +
+                                           type_name(static_cast<std::uint32_t>(type)) + "; " + kAllowed);
+  check(out > 0 && in > 0 && static_cast<std::size_t>(in) % ggml_block_elements(type) == 0,
+        "quantization 'gguf': a [" + std::to_string(out) + ", " + std::to_string(in) + "] " +
+            type_name(static_cast<std::uint32_t>(type)) + " tensor needs rows of whole blocks of " +
+            std::to_string(ggml_block_elements(type)));
+  const std::uint64_t expect = static_cast<std::uint64_t>(out) * ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
+  check(blocks_.size() == expect, "quantization 'gguf': " + std::to_string(blocks_.size()) + " bytes of " +
+                                      type_name(static_cast<std::uint32_t>(type)) + " blocks, a [" + std::to_string(out) +
+                                      ", " + std::to_string(in) + "] tensor has " + std::to_string(expect));
+}
+
+void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) const {
+  ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
+  const int in = in_features();
+  if (!int8_activations_) {
+    cpu::matmul_gguf(type_, blocks_.data(), x, y, n, out_features(), in, pool);
+    return;
+  }
+  // The activation blocks of this call; per thread, so linears on different devices never share.
+  thread_local std::vector<std::int8_t> xq;
+  thread_local std::vector<float> xs;
+  const int block = cpu::gguf_act_block(type_);  // 32, or 256 for the K-quants
+  xq.resize(static_cast<std::size_t>(n) * in);               // [n, in]
+  xs.resize(static_cast<std::size_t>(n) * (in / block));     // [n, in / block]
+  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool, block);
+  cpu::matmul_gguf_act(type_, blocks_.data(), xq.data(), xs.data(), y, n, out_features(), in, pool);
+}
+
+void GgufBlockLinear::dequantize_row(int row, float* out) const {
+  check_linear_row(*this, row, "quantization 'gguf'");
+  const std::uint64_t row_bytes = ggml_tensor_bytes(type_, static_cast<std::uint64_t>(in_features()));
+  dequantize(type_, blocks_.data() + static_cast<std::size_t>(row) * row_bytes, static_cast<std::size_t>(in_features()),
+             out);
+}
+
+bool gguf_strategy_accepts(std::uint32_t ggml_type) {
+  if (!ggml_type_supported(ggml_type)) return false;
+  const auto t = static_cast<GgmlType>(ggml_type);
+  return cpu::gguf_native_kernel(t) || t == GgmlType::kQ5_K || !ggml_type_is_quantized(t);
+}
+
+std::vector<std::string> gguf_strategy_problems(const ModelConfig& model) {
+  if (model.source_linear_types.empty())
+    return {"the model is not a GGUF checkpoint: quantization 'gguf' runs the file's own blocks (allowed: a "
+            "[model] path to a .gguf file)"};
+  std::vector<std::string> problems;
+  for (const auto& [name, type] : model.source_linear_types)
+    if (!gguf_strategy_accepts(type))
+      problems.push_back("tensor '" + name + "' is stored as " + type_name(type) + ", which has no kernel here (" +
+                         kAllowed + ")");
+  return problems;
+}
+
+std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
+                                                      int in) {
+  if (weights_ != nullptr) {
+    const auto& types = weights_->config.source_linear_types;
+    check(!types.empty(), "quantization 'gguf': the model is not a GGUF checkpoint");
+    const auto t = types.find(name);
+    check(t != types.end(), "quantization 'gguf': the GGUF has no tensor for linear " + name);
+    check(gguf_strategy_accepts(t->second),
+          "quantization 'gguf': " + name + " is stored as " + type_name(t->second) + "; " + kAllowed);
+    const auto type = static_cast<GgmlType>(t->second);
+    if (cpu::gguf_native_kernel(type)) {
+      const auto it = weights_->source_blocks.find(name);
+      check(it != weights_->source_blocks.end() && it->second.ggml_type == t->second,
+            "quantization 'gguf': " + name + " is stored as " + type_name(t->second) +
+                " but the loaded weights carry no such blocks for it");
+      weight.clear();  // the loader's dequantised copy: not needed
+      weight.shrink_to_fit();
+      return std::make_unique<GgufBlockLinear>(type, it->second.bytes, out, in, int8_activations_);
+    }
+  }
+  // Q5_K (dequantised by the loader, exactly) and float tensors: the fp32 copy.
+  return std::make_unique<FloatLinear>(std::move(weight), out, in);
+}
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,61 @@
+// Runs a GGUF checkpoint's linears on their own blocks (no dequantise-requantise): Q8_0, Q4_0,
+// Q4_1, Q4_K and Q6_K rows go to the native kernels of kernels/cpu/matmul_gguf; Q5_K tensors are
+// dequantised on load (they arrive as the loader's fp32 copy) and F32/F16/BF16 tensors stay fp32.
+// So inferlab and llama.cpp can be compared on identical bytes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inferlab/formats.h"
+#include "inferlab/plugin.h"
+#include "inferlab/quantization.h"
+#include "inferlab/weights.h"
+
+namespace inferlab::plugins {
+
+// One linear on its GGML blocks.
+class GgufBlockLinear : public Linear {
+ public:
+  // blocks: W [out, in] as `out` rows of ggml_tensor_bytes(type, in) bytes, taken over. Throws
+  // Error for a type without a native kernel or blocks of the wrong size.
+  GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations);
+  // y[n, out] = x[n, in] · Wᵀ: fp32 activations (matmul_gguf), or x quantised per 32-block
+  // (quantize_act_rows + matmul_gguf_act) when int8_activations.
+  void forward(const float* x, float* y, int n, Device& device) const override;
+  // Row `row` decoded from its blocks (the embedding lookup of a tied classifier reads it).
+  void dequantize_row(int row, float* out) const override;
+  // The blocks' bytes, scales included: exactly the file's.
+  std::uint64_t weight_bytes() const override { return blocks_.size(); }
+  GgmlType type() const { return type_; }
+
+ private:
+  GgmlType type_;
+  std::vector<std::uint8_t> blocks_;  // [out, row bytes]
+  bool int8_activations_;
+};
+
+// The types whose tensors the strategy accepts: native ones, Q5_K (dequantised on load) and
+// the float types (run in fp32).
+bool gguf_strategy_accepts(std::uint32_t ggml_type);
+// The reasons quantization/gguf cannot run a model of this config (empty = it can).
+std::vector<std::string> gguf_strategy_problems(const ModelConfig& model);
+
+class GgufQuantization : public Quantization {
+ public:
+  // weights: the run's weights with their source_blocks; null when planning (linears are then
+  // built in fp32, an upper bound of the memory).
+  GgufQuantization(const ModelWeights* weights, bool int8_activations)
+      : weights_(weights), int8_activations_(int8_activations) {}
+  using Quantization::make_linear;  // the overload taking calibration stays visible
+  // The linear `name` on its GGUF blocks when it has some (weight, the loader's dequantised copy,
+  // is then dropped), else an fp32 linear of `weight`.
+  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
+
+ private:
+  const ModelWeights* weights_;
+  bool int8_activations_;
+};
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,150 @@
+// quantization/gguf on synthetic blocks: native linears compute what the dequantised fp32 linear
+// computes, Q5_K and float tensors take the fp32 path, and every bad input is refused with the
+// tensor, its type and what is allowed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "gguf_block_fixtures.h"
+#include "gguf_linear.h"
+#include "inferlab/device.h"
+#include "inferlab/error.h"
+#include "inferlab/float_linear.h"
+#include "inferlab/registry.h"
+#include "inferlab/rng.h"
+#include "test_support.h"
+
+namespace inferlab::plugins {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A GGUF-like ModelWeights holding one linear's blocks under `name`.
+ModelWeights weights_with(const std::string& name, GgmlType type, std::vector<std::uint8_t> blocks) {
+  ModelWeights w;
+  w.config.source_linear_types[name] = static_cast<std::uint32_t>(type);
+  if (ggml_type_is_quantized(type)) w.source_blocks[name] = SourceBlocks{static_cast<std::uint32_t>(type), std::move(blocks)};
+  return w;
+}
+
+std::vector<float> forward(const Linear& l, const std::vector<float>& x, int n) {
+  CpuDevice device(2);
+  std::vector<float> y(static_cast<std::size_t>(n) * l.out_features());
+  l.forward(x.data(), y.data(), n, device);
+  return y;
+}
+
+std::vector<float> gaussian(std::size_t count, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(count);
+  for (float& f : v) f = static_cast<float>(rng.normal());
+  return v;
+}
+
+// max |a - b| / max |b|
+double relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    m = std::max(m, std::fabs(static_cast<double>(b[i])));
+  }
+  return d / m;
+}
+
+TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
+  const int out = 24, in = 512, n = 5;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K})
+    for (bool int8 : {false, true}) {
+      SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + (int8 ? " int8" : " fp32"));
+      std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 7);
+      std::vector<float> w(static_cast<std::size_t>(out) * in);
+      dequantize(type, blocks.data(), w.size(), w.data());
+      const ModelWeights weights = weights_with("layers.0.w1", type, blocks);
+      GgufQuantization q(&weights, int8);
+      std::unique_ptr<Linear> native = q.make_linear("layers.0.w1", w, out, in);
+      ASSERT_NE(dynamic_cast<GgufBlockLinear*>(native.get()), nullptr);
+      EXPECT_EQ(native->weight_bytes(), blocks.size());  // the file's bytes, no fp32 copy
+      FloatLinear fp32(w, out, in);
+      const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 8);
+      // fp32 activations: rounding only; int8 blocks: the activation quantisation error (and it
+      // did quantise).
+      const double diff = relative_diff(forward(*native, x, n), forward(fp32, x, n));
+      EXPECT_LT(diff, int8 ? 2e-2 : 1e-5);
+      if (int8) {
+        EXPECT_GT(diff, 1e-6);
+      }
+    }
+}
+
+TEST(GgufQuantization, Q5KAndFloatTensorsRunInFp32) {
+  const int out = 4, in = 256;
+  std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(GgmlType::kQ5_K, out, in, 3);
+  std::vector<float> w(static_cast<std::size_t>(out) * in);
+  dequantize(GgmlType::kQ5_K, blocks.data(), w.size(), w.data());
+  for (GgmlType type : {GgmlType::kQ5_K, GgmlType::kF16}) {
+    const ModelWeights weights = weights_with("classifier", type, blocks);
+    GgufQuantization q(&weights, false);
+    std::unique_ptr<Linear> l = q.make_linear("classifier", w, out, in);
+    EXPECT_EQ(l->weight_bytes(), 4u * out * in);
+    const std::vector<float> x = gaussian(in, 4);
+    EXPECT_EQ(forward(*l, x, 1), forward(FloatLinear(w, out, in), x, 1));
+  }
+}
+
+TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
+  ModelConfig plain;  // not from a GGUF
+  const auto not_gguf = gguf_strategy_problems(plain);
+  ASSERT_EQ(not_gguf.size(), 1u);
+  EXPECT_NE(not_gguf[0].find("not a GGUF checkpoint"), std::string::npos);
+
+  ModelConfig q5_0;
+  q5_0.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}, {"layers.1.w2", 6 /* Q5_0 */}, {"classifier", 14}};
+  const auto problems = gguf_strategy_problems(q5_0);
+  ASSERT_EQ(problems.size(), 1u);
+  for (const char* part : {"layers.1.w2", "Q5_0", "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K"})
+    EXPECT_NE(problems[0].find(part), std::string::npos) << problems[0];
+
+  // Through the registry, as validate asks.
+  Registry reg({testing::plugin_dir()});
+  const Params params = reg.resolve(PluginKind::kQuantization, "gguf", {}, "t");
+  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{q5_0, DeviceKind::kCpu, {}, params});
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("layers.1.w2"), std::string::npos);
+}
+
+TEST(GgufQuantization, BadBlocksAndMissingBlocksAreErrors) {
+  std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(GgmlType::kQ4_K, 2, 256, 1);
+  std::vector<float> w(512, 0.0f);
+  // Wrong byte count, a row that is not whole blocks, a type with no kernel.
+  std::vector<std::uint8_t> short_blocks(blocks.begin(), blocks.end() - 1);
+  EXPECT_NE(error_of([&] { GgufBlockLinear(GgmlType::kQ4_K, short_blocks, 2, 256, false); }).find("a [2, 256] tensor has 288"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { GgufBlockLinear(GgmlType::kQ4_K, blocks, 4, 128, false); }).find("whole blocks of 256"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { GgufBlockLinear(GgmlType::kQ5_K, blocks, 2, 256, false); }).find("no native kernel for Q5_K"),
+            std::string::npos);
+  // The config says Q4_K but the weights carry no blocks; a model that is not a GGUF; a name
+  // the GGUF has no tensor for.
+  ModelWeights missing = weights_with("layers.0.wq", GgmlType::kQ4_K, blocks);
+  missing.source_blocks.clear();
+  GgufQuantization q(&missing, false);
+  EXPECT_NE(error_of([&] { q.make_linear("layers.0.wq", w, 2, 256); }).find("carry no such blocks"), std::string::npos);
+  EXPECT_NE(error_of([&] { q.make_linear("layers.0.wk", w, 2, 256); }).find("no tensor for linear layers.0.wk"),
+            std::string::npos);
+  const ModelWeights plain;
+  GgufQuantization q_plain(&plain, false);
+  EXPECT_NE(error_of([&] { q_plain.make_linear("layers.0.wq", w, 2, 256); }).find("not a GGUF"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferlab::plugins

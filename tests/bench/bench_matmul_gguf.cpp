@@ -1,0 +1,126 @@
+// Native GGUF-block matmuls (kernels/cpu/matmul_gguf) at SmolLM2-135M's MLP shapes, against the
+// machine's read bandwidth, 2 threads.
+//   ./inferlab_bench --benchmark_filter='matmul_gguf|memory_read'
+// weight_bytes_per_s: bytes of blocks (scales included: the file's bytes) per call / wall time.
+// memory_read: 2 threads summing a 256 MiB array, the read roofline a decode GEMV can reach;
+// weight_bytes_per_s / memory_read's bytes_per_s is the roofline fraction. `cold:1` cycles
+// through enough copies of the blocks (>= 192 MiB) that they stream from DRAM as in a decode
+// step. K-quants need in % 256 == 0: SmolLM2's width 576 is not, so their rows are 1536 wide
+// (ffn_down, 576 x 1536), the one SmolLM2 matrix llama-quantize keeps in K-quants.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/formats.h"
+#include "inferlab/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/matmul_gguf.h"
+#include "kernels/cpu/matmul_int8_act.h"
+#include "tests/support/gguf_block_fixtures.h"
+
+namespace {
+
+using inferlab::GgmlType;
+
+struct Problem {
+  GgmlType type;
+  int n, out, in, copies;
+  std::size_t bytes;                // one copy of the blocks
+  std::vector<std::uint8_t> w;      // [copies, out, row bytes]
+  std::vector<float> x, y;          // [n, in], [n, out]
+  explicit Problem(const benchmark::State& state)
+      : type(static_cast<GgmlType>(state.range(0))),
+        n(static_cast<int>(state.range(1))),
+        out(static_cast<int>(state.range(2))),
+        in(static_cast<int>(state.range(3))) {
+    const std::vector<std::uint8_t> one = inferlab::testing::random_gguf_blocks(type, out, in, 5);
+    bytes = one.size();
+    copies = state.range(4) ? static_cast<int>((std::size_t{192} << 20) / bytes) + 1 : 1;
+    w.resize(bytes * static_cast<std::size_t>(copies));
+    for (int c = 0; c < copies; ++c) std::copy(one.begin(), one.end(), w.begin() + static_cast<std::ptrdiff_t>(c * bytes));
+    inferlab::Rng rng(6);
+    x.resize(static_cast<std::size_t>(n) * in);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    y.resize(static_cast<std::size_t>(n) * out);
+  }
+};
+
+template <class Fn>
+void run(benchmark::State& state, const Problem& p, Fn&& call) {
+  for (int c = 0; c < p.copies; ++c) call(p.w.data() + static_cast<std::size_t>(c) * p.bytes);  // warm-up
+  int c = 0;
+  for (auto _ : state) {
+    call(p.w.data() + static_cast<std::size_t>(c) * p.bytes);
+    c = c + 1 == p.copies ? 0 : c + 1;
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type)));
+  state.counters["weight_bytes_per_s"] =
+      benchmark::Counter(static_cast<double>(p.bytes) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// Args: type, n, out, in, cold. fp32 activations.
+void matmul_gguf(benchmark::State& state) {
+  Problem p(state);
+  inferlab::ThreadPool pool(2);
+  run(state, p, [&](const std::uint8_t* w) {
+    inferlab::cpu::matmul_gguf(p.type, w, p.x.data(), p.y.data(), p.n, p.out, p.in, pool);
+  });
+}
+
+// int8 activation blocks (32, or 256 for the K-quants), quantised inside the timed call as the plugin does.
+void matmul_gguf_act(benchmark::State& state) {
+  Problem p(state);
+  inferlab::ThreadPool pool(2);
+  std::vector<std::int8_t> xq(p.x.size());
+  const int block = inferlab::cpu::gguf_act_block(p.type);
+  std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / block));
+  run(state, p, [&](const std::uint8_t* w) {
+    inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool, block);
+    inferlab::cpu::matmul_gguf_act(p.type, w, xq.data(), xs.data(), p.y.data(), p.n, p.out, p.in, pool);
+  });
+}
+
+// The read roofline: 2 threads each summing half of a 256 MiB array of floats.
+void memory_read(benchmark::State& state) {
+  const std::size_t count = (std::size_t{256} << 20) / sizeof(float);
+  std::vector<float> a(count, 1.0f);
+  inferlab::ThreadPool pool(2);
+  std::vector<double> sums(2);
+  for (auto _ : state) {
+    pool.parallel_for(2, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t t = begin; t < end; ++t) {
+        float s = 0.0f;
+        const float* p = a.data() + t * count / 2;
+#pragma omp simd reduction(+ : s)
+        for (std::size_t i = 0; i < count / 2; ++i) s += p[i];
+        sums[t] = s;
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["bytes_per_s"] =
+      benchmark::Counter(static_cast<double>(count * sizeof(float)) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+void gguf_shapes(benchmark::internal::Benchmark* b) {
+  for (int cold : {1, 0})
+    for (int n : {1, 16}) {
+      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+        b->Args({static_cast<int>(t), n, 1536, 576, cold});
+        b->Args({static_cast<int>(t), n, 576, 1536, cold});
+      }
+      for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) b->Args({static_cast<int>(t), n, 576, 1536, cold});
+    }
+  b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+}
+
+BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
+BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);
+BENCHMARK(memory_read)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+
+}  // namespace
