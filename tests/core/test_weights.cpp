@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(ModelConfig, PresetsValidateAndHaveTheirPublishedParameterCounts) {
-  ASSERT_EQ(preset_names().size(), 9u);
+  ASSERT_EQ(preset_names().size(), 10u);
   for (const auto& name : preset_names()) {
     const ModelConfig c = preset_config(name);
     EXPECT_EQ(c.name, name);
@@ -37,6 +37,10 @@ TEST(ModelConfig, PresetsValidateAndHaveTheirPublishedParameterCounts) {
   EXPECT_EQ(preset_config("llama-2-7b").parameter_count(), 6738415616);
   EXPECT_EQ(preset_config("llama-2-13b").parameter_count(), 13015864320);  // HF Llama-2-13b
   EXPECT_EQ(preset_config("llama-3-8b").parameter_count(), 8030261248);
+  // OPT-13B's attention shape and context in the Llama structure (tied classifier, SwiGLU width
+  // chosen for its size): 12.84B against OPT's published 12.85B, which adds biases and learned
+  // positions.
+  EXPECT_EQ(preset_config("opt-13b").parameter_count(), 12840514560);
   const ModelConfig smol = preset_config("smollm2-135m");
   EXPECT_EQ(smol.head_dim(), 64);
   EXPECT_EQ(smol.kv_dim(), 192);

@@ -28,7 +28,10 @@ namespace inferlab {
 // an old plugin was built with). 4: branching decoders (Decoder::branch_width/branch/
 // branch_result), SeqView::branches, Decoder::layer_plan (layer skipping, early exit),
 // Device::kv_write_int8 and a virtual Device::op_times (the CUDA device). 5: ModelWeights::
-// source_blocks and ModelConfig::source_linear_types (a GGUF's own blocks and their types).
+// source_blocks and ModelConfig::source_linear_types (a GGUF's own blocks and their types),
+// Linear::dequantize_row (pure: the tied embedding reads the classifier's rows) and
+// forward_act_blocks/reads_act_blocks (fused activation quantisation), Device::set_fuse and the
+// fused ops, SchedulerInput/KvCacheConfig reservation + max_seq_len (replacing reserve_full).
 inline constexpr int kPluginAbiVersion = 5;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
