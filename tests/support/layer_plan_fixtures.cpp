@@ -14,14 +14,14 @@
 
 namespace inferlab::testing {
 
-std::vector<Request> story_requests(const Tokenizer& tok) {
+std::vector<Request> story_requests(const Tokenizer& tok, int max_output) {
   std::vector<Request> reqs;
   const char* prompts[] = {"Once upon a time", "The cat sat on the", "Lily and Tom went to the park and"};
   for (int i = 0; i < 3; ++i) {
     Request r;
     r.id = i;
     r.prompt = tok.encode(prompts[i], true);
-    r.max_output = 32;
+    r.max_output = max_output;
     reqs.push_back(std::move(r));
   }
   return reqs;

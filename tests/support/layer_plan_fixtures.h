@@ -1,4 +1,5 @@
-// What the layer_skip and early_exit plugin tests share: three story prompts for stories260K,
+// What the decoding plugin tests (layer_skip, early_exit, speculative) share: three story
+// prompts for stories260K,
 // and one engine run of a decoding plugin (fp32 weights, reference attention, continuous
 // batching) that returns the outputs and, for a strategy with a LayerPlan, its plan metrics.
 #pragma once
@@ -14,8 +15,9 @@
 
 namespace inferlab::testing {
 
-// "Once upon a time", "The cat sat on the", "Lily and Tom went to the park and": 32 tokens each.
-std::vector<Request> story_requests(const Tokenizer& tok);
+// "Once upon a time", "The cat sat on the", "Lily and Tom went to the park and": max_output
+// tokens each.
+std::vector<Request> story_requests(const Tokenizer& tok, int max_output = 32);
 
 struct DecoderRun {
   RunResult result;

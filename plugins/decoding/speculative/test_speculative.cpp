@@ -14,6 +14,7 @@
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
+#include "layer_plan_fixtures.h"
 #include "model_fixtures.h"
 #include "speculative.h"
 #include "test_support.h"
@@ -75,19 +76,6 @@ TEST(Speculative, GreedyVerificationKeepsTheMatchingPrefix) {
 
 std::string stories() { return testing::data_path("models/stories260K/stories260K.bin"); }
 
-std::vector<Request> story_requests(const Tokenizer& tok) {
-  std::vector<Request> reqs;
-  const char* prompts[] = {"Once upon a time", "The cat sat on the", "Lily and Tom went to the park and"};
-  for (int i = 0; i < 3; ++i) {
-    Request r;
-    r.id = i;
-    r.prompt = tok.encode(prompts[i], true);
-    r.max_output = 40;
-    reqs.push_back(std::move(r));
-  }
-  return reqs;
-}
-
 struct SpecRun {
   RunResult result;
   int draft_free = 0, draft_total = 0;
@@ -115,7 +103,7 @@ SpecRun run_speculative(const ModelWeights& w, const std::vector<Request>& reqs,
 TEST(Speculative, GreedyIsLosslessOnStories260kForEveryDraftAndGamma) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
+  const auto reqs = testing::story_requests(*m.tokenizer, 40);
   SpeculativeParams plain;
   plain.num_draft = 1;
   plain.draft_layers = 0;
@@ -206,7 +194,7 @@ TEST(Speculative, GreedyIsLosslessOnSmolLM2ForInt4AndTruncatedDrafts) {
 TEST(Speculative, SampledRunsRepeatPerSeedAndAcceptSome) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
+  const auto reqs = testing::story_requests(*m.tokenizer, 40);
   SpeculativeParams p;
   p.num_draft = 3;
   p.draft_layers = 2;
@@ -241,7 +229,7 @@ TEST(Speculative, AdaptiveGammaFollowsTheAcceptanceRate) {
 TEST(Speculative, AdaptiveGammaIsLosslessAndMovesWithTheDraft) {
   INFERLAB_REQUIRE_FILE(stories());
   const LoadedModel m = load_model(stories());
-  const auto reqs = story_requests(*m.tokenizer);
+  const auto reqs = testing::story_requests(*m.tokenizer, 40);
   SpeculativeParams plain;
   plain.num_draft = 1;
   plain.draft_layers = 0;  // the target itself at γ 1: greedy output
