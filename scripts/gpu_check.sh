@@ -2,7 +2,9 @@
 # The CUDA backend's checks on a GPU machine (issue 7), in a few minutes on an H200 with CUDA
 # 13.0 and no Boost/TOML++/GoogleTest: everything comes from a folder packed here by
 # scripts/pack_gpu_build.sh. Prepare and call (from the repository root, on this machine):
-#   cmake -S . -B build -G Ninja -DINFERLAB_CUDA=ON && ninja -C build && scripts/pack_gpu_build.sh
+#   cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERLAB_CUDA=ON -DINFERLAB_NATIVE=OFF \
+#     && ninja -C build-portable && scripts/pack_gpu_build.sh build-portable
+#   (portable: the GPU machine's CPU may lack this machine's AVX-512)
 #   device tool: run(command="bash scripts/gpu_check.sh build-gpu", carry=["build-gpu"], timeout_s=540)
 # Steps, each logged to $OUT (or pack/out) and none stopping the others:
 #   1. the GPU as the driver sees it (nvidia-smi);

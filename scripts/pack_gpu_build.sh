@@ -6,6 +6,8 @@
 # device tool carries besides the working tree).
 #
 #   scripts/pack_gpu_build.sh [build_dir] [pack_dir]      (defaults: build, build-gpu)
+# The build must be portable: cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release
+#   -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=ON && ninja -C build-portable (then pass build-portable).
 #
 # Layout: pack/bin (inferlab, test_cuda, cuda_roofline, the f16/bf16 plugin tests),
 # pack/lib (libinferlab_core + its non-system libraries), pack/lib/inferlab (plugins: the
@@ -25,6 +27,12 @@ data="${INFERLAB_DATA:-$root/../shared}"
 
 [ -x "$build/bin/inferlab" ] || { echo "pack_gpu_build: no $build/bin/inferlab (build first)" >&2; exit 1; }
 [ -f "$build/bin/test_cuda" ] || { echo "pack_gpu_build: $build has no test_cuda: not a CUDA build (INFERLAB_CUDA=ON)" >&2; exit 1; }
+# -march=native code of this machine (AVX-512 + VNNI here) may not run on the GPU machine's CPU:
+# the pack must come from a portable build (cmake -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=ON).
+if grep -q '^INFERLAB_NATIVE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "pack_gpu_build: $build was configured with INFERLAB_NATIVE=ON (-march=native); configure a build with -DINFERLAB_NATIVE=OFF for another machine's CPU" >&2
+  exit 1
+fi
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib/inferlab" "$pack/data/models"
 
