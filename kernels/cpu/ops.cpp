@@ -44,13 +44,8 @@ void rope(float* q, float* k, const int* positions, int rows, int n_heads, int n
   const std::size_t kw = static_cast<std::size_t>(n_kv_heads) * head_dim;
   pool.parallel_for(static_cast<std::size_t>(rows), [&](std::size_t begin, std::size_t end) {
     std::vector<float> cs(static_cast<std::size_t>(2 * half));  // [cos | sin] of one position
-    float* cos = cs.data();
-    float* sin = cos + half;
-    for (std::size_t r = begin; r < end; ++r) {
-      row_ops::rope_angles(positions[r], inv_freq, half, cos, sin);
-      row_ops::rotate(q + r * qw, n_heads, head_dim, cos, sin, style);
-      row_ops::rotate(k + r * kw, n_kv_heads, head_dim, cos, sin, style);
-    }
+    for (std::size_t r = begin; r < end; ++r)
+      row_ops::rope_row(q + r * qw, k + r * kw, positions[r], inv_freq, n_heads, n_kv_heads, head_dim, style, cs.data());
   }, row_grain(static_cast<int>(qw + kw)));
 }
 

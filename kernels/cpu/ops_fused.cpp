@@ -45,13 +45,9 @@ void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions,
   const std::size_t kw = static_cast<std::size_t>(n_kv_heads) * head_dim;
   pool.parallel_for(static_cast<std::size_t>(rows), [&](std::size_t begin, std::size_t end) {
     std::vector<float> cs(static_cast<std::size_t>(2 * half));  // [cos | sin] of one position
-    float* cos = cs.data();
-    float* sin = cos + half;
     for (std::size_t r = begin; r < end; ++r) {
-      row_ops::rope_angles(positions[r], inv_freq, half, cos, sin);
-      row_ops::rotate(q + r * qw, n_heads, head_dim, cos, sin, style);
       float* kr = k + r * kw;
-      row_ops::rotate(kr, n_kv_heads, head_dim, cos, sin, style);
+      row_ops::rope_row(q + r * qw, kr, positions[r], inv_freq, n_heads, n_kv_heads, head_dim, style, cs.data());
       const std::size_t dst = static_cast<std::size_t>(slots[r]) * kw;
       std::memcpy(k_cache + dst, kr, kw * sizeof(float));
       std::memcpy(v_cache + dst, v + r * kw, kw * sizeof(float));

@@ -54,6 +54,16 @@ inline void rotate(float* vec, int n_heads, int head_dim, const float* cos, cons
   }
 }
 
+// RoPE of one token row: q [n_heads, head_dim] and k [n_kv_heads, head_dim] rotated in place at
+// `position`; cs: scratch of head_dim floats (cos | sin).
+inline void rope_row(float* q, float* k, int position, const float* inv_freq, int n_heads, int n_kv_heads,
+                     int head_dim, RopeStyle style, float* cs) {
+  const int half = head_dim / 2;
+  rope_angles(position, inv_freq, half, cs, cs + half);
+  rotate(q, n_heads, head_dim, cs, cs + half, style);
+  rotate(k, n_kv_heads, head_dim, cs, cs + half, style);
+}
+
 // gate[i] = silu(gate[i]) * up[i] over [begin, end).
 inline void swiglu_range(float* gate, const float* up, std::size_t begin, std::size_t end) {
 #pragma omp simd
