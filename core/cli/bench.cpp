@@ -2,7 +2,10 @@
 // prompt processing (-p), token generation (-n) and batched decode (--batch) — timed with the
 // stacks in alternation within each repetition, reported as mean ± sd, bytes/s against the
 // machine's read-bandwidth roofline, and the ratio to the first stack. See bench.h for the tests.
+#include <charconv>
+#include <cstdlib>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -50,6 +53,39 @@ std::vector<int> int_list(const std::string& text, const std::string& flag, int 
   return out;
 }
 
+// A stack entry of --attention / --quantization: NAME, then optional :KEY=VALUE pairs (e.g.
+// "gguf:activations=int8"). A value is an integer, else a number, else true/false, else a string
+// (the plugin's resolve() then checks it against its declared parameters).
+struct PluginSpec {
+  std::string name;
+  std::map<std::string, ParamValue> params;
+};
+
+ParamValue param_value(const std::string& v) {
+  std::int64_t i = 0;
+  if (const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i); ec == std::errc() && end == v.data() + v.size())
+    return i;
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (!v.empty() && end == v.c_str() + v.size()) return d;
+  if (v == "true" || v == "false") return v == "true";
+  return v;
+}
+
+PluginSpec plugin_spec(const std::string& text, const std::string& flag) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  for (std::string x; std::getline(ss, x, ':');) parts.push_back(x);
+  PluginSpec spec{parts.empty() ? "" : parts[0], {}};
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const auto eq = parts[i].find('=');
+    if (eq == 0 || eq == std::string::npos || !spec.params.emplace(parts[i].substr(0, eq), param_value(parts[i].substr(eq + 1))).second)
+      throw Error("bench: " + flag + " entry '" + text + "': '" + parts[i] +
+                  "' is not allowed; allowed: NAME[:KEY=VALUE...], each KEY once (e.g. gguf:activations=int8)");
+  }
+  return spec;
+}
+
 void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
   if (v < lo || v > hi)
     throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
@@ -66,8 +102,8 @@ struct Stack {
 int cmd_bench(const std::vector<std::string>& args) {
   po::options_description o("bench options");
   add_preset_model_options(o);
-  o.add_options()("attention", po::value<std::string>()->default_value("flash"), "comma-separated attention plugins")(
-      "quantization", po::value<std::string>()->default_value("none,int8"), "comma-separated quantization plugins")(
+  o.add_options()("attention", po::value<std::string>()->default_value("flash"), "comma-separated attention plugins, each NAME[:KEY=VALUE...]")(
+      "quantization", po::value<std::string>()->default_value("none,int8"), "comma-separated quantization plugins, each NAME[:KEY=VALUE...] (e.g. gguf:activations=int8)")(
       "n-prompt,p", po::value<std::string>()->default_value("128"), "prompt-processing tests: prefill lengths, e.g. 128,512 (empty = none)")(
       "n-gen,n", po::value<std::string>()->default_value("32"), "token-generation tests: decode steps, e.g. 64 (empty = none)")(
       "batch", po::value<std::string>()->default_value(""), "batched-decode tests: sequences decoding together, e.g. 1,8 (each runs every -n)")(
@@ -138,11 +174,16 @@ int cmd_bench(const std::vector<std::string>& args) {
 
   std::vector<Stack> stacks;
   for (const auto& q : quants) {
-    auto quant = reg.create_quantization(q, reg.resolve(PluginKind::kQuantization, q, {}, "--quantization"), *device,
-                                         &weights);  // quantization/gguf runs the checkpoint's own blocks
+    const PluginSpec qs = plugin_spec(q, "--quantization");
+    auto quant = reg.create_quantization(qs.name, reg.resolve(PluginKind::kQuantization, qs.name, qs.params, "--quantization"),
+                                         *device, &weights);  // quantization/gguf runs the checkpoint's own blocks
     auto model = std::make_shared<Model>(weights, *quant, *device);
-    for (const auto& a : attentions)
-      stacks.push_back({a, q, reg.create_attention(a, reg.resolve(PluginKind::kAttention, a, {}, "--attention"), *device), model});
+    for (const auto& a : attentions) {
+      const PluginSpec as = plugin_spec(a, "--attention");
+      stacks.push_back(
+          {a, q, reg.create_attention(as.name, reg.resolve(PluginKind::kAttention, as.name, as.params, "--attention"), *device),
+           model});
+    }
   }
   BenchContext ctx;
   ctx.repetitions = repeats;
