@@ -196,7 +196,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     bool cached = false;
     ctx.bandwidth_bytes_per_s = cached_read_bandwidth(used_threads, cache, cached);
     ctx.bandwidth_source = std::string("read-sum probe, ") + std::to_string(used_threads) + " threads, " +
-                           (cache.empty() ? "not cached" : (cached ? "cached in " : "probed now, cached in ") + cache);
+                           (cache.empty() ? "not cached" : (cached ? "best recorded in " : "probed now, recorded in ") + cache);
   } else {
     ctx.bandwidth_source = "no probe for " + device_name + "; pass --bandwidth";
   }

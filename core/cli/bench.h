@@ -61,9 +61,11 @@ void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, cons
 // STREAM-style read bandwidth of this machine with `threads` threads (sum of 64-bit words over a
 // 256 MiB buffer, best of 5 passes), in bytes/s.
 double probe_read_bandwidth(int threads);
-// The probe's result cached in `cache_file` (a TSV keyed by CPU model, host name and threads;
-// created with its folder when missing). The file is read and rewritten; an unreadable or
-// malformed line is ignored (probed again). cache_file "" probes without caching.
+// The machine's read bandwidth: the probe run now, or the highest earlier result recorded in
+// `cache_file` (a TSV keyed by CPU model, host name and threads; created with its folder when
+// missing) when that is higher (from_cache = true) — load from other jobs only lowers a probe.
+// A higher result replaces the recorded one; a malformed line is dropped. cache_file "" probes
+// without recording.
 double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache);
 // $XDG_CACHE_HOME/inferlab/read_bandwidth.tsv, else $HOME/.cache/inferlab/read_bandwidth.tsv
 // ("" when neither is set).

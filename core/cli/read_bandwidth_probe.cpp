@@ -1,7 +1,9 @@
 // The read-bandwidth probe behind inferlab bench's roofline column: every thread sums the 64-bit
 // words of its slice of a buffer far larger than the last-level cache (the compiler vectorises
 // the integer sum, so the loop is bound by memory reads, as a decode step's weight stream is).
-// The result is cached per machine, since the probe moves a few GB.
+// The probe runs on every bench (~0.3 s) and the highest result per machine is kept: a probe
+// taken while other jobs ran reads low, and a stale low value would put decode above 1.0 of
+// its roofline.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -88,9 +90,11 @@ std::string default_bandwidth_cache() {
 
 double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache) {
   from_cache = false;
-  if (cache_file.empty()) return probe_read_bandwidth(threads);
+  const double now = probe_read_bandwidth(threads);
+  if (cache_file.empty()) return now;
   const std::string key = cache_key(threads);
   std::vector<std::string> keep;
+  double recorded = 0;
   {
     std::ifstream in(cache_file);
     for (std::string line; std::getline(in, line);) {
@@ -99,25 +103,26 @@ double cached_read_bandwidth(int threads, const std::string& cache_file, bool& f
       if (line.compare(0, tab, key) == 0) {
         char* end = nullptr;
         const double gbs = std::strtod(line.c_str() + tab + 1, &end);
-        if (end != line.c_str() + tab + 1 && gbs > 0) {
-          from_cache = true;
-          return gbs * 1e9;
-        }
-        continue;  // malformed: probe again, rewrite
+        if (end != line.c_str() + tab + 1 && gbs > 0) recorded = std::max(recorded, gbs * 1e9);
+        continue;  // (malformed: dropped, rewritten below)
       }
       keep.push_back(line);
     }
   }
-  const double bw = probe_read_bandwidth(threads);
+  // Other load only ever lowers a probe: the machine's bandwidth is the best one seen.
+  if (recorded >= now) {
+    from_cache = true;
+    return recorded;
+  }
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(cache_file).parent_path(), ec);
   std::ofstream out(cache_file, std::ios::trunc);
   if (!out) throw Error("bench: cannot write the bandwidth cache " + cache_file + "; allowed: a writable file, or --bandwidth-cache none");
   for (const auto& l : keep) out << l << "\n";
   std::ostringstream gbs;
-  gbs << bw / 1e9;
+  gbs << now / 1e9;
   out << key << "\t" << gbs.str() << "\n";
-  return bw;
+  return now;
 }
 
 }  // namespace inferlab::cli

@@ -93,7 +93,7 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   const std::string args = tiny_bench(dir, "-p 8 -n '' -r 1", "none");
   const auto first = run_inferlab(args);
   ASSERT_EQ(first.code, 0) << first.err;
-  EXPECT_NE(first.out.find("probed now, cached in " + dir.file("bw.tsv")), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("probed now, recorded in " + dir.file("bw.tsv")), std::string::npos) << first.out;
   const std::string cache = testing::slurp(dir.file("bw.tsv"));
   std::istringstream lines(cache);
   std::string line;
@@ -106,12 +106,19 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   ASSERT_EQ(fields.size(), 4u) << line;  // cpu model, host, threads, GB/s
   EXPECT_EQ(fields[2], "1");
   EXPECT_GT(std::stod(fields[3]), 0.0);
-  // A recorded value is used as is: the machine key matches, the number comes back.
-  testing::write_file(dir.file("bw.tsv"), fields[0] + "\t" + fields[1] + "\t1\t12.5\n");
+  // A recorded value above today's probe is used: the machine key matches, the number comes back.
+  testing::write_file(dir.file("bw.tsv"), fields[0] + "\t" + fields[1] + "\t1\t12500\n");
   const auto second = run_inferlab(args);
   ASSERT_EQ(second.code, 0) << second.err;
-  EXPECT_NE(second.out.find("read bandwidth: 12.5 GB/s (read-sum probe, 1 threads, cached in"), std::string::npos)
+  EXPECT_NE(second.out.find("read bandwidth: 12500.0 GB/s (read-sum probe, 1 threads, best recorded in"),
+            std::string::npos)
       << second.out;
+  // One below it (a probe taken while the machine was busy) is replaced by today's probe.
+  testing::write_file(dir.file("bw.tsv"), fields[0] + "\t" + fields[1] + "\t1\t0.001\n");
+  const auto third = run_inferlab(args);
+  ASSERT_EQ(third.code, 0) << third.err;
+  EXPECT_NE(third.out.find("probed now, recorded in"), std::string::npos) << third.out;
+  EXPECT_EQ(testing::slurp(dir.file("bw.tsv")).find("\t0.001"), std::string::npos);
 }
 
 TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
