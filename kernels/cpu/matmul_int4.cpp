@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "inferlab/error.h"
@@ -19,6 +20,9 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define INFERLAB_MATMUL_INT4_AVX2 1
+#endif
+#if defined(__AVX512F__)
+#define INFERLAB_MATMUL_INT4_AVX512 1
 #endif
 
 namespace inferlab::cpu {
@@ -171,6 +175,93 @@ constexpr int kDequantOnceRows = 8;
 constexpr int kDequantOnceRows = 1;  // no in-register path: always dequantize once
 #endif
 
+#if INFERLAB_MATMUL_INT4_AVX512
+// Decode path (n < kDequantOnceRows, group_size a multiple of 32): each weight row is read front
+// to back, one sequential stream per thread, and 32 codes (16 bytes) at a time are unpacked
+// without reordering: byte j holds codes 2j (low nibble) and 2j + 1 (high nibble), so the low
+// nibbles meet the even inputs and the high nibbles the odd ones. x is deinterleaved once per
+// call into that order (deinterleave_chunks), the codes stay in place: per 32 codes one widening
+// load, a mask, a shift, the zero point subtracted in integer lanes, two conversions, the
+// group's scale and two FMAs.
+constexpr int kChunk = 32;
+
+// xd[r, c*32 .. c*32+16) = x[r, c*32 + 2i] and xd[r, c*32+16 .. c*32+32) = x[r, c*32 + 2i + 1]
+// for every full chunk c (the tail past the last full chunk is read from x itself).
+void deinterleave_chunks(const float* x, int n, int in, float* xd) {
+  const std::size_t s = static_cast<std::size_t>(in);
+  for (int r = 0; r < n; ++r)
+    for (int k = 0; k + kChunk <= in; k += kChunk)
+      for (int i = 0; i < kChunk / 2; ++i) {
+        xd[r * s + k + i] = x[r * s + k + 2 * i];
+        xd[r * s + k + kChunk / 2 + i] = x[r * s + k + 2 * i + 1];
+      }
+}
+
+// y[r * ys] = x[r, :] · W[o, :] for R token rows; xd: deinterleave_chunks(x), both stride xs.
+// Two accumulator pairs per row alternate between groups to hide the FMA latency.
+template <int R>
+inline void row_stream(const float* x, const float* xd, std::size_t xs, const Int4Matrix& m, int o, float* y,
+                       std::size_t ys) {
+  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
+  const std::uint8_t* row = m.row(o);
+  const __m512i nibble = _mm512_set1_epi32(0xF);
+  __m512 acc[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int a = 0; a < 4; ++a) acc[r][a] = _mm512_setzero_ps();
+  const int full = m.in / kChunk * kChunk;  // inputs covered by whole chunks
+  // Group g's chunks into accumulator pair A = 2 * (g % 2) (a compile-time index, so the
+  // accumulators stay in registers).
+  auto group = [&](auto pair, int g, int k0) {
+    constexpr int A = decltype(pair)::value;
+    const int k1 = std::min(full, k0 + m.group_size);
+    const __m512 sv = _mm512_set1_ps(m.scale_of(o, g));
+    const __m512i zv = _mm512_set1_epi32(m.zero_of(o, g));
+    for (int k = k0; k < k1; k += kChunk) {
+      const __m512i b = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2)));
+      const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(b, nibble), zv);
+      const __m512i hi = _mm512_sub_epi32(_mm512_maskz_srli_epi32(kAll, b, 4), zv);
+      const __m512 we = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, lo), sv);  // weights k, k+2, ..
+      const __m512 wo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, hi), sv);  // weights k+1, k+3, ..
+      for (int r = 0; r < R; ++r) {
+        acc[r][A] = _mm512_fmadd_ps(_mm512_loadu_ps(xd + r * xs + k), we, acc[r][A]);
+        acc[r][A + 1] = _mm512_fmadd_ps(_mm512_loadu_ps(xd + r * xs + k + kChunk / 2), wo, acc[r][A + 1]);
+      }
+    }
+  };
+  int g = 0, k0 = 0;
+  for (; k0 + m.group_size < full; k0 += 2 * m.group_size, g += 2) {
+    group(std::integral_constant<int, 0>{}, g, k0);
+    group(std::integral_constant<int, 2>{}, g + 1, k0 + m.group_size);
+  }
+  if (k0 < full) group(std::integral_constant<int, 0>{}, g, k0);
+  for (int r = 0; r < R; ++r) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
+    float t = hsum(sum);
+    for (int k = full; k < m.in; ++k) {  // the last group's tail: at most 31 inputs
+      const int gk = k / m.group_size;
+      t += x[r * xs + k] * (static_cast<float>(code_at(row, k) - m.zero_of(o, gk)) * m.scale_of(o, gk));
+    }
+    y[r * ys] = t;
+  }
+}
+
+// Channels [o0, o1) of n token rows through row_stream, 4 rows at a time.
+void run_rows_streamed(const float* x, const float* xd, const Int4Matrix& m, float* y, int n, int out, int o0,
+                       int o1) {
+  const std::size_t xs = static_cast<std::size_t>(m.in), ys = static_cast<std::size_t>(out);
+  for (int o = o0; o < o1; ++o) {
+    int r = 0;
+    for (; r + 4 <= n; r += 4) row_stream<4>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys);
+    switch (n - r) {
+      case 3: row_stream<3>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys); break;
+      case 2: row_stream<2>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys); break;
+      case 1: row_stream<1>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys); break;
+      default: break;
+    }
+  }
+}
+#endif
+
 // All n token rows against C weight rows already dequantized into w: [C, in].
 template <int C>
 void rows_f32(const float* x, std::size_t xs, const float* w, float* y, std::size_t ys, int n,
@@ -223,6 +314,19 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                                     static_cast<std::size_t>(std::max(in, 1)) *
                                     static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
+#if INFERLAB_MATMUL_INT4_AVX512
+  if (n < kDequantOnceRows && group_size % kChunk == 0) {
+    thread_local std::vector<float> xd;  // [n, in]: x with each 32-chunk's even inputs first
+    xd.resize(static_cast<std::size_t>(n) * in);
+    deinterleave_chunks(x, n, in, xd.data());
+    const float* xdp = xd.data();
+    pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
+      run_rows_streamed(x, xdp, m, y, n, out, static_cast<int>(begin) * kUnit,
+                        std::min(out, static_cast<int>(end) * kUnit));
+    }, grain);
+    return;
+  }
+#endif
   pool.parallel_for(
       units,
       [&](std::size_t begin, std::size_t end) {

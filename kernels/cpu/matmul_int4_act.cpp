@@ -1,5 +1,7 @@
 // int4 x int8 matmul (see matmul_int4_act.h). Tile: R token rows x C channels; per 32-block the
-// C weight blocks are unpacked once and meet each row's activation block in maddubs/madd.
+// C weight blocks are unpacked once and meet each row's activation block in maddubs/madd. With
+// AVX-512 VNNI, batches below kStreamRows stream one weight row at a time through vpdpbusd
+// (row_stream).
 #include "kernels/cpu/matmul_int4_act.h"
 #include "kernels/cpu/simd.h"
 
@@ -14,6 +16,9 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define INFERLAB_INT4_ACT_AVX2 1
+#endif
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512F__)
+#define INFERLAB_INT4_ACT_VNNI 1
 #endif
 
 namespace inferlab::cpu {
@@ -88,6 +93,103 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
     for (int c = 0; c < C; ++c) y[r * ys + c] = acc[r][c];
 }
 
+#if INFERLAB_INT4_ACT_VNNI
+// Decode (n < kStreamRows): each weight row is read front to back (one sequential stream per
+// thread) and each 32-code block is unpacked without reordering — its 16 low nibbles are the
+// even codes, its 16 high nibbles the odd ones — against activations stored per block as the 16
+// even then the 16 odd values (deinterleaved once per call). One `vpdpbusd` (u8 codes x s8
+// activations, 4 products per int32 lane) per block and row, then one FMA by scale * act scale.
+// The zero point is pulled out of the loop: sum over blocks of s_g * sx_b * z_g * sum(x_b) =
+// sum over groups of s_g * z_g * zc[g], zc[g] = sum over g's blocks of sx_b * sum(x_b), per row.
+constexpr int kStreamRows = 8;
+
+struct StreamActs {
+  const std::int8_t* xd;    // [n, full * 32]: per full block, the even then the odd activations
+  const float* xs;          // [n, blocks]
+  const float* zc;          // [n, groups]
+  const int* block_group;   // [full]: the weight group of each full block
+  const std::int8_t* xq;    // [n, in] as given (the tail block)
+  const int* xsum;          // [n, blocks]
+  std::size_t xds, xss, xqs;  // row strides of xd, xs / xsum, xq
+  int full, groups, in, group_size;
+};
+
+template <int R>
+inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
+                       float* y, std::size_t ys) {
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  auto block = [&](auto parity, int b) {
+    constexpr int A = decltype(parity)::value;
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b) * 16));
+    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+    const float s = sw[a.block_group[b]];
+    for (int r = 0; r < R; ++r) {
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + r * a.xds + static_cast<std::size_t>(b) * 32));
+      const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xv);
+      acc[r][A] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s * a.xs[r * a.xss + static_cast<std::size_t>(b)]),
+                                  acc[r][A]);
+    }
+  };
+  int b = 0;
+  for (; b + 2 <= a.full; b += 2) {
+    block(std::integral_constant<int, 0>{}, b);
+    block(std::integral_constant<int, 1>{}, b + 1);
+  }
+  if (b < a.full) block(std::integral_constant<int, 0>{}, b);
+  for (int r = 0; r < R; ++r) {
+    float t = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+    const float* zc = a.zc + r * static_cast<std::size_t>(a.groups);
+    float zt = 0.0f;
+    if (zero) {
+#pragma omp simd reduction(+ : zt)
+      for (int g = 0; g < a.groups; ++g) zt += sw[g] * static_cast<float>(zero[g]) * zc[g];
+    } else {
+#pragma omp simd reduction(+ : zt)
+      for (int g = 0; g < a.groups; ++g) zt += sw[g] * static_cast<float>(ref::kInt4SymmetricZero) * zc[g];
+    }
+    t -= zt;
+    if (a.full * kActBlock < a.in) {  // the tail block (fewer than 32 inputs), as tile's scalar loop
+      const int k = a.full * kActBlock, g = k / a.group_size;
+      int ux = 0;
+      for (int i = k; i < a.in; ++i) ux += code_at(row, i) * a.xq[r * a.xqs + static_cast<std::size_t>(i)];
+      const int z = zero ? zero[g] : ref::kInt4SymmetricZero;
+      t += a.xs[r * a.xss + static_cast<std::size_t>(a.full)] * sw[g] *
+           static_cast<float>(ux - z * a.xsum[r * a.xss + static_cast<std::size_t>(a.full)]);
+    }
+    y[r * ys] = t;
+  }
+}
+
+// The per-call activation layout of row_stream, in thread-local buffers of the calling thread.
+StreamActs stream_acts(const std::int8_t* xq, const float* xs, const int* xsum, int n, int in, int group_size) {
+  thread_local std::vector<std::int8_t> xd;
+  thread_local std::vector<float> zc;
+  thread_local std::vector<int> block_group;
+  const int blocks = ref::act_blocks(in), full = in / kActBlock, groups = ref::int4_groups(in, group_size);
+  xd.resize(static_cast<std::size_t>(n) * full * kActBlock);
+  zc.assign(static_cast<std::size_t>(n) * groups, 0.0f);
+  block_group.resize(static_cast<std::size_t>(full));
+  for (int b = 0; b < full; ++b) block_group[static_cast<std::size_t>(b)] = b * kActBlock / group_size;
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < full; ++b) {
+      const std::int8_t* src = xq + static_cast<std::size_t>(r) * in + b * kActBlock;
+      std::int8_t* dst = xd.data() + (static_cast<std::size_t>(r) * full + b) * kActBlock;
+      for (int i = 0; i < kActBlock / 2; ++i) {
+        dst[i] = src[2 * i];
+        dst[kActBlock / 2 + i] = src[2 * i + 1];
+      }
+      const std::size_t rb = static_cast<std::size_t>(r) * blocks + b;
+      zc[static_cast<std::size_t>(r) * groups + block_group[static_cast<std::size_t>(b)]] +=
+          xs[rb] * static_cast<float>(xsum[rb]);
+    }
+  return {xd.data(), xs, zc.data(), block_group.data(), xq, xsum,
+          static_cast<std::size_t>(full) * kActBlock, static_cast<std::size_t>(blocks), static_cast<std::size_t>(in),
+          full, groups, in, group_size};
+}
+#endif
+
 }  // namespace
 
 void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t* packed, const float* scale,
@@ -109,6 +211,31 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
   const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(std::max(in, 1)) *
                            static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
+#if INFERLAB_INT4_ACT_VNNI
+  if (n < kStreamRows) {
+    const StreamActs acts = stream_acts(xq, xs, xsum.data(), n, in, group_size);
+    pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
+      const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+      for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {
+        const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
+        const float* sw = scale + static_cast<std::size_t>(o) * groups;
+        const std::uint8_t* zo = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
+        StreamActs at = acts;
+        int r = 0;
+        for (; r + 4 <= n; r += 4, at.xd += 4 * at.xds, at.xs += 4 * at.xss, at.xsum += 4 * at.xss, at.xq += 4 * at.xqs,
+                           at.zc += 4 * static_cast<std::size_t>(at.groups))
+          row_stream<4>(at, row, sw, zo, y + r * ys + o, ys);
+        switch (n - r) {
+          case 3: row_stream<3>(at, row, sw, zo, y + r * ys + o, ys); break;
+          case 2: row_stream<2>(at, row, sw, zo, y + r * ys + o, ys); break;
+          case 1: row_stream<1>(at, row, sw, zo, y + r * ys + o, ys); break;
+          default: break;
+        }
+      }
+    }, grain);
+    return;
+  }
+#endif
   pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
     const int o0 = static_cast<int>(begin) * kUnit, o1 = std::min(out, static_cast<int>(end) * kUnit);
     auto run = [&](auto c_tag) {
