@@ -180,82 +180,98 @@ constexpr int kDequantOnceRows = 1;  // no in-register path: always dequantize o
 // to back, one sequential stream per thread, and 32 codes (16 bytes) at a time are unpacked
 // without reordering: byte j holds codes 2j (low nibble) and 2j + 1 (high nibble), so the low
 // nibbles meet the even inputs and the high nibbles the odd ones. x is deinterleaved once per
-// call into that order (deinterleave_chunks), the codes stay in place: per 32 codes one widening
-// load, a mask, a shift, the zero point subtracted in integer lanes, two conversions, the
-// group's scale and two FMAs.
+// call into that order (stream_x), the codes stay in place. The zero point is pulled
+// out: x · W[o] = sum_g s_g (u_g · x_g) - sum_g s_g z_g sum(x_g) (int4_zero_term, with the group
+// sums of x taken once per call), so per 32 codes: one widening load, a mask, a shift, two
+// conversions and two multiply-adds, and per group one FMA by its scale.
 constexpr int kChunk = 32;
 
-// xd[r, c*32 .. c*32+16) = x[r, c*32 + 2i] and xd[r, c*32+16 .. c*32+32) = x[r, c*32 + 2i + 1]
-// for every full chunk c (the tail past the last full chunk is read from x itself).
-void deinterleave_chunks(const float* x, int n, int in, float* xd) {
-  const std::size_t s = static_cast<std::size_t>(in);
+// The per-call activation layout of row_stream (thread-local buffers of the calling thread).
+struct StreamX {
+  const float* x;   // [n, in] as given (the tail past the last full chunk)
+  const float* xd;  // [n, in]: per full chunk, its 16 even inputs then its 16 odd ones
+  const float* gx;  // [n, groups]: sum of x over each group's full chunks
+  std::size_t xs, gs;  // row strides
+};
+
+StreamX stream_x(const float* x, int n, int in, int group_size) {
+  thread_local std::vector<float> xd, gx;
+  const int groups = ref::int4_groups(in, group_size);
+  const std::size_t s = static_cast<std::size_t>(in), gs = static_cast<std::size_t>(groups);
+  xd.resize(static_cast<std::size_t>(n) * s);
+  gx.assign(static_cast<std::size_t>(n) * gs, 0.0f);
   for (int r = 0; r < n; ++r)
-    for (int k = 0; k + kChunk <= in; k += kChunk)
+    for (int k = 0; k + kChunk <= in; k += kChunk) {
+      float sum = 0.0f;
       for (int i = 0; i < kChunk / 2; ++i) {
         xd[r * s + k + i] = x[r * s + k + 2 * i];
         xd[r * s + k + kChunk / 2 + i] = x[r * s + k + 2 * i + 1];
+        sum += x[r * s + k + 2 * i] + x[r * s + k + 2 * i + 1];
       }
+      gx[r * gs + static_cast<std::size_t>(k / group_size)] += sum;
+    }
+  return {x, xd.data(), gx.data(), s, gs};
 }
 
-// y[r * ys] = x[r, :] · W[o, :] for R token rows; xd: deinterleave_chunks(x), both stride xs.
-// Two accumulator pairs per row alternate between groups to hide the FMA latency.
+// y[r * ys] = x[r, :] · W[o, :] for R token rows. Two accumulators per row alternate between
+// groups to hide the FMA latency.
 template <int R>
-inline void row_stream(const float* x, const float* xd, std::size_t xs, const Int4Matrix& m, int o, float* y,
-                       std::size_t ys) {
+inline void row_stream(const StreamX& a, const Int4Matrix& m, int o, float* y, std::size_t ys) {
   constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
   const std::uint8_t* row = m.row(o);
+  const float* sw = m.scale + static_cast<std::size_t>(o) * m.groups;
   const __m512i nibble = _mm512_set1_epi32(0xF);
-  __m512 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int a = 0; a < 4; ++a) acc[r][a] = _mm512_setzero_ps();
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const int full = m.in / kChunk * kChunk;  // inputs covered by whole chunks
-  // Group g's chunks into accumulator pair A = 2 * (g % 2) (a compile-time index, so the
-  // accumulators stay in registers).
-  auto group = [&](auto pair, int g, int k0) {
-    constexpr int A = decltype(pair)::value;
+  // Group g into accumulator A = g % 2 (a compile-time index, so the accumulators stay in registers).
+  auto group = [&](auto parity, int g, int k0) {
+    constexpr int A = decltype(parity)::value;
     const int k1 = std::min(full, k0 + m.group_size);
-    const __m512 sv = _mm512_set1_ps(m.scale_of(o, g));
-    const __m512i zv = _mm512_set1_epi32(m.zero_of(o, g));
+    __m512 ga[R];
+    for (int r = 0; r < R; ++r) ga[r] = _mm512_setzero_ps();
     for (int k = k0; k < k1; k += kChunk) {
       const __m512i b = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2)));
-      const __m512i lo = _mm512_sub_epi32(_mm512_and_si512(b, nibble), zv);
-      const __m512i hi = _mm512_sub_epi32(_mm512_maskz_srli_epi32(kAll, b, 4), zv);
-      const __m512 we = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, lo), sv);  // weights k, k+2, ..
-      const __m512 wo = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(kAll, hi), sv);  // weights k+1, k+3, ..
+      const __m512 ue = _mm512_maskz_cvtepi32_ps(kAll, _mm512_and_si512(b, nibble));           // codes k, k+2, ..
+      const __m512 uo = _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_srli_epi32(kAll, b, 4));  // codes k+1, k+3, ..
       for (int r = 0; r < R; ++r) {
-        acc[r][A] = _mm512_fmadd_ps(_mm512_loadu_ps(xd + r * xs + k), we, acc[r][A]);
-        acc[r][A + 1] = _mm512_fmadd_ps(_mm512_loadu_ps(xd + r * xs + k + kChunk / 2), wo, acc[r][A + 1]);
+        ga[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a.xd + r * a.xs + k), ue, ga[r]);
+        ga[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a.xd + r * a.xs + k + kChunk / 2), uo, ga[r]);
       }
     }
+    const __m512 sv = _mm512_set1_ps(sw[g]);
+    for (int r = 0; r < R; ++r) acc[r][A] = _mm512_fmadd_ps(ga[r], sv, acc[r][A]);
   };
   int g = 0, k0 = 0;
   for (; k0 + m.group_size < full; k0 += 2 * m.group_size, g += 2) {
     group(std::integral_constant<int, 0>{}, g, k0);
-    group(std::integral_constant<int, 2>{}, g + 1, k0 + m.group_size);
+    group(std::integral_constant<int, 1>{}, g + 1, k0 + m.group_size);
   }
   if (k0 < full) group(std::integral_constant<int, 0>{}, g, k0);
+  const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o) * m.groups : nullptr;
   for (int r = 0; r < R; ++r) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]), _mm512_add_ps(acc[r][2], acc[r][3]));
-    float t = hsum(sum);
+    float t = hsum(_mm512_add_ps(acc[r][0], acc[r][1])) -
+              int4_zero_term(sw, zo, a.gx + r * a.gs, static_cast<int>(m.groups));
     for (int k = full; k < m.in; ++k) {  // the last group's tail: at most 31 inputs
       const int gk = k / m.group_size;
-      t += x[r * xs + k] * (static_cast<float>(code_at(row, k) - m.zero_of(o, gk)) * m.scale_of(o, gk));
+      t += a.x[r * a.xs + k] * (static_cast<float>(code_at(row, k) - m.zero_of(o, gk)) * m.scale_of(o, gk));
     }
     y[r * ys] = t;
   }
 }
 
 // Channels [o0, o1) of n token rows through row_stream, 4 rows at a time.
-void run_rows_streamed(const float* x, const float* xd, const Int4Matrix& m, float* y, int n, int out, int o0,
-                       int o1) {
-  const std::size_t xs = static_cast<std::size_t>(m.in), ys = static_cast<std::size_t>(out);
+void run_rows_streamed(const StreamX& a, const Int4Matrix& m, float* y, int n, int out, int o0, int o1) {
+  const std::size_t ys = static_cast<std::size_t>(out);
   for (int o = o0; o < o1; ++o) {
+    StreamX at = a;
     int r = 0;
-    for (; r + 4 <= n; r += 4) row_stream<4>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys);
+    for (; r + 4 <= n; r += 4, at.x += 4 * at.xs, at.xd += 4 * at.xs, at.gx += 4 * at.gs)
+      row_stream<4>(at, m, o, y + r * ys + o, ys);
     switch (n - r) {
-      case 3: row_stream<3>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys); break;
-      case 2: row_stream<2>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys); break;
-      case 1: row_stream<1>(x + r * xs, xd + r * xs, xs, m, o, y + r * ys + o, ys); break;
+      case 3: row_stream<3>(at, m, o, y + r * ys + o, ys); break;
+      case 2: row_stream<2>(at, m, o, y + r * ys + o, ys); break;
+      case 1: row_stream<1>(at, m, o, y + r * ys + o, ys); break;
       default: break;
     }
   }
@@ -298,6 +314,25 @@ void run_channels(const float* x, const Int4Matrix& m, float* y, int n, int out,
 
 }  // namespace
 
+float int4_zero_term(const float* scale, const std::uint8_t* zero, const float* c, int groups) {
+  int g = 0;
+  float t = 0.0f;
+#if INFERLAB_MATMUL_INT4_AVX512
+  __m512 acc = _mm512_setzero_ps();
+  for (; g + 16 <= groups; g += 16) {
+    constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
+    const __m512 z = zero ? _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepu8_epi32(
+                                                               kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(zero + g))))
+                          : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scale + g), z), _mm512_loadu_ps(c + g), acc);
+  }
+  t = hsum(acc);
+#endif
+  for (; g < groups; ++g)
+    t += scale[g] * static_cast<float>(zero ? zero[g] : ref::kInt4SymmetricZero) * c[g];
+  return t;
+}
+
 void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                  const std::uint8_t* zero, float* y, int n, int out, int in, int group_size,
                  ThreadPool& pool) {
@@ -316,13 +351,9 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
 #if INFERLAB_MATMUL_INT4_AVX512
   if (n < kDequantOnceRows && group_size % kChunk == 0) {
-    thread_local std::vector<float> xd;  // [n, in]: x with each 32-chunk's even inputs first
-    xd.resize(static_cast<std::size_t>(n) * in);
-    deinterleave_chunks(x, n, in, xd.data());
-    const float* xdp = xd.data();
+    const StreamX a = stream_x(x, n, in, group_size);
     pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-      run_rows_streamed(x, xdp, m, y, n, out, static_cast<int>(begin) * kUnit,
-                        std::min(out, static_cast<int>(end) * kUnit));
+      run_rows_streamed(a, m, y, n, out, static_cast<int>(begin) * kUnit, std::min(out, static_cast<int>(end) * kUnit));
     }, grain);
     return;
   }

@@ -3,6 +3,7 @@
 // AVX-512 VNNI, batches below kStreamRows stream one weight row at a time through vpdpbusd
 // (row_stream).
 #include "kernels/cpu/matmul_int4_act.h"
+#include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -17,7 +18,7 @@
 #include <immintrin.h>
 #define INFERLAB_INT4_ACT_AVX2 1
 #endif
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512F__)
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512BW__)
 #define INFERLAB_INT4_ACT_VNNI 1
 #endif
 
@@ -140,16 +141,7 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
   if (b < a.full) block(std::integral_constant<int, 0>{}, b);
   for (int r = 0; r < R; ++r) {
     float t = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
-    const float* zc = a.zc + r * static_cast<std::size_t>(a.groups);
-    float zt = 0.0f;
-    if (zero) {
-#pragma omp simd reduction(+ : zt)
-      for (int g = 0; g < a.groups; ++g) zt += sw[g] * static_cast<float>(zero[g]) * zc[g];
-    } else {
-#pragma omp simd reduction(+ : zt)
-      for (int g = 0; g < a.groups; ++g) zt += sw[g] * static_cast<float>(ref::kInt4SymmetricZero) * zc[g];
-    }
-    t -= zt;
+    t -= int4_zero_term(sw, zero, a.zc + r * static_cast<std::size_t>(a.groups), a.groups);
     if (a.full * kActBlock < a.in) {  // the tail block (fewer than 32 inputs), as tile's scalar loop
       const int k = a.full * kActBlock, g = k / a.group_size;
       int ux = 0;
