@@ -5,6 +5,7 @@
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
 // otherwise. Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/int4_zero_term.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -313,25 +314,6 @@ void run_channels(const float* x, const Int4Matrix& m, float* y, int n, int out,
 }
 
 }  // namespace
-
-float int4_zero_term(const float* scale, const std::uint8_t* zero, const float* c, int groups) {
-  int g = 0;
-  float t = 0.0f;
-#if INFERLAB_MATMUL_INT4_AVX512
-  __m512 acc = _mm512_setzero_ps();
-  for (; g + 16 <= groups; g += 16) {
-    constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
-    const __m512 z = zero ? _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepu8_epi32(
-                                                               kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(zero + g))))
-                          : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
-    acc = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(scale + g), z), _mm512_loadu_ps(c + g), acc);
-  }
-  t = hsum(acc);
-#endif
-  for (; g < groups; ++g)
-    t += scale[g] * static_cast<float>(zero ? zero[g] : ref::kInt4SymmetricZero) * c[g];
-  return t;
-}
 
 void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                  const std::uint8_t* zero, float* y, int n, int out, int in, int group_size,

@@ -25,10 +25,4 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                  const std::uint8_t* zero, float* y, int n, int out, int in, int group_size,
                  ThreadPool& pool);
 
-// sum over g < groups of scale[g] * zero[g] * c[g] (zero null: the symmetric zero point 8) — the
-// zero-point term of a row once the codes' dot products are taken without it, c[g] being the
-// (scaled) sum of the activations of group g. Shared by the decode paths of matmul_int4 and
-// matmul_int4_act.
-float int4_zero_term(const float* scale, const std::uint8_t* zero, const float* c, int groups);
-
 }  // namespace inferlab::cpu

@@ -3,7 +3,7 @@
 // AVX-512 VNNI, batches below kStreamRows stream one weight row at a time through vpdpbusd
 // (row_stream).
 #include "kernels/cpu/matmul_int4_act.h"
-#include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/int4_zero_term.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
