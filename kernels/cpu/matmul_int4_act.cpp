@@ -115,6 +115,18 @@ struct StreamActs {
   int full, groups, in, group_size;
 };
 
+// Token row r's part of the tail block (fewer than 32 inputs past the last full block; 0 when
+// there is none), as tile's scalar loop.
+inline float tail_block(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero, int r) {
+  if (a.full * kActBlock >= a.in) return 0.0f;
+  const int k = a.full * kActBlock, g = k / a.group_size;
+  int ux = 0;
+  for (int i = k; i < a.in; ++i) ux += code_at(row, i) * a.xq[r * a.xqs + static_cast<std::size_t>(i)];
+  const int z = zero ? zero[g] : ref::kInt4SymmetricZero;
+  return a.xs[r * a.xss + static_cast<std::size_t>(a.full)] * sw[g] *
+         static_cast<float>(ux - z * a.xsum[r * a.xss + static_cast<std::size_t>(a.full)]);
+}
+
 template <int R>
 inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
                        float* y, std::size_t ys) {
@@ -142,16 +154,49 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
   for (int r = 0; r < R; ++r) {
     float t = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
     t -= int4_zero_term(sw, zero, a.zc + r * static_cast<std::size_t>(a.groups), a.groups);
-    if (a.full * kActBlock < a.in) {  // the tail block (fewer than 32 inputs), as tile's scalar loop
-      const int k = a.full * kActBlock, g = k / a.group_size;
-      int ux = 0;
-      for (int i = k; i < a.in; ++i) ux += code_at(row, i) * a.xq[r * a.xqs + static_cast<std::size_t>(i)];
-      const int z = zero ? zero[g] : ref::kInt4SymmetricZero;
-      t += a.xs[r * a.xss + static_cast<std::size_t>(a.full)] * sw[g] *
-           static_cast<float>(ux - z * a.xsum[r * a.xss + static_cast<std::size_t>(a.full)]);
-    }
-    y[r * ys] = t;
+    y[r * ys] = t + tail_block(a, row, sw, zero, r);
   }
+}
+
+// R = 1 and group_size = 32 (one weight group per activation block): 8 blocks at a time, their
+// 8 vpdpbusd results reduced into one vector of 8 block sums (a hadd tree), the zero points
+// subtracted in integer lanes (sum(u x) - z sum(x): exact), then one conversion and one FMA by
+// the 8 products weight scale x activation scale — where row_stream pays a scalar product and a
+// broadcast per block, and a zero-point pass per row.
+inline void row_stream_g32(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
+                           float* y) {
+  const __m128i mask = _mm_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  auto octet = [&](auto masked, int b, int count) {
+    __m256i d[8];
+    for (int j = 0; j < 8; ++j) {
+      if (decltype(masked)::value && j >= count) {
+        d[j] = _mm256_setzero_si256();
+        continue;
+      }
+      const __m128i bytes =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b + j) * 16));
+      const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+      d[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u,
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + static_cast<std::size_t>(b + j) * 32)));
+    }
+    // hadd: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3]; two levels give block j's low-lane sum
+    // in lane j (j < 4) of the low half and its high-lane sum in the high half.
+    const __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
+    const __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
+    __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                    _mm256_permute2x128_si256(h0123, h4567, 0x31));  // [8] block sums
+    const __mmask8 m = decltype(masked)::value ? static_cast<__mmask8>((1u << count) - 1) : __mmask8{0xFF};
+    const __m256i z = zero ? _mm256_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zero + b))
+                           : _mm256_set1_epi32(ref::kInt4SymmetricZero);
+    sums = _mm256_sub_epi32(sums, _mm256_mullo_epi32(z, _mm256_maskz_loadu_epi32(m, a.xsum + b)));
+    const __m256 scale = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, sw + b), _mm256_maskz_loadu_ps(m, a.xs + b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+  };
+  int b = 0;
+  for (; b + 8 <= a.full; b += 8) octet(std::false_type{}, b, 8);
+  if (b < a.full) octet(std::true_type{}, b, a.full - b);
+  y[0] = hsum(acc) + tail_block(a, row, sw, zero, 0);
 }
 
 // The per-call activation layout of row_stream, in thread-local buffers of the calling thread.
@@ -212,6 +257,10 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
         const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
         const float* sw = scale + static_cast<std::size_t>(o) * groups;
         const std::uint8_t* zo = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
+        if (n == 1 && group_size == kActBlock) {
+          row_stream_g32(acts, row, sw, zo, y + o);
+          continue;
+        }
         StreamActs at = acts;
         int r = 0;
         for (; r + 4 <= n; r += 4, at.xd += 4 * at.xds, at.xs += 4 * at.xss, at.xsum += 4 * at.xss, at.xq += 4 * at.xqs,
