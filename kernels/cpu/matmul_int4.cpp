@@ -294,7 +294,8 @@ template <int C>
 void run_channels(const float* x, const Int4Matrix& m, float* y, int n, int out, int o0, int o1) {
   const std::size_t xs = static_cast<std::size_t>(m.in), ys = static_cast<std::size_t>(out);
   if (n >= kDequantOnceRows) {
-    std::vector<float> w(static_cast<std::size_t>(C) * m.in);  // [C, in]
+    thread_local std::vector<float> w;  // [C, in]: this worker's buffer, reused across calls
+    w.resize(static_cast<std::size_t>(C) * m.in);
     int o = o0;
     for (; o + C <= o1; o += C) {
       for (int c = 0; c < C; ++c) dequant_row(m, o + c, w.data() + c * xs);

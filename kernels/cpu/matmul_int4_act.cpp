@@ -158,34 +158,48 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
   }
 }
 
-// R = 1 and group_size = 32 (one weight group per activation block): 8 blocks at a time, their
-// 8 vpdpbusd results reduced into one vector of 8 block sums (a hadd tree), the zero points
-// subtracted in integer lanes (sum(u x) - z sum(x): exact), then one conversion and one FMA by
-// the 8 products weight scale x activation scale — where row_stream pays a scalar product and a
-// broadcast per block, and a zero-point pass per row.
+// R = 1 and group_size = 32 (one weight group per activation block): 8 blocks at a time, two
+// blocks per zmm — their 32 code bytes masked and shifted into [even codes of b, of b+1, odd codes
+// of b, of b+1], against activations stored in that order (stream_acts' pair layout; a last odd
+// block keeps the single layout) — one 512-bit vpdpbusd per pair, the 8 results reduced into one
+// vector of 8 block sums (fold + hadd tree + one permute), the zero points subtracted in integer
+// lanes (sum(u x) - z sum(x): exact), then one conversion and one FMA by the 8 products weight
+// scale x activation scale — where row_stream pays a scalar product and a broadcast per block,
+// and a zero-point pass per row.
 inline void row_stream_g32(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
                            float* y) {
-  const __m128i mask = _mm_set1_epi8(0x0F);
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256 acc = _mm256_setzero_ps();
+  // Blocks b, b+1 (b even): int32 lanes 0-3 hold block b's partial sums, lanes 4-7 block b+1's.
+  auto pair = [&](int b) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + static_cast<std::size_t>(b) * 16));
+    const __m256i lo = _mm256_and_si256(bytes, mask), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
+    const __m512i u = _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_broadcast_i64x4(0xFF, lo), hi, 1);
+    const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
+                                          _mm512_loadu_si512(a.xd + static_cast<std::size_t>(b) * 32));
+    return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, d, 0), _mm512_maskz_extracti64x4_epi64(0xF, d, 1));
+  };
+  // The last full block when their number is odd (single layout): its sums in lanes 0-3.
+  auto single = [&](int b) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b) * 16));
+    const __m128i m = _mm256_castsi256_si128(mask);
+    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), _mm_and_si128(bytes, m));
+    const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u,
+                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + static_cast<std::size_t>(b) * 32)));
+    return _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1)));
+  };
   auto octet = [&](auto masked, int b, int count) {
-    __m256i d[8];
-    for (int j = 0; j < 8; ++j) {
-      if (decltype(masked)::value && j >= count) {
-        d[j] = _mm256_setzero_si256();
-        continue;
-      }
-      const __m128i bytes =
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b + j) * 16));
-      const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
-      d[j] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u,
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + static_cast<std::size_t>(b + j) * 32)));
+    __m256i f[4];
+    for (int j = 0; j < 4; ++j) {
+      if (!decltype(masked)::value || 2 * j + 1 < count) f[j] = pair(b + 2 * j);
+      else if (2 * j < count) f[j] = single(b + 2 * j);
+      else f[j] = _mm256_setzero_si256();
     }
-    // hadd: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3]; two levels give block j's low-lane sum
-    // in lane j (j < 4) of the low half and its high-lane sum in the high half.
-    const __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[0], d[1]), _mm256_hadd_epi32(d[2], d[3]));
-    const __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(d[4], d[5]), _mm256_hadd_epi32(d[6], d[7]));
-    __m256i sums = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                                    _mm256_permute2x128_si256(h0123, h4567, 0x31));  // [8] block sums
+    // hadd: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3]; two levels leave blocks 0, 2, 4, 6 in
+    // the low half and 1, 3, 5, 7 in the high half; `order` puts them in block order.
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(f[0], f[1]), _mm256_hadd_epi32(f[2], f[3]));
+    __m256i sums = _mm256_permutevar8x32_epi32(h, order);  // [8] block sums
     const __mmask8 m = decltype(masked)::value ? static_cast<__mmask8>((1u << count) - 1) : __mmask8{0xFF};
     const __m256i z = zero ? _mm256_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zero + b))
                            : _mm256_set1_epi32(ref::kInt4SymmetricZero);
@@ -200,7 +214,10 @@ inline void row_stream_g32(const StreamActs& a, const std::uint8_t* row, const f
 }
 
 // The per-call activation layout of row_stream, in thread-local buffers of the calling thread.
-StreamActs stream_acts(const std::int8_t* xq, const float* xs, const int* xsum, int n, int in, int group_size) {
+// pairs (row_stream_g32): full blocks 2p, 2p+1 stored as [even of 2p, even of 2p+1, odd of 2p,
+// odd of 2p+1]; a last odd block, and every block without pairs, as [even, odd].
+StreamActs stream_acts(const std::int8_t* xq, const float* xs, const int* xsum, int n, int in, int group_size,
+                       bool pairs) {
   thread_local std::vector<std::int8_t> xd;
   thread_local std::vector<float> zc;
   thread_local std::vector<int> block_group;
@@ -213,9 +230,12 @@ StreamActs stream_acts(const std::int8_t* xq, const float* xs, const int* xsum, 
     for (int b = 0; b < full; ++b) {
       const std::int8_t* src = xq + static_cast<std::size_t>(r) * in + b * kActBlock;
       std::int8_t* dst = xd.data() + (static_cast<std::size_t>(r) * full + b) * kActBlock;
+      const bool paired = pairs && (b % 2 == 1 || b + 1 < full);
+      const int even_at = paired ? (b % 2) * (kActBlock / 2) - (b % 2) * kActBlock : 0;  // offsets from dst
+      const int odd_at = paired ? kActBlock + even_at : kActBlock / 2;
       for (int i = 0; i < kActBlock / 2; ++i) {
-        dst[i] = src[2 * i];
-        dst[kActBlock / 2 + i] = src[2 * i + 1];
+        dst[even_at + i] = src[2 * i];
+        dst[odd_at + i] = src[2 * i + 1];
       }
       const std::size_t rb = static_cast<std::size_t>(r) * blocks + b;
       zc[static_cast<std::size_t>(r) * groups + block_group[static_cast<std::size_t>(b)]] +=
@@ -235,8 +255,10 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
   const int blocks = ref::act_blocks(in), groups = ref::int4_groups(in, group_size);
   const std::size_t xqs = static_cast<std::size_t>(in), xss = static_cast<std::size_t>(blocks),
                     ys = static_cast<std::size_t>(out), row_bytes = ref::int4_row_bytes(in);
-  // Per activation block, the sum of its codes (for the zero-point term).
-  std::vector<int> xsum(static_cast<std::size_t>(n) * blocks, 0);
+  // Per activation block, the sum of its codes (for the zero-point term); the calling thread's
+  // buffer, reused across calls.
+  thread_local std::vector<int> xsum;
+  xsum.assign(static_cast<std::size_t>(n) * blocks, 0);
   for (int r = 0; r < n; ++r)
     for (int b = 0; b < blocks; ++b) {
       int s = 0;
@@ -250,7 +272,7 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
 #if INFERLAB_INT4_ACT_VNNI
   if (n < kStreamRows) {
-    const StreamActs acts = stream_acts(xq, xs, xsum.data(), n, in, group_size);
+    const StreamActs acts = stream_acts(xq, xs, xsum.data(), n, in, group_size, n == 1 && group_size == kActBlock);
     pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
       const int o1 = std::min(out, static_cast<int>(end) * kUnit);
       for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {

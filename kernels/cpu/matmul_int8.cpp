@@ -135,7 +135,7 @@ template <int C>
 void run_channels(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
                   int out, int in, int o0, int o1) {
   const std::size_t xs = static_cast<std::size_t>(in), ys = static_cast<std::size_t>(out);
-  std::vector<float> widened;  // [C, in] when n >= kWidenOnceRows
+  thread_local std::vector<float> widened;  // [C, in] when n >= kWidenOnceRows: this worker's, reused
   if (n >= kWidenOnceRows) widened.resize(static_cast<std::size_t>(C) * in);
   int o = o0;
   for (; o + C <= o1; o += C) {

@@ -125,6 +125,16 @@ TEST(BenchCli, QuantizationEntriesCarryPluginParameters) {
   EXPECT_LT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
 }
 
+TEST(BenchCli, FuseRunsTheCpuDeviceFused) {
+  testing::TempDir dir("bench_fuse");
+  const auto r = run_inferlab(tiny_bench(dir, "-p 8 -n 2 -r 1", "int8:activations=int8") + "--fuse -o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[1][3], "CPU fused");  // the device's own fuse() flag
+  EXPECT_EQ(rows[2][3], "CPU fused");
+}
+
 TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
   testing::TempDir dir("bench_bad");
   // Each refused before any test runs (and before the bandwidth probe).
@@ -138,7 +148,7 @@ TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
       {"--quantization int8:nope=1", "allowed: activations"}, {"--quantization int8:activations=int16", "int16"},
       {"--quantization int4:group_size=x", "group_size = 'x' is not of type int"}, {"--quantization int8:activations", "key=value"},
       {"--quantization int4:symmetric=yes", "allowed: true, false"},
-      {"--quantization int4:group_size=64:group_size=32", "given twice"},
+      {"--quantization int4:group_size=64:group_size=32", "given twice"}, {"--fuse --device cuda", "--fuse"},
   };
   for (const auto& [args, flag] : cases) {
     const auto r = run_inferlab(base + args);
