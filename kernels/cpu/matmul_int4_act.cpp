@@ -257,8 +257,11 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
                     ys = static_cast<std::size_t>(out), row_bytes = ref::int4_row_bytes(in);
   // Per activation block, the sum of its codes (for the zero-point term); the calling thread's
   // buffer, reused across calls.
-  thread_local std::vector<int> xsum;
-  xsum.assign(static_cast<std::size_t>(n) * blocks, 0);
+  thread_local std::vector<int> xsum_buffer;
+  xsum_buffer.assign(static_cast<std::size_t>(n) * blocks, 0);
+  // The workers reach the buffer through this pointer: inside their lambdas the thread_local's
+  // name would denote each worker's own (empty) instance.
+  int* const xsum = xsum_buffer.data();
   for (int r = 0; r < n; ++r)
     for (int b = 0; b < blocks; ++b) {
       int s = 0;
@@ -272,7 +275,7 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
 #if INFERLAB_INT4_ACT_VNNI
   if (n < kStreamRows) {
-    const StreamActs acts = stream_acts(xq, xs, xsum.data(), n, in, group_size, n == 1 && group_size == kActBlock);
+    const StreamActs acts = stream_acts(xq, xs, xsum, n, in, group_size, n == 1 && group_size == kActBlock);
     pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
       const int o1 = std::min(out, static_cast<int>(end) * kUnit);
       for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {
@@ -310,15 +313,15 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
         const std::uint8_t* zb = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
         int r = 0;
         for (; r + 4 <= n; r += 4)
-          tile<4, C>(xq + r * xqs, xs + r * xss, xsum.data() + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
+          tile<4, C>(xq + r * xqs, xs + r * xss, xsum + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
                      y + r * ys + o, ys, in, group_size);
         for (; r < n; ++r)
-          tile<1, C>(xq + r * xqs, xs + r * xss, xsum.data() + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
+          tile<1, C>(xq + r * xqs, xs + r * xss, xsum + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
                      y + r * ys + o, ys, in, group_size);
       }
       for (; o < o1; ++o)
         for (int r = 0; r < n; ++r)
-          tile<1, 1>(xq + r * xqs, xs + r * xss, xsum.data() + r * xss, xqs, xss,
+          tile<1, 1>(xq + r * xqs, xs + r * xss, xsum + r * xss, xqs, xss,
                      packed + static_cast<std::size_t>(o) * row_bytes, row_bytes,
                      scale + static_cast<std::size_t>(o) * groups,
                      zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, groups, y + r * ys + o, ys, in,
