@@ -47,7 +47,8 @@ template <int R, int C>
 inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::size_t xqs, std::size_t xss,
                  const std::uint8_t* packed, std::size_t row_bytes, const float* scale, const std::uint8_t* zero,
                  int groups, float* y, std::size_t ys, int in, int group_size) {
-  const int blocks = ref::act_blocks(in), full = in / kActBlock;
+  const int blocks = ref::act_blocks(in);
+  [[maybe_unused]] const int full = in / kActBlock;  // the AVX2 loop's bound
   float acc[R][C] = {};
   int b = 0;
 #if INFERLAB_INT4_ACT_AVX2
