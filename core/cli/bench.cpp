@@ -83,8 +83,8 @@ PluginSpec parse_plugin_spec(const Registry& reg, PluginKind kind, const std::st
     const std::string& kv = parts[i];
     const std::size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw Error(where + "'" + kv + "' is not key=value; allowed: " + spec.name + ":key=value[:key=value...] with keys " +
-                  (keys.empty() ? "(none)" : keys));
+      throw Error(where + "'" + kv + "' is not KEY=VALUE; allowed: NAME[:KEY=VALUE...], here " + spec.name +
+                  " with keys " + (keys.empty() ? "(none)" : keys));
     const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
     auto it = std::find_if(d.params.begin(), d.params.end(), [&](const ParamSpec& p) { return p.name == key; });
     if (it == d.params.end())

@@ -13,9 +13,10 @@ void StepBatch::add_sequence(std::span<const int> seq_tokens, int start, std::sp
                              int block_size, int logits_begin, int logits_end) {
   const int n = static_cast<int>(seq_tokens.size());
   check(block_size > 0 && start >= 0, "StepBatch::add_sequence: block_size must be > 0 and start >= 0");
-  check(static_cast<long long>(table.size()) * block_size >= static_cast<long long>(start) + n,
-        "StepBatch::add_sequence: a block table of " + std::to_string(table.size()) + " blocks cannot hold " +
-            std::to_string(start + n) + " positions");
+  check(static_cast<long long>(table.size()) * block_size >= static_cast<long long>(start) + n, [&] {
+    return "StepBatch::add_sequence: a block table of " + std::to_string(table.size()) + " blocks cannot hold " +
+           std::to_string(start + n) + " positions";
+  });
   check(logits_begin >= 0 && logits_end <= n && (logits_begin <= logits_end),
         "StepBatch::add_sequence: logits range outside the sequence's rows");
   const int first_row = rows();

@@ -71,16 +71,16 @@ int BlockPool::free_in_runs_shorter_than(int n) const {
 }
 
 void BlockPool::retain(int block) {
-  check(block >= 0 && block < total(), "BlockPool::retain: no block " + std::to_string(block));
+  check(block >= 0 && block < total(), [&] { return "BlockPool::retain: no block " + std::to_string(block); });
   int& ref = refs_[static_cast<std::size_t>(block)];
-  check(ref > 0, "BlockPool::retain: block " + std::to_string(block) + " is free");
+  check(ref > 0, [&] { return "BlockPool::retain: block " + std::to_string(block) + " is free"; });
   ++ref;
 }
 
 void BlockPool::release(int block) {
-  check(block >= 0 && block < total(), "BlockPool::release: no block " + std::to_string(block));
+  check(block >= 0 && block < total(), [&] { return "BlockPool::release: no block " + std::to_string(block); });
   int& ref = refs_[static_cast<std::size_t>(block)];
-  check(ref > 0, "BlockPool::release: block " + std::to_string(block) + " is already free");
+  check(ref > 0, [&] { return "BlockPool::release: block " + std::to_string(block) + " is already free"; });
   if (--ref == 0) {
     ++free_count_;
     if (contiguous_) return;
@@ -163,9 +163,10 @@ bool BlockManager::reserve(int seq, int tokens, std::vector<BlockCopy>& copies) 
 
 void BlockManager::set_length(int seq, int tokens) {
   const int cap = capacity(seq);  // throws on an unknown seq
-  check(tokens >= 0 && tokens <= cap, "BlockManager::set_length: seq " + std::to_string(seq) +
-                                          " has capacity " + std::to_string(cap) + ", asked " +
-                                          std::to_string(tokens));
+  check(tokens >= 0 && tokens <= cap, [&] {
+    return "BlockManager::set_length: seq " + std::to_string(seq) + " has capacity " + std::to_string(cap) +
+           ", asked " + std::to_string(tokens);
+  });
   SeqBlocks& sb = seqs_.at(seq);
   if (tokens < sb.length) {
     truncate(seq, tokens, true);
@@ -178,9 +179,10 @@ void BlockManager::set_length(int seq, int tokens) {
 
 void BlockManager::truncate(int seq, int tokens, bool keep_capacity) {
   const int len = length(seq);  // throws on an unknown seq
-  check(tokens >= 0 && tokens <= len, "BlockManager::truncate: seq " + std::to_string(seq) +
-                                          " holds " + std::to_string(len) + " tokens, asked " +
-                                          std::to_string(tokens));
+  check(tokens >= 0 && tokens <= len, [&] {
+    return "BlockManager::truncate: seq " + std::to_string(seq) + " holds " + std::to_string(len) + " tokens, asked " +
+           std::to_string(tokens);
+  });
   SeqBlocks& sb = seqs_.at(seq);
   for (int b = tokens / config_.block_size; b * config_.block_size < len; ++b)
     change_holder(sb.blocks[static_cast<std::size_t>(b)], written(len, b), written(tokens, b));
@@ -198,8 +200,8 @@ void BlockManager::truncate(int seq, int tokens, bool keep_capacity) {
 }
 
 void BlockManager::fork(int src, int dst) {
-  check(has(src), "BlockManager::fork: unknown source seq " + std::to_string(src));
-  check(!has(dst), "BlockManager::fork: destination seq " + std::to_string(dst) + " already exists");
+  check(has(src), [&] { return "BlockManager::fork: unknown source seq " + std::to_string(src); });
+  check(!has(dst), [&] { return "BlockManager::fork: destination seq " + std::to_string(dst) + " already exists"; });
   SeqBlocks copy = seqs_.at(src);
   for (std::size_t b = 0; b < copy.blocks.size(); ++b) {
     pool_.retain(copy.blocks[b]);
@@ -210,7 +212,7 @@ void BlockManager::fork(int src, int dst) {
 
 void BlockManager::free(int seq) {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "BlockManager::free: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), [&] { return "BlockManager::free: unknown seq " + std::to_string(seq); });
   const SeqBlocks& sb = it->second;
   for (std::size_t b = 0; b < sb.blocks.size(); ++b) {
     change_holder(sb.blocks[b], written(sb.length, static_cast<int>(b)), 0);
@@ -221,28 +223,29 @@ void BlockManager::free(int seq) {
 
 int BlockManager::length(int seq) const {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "BlockManager::length: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), [&] { return "BlockManager::length: unknown seq " + std::to_string(seq); });
   return it->second.length;
 }
 
 int BlockManager::capacity(int seq) const {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "BlockManager::capacity: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), [&] { return "BlockManager::capacity: unknown seq " + std::to_string(seq); });
   return static_cast<int>(it->second.blocks.size()) * config_.block_size;
 }
 
 std::span<const int> BlockManager::block_table(int seq) const {
   const auto it = seqs_.find(seq);
-  check(it != seqs_.end(), "BlockManager::block_table: unknown seq " + std::to_string(seq));
+  check(it != seqs_.end(), [&] { return "BlockManager::block_table: unknown seq " + std::to_string(seq); });
   return it->second.blocks;
 }
 
 int BlockManager::slot(int seq, int pos) const {
   const auto table = block_table(seq);
   const int cap = static_cast<int>(table.size()) * config_.block_size;
-  check(pos >= 0 && pos < cap, "BlockManager::slot: position " + std::to_string(pos) +
-                                   " outside seq " + std::to_string(seq) + "'s capacity " +
-                                   std::to_string(cap));
+  check(pos >= 0 && pos < cap, [&] {
+    return "BlockManager::slot: position " + std::to_string(pos) + " outside seq " + std::to_string(seq) +
+           "'s capacity " + std::to_string(cap);
+  });
   return table[static_cast<std::size_t>(pos / config_.block_size)] * config_.block_size +
          pos % config_.block_size;
 }
@@ -322,7 +325,7 @@ void BlockManager::release_block(int block) {
 
 int BlockManager::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens) {
   if (!config_.prefix_caching) return 0;
-  check(!has(seq), "BlockManager::acquire_prefix: seq " + std::to_string(seq) + " already exists");
+  check(!has(seq), [&] { return "BlockManager::acquire_prefix: seq " + std::to_string(seq) + " already exists"; });
   const int bs = config_.block_size;
   const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   SeqBlocks sb;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -61,10 +62,10 @@ std::string unescape(const std::string& s) {
   return out;
 }
 
-std::string exact(double v) {
-  std::ostringstream os;
-  os << std::setprecision(17) << v;
-  return os.str();
+std::string exact(double v) {  // the shortest text that reads back as exactly v
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
 }
 
 // The rest of `line` after "key ", or nullopt when the line is another key.

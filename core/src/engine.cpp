@@ -95,6 +95,7 @@ void StepLoop::enqueue(Seq* s, bool front) {
   s->num_computed = matched;
   if (s->timeline->preemptions == 0)
     s->timeline->cached_prompt_tokens = std::min(matched, static_cast<int>(s->req->prompt.size()));
+  s->where = Seq::Where::kWaiting;
   if (front) waiting_.push_front(s);
   else waiting_.push_back(s);
 }
@@ -124,8 +125,9 @@ ScheduleDecision StepLoop::schedule() {
 }
 
 void StepLoop::drop(Seq* s, RequestStatus status) {
-  if (auto w = std::find(waiting_.begin(), waiting_.end(), s); w != waiting_.end()) waiting_.erase(w);
-  if (auto r = std::find(running_.begin(), running_.end(), s); r != running_.end()) running_.erase(r);
+  if (s->where == Seq::Where::kWaiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+  if (s->where == Seq::Where::kRunning) running_.erase(std::find(running_.begin(), running_.end(), s));
+  s->where = Seq::Where::kDone;
   free_kv(*s);
   decoder_.release(s->req->id);  // a draft cache's blocks, a beam's hypotheses
   s->finished = true;
@@ -163,7 +165,7 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
   RunTimeline& tl = result_.timeline;
   for (int id : decision.reject) {
     auto found = by_id_.find(id);
-    if (found == by_id_.end() || std::find(waiting_.begin(), waiting_.end(), found->second) == waiting_.end())
+    if (found == by_id_.end() || found->second->where != Seq::Where::kWaiting)
       throw Error("scheduler rejected request " + std::to_string(id) + " which is not waiting");
     drop(found->second, RequestStatus::kRejected);
   }
@@ -182,17 +184,17 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
 
   work_.clear();
   copies_.clear();
+  ++step_index_;
   // Checks below throw without check(): a message built per scheduled sequence per step was a
   // measurable share of a simulated run's time.
   for (const ScheduledSeq& sch : decision.scheduled) {
     auto found = by_id_.find(sch.id);
     if (found == by_id_.end()) throw Error("scheduler scheduled unknown request " + std::to_string(sch.id));
     Seq* s = found->second;
-    if (std::any_of(work_.begin(), work_.end(), [&](const Work& w) { return w.seq == s; }))
+    if (s->scheduled_in == step_index_)
       throw Error("scheduler scheduled request " + std::to_string(sch.id) + " twice in one step");
-    auto wit = std::find(waiting_.begin(), waiting_.end(), s);
-    const bool is_running = std::find(running_.begin(), running_.end(), s) != running_.end();
-    if (wit == waiting_.end() && !is_running)
+    const bool is_waiting = s->where == Seq::Where::kWaiting;
+    if (!is_waiting && s->where != Seq::Where::kRunning)
       throw Error("scheduler scheduled request " + std::to_string(sch.id) + " which is neither waiting nor running");
     const int pending = static_cast<int>(s->tokens.size()) - s->num_computed;
     const bool decode = pending == 1 && s->num_computed > 0;
@@ -214,16 +216,18 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     const bool reserved = branched(*s) ? reserve_branches(*s) : blocks_.reserve(s->req->id, target, copies_);
     // A contiguous cache shows schedulers its largest hole; blocks a scheduler freed by
     // preempting need not join it, so such an admission waits for a later step.
-    if (!reserved && kv_config_.contiguous() && wit != waiting_.end()) continue;
+    if (!reserved && kv_config_.contiguous() && is_waiting) continue;
     if (!reserved)
       throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
                   (branched(*s) ? "up to " + std::to_string(s->branches.size()) + " (one per branch)"
                                 : std::to_string(blocks_.blocks_needed(s->req->id, target))) +
                   " blocks, " + std::to_string(blocks_.free_blocks()) + " free");
-    if (wit != waiting_.end()) {
-      waiting_.erase(wit);
+    if (is_waiting) {
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
       running_.push_back(s);
+      s->where = Seq::Where::kRunning;
     }
+    s->scheduled_in = step_index_;
     if (s->timeline->first_scheduled_s < 0) s->timeline->first_scheduled_s = now_;
     work_.push_back(std::move(w));
   }
@@ -259,7 +263,7 @@ void StepLoop::build_batch() {
   batch_.clear();
   int logit_rows = 0;
   prefill_tokens_ = decode_tokens_ = 0;
-  std::vector<int> step_tokens;
+  std::vector<int>& step_tokens = step_tokens_;
   for (Work& w : work_) {
     Seq& s = *w.seq;
     if (branched(s)) {
@@ -294,6 +298,7 @@ void StepLoop::commit() {
   RunTimeline& tl = result_.timeline;
   const bool keep_capacity = kv_config_.reserves_ahead();
   emitted_.clear();
+  emitted_tokens_.clear();
   for (Work& w : work_) {
     Seq& s = *w.seq;
     const int id = s.req->id;
@@ -324,12 +329,12 @@ void StepLoop::commit() {
     s.num_computed += w.n_real + (m - 1);
     blocks_.set_length(id, s.num_computed + static_cast<int>(w.drafts.size()) - (m - 1));
     if (m - 1 < static_cast<int>(w.drafts.size())) blocks_.truncate(id, s.num_computed, keep_capacity);
-    std::vector<int> out;
+    const std::size_t begin = emitted_tokens_.size();
     for (int t : accepted_) {
       if (s.generated >= s.req->max_output) break;
       s.tokens.push_back(t);
       s.generated++;
-      out.push_back(t);
+      emitted_tokens_.push_back(t);
       if (std::find(options_.stop_tokens.begin(), options_.stop_tokens.end(), t) != options_.stop_tokens.end()) {
         s.finished = true;
         break;
@@ -341,7 +346,7 @@ void StepLoop::commit() {
       s.num_computed = 0;
       decoder_.release(id);
     }
-    emitted_.push_back({&s, std::move(out), true});
+    emitted_.push_back({&s, begin, emitted_tokens_.size(), true});
   }
   for (const Work& w : work_) {
     if (width_ > 0) {
@@ -356,12 +361,18 @@ void StepLoop::commit() {
 void StepLoop::record_step(double step_start, double duration) {
   RunTimeline& tl = result_.timeline;
   const double end = step_start + duration;
-  for (auto& [s, out, to_output] : emitted_) {
+  for (const auto& [s, begin, stop, to_output] : emitted_) {
     RequestTimeline& rt = *s->timeline;
-    for (int t : out) {
+    std::vector<int>& output = result_.outputs[static_cast<std::size_t>(s - seqs_.data())];
+    if (rt.first_token_s < 0 && begin < stop) {  // grown once, not doubled along the way
+      rt.token_times.reserve(static_cast<std::size_t>(s->req->max_output));
+      if (to_output) output.reserve(static_cast<std::size_t>(s->req->max_output));
+    }
+    for (std::size_t i = begin; i < stop; ++i) {
+      const int t = emitted_tokens_[i];
       if (rt.first_token_s < 0) rt.first_token_s = end;
       rt.token_times.push_back(end);
-      if (to_output) result_.outputs[static_cast<std::size_t>(s - seqs_.data())].push_back(t);
+      if (to_output) output.push_back(t);
       if (options_.on_token) options_.on_token(s->req->id, t);
     }
     // A branching request returns its sequences at its end: every returned token counts.
@@ -391,6 +402,7 @@ void StepLoop::finish_requests() {
       continue;
     }
     s->timeline->finish_s = now_;
+    s->where = Seq::Where::kDone;
     free_kv(*s);
     decoder_.release(s->req->id);
     it = running_.erase(it);

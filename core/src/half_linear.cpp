@@ -20,15 +20,16 @@ HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::H
   check(device.kind() == DeviceKind::kCpu || device.kind() == DeviceKind::kCuda,
         std::string("quantization '") + half_format_name(format) + "' runs on cpu or cuda, not " +
             device_kind_name(device.kind()));
-  weight_.resize(weight.size());
+  std::vector<std::uint16_t> bits(weight.size());  // [out, in] row-major
   for (std::size_t i = 0; i < weight.size(); ++i)
-    weight_[i] = format == cpu::HalfFormat::kF16 ? ref::float_to_f16(weight[i]) : ref::float_to_bf16(weight[i]);
+    bits[i] = format == cpu::HalfFormat::kF16 ? ref::float_to_f16(weight[i]) : ref::float_to_bf16(weight[i]);
   if (device.kind() == DeviceKind::kCuda) {
-    device_weight_ = Buffer(device, weight_.size() * sizeof(std::uint16_t));
-    device.copy_to_device(device_weight_.data(), weight_.data(), weight_.size() * sizeof(std::uint16_t));
-    weight_ = {};
+    device_weight_ = Buffer(device, bits.size() * sizeof(std::uint16_t));
+    device.copy_to_device(device_weight_.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
     cuda_ = &device;
+    return;
   }
+  panels_ = cpu::pack_panels_half(bits.data(), out, in, format);
 }
 
 void HalfLinear::forward(const float* x, float* y, int n, Device& device) const {
@@ -46,36 +47,32 @@ void HalfLinear::forward(const float* x, float* y, int n, Device& device) const 
     return;
   }
 #endif
-  cpu::matmul_half(x, weight_.data(), y, n, out_features(), in_features(), format_,
-                   cpu_pool(device, "half linear"));
+  cpu::gemm_panels_half(x, panels_, y, n, cpu_pool(device, "half linear"));
 }
 
 std::uint64_t HalfLinear::weight_bytes() const {
   return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * 2u;
 }
 
-float HalfLinear::widen(std::uint16_t h) const {
-  return format_ == cpu::HalfFormat::kF16 ? ref::f16_to_float(h) : ref::bf16_to_float(h);
-}
-
 std::vector<float> HalfLinear::dequantized() const {
-  check(!weight_.empty(), "HalfLinear::dequantized: the weights live on the GPU");
-  std::vector<float> w(weight_.size());
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] = widen(weight_[i]);
+  check(cuda_ == nullptr, "HalfLinear::dequantized: the weights live on the GPU");
+  const std::size_t in = static_cast<std::size_t>(in_features());
+  std::vector<float> w(static_cast<std::size_t>(out_features()) * in);
+  for (int r = 0; r < out_features(); ++r) cpu::unpack_panel_row_half(panels_, r, w.data() + r * in);
   return w;
 }
 
 void HalfLinear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "half linear");
-  const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
-  std::vector<std::uint16_t> staged;  // [in] the row read back from the GPU
-  const std::uint16_t* h = weight_.data() + at;
-  if (cuda_ != nullptr) {
-    staged.resize(in);
-    cuda_->copy_to_host(staged.data(), device_weight_.as<std::uint16_t>() + at, in * sizeof(std::uint16_t));
-    h = staged.data();
+  if (cuda_ == nullptr) {
+    cpu::unpack_panel_row_half(panels_, row, out);
+    return;
   }
-  for (std::size_t i = 0; i < in; ++i) out[i] = widen(h[i]);
+  const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
+  std::vector<std::uint16_t> staged(in);  // [in] the row read back from the GPU
+  cuda_->copy_to_host(staged.data(), device_weight_.as<std::uint16_t>() + at, in * sizeof(std::uint16_t));
+  for (std::size_t i = 0; i < in; ++i)
+    out[i] = format_ == cpu::HalfFormat::kF16 ? ref::f16_to_float(staged[i]) : ref::bf16_to_float(staged[i]);
 }
 
 std::unique_ptr<Linear> HalfQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,

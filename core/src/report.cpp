@@ -1,6 +1,7 @@
 #include "inferlab/report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -76,11 +77,11 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string num(double v) {
+std::string num(double v) {  // printf's %.8g (std::to_chars: no stream, no locale)
   if (std::isnan(v)) return "";
-  std::ostringstream os;
-  os << std::setprecision(8) << v;
-  return os.str();
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 8).ptr;
+  return std::string(buf, end);
 }
 
 std::string json_num(double v) { return std::isfinite(v) ? num(v) : "null"; }

@@ -25,10 +25,24 @@ SamplingParams sampling_params_from(const Params& params) {
 
 int argmax(const float* logits, int vocab) {
   check(vocab > 0, "argmax: empty logits");
-  int best = 0;
-  for (int i = 1; i < vocab; ++i)
-    if (logits[i] > logits[best]) best = i;  // strict: the lowest index wins ties
-  return best;
+  // The lowest index of the largest value; NaNs never win (nor does anything after a NaN at
+  // index 0, as a strict `>` scan from index 0 would give). Two passes: the maximum, over 16
+  // independent lanes the compiler vectorises, then the first index holding it.
+  float best = logits[0];
+  if (best != best) return 0;
+  constexpr int kLanes = 16;
+  int i = 1;
+  if (vocab >= kLanes) {
+    float lanes[kLanes];
+    for (float& l : lanes) l = best;
+    for (; i + kLanes <= vocab; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) lanes[j] = logits[i + j] > lanes[j] ? logits[i + j] : lanes[j];
+    for (float l : lanes) best = l > best ? l : best;
+  }
+  for (; i < vocab; ++i) best = logits[i] > best ? logits[i] : best;
+  int at = 0;
+  while (!(logits[at] == best)) ++at;
+  return at;
 }
 
 namespace {

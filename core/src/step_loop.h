@@ -3,6 +3,7 @@
 // request as several sequences (beam search, n > 1 samples); step_loop_kv_breakdown.cpp the
 // per-step KV memory breakdown.
 #pragma once
+#include <cstdint>
 #include <deque>
 #include <unordered_map>
 #include <utility>
@@ -22,7 +23,11 @@ struct Branch {
 };
 
 struct Seq {
+  // Where the request is in the loop: per-step checks ask this instead of searching the queues.
+  enum class Where : std::uint8_t { kNotArrived, kWaiting, kRunning, kDone };
   const Request* req = nullptr;
+  Where where = Where::kNotArrived;
+  long long scheduled_in = -1;  // the last step (StepLoop::step_index_) that scheduled it
   std::vector<int> tokens;  // prompt + generated (a branching request: its first live branch's)
   int num_computed = 0;     // tokens whose K/V are in the cache (every live branch alike)
   int generated = 0;
@@ -131,12 +136,16 @@ class StepLoop {
   std::vector<SeqView> running_views_, waiting_views_;
   std::vector<int> accepted_;
   std::vector<BranchStep> next_branches_;
+  // The step's emitted tokens: request `seq` emitted emitted_tokens_[begin, end).
   struct Emitted {
     Seq* seq;
-    std::vector<int> tokens;
+    std::size_t begin, end;
     bool to_output;  // appended to the request's output (a branching request's is set whole)
   };
   std::vector<Emitted> emitted_;
+  std::vector<int> emitted_tokens_;
+  std::vector<int> step_tokens_;  // one sequence's rows of the batch being built
+  long long step_index_ = 0;
   int prefill_tokens_ = 0, decode_tokens_ = 0;
 };
 

@@ -131,19 +131,19 @@ void StepLoop::commit_branches(Work& w) {
   std::vector<BranchOutput>& outs = result_.sequences[idx];
   decoder_.branch_result(s.req->id, outs);
   if (outs.empty()) throw Error("decoder ended request " + std::to_string(s.req->id) + " with no sequence");
-  std::vector<int> emitted;
+  const std::size_t begin = emitted_tokens_.size();
   for (const BranchOutput& o : outs) {
     const int len = static_cast<int>(o.tokens.size());
     if (len < 1 || len > s.req->max_output)
       throw Error("decoder returned a sequence of " + std::to_string(len) + " tokens for request " +
                   std::to_string(s.req->id) + " (max_output " + std::to_string(s.req->max_output) + ")");
-    emitted.insert(emitted.end(), o.tokens.begin(), o.tokens.end());
+    emitted_tokens_.insert(emitted_tokens_.end(), o.tokens.begin(), o.tokens.end());
     tl.branch_logprob_sum += o.logprob;
   }
   tl.branch_sequences += static_cast<long long>(outs.size());
   result_.outputs[idx] = outs.front().tokens;
   s.finished = true;
-  emitted_.push_back({&s, std::move(emitted), false});
+  emitted_.push_back({&s, begin, emitted_tokens_.size(), false});
 }
 
 }  // namespace inferlab::detail

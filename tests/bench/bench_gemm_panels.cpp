@@ -1,6 +1,7 @@
 // Prefill GEMM benchmarks: the machine's measured compute peaks (Peak*), then the packed-panel
-// GEMMs (kernels/cpu/gemm_panels_f32.h, gemm_panels_int8.h) against the row-major kernels they
-// replace in FloatLinear (matmul_f32) and the W8A8 Int8Linear (matmul_int8_act), at SmolLM2-135M
+// GEMMs (kernels/cpu/gemm_panels_f32.h, gemm_panels_half.h, gemm_panels_int8.h) against the
+// row-major kernels they replace in FloatLinear (matmul_f32), HalfLinear (matmul_half) and the
+// W8A8 Int8Linear (matmul_int8_act), at SmolLM2-135M
 // and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512} token rows, on the shared pool
 // (all hardware threads).
 //   inferlab_bench --benchmark_filter='Peak|GemmPanels|RowMajor'
@@ -14,10 +15,13 @@
 
 #include "bench_support.h"
 #include "kernels/cpu/gemm_panels_f32.h"
+#include "kernels/cpu/gemm_panels_half.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_half.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/peak_probe.h"
+#include "kernels/ref/half.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace {
@@ -92,6 +96,31 @@ void BM_MatmulRowMajorF32(benchmark::State& state) {
   set_counters(state, p.n, p.out, p.in);
 }
 
+// f16 weights (2 bytes each; the roofline's bytes at n = 1).
+std::vector<std::uint16_t> to_f16(const std::vector<float>& w) {
+  std::vector<std::uint16_t> h(w.size());
+  for (std::size_t i = 0; i < w.size(); ++i) h[i] = inferlab::ref::float_to_f16(w[i]);
+  return h;
+}
+
+void BM_GemmPanelsF16(benchmark::State& state) {
+  F32Problem p(state);
+  const auto h = to_f16(p.w);
+  const auto packed = inferlab::cpu::pack_panels_half(h.data(), p.out, p.in, inferlab::cpu::HalfFormat::kF16);
+  time_calls(state, [&] { inferlab::cpu::gemm_panels_half(p.x.data(), packed, p.y.data(), p.n, pool()); }, p.y.data());
+  set_counters(state, p.n, p.out, p.in, 2.0 * p.out * p.in);
+}
+
+void BM_MatmulRowMajorF16(benchmark::State& state) {
+  F32Problem p(state);
+  const auto h = to_f16(p.w);
+  time_calls(state, [&] {
+    inferlab::cpu::matmul_half(p.x.data(), h.data(), p.y.data(), p.n, p.out, p.in, inferlab::cpu::HalfFormat::kF16,
+                               pool());
+  }, p.y.data());
+  set_counters(state, p.n, p.out, p.in, 2.0 * p.out * p.in);
+}
+
 // W8A8: activations quantised per 32-block outside the timed loop (both kernels take them).
 struct Int8Problem {
   int n, out, in;
@@ -145,6 +174,8 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_GemmPanelsF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPanelsF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MatmulRowMajorF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorInt8Act)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -1,7 +1,9 @@
-// Native GGUF-block matmuls (kernels/cpu/matmul_gguf) at SmolLM2-135M's MLP shapes, against the
+// Native GGUF-block matmuls (kernels/cpu/matmul_gguf) and the VNNI GEMM on repacked blocks
+// (kernels/cpu/gemm_gguf, Q8_0 / Q4_0 / Q4_1) at SmolLM2-135M's MLP shapes, against the
 // machine's read bandwidth, 2 threads.
-//   ./inferlab_bench --benchmark_filter='matmul_gguf|memory_read'
-// weight_bytes_per_s: bytes of blocks (scales included: the file's bytes) per call / wall time.
+//   ./inferlab_bench --benchmark_filter='matmul_gguf|gemm_gguf|memory_read'
+// weight_bytes_per_s: bytes of blocks (scales included: the file's bytes) per call / wall time;
+// GFLOP/s: 2 * n * out * in per call / wall time (integer ops for the int8-activation kernels).
 // memory_read: 2 threads summing a 256 MiB array, the read roofline a decode GEMV can reach;
 // weight_bytes_per_s / memory_read's bytes_per_s is the roofline fraction. `cold:1` cycles
 // through enough copies of the blocks (>= 192 MiB) that they stream from DRAM as in a decode
@@ -17,6 +19,7 @@
 #include "inferlab/formats.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "tests/support/gguf_block_fixtures.h"
@@ -46,28 +49,31 @@ struct Problem {
     for (float& v : x) v = static_cast<float>(rng.normal());
     y.resize(static_cast<std::size_t>(n) * out);
   }
+  const std::uint8_t* copy(int c) const { return w.data() + static_cast<std::size_t>(c) * bytes; }
 };
 
+// call(c) runs copy c of the weights.
 template <class Fn>
 void run(benchmark::State& state, const Problem& p, Fn&& call) {
-  for (int c = 0; c < p.copies; ++c) call(p.w.data() + static_cast<std::size_t>(c) * p.bytes);  // warm-up
+  for (int c = 0; c < p.copies; ++c) call(c);  // warm-up
   int c = 0;
   for (auto _ : state) {
-    call(p.w.data() + static_cast<std::size_t>(c) * p.bytes);
+    call(c);
     c = c + 1 == p.copies ? 0 : c + 1;
     benchmark::ClobberMemory();
   }
   state.SetLabel(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type)));
   state.counters["weight_bytes_per_s"] =
       benchmark::Counter(static_cast<double>(p.bytes) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2e-9 * p.n * p.out * p.in, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // Args: type, n, out, in, cold. fp32 activations.
 void matmul_gguf(benchmark::State& state) {
   Problem p(state);
   inferlab::ThreadPool pool(2);
-  run(state, p, [&](const std::uint8_t* w) {
-    inferlab::cpu::matmul_gguf(p.type, w, p.x.data(), p.y.data(), p.n, p.out, p.in, pool);
+  run(state, p, [&](int c) {
+    inferlab::cpu::matmul_gguf(p.type, p.copy(c), p.x.data(), p.y.data(), p.n, p.out, p.in, pool);
   });
 }
 
@@ -78,9 +84,29 @@ void matmul_gguf_act(benchmark::State& state) {
   std::vector<std::int8_t> xq(p.x.size());
   const int block = inferlab::cpu::gguf_act_block(p.type);
   std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / block));
-  run(state, p, [&](const std::uint8_t* w) {
+  run(state, p, [&](int c) {
     inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool, block);
-    inferlab::cpu::matmul_gguf_act(p.type, w, xq.data(), xs.data(), p.y.data(), p.n, p.out, p.in, pool);
+    inferlab::cpu::matmul_gguf_act(p.type, p.copy(c), xq.data(), xs.data(), p.y.data(), p.n, p.out, p.in, pool);
+  });
+}
+
+// The VNNI GEMM on the blocks repacked into its panels (each copy packed; packing is untimed, as
+// at load), activations quantised per 32-block inside the timed call as the plugin does.
+void gemm_gguf(benchmark::State& state) {
+  if (!inferlab::cpu::gemm_gguf_available() || !inferlab::cpu::gemm_gguf_packs(static_cast<GgmlType>(state.range(0)))) {
+    state.SkipWithError("no AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
+    return;
+  }
+  Problem p(state);
+  inferlab::ThreadPool pool(2);
+  std::vector<inferlab::cpu::PackedGguf> packs;
+  for (int c = 0; c < p.copies; ++c)
+    packs.push_back(inferlab::cpu::pack_gguf(p.type, std::vector<std::uint8_t>(p.copy(c), p.copy(c) + p.bytes), p.out, p.in));
+  std::vector<std::int8_t> xq(p.x.size());
+  std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / 32));
+  run(state, p, [&](int c) {
+    inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
+    inferlab::cpu::gemm_gguf(xq.data(), xs.data(), packs[static_cast<std::size_t>(c)], p.y.data(), p.n, pool);
   });
 }
 
@@ -107,20 +133,25 @@ void memory_read(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
-void gguf_shapes(benchmark::internal::Benchmark* b) {
+// Args {type, n, out, in, cold} at SmolLM2's MLP shapes; K-quants (ffn_down only) when asked.
+void add_shapes(benchmark::internal::Benchmark* b, bool k_quants) {
   for (int cold : {1, 0})
-    for (int n : {1, 16}) {
+    for (int n : {1, 16, 128}) {
       for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
         b->Args({static_cast<int>(t), n, 1536, 576, cold});
         b->Args({static_cast<int>(t), n, 576, 1536, cold});
       }
-      for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) b->Args({static_cast<int>(t), n, 576, 1536, cold});
+      if (k_quants)
+        for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) b->Args({static_cast<int>(t), n, 576, 1536, cold});
     }
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 }
+void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
+void packed_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, false); }
 
 BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
 BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);
+BENCHMARK(gemm_gguf)->Apply(packed_shapes);
 BENCHMARK(memory_read)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "inferlab/formats.h"
 #include "inferlab/model_config.h"
 #include "inferlab/weights.h"
+#include "kernels/cpu/gemm_gguf.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -146,9 +147,10 @@ TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
       {"--context 0", "--context"},    {"-p 1000", "-p"},            {"-p '' -n ''", "no tests"},
       {"--n-layers=-1", "--n-layers"}, {"--threads 5000", "--threads"}, {"--quantization nope", "nope"},
       {"--quantization int8:nope=1", "allowed: activations"}, {"--quantization int8:activations=int16", "int16"},
-      {"--quantization int4:group_size=x", "group_size = 'x' is not of type int"}, {"--quantization int8:activations", "key=value"},
+      {"--quantization int4:group_size=x", "group_size = 'x' is not of type int"}, {"--quantization int8:activations", "NAME[:KEY=VALUE"},
       {"--quantization int4:symmetric=yes", "allowed: true, false"},
       {"--quantization int4:group_size=64:group_size=32", "given twice"}, {"--fuse --device cuda", "--fuse"},
+      {"--quantization int8:bits", "NAME[:KEY=VALUE"}, {"--attention naive:=1", "--attention"},
   };
   for (const auto& [args, flag] : cases) {
     const auto r = run_inferlab(base + args);
@@ -176,6 +178,24 @@ TEST(ExportCli, WritesThePresetsWeightsAndBenchRunsTheFile) {
                               "--bandwidth 10 -o csv");
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_NE(b.out.find(dir.file("m.gguf")), std::string::npos);
+  // NAME:KEY=VALUE hands the plugin its parameters: with int8 activations the gguf strategy packs
+  // its Q4_0 blocks for cpu::gemm_gguf where the build has it, padding out to whole panels of 32
+  // rows (w1/w3: 172 -> 192), so it holds more bytes than the file's blocks.
+  const auto g = run_inferlab("bench --model " + dir.file("m.gguf") + " -p 4 -n '' -r 1 -t 1 --quantization "
+                              "gguf,gguf:activations=int8 --bandwidth 10 -o csv");
+  ASSERT_EQ(g.code, 0) << g.err;
+  const auto rows = csv_rows(g.out, dir);
+  ASSERT_EQ(rows.size(), 3u) << g.out;
+  EXPECT_EQ(rows[1][6], "gguf");
+  EXPECT_EQ(rows[2][6], "gguf:activations=int8");
+  if (cpu::gemm_gguf_available())
+    EXPECT_GT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
+  else
+    EXPECT_EQ(rows[2][1], rows[1][1]);
+  const auto bad = run_inferlab("bench --model " + dir.file("m.gguf") + " -p 4 -n '' -r 1 -t 1 --quantization "
+                                "gguf:activations=int4 --bandwidth 10");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("activations"), std::string::npos) << bad.err;
 }
 
 TEST(ExportCli, BadValuesAreRefusedNamingTheFlag) {

@@ -1,7 +1,7 @@
 // The half-precision linears, the "FP16 baseline" of issue 7: weights stored as IEEE f16 or
 // bfloat16 (2 bytes each, rounded to nearest even from the fp32 checkpoint), activations fp32
-// at the interface. CPU: kernels/cpu/matmul_half (weights widened to fp32 inside a threaded dot
-// kernel). CUDA: weights in device memory, activations rounded to the same half type on the
+// at the interface. CPU: the packed-panel GEMM of kernels/cpu/gemm_panels_half (weights kept
+// only as half-precision panels, widened to fp32 vector by vector inside the micro-kernel). CUDA: weights in device memory, activations rounded to the same half type on the
 // GPU, cublasGemmEx on tensor cores with fp32 accumulation and fp32 output. The plugins
 // quantization/f16 and quantization/bf16 expose HalfQuantization.
 #pragma once
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "inferlab/quantization.h"
-#include "kernels/cpu/matmul_half.h"
+#include "kernels/cpu/gemm_panels_half.h"
 
 namespace inferlab {
 
@@ -36,10 +36,9 @@ class HalfLinear : public Linear {
  private:
   cpu::HalfFormat format_;
   DeviceKind built_for_;
-  std::vector<std::uint16_t> weight_;  // [out, in] on the host (CPU)
-  Buffer device_weight_;               // [out, in] in CUDA device memory
-  Device* cuda_ = nullptr;             // the CUDA device holding device_weight_, or null
-  float widen(std::uint16_t h) const;
+  cpu::PackedPanelsHalf panels_;  // [out, in] in panels on the host (CPU; empty on CUDA)
+  Buffer device_weight_;          // [out, in] row-major in CUDA device memory
+  Device* cuda_ = nullptr;        // the CUDA device holding device_weight_, or null
 };
 
 class HalfQuantization : public Quantization {

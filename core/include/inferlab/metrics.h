@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +102,9 @@ using MetricRow = std::vector<std::pair<std::string, double>>;
 
 // Percentile with linear interpolation between closest ranks (numpy's default); NaN if empty.
 double percentile(std::vector<double> values, double q);
+// The same for several q at once (ascending or not), in their order: one copy of `values` and
+// selections that narrow as q grows, instead of one full copy and selection per q.
+std::vector<double> percentiles(std::vector<double> values, std::span<const double> qs);
 
 // TTFT, TPOT, ITL, e2e (mean/p50/p90/p99, ms); throughput (output and total tok/s, req/s) over
 // the span from the first arrival to the last finish; goodput (req/s meeting every SLO bound);

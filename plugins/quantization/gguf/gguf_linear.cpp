@@ -29,7 +29,14 @@ GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks
   check(blocks_.size() == expect, "quantization 'gguf': " + std::to_string(blocks_.size()) + " bytes of " +
                                       type_name(static_cast<std::uint32_t>(type)) + " blocks, a [" + std::to_string(out) +
                                       ", " + std::to_string(in) + "] tensor has " + std::to_string(expect));
+  if (int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type)) {
+    packed_ = cpu::pack_gguf(type, blocks_, out, in);
+    blocks_.clear();
+    blocks_.shrink_to_fit();
+  }
 }
+
+std::uint64_t GgufBlockLinear::weight_bytes() const { return packed() ? cpu::packed_bytes(packed_) : blocks_.size(); }
 
 void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
@@ -45,14 +52,24 @@ void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) c
   xq.resize(static_cast<std::size_t>(n) * in);               // [n, in]
   xs.resize(static_cast<std::size_t>(n) * (in / block));     // [n, in / block]
   cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool, block);
-  cpu::matmul_gguf_act(type_, blocks_.data(), xq.data(), xs.data(), y, n, out_features(), in, pool);
+  if (packed())
+    cpu::gemm_gguf(xq.data(), xs.data(), packed_, y, n, pool);
+  else
+    cpu::matmul_gguf_act(type_, blocks_.data(), xq.data(), xs.data(), y, n, out_features(), in, pool);
 }
 
 void GgufBlockLinear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "quantization 'gguf'");
   const std::uint64_t row_bytes = ggml_tensor_bytes(type_, static_cast<std::uint64_t>(in_features()));
-  dequantize(type_, blocks_.data() + static_cast<std::size_t>(row) * row_bytes, static_cast<std::size_t>(in_features()),
-             out);
+  if (!packed()) {
+    dequantize(type_, blocks_.data() + static_cast<std::size_t>(row) * row_bytes,
+               static_cast<std::size_t>(in_features()), out);
+    return;
+  }
+  thread_local std::vector<std::uint8_t> unpacked;  // [row bytes]: the row as the file stored it
+  unpacked.resize(row_bytes);
+  cpu::unpack_gguf_row(packed_, row, unpacked.data());
+  dequantize(type_, unpacked.data(), static_cast<std::size_t>(in_features()), out);
 }
 
 bool gguf_strategy_accepts(std::uint32_t ggml_type) {

@@ -12,6 +12,7 @@
 #include "inferlab/plugin.h"
 #include "inferlab/quantization.h"
 #include "inferlab/weights.h"
+#include "kernels/cpu/gemm_gguf.h"
 
 namespace inferlab::plugins {
 
@@ -21,18 +22,25 @@ class GgufBlockLinear : public Linear {
   // blocks: W [out, in] as `out` rows of ggml_tensor_bytes(type, in) bytes, taken over. Throws
   // Error for a type without a native kernel or blocks of the wrong size.
   GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations);
+  // With int8_activations on a build with AVX-512 VNNI, Q8_0 / Q4_0 / Q4_1 blocks are repacked
+  // here into cpu::gemm_gguf's panels (the file's bytes are then dropped: same codes, scales).
   // y[n, out] = x[n, in] · Wᵀ: fp32 activations (matmul_gguf), or x quantised per 32-block
-  // (quantize_act_rows + matmul_gguf_act) when int8_activations.
+  // (quantize_act_rows, 256 for the K-quants) and run by gemm_gguf when packed, else by
+  // matmul_gguf_act, when int8_activations.
   void forward(const float* x, float* y, int n, Device& device) const override;
   // Row `row` decoded from its blocks (the embedding lookup of a tied classifier reads it).
   void dequantize_row(int row, float* out) const override;
-  // The blocks' bytes, scales included: exactly the file's.
-  std::uint64_t weight_bytes() const override { return blocks_.size(); }
+  // The blocks' bytes, scales included: exactly the file's; packed, cpu::packed_bytes (plus 2
+  // bytes per 32 weights for Q8_0, and the rows padding out to a multiple of 32).
+  std::uint64_t weight_bytes() const override;
+  // True when the blocks run packed by cpu::gemm_gguf.
+  bool packed() const { return blocks_.empty(); }
   GgmlType type() const { return type_; }
 
  private:
   GgmlType type_;
-  std::vector<std::uint8_t> blocks_;  // [out, row bytes]
+  std::vector<std::uint8_t> blocks_;  // [out, row bytes]; empty once packed
+  cpu::PackedGguf packed_;            // gemm_gguf's panels (int8 activations, VNNI builds)
   bool int8_activations_;
 };
 

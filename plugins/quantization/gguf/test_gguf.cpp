@@ -72,8 +72,19 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
       const ModelWeights weights = weights_with("layers.0.w1", type, blocks);
       GgufQuantization q(&weights, int8);
       std::unique_ptr<Linear> native = q.make_linear("layers.0.w1", w, out, in);
-      ASSERT_NE(dynamic_cast<GgufBlockLinear*>(native.get()), nullptr);
-      EXPECT_EQ(native->weight_bytes(), blocks.size());  // the file's bytes, no fp32 copy
+      const auto* block_linear = dynamic_cast<GgufBlockLinear*>(native.get());
+      ASSERT_NE(block_linear, nullptr);
+      // int8 activations on a VNNI build: Q8_0/Q4_0/Q4_1 packed for cpu::gemm_gguf.
+      const bool packs = int8 && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type);
+      EXPECT_EQ(block_linear->packed(), packs);
+      // The file's bytes, no fp32 copy; packed: out padded to 32 rows, Q8_0 plus 2 bytes of code
+      // sums per block.
+      const std::uint64_t padded = ggml_tensor_bytes(type, std::uint64_t{32} * in) +
+                                   (type == GgmlType::kQ8_0 ? std::uint64_t{32} * (in / 32) * 2 : 0);
+      EXPECT_EQ(native->weight_bytes(), packs ? padded : blocks.size());
+      std::vector<float> row(static_cast<std::size_t>(in));  // the last row, decoded (tied embedding)
+      native->dequantize_row(out - 1, row.data());
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), w.begin() + static_cast<std::ptrdiff_t>(out - 1) * in));
       FloatLinear fp32(w, out, in);
       const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 8);
       // fp32 activations: rounding only; int8 blocks: the activation quantisation error (and it

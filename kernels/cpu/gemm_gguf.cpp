@@ -1,0 +1,281 @@
+// VNNI GEMM on repacked GGUF blocks: see gemm_gguf.h for the layout, the tile and the contract.
+#include "kernels/cpu/gemm_gguf.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "inferlab/error.h"
+#include "kernels/ref/gguf_blocks.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+#define INFERLAB_GEMM_GGUF_VNNI 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+constexpr int kPanel = 32;  // weight rows per panel: two zmm of s32 lanes
+constexpr int kBlock = 32;  // inputs per GGUF block and per activation block
+
+// A Q8_0 / Q4_0 / Q4_1 block as the file stores it: fp16 d, (Q4_1) fp16 m, then the codes.
+struct SourceBlock {
+  std::size_t bytes;  // 34, 18, 20
+  int code_offset;    // 2, 2, 4
+  int code_bytes;     // 32 int8 codes, or 16 bytes of nibbles
+};
+SourceBlock source_block(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ8_0: return {34, 2, 32};
+    case GgmlType::kQ4_0: return {18, 2, 16};
+    default: return {20, 4, 16};  // Q4_1
+  }
+}
+// Packed code bytes per (panel, block): 8 steps (Q8_0) or 4 nibble step pairs of [32 rows][4].
+int panel_code_bytes(GgmlType t) { return kPanel * source_block(t).code_bytes; }
+// Where packed byte (row j, code byte k of the block) lives inside its (panel, block): byte k
+// holds code k (Q8_0) or codes k and 16 + k (Q4), so step k / 4, lane j, byte k % 4.
+std::size_t packed_offset(int j, int k) { return (static_cast<std::size_t>(k / 4) * kPanel + j) * 4 + k % 4; }
+
+#if INFERLAB_GEMM_GGUF_VNNI
+constexpr int kRows = 6;  // token rows per micro-tile
+
+// The all-lanes zero-mask forms: GCC 12's plain conversions trip -Werror=maybe-uninitialized
+// (their pass-through operand is undefined).
+constexpr __mmask16 kAll = 0xFFFF;
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
+inline __m512 halves_to_float(const std::uint16_t* p) {
+  return _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512i broadcast4(const std::uint8_t* p) {
+  std::int32_t four;
+  std::memcpy(&four, p, 4);
+  return _mm512_set1_epi32(four);
+}
+
+// The activations of one call: x [n][in] bytes (Q8_0: xq + 128; Q4: xq), xs [n][blocks],
+// sumx [n][blocks] (Q4: sum of the block's xq).
+struct Acts {
+  const std::uint8_t* x;
+  const float* xs;
+  const int* sumx;
+  int in, blocks;
+};
+
+// y[r, j] (r < R, j < width) = the tile of R token rows from r0 x the 32 G rows of panels
+// [p, p + G). y points at the tile's first element, rows ldc apart.
+template <GgmlType T, int R, int G>
+void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
+  constexpr int V = 2 * G;  // zmm per token row
+  constexpr bool kQ8 = T == GgmlType::kQ8_0;
+  constexpr std::size_t kCodeBytes = kQ8 ? 1024 : 512;
+  const int blocks = a.blocks;
+  __m512 facc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
+  for (int b = 0; b < blocks; ++b) {
+    __m512i iacc[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
+    const std::uint8_t* codes[G];
+    for (int g = 0; g < G; ++g) codes[g] = w.codes.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kCodeBytes;
+    const std::uint8_t* x = a.x + static_cast<std::size_t>(r0) * a.in + static_cast<std::size_t>(b) * kBlock;
+    if constexpr (kQ8) {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        __m512i wv[V];
+        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
+        for (int r = 0; r < R; ++r) {
+          const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], xv, wv[v]);
+        }
+      }
+    } else {
+      const __m512i low = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        __m512i lo[V], hi[V];
+        for (int v = 0; v < V; ++v) {
+          const __m512i raw = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
+          lo[v] = _mm512_and_si512(raw, low);  // codes 4s .. 4s + 3
+          hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // codes 16 + 4s ..
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512i xlo = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
+          const __m512i xhi = broadcast4(x + static_cast<std::size_t>(r) * a.in + 16 + 4 * s);
+          for (int v = 0; v < V; ++v)
+            iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
+        }
+      }
+    }
+    for (int v = 0; v < V; ++v) {
+      const std::size_t at = (static_cast<std::size_t>(p + v / 2) * blocks + b) * kPanel + (v % 2) * 16;
+      const __m512 dw = halves_to_float(w.d.data() + at);
+      for (int r = 0; r < R; ++r) {
+        const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.xs[xb]));
+        __m512i dot = iacc[r][v];
+        if constexpr (kQ8) {
+          const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.wsum.data() + at));
+          dot = _mm512_sub_epi32(dot, _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepi16_epi32(kAll, sums), 7));
+        } else if constexpr (T == GgmlType::kQ4_0) {
+          dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(8 * a.sumx[xb]));
+        }
+        facc[r][v] = _mm512_fmadd_ps(to_float(dot), scale, facc[r][v]);
+        if constexpr (T == GgmlType::kQ4_1)
+          facc[r][v] = _mm512_fmadd_ps(halves_to_float(w.m.data() + at),
+                                       _mm512_set1_ps(a.xs[xb] * static_cast<float>(a.sumx[xb])), facc[r][v]);
+      }
+    }
+  }
+  for (int v = 0; v < V; ++v) {
+    const int cols = std::clamp(width - 16 * v, 0, 16);
+    const auto mask = static_cast<__mmask16>((1u << cols) - 1);
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldc + 16 * v, mask, facc[r][v]);
+  }
+}
+
+using MicroTile = void (*)(const Acts&, int, const PackedGguf&, int, float*, std::size_t, int);
+template <GgmlType T, std::size_t... I>
+constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
+  return {&micro_tile<T, static_cast<int>(I) + 1, 1>...};
+}
+
+// Panels [p0, p1) of y [n, out]: each panel meets the token rows kRows at a time (its codes stay
+// in L1/L2 while the rows pass); one token row (decode) takes two panels at once.
+template <GgmlType T>
+void run_panels(const Acts& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
+  static constexpr auto kTiles = micro_tiles<T>(std::make_index_sequence<kRows>{});
+  const auto ldc = static_cast<std::size_t>(w.out);
+  for (int p = p0; p < p1;) {
+    float* yp = y + static_cast<std::size_t>(p) * kPanel;
+    if (n == 1 && p + 2 <= p1) {
+      micro_tile<T, 1, 2>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
+      p += 2;
+      continue;
+    }
+    const int width = std::min(kPanel, w.out - p * kPanel);
+    for (int r0 = 0; r0 < n; r0 += kRows)
+      kTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, r0, w, p, yp + r0 * ldc, ldc, width);
+    ++p;
+  }
+}
+#endif
+
+}  // namespace
+
+bool gemm_gguf_available() {
+#if INFERLAB_GEMM_GGUF_VNNI
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool gemm_gguf_packs(GgmlType type) {
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1;
+}
+
+std::uint64_t packed_bytes(const PackedGguf& w) {
+  return w.codes.size() + 2 * (w.d.size() + w.m.size() + w.wsum.size());
+}
+
+PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
+  const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
+  check(gemm_gguf_available(), "pack_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
+  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1)");
+  check(out > 0 && in > 0 && in % kBlock == 0, "pack_gguf: out must be positive and in a positive multiple of 32, got out=" +
+                                                   std::to_string(out) + " in=" + std::to_string(in));
+  const SourceBlock sb = source_block(type);
+  const int blocks = in / kBlock, panels = (out + kPanel - 1) / kPanel;
+  const std::size_t row_bytes = sb.bytes * static_cast<std::size_t>(blocks);
+  check(w.size() == row_bytes * static_cast<std::size_t>(out),
+        "pack_gguf: " + std::to_string(w.size()) + " bytes of " + name + " blocks, a [" + std::to_string(out) + ", " +
+            std::to_string(in) + "] tensor has " + std::to_string(row_bytes * static_cast<std::size_t>(out)));
+  const std::size_t slots = static_cast<std::size_t>(panels) * blocks * kPanel;  // (panel, block, row)
+  const int code_bytes = panel_code_bytes(type);
+  PackedGguf packed;
+  packed.type = type;
+  packed.out = out;
+  packed.in = in;
+  packed.codes.assign(static_cast<std::size_t>(panels) * blocks * code_bytes, 0);
+  packed.d.assign(slots, 0);
+  if (type == GgmlType::kQ4_1) packed.m.assign(slots, 0);
+  if (type == GgmlType::kQ8_0) packed.wsum.assign(slots, 0);
+  for (int o = 0; o < out; ++o)
+    for (int b = 0; b < blocks; ++b) {
+      const std::uint8_t* src = w.data() + static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(b) * sb.bytes;
+      const std::size_t pb = static_cast<std::size_t>(o / kPanel) * blocks + b, slot = pb * kPanel + o % kPanel;
+      packed.d[slot] = ref::load_le16(src);
+      if (!packed.m.empty()) packed.m[slot] = ref::load_le16(src + 2);
+      std::uint8_t* dst = packed.codes.data() + pb * code_bytes;
+      int sum = 0;
+      for (int k = 0; k < sb.code_bytes; ++k) {
+        dst[packed_offset(o % kPanel, k)] = src[sb.code_offset + k];
+        sum += static_cast<std::int8_t>(src[sb.code_offset + k]);
+      }
+      if (!packed.wsum.empty()) packed.wsum[slot] = static_cast<std::int16_t>(sum);  // |sum| <= 32 * 128
+    }
+  return packed;
+}
+
+void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
+  check(row >= 0 && row < w.out, "unpack_gguf_row: row " + std::to_string(row) + " outside [0, " +
+                                     std::to_string(w.out) + ")");
+  const SourceBlock sb = source_block(w.type);
+  const int blocks = w.in / kBlock, code_bytes = panel_code_bytes(w.type);
+  for (int b = 0; b < blocks; ++b) {
+    std::uint8_t* dst = bytes + static_cast<std::size_t>(b) * sb.bytes;
+    const std::size_t pb = static_cast<std::size_t>(row / kPanel) * blocks + b, slot = pb * kPanel + row % kPanel;
+    dst[0] = static_cast<std::uint8_t>(w.d[slot] & 0xFF);
+    dst[1] = static_cast<std::uint8_t>(w.d[slot] >> 8);
+    if (!w.m.empty()) {
+      dst[2] = static_cast<std::uint8_t>(w.m[slot] & 0xFF);
+      dst[3] = static_cast<std::uint8_t>(w.m[slot] >> 8);
+    }
+    const std::uint8_t* src = w.codes.data() + pb * code_bytes;
+    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = src[packed_offset(row % kPanel, k)];
+  }
+}
+
+void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, float* y, int n, ThreadPool& pool) {
+  if (n <= 0 || w.out <= 0) return;
+#if INFERLAB_GEMM_GGUF_VNNI
+  const int in = w.in, blocks = in / kBlock;
+  const std::size_t count = static_cast<std::size_t>(n) * in;
+  thread_local std::vector<std::uint8_t> x;  // [n, in]: xq + 128 (Q8_0) or xq's bytes (Q4)
+  thread_local std::vector<int> sumx;        // [n, blocks]: Q4 only
+  x.resize(std::max(x.size(), count));
+  const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;  // x ^ 0x80 = x + 128 as a byte
+  for (std::size_t i = 0; i < count; ++i) x[i] = static_cast<std::uint8_t>(xq[i]) ^ flip;
+  if (w.type != GgmlType::kQ8_0) {
+    sumx.resize(std::max(sumx.size(), static_cast<std::size_t>(n) * blocks));
+    for (std::size_t rb = 0; rb < static_cast<std::size_t>(n) * blocks; ++rb) {
+      int s = 0;
+      for (int i = 0; i < kBlock; ++i) s += xq[rb * kBlock + i];
+      sumx[rb] = s;
+    }
+  }
+  const Acts a{x.data(), xs, sumx.data(), in, blocks};
+  // Threads take whole units: one panel, or (decode) the pair a micro-tile runs together.
+  const int panels = (w.out + kPanel - 1) / kPanel, unit = n == 1 ? 2 : 1;
+  const std::size_t per_unit = static_cast<std::size_t>(unit * kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_unit);
+  pool.parallel_for(static_cast<std::size_t>((panels + unit - 1) / unit), [&](std::size_t u0, std::size_t u1) {
+    const int p0 = static_cast<int>(u0) * unit, p1 = std::min(panels, static_cast<int>(u1) * unit);
+    switch (w.type) {
+      case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
+      case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
+      default: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
+    }
+  }, grain);
+#else
+  (void)xq, (void)xs, (void)y, (void)pool;
+  check(false, "gemm_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
+#endif
+}
+
+}  // namespace inferlab::cpu

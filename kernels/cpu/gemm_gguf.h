@@ -1,0 +1,63 @@
+// Register-blocked int8 GEMM on GGUF Q8_0 / Q4_0 / Q4_1 blocks against int8 activation blocks
+// of 32 (cpu::quantize_act_rows: llama.cpp's Q8_0 activation block), built on AVX-512 VNNI
+// `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
+//  - the blocks are repacked once (at load) into panels of 32 output rows: per 32-input block,
+//    the codes as [steps][32 rows][4 inputs] so one 64-byte load holds 4 consecutive codes of
+//    16 rows (vpdpbusd's operand layout), then the 32 rows' fp16 scales (and Q4_1 mins) as
+//    stored. Q4_0 / Q4_1 keep their nibbles: byte t of step s holds code 4s + t (low nibble) and
+//    code 16 + 4s + t (high nibble), so the panel is a byte transpose of the file's blocks;
+//  - a micro-tile holds R <= 6 token rows x 32 weight rows: per block, 8 vpdpbusd steps into
+//    int32 lanes (one lane per weight row), then one conversion and one FMA by d_w * d_x;
+//  - Q8_0's codes are signed, so they are vpdpbusd's signed operand and the activations go in as
+//    u = x + 128: the panel keeps sum(codes) per row and block (int16) and 128 * sum is taken
+//    off before the conversion. Q4's codes c (0..15) are the unsigned operand against signed x:
+//    Q4_0 w = d (c - 8) takes 8 * sum(x) off; Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
+//  - threads split the panels; decode (one token row) runs two panels at once (four chains).
+// Bytes held: the file's blocks, plus 2 bytes per 32 weights for Q8_0 (the code sums: 36 / 34),
+// plus the zero rows that pad `out` to a multiple of 32.
+// Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
+// (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
+// Parity with the block reference: tests/kernels/test_gemm_gguf.cpp. Builds without AVX-512
+// VNNI (compile-time, -march=native) do not have the kernel: gemm_gguf_available() is false and
+// callers keep matmul_gguf_act (AVX2 `maddubs`).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "inferlab/formats.h"
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// True when this build has the kernel (AVX-512 VNNI).
+bool gemm_gguf_available();
+// True for the block types it packs: Q8_0, Q4_0, Q4_1.
+bool gemm_gguf_packs(GgmlType type);
+
+// Panel p (rows [32p, 32p + 32), zero rows past out) holds, per block b, codes at
+// codes[(p * blocks + b) * code_bytes] (1024 bytes for Q8_0, 512 for Q4), fp16 scales at
+// d[(p * blocks + b) * 32], Q4_1 fp16 mins at m[...] and Q8_0 code sums at wsum[...].
+struct PackedGguf {
+  GgmlType type = GgmlType::kQ8_0;
+  int out = 0, in = 0;
+  std::vector<std::uint8_t> codes;
+  std::vector<std::uint16_t> d, m;
+  std::vector<std::int16_t> wsum;
+};
+
+// Bytes held by the packed blocks.
+std::uint64_t packed_bytes(const PackedGguf& w);
+
+// Repacks w [out, in] (out rows of ggml_tensor_bytes(type, in) bytes). Throws inferlab::Error
+// for other types, non-positive sizes, in not a multiple of 32, a wrong byte count, or where
+// the kernel is not available.
+PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in);
+
+// Row `row`'s blocks as the file stored them (ggml_tensor_bytes(type, in) bytes into `bytes`).
+void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes);
+
+// y[n, out] = x · Wᵀ for xq [n, in], xs [n, in / 32] from cpu::quantize_act_rows (block 32).
+// n <= 0 is a no-op.
+void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, float* y, int n, ThreadPool& pool);
+
+}  // namespace inferlab::cpu

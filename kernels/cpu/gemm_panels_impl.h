@@ -1,0 +1,212 @@
+// The packed-panel GEMM's algorithm (layout, blocking, micro-kernels: gemm_panels_f32.h), for
+// any weight element type: Load::Storage is how a weight is stored (float, or the 16-bit f16 /
+// bf16 of gemm_panels_half.h) and Load::load widens Vec::kWidth of them to one fp32 vector, so
+// the arithmetic (fp32 FMAs, fixed summation order) is the same for every type. Internal to
+// kernels/cpu: included by gemm_panels_f32.cpp and gemm_panels_half.cpp only.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_vec.h"
+
+namespace inferlab::cpu::gemm {
+
+// Input channels per cache block: a [kDepth][kPanel] weight block is 32 KiB with AVX-512.
+constexpr int kDepth = 256;
+
+// c[rows, cols] (row stride ldc) = (accumulate ? c : 0) + a · b over kc input channels.
+// a: [kc][R] (one row tile of packed x), b: [kc][kPanel] (one weight block).
+template <class Load, int R>
+void micro_tile(const float* a, const typename Load::Storage* b, int kc, float* c, std::size_t ldc, int cols, bool accumulate) {
+  typename Vec::V acc[R][kVectors];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) acc[r][v] = Vec::zero();
+  for (int k = 0; k < kc; ++k) {
+    typename Vec::V bv[kVectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) bv[v] = Load::load(b + k * kPanel + v * Vec::kWidth);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const typename Vec::V av = Vec::broadcast(a[k * R + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[r][v] = Vec::fmadd(av, bv[v], acc[r][v]);
+    }
+  }
+  if (cols == kPanel) {
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kVectors; ++v) {
+        float* p = c + r * ldc + v * Vec::kWidth;
+        Vec::store(p, accumulate ? Vec::add(Vec::load(p), acc[r][v]) : acc[r][v]);
+      }
+    return;
+  }
+  alignas(64) float tile[R][kPanel];  // the narrow last panel: spill, then write cols columns
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kVectors; ++v) Vec::store(&tile[r][v * Vec::kWidth], acc[r][v]);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < cols; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r][j];
+}
+
+template <class Load>
+using MicroTile = void (*)(const float*, const typename Load::Storage*, int, float*, std::size_t, int, bool);
+
+template <class Load, std::size_t... I>
+constexpr std::array<MicroTile<Load>, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
+  return {&micro_tile<Load, static_cast<int>(I) + 1>...};
+}
+// kMicroTiles<Load>[rows - 1]: the micro-kernel for a tile of `rows` token rows (the last tile
+// may be short).
+template <class Load>
+constexpr auto kMicroTiles = micro_tiles<Load>(std::make_index_sequence<kRows>{});
+
+// Packed x: tile t (rows [t * kRows, t * kRows + rows)) is [in][rows] from t * kRows * in.
+inline void pack_rows(const float* x, int n, int in, float* packed, ThreadPool& pool) {
+  const int tiles = (n + kRows - 1) / kRows;
+  pool.parallel_for(static_cast<std::size_t>(tiles), [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) {
+      const int r0 = static_cast<int>(t) * kRows, rows = std::min(kRows, n - r0);
+      float* dst = packed + static_cast<std::size_t>(r0) * in;
+      for (int r = 0; r < rows; ++r) {
+        const float* src = x + static_cast<std::size_t>(r0 + r) * in;
+        for (int k = 0; k < in; ++k) dst[static_cast<std::size_t>(k) * rows + r] = src[k];
+      }
+    }
+  }, std::max<std::size_t>(1, 16384 / (static_cast<std::size_t>(kRows) * std::max(in, 1))));
+}
+
+template <class Load>
+struct Problem {
+  const float* a;                       // packed x
+  const typename Load::Storage* w;      // W [out, in] in panels
+  int out, in;
+  float* y;
+  int n, tiles;
+};
+
+// All row tiles against weight block [k0, k0 + kc) of panel p.
+template <class Load>
+void block_times_rows(const Problem<Load>& pb, int p, int k0, int kc) {
+  using S = typename Load::Storage;
+  const int out = pb.out, in = pb.in, cols = std::min(kPanel, out - p * kPanel);
+  const S* b = pb.w + static_cast<std::size_t>(p) * kPanel * in + static_cast<std::size_t>(k0) * cols;
+  alignas(64) S padded[kDepth * kPanel];
+  if (cols < kPanel) {  // the narrow last panel: widen the block to kPanel columns of zeros
+    for (int k = 0; k < kc; ++k) {
+      std::memcpy(padded + k * kPanel, b + static_cast<std::size_t>(k) * cols, sizeof(S) * cols);
+      std::fill(padded + k * kPanel + cols, padded + (k + 1) * kPanel, S{0});  // +0 in every format
+    }
+    b = padded;
+  }
+  for (int t = 0; t < pb.tiles; ++t) {
+    const int r0 = t * kRows, rows = std::min(kRows, pb.n - r0);
+    const float* a = pb.a + static_cast<std::size_t>(r0) * in + static_cast<std::size_t>(k0) * rows;
+    float* c = pb.y + static_cast<std::size_t>(r0) * out + static_cast<std::size_t>(p) * kPanel;
+    kMicroTiles<Load>[static_cast<std::size_t>(rows - 1)](a, b, kc, c, static_cast<std::size_t>(out), cols, k0 > 0);
+  }
+}
+
+// One token row (decode) against kGroup full panels at once, weight block [k0, k0 + kc): the
+// same arithmetic per output as micro_tile<1>, with kGroup * kVectors independent FMA chains
+// instead of kVectors (a single panel's two chains would leave the kernel FMA-latency bound
+// when W is in cache).
+constexpr int kGroup = 4;
+template <class Load>
+void row_times_panel_group(const Problem<Load>& pb, int p, int k0, int kc) {
+  const int in = pb.in;
+  const typename Load::Storage* b = pb.w + static_cast<std::size_t>(p) * kPanel * in + static_cast<std::size_t>(k0) * kPanel;
+  const std::size_t stride = static_cast<std::size_t>(kPanel) * in;  // panel to panel
+  const float* a = pb.a + k0;
+  typename Vec::V acc[kGroup][kVectors];
+  for (int g = 0; g < kGroup; ++g)
+    for (int v = 0; v < kVectors; ++v) acc[g][v] = Vec::zero();
+  for (int k = 0; k < kc; ++k) {
+    const typename Vec::V av = Vec::broadcast(a[k]);
+#pragma GCC unroll 4
+    for (int g = 0; g < kGroup; ++g)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v)
+        acc[g][v] = Vec::fmadd(av, Load::load(b + g * stride + k * kPanel + v * Vec::kWidth), acc[g][v]);
+  }
+  for (int g = 0; g < kGroup; ++g)
+    for (int v = 0; v < kVectors; ++v) {
+      float* c = pb.y + static_cast<std::size_t>(p + g) * kPanel + v * Vec::kWidth;
+      Vec::store(c, k0 > 0 ? Vec::add(Vec::load(c), acc[g][v]) : acc[g][v]);
+    }
+}
+
+// Panels [p0, p1). One row tile (decode, small batches): each panel is streamed once from
+// start to end. Several: blocks of kDepth input channels outermost, so the row tiles' slice
+// of x (n x kDepth) stays in L2 while the thread's panels pass. Same arithmetic either way.
+template <class Load>
+void run_panels(const Problem<Load>& pb, int p0, int p1) {
+  const int in = pb.in;
+  if (pb.n == 1) {
+    const int full = std::min(p1, pb.out / kPanel);  // panels of kPanel columns
+    int p = p0;
+    for (; p + kGroup <= full; p += kGroup)
+      for (int k0 = 0; k0 < in; k0 += kDepth) row_times_panel_group(pb, p, k0, std::min(kDepth, in - k0));
+    for (; p < p1; ++p)
+      for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+    return;
+  }
+  if (pb.tiles == 1) {
+    for (int p = p0; p < p1; ++p)
+      for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+    return;
+  }
+  for (int k0 = 0; k0 < in; k0 += kDepth)
+    for (int p = p0; p < p1; ++p) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+}
+
+// y[n, out] = x[n, in] · W^T for W in panels of Load::Storage (see gemm_panels_f32.h).
+template <class Load>
+void gemm_panels(const float* x, const typename Load::Storage* w, int out, int in, float* y, int n, ThreadPool& pool) {
+  if (n <= 0 || out <= 0) return;
+  const int tiles = (n + kRows - 1) / kRows;
+  const float* a = x;  // one row: [in][1] is x itself
+  thread_local std::vector<float> packed_x;  // reused across calls: no page faults per call
+  if (n > 1) {
+    packed_x.resize(std::max(packed_x.size(), static_cast<std::size_t>(n) * in));
+    pack_rows(x, n, in, packed_x.data(), pool);
+    a = packed_x.data();
+  }
+  const Problem<Load> pb{a, w, out, in, y, n, tiles};
+  const int panels = (out + kPanel - 1) / kPanel;
+  // A chunk should carry at least ~256K multiply-adds so the dispatch cost stays small.
+  const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) *
+                                static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / per_panel);
+  pool.parallel_for(static_cast<std::size_t>(panels), [&pb](std::size_t p0, std::size_t p1) {
+    run_panels(pb, static_cast<int>(p0), static_cast<int>(p1));
+  }, grain);
+}
+
+// W [out, in] row-major -> panels (the layout of gemm_panels_f32.h), any element type.
+template <class S>
+void pack_panels(const S* w, int out, int in, S* dst_all) {
+  for (int p0 = 0; p0 < out; p0 += kPanel) {
+    const int cols = std::min(kPanel, out - p0);
+    S* dst = dst_all + static_cast<std::size_t>(p0) * in;
+    for (int j = 0; j < cols; ++j) {
+      const S* row = w + static_cast<std::size_t>(p0 + j) * in;
+      for (int k = 0; k < in; ++k) dst[static_cast<std::size_t>(k) * cols + j] = row[k];
+    }
+  }
+}
+
+// Row `row` of panels back in row-major order.
+template <class S>
+void unpack_panel_row(const S* panels, int out, int in, int row, S* dst) {
+  const int p0 = row / kPanel * kPanel, cols = std::min(kPanel, out - p0), j = row - p0;
+  const S* panel = panels + static_cast<std::size_t>(p0) * in;
+  for (int k = 0; k < in; ++k) dst[k] = panel[static_cast<std::size_t>(k) * cols + j];
+}
+
+}  // namespace inferlab::cpu::gemm

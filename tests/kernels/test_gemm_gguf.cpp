@@ -1,0 +1,106 @@
+// kernels/cpu/gemm_gguf (the VNNI GEMM on repacked Q8_0 / Q4_0 / Q4_1 blocks) against the
+// block reference: dequantise the file's blocks (the loader's dequantize(), the truth of each
+// format) and multiply by the same quantised activations (xq * xs) in double, so only float
+// rounding may differ. Shapes cover the tile edges: token rows not a multiple of the 6-row tile,
+// out not a multiple of the 32-row panel (the padded last panel), odd panel counts at decode.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "gguf_block_fixtures.h"
+#include "inferlab/error.h"
+#include "inferlab/formats.h"
+#include "inferlab/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/matmul_int8_act.h"
+
+namespace inferlab {
+namespace {
+
+constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1};
+
+class GemmGguf : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  const GgmlType type = GetParam();
+  ThreadPool pool(2);
+  std::uint64_t seed = 70;
+  struct Shape {
+    int out, in;
+  };
+  for (Shape s : {Shape{1, 32}, Shape{31, 64}, Shape{33, 96}, Shape{70, 160}, Shape{128, 64}})
+    for (int n : {1, 5, 6, 7, 13}) {
+      SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(s.out) + "x" +
+                   std::to_string(s.in) + ", " + std::to_string(n) + " rows");
+      const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, s.out, s.in, ++seed);
+      std::vector<float> w(static_cast<std::size_t>(s.out) * s.in);  // [out, in]
+      dequantize(type, blocks.data(), w.size(), w.data());
+      Rng rng(++seed);
+      std::vector<float> x(static_cast<std::size_t>(n) * s.in);  // [n, in]
+      for (float& v : x) v = static_cast<float>(rng.normal());
+      const int nb = s.in / 32;
+      std::vector<std::int8_t> xq(x.size());                // [n, in]
+      std::vector<float> xs(static_cast<std::size_t>(n) * nb);  // [n, in / 32]
+      cpu::quantize_act_rows(x.data(), n, s.in, xq.data(), xs.data(), pool);
+
+      const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, s.out, s.in);
+      std::vector<float> y(static_cast<std::size_t>(n) * s.out, NAN);  // [n, out]
+      cpu::gemm_gguf(xq.data(), xs.data(), packed, y.data(), n, pool);
+      for (int r = 0; r < n; ++r)
+        for (int o = 0; o < s.out; ++o) {
+          double want = 0.0, mag = 0.0;
+          for (int i = 0; i < s.in; ++i) {
+            const std::size_t xi = static_cast<std::size_t>(r) * s.in + i;
+            const double p = static_cast<double>(xq[xi]) * xs[static_cast<std::size_t>(r) * nb + i / 32] *
+                             w[static_cast<std::size_t>(o) * s.in + i];
+            want += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(y[static_cast<std::size_t>(r) * s.out + o], want, 2e-6 * mag + 1e-12) << "row " << r << " out " << o;
+        }
+    }
+}
+
+TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  const GgmlType type = GetParam();
+  const int out = 45, in = 96;
+  const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 3);
+  const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
+  const std::size_t row_bytes = ggml_tensor_bytes(type, in);
+  std::vector<std::uint8_t> row(row_bytes);
+  for (int o = 0; o < out; ++o) {
+    cpu::unpack_gguf_row(packed, o, row.data());
+    ASSERT_TRUE(std::equal(row.begin(), row.end(), blocks.begin() + static_cast<std::ptrdiff_t>(o * row_bytes))) << o;
+  }
+  // Two panels (out padded to 64 rows) of the file's bytes, plus Q8_0's code sums (2 per block).
+  const std::uint64_t padded = ggml_tensor_bytes(type, static_cast<std::uint64_t>(64) * in);
+  EXPECT_EQ(cpu::packed_bytes(packed), padded + (type == GgmlType::kQ8_0 ? 64u * (in / 32) * 2 : 0u));
+  EXPECT_THROW(cpu::unpack_gguf_row(packed, out, row.data()), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(PackedTypes, GemmGguf, ::testing::ValuesIn(kPacked),
+                         [](const ::testing::TestParamInfo<GgmlType>& p) {
+                           return ggml_type_name(static_cast<std::uint32_t>(p.param));
+                         });
+
+TEST(GemmGgufErrors, RefusesOtherTypesAndWrongShapes) {
+  if (!cpu::gemm_gguf_available()) {
+    EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(34), 1, 32), Error);
+    return;
+  }
+  EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ4_1));
+  EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kQ4_K));
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_K, std::vector<std::uint8_t>(144), 1, 256), Error);
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(34), 1, 48), Error);
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(33), 1, 32), Error);
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_0, std::vector<std::uint8_t>(), 0, 32), Error);
+}
+
+}  // namespace
+}  // namespace inferlab
