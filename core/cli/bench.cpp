@@ -2,6 +2,7 @@
 // prompt processing (-p), token generation (-n) and batched decode (--batch) — timed with the
 // stacks in alternation within each repetition, reported as mean ± sd, bytes/s against the
 // machine's read-bandwidth roofline, and the ratio to the first stack. See bench.h for the tests.
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "commands.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
+#include "inferlab/plugin.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
 
@@ -53,42 +55,65 @@ std::vector<int> int_list(const std::string& text, const std::string& flag, int 
   return out;
 }
 
-// A stack entry of --attention / --quantization: NAME, then optional :KEY=VALUE pairs (e.g.
-// "gguf:activations=int8"). A value is an integer, else a number, else true/false, else a string
-// (the plugin's resolve() then checks it against its declared parameters).
+void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
+  if (v < lo || v > hi)
+    throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
+}
+
+// One --quantization / --attention entry: "int4:group_size=32:activations=int8" is the plugin
+// int4 with two parameters. Each value is read as the type the plugin declares for that key
+// (Registry::resolve then checks ranges and choices); an unknown or repeated key, a missing '='
+// or an unreadable value is an Error naming the flag and what is allowed.
 struct PluginSpec {
   std::string name;
   std::map<std::string, ParamValue> params;
 };
 
-ParamValue param_value(const std::string& v) {
-  std::int64_t i = 0;
-  if (const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i); ec == std::errc() && end == v.data() + v.size())
-    return i;
-  char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);
-  if (!v.empty() && end == v.c_str() + v.size()) return d;
-  if (v == "true" || v == "false") return v == "true";
-  return v;
-}
-
-PluginSpec plugin_spec(const std::string& text, const std::string& flag) {
+PluginSpec parse_plugin_spec(const Registry& reg, PluginKind kind, const std::string& text, const std::string& flag) {
   std::vector<std::string> parts;
   std::stringstream ss(text);
   for (std::string x; std::getline(ss, x, ':');) parts.push_back(x);
-  PluginSpec spec{parts.empty() ? "" : parts[0], {}};
+  if (!text.empty() && text.back() == ':') parts.emplace_back();
+  PluginSpec spec{parts.empty() ? text : parts[0], {}};
+  const PluginDescriptor& d = reg.find(kind, spec.name, "bench: " + flag);
+  std::string keys;
+  for (const ParamSpec& p : d.params) keys += (keys.empty() ? "" : ", ") + p.name;
+  const std::string where = "bench: " + flag + " " + text + ": ";
   for (std::size_t i = 1; i < parts.size(); ++i) {
-    const auto eq = parts[i].find('=');
-    if (eq == 0 || eq == std::string::npos || !spec.params.emplace(parts[i].substr(0, eq), param_value(parts[i].substr(eq + 1))).second)
-      throw Error("bench: " + flag + " entry '" + text + "': '" + parts[i] +
-                  "' is not allowed; allowed: NAME[:KEY=VALUE...], each KEY once (e.g. gguf:activations=int8)");
+    const std::string& kv = parts[i];
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error(where + "'" + kv + "' is not KEY=VALUE; allowed: NAME[:KEY=VALUE...], here " + spec.name +
+                  " with keys " + (keys.empty() ? "(none)" : keys));
+    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    auto it = std::find_if(d.params.begin(), d.params.end(), [&](const ParamSpec& p) { return p.name == key; });
+    if (it == d.params.end())
+      throw Error(where + "unknown parameter '" + key + "'; allowed: " + (keys.empty() ? "(none)" : keys));
+    if (spec.params.count(key)) throw Error(where + "parameter '" + key + "' given twice; allowed: once each");
+    const std::string bad = where + key + " = '" + value + "' is not of type " + param_type_name(it->type);
+    switch (it->type) {
+      case ParamType::kInt: {
+        std::int64_t v = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+        if (value.empty() || ec != std::errc() || end != value.data() + value.size()) throw Error(bad);
+        spec.params[key] = v;
+        break;
+      }
+      case ParamType::kFloat: {
+        char* end = nullptr;
+        const double v = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+        if (value.empty() || end != value.c_str() + value.size()) throw Error(bad);
+        spec.params[key] = v;
+        break;
+      }
+      case ParamType::kBool:
+        if (value != "true" && value != "false") throw Error(bad + "; allowed: true, false");
+        spec.params[key] = value == "true";
+        break;
+      case ParamType::kString: spec.params[key] = value; break;
+    }
   }
   return spec;
-}
-
-void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
-  if (v < lo || v > hi)
-    throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
 }
 
 struct Stack {
@@ -102,8 +127,8 @@ struct Stack {
 int cmd_bench(const std::vector<std::string>& args) {
   po::options_description o("bench options");
   add_preset_model_options(o);
-  o.add_options()("attention", po::value<std::string>()->default_value("flash"), "comma-separated attention plugins, each NAME[:KEY=VALUE...]")(
-      "quantization", po::value<std::string>()->default_value("none,int8"), "comma-separated quantization plugins, each NAME[:KEY=VALUE...] (e.g. gguf:activations=int8)")(
+  o.add_options()("attention", po::value<std::string>()->default_value("flash"), "comma-separated attention plugins, each NAME[:key=value...]")(
+      "quantization", po::value<std::string>()->default_value("none,int8"), "comma-separated quantization plugins, each NAME[:key=value...], e.g. int8:activations=int8")(
       "n-prompt,p", po::value<std::string>()->default_value("128"), "prompt-processing tests: prefill lengths, e.g. 128,512 (empty = none)")(
       "n-gen,n", po::value<std::string>()->default_value("32"), "token-generation tests: decode steps, e.g. 64 (empty = none)")(
       "batch", po::value<std::string>()->default_value(""), "batched-decode tests: sequences decoding together, e.g. 1,8 (each runs every -n)")(
@@ -111,14 +136,15 @@ int cmd_bench(const std::vector<std::string>& args) {
       "repeats,r", po::value<int>()->default_value(5), "timed repetitions (stacks alternate within each)")(
       "threads,t", po::value<int>()->default_value(0), "threads (0 = all cores)")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)")(
+      "fuse", po::bool_switch(), "CPU only: fused ops, as [device] fuse = true (RMSNorm + residual, RoPE + KV write, int8 activation blocks quantised once per shared input); the backend column says 'CPU fused'")(
       "output,o", po::value<std::string>()->default_value("md"), "md, csv or json (to stdout)")(
       "bandwidth", po::value<double>(), "read bandwidth in GB/s for the roofline column (default: the built-in probe)")(
       "bandwidth-cache", po::value<std::string>()->default_value(default_bandwidth_cache()),
       "file caching the probe per CPU model, host and threads; 'none' probes every run");
   po::variables_map vm;
   if (!parse_options(args,
-                     "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x,y] [-p 128,512] "
-                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [-o md|csv|json]",
+                     "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x[:key=value...],y] [-p 128,512] "
+                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [-o md|csv|json]",
                      o, nullptr, vm))
     return 0;
   const std::vector<int> prompts = int_list(vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
@@ -155,6 +181,16 @@ int cmd_bench(const std::vector<std::string>& args) {
   const auto quants = split(vm["quantization"].as<std::string>());
   const auto attentions = split(vm["attention"].as<std::string>());
   if (quants.empty() || attentions.empty()) throw Error("bench: no stacks (empty --attention or --quantization)");
+  // Every entry's name and parameters are checked before any model is built.
+  std::vector<std::pair<std::string, Params>> quant_params, attention_params;
+  for (const auto& q : quants) {
+    const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kQuantization, q, "--quantization");
+    quant_params.emplace_back(spec.name, reg.resolve(PluginKind::kQuantization, spec.name, spec.params, "bench: --quantization " + q));
+  }
+  for (const auto& a : attentions) {
+    const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kAttention, a, "--attention");
+    attention_params.emplace_back(spec.name, reg.resolve(PluginKind::kAttention, spec.name, spec.params, "bench: --attention " + a));
+  }
   // As an experiment loads it: a model too big for this machine's memory is refused up front
   // (llama-3-8b asked for 32 GB of fp32 weights and was killed). Each quantization's Model may
   // hold its own copy of the weights (up to fp32 size).
@@ -169,21 +205,21 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::string device_name = vm["device"].as<std::string>();
   if (!parse_device_kind(device_name, device_kind) || device_kind == DeviceKind::kSim)
     throw Error("bench: --device = " + device_name + "; allowed: cpu, cuda");
+  const bool fuse = vm["fuse"].as<bool>();
+  if (fuse && device_kind != DeviceKind::kCpu)
+    throw Error("bench: --fuse with --device " + device_name + "; allowed: --fuse with --device cpu (the fused ops are CPU kernels)");
   const std::unique_ptr<Device> device = make_device(device_kind, threads);
+  device->set_fuse(fuse);
   const int used_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::vector<Stack> stacks;
-  for (const auto& q : quants) {
-    const PluginSpec qs = plugin_spec(q, "--quantization");
-    auto quant = reg.create_quantization(qs.name, reg.resolve(PluginKind::kQuantization, qs.name, qs.params, "--quantization"),
-                                         *device, &weights);  // quantization/gguf runs the checkpoint's own blocks
+  for (std::size_t qi = 0; qi < quants.size(); ++qi) {
+    const auto& [qname, qparams] = quant_params[qi];
+    auto quant = reg.create_quantization(qname, qparams, *device, &weights);  // gguf runs the checkpoint's own blocks
     auto model = std::make_shared<Model>(weights, *quant, *device);
-    for (const auto& a : attentions) {
-      const PluginSpec as = plugin_spec(a, "--attention");
-      stacks.push_back(
-          {a, q, reg.create_attention(as.name, reg.resolve(PluginKind::kAttention, as.name, as.params, "--attention"), *device),
-           model});
-    }
+    for (std::size_t ai = 0; ai < attentions.size(); ++ai)
+      stacks.push_back({attentions[ai], quants[qi],
+                        reg.create_attention(attention_params[ai].first, attention_params[ai].second, *device), model});
   }
   BenchContext ctx;
   ctx.repetitions = repeats;
@@ -201,7 +237,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     ctx.bandwidth_source = "no probe for " + device_name + "; pass --bandwidth";
   }
 
-  const std::string backend = device_kind == DeviceKind::kCpu ? "CPU" : device->describe();
+  const std::string backend = device_kind == DeviceKind::kCpu ? (device->fuse() ? "CPU fused" : "CPU") : device->describe();
   std::vector<BenchRow> rows;  // [tests × stacks], test-major
   for (const BenchTest& t : tests)
     for (const Stack& s : stacks) {

@@ -114,35 +114,43 @@ struct Problem {
 };
 
 // Panels [p0, p1): blocks of kDepthBlocks outermost (the rows' slice of u stays in cache while
-// the thread's panels pass), then panels, then row tiles; one row: kDecodeGroup panels at once.
+// the thread's panels pass), then panels, then row tiles; one row: kDecodeGroup panels at once,
+// each group's depth blocks in a row, so the group's weights stream front to back (x is one
+// row: nothing to keep in cache) — the same partial sums added in the same order as n > 1.
 void run_panels(const Problem& pb, int p0, int p1) {
   const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = ref::act_blocks(in);
   const std::size_t ldu = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
   const int full = out / kCols;  // panels of 32 real channels
-  for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks) {
-    const int b1 = std::min(blocks, b0 + kDepthBlocks);
-    for (int p = p0; p < p1;) {
-      const int cols = std::min(kCols, out - p * kCols);
-      const std::int8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
-      const std::int16_t* cs = pb.w->colsum.data() + static_cast<std::size_t>(p) * blocks * kCols;
-      const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
-      float* y = pb.y + static_cast<std::size_t>(p) * kCols;
-      if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-        micro_tile<1, kDecodeGroup>(pb.u, ldu, pb.xs, blocks, w, pbytes, cs, scale, b0, b1, in4 / 4, y,
-                                    static_cast<std::size_t>(out), kCols, b0 > 0);
-        p += kDecodeGroup;
-        continue;
-      }
-      for (int r0 = 0; r0 < pb.n; r0 += kRows) {
-        const int rows = std::min(kRows, pb.n - r0);
-        kMicroTiles[static_cast<std::size_t>(rows - 1)](
-            pb.u + static_cast<std::size_t>(r0) * ldu, ldu, pb.xs + static_cast<std::size_t>(r0) * blocks, blocks, w,
-            pbytes, cs, scale, b0, b1, in4 / 4, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
-            cols, b0 > 0);
-      }
-      ++p;
+  auto panel_step = [&](int p, int b0, int b1) {  // panels [p, p + returned) over blocks [b0, b1)
+    const int cols = std::min(kCols, out - p * kCols);
+    const std::int8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
+    const std::int16_t* cs = pb.w->colsum.data() + static_cast<std::size_t>(p) * blocks * kCols;
+    const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
+    float* y = pb.y + static_cast<std::size_t>(p) * kCols;
+    if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
+      micro_tile<1, kDecodeGroup>(pb.u, ldu, pb.xs, blocks, w, pbytes, cs, scale, b0, b1, in4 / 4, y,
+                                  static_cast<std::size_t>(out), kCols, b0 > 0);
+      return kDecodeGroup;
     }
+    for (int r0 = 0; r0 < pb.n; r0 += kRows) {
+      const int rows = std::min(kRows, pb.n - r0);
+      kMicroTiles[static_cast<std::size_t>(rows - 1)](
+          pb.u + static_cast<std::size_t>(r0) * ldu, ldu, pb.xs + static_cast<std::size_t>(r0) * blocks, blocks, w,
+          pbytes, cs, scale, b0, b1, in4 / 4, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
+          cols, b0 > 0);
+    }
+    return 1;
+  };
+  if (pb.n == 1) {
+    for (int p = p0; p < p1;) {
+      int step = 1;
+      for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks) step = panel_step(p, b0, std::min(blocks, b0 + kDepthBlocks));
+      p += step;
+    }
+    return;
   }
+  for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks)
+    for (int p = p0; p < p1;) p += panel_step(p, b0, std::min(blocks, b0 + kDepthBlocks));
 }
 #endif
 

@@ -9,7 +9,8 @@
 //    applied when a cache block is written out);
 //  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
 //    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
-//    split the panels, as in gemm_panels_f32.h.
+//    split the panels, as in gemm_panels_f32.h; for one row (decode) each group of 4 panels
+//    runs all its cache blocks before the next group, so the weights stream front to back.
 // Roofline: 2 * n * out * in int ops per call against the measured vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); benchmarks: --benchmark_filter=GemmPanelsInt8;
 // parity with the reference: tests/kernels/test_gemm_panels_int8.cpp. Builds without

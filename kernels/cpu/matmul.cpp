@@ -19,18 +19,7 @@ namespace inferlab::cpu {
 namespace {
 
 #if INFERLAB_MATMUL_AVX2 || INFERLAB_MATMUL_AVX512
-using cpu::hsum;  // kernels/cpu/simd.h; the __m512 overload below joins it
-#endif
-#if INFERLAB_MATMUL_AVX512
-// Once per tile, so a store and a scalar sum cost nothing (and GCC 12's _mm512_reduce_add_ps
-// and _mm512_extractf64x4_pd trip -Werror=uninitialized).
-inline float hsum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float s = 0.0f;
-  for (float l : lanes) s += l;
-  return s;
-}
+using cpu::hsum;  // kernels/cpu/simd.h (__m256 and __m512)
 #endif
 
 // y[r, c] for R rows of x and C rows of w: each w vector loaded once feeds R FMAs, each x

@@ -1,8 +1,9 @@
 // Weight-only int8 matmul: register tiles of R token rows x C output channels. For small
 // batches each 8-wide int8 weight vector is sign-extended and converted to float in registers
 // once per tile and feeds R FMAs; from kWidenOnceRows rows on, a block of C weight rows is
-// widened once into a float buffer shared by all token rows. AVX2/FMA when available, an
-// `omp simd` loop otherwise. Contract and roofline: matmul_int8.h.
+// widened once into a float buffer shared by all token rows. With AVX-512, batches below
+// kWidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
+// thread). AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline: matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/simd.h"
 
@@ -13,6 +14,9 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define INFERLAB_MATMUL_INT8_AVX2 1
+#endif
+#if defined(__AVX512F__)
+#define INFERLAB_MATMUL_INT8_AVX512 1
 #endif
 
 namespace inferlab::cpu {
@@ -63,6 +67,64 @@ inline void tile(const float* x, std::size_t xs, const Q* q, const float* scale,
     }
 }
 
+#if INFERLAB_MATMUL_INT8_AVX512
+// 16 int8 weights as floats (the all-lanes zero-mask forms: GCC 12's unmasked intrinsics trip
+// -Werror=maybe-uninitialized, see gemm_panels_int8.cpp).
+inline __m512 widen16(const std::int8_t* p) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, b));
+}
+
+// y[r * ys] = scale * x[r, :] · q[0, in) for R token rows and ONE weight row, read front to
+// back: a single sequential stream per thread, which the hardware prefetcher keeps ahead of
+// (the C-row tiles above walk C interleaved streams 8 bytes at a time and stall on their loads
+// at decode). U independent accumulators per token row hide the FMA latency.
+template <int R>
+inline void row_stream(const float* x, std::size_t xs, const std::int8_t* q, float scale, float* y, std::size_t ys,
+                       int in) {
+  constexpr int U = R == 1 ? 4 : 2;
+  __m512 acc[R][U];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
+  int k = 0;
+  for (; k + 16 * U <= in; k += 16 * U) {
+    __m512 w[U];
+    for (int u = 0; u < U; ++u) w[u] = widen16(q + k + 16 * u);
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u)
+        acc[r][u] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * xs + k + 16 * u), w[u], acc[r][u]);
+  }
+  for (; k + 16 <= in; k += 16) {
+    const __m512 w = widen16(q + k);
+    for (int r = 0; r < R; ++r) acc[r][0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * xs + k), w, acc[r][0]);
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm512_add_ps(acc[r][0], acc[r][u]);
+    float a = hsum(acc[r][0]);
+    for (int kk = k; kk < in; ++kk) a += x[r * xs + kk] * static_cast<float>(q[kk]);
+    y[r * ys] = a * scale;
+  }
+}
+
+// Channels [o0, o1) of n < kWidenOnceRows token rows, one weight row at a time (row_stream).
+void run_rows_streamed(const float* x, const std::int8_t* q, const float* scale, float* y, int n, int out, int in,
+                       int o0, int o1) {
+  const std::size_t xs = static_cast<std::size_t>(in), ys = static_cast<std::size_t>(out);
+  for (int o = o0; o < o1; ++o) {
+    const std::int8_t* qo = q + static_cast<std::size_t>(o) * xs;
+    int r = 0;
+    for (; r + 4 <= n; r += 4) row_stream<4>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in);
+    switch (n - r) {
+      case 3: row_stream<3>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in); break;
+      case 2: row_stream<2>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in); break;
+      case 1: row_stream<1>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in); break;
+      default: break;
+    }
+  }
+}
+#endif
+
 // Rows of a batch at which a block of weight rows is widened once into a float buffer and then
 // shared by every token row, instead of being re-widened for each tile of 4 rows.
 constexpr int kWidenOnceRows = 8;
@@ -73,7 +135,7 @@ template <int C>
 void run_channels(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
                   int out, int in, int o0, int o1) {
   const std::size_t xs = static_cast<std::size_t>(in), ys = static_cast<std::size_t>(out);
-  std::vector<float> widened;  // [C, in] when n >= kWidenOnceRows
+  thread_local std::vector<float> widened;  // [C, in] when n >= kWidenOnceRows: this worker's, reused
   if (n >= kWidenOnceRows) widened.resize(static_cast<std::size_t>(C) * in);
   int o = o0;
   for (; o + C <= o1; o += C) {
@@ -121,6 +183,12 @@ void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float
       [&](std::size_t begin, std::size_t end) {
         const int o0 = static_cast<int>(begin) * kUnit;
         const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+#if INFERLAB_MATMUL_INT8_AVX512
+        if (n < kWidenOnceRows) {
+          run_rows_streamed(x, q, scale, y, n, out, in, o0, o1);
+          return;
+        }
+#endif
         if (n <= 2)
           run_channels<4>(x, q, scale, y, n, out, in, o0, o1);  // more loads in flight
         else

@@ -4,8 +4,10 @@
 // Roofline: at n = 1 (decode) each weight is used once, so the kernel is bound by memory
 // bandwidth; int8 moves 1 byte per multiply-add instead of fp32's 4, so decode can approach
 // 4x the fp32 kernel if the int8 -> float conversion keeps up. Each weight vector is widened
-// in registers once and reused for a block of up to 4 token rows. Threads split the output
-// channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
+// in registers once and reused for a block of up to 4 token rows; with AVX-512 and fewer than 8
+// token rows (decode) each weight row is instead read front to back, 16 codes per step (one
+// sequential stream per thread: interleaving 4 rows 8 bytes at a time stalled on loads and ran at
+// a third of the speed on SmolLM2). Threads split the output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
 // parity with the reference is tested in tests/kernels/test_matmul_int8.cpp.
 #pragma once
 #include <cstdint>

@@ -121,6 +121,28 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   EXPECT_EQ(testing::slurp(dir.file("bw.tsv")).find("\t0.001"), std::string::npos);
 }
 
+TEST(BenchCli, QuantizationEntriesCarryPluginParameters) {
+  testing::TempDir dir("bench_params");
+  const auto r = run_inferlab(tiny_bench(dir, "-p 8 -n '' -r 1", "int4,int4:group_size=64:symmetric=true") + "-o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[1][6], "int4");
+  EXPECT_EQ(rows[2][6], "int4:group_size=64:symmetric=true");
+  // Half the scales and no zero points: the parameters reached the plugin.
+  EXPECT_LT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
+}
+
+TEST(BenchCli, FuseRunsTheCpuDeviceFused) {
+  testing::TempDir dir("bench_fuse");
+  const auto r = run_inferlab(tiny_bench(dir, "-p 8 -n 2 -r 1", "int8:activations=int8") + "--fuse -o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[1][3], "CPU fused");  // the device's own fuse() flag
+  EXPECT_EQ(rows[2][3], "CPU fused");
+}
+
 TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
   testing::TempDir dir("bench_bad");
   // Each refused before any test runs (and before the bandwidth probe).
@@ -131,6 +153,10 @@ TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
       {"--bandwidth=-1", "--bandwidth"}, {"--seed x1", "--seed"},    {"--device tpu", "--device"},
       {"--context 0", "--context"},    {"-p 1000", "-p"},            {"-p '' -n ''", "no tests"},
       {"--n-layers=-1", "--n-layers"}, {"--threads 5000", "--threads"}, {"--quantization nope", "nope"},
+      {"--quantization int8:nope=1", "allowed: activations"}, {"--quantization int8:activations=int16", "int16"},
+      {"--quantization int4:group_size=x", "group_size = 'x' is not of type int"}, {"--quantization int8:activations", "NAME[:KEY=VALUE"},
+      {"--quantization int4:symmetric=yes", "allowed: true, false"},
+      {"--quantization int4:group_size=64:group_size=32", "given twice"}, {"--fuse --device cuda", "--fuse"},
       {"--quantization int8:bits", "NAME[:KEY=VALUE"}, {"--attention naive:=1", "--attention"},
   };
   for (const auto& [args, flag] : cases) {

@@ -112,7 +112,7 @@ TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
   const int ns[] = {1, 2, 3, 4, 5, 8, 17, 129};
   const int outs[] = {1, 3, 13, 129};
   const int ins[] = {1, 7, 8, 9, 33, 100, 257};
-  const int group_sizes[] = {8, 32, 40};
+  const int group_sizes[] = {8, 32, 40, 64};  // 32, 64: the AVX-512 decode stream (n < 8)
   for (int n : ns)
     for (int out : outs)
       for (int in : ins)
@@ -186,7 +186,9 @@ TEST(MatmulInt4Act, FastMatchesRefOverAwkwardShapes) {
     int n, out, in, gs;
   };
   const Shape shapes[] = {{1, 1, 32, 32}, {1, 9, 33, 32}, {2, 17, 100, 64}, {3, 8, 576, 64},
-                          {5, 13, 288, 128}, {9, 40, 1000, 32}, {1, 64, 1536, 128}};
+                          {5, 13, 288, 128}, {9, 40, 1000, 32}, {1, 64, 1536, 128},
+                          // one row, groups of 32: the 8-block stream (full octets, a partial one, a tail)
+                          {1, 24, 576, 32}, {1, 40, 1000, 32}, {4, 12, 576, 32}};
   for (bool symmetric : {true, false})
     for (int threads : {1, 3})
       for (const Shape& s : shapes) {
