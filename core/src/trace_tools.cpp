@@ -46,8 +46,10 @@ TraceStats trace_stats(std::vector<TraceRow> rows) {
     var /= static_cast<double>(gaps.size());
     s.gap_cv = mean > 0 ? std::sqrt(var) / mean : 0.0;
   }
-  s.prompt_p50 = percentile(prompt, 50), s.prompt_p90 = percentile(prompt, 90), s.prompt_p99 = percentile(prompt, 99);
-  s.output_p50 = percentile(output, 50), s.output_p90 = percentile(output, 90), s.output_p99 = percentile(output, 99);
+  static constexpr double kQs[] = {50, 90, 99};
+  const std::vector<double> pp = percentiles(std::move(prompt), kQs), op = percentiles(std::move(output), kQs);
+  s.prompt_p50 = pp[0], s.prompt_p90 = pp[1], s.prompt_p99 = pp[2];
+  s.output_p50 = op[0], s.output_p90 = op[1], s.output_p99 = op[2];
   std::unordered_set<std::uint64_t> seen;
   long long blocks = 0, hits = 0;
   for (const TraceRow& r : rows) {

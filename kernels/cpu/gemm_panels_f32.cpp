@@ -33,7 +33,7 @@ void unpack_panel_row_f32(const PackedPanelsF32& w, int row, float* out) {
   check(row >= 0 && row < w.out, [&] {
     return "unpack_panel_row_f32: row " + std::to_string(row) + " outside [0, " + std::to_string(w.out) + ")";
   });
-  gemm::unpack_panel_row(w.data.data(), w.out, w.in, row, out);
+  gemm::unpack_panel_row(w.data.data(), w.out, w.in, row, out, [](float v) { return v; });
 }
 
 void gemm_panels_f32(const float* x, const PackedPanelsF32& w, float* y, int n, ThreadPool& pool) {

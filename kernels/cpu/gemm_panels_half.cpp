@@ -67,11 +67,8 @@ void unpack_panel_row_half(const PackedPanelsHalf& w, int row, float* out) {
   check(row >= 0 && row < w.out, [&] {
     return "unpack_panel_row_half: row " + std::to_string(row) + " outside [0, " + std::to_string(w.out) + ")";
   });
-  std::vector<std::uint16_t> bits(static_cast<std::size_t>(w.in));
-  gemm::unpack_panel_row(w.data.data(), w.out, w.in, row, bits.data());
-  for (int k = 0; k < w.in; ++k)
-    out[k] = w.format == HalfFormat::kF16 ? ref::f16_to_float(bits[static_cast<std::size_t>(k)])
-                                          : ref::bf16_to_float(bits[static_cast<std::size_t>(k)]);
+  if (w.format == HalfFormat::kF16) gemm::unpack_panel_row(w.data.data(), w.out, w.in, row, out, ref::f16_to_float);
+  else gemm::unpack_panel_row(w.data.data(), w.out, w.in, row, out, ref::bf16_to_float);
 }
 
 void gemm_panels_half(const float* x, const PackedPanelsHalf& w, float* y, int n, ThreadPool& pool) {

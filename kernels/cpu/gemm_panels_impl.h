@@ -201,12 +201,12 @@ void pack_panels(const S* w, int out, int in, S* dst_all) {
   }
 }
 
-// Row `row` of panels back in row-major order.
-template <class S>
-void unpack_panel_row(const S* panels, int out, int in, int row, S* dst) {
+// Row `row` of panels back in row-major order, each value through widen (S -> the dst type).
+template <class S, class D, class Widen>
+void unpack_panel_row(const S* panels, int out, int in, int row, D* dst, Widen widen) {
   const int p0 = row / kPanel * kPanel, cols = std::min(kPanel, out - p0), j = row - p0;
   const S* panel = panels + static_cast<std::size_t>(p0) * in;
-  for (int k = 0; k < in; ++k) dst[k] = panel[static_cast<std::size_t>(k) * cols + j];
+  for (int k = 0; k < in; ++k) dst[k] = widen(panel[static_cast<std::size_t>(k) * cols + j]);
 }
 
 }  // namespace inferlab::cpu::gemm

@@ -164,6 +164,19 @@ TEST(Metrics, PercentileMatchesNumpyLinear) {
   EXPECT_THROW(percentile(v, -1), Error);
 }
 
+TEST(Metrics, SeveralPercentilesAtOnceEqualEachAlone) {
+  // Any order of q, repeats included: each selection narrows on the previous one (by rank).
+  std::vector<double> v;
+  for (int i = 0; i < 1001; ++i) v.push_back(static_cast<double>((i * 7919) % 1009) + 0.25 * (i % 3));
+  const double qs[] = {99, 0, 50, 90, 50, 100, 12.5};
+  const std::vector<double> got = percentiles(v, qs);
+  ASSERT_EQ(got.size(), 7u);
+  for (std::size_t i = 0; i < 7; ++i) EXPECT_DOUBLE_EQ(got[i], percentile(v, qs[i])) << "q = " << qs[i];
+  EXPECT_TRUE(std::isnan(percentiles({}, qs)[3]));
+  const double bad[] = {50, 101};
+  EXPECT_THROW(percentiles(v, bad), Error);
+}
+
 TEST(Metrics, MeanCi95UsesStudentT) {
   // n = 2: sd = sqrt(2), half = t(1) * sqrt(2) / sqrt(2) = 12.706.
   auto [m2, h2] = mean_ci95({1, 3});
