@@ -50,16 +50,16 @@ inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
 inline __m512 halves_to_float(const std::uint16_t* p) {
   return _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-inline __m512i broadcast4(const std::uint8_t* p) {
+inline __m512i broadcast4(const std::int8_t* p) {
   std::int32_t four;
   std::memcpy(&four, p, 4);
   return _mm512_set1_epi32(four);
 }
 
-// The activations of one call: x [n][in] bytes (Q8_0: xq + 128; Q4: xq), xs [n][blocks],
-// sumx [n][blocks] (Q4: sum of the block's xq).
+// The activations of one call: x [n][in] (xq as quantised), xs [n][blocks], sumx [n][blocks]
+// (the sum of the block's xq: the offset of the unsigned weight codes comes off through it).
 struct Acts {
-  const std::uint8_t* x;
+  const std::int8_t* x;
   const float* xs;
   const int* sumx;
   int in, blocks;
@@ -82,7 +82,7 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
     const std::uint8_t* codes[G];
     for (int g = 0; g < G; ++g) codes[g] = w.codes.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kCodeBytes;
-    const std::uint8_t* x = a.x + static_cast<std::size_t>(r0) * a.in + static_cast<std::size_t>(b) * kBlock;
+    const std::int8_t* x = a.x + static_cast<std::size_t>(r0) * a.in + static_cast<std::size_t>(b) * kBlock;
     if constexpr (kQ8) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
@@ -90,7 +90,7 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
         for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
-          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], xv, wv[v]);
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
         }
       }
     } else {
@@ -119,8 +119,7 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
         const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.xs[xb]));
         __m512i dot = iacc[r][v];
         if constexpr (kQ8) {
-          const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.wsum.data() + at));
-          dot = _mm512_sub_epi32(dot, _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepi16_epi32(kAll, sums), 7));
+          dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(128 * a.sumx[xb]));  // codes stored as c + 128
         } else if constexpr (T == GgmlType::kQ4_0) {
           dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(8 * a.sumx[xb]));
         }
@@ -180,7 +179,7 @@ bool gemm_gguf_packs(GgmlType type) {
 }
 
 std::uint64_t packed_bytes(const PackedGguf& w) {
-  return w.codes.size() + 2 * (w.d.size() + w.m.size() + w.wsum.size());
+  return w.codes.size() + 2 * (w.d.size() + w.m.size());
 }
 
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
@@ -204,7 +203,6 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
   packed.codes.assign(static_cast<std::size_t>(panels) * blocks * code_bytes, 0);
   packed.d.assign(slots, 0);
   if (type == GgmlType::kQ4_1) packed.m.assign(slots, 0);
-  if (type == GgmlType::kQ8_0) packed.wsum.assign(slots, 0);
   for (int o = 0; o < out; ++o)
     for (int b = 0; b < blocks; ++b) {
       const std::uint8_t* src = w.data() + static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(b) * sb.bytes;
@@ -212,12 +210,8 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
       packed.d[slot] = ref::load_le16(src);
       if (!packed.m.empty()) packed.m[slot] = ref::load_le16(src + 2);
       std::uint8_t* dst = packed.codes.data() + pb * code_bytes;
-      int sum = 0;
-      for (int k = 0; k < sb.code_bytes; ++k) {
-        dst[packed_offset(o % kPanel, k)] = src[sb.code_offset + k];
-        sum += static_cast<std::int8_t>(src[sb.code_offset + k]);
-      }
-      if (!packed.wsum.empty()) packed.wsum[slot] = static_cast<std::int16_t>(sum);  // |sum| <= 32 * 128
+      const std::uint8_t flip = type == GgmlType::kQ8_0 ? 0x80 : 0x00;  // c ^ 0x80 = c + 128 as a byte
+      for (int k = 0; k < sb.code_bytes; ++k) dst[packed_offset(o % kPanel, k)] = src[sb.code_offset + k] ^ flip;
     }
   return packed;
 }
@@ -237,7 +231,8 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
       dst[3] = static_cast<std::uint8_t>(w.m[slot] >> 8);
     }
     const std::uint8_t* src = w.codes.data() + pb * code_bytes;
-    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = src[packed_offset(row % kPanel, k)];
+    const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;
+    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = src[packed_offset(row % kPanel, k)] ^ flip;
   }
 }
 
@@ -245,21 +240,15 @@ void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, floa
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_GEMM_GGUF_VNNI
   const int in = w.in, blocks = in / kBlock;
-  const std::size_t count = static_cast<std::size_t>(n) * in;
-  thread_local std::vector<std::uint8_t> x;  // [n, in]: xq + 128 (Q8_0) or xq's bytes (Q4)
-  thread_local std::vector<int> sumx;        // [n, blocks]: Q4 only
-  x.resize(std::max(x.size(), count));
-  const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;  // x ^ 0x80 = x + 128 as a byte
-  for (std::size_t i = 0; i < count; ++i) x[i] = static_cast<std::uint8_t>(xq[i]) ^ flip;
-  if (w.type != GgmlType::kQ8_0) {
-    sumx.resize(std::max(sumx.size(), static_cast<std::size_t>(n) * blocks));
-    for (std::size_t rb = 0; rb < static_cast<std::size_t>(n) * blocks; ++rb) {
-      int s = 0;
-      for (int i = 0; i < kBlock; ++i) s += xq[rb * kBlock + i];
-      sumx[rb] = s;
-    }
+  thread_local std::vector<int> sumx;  // [n, blocks]
+  sumx.resize(std::max(sumx.size(), static_cast<std::size_t>(n) * blocks));
+  for (std::size_t rb = 0; rb < static_cast<std::size_t>(n) * blocks; ++rb) {
+    int s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < kBlock; ++i) s += xq[rb * kBlock + i];
+    sumx[rb] = s;
   }
-  const Acts a{x.data(), xs, sumx.data(), in, blocks};
+  const Acts a{xq, xs, sumx.data(), in, blocks};
   // Threads take whole units: one panel, or (decode) the pair a micro-tile runs together.
   const int panels = (w.out + kPanel - 1) / kPanel, unit = n == 1 ? 2 : 1;
   const std::size_t per_unit = static_cast<std::size_t>(unit * kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);

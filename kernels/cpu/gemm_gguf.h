@@ -8,13 +8,13 @@
 //    code 16 + 4s + t (high nibble), so the panel is a byte transpose of the file's blocks;
 //  - a micro-tile holds R <= 6 token rows x 32 weight rows: per block, 8 vpdpbusd steps into
 //    int32 lanes (one lane per weight row), then one conversion and one FMA by d_w * d_x;
-//  - Q8_0's codes are signed, so they are vpdpbusd's signed operand and the activations go in as
-//    u = x + 128: the panel keeps sum(codes) per row and block (int16) and 128 * sum is taken
-//    off before the conversion. Q4's codes c (0..15) are the unsigned operand against signed x:
-//    Q4_0 w = d (c - 8) takes 8 * sum(x) off; Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
+//  - the weight codes are always vpdpbusd's unsigned operand against the signed activations:
+//    Q8_0's signed codes are stored as c + 128 (a flip of the top bit), and 128 * sum(x) of the
+//    block comes off in integer lanes before the conversion (sum(x) is per token row and block,
+//    shared by all 32 rows, so the panel stores nothing for it); Q4's codes c (0..15) as they
+//    are: Q4_0 w = d (c - 8) takes 8 * sum(x) off; Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
 //  - threads split the panels; decode (one token row) runs two panels at once (four chains).
-// Bytes held: the file's blocks, plus 2 bytes per 32 weights for Q8_0 (the code sums: 36 / 34),
-// plus the zero rows that pad `out` to a multiple of 32.
+// Bytes held: exactly the file's blocks, plus the zero rows that pad `out` to a multiple of 32.
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
 // Parity with the block reference: tests/kernels/test_gemm_gguf.cpp. Builds without AVX-512
@@ -36,13 +36,12 @@ bool gemm_gguf_packs(GgmlType type);
 
 // Panel p (rows [32p, 32p + 32), zero rows past out) holds, per block b, codes at
 // codes[(p * blocks + b) * code_bytes] (1024 bytes for Q8_0, 512 for Q4), fp16 scales at
-// d[(p * blocks + b) * 32], Q4_1 fp16 mins at m[...] and Q8_0 code sums at wsum[...].
+// d[(p * blocks + b) * 32] and Q4_1 fp16 mins at m[...]; Q8_0 codes are held as c + 128.
 struct PackedGguf {
   GgmlType type = GgmlType::kQ8_0;
   int out = 0, in = 0;
   std::vector<std::uint8_t> codes;
   std::vector<std::uint16_t> d, m;
-  std::vector<std::int16_t> wsum;
 };
 
 // Bytes held by the packed blocks.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -153,6 +154,39 @@ TEST(MatmulInt8Act, FastMatchesRefOverAwkwardShapes) {
         ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::fabs(want[i]))) << i;
       }
     }
+}
+
+// The vectorised rounding (16 lanes at a time) against the scalar reference, bit for bit, on
+// values that sit exactly on a tie (k + 0.5 steps, both signs), just either side of one, the
+// block maximum itself, zeros of both signs, and blocks holding inf or NaN.
+TEST(MatmulInt8Act, ActivationRoundingMatchesRefOnTiesAndSpecials) {
+  ThreadPool pool(1);
+  const int in = 96;  // three blocks
+  std::vector<float> x(static_cast<std::size_t>(in));
+  for (int i = 0; i < 32; ++i) {  // block 0: max 127 so one step is 1.0: ties at +-(k + 0.5)
+    const float tie = static_cast<float>(i % 16) + 0.5f;
+    x[static_cast<std::size_t>(i)] = i % 3 == 0 ? -tie : i % 3 == 1 ? tie : std::nextafter(tie, 0.0f);
+  }
+  x[5] = 127.0f;
+  x[6] = -0.0f;
+  x[7] = 0.0f;
+  x[8] = std::nextafter(0.5f, 1.0f);
+  x[9] = -std::nextafter(0.5f, 0.0f);
+  Rng rng(3);
+  for (int i = 32; i < 64; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(rng.normal());
+  x[40] = std::numeric_limits<float>::infinity();  // block 1: scale inf, every code from NaN
+  for (int i = 64; i < 96; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(rng.normal());
+  x[70] = std::nanf("");  // block 2: a NaN among finite values
+  std::vector<std::int8_t> want(x.size()), got(x.size());
+  std::vector<float> ws(3), gs(3);
+  ref::quantize_act_rows(x.data(), 1, in, want.data(), ws.data());
+  cpu::quantize_act_rows(x.data(), 1, in, got.data(), gs.data(), pool);
+  for (int i = 0; i < in; ++i) ASSERT_EQ(got[static_cast<std::size_t>(i)], want[static_cast<std::size_t>(i)]) << i;
+  EXPECT_EQ(got[0], -1);   // -0.5 -> -1: ties away from zero
+  EXPECT_EQ(got[1], 2);    // 1.5 -> 2
+  EXPECT_EQ(got[2], 2);    // just below 2.5 -> 2
+  EXPECT_EQ(got[8], 1);    // just above 0.5 -> 1
+  EXPECT_EQ(got[9], 0);    // just below 0.5 -> 0
 }
 
 // The activation rounding is the only difference from W8A16: the error against fp32 activations
