@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "inferlab/formats.h"
+#include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {
@@ -40,8 +41,8 @@ bool gemm_gguf_packs(GgmlType type);
 struct PackedGguf {
   GgmlType type = GgmlType::kQ8_0;
   int out = 0, in = 0;
-  std::vector<std::uint8_t> codes;
-  std::vector<std::uint16_t> d, m;
+  HugeVector<std::uint8_t> codes;  // on 2 MiB pages once large (inferlab/huge_pages.h)
+  HugeVector<std::uint16_t> d, m;
 };
 
 // Bytes held by the packed blocks.

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {
@@ -31,7 +32,7 @@ namespace inferlab::cpu {
 // this header so that including it does not depend on the translation unit's -m flags.
 struct PackedPanelsF32 {
   int out = 0, in = 0;
-  std::vector<float> data;  // [out * in], panel-major
+  HugeVector<float> data;  // [out * in], panel-major (2 MiB pages once large)
 };
 
 // Repacks w [out, in] (row-major) into panels. Throws inferlab::Error on non-positive sizes.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_half.h"
 
@@ -18,7 +19,7 @@ namespace inferlab::cpu {
 struct PackedPanelsHalf {
   int out = 0, in = 0;
   HalfFormat format = HalfFormat::kF16;
-  std::vector<std::uint16_t> data;  // [out * in], panel-major
+  HugeVector<std::uint16_t> data;  // [out * in], panel-major (2 MiB pages once large)
 };
 
 // Repacks w [out, in] (row-major, already in `format`'s bits) into panels. Throws

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {
@@ -32,7 +33,7 @@ bool gemm_panels_int8_available();
 // channel padding: only the last panel is narrower.
 struct PackedPanelsInt8 {
   int out = 0, in = 0;
-  std::vector<std::int8_t> data;     // per panel [in4 / 4][cols][4]
+  HugeVector<std::int8_t> data;      // (2 MiB pages once large) per panel [in4 / 4][cols][4]
   std::vector<std::int16_t> colsum;  // per panel [act_blocks(in)][cols]: sum of the block's codes
   std::vector<float> scale;          // [out]: weight scale per channel
 };
