@@ -7,8 +7,11 @@
 // HugePageAllocator gives allocations of 2 MiB or more a 2 MiB-aligned block rounded up to
 // whole huge pages and asks the kernel for huge pages with madvise(MADV_HUGEPAGE) before the
 // first touch — what Linux's `transparent_hugepage = madvise` (Debian's default) needs; with
-// `never` the call is a no-op and the memory stays on small pages. Smaller allocations go to
-// the default allocator. The read-bandwidth probe (core/cli/read_bandwidth_probe.cpp) reads a
+// `never` the call is a no-op and the memory stays on small pages. Mid-sized stores (64 KiB to
+// 2 MiB: a small model's projections) are carved from shared 32 MiB chunks of huge pages, each
+// returned when its last store goes (rounding each to 2 MiB would waste up to 30x); under
+// AddressSanitizer they go to the default allocator instead, so overflows stay visible.
+// Smaller allocations always go to the default allocator. The read-bandwidth probe (core/cli/read_bandwidth_probe.cpp) reads a
 // buffer of this allocator, so the roofline it sets is the one the weights can reach.
 #pragma once
 #include <cstddef>
@@ -20,9 +23,19 @@ namespace inferlab {
 
 constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
+constexpr std::size_t kHugeArenaChunkBytes = std::size_t{32} << 20;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr std::size_t kHugeArenaMinBytes = kHugePageBytes;  // no arena: ASan sees every store
+#else
+constexpr std::size_t kHugeArenaMinBytes = std::size_t{64} << 10;
+#endif
+
 // Rounds `bytes` up to whole huge pages, allocates them 2 MiB-aligned and advises huge pages.
 void* allocate_huge(std::size_t bytes);
 void free_huge(void* p) noexcept;
+// A 64-byte-aligned store carved from the shared chunks (thread-safe).
+void* allocate_huge_shared(std::size_t bytes);
+void free_huge_shared(void* p) noexcept;
 
 template <class T>
 struct HugePageAllocator {
@@ -31,14 +44,19 @@ struct HugePageAllocator {
   template <class U>
   HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
   T* allocate(std::size_t n) {
-    if (n * sizeof(T) < kHugePageBytes) return std::allocator<T>().allocate(n);
-    return static_cast<T*>(allocate_huge(n * sizeof(T)));
+    const std::size_t bytes = n * sizeof(T);
+    if (bytes >= kHugePageBytes) return static_cast<T*>(allocate_huge(bytes));
+    if (bytes >= kHugeArenaMinBytes) return static_cast<T*>(allocate_huge_shared(bytes));
+    return std::allocator<T>().allocate(n);
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n * sizeof(T) < kHugePageBytes)
-      std::allocator<T>().deallocate(p, n);
-    else
+    const std::size_t bytes = n * sizeof(T);
+    if (bytes >= kHugePageBytes)
       free_huge(p);
+    else if (bytes >= kHugeArenaMinBytes)
+      free_huge_shared(p);
+    else
+      std::allocator<T>().deallocate(p, n);
   }
   template <class U>
   bool operator==(const HugePageAllocator<U>&) const noexcept {
