@@ -22,6 +22,7 @@ constexpr int kCols = 32;        // channels per panel: two zmm of s32 lanes
 constexpr int kBlock = ref::kActBlock;
 constexpr int kDepthBlocks = 8;  // activation blocks per cache block (256 inputs)
 
+constexpr std::uint8_t kOffset = 128;  // codes are held as w + 128: vpdpbusd's unsigned operand
 int round4(int in) { return (in + 3) / 4 * 4; }
 // Bytes of a full panel; panel p starts at p * full_panel_bytes (only the last is narrower).
 std::size_t full_panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * kCols; }
@@ -33,18 +34,15 @@ constexpr int kRows = 6;
 // -Werror=maybe-uninitialized (its pass-through operand is _mm512_undefined_ps).
 constexpr __mmask16 kAll = 0xFFFF;
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
-// 16 int16 block sums -> 128 * sum as int32 (same mask form, same reason).
-inline __m512i times128(__m256i sums) { return _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepi16_epi32(kAll, sums), 7); }
-
-// c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * (u_r · w_b - 128 sum(w_b)),
+// c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b)),
 // for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
-// would leave vpdpbusd latency bound). u: [R][ldu] bytes (x + 128), xs: [R][blocks]; w, cs,
-// scale: the first panel's [in4/4][cols][4] codes, [blocks][cols] block sums and cols scales;
-// the next panel's follow at w + w_stride, cs + blocks * 32, scale + 32. cols: of the last
-// panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
+// would leave vpdpbusd latency bound). x: [R][ldx] signed codes (zero past in), xs, xsum:
+// [R][blocks] block scales and block sums of x; w, scale: the first panel's [in4/4][cols][4]
+// codes + 128 and cols scales; the next panel's follow at w + w_stride, scale + 32. cols: of
+// the last panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
 template <int R, int G>
-void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blocks, const std::int8_t* w,
-                std::size_t w_stride, const std::int16_t* cs, const float* scale, int b0, int b1, int steps_total,
+void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const int* xsum, int blocks,
+                const std::uint8_t* w, std::size_t w_stride, const float* scale, int b0, int b1, int steps_total,
                 float* c, std::size_t ldc, int cols, bool accumulate) {
   constexpr int V = 2 * G;  // zmm per row
   const int half0 = std::min(cols, 16), half1 = std::max(cols - 16, 0);  // columns of each half
@@ -69,21 +67,18 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         std::int32_t four;
-        std::memcpy(&four, u + r * ldu + static_cast<std::size_t>(s) * 4, 4);
+        std::memcpy(&four, x + r * ldx + static_cast<std::size_t>(s) * 4, 4);
         const __m512i xv = _mm512_set1_epi32(four);
 #pragma GCC unroll 8
-        for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], xv, wv[v]);
+        for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
       }
     }
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) {
-      const __m256i sums = _mm256_maskz_loadu_epi16(
-          cmask[v % 2], cs + static_cast<std::size_t>(v / 2) * blocks * kCols + static_cast<std::size_t>(b) * cols + (v % 2) * 16);
-      const __m512i cv = times128(sums);
+    for (int r = 0; r < R; ++r) {
+      const __m512i off = _mm512_set1_epi32(128 * xsum[r * blocks + b]);  // the codes' + 128
+      const __m512 sx = _mm512_set1_ps(xs[r * blocks + b]);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        facc[r][v] = _mm512_fmadd_ps(to_float(_mm512_sub_epi32(iacc[r][v], cv)), _mm512_set1_ps(xs[r * blocks + b]),
-                                     facc[r][v]);
+      for (int v = 0; v < V; ++v) facc[r][v] = _mm512_fmadd_ps(to_float(_mm512_sub_epi32(iacc[r][v], off)), sx, facc[r][v]);
     }
   }
   alignas(64) float tile[R][V * 16];
@@ -96,8 +91,8 @@ void micro_tile(const std::uint8_t* u, std::size_t ldu, const float* xs, int blo
     for (int j = 0; j < width; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r][j];
 }
 
-using MicroTile = void (*)(const std::uint8_t*, std::size_t, const float*, int, const std::int8_t*, std::size_t,
-                           const std::int16_t*, const float*, int, int, int, float*, std::size_t, int, bool);
+using MicroTile = void (*)(const std::int8_t*, std::size_t, const float*, const int*, int, const std::uint8_t*,
+                           std::size_t, const float*, int, int, int, float*, std::size_t, int, bool);
 template <std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
   return {&micro_tile<static_cast<int>(I) + 1, 1>...};
@@ -106,8 +101,9 @@ constexpr auto kMicroTiles = micro_tiles(std::make_index_sequence<kRows>{});
 constexpr int kDecodeGroup = 4;  // panels per decode micro-tile
 
 struct Problem {
-  const std::uint8_t* u;  // [n][in4] x + 128
-  const float* xs;        // [n][blocks]
+  const std::int8_t* x;  // [n][in4] zero past in
+  const float* xs;       // [n][blocks]
+  const int* xsum;       // [n][blocks]
   const PackedPanelsInt8* w;
   float* y;
   int n;
@@ -119,24 +115,23 @@ struct Problem {
 // row: nothing to keep in cache) — the same partial sums added in the same order as n > 1.
 void run_panels(const Problem& pb, int p0, int p1) {
   const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = ref::act_blocks(in);
-  const std::size_t ldu = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
+  const std::size_t ldx = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
   const int full = out / kCols;  // panels of 32 real channels
   auto panel_step = [&](int p, int b0, int b1) {  // panels [p, p + returned) over blocks [b0, b1)
     const int cols = std::min(kCols, out - p * kCols);
-    const std::int8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
-    const std::int16_t* cs = pb.w->colsum.data() + static_cast<std::size_t>(p) * blocks * kCols;
+    const std::uint8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
     const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
     float* y = pb.y + static_cast<std::size_t>(p) * kCols;
     if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup>(pb.u, ldu, pb.xs, blocks, w, pbytes, cs, scale, b0, b1, in4 / 4, y,
+      micro_tile<1, kDecodeGroup>(pb.x, ldx, pb.xs, pb.xsum, blocks, w, pbytes, scale, b0, b1, in4 / 4, y,
                                   static_cast<std::size_t>(out), kCols, b0 > 0);
       return kDecodeGroup;
     }
     for (int r0 = 0; r0 < pb.n; r0 += kRows) {
       const int rows = std::min(kRows, pb.n - r0);
       kMicroTiles[static_cast<std::size_t>(rows - 1)](
-          pb.u + static_cast<std::size_t>(r0) * ldu, ldu, pb.xs + static_cast<std::size_t>(r0) * blocks, blocks, w,
-          pbytes, cs, scale, b0, b1, in4 / 4, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
+          pb.x + static_cast<std::size_t>(r0) * ldx, ldx, pb.xs + static_cast<std::size_t>(r0) * blocks,
+          pb.xsum + static_cast<std::size_t>(r0) * blocks, blocks, w, pbytes, scale, b0, b1, in4 / 4, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
           cols, b0 > 0);
     }
     return 1;
@@ -168,22 +163,17 @@ PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int 
   check(gemm_panels_int8_available(), "pack_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
   check(out > 0 && in > 0, "pack_panels_int8: out and in must be positive, got out=" + std::to_string(out) +
                                " in=" + std::to_string(in));
-  const int blocks = ref::act_blocks(in);
   PackedPanelsInt8 packed;
   packed.out = out;
   packed.in = in;
-  packed.data.assign(static_cast<std::size_t>(out) * round4(in), 0);
-  packed.colsum.assign(static_cast<std::size_t>(out) * blocks, 0);
+  packed.data.assign(static_cast<std::size_t>(out) * round4(in), kOffset);  // padding: code 0
   packed.scale.assign(scale, scale + out);
   for (int o = 0; o < out; ++o) {
     const int p = o / kCols, j = o % kCols, cols = std::min(kCols, out - p * kCols);
-    std::int8_t* panel = packed.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(in);
-    std::int16_t* sums = packed.colsum.data() + static_cast<std::size_t>(p) * kCols * blocks;  // [blocks][cols]
+    std::uint8_t* panel = packed.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(in);
     const std::int8_t* row = q + static_cast<std::size_t>(o) * in;
-    for (int k = 0; k < in; ++k) {
-      panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4] = row[k];
-      sums[static_cast<std::size_t>(k / kBlock) * cols + j] += row[k];  // |sum| <= 32 * 127
-    }
+    for (int k = 0; k < in; ++k)
+      panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4] = static_cast<std::uint8_t>(row[k] + kOffset);
   }
   return packed;
 }
@@ -192,30 +182,44 @@ void unpack_panel_row_int8(const PackedPanelsInt8& w, int row, float* out) {
   check(row >= 0 && row < w.out, "unpack_panel_row_int8: row " + std::to_string(row) + " outside [0, " +
                                      std::to_string(w.out) + ")");
   const int p = row / kCols, j = row % kCols, cols = std::min(kCols, w.out - p * kCols);
-  const std::int8_t* panel = w.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(w.in);
+  const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * full_panel_bytes(w.in);
   const float s = w.scale[static_cast<std::size_t>(row)];
   for (int k = 0; k < w.in; ++k)
-    out[k] = s * static_cast<float>(panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4]);
+    out[k] = s * static_cast<float>(panel[(static_cast<std::size_t>(k / 4) * cols + j) * 4 + k % 4] - kOffset);
 }
 
 std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
-  return w.data.size() + w.colsum.size() * sizeof(std::int16_t) + w.scale.size() * sizeof(float);
+  return w.data.size() + w.scale.size() * sizeof(float);
 }
 
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                       ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_GEMM_INT8_VNNI
-  const int in = w.in, in4 = round4(in);
-  thread_local std::vector<std::uint8_t> u;  // [n][in4]: x + 128, zero past in
-  u.resize(std::max(u.size(), static_cast<std::size_t>(n) * in4));
-  for (int r = 0; r < n; ++r) {
-    std::uint8_t* ur = u.data() + static_cast<std::size_t>(r) * in4;
-    const std::int8_t* xr = xq + static_cast<std::size_t>(r) * in;
-    for (int k = 0; k < in; ++k) ur[k] = static_cast<std::uint8_t>(xr[k] + 128);
-    std::fill(ur + in, ur + in4, std::uint8_t{0});
+  const int in = w.in, in4 = round4(in), blocks = ref::act_blocks(in);
+  thread_local std::vector<std::int8_t> padded;  // [n][in4]: x, zero past in (only when in % 4 != 0)
+  const std::int8_t* x = xq;
+  if (in4 != in) {
+    padded.resize(std::max(padded.size(), static_cast<std::size_t>(n) * in4));
+    for (int r = 0; r < n; ++r) {
+      std::int8_t* pr = padded.data() + static_cast<std::size_t>(r) * in4;
+      std::copy(xq + static_cast<std::size_t>(r) * in, xq + static_cast<std::size_t>(r + 1) * in, pr);
+      std::fill(pr + in, pr + in4, std::int8_t{0});
+    }
+    x = padded.data();
   }
-  const Problem pb{u.data(), xs, &w, y, n};
+  thread_local std::vector<int> xsum;  // [n][blocks]: sum of each block of x (the codes' offset)
+  xsum.resize(std::max(xsum.size(), static_cast<std::size_t>(n) * blocks));
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      const std::int8_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kBlock;
+      const int len = std::min(kBlock, in - b * kBlock);
+      int sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int k = 0; k < len; ++k) sum += xb[k];
+      xsum[static_cast<std::size_t>(r) * blocks + b] = sum;
+    }
+  const Problem pb{x, xs, xsum.data(), &w, y, n};
   const int panels = (w.out + kCols - 1) / kCols;
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);

@@ -3,10 +3,12 @@
 // AVX-512 VNNI `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
 //  - W is repacked once into panels of 32 output channels, [in/4][32][4] bytes, so one
 //    64-byte load holds 4 consecutive inputs of 16 channels: the operand layout of vpdpbusd;
-//  - activations go in as u = x + 128 (vpdpbusd's unsigned operand); per 32-block the panel
-//    keeps sum(w) per channel (int16), and 128 * sum(w) is subtracted from the block's integer sum, which is then
-//    converted once and scaled by the row's block scale with one FMA (the weight scale is
-//    applied when a cache block is written out);
+//  - the codes are held as w + 128 (vpdpbusd's unsigned operand) against the signed
+//    activations; per 32-block 128 * sum(x) — one number per token row and block, shared by
+//    every channel — is subtracted from the block's integer sum, which is then converted once
+//    and scaled by the row's block scale with one FMA (the weight scale is applied when a
+//    cache block is written out). Nothing but codes and scales is stored (an earlier layout
+//    fed x + 128 and kept an int16 sum(w) per channel and block: 1/16 byte per weight more);
 //  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
 //    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
 //    split the panels, as in gemm_panels_f32.h; for one row (decode) each group of 4 panels
@@ -28,17 +30,16 @@ namespace inferlab::cpu {
 // True when this build has the kernel (AVX-512 VNNI).
 bool gemm_panels_int8_available();
 
-// Panel p covers channels [32p, 32p + cols), cols = min(32, out - 32p), from data[32p * in4],
-// colsum[32p * blocks] and scale[32p]; in4 = in rounded up to 4 (zero codes past in). No
-// channel padding: only the last panel is narrower.
+// Panel p covers channels [32p, 32p + cols), cols = min(32, out - 32p), from data[32p * in4]
+// and scale[32p]; in4 = in rounded up to 4 (code 0, held as 128, past in). No channel padding:
+// only the last panel is narrower.
 struct PackedPanelsInt8 {
   int out = 0, in = 0;
-  HugeVector<std::int8_t> data;      // (2 MiB pages once large) per panel [in4 / 4][cols][4]
-  std::vector<std::int16_t> colsum;  // per panel [act_blocks(in)][cols]: sum of the block's codes
-  std::vector<float> scale;          // [out]: weight scale per channel
+  HugeVector<std::uint8_t> data;  // per panel [in4 / 4][cols][4]: codes + 128 (2 MiB pages once large)
+  std::vector<float> scale;       // [out]: weight scale per channel
 };
 
-// Bytes held: data, colsum and scale (about 1 + 1/16 bytes per weight, plus 4 per channel).
+// Bytes held: data and scale (1 byte per weight, rounded up to 4 per channel, plus 4 per channel).
 std::uint64_t packed_bytes(const PackedPanelsInt8& w);
 
 // Repacks q [out, in] with scale [out]. Throws inferlab::Error on non-positive sizes or where
