@@ -249,12 +249,14 @@ void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, floa
     sumx[rb] = s;
   }
   const Acts a{xq, xs, sumx.data(), in, blocks};
-  // Threads take whole units: one panel, or (decode) the pair a micro-tile runs together.
-  const int panels = (w.out + kPanel - 1) / kPanel, unit = n == 1 ? 2 : 1;
-  const std::size_t per_unit = static_cast<std::size_t>(unit * kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_unit);
-  pool.parallel_for(static_cast<std::size_t>((panels + unit - 1) / unit), [&](std::size_t u0, std::size_t u1) {
-    const int p0 = static_cast<int>(u0) * unit, p1 = std::min(panels, static_cast<int>(u1) * unit);
+  // Threads take runs of whole panels; at decode run_panels pairs the panels of a run (a run of
+  // odd length ends with one single-panel tile). Splitting by panel, not by pair, keeps a small
+  // matrix balanced: SmolLM2's k/v projections have 6 panels, 3 pairs — 2 : 1 between 2 threads.
+  const int panels = (w.out + kPanel - 1) / kPanel;
+  const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
+  pool.parallel_for(static_cast<std::size_t>(panels), [&](std::size_t u0, std::size_t u1) {
+    const int p0 = static_cast<int>(u0), p1 = static_cast<int>(u1);
     switch (w.type) {
       case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
       case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
