@@ -113,6 +113,7 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
         n_valid[v] = std::min(t1, first_pos + item.row_begin + (v0 + v) / group + 1) - t0;
       const int n = n_valid[mv - 1];  // the block's widest vector (its last row)
       if (n <= 0) continue;
+      const int n_pad = (n + flash::kLanes - 1) / flash::kLanes * flash::kLanes;
       const float* qs = w.qs.data() + static_cast<std::size_t>(v0) * d;
       float* s = w.scores.data();  // [mv, stride]
       if (transpose)
@@ -122,7 +123,7 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
       float alpha[flash::kBlockVectors];
       for (int v = 0; v < mv; ++v) {
         const auto vec = static_cast<std::size_t>(v0 + v);
-        alpha[v] = flash::softmax_step(s + static_cast<std::size_t>(v) * stride, n_valid[v], n,
+        alpha[v] = flash::softmax_step(s + static_cast<std::size_t>(v) * stride, n_valid[v], n_pad,
                                        w.max[vec], w.denom[vec]);
       }
       flash::block_pv(s, mv, stride, w.v_rows.data(), n, alpha,

@@ -31,23 +31,26 @@ constexpr int kBlockChunks = 2;
 #endif
 constexpr int kBlockColumns = kBlockChunks * kLanes;
 
-// exp(x) for x <= 0, written so `omp simd` loops vectorise it (the libm call does not): clamp,
-// split x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r, then scale by 2^n via
-// the exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below
-// e^-87 flush to ~1e-38 instead of 0, which no softmax sum can see.
-#pragma omp declare simd
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::floor(x * 1.44269504f + 0.5f);  // round(x / ln2), in [-126, 0]
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
-  float p = 1.9875691500e-4f;
+// exp(x) for x <= 0 on 16 lanes (explicit vector code: an `omp simd` loop around a scalar
+// version stayed scalar in GCC 12): clamp, split x = n ln2 + r with |r| <= ln2/2 (n rounded to
+// nearest by the 1.5 * 2^23 shift), a degree-6 polynomial for e^r, then scale by 2^n via the
+// exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below e^-87
+// flush to ~1e-38 instead of 0, which no softmax sum can see.
+using Int16 = std::int32_t __attribute__((vector_size(64)));
+inline Vec16 exp_nonpositive(Vec16 x) {
+  const Vec16 lowest = Vec16{} - 87.0f;
+  x = x < lowest ? lowest : x;
+  const Vec16 shift = Vec16{} + 12582912.0f;                     // 1.5 * 2^23
+  const Vec16 n = (x * 1.44269504f + shift) - shift;             // round(x / ln2), in [-126, 0]
+  const Vec16 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
+  Vec16 p = Vec16{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  return p * std::bit_cast<Vec16>((__builtin_convertvector(n, Int16) + 127) << 23);
 }
 
 // s[v][j] for v < MV, j < NC*16.
@@ -154,25 +157,37 @@ inline void block_pv(const float* p, int mv, int p_stride, const float* const* v
 
 // One online-softmax step of one query vector over a tile (Milakov & Gimelshein): s[0, n_valid)
 // holds its scores, which become p = exp(s - m_new); s[n_valid, n_pad) becomes 0 so a block's
-// P·V may run over its widest vector's columns. Updates the running max and denominator and
-// returns alpha = exp(m_old - m_new), the factor for what was accumulated so far (0 on the first
-// tile, 1 when the vector sees nothing of this tile).
+// P·V may run over its widest vector's columns (n_pad: a multiple of 16; s[n_valid, n_pad) may
+// hold anything). Updates the running max and denominator and returns alpha = exp(m_old - m_new),
+// the factor for what was accumulated so far (0 on the first tile, 1 when the vector sees
+// nothing of this tile).
 inline float softmax_step(float* s, int n_valid, int n_pad, float& max, float& denom) {
-  const int n = std::max(n_valid, 0);
-  std::fill(s + n, s + std::max(n, n_pad), 0.0f);
-  if (n == 0) return 1.0f;
+  const Int16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const Vec16 zero = {};
+  const Vec16 minus_inf = zero - INFINITY;
+  Vec16 vmax = minus_inf;
+  for (int j = 0; j < n_valid; j += kLanes) {
+    Vec16 x;
+    std::memcpy(&x, s + j, sizeof x);
+    x = lane + j < n_valid ? x : minus_inf;
+    vmax = x > vmax ? x : vmax;
+  }
   float tile_max = -INFINITY;
-#pragma omp simd reduction(max : tile_max)
-  for (int j = 0; j < n; ++j) tile_max = std::max(tile_max, s[j]);
+  for (int i = 0; i < kLanes; ++i) tile_max = std::max(tile_max, vmax[i]);
   const float new_max = std::max(max, tile_max);
   const float alpha = new_max > max ? std::exp(max - new_max) : 1.0f;
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < n; ++j) {
-    s[j] = exp_nonpositive(s[j] - new_max);
-    sum += s[j];
+  Vec16 sum = zero;
+  for (int j = 0; j < n_pad; j += kLanes) {
+    Vec16 x;
+    std::memcpy(&x, s + j, sizeof x);
+    x = lane + j < n_valid ? exp_nonpositive(x - new_max) : zero;
+    sum += x;
+    std::memcpy(s + j, &x, sizeof x);
   }
-  denom = denom * alpha + sum;
+  if (n_valid <= 0) return 1.0f;
+  float total = 0.0f;
+  for (int i = 0; i < kLanes; ++i) total += sum[i];
+  denom = denom * alpha + total;
   max = new_max;
   return alpha;
 }

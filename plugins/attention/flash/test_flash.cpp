@@ -133,22 +133,37 @@ TEST(FlashTileKernels, ScoresAndPvMatchPlainLoops) {
 }
 
 TEST(FlashTileKernels, SoftmaxStepMasksAndRescales) {
-  float s[8] = {1.0f, 3.0f, 2.0f, 9.0f, 9.0f, 9.0f, 9.0f, 9.0f};
+  std::vector<float> s(2 * flash::kLanes, 9.0f);  // past the valid scores: anything
+  s[0] = 1.0f, s[1] = 3.0f, s[2] = 2.0f;
   float max = 2.0f, denom = 4.0f;
-  const float alpha = flash::softmax_step(s, 3, 6, max, denom);  // sees 3, pads to 6
+  const float alpha = flash::softmax_step(s.data(), 3, flash::kLanes, max, denom);
   EXPECT_FLOAT_EQ(max, 3.0f);
   EXPECT_NEAR(alpha, std::exp(-1.0f), 1e-6);
   EXPECT_NEAR(s[0], std::exp(-2.0f), 1e-6);
   EXPECT_NEAR(s[1], 1.0f, 1e-6);
   EXPECT_NEAR(s[2], std::exp(-1.0f), 1e-6);
-  EXPECT_EQ(s[3], 0.0f);
-  EXPECT_EQ(s[5], 0.0f);
-  EXPECT_EQ(s[6], 9.0f);  // past the pad: untouched
+  for (int j = 3; j < flash::kLanes; ++j) EXPECT_EQ(s[j], 0.0f) << j;
+  EXPECT_EQ(s[flash::kLanes], 9.0f);  // past the pad: untouched
   EXPECT_NEAR(denom, 4.0f * std::exp(-1.0f) + std::exp(-2.0f) + 1.0f + std::exp(-1.0f), 1e-5);
   // A vector that sees nothing of the tile: weights 0, state unchanged, alpha 1.
-  EXPECT_EQ(flash::softmax_step(s, 0, 4, max, denom), 1.0f);
+  EXPECT_EQ(flash::softmax_step(s.data(), 0, flash::kLanes, max, denom), 1.0f);
   EXPECT_EQ(s[0], 0.0f);
   EXPECT_FLOAT_EQ(max, 3.0f);
+}
+
+// exp_nonpositive over the range softmax feeds it, against libm, and its clamp far below.
+TEST(FlashTileKernels, VectorExpMatchesLibm) {
+  for (float x0 = -100.0f; x0 <= 0.0f; x0 += 0.37f) {
+    flash::Vec16 x;
+    for (int i = 0; i < flash::kLanes; ++i) x[i] = std::min(0.0f, x0 + 0.01f * static_cast<float>(i));
+    const flash::Vec16 e = flash::exp_nonpositive(x);
+    for (int i = 0; i < flash::kLanes; ++i) {
+      if (x[i] < -87.0f)
+        EXPECT_LT(e[i], 2e-38f);
+      else
+        EXPECT_NEAR(e[i], std::exp(x[i]), 4e-7f * std::exp(x[i])) << x[i];
+    }
+  }
 }
 
 TEST(FlashAttention, AgreesWithNaiveOnLongContexts) {
