@@ -101,10 +101,9 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
       const std::size_t j = static_cast<std::size_t>(p - t0) * static_cast<std::size_t>(d);
       const float* k = kv.k_row(slot, item.kv_head, w.k_deq.data() + j);
       w.k_rows[static_cast<std::size_t>(p - t0)] = k;
-      if (transpose)
-        for (int c = 0; c < d; ++c) w.k_t[static_cast<std::size_t>(c) * stride + (p - t0)] = k[c];
       w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_row(slot, item.kv_head, w.v_deq.data() + j);
     }
+    if (transpose) flash::transpose_tile(w.k_rows.data(), t1 - t0, d, w.k_t.data(), stride);
     for (int v0 = 0; v0 < vectors; v0 += flash::kBlockVectors) {
       const int mv = std::min(flash::kBlockVectors, vectors - v0);
       // Causal: the vectors of row r see positions <= first_pos + r, here [t0, t0 + n_valid).

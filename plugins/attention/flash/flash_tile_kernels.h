@@ -53,6 +53,48 @@ inline Vec16 exp_nonpositive(Vec16 x) {
   return p * std::bit_cast<Vec16>((__builtin_convertvector(n, Int16) + 127) << 23);
 }
 
+// out[c][j] = rows[j][c] for j < 16, c < 16: a 16x16 block transposed in registers. Round b
+// pairs rows r and r | 2^b (bit b of r clear) and swaps the off-diagonal 2^b x 2^b blocks of
+// each 2^(b+1) block, which swaps bit b of the row and column index; after the 4 rounds every
+// (r, c) sits at (c, r). 64 two-source shuffles replace 256 scalar loads and stores.
+// rows: 16 pointers, each to 16 floats; out: [16, out_stride]
+inline void transpose16(const float* const* rows, float* out, int out_stride) {
+  Vec16 m[kLanes];
+  for (int r = 0; r < kLanes; ++r) std::memcpy(&m[r], rows[r], sizeof(Vec16));
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; ++b) {
+    const int w = 1 << b;
+    Int16 keep = {}, swap = {};  // the masks of new row r and new row r | w
+    for (int c = 0; c < kLanes; ++c) {
+      keep[c] = (c & w) == 0 ? c : kLanes + (c ^ w);
+      swap[c] = (c & w) == 0 ? (c ^ w) : kLanes + c;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kLanes; ++r) {
+      if ((r & w) != 0) continue;
+      const Vec16 lo = __builtin_shuffle(m[r], m[r | w], keep);
+      m[r | w] = __builtin_shuffle(m[r], m[r | w], swap);
+      m[r] = lo;
+    }
+  }
+  for (int c = 0; c < kLanes; ++c) std::memcpy(out + static_cast<std::size_t>(c) * out_stride, &m[c], sizeof(Vec16));
+}
+
+// k_t[c][j] = k_rows[j][c] for j < n, c < d: whole 16 x 16 blocks through transpose16, the
+// edges (n or d not a multiple of 16) element by element.
+// k_rows: [n] pointers to [d]; k_t: [d, stride]
+inline void transpose_tile(const float* const* k_rows, int n, int d, float* k_t, int stride) {
+  const int n_vec = n / kLanes * kLanes, d_vec = d / kLanes * kLanes;
+  const float* block[kLanes];
+  for (int j0 = 0; j0 < n_vec; j0 += kLanes)
+    for (int c0 = 0; c0 < d_vec; c0 += kLanes) {
+      for (int i = 0; i < kLanes; ++i) block[i] = k_rows[j0 + i] + c0;
+      transpose16(block, k_t + static_cast<std::size_t>(c0) * stride + j0, stride);
+    }
+  for (int j = 0; j < n; ++j)
+    for (int c = j < n_vec ? d_vec : 0; c < d; ++c) k_t[static_cast<std::size_t>(c) * stride + j] = k_rows[j][c];
+}
+
 // s[v][j] for v < MV, j < NC*16.
 // qs:  [MV, d]          query vectors, already multiplied by the softmax scale
 // k_t: [d, k_stride]    the tile's K transposed, from the block's first column

@@ -132,6 +132,23 @@ TEST(FlashTileKernels, ScoresAndPvMatchPlainLoops) {
       }
 }
 
+// The K tile transpose: whole 16 x 16 blocks in registers plus ragged edges in both directions.
+TEST(FlashTileKernels, TransposeTileMatchesElementwise) {
+  for (int n : {1, 16, 21, 64})
+    for (int d : {5, 16, 40, 64}) {
+      std::vector<float> k(static_cast<std::size_t>(n) * d);
+      for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i);
+      std::vector<const float*> rows;
+      for (int j = 0; j < n; ++j) rows.push_back(k.data() + static_cast<std::size_t>(j) * d);
+      const int stride = 80;
+      std::vector<float> k_t(static_cast<std::size_t>(d) * stride, -1.0f);
+      flash::transpose_tile(rows.data(), n, d, k_t.data(), stride);
+      for (int c = 0; c < d; ++c)
+        for (int j = 0; j < stride; ++j)
+          ASSERT_EQ(k_t[c * stride + j], j < n ? k[j * d + c] : -1.0f) << "n " << n << " d " << d << " c " << c << " j " << j;
+    }
+}
+
 TEST(FlashTileKernels, SoftmaxStepMasksAndRescales) {
   std::vector<float> s(2 * flash::kLanes, 9.0f);  // past the valid scores: anything
   s[0] = 1.0f, s[1] = 3.0f, s[2] = 2.0f;
