@@ -95,6 +95,23 @@ inline void transpose_tile(const float* const* k_rows, int n, int d, float* k_t,
     for (int c = j < n_vec ? d_vec : 0; c < d; ++c) k_t[static_cast<std::size_t>(c) * stride + j] = k_rows[j][c];
 }
 
+// acc[v][k] += x[v * x_stride] * row[16k, 16k + 16) for v < MV, k < NC: one rank-1 update of
+// the register tile, the step of both micro-kernels (NC vector loads and MV broadcasts feed
+// MV * NC FMAs). Always inlined so the tile stays in registers.
+template <int MV, int NC>
+[[gnu::always_inline]] inline void rank1_update(Vec16 (&acc)[MV][NC], const float* row, const float* x,
+                                                std::size_t x_stride) {
+  Vec16 r[NC];
+#pragma GCC unroll 8
+  for (int k = 0; k < NC; ++k) std::memcpy(&r[k], row + k * kLanes, sizeof(Vec16));
+#pragma GCC unroll 8
+  for (int v = 0; v < MV; ++v) {
+    const float w = x[static_cast<std::size_t>(v) * x_stride];
+#pragma GCC unroll 8
+    for (int k = 0; k < NC; ++k) acc[v][k] += w * r[k];
+  }
+}
+
 // s[v][j] for v < MV, j < NC*16.
 // qs:  [MV, d]          query vectors, already multiplied by the softmax scale
 // k_t: [d, k_stride]    the tile's K transposed, from the block's first column
@@ -103,18 +120,8 @@ template <int MV, int NC>
 struct ScoreBlock {
   static void run(const float* qs, int d, const float* k_t, int k_stride, float* s, int s_stride) {
     Vec16 acc[MV][NC] = {};
-    for (int c = 0; c < d; ++c) {
-      const float* row = k_t + static_cast<std::size_t>(c) * k_stride;
-      Vec16 k[NC];
-#pragma GCC unroll 8
-      for (int n = 0; n < NC; ++n) std::memcpy(&k[n], row + n * kLanes, sizeof(Vec16));
-#pragma GCC unroll 8
-      for (int v = 0; v < MV; ++v) {
-        const float q = qs[static_cast<std::size_t>(v) * d + c];
-#pragma GCC unroll 8
-        for (int n = 0; n < NC; ++n) acc[v][n] += q * k[n];
-      }
-    }
+    for (int c = 0; c < d; ++c)
+      rank1_update(acc, k_t + static_cast<std::size_t>(c) * k_stride, qs + c, static_cast<std::size_t>(d));
     for (int v = 0; v < MV; ++v)
       for (int n = 0; n < NC; ++n)
         std::memcpy(s + static_cast<std::size_t>(v) * s_stride + n * kLanes, &acc[v][n], sizeof(Vec16));
@@ -135,17 +142,7 @@ struct PvBlock {
         std::memcpy(&a[v][k], acc + static_cast<std::size_t>(v) * d + c0 + k * kLanes, sizeof(Vec16));
         a[v][k] *= alpha[v];
       }
-    for (int j = 0; j < n; ++j) {
-      Vec16 vr[NC];
-#pragma GCC unroll 8
-      for (int k = 0; k < NC; ++k) std::memcpy(&vr[k], v_rows[j] + c0 + k * kLanes, sizeof(Vec16));
-#pragma GCC unroll 8
-      for (int v = 0; v < MV; ++v) {
-        const float w = p[static_cast<std::size_t>(v) * p_stride + j];
-#pragma GCC unroll 8
-        for (int k = 0; k < NC; ++k) a[v][k] += w * vr[k];
-      }
-    }
+    for (int j = 0; j < n; ++j) rank1_update(a, v_rows[j] + c0, p + j, static_cast<std::size_t>(p_stride));
     for (int v = 0; v < MV; ++v)
       for (int k = 0; k < NC; ++k)
         std::memcpy(acc + static_cast<std::size_t>(v) * d + c0 + k * kLanes, &a[v][k], sizeof(Vec16));
