@@ -11,7 +11,6 @@
 #pragma once
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -35,9 +34,10 @@ constexpr int kBlockColumns = kBlockChunks * kLanes;
 // version stayed scalar in GCC 12): clamp, split x = n ln2 + r with |r| <= ln2/2 (n rounded to
 // nearest by the 1.5 * 2^23 shift), a degree-6 polynomial for e^r, then scale by 2^n via the
 // exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below e^-87
-// flush to ~1e-38 instead of 0, which no softmax sum can see.
+// flush to ~1e-38 instead of 0, which no softmax sum can see. In place: a 64-byte vector passed
+// or returned by value would change the calling convention between AVX-512 and AVX2 builds.
 using Int16 = std::int32_t __attribute__((vector_size(64)));
-inline Vec16 exp_nonpositive(Vec16 x) {
+inline void exp_nonpositive(Vec16& x) {
   const Vec16 lowest = Vec16{} - 87.0f;
   x = x < lowest ? lowest : x;
   const Vec16 shift = Vec16{} + 12582912.0f;                     // 1.5 * 2^23
@@ -50,7 +50,10 @@ inline Vec16 exp_nonpositive(Vec16 x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<Vec16>((__builtin_convertvector(n, Int16) + 127) << 23);
+  const Int16 bits = (__builtin_convertvector(n, Int16) + 127) << 23;  // 2^n
+  Vec16 two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  x = p * two_n;
 }
 
 // out[c][j] = rows[j][c] for j < 16, c < 16: a 16x16 block transposed in registers. Round b
@@ -219,7 +222,9 @@ inline float softmax_step(float* s, int n_valid, int n_pad, float& max, float& d
   for (int j = 0; j < n_pad; j += kLanes) {
     Vec16 x;
     std::memcpy(&x, s + j, sizeof x);
-    x = lane + j < n_valid ? exp_nonpositive(x - new_max) : zero;
+    Vec16 e = x - new_max;
+    exp_nonpositive(e);
+    x = lane + j < n_valid ? e : zero;
     sum += x;
     std::memcpy(s + j, &x, sizeof x);
   }
