@@ -1,10 +1,14 @@
 // Naive vs flash paged attention on the CPU: decode (1 query row, contexts 128..4096) and
 // prefill (512 rows over a 512-token context), head_dim 64, 8 heads over 4 kv heads,
-// block_size 16, shuffled block tables, 1 and 2 threads.
-//   ./inferlab_bench --benchmark_filter=attention
+// block_size 16, shuffled block tables, 1 and 2 threads; and attention_prefill_smol, SmolLM2's
+// shape (9 heads over 3 kv heads, head_dim 64) at 128 and 512 rows.
+//   ./inferlab_bench --benchmark_filter='attention|Peak'
 // Counter kv_bytes_per_s: bytes of K and V the problem must read at least once per call,
 // divided by wall time: compare it with the machine's memory bandwidth (decode is bound by it;
 // naive re-reads each kv head once per query head of its group, flash once per group).
+// Counter flops_per_s: the causal attention's useful FLOPs (2 per multiply-add of QK^T and of
+// P·V over the positions each row may see) per second of wall time: compare it with PeakFma at
+// the same thread count (prefill is bound by it).
 //
 // The strategies live in plugin modules that this binary does not link, and the random-batch
 // builder lives in the test-support library; their sources are compiled in here directly so
@@ -27,20 +31,28 @@ namespace {
 using inferlab::testing::AttentionProblem;
 using inferlab::testing::AttentionProblemSpec;
 
-AttentionProblemSpec bench_spec(int context, int rows) {
+AttentionProblemSpec bench_spec(int context, int rows, int n_heads = 8, int n_kv_heads = 4) {
   AttentionProblemSpec s;
   s.seqs = {{context, rows}};
-  s.n_heads = 8;
-  s.n_kv_heads = 4;
+  s.n_heads = n_heads;
+  s.n_kv_heads = n_kv_heads;
   s.head_dim = 64;
   s.block_size = 16;
   s.seed = 7;
   return s;
 }
 
+// 4 * head_dim FLOPs per (row, head, visible position): QK^T and P·V, 2 each per multiply-add.
+double causal_attention_flops(const AttentionProblemSpec& s) {
+  double visible = 0;
+  for (const auto& seq : s.seqs)
+    for (int r = 0; r < seq.query_rows; ++r) visible += seq.context_len - seq.query_rows + r + 1;
+  return 4.0 * s.head_dim * s.n_heads * visible;
+}
+
 template <class Strategy>
-void run(benchmark::State& state, int context, int rows, int threads) {
-  const AttentionProblem problem(bench_spec(context, rows));
+void run(benchmark::State& state, const AttentionProblemSpec& spec, int threads) {
+  const AttentionProblem problem(spec);
   inferlab::CpuDevice device(threads);
   Strategy attention;
   std::vector<float> out(problem.out_size());
@@ -56,17 +68,26 @@ void run(benchmark::State& state, int context, int rows, int threads) {
       static_cast<double>(problem.kv_floats_read() * sizeof(float)) *
           static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate);
+  state.counters["flops_per_s"] = benchmark::Counter(
+      causal_attention_flops(spec) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 template <class Strategy>
 void attention_decode(benchmark::State& state) {
-  run<Strategy>(state, static_cast<int>(state.range(0)), 1, static_cast<int>(state.range(1)));
+  run<Strategy>(state, bench_spec(static_cast<int>(state.range(0)), 1), static_cast<int>(state.range(1)));
 }
 
 template <class Strategy>
 void attention_prefill(benchmark::State& state) {
-  run<Strategy>(state, static_cast<int>(state.range(0)), static_cast<int>(state.range(0)),
-                static_cast<int>(state.range(1)));
+  const int n = static_cast<int>(state.range(0));
+  run<Strategy>(state, bench_spec(n, n), static_cast<int>(state.range(1)));
+}
+
+// SmolLM2-135M's attention: 9 query heads over 3 kv heads (GQA group 3), head_dim 64.
+template <class Strategy>
+void attention_prefill_smol(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  run<Strategy>(state, bench_spec(n, n, 9, 3), static_cast<int>(state.range(1)));
 }
 
 using inferlab::plugins::FlashAttention;
@@ -95,5 +116,13 @@ BENCHMARK_TEMPLATE(attention_decode, NaiveAttention)->Apply(decode_args);
 BENCHMARK_TEMPLATE(attention_decode, FlashAttention)->Apply(decode_args);
 BENCHMARK_TEMPLATE(attention_prefill, NaiveAttention)->Apply(prefill_args);
 BENCHMARK_TEMPLATE(attention_prefill, FlashAttention)->Apply(prefill_args);
+
+void prefill_smol_args(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2})
+    for (int rows : {128, 512}) b->Args({rows, threads});
+  b->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime();
+  b->ComputeStatistics("min", fastest);
+}
+BENCHMARK_TEMPLATE(attention_prefill_smol, FlashAttention)->Apply(prefill_smol_args);
 
 }  // namespace

@@ -1,14 +1,12 @@
 #include "flash_attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "flash_tile_kernels.h"
 #include "inferlab/error.h"
 #include "kernels/ref/attention.h"
 
@@ -30,81 +28,33 @@ struct Scratch {
   std::vector<float> max;     // [vectors] running max of scores
   std::vector<float> denom;   // [vectors] running sum of exp(score - max)
   std::vector<float> acc;     // [vectors, head_dim] running un-normalised output
-  std::vector<float> scores;  // [tile_pad]
+  std::vector<float> qs;      // [vectors, head_dim] the item's queries times the softmax scale
+  std::vector<float> scores;  // [kBlockVectors, tile_pad] scores, then softmax weights, of a block
   std::vector<float> k_t;     // [head_dim, tile_pad] the tile's K, transposed
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the tile's positions
   std::vector<float> k_deq, v_deq;           // [tile, head_dim] those rows dequantized (int8 KV)
 };
 
-// exp(x) for x <= 0, written so `omp simd` loops vectorise it (the libm call does not): clamp,
-// split x = n ln2 + r with |r| <= ln2/2, a degree-6 polynomial for e^r, then scale by 2^n via
-// the exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below
-// e^-87 flush to ~1e-38 instead of 0, which no softmax sum can see.
-#pragma omp declare simd
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::floor(x * 1.44269504f + 0.5f);  // round(x / ln2), in [-126, 0]
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-}
-
-// acc[c] += sum_j p[j] * v_rows[j][c]. Columns go in 16-float chunks held in a register across
-// the whole j loop: updating acc in memory per j chains every step through a store and a
-// reload. A GCC/Clang vector type pins the vectorisation to the column axis (left to itself
-// GCC vectorises over j with gathers).
-using Vec16 = float __attribute__((vector_size(64)));
-constexpr int kAccBlock = 16;
-
-void accumulate_pv(const float* p, const float* const* v_rows, int n, int d, float* acc) {
-  int c0 = 0;
-  for (; c0 + kAccBlock <= d; c0 += kAccBlock) {
-    Vec16 a;
-    std::memcpy(&a, acc + c0, sizeof a);
-    for (int j = 0; j < n; ++j) {
-      Vec16 v;
-      std::memcpy(&v, v_rows[j] + c0, sizeof v);
-      a += p[j] * v;
-    }
-    std::memcpy(acc + c0, &a, sizeof a);
-  }
-  for (; c0 < d; ++c0) {  // head_dim not a multiple of kAccBlock
-    float a = acc[c0];
-    for (int j = 0; j < n; ++j) a += p[j] * v_rows[j][c0];
-    acc[c0] = a;
-  }
-}
-
 // Below this many query vectors per item (decode: one row times the GQA group) transposing a
 // K tile costs more than the horizontal sums it saves, so scores are plain dot products.
 constexpr std::size_t kTransposeMinVectors = 8;
 
-// Score columns computed together: 32 floats = 4 AVX2 accumulators the compiler keeps in
-// registers, one broadcast q[c] per K^T row.
-constexpr int kScoreBlock = 32;
+// Tile rows padded to whole score micro-kernel columns (a partial last Vec16 stays in bounds).
+int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kBlockColumns * flash::kBlockColumns; }
 
-int padded_tile(int tile) { return (tile + kScoreBlock - 1) / kScoreBlock * kScoreBlock; }
-
-// s[j] = scale * sum_c q[c] * k_t[c][j] for j in [0, n) rounded up to kScoreBlock (columns past
-// the tile's valid ones hold stale finite values and are ignored by the caller).
-void tile_scores(const float* q, const float* k_t, int d, int stride, int n, float scale,
-                 float* s) {
-  for (int j0 = 0; j0 < n; j0 += kScoreBlock) {
-    float a[kScoreBlock] = {};
-    for (int c = 0; c < d; ++c) {
-      const float qc = q[c];
-      const float* row = k_t + static_cast<std::size_t>(c) * stride + j0;
-#pragma omp simd
-      for (int u = 0; u < kScoreBlock; ++u) a[u] += qc * row[u];
+// s[v][j] = sum_c qs[v][c] * k_rows[j][c] for j < n_valid(v): per-vector dot products, for
+// items too small to pay for the transpose.
+void dot_scores(const float* qs, int mv, int d, const float* const* k_rows, const int* n_valid,
+                float* s, int s_stride) {
+  for (int v = 0; v < mv; ++v) {
+    const float* q = qs + static_cast<std::size_t>(v) * d;
+    for (int j = 0; j < n_valid[v]; ++j) {
+      const float* k = k_rows[j];
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int c = 0; c < d; ++c) dot += q[c] * k[c];
+      s[static_cast<std::size_t>(v) * s_stride + j] = dot;
     }
-#pragma omp simd
-    for (int u = 0; u < kScoreBlock; ++u) s[j0 + u] = a[u] * scale;
   }
 }
 
@@ -119,13 +69,24 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
   const auto table = batch.table(item.seq);
   const int first_pos = ctx - n_q;  // position of local row 0
   const int n_rows = item.row_end - item.row_begin;
-  const std::size_t vectors = static_cast<std::size_t>(n_rows) * group;  // query vectors
+  // Query vector v of the item is head kv_head * group + v % group of row row_begin + v / group:
+  // the rows' group heads lie next to each other in q, and the rows (so the causal limits) grow
+  // with v.
+  const int vectors = n_rows * group;
+  const auto n_vec = static_cast<std::size_t>(vectors);
   const int stride = padded_tile(tile);
-  const bool transpose = vectors >= kTransposeMinVectors;
+  const bool transpose = n_vec >= kTransposeMinVectors;
 
-  w.max.assign(vectors, -INFINITY);
-  w.denom.assign(vectors, 0.0f);
-  w.acc.assign(vectors * d, 0.0f);
+  w.max.assign(n_vec, -INFINITY);
+  w.denom.assign(n_vec, 0.0f);
+  w.acc.assign(n_vec * d, 0.0f);
+  w.qs.resize(n_vec * d);
+  for (int r = 0; r < n_rows; ++r) {
+    const float* src = q + (static_cast<std::size_t>(row0 + item.row_begin + r) * batch.n_heads +
+                            static_cast<std::size_t>(item.kv_head) * group) * d;
+    float* dst = w.qs.data() + static_cast<std::size_t>(r) * group * d;
+    for (int i = 0; i < group * d; ++i) dst[i] = src[i] * batch.scale;
+  }
 
   // Positions this item needs: [0, position of its last row].
   const int end_pos = first_pos + item.row_end;  // exclusive
@@ -138,64 +99,44 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
       const std::size_t j = static_cast<std::size_t>(p - t0) * static_cast<std::size_t>(d);
       const float* k = kv.k_row(slot, item.kv_head, w.k_deq.data() + j);
       w.k_rows[static_cast<std::size_t>(p - t0)] = k;
-      if (transpose)
-        for (int c = 0; c < d; ++c) w.k_t[static_cast<std::size_t>(c) * stride + (p - t0)] = k[c];
       w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_row(slot, item.kv_head, w.v_deq.data() + j);
     }
-    for (int r = item.row_begin; r < item.row_end; ++r) {
-      // Causal: row r sees positions <= first_pos + r.
-      const int n_valid = std::min(t1, first_pos + r + 1) - t0;
-      if (n_valid <= 0) continue;
-      for (int g = 0; g < group; ++g) {
-        const int h = item.kv_head * group + g;
-        const std::size_t vec = static_cast<std::size_t>(r - item.row_begin) * group + g;
-        const float* q_h = q + (static_cast<std::size_t>(row0 + r) * batch.n_heads + h) * d;
-        float* acc = w.acc.data() + vec * d;
-        float* s = w.scores.data();
-
-        if (transpose) {
-          tile_scores(q_h, w.k_t.data(), d, stride, n_valid, batch.scale, s);
-        } else {
-          for (int j = 0; j < n_valid; ++j) {
-            const float* k = w.k_rows[static_cast<std::size_t>(j)];
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int c = 0; c < d; ++c) dot += q_h[c] * k[c];
-            s[j] = dot * batch.scale;
-          }
-        }
-        float tile_max = -INFINITY;
-        for (int j = 0; j < n_valid; ++j) tile_max = std::max(tile_max, s[j]);
-        // Online softmax: rescale what was accumulated under the old max.
-        const float new_max = std::max(w.max[vec], tile_max);
-        if (new_max > w.max[vec]) {
-          const float alpha = std::exp(w.max[vec] - new_max);  // 0 on the first tile
-          w.denom[vec] *= alpha;
-#pragma omp simd
-          for (int c = 0; c < d; ++c) acc[c] *= alpha;
-          w.max[vec] = new_max;
-        }
-        float denom = w.denom[vec];
-#pragma omp simd reduction(+ : denom)
-        for (int j = 0; j < n_valid; ++j) {
-          s[j] = exp_nonpositive(s[j] - new_max);
-          denom += s[j];
-        }
-        w.denom[vec] = denom;
-        accumulate_pv(s, w.v_rows.data(), n_valid, d, acc);
+    if (transpose) flash::transpose_tile(w.k_rows.data(), t1 - t0, d, w.k_t.data(), stride);
+    for (int v0 = 0; v0 < vectors; v0 += flash::kBlockVectors) {
+      const int mv = std::min(flash::kBlockVectors, vectors - v0);
+      // Causal: the vectors of row r see positions <= first_pos + r, here [t0, t0 + n_valid).
+      int n_valid[flash::kBlockVectors];
+      for (int v = 0; v < mv; ++v)
+        n_valid[v] = std::min(t1, first_pos + item.row_begin + (v0 + v) / group + 1) - t0;
+      const int n = n_valid[mv - 1];  // the block's widest vector (its last row)
+      if (n <= 0) continue;
+      const int n_pad = (n + flash::kLanes - 1) / flash::kLanes * flash::kLanes;
+      const float* qs = w.qs.data() + static_cast<std::size_t>(v0) * d;
+      float* s = w.scores.data();  // [mv, stride]
+      if (transpose)
+        flash::block_scores(qs, mv, d, w.k_t.data(), stride, n, s, stride);
+      else
+        dot_scores(qs, mv, d, w.k_rows.data(), n_valid, s, stride);
+      float alpha[flash::kBlockVectors];
+      for (int v = 0; v < mv; ++v) {
+        const auto vec = static_cast<std::size_t>(v0 + v);
+        alpha[v] = flash::softmax_step(s + static_cast<std::size_t>(v) * stride, n_valid[v], n_pad,
+                                       w.max[vec], w.denom[vec]);
       }
+      flash::block_pv(s, mv, stride, w.v_rows.data(), n, alpha,
+                      w.acc.data() + static_cast<std::size_t>(v0) * d, d);
     }
   }
 
-  for (int r = item.row_begin; r < item.row_end; ++r)
-    for (int g = 0; g < group; ++g) {
-      const int h = item.kv_head * group + g;
-      const std::size_t vec = static_cast<std::size_t>(r - item.row_begin) * group + g;
-      const float inv = 1.0f / w.denom[vec];
-      const float* acc = w.acc.data() + vec * d;
-      float* o = out + (static_cast<std::size_t>(row0 + r) * batch.n_heads + h) * d;
-      for (int c = 0; c < d; ++c) o[c] = acc[c] * inv;
-    }
+  for (int v = 0; v < vectors; ++v) {
+    const int r = item.row_begin + v / group;
+    const int h = item.kv_head * group + v % group;
+    const auto vec = static_cast<std::size_t>(v);
+    const float inv = 1.0f / w.denom[vec];
+    const float* acc = w.acc.data() + vec * d;
+    float* o = out + (static_cast<std::size_t>(row0 + r) * batch.n_heads + h) * d;
+    for (int c = 0; c < d; ++c) o[c] = acc[c] * inv;
+  }
 }
 
 }  // namespace
@@ -240,7 +181,7 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
   pool.parallel_for(items.size(), [&](std::size_t begin, std::size_t end) {
     Scratch w;
     const auto pad = static_cast<std::size_t>(padded_tile(tile_));
-    w.scores.resize(pad);
+    w.scores.resize(pad * flash::kBlockVectors);
     w.k_t.assign(pad * static_cast<std::size_t>(batch.head_dim), 0.0f);
     w.k_rows.resize(static_cast<std::size_t>(tile_));
     w.v_rows.resize(static_cast<std::size_t>(tile_));

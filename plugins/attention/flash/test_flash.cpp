@@ -4,18 +4,23 @@
 // shuffled block tables. Loads nothing from the registry.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "attention_checks.h"
 #include "flash_attention.h"
+#include "flash_tile_kernels.h"
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
 #include "test_support.h"
 
 namespace inferlab::testing {
 namespace {
+
+namespace flash = plugins::flash;
 
 constexpr double kTolerance = 1e-5;
 // Scores reach ~150 in the peaked test; a float score carries an absolute error of about
@@ -61,6 +66,123 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<2>(info.param)) + "_qr" +
              std::to_string(std::get<3>(info.param));
     });
+
+// The register-blocked path: head_dim 20/40 (a d % 16 tail), 48 (3 Vec16s), 64, 80 (4 + 1 Vec16s
+// in two P·V passes), 128 (two full passes); GQA groups 1/3/4/8, so blocks of kBlockVectors
+// vectors split rows; row counts 1, 2, 7, 13 and 64 leave partial blocks; contexts longer than
+// the rows (a prefix already cached) put the causal diagonal inside a tile.
+// (head_dim, group, tile, query_rows)
+class FlashRegisterBlocks : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
+
+TEST_P(FlashRegisterBlocks, MatchesReference) {
+  const auto [head_dim, group, tile, query_rows] = GetParam();
+  AttentionProblemSpec s;
+  s.seqs = {{40, 7}, {100, 13}, {64, 64}, {17, 1}, {90, 2}, {150, 37}};
+  s.head_dim = head_dim;
+  s.n_kv_heads = 2;
+  s.n_heads = 2 * group;
+  s.block_size = 16;
+  s.seed = static_cast<std::uint64_t>(head_dim * 100 + group);
+  plugins::FlashAttention flash(tile, query_rows);
+  expect_attention_matches_reference(flash, s, kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HeadDimGroupTile, FlashRegisterBlocks,
+    ::testing::Combine(::testing::Values(20, 40, 48, 64, 80, 128), ::testing::Values(1, 3, 4, 8),
+                       ::testing::Values(7, 64), ::testing::Values(5, 16)),
+    [](const auto& info) {
+      return "d" + std::to_string(std::get<0>(info.param)) + "_g" + std::to_string(std::get<1>(info.param)) +
+             "_tile" + std::to_string(std::get<2>(info.param)) + "_qr" + std::to_string(std::get<3>(info.param));
+    });
+
+// The micro-kernels alone against plain loops, for every block shape (1..kBlockVectors vectors,
+// widths that end mid-Vec16 and span several kernel calls) and a d % 16 tail.
+TEST(FlashTileKernels, ScoresAndPvMatchPlainLoops) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  constexpr int kStride = 2 * flash::kBlockColumns;
+  for (int d : {16, 37, 64, 80})
+    for (int mv = 1; mv <= flash::kBlockVectors; ++mv)
+      for (int n : {1, 15, 16, 33, kStride - 1, kStride}) {
+        SCOPED_TRACE("d " + std::to_string(d) + " mv " + std::to_string(mv) + " n " + std::to_string(n));
+        std::vector<float> qs(static_cast<std::size_t>(mv) * d), k_t(static_cast<std::size_t>(d) * kStride);
+        std::vector<float> v(static_cast<std::size_t>(n) * d), acc(static_cast<std::size_t>(mv) * d);
+        for (auto* x : {&qs, &k_t, &v, &acc})
+          for (float& e : *x) e = normal(rng);
+        std::vector<const float*> v_rows;
+        for (int j = 0; j < n; ++j) v_rows.push_back(v.data() + static_cast<std::size_t>(j) * d);
+        std::vector<float> s(static_cast<std::size_t>(mv) * kStride);
+        flash::block_scores(qs.data(), mv, d, k_t.data(), kStride, n, s.data(), kStride);
+        for (int i = 0; i < mv; ++i)
+          for (int j = 0; j < n; ++j) {
+            double want = 0;
+            for (int c = 0; c < d; ++c) want += double{qs[i * d + c]} * k_t[c * kStride + j];
+            EXPECT_NEAR(s[i * kStride + j], want, 1e-4 * d);
+          }
+        const float alpha[] = {0.5f, 1.0f, 0.0f, 2.0f, 0.25f, 1.5f, 3.0f, 0.75f};
+        std::vector<float> got = acc;
+        flash::block_pv(s.data(), mv, kStride, v_rows.data(), n, alpha, got.data(), d);
+        for (int i = 0; i < mv; ++i)
+          for (int c = 0; c < d; ++c) {
+            double want = double{alpha[i]} * acc[i * d + c];
+            for (int j = 0; j < n; ++j) want += double{s[i * kStride + j]} * v[j * d + c];
+            EXPECT_NEAR(got[i * d + c], want, 1e-4 * d * n);
+          }
+      }
+}
+
+// The K tile transpose: whole 16 x 16 blocks in registers plus ragged edges in both directions.
+TEST(FlashTileKernels, TransposeTileMatchesElementwise) {
+  for (int n : {1, 16, 21, 64})
+    for (int d : {5, 16, 40, 64}) {
+      std::vector<float> k(static_cast<std::size_t>(n) * d);
+      for (std::size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i);
+      std::vector<const float*> rows;
+      for (int j = 0; j < n; ++j) rows.push_back(k.data() + static_cast<std::size_t>(j) * d);
+      const int stride = 80;
+      std::vector<float> k_t(static_cast<std::size_t>(d) * stride, -1.0f);
+      flash::transpose_tile(rows.data(), n, d, k_t.data(), stride);
+      for (int c = 0; c < d; ++c)
+        for (int j = 0; j < stride; ++j)
+          ASSERT_EQ(k_t[c * stride + j], j < n ? k[j * d + c] : -1.0f) << "n " << n << " d " << d << " c " << c << " j " << j;
+    }
+}
+
+TEST(FlashTileKernels, SoftmaxStepMasksAndRescales) {
+  std::vector<float> s(2 * flash::kLanes, 9.0f);  // past the valid scores: anything
+  s[0] = 1.0f, s[1] = 3.0f, s[2] = 2.0f;
+  float max = 2.0f, denom = 4.0f;
+  const float alpha = flash::softmax_step(s.data(), 3, flash::kLanes, max, denom);
+  EXPECT_FLOAT_EQ(max, 3.0f);
+  EXPECT_NEAR(alpha, std::exp(-1.0f), 1e-6);
+  EXPECT_NEAR(s[0], std::exp(-2.0f), 1e-6);
+  EXPECT_NEAR(s[1], 1.0f, 1e-6);
+  EXPECT_NEAR(s[2], std::exp(-1.0f), 1e-6);
+  for (int j = 3; j < flash::kLanes; ++j) EXPECT_EQ(s[j], 0.0f) << j;
+  EXPECT_EQ(s[flash::kLanes], 9.0f);  // past the pad: untouched
+  EXPECT_NEAR(denom, 4.0f * std::exp(-1.0f) + std::exp(-2.0f) + 1.0f + std::exp(-1.0f), 1e-5);
+  // A vector that sees nothing of the tile: weights 0, state unchanged, alpha 1.
+  EXPECT_EQ(flash::softmax_step(s.data(), 0, flash::kLanes, max, denom), 1.0f);
+  EXPECT_EQ(s[0], 0.0f);
+  EXPECT_FLOAT_EQ(max, 3.0f);
+}
+
+// exp_nonpositive over the range softmax feeds it, against libm, and its clamp far below.
+TEST(FlashTileKernels, VectorExpMatchesLibm) {
+  for (float x0 = -100.0f; x0 <= 0.0f; x0 += 0.37f) {
+    flash::Vec16 x;
+    for (int i = 0; i < flash::kLanes; ++i) x[i] = std::min(0.0f, x0 + 0.01f * static_cast<float>(i));
+    flash::Vec16 e = x;
+    flash::exp_nonpositive(e);
+    for (int i = 0; i < flash::kLanes; ++i) {
+      if (x[i] < -87.0f)
+        EXPECT_LT(e[i], 2e-38f);
+      else
+        EXPECT_NEAR(e[i], std::exp(x[i]), 4e-7f * std::exp(x[i])) << x[i];
+    }
+  }
+}
 
 TEST(FlashAttention, AgreesWithNaiveOnLongContexts) {
   AttentionProblemSpec s;

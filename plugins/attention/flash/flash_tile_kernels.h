@@ -1,0 +1,239 @@
+// Register-blocked micro-kernels of the CPU flash attention (flash_attention.cpp). Each works on
+// a block of up to kBlockVectors query vectors at once — query vectors of one (sequence, kv
+// head) share every K/V tile — so one load of K^T (scores) or of a V row (P·V) feeds one FMA
+// per vector of the block instead of one FMA in total, and the accumulators stay in registers
+// for the whole reduction. With AVX-512 a block is 6 vectors x 64 columns: 24 zmm accumulators,
+// and per step 4 vector loads + 6 broadcasts for 24 FMAs (per-vector code does 2 loads per 2
+// FMAs, half the FMA peak at best). GCC/Clang vector types keep the code portable: without
+// AVX-512 a Vec16 is two AVX2 registers and the block shrinks to fit 16 registers.
+//   scores:  s[v][j]   = sum_c qs[v][c] * k_t[c][j]          (qs pre-scaled by 1/sqrt(d))
+//   P·V:     acc[v][c] = alpha[v] * acc[v][c] + sum_j p[v][j] * v_rows[j][c]
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace inferlab::plugins::flash {
+
+using Vec16 = float __attribute__((vector_size(64)));
+constexpr int kLanes = 16;  // floats per Vec16
+
+#if defined(__AVX512F__)
+constexpr int kBlockVectors = 6;  // query vectors per micro-kernel call
+constexpr int kBlockChunks = 4;   // Vec16 columns per call: 64 positions (scores) or 64 of head_dim (P·V)
+#else
+constexpr int kBlockVectors = 3;
+constexpr int kBlockChunks = 2;
+#endif
+constexpr int kBlockColumns = kBlockChunks * kLanes;
+
+// exp(x) for x <= 0 on 16 lanes (explicit vector code: an `omp simd` loop around a scalar
+// version stayed scalar in GCC 12): clamp, split x = n ln2 + r with |r| <= ln2/2 (n rounded to
+// nearest by the 1.5 * 2^23 shift), a degree-6 polynomial for e^r, then scale by 2^n via the
+// exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below e^-87
+// flush to ~1e-38 instead of 0, which no softmax sum can see. In place: a 64-byte vector passed
+// or returned by value would change the calling convention between AVX-512 and AVX2 builds.
+using Int16 = std::int32_t __attribute__((vector_size(64)));
+inline void exp_nonpositive(Vec16& x) {
+  const Vec16 lowest = Vec16{} - 87.0f;
+  x = x < lowest ? lowest : x;
+  const Vec16 shift = Vec16{} + 12582912.0f;                     // 1.5 * 2^23
+  const Vec16 n = (x * 1.44269504f + shift) - shift;             // round(x / ln2), in [-126, 0]
+  const Vec16 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
+  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const Int16 bits = (__builtin_convertvector(n, Int16) + 127) << 23;  // 2^n
+  Vec16 two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  x = p * two_n;
+}
+
+// out[c][j] = rows[j][c] for j < 16, c < 16: a 16x16 block transposed in registers. Round b
+// pairs rows r and r | 2^b (bit b of r clear) and swaps the off-diagonal 2^b x 2^b blocks of
+// each 2^(b+1) block, which swaps bit b of the row and column index; after the 4 rounds every
+// (r, c) sits at (c, r). 64 two-source shuffles replace 256 scalar loads and stores.
+// rows: 16 pointers, each to 16 floats; out: [16, out_stride]
+inline void transpose16(const float* const* rows, float* out, int out_stride) {
+  Vec16 m[kLanes];
+  for (int r = 0; r < kLanes; ++r) std::memcpy(&m[r], rows[r], sizeof(Vec16));
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; ++b) {
+    const int w = 1 << b;
+    Int16 keep = {}, swap = {};  // the masks of new row r and new row r | w
+    for (int c = 0; c < kLanes; ++c) {
+      keep[c] = (c & w) == 0 ? c : kLanes + (c ^ w);
+      swap[c] = (c & w) == 0 ? (c ^ w) : kLanes + c;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < kLanes; ++r) {
+      if ((r & w) != 0) continue;
+      const Vec16 lo = __builtin_shuffle(m[r], m[r | w], keep);
+      m[r | w] = __builtin_shuffle(m[r], m[r | w], swap);
+      m[r] = lo;
+    }
+  }
+  for (int c = 0; c < kLanes; ++c) std::memcpy(out + static_cast<std::size_t>(c) * out_stride, &m[c], sizeof(Vec16));
+}
+
+// k_t[c][j] = k_rows[j][c] for j < n, c < d: whole 16 x 16 blocks through transpose16, the
+// edges (n or d not a multiple of 16) element by element.
+// k_rows: [n] pointers to [d]; k_t: [d, stride]
+inline void transpose_tile(const float* const* k_rows, int n, int d, float* k_t, int stride) {
+  const int n_vec = n / kLanes * kLanes, d_vec = d / kLanes * kLanes;
+  const float* block[kLanes];
+  for (int j0 = 0; j0 < n_vec; j0 += kLanes)
+    for (int c0 = 0; c0 < d_vec; c0 += kLanes) {
+      for (int i = 0; i < kLanes; ++i) block[i] = k_rows[j0 + i] + c0;
+      transpose16(block, k_t + static_cast<std::size_t>(c0) * stride + j0, stride);
+    }
+  for (int j = 0; j < n; ++j)
+    for (int c = j < n_vec ? d_vec : 0; c < d; ++c) k_t[static_cast<std::size_t>(c) * stride + j] = k_rows[j][c];
+}
+
+// acc[v][k] += x[v * x_stride] * row[16k, 16k + 16) for v < MV, k < NC: one rank-1 update of
+// the register tile, the step of both micro-kernels (NC vector loads and MV broadcasts feed
+// MV * NC FMAs). Always inlined so the tile stays in registers.
+template <int MV, int NC>
+[[gnu::always_inline]] inline void rank1_update(Vec16 (&acc)[MV][NC], const float* row, const float* x,
+                                                std::size_t x_stride) {
+  Vec16 r[NC];
+#pragma GCC unroll 8
+  for (int k = 0; k < NC; ++k) std::memcpy(&r[k], row + k * kLanes, sizeof(Vec16));
+#pragma GCC unroll 8
+  for (int v = 0; v < MV; ++v) {
+    const float w = x[static_cast<std::size_t>(v) * x_stride];
+#pragma GCC unroll 8
+    for (int k = 0; k < NC; ++k) acc[v][k] += w * r[k];
+  }
+}
+
+// s[v][j] for v < MV, j < NC*16.
+// qs:  [MV, d]          query vectors, already multiplied by the softmax scale
+// k_t: [d, k_stride]    the tile's K transposed, from the block's first column
+// s:   [MV, s_stride]
+template <int MV, int NC>
+struct ScoreBlock {
+  static void run(const float* qs, int d, const float* k_t, int k_stride, float* s, int s_stride) {
+    Vec16 acc[MV][NC] = {};
+    for (int c = 0; c < d; ++c)
+      rank1_update(acc, k_t + static_cast<std::size_t>(c) * k_stride, qs + c, static_cast<std::size_t>(d));
+    for (int v = 0; v < MV; ++v)
+      for (int n = 0; n < NC; ++n)
+        std::memcpy(s + static_cast<std::size_t>(v) * s_stride + n * kLanes, &acc[v][n], sizeof(Vec16));
+  }
+};
+
+// acc[v][c0 + i] = alpha[v] * acc[v][c0 + i] + sum_{j < n} p[v][j] * v_rows[j][c0 + i], i < NC*16.
+// p:      [MV, p_stride]   softmax weights of the tile (0 where a vector may not look)
+// v_rows: [n]              V vectors of the tile's positions, each [d]
+// acc:    [MV, d]          running un-normalised outputs
+template <int MV, int NC>
+struct PvBlock {
+  static void run(const float* p, int p_stride, const float* const* v_rows, int n, int c0,
+                  const float* alpha, float* acc, int d) {
+    Vec16 a[MV][NC];
+    for (int v = 0; v < MV; ++v)
+      for (int k = 0; k < NC; ++k) {
+        std::memcpy(&a[v][k], acc + static_cast<std::size_t>(v) * d + c0 + k * kLanes, sizeof(Vec16));
+        a[v][k] *= alpha[v];
+      }
+    for (int j = 0; j < n; ++j) rank1_update(a, v_rows[j] + c0, p + j, static_cast<std::size_t>(p_stride));
+    for (int v = 0; v < MV; ++v)
+      for (int k = 0; k < NC; ++k)
+        std::memcpy(acc + static_cast<std::size_t>(v) * d + c0 + k * kLanes, &a[v][k], sizeof(Vec16));
+  }
+};
+
+// table[mv - 1][nc - 1] = &Kernel<mv, nc>::run: a runtime block shape picks its instantiation.
+template <template <int, int> class Kernel, int MV, int... NC>
+constexpr auto kernel_row(std::integer_sequence<int, NC...>) {
+  return std::array{&Kernel<MV, NC + 1>::run...};
+}
+template <template <int, int> class Kernel, int... MV>
+constexpr auto kernel_table(std::integer_sequence<int, MV...>) {
+  return std::array{kernel_row<Kernel, MV + 1>(std::make_integer_sequence<int, kBlockChunks>{})...};
+}
+inline constexpr auto kScoreKernels =
+    kernel_table<ScoreBlock>(std::make_integer_sequence<int, kBlockVectors>{});
+inline constexpr auto kPvKernels = kernel_table<PvBlock>(std::make_integer_sequence<int, kBlockVectors>{});
+
+// Scores of `mv` vectors over tile columns [0, n), rounded up to whole Vec16s (the extra
+// columns read stale but finite K^T columns; the softmax masks them).
+inline void block_scores(const float* qs, int mv, int d, const float* k_t, int k_stride, int n,
+                         float* s, int s_stride) {
+  for (int j0 = 0; j0 < n; j0 += kBlockColumns) {
+    const int nc = std::min(kBlockChunks, (n - j0 + kLanes - 1) / kLanes);
+    kScoreKernels[static_cast<std::size_t>(mv - 1)][static_cast<std::size_t>(nc - 1)](
+        qs, d, k_t + j0, k_stride, s + j0, s_stride);
+  }
+}
+
+// P·V of `mv` vectors over the tile's first n positions, all d columns: whole Vec16 columns
+// through the micro-kernel, the d % 16 tail per vector.
+inline void block_pv(const float* p, int mv, int p_stride, const float* const* v_rows, int n,
+                     const float* alpha, float* acc, int d) {
+  const int d_vec = d / kLanes * kLanes;
+  for (int c0 = 0; c0 < d_vec; c0 += kBlockColumns) {
+    const int nc = std::min(kBlockChunks, (d_vec - c0) / kLanes);
+    kPvKernels[static_cast<std::size_t>(mv - 1)][static_cast<std::size_t>(nc - 1)](
+        p, p_stride, v_rows, n, c0, alpha, acc, d);
+  }
+  for (int v = 0; v < mv; ++v) {
+    float* a = acc + static_cast<std::size_t>(v) * d;
+    const float* w = p + static_cast<std::size_t>(v) * p_stride;
+    for (int c = d_vec; c < d; ++c) {
+      float sum = a[c] * alpha[v];
+      for (int j = 0; j < n; ++j) sum += w[j] * v_rows[j][c];
+      a[c] = sum;
+    }
+  }
+}
+
+// One online-softmax step of one query vector over a tile (Milakov & Gimelshein): s[0, n_valid)
+// holds its scores, which become p = exp(s - m_new); s[n_valid, n_pad) becomes 0 so a block's
+// P·V may run over its widest vector's columns (n_pad: a multiple of 16; s[n_valid, n_pad) may
+// hold anything). Updates the running max and denominator and returns alpha = exp(m_old - m_new),
+// the factor for what was accumulated so far (0 on the first tile, 1 when the vector sees
+// nothing of this tile).
+inline float softmax_step(float* s, int n_valid, int n_pad, float& max, float& denom) {
+  const Int16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const Vec16 zero = {};
+  const Vec16 minus_inf = zero - INFINITY;
+  Vec16 vmax = minus_inf;
+  for (int j = 0; j < n_valid; j += kLanes) {
+    Vec16 x;
+    std::memcpy(&x, s + j, sizeof x);
+    x = lane + j < n_valid ? x : minus_inf;
+    vmax = x > vmax ? x : vmax;
+  }
+  float tile_max = -INFINITY;
+  for (int i = 0; i < kLanes; ++i) tile_max = std::max(tile_max, vmax[i]);
+  const float new_max = std::max(max, tile_max);
+  const float alpha = new_max > max ? std::exp(max - new_max) : 1.0f;
+  Vec16 sum = zero;
+  for (int j = 0; j < n_pad; j += kLanes) {
+    Vec16 x;
+    std::memcpy(&x, s + j, sizeof x);
+    Vec16 e = x - new_max;
+    exp_nonpositive(e);
+    x = lane + j < n_valid ? e : zero;
+    sum += x;
+    std::memcpy(s + j, &x, sizeof x);
+  }
+  if (n_valid <= 0) return 1.0f;
+  float total = 0.0f;
+  for (int i = 0; i < kLanes; ++i) total += sum[i];
+  denom = denom * alpha + total;
+  max = new_max;
+  return alpha;
+}
+
+}  // namespace inferlab::plugins::flash
