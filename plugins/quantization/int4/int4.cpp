@@ -1,7 +1,8 @@
 #include "int4.h"
 
-#include "inferlab/float_linear.h"
 #include "inferlab/error.h"
+#include "inferlab/float_linear.h"
+#include "q4_panel_linear.h"
 
 namespace inferlab::plugins {
 
@@ -19,12 +20,26 @@ std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   if (skip_classifier_ && name == "classifier")
     return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (packs_q4_panels(in)) {
+    auto blocks = quantize_q4_blocks(weight, out, in, symmetric_);
+    if (blocks) {
+      weight.clear();  // consumed
+      weight.shrink_to_fit();
+      return std::make_unique<Q4PanelLinear>(symmetric_, *blocks, out, in);
+    }
+    // A scale beyond fp16 (or a non-finite weight): this layer keeps the fp32-scale format.
+  }
   auto linear = std::make_unique<Int4Linear>(weight, out, in, group_size_, symmetric_);
   linear->set_int8_activations(int8_activations_);
   linear->place_on(device_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
   return linear;
+}
+
+bool Int4Quantization::packs_q4_panels(int in) const {
+  const bool on_cuda = device_ != nullptr && device_->kind() == DeviceKind::kCuda;
+  return int8_activations_ && group_size_ == 32 && in % 32 == 0 && !on_cuda && cpu::gemm_gguf_available();
 }
 
 }  // namespace inferlab::plugins

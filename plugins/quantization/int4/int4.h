@@ -2,7 +2,8 @@
 // llama.cpp's Q4 family, with plain round-to-nearest instead of their calibration): each row of
 // W is cut into groups of `group_size` input channels, each group gets an fp32 scale (and, when
 // asymmetric, a 4-bit zero point), codes are packed two per byte. Activations and the KV cache
-// stay fp32. Format: kernels/ref/matmul_int4.h.
+// stay fp32. Format: kernels/ref/matmul_int4.h; with int8 activations and groups of 32 on
+// AVX-512 VNNI builds, GGML Q4_0 / Q4_1 blocks with fp16 scales (q4_panel_linear.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -25,8 +26,13 @@ class Int4Quantization : public Quantization {
   // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
   Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
                    Device* device = nullptr);
+  // With int8 activations, groups of 32, in a multiple of 32, a CPU device and a build with
+  // cpu::gemm_gguf (AVX-512 VNNI): a Q4PanelLinear (Q4_0 blocks when symmetric, Q4_1 otherwise;
+  // fp16 scales, q4_panel_linear.h), unless a scale does not fit in fp16. Otherwise an Int4Linear.
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
+  // True when a linear of `in` input channels would be built as a Q4PanelLinear.
+  bool packs_q4_panels(int in) const;
 
  private:
   int group_size_;

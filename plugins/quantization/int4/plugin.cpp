@@ -22,7 +22,8 @@ inferlab::PluginDescriptor describe() {
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
       {"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
-       "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32)"},
+       "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32; "
+       "groups of 32 on AVX-512 VNNI builds are stored as Q4_0/Q4_1 blocks with fp16 scales)"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
