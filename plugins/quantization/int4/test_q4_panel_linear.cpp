@@ -10,6 +10,7 @@
 #include "inferlab/formats.h"
 #include "inferlab/rng.h"
 #include "int4.h"
+#include "int4_test_helpers.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
@@ -19,19 +20,7 @@ namespace inferlab {
 using namespace plugins;
 namespace {
 
-std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma) {
-  Rng rng(seed);
-  std::vector<float> v(count);
-  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
-  return v;
-}
-
-std::vector<float> run(const Linear& linear, const std::vector<float>& x, int n) {
-  CpuDevice device(2);
-  std::vector<float> y(static_cast<std::size_t>(n) * linear.out_features(), std::nanf(""));
-  linear.forward(x.data(), y.data(), n, device);
-  return y;
-}
+using namespace int4_test;
 
 std::unique_ptr<Linear> make(const std::vector<float>& w, int out, int in, bool symmetric, int gs = 32,
                              bool int8 = true, const std::string& name = "layers.0.w1") {
@@ -230,15 +219,7 @@ TEST(Q4PanelLinear, BothActivationModesWithinTheGaussianTolerances) {
   const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 4, 0.02);
   std::vector<float> y_fp32(static_cast<std::size_t>(n) * out);
   ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
-  auto rel = [&](const Linear& l) {
-    const std::vector<float> y = run(l, x, n);
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < y.size(); ++i) {
-      num += (y[i] - y_fp32[i]) * static_cast<double>(y[i] - y_fp32[i]);
-      den += y_fp32[i] * static_cast<double>(y_fp32[i]);
-    }
-    return std::sqrt(num / den);
-  };
+  auto rel = [&](const Linear& l) { return relative_error(run(l, x, n), y_fp32); };
   double err[2][2];  // [symmetric][int8 activations]
   for (int sym : {0, 1})
     for (int int8 : {0, 1}) err[sym][int8] = rel(*make(w, out, in, sym != 0, 32, int8 != 0));
