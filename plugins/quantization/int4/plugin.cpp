@@ -12,8 +12,8 @@ inferlab::PluginDescriptor describe() {
   d.name = "int4";
   d.version = "1.0.0";
   d.summary =
-      "Weight-only int4, group-wise fp32 scales (GPTQ/AWQ/Q4 storage, round-to-nearest, no "
-      "calibration); fp32 activations and KV cache";
+      "int4 weights, group-wise fp32 scales (GPTQ/AWQ/Q4 storage, round-to-nearest, no calibration); fp32 "
+      "activations, or int8 blocks (W4A8: groups of 32 then stored as Q4_0/Q4_1 blocks with fp16 scales)";
   d.params = {
       {"group_size", ParamType::kInt, std::int64_t{32}, 8.0, 4096.0, {},
        "Input channels per scale (a multiple of 8); a partial last group is fine"},
