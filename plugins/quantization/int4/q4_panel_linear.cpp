@@ -131,6 +131,11 @@ void Q4PanelLinear::dequantize_row(int row, float* out) const {
   dequantize(packed_.type, bytes.data(), static_cast<std::size_t>(in_features()), out);
 }
 
+std::uint64_t Q4PanelLinear::weight_bytes() const {
+  return static_cast<std::uint64_t>(out_features()) *
+         ggml_tensor_bytes(packed_.type, static_cast<std::uint64_t>(in_features()));
+}
+
 std::vector<float> Q4PanelLinear::scales() const {
   const int out = out_features(), blocks = in_features() / kBlock;
   std::vector<float> s(static_cast<std::size_t>(out) * blocks);

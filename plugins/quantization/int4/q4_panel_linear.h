@@ -41,9 +41,11 @@ class Q4PanelLinear : public Linear {
   // Row `row` of W_hat, exactly the values gemm_gguf multiplies with (the row's blocks unpacked
   // from the panel and decoded: d * (c - 8), or d * c + m, each exact in fp32).
   void dequantize_row(int row, float* out) const override;
-  // cpu::packed_bytes: 18 (Q4_0) or 20 (Q4_1) bytes per 32 weights, 4.5 / 5.0 bits, plus the
-  // zero rows padding out to a multiple of 32.
-  std::uint64_t weight_bytes() const override { return cpu::packed_bytes(packed_); }
+  // The blocks of the `out` rows: 18 (Q4_0) or 20 (Q4_1) bytes per 32 weights, 4.5 / 5.0 bits
+  // (the panels' scales included). Not counted: the zero rows padding the last panel to 32 rows
+  // (cpu::packed_bytes counts them; none when out is a multiple of 32, as in the models' layers),
+  // which would make a 5-row layer look like 32 bits per weight.
+  std::uint64_t weight_bytes() const override;
 
   bool symmetric() const { return packed_.type == GgmlType::kQ4_0; }
   // The fp16 step d of each block as a float, [out, in / 32].

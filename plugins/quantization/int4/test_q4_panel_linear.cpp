@@ -200,14 +200,26 @@ TEST(Q4PanelLinear, WeightsOnTheGridRoundTripExactly) {
   }
 }
 
-TEST(Q4PanelLinear, WeightBytesAre4Point5And5BitsPlusPaddingRows) {
+// 4.5 / 5.0 bits per weight; the zero rows padding the last panel are not counted, and are all
+// the panels hold beyond that.
+TEST(Q4PanelLinear, WeightBytesAre4Point5And5Bits) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "no AVX-512 VNNI in this build";
   const int in = 1536;
   for (int out : {576, 37}) {
     const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 5, 1.0);
-    const std::uint64_t rows = (out + 31) / 32 * 32, blocks = rows * (in / 32);  // panels of 32 rows
-    EXPECT_EQ(make(w, out, in, true)->weight_bytes(), 18 * blocks);   // Q4_0: 4.5 bits
-    EXPECT_EQ(make(w, out, in, false)->weight_bytes(), 20 * blocks);  // Q4_1: 5.0 bits
+    const std::uint64_t blocks = static_cast<std::uint64_t>(out) * (in / 32);
+    const std::uint64_t padded = static_cast<std::uint64_t>((out + 31) / 32 * 32) * (in / 32);
+    for (bool sym : {true, false}) {
+      auto q = make(w, out, in, sym);
+      const std::uint64_t per_block = sym ? 18 : 20;  // Q4_0: 4.5 bits, Q4_1: 5.0 bits
+      EXPECT_EQ(q->weight_bytes(), per_block * blocks);
+      EXPECT_DOUBLE_EQ(8.0 * static_cast<double>(q->weight_bytes()) / (static_cast<double>(out) * in),
+                       sym ? 4.5 : 5.0);
+      const auto blocks_of = quantize_q4_blocks(w, out, in, sym);
+      ASSERT_TRUE(blocks_of.has_value());
+      EXPECT_EQ(cpu::packed_bytes(cpu::pack_gguf(sym ? GgmlType::kQ4_0 : GgmlType::kQ4_1, *blocks_of, out, in)),
+                per_block * padded);
+    }
   }
 }
 
