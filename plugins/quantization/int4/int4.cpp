@@ -7,9 +7,9 @@
 namespace inferlab::plugins {
 
 Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations,
-                                   Device* device)
+                                   Device* device, bool q4_blocks)
     : group_size_(group_size), symmetric_(symmetric), skip_classifier_(skip_classifier),
-      int8_activations_(int8_activations), device_(device) {
+      int8_activations_(int8_activations), q4_blocks_(q4_blocks), device_(device) {
   check_int4_group_size(group_size, "int4");
   check(!int8_activations || group_size % 32 == 0,
         "quantization 'int4': activations = \"int8\" needs group_size a multiple of 32, got " +
@@ -39,7 +39,7 @@ std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
 
 bool Int4Quantization::packs_q4_panels(int in) const {
   const bool on_cuda = device_ != nullptr && device_->kind() == DeviceKind::kCuda;
-  return int8_activations_ && group_size_ == 32 && in % 32 == 0 && !on_cuda && cpu::gemm_gguf_available();
+  return q4_blocks_ && int8_activations_ && group_size_ == 32 && in % 32 == 0 && !on_cuda && cpu::gemm_gguf_available();
 }
 
 }  // namespace inferlab::plugins

@@ -24,9 +24,11 @@ class Int4Quantization : public Quantization {
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
   // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
   // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  // q4_blocks: with int8 activations, store groups of 32 as Q4_0/Q4_1 panels where the build
+  // allows (make_linear); false keeps the fp32-scale format and matmul_int4_act there too.
   Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
-                   Device* device = nullptr);
-  // With int8 activations, groups of 32, in a multiple of 32, a CPU device and a build with
+                   Device* device = nullptr, bool q4_blocks = true);
+  // With q4_blocks, int8 activations, groups of 32, in a multiple of 32, a CPU device and a build with
   // cpu::gemm_gguf (AVX-512 VNNI): a Q4PanelLinear (Q4_0 blocks when symmetric, Q4_1 otherwise;
   // fp16 scales, q4_panel_linear.h), unless a scale does not fit in fp16. Otherwise an Int4Linear.
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
@@ -36,7 +38,7 @@ class Int4Quantization : public Quantization {
 
  private:
   int group_size_;
-  bool symmetric_, skip_classifier_, int8_activations_;
+  bool symmetric_, skip_classifier_, int8_activations_, q4_blocks_;
   Device* device_;
 };
 

@@ -24,6 +24,9 @@ inferlab::PluginDescriptor describe() {
       {"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
        "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32; "
        "groups of 32 on AVX-512 VNNI builds are stored as Q4_0/Q4_1 blocks with fp16 scales)"},
+      {"q4_blocks", ParamType::kBool, true, std::nullopt, std::nullopt, {},
+       "With activations = \"int8\" and group_size 32 on AVX-512 VNNI builds: true stores Q4_0/Q4_1 blocks with "
+       "fp16 scales (cpu::gemm_gguf); false keeps the fp32-scale format (matmul_int4_act). No effect otherwise"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
@@ -43,7 +46,8 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
                                               ctx.params.get_bool("skip_classifier"),
-                                              ctx.params.get_string("activations") == "int8", &ctx.device);
+                                              ctx.params.get_string("activations") == "int8", &ctx.device,
+                                              ctx.params.get_bool("q4_blocks"));
   };
   return d;
 }
