@@ -1,14 +1,15 @@
 #include "int4.h"
 
-#include "inferlab/float_linear.h"
 #include "inferlab/error.h"
+#include "inferlab/float_linear.h"
+#include "q4_panel_linear.h"
 
 namespace inferlab::plugins {
 
 Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations,
-                                   Device* device)
+                                   Device* device, bool q4_blocks)
     : group_size_(group_size), symmetric_(symmetric), skip_classifier_(skip_classifier),
-      int8_activations_(int8_activations), device_(device) {
+      int8_activations_(int8_activations), q4_blocks_(q4_blocks), device_(device) {
   check_int4_group_size(group_size, "int4");
   check(!int8_activations || group_size % 32 == 0,
         "quantization 'int4': activations = \"int8\" needs group_size a multiple of 32, got " +
@@ -19,12 +20,26 @@ std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   if (skip_classifier_ && name == "classifier")
     return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (packs_q4_panels(in)) {
+    auto blocks = quantize_q4_blocks(weight, out, in, symmetric_);
+    if (blocks) {
+      weight.clear();  // consumed
+      weight.shrink_to_fit();
+      return std::make_unique<Q4PanelLinear>(symmetric_, *blocks, out, in);
+    }
+    // A scale beyond fp16 (or a non-finite weight): this layer keeps the fp32-scale format.
+  }
   auto linear = std::make_unique<Int4Linear>(weight, out, in, group_size_, symmetric_);
   linear->set_int8_activations(int8_activations_);
   linear->place_on(device_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
   return linear;
+}
+
+bool Int4Quantization::packs_q4_panels(int in) const {
+  const bool on_cuda = device_ != nullptr && device_->kind() == DeviceKind::kCuda;
+  return q4_blocks_ && int8_activations_ && group_size_ == 32 && in % 32 == 0 && !on_cuda && cpu::gemm_gguf_available();
 }
 
 }  // namespace inferlab::plugins

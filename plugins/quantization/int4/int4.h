@@ -2,7 +2,8 @@
 // llama.cpp's Q4 family, with plain round-to-nearest instead of their calibration): each row of
 // W is cut into groups of `group_size` input channels, each group gets an fp32 scale (and, when
 // asymmetric, a 4-bit zero point), codes are packed two per byte. Activations and the KV cache
-// stay fp32. Format: kernels/ref/matmul_int4.h.
+// stay fp32. Format: kernels/ref/matmul_int4.h; with int8 activations and groups of 32 on
+// AVX-512 VNNI builds, GGML Q4_0 / Q4_1 blocks with fp16 scales (q4_panel_linear.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,14 +24,21 @@ class Int4Quantization : public Quantization {
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
   // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
   // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  // q4_blocks: with int8 activations, store groups of 32 as Q4_0/Q4_1 panels where the build
+  // allows (make_linear); false keeps the fp32-scale format and matmul_int4_act there too.
   Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
-                   Device* device = nullptr);
+                   Device* device = nullptr, bool q4_blocks = true);
+  // With q4_blocks, int8 activations, groups of 32, in a multiple of 32, a CPU device and a build with
+  // cpu::gemm_gguf (AVX-512 VNNI): a Q4PanelLinear (Q4_0 blocks when symmetric, Q4_1 otherwise;
+  // fp16 scales, q4_panel_linear.h), unless a scale does not fit in fp16. Otherwise an Int4Linear.
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
+  // True when a linear of `in` input channels would be built as a Q4PanelLinear.
+  bool packs_q4_panels(int in) const;
 
  private:
   int group_size_;
-  bool symmetric_, skip_classifier_, int8_activations_;
+  bool symmetric_, skip_classifier_, int8_activations_, q4_blocks_;
   Device* device_;
 };
 

@@ -12,8 +12,8 @@ inferlab::PluginDescriptor describe() {
   d.name = "int4";
   d.version = "1.0.0";
   d.summary =
-      "Weight-only int4, group-wise fp32 scales (GPTQ/AWQ/Q4 storage, round-to-nearest, no "
-      "calibration); fp32 activations and KV cache";
+      "int4 weights, group-wise fp32 scales (GPTQ/AWQ/Q4 storage, round-to-nearest, no calibration); fp32 "
+      "activations, or int8 blocks (W4A8: groups of 32 then stored as Q4_0/Q4_1 blocks with fp16 scales)";
   d.params = {
       {"group_size", ParamType::kInt, std::int64_t{32}, 8.0, 4096.0, {},
        "Input channels per scale (a multiple of 8); a partial last group is fine"},
@@ -22,7 +22,11 @@ inferlab::PluginDescriptor describe() {
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
       {"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
-       "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32)"},
+       "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32; "
+       "groups of 32 on AVX-512 VNNI builds are stored as Q4_0/Q4_1 blocks with fp16 scales)"},
+      {"q4_blocks", ParamType::kBool, true, std::nullopt, std::nullopt, {},
+       "With activations = \"int8\" and group_size 32 on AVX-512 VNNI builds: true stores Q4_0/Q4_1 blocks with "
+       "fp16 scales (cpu::gemm_gguf); false keeps the fp32-scale format (matmul_int4_act). No effect otherwise"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
@@ -42,7 +46,8 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
                                               ctx.params.get_bool("skip_classifier"),
-                                              ctx.params.get_string("activations") == "int8", &ctx.device);
+                                              ctx.params.get_string("activations") == "int8", &ctx.device,
+                                              ctx.params.get_bool("q4_blocks"));
   };
   return d;
 }

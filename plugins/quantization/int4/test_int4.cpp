@@ -7,35 +7,14 @@
 #include "inferlab/error.h"
 #include "inferlab/rng.h"
 #include "int4.h"
+#include "int4_test_helpers.h"
 #include "kernels/ref/ops.h"
 
 namespace inferlab {
 using namespace plugins;
 namespace {
 
-std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma) {
-  Rng rng(seed);
-  std::vector<float> v(count);
-  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
-  return v;
-}
-
-// Runs `linear` on x [n, in] and returns y [n, out].
-std::vector<float> run(const Linear& linear, const std::vector<float>& x, int n) {
-  CpuDevice device(2);
-  std::vector<float> y(static_cast<std::size_t>(n) * linear.out_features(), std::nanf(""));
-  linear.forward(x.data(), y.data(), n, device);
-  return y;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    num += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
-    den += want[i] * static_cast<double>(want[i]);
-  }
-  return std::sqrt(num / den);
-}
+using namespace int4_test;
 
 // Relative output error of int4 on Gaussian weights [576, 1536] and inputs, n = 8.
 double gaussian_error(int group_size, bool symmetric, double mean = 0.0) {
