@@ -24,7 +24,14 @@ namespace inferlab {
 constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
 constexpr std::size_t kHugeArenaChunkBytes = std::size_t{32} << 20;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define INFERLAB_HUGE_PAGES_ASAN 1
+#elif defined(__has_feature)  // Clang
+#if __has_feature(address_sanitizer)
+#define INFERLAB_HUGE_PAGES_ASAN 1
+#endif
+#endif
+#if defined(INFERLAB_HUGE_PAGES_ASAN)
 constexpr std::size_t kHugeArenaMinBytes = kHugePageBytes;  // no arena: ASan sees every store
 #else
 constexpr std::size_t kHugeArenaMinBytes = std::size_t{64} << 10;

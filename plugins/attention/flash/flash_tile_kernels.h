@@ -15,6 +15,9 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace inferlab::plugins::flash {
 
@@ -56,6 +59,21 @@ inline void exp_nonpositive(Vec16& x) {
   x = p * two_n;
 }
 
+// Lane c of the result = lane idx[c] of the 32 lanes a ++ b. GCC's __builtin_shuffle does not
+// exist in Clang (the sanitizer build's compiler), so AVX-512 takes vpermt2ps directly.
+inline Vec16 shuffle2(const Vec16& a, const Vec16& b, const Int16& idx) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<Vec16>(_mm512_permutex2var_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512i>(idx),
+                                                        reinterpret_cast<__m512>(b)));
+#elif defined(__clang__)
+  Vec16 r;
+  for (int c = 0; c < kLanes; ++c) r[c] = idx[c] < kLanes ? a[idx[c]] : b[idx[c] - kLanes];
+  return r;
+#else
+  return __builtin_shuffle(a, b, idx);
+#endif
+}
+
 // out[c][j] = rows[j][c] for j < 16, c < 16: a 16x16 block transposed in registers. Round b
 // pairs rows r and r | 2^b (bit b of r clear) and swaps the off-diagonal 2^b x 2^b blocks of
 // each 2^(b+1) block, which swaps bit b of the row and column index; after the 4 rounds every
@@ -75,8 +93,8 @@ inline void transpose16(const float* const* rows, float* out, int out_stride) {
 #pragma GCC unroll 16
     for (int r = 0; r < kLanes; ++r) {
       if ((r & w) != 0) continue;
-      const Vec16 lo = __builtin_shuffle(m[r], m[r | w], keep);
-      m[r | w] = __builtin_shuffle(m[r], m[r | w], swap);
+      const Vec16 lo = shuffle2(m[r], m[r | w], keep);
+      m[r | w] = shuffle2(m[r], m[r | w], swap);
       m[r] = lo;
     }
   }
