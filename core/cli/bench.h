@@ -66,7 +66,7 @@ double probe_read_bandwidth(int threads);
 // missing) when that is higher (from_cache = true) — load from other jobs only lowers a probe.
 // A higher result replaces the recorded one; a malformed line is dropped. cache_file "" probes
 // without recording.
-double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache);
+double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache, double* probed_now = nullptr);
 // $XDG_CACHE_HOME/inferlab/read_bandwidth.tsv, else $HOME/.cache/inferlab/read_bandwidth.tsv
 // ("" when neither is set).
 std::string default_bandwidth_cache();

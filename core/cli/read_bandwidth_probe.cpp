@@ -96,9 +96,10 @@ std::string default_bandwidth_cache() {
   return (base / "inferlab" / "read_bandwidth.tsv").string();
 }
 
-double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache) {
+double cached_read_bandwidth(int threads, const std::string& cache_file, bool& from_cache, double* probed_now) {
   from_cache = false;
   const double now = probe_read_bandwidth(threads);
+  if (probed_now != nullptr) *probed_now = now;
   if (cache_file.empty()) return now;
   const std::string key = cache_key(threads);
   std::vector<std::string> keep;

@@ -120,6 +120,7 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   EXPECT_NE(second.out.find("read bandwidth: 12500.0 GB/s (read-sum probe, 1 threads, best recorded in"),
             std::string::npos)
       << second.out;
+  EXPECT_NE(second.out.find("; this run's probe "), std::string::npos) << second.out;  // the conditions now
   // One below it (a probe taken while the machine was busy) is replaced by today's probe.
   testing::write_file(dir.file("bw.tsv"), key + "huge-pages\t0.001\n");
   const auto third = run_inferlab(args);
