@@ -84,6 +84,15 @@ void check_toml_text(std::string_view text, const std::string& name) {
       continue;
     }
     if (c == '"' || c == '\'') {
+      // A quote straight after a bare value or key character (0"x", a'b') opens no string in
+      // TOML; toml++ 3.3 reads on into what follows and reaches __builtin_unreachable on a
+      // non-ASCII character there (a fuzzer finding). Refused here, before it can.
+      if (i > line_start) {
+        const char p = text[i - 1];
+        if ((p >= 'A' && p <= 'Z') || (p >= 'a' && p <= 'z') || is_digit(p) || p == '_' || p == '-' || p == '+')
+          throw Error(name + ":" + std::to_string(line_no) + ": a quote right after '" + std::string(1, p) +
+                      "'; allowed: a quoted string or key after '=', '[', '{', ',', '.' or a space");
+      }
       if (text.substr(i, 3) == (c == '"' ? "\"\"\"" : "'''")) {
         multi = c == '"' ? "\"\"\"" : "'''";
         i += 2;

@@ -113,6 +113,8 @@ TEST(BadInputs, ExperimentFiles) {
        {":4: a line-ending backslash in a multi-line string is followed by a non-ASCII character"}},
       {"table header starting with '&'", std::string(kModel) + "[&\n", {}, {":3: a table header starting with '&'"}},
       {"array-of-tables header starting with '.'", std::string(kModel) + "[[ .]]\n", {}, {":3: a table header starting with '.'"}},
+      {"quote straight after a number, non-ASCII inside", std::string(kModel) + "[experiment]\nrepeats =0\"*\xd2\x8b\" \"2\"\n", {},
+       {":4: a quote right after '0'", "allowed: a quoted string or key after"}},
       {"--set value with a non-ASCII bare word", std::string(kModel), {"experiment.name=\xc3\xa9"},
        {"--set experiment.name", "a non-ASCII character"}},
   };
