@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/panel_union.h"
 #include "kernels/ref/matmul_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -194,9 +195,23 @@ std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
 
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                       ThreadPool& pool) {
-  if (n <= 0 || w.out <= 0) return;
+  const GemmPanelsInt8Output one{&w, y};
+  gemm_panels_int8_group(xq, xs, std::span<const GemmPanelsInt8Output>(&one, 1), n, pool);
+}
+
+void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
+                            int n, ThreadPool& pool) {
+  if (n <= 0 || group.empty()) return;
+  const int in = group.front().w->in, in4 = round4(in), blocks = ref::act_blocks(in);
+  thread_local std::vector<PanelSpan> spans;  // [members]
+  spans.resize(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const PackedPanelsInt8& w = *group[i].w;
+    check(w.in == in, "gemm_panels_int8_group: the matrices read one input, but their in differ (" +
+                          std::to_string(in) + " and " + std::to_string(w.in) + ")");
+    spans[i] = {(w.out + kCols - 1) / kCols, full_panel_bytes(in) + kCols * sizeof(float)};  // codes + scales
+  }
 #if INFERLAB_GEMM_INT8_VNNI
-  const int in = w.in, in4 = round4(in), blocks = ref::act_blocks(in);
   thread_local std::vector<std::int8_t> padded;  // [n][in4]: x, zero past in (only when in % 4 != 0)
   const std::int8_t* x = xq;
   if (in4 != in) {
@@ -219,16 +234,16 @@ void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanels
       for (int k = 0; k < len; ++k) sum += xb[k];
       xsum[static_cast<std::size_t>(r) * blocks + b] = sum;
     }
-  const Problem pb{x, xs, xsum.data(), &w, y, n};
-  const int panels = (w.out + kCols - 1) / kCols;
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
-  pool.parallel_for(static_cast<std::size_t>(panels), [&pb](std::size_t p0, std::size_t p1) {
-    run_panels(pb, static_cast<int>(p0), static_cast<int>(p1));
-  }, grain);
+  const int* sums = xsum.data();  // the caller's: xsum is thread_local, the pool's threads have their own
+  parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
+    const GemmPanelsInt8Output& m = group[static_cast<std::size_t>(member)];
+    run_panels(Problem{x, xs, sums, m.w, m.y, n}, p0, p1);
+  });
 #else
-  (void)xq, (void)xs, (void)y, (void)pool;
+  (void)xq, (void)xs, (void)pool, (void)blocks, (void)in4;
   check(false, "gemm_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
 #endif
 }
