@@ -8,9 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/float_linear.h"
 #include "inferlab/int4_linear.h"
 #include "inferlab/model.h"
+#include "inferlab/rng.h"
 #include "inferlab/weights.h"
+#include "linear_group_checks.h"
 #include "model_fixtures.h"
 
 namespace inferlab {
@@ -93,6 +96,13 @@ class RecordingQuantization final : public Quantization {
   bool grouping_;
 };
 
+std::vector<float> random_weights_vector(std::size_t count, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> w(count);
+  for (float& x : w) x = static_cast<float>(0.05 * rng.normal());
+  return w;
+}
+
 // Logits of a 9-token prefill and 2 decode steps.
 std::vector<float> run(Model& model) {
   RefAttention attention;
@@ -130,6 +140,26 @@ TEST(ModelGroup, QkvAndGateUpRunAsGroupsWithTheSameLogits) {
         EXPECT_EQ(log.blocks[g], fuse && int4) << "group " << g;  // fused W4A8 hands the RMSNorm's blocks
       }
     }
+}
+
+// FloatLinear's hook: SmolLM2's q/k/v and w1/w3 shapes as one gemm_panels_f32_group each, the
+// bits of one call each (q/k/v alone: q split over both threads, k and v on the caller; grouped:
+// all three split), w1/w3 one dispatch instead of two; with a linear of another kind the group
+// falls back.
+TEST(ModelGroup, FloatLinearsRunAsOneDispatch) {
+  CpuDevice device(2);
+  const int d = 576, kv = 192, h = 1536;
+  auto make = [](int out, int in, std::uint64_t seed) {
+    return std::make_unique<FloatLinear>(random_weights_vector(static_cast<std::size_t>(out) * in, seed), out, in);
+  };
+  const auto q = make(d, d, 1), k = make(kv, d, 2), v = make(kv, d, 3), w1 = make(h, d, 4), w3 = make(h, d, 5);
+  const Linear* const qkv[] = {q.get(), k.get(), v.get()};
+  const Linear* const gate_up[] = {w1.get(), w3.get()};
+  testing::expect_group_in_one_dispatch(qkv, device, 1, false);  // alone: k and v are under a grain, inline
+  testing::expect_group_in_one_dispatch(gate_up, device, 2);
+  Int4Linear other(random_weights_vector(static_cast<std::size_t>(kv) * d, 6), kv, d, 32, false);
+  const Linear* const mixed[] = {q.get(), &other};
+  testing::expect_group_matches_separate(mixed, 3, device, 3);
 }
 
 }  // namespace

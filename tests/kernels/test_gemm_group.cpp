@@ -13,6 +13,7 @@
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/panel_union.h"
@@ -195,6 +196,37 @@ TEST(GemmPanelsInt8Group, GateAndUpShareOneHandOff) {
   cpu::gemm_panels_int8_group(a.xq.data(), a.xs.data(), group, 1, pool);
   EXPECT_EQ(d1 - d0, 2u);
   EXPECT_EQ(pool.dispatches() - d1, 1u);
+}
+
+// fp32 panels (n > 1 packs x once for the group): each member's own bits, one dispatch.
+TEST(GemmPanelsF32Group, GivesEachMemberItsOwnBits) {
+  for (int in : {70, 576})
+    for (int n : {1, 7})
+      for (int threads : {1, 2, 3}) {
+        SCOPED_TRACE("in " + std::to_string(in) + ", " + std::to_string(n) + " rows, " + std::to_string(threads) + " threads");
+        ThreadPool pool(threads);
+        Rng rng(static_cast<std::uint64_t>(in + n));
+        std::vector<cpu::PackedPanelsF32> w;
+        for (int out : {150, 37, 1000}) {
+          std::vector<float> m(static_cast<std::size_t>(out) * in);  // [out, in]
+          for (float& v : m) v = static_cast<float>(rng.normal());
+          w.push_back(cpu::pack_panels_f32(m.data(), out, in));
+        }
+        std::vector<float> x(static_cast<std::size_t>(n) * in);  // [n, in]
+        for (float& v : x) v = static_cast<float>(rng.normal());
+        std::vector<std::vector<float>> alone, grouped;
+        std::vector<cpu::GemmPanelsF32Output> group;
+        for (const auto& m : w) {
+          alone.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);  // [n, out]
+          grouped.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);
+          cpu::gemm_panels_f32(x.data(), m, alone.back().data(), n, pool);
+        }
+        for (std::size_t i = 0; i < w.size(); ++i) group.push_back({&w[i], grouped[i].data()});
+        const std::uint64_t d0 = pool.dispatches();
+        cpu::gemm_panels_f32_group(x.data(), group, n, pool);
+        EXPECT_LE(pool.dispatches() - d0, n > 1 ? 2u : 1u);  // n > 1: packing x is a dispatch of its own
+        for (std::size_t i = 0; i < w.size(); ++i) expect_same_bits(grouped[i], alone[i]);
+      }
 }
 
 }  // namespace
