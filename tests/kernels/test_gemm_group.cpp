@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "gguf_block_fixtures.h"
@@ -28,6 +29,26 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b) 
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i)
     ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0) << "element " << i << ": " << a[i] << " vs " << b[i];
+}
+
+// Each of the packed matrices w (of type W, with W::out) run alone through alone(m, y) and all
+// together through group(outputs) (Out = {const W*, float* y}): the same bits, in at most
+// `max_dispatches` pool dispatches for the group.
+template <class Out, class W, class Alone, class Group>
+void expect_group_bits(const std::vector<W>& w, int n, ThreadPool& pool, std::uint64_t max_dispatches, Alone alone,
+                       Group group) {
+  std::vector<std::vector<float>> lone, grouped;  // [n, out] each
+  std::vector<Out> outputs;
+  for (const W& m : w) {
+    lone.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);
+    grouped.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);
+    alone(m, lone.back().data());
+  }
+  for (std::size_t i = 0; i < w.size(); ++i) outputs.push_back({&w[i], grouped[i].data()});
+  const std::uint64_t d0 = pool.dispatches();
+  group(std::span<const Out>(outputs));
+  EXPECT_LE(pool.dispatches() - d0, max_dispatches);
+  for (std::size_t i = 0; i < w.size(); ++i) expect_same_bits(grouped[i], lone[i]);
 }
 
 // x [n, in] quantised per 32-block: xq [n, in], xs [n, act_blocks(in)].
@@ -97,18 +118,9 @@ TEST(GemmGgufGroup, GivesEachMemberItsOwnBitsInOneDispatch) {
         SCOPED_TRACE("in " + std::to_string(in) + ", " + std::to_string(n) + " rows, " + std::to_string(threads) + " threads");
         ThreadPool pool(threads);
         const Acts a(n, in, 40 + static_cast<std::uint64_t>(n));
-        std::vector<std::vector<float>> alone, grouped;
-        std::vector<cpu::GemmGgufOutput> group;
-        for (const cpu::PackedGguf& m : w) {
-          alone.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);  // [n, out]
-          grouped.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);
-          cpu::gemm_gguf(a.xq.data(), a.xs.data(), m, alone.back().data(), n, pool);
-        }
-        for (std::size_t i = 0; i < w.size(); ++i) group.push_back({&w[i], grouped[i].data()});
-        const std::uint64_t d0 = pool.dispatches();
-        cpu::gemm_gguf_group(a.xq.data(), a.xs.data(), group, n, pool);
-        EXPECT_LE(pool.dispatches() - d0, 1u);
-        for (std::size_t i = 0; i < w.size(); ++i) expect_same_bits(grouped[i], alone[i]);
+        expect_group_bits<cpu::GemmGgufOutput>(
+            w, n, pool, 1, [&](const cpu::PackedGguf& m, float* y) { cpu::gemm_gguf(a.xq.data(), a.xs.data(), m, y, n, pool); },
+            [&](auto group) { cpu::gemm_gguf_group(a.xq.data(), a.xs.data(), group, n, pool); });
       }
   }
 }
@@ -166,18 +178,10 @@ TEST(GemmPanelsInt8Group, GivesEachMemberItsOwnBits) {
         std::vector<cpu::PackedPanelsInt8> w;
         for (int out : {150, 37, 1000}) w.push_back(random_int8_panels(out, in, static_cast<std::uint64_t>(out + in)));
         const Acts a(n, in, 11);
-        std::vector<std::vector<float>> alone, grouped;
-        std::vector<cpu::GemmPanelsInt8Output> group;
-        for (const auto& m : w) {
-          alone.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);  // [n, out]
-          grouped.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);
-          cpu::gemm_panels_int8(a.xq.data(), a.xs.data(), m, alone.back().data(), n, pool);
-        }
-        for (std::size_t i = 0; i < w.size(); ++i) group.push_back({&w[i], grouped[i].data()});
-        const std::uint64_t d0 = pool.dispatches();
-        cpu::gemm_panels_int8_group(a.xq.data(), a.xs.data(), group, n, pool);
-        EXPECT_LE(pool.dispatches() - d0, 1u);
-        for (std::size_t i = 0; i < w.size(); ++i) expect_same_bits(grouped[i], alone[i]);
+        expect_group_bits<cpu::GemmPanelsInt8Output>(
+            w, n, pool, 1,
+            [&](const cpu::PackedPanelsInt8& m, float* y) { cpu::gemm_panels_int8(a.xq.data(), a.xs.data(), m, y, n, pool); },
+            [&](auto group) { cpu::gemm_panels_int8_group(a.xq.data(), a.xs.data(), group, n, pool); });
       }
 }
 
@@ -214,18 +218,10 @@ TEST(GemmPanelsF32Group, GivesEachMemberItsOwnBits) {
         }
         std::vector<float> x(static_cast<std::size_t>(n) * in);  // [n, in]
         for (float& v : x) v = static_cast<float>(rng.normal());
-        std::vector<std::vector<float>> alone, grouped;
-        std::vector<cpu::GemmPanelsF32Output> group;
-        for (const auto& m : w) {
-          alone.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);  // [n, out]
-          grouped.emplace_back(static_cast<std::size_t>(n) * m.out, kNan);
-          cpu::gemm_panels_f32(x.data(), m, alone.back().data(), n, pool);
-        }
-        for (std::size_t i = 0; i < w.size(); ++i) group.push_back({&w[i], grouped[i].data()});
-        const std::uint64_t d0 = pool.dispatches();
-        cpu::gemm_panels_f32_group(x.data(), group, n, pool);
-        EXPECT_LE(pool.dispatches() - d0, n > 1 ? 2u : 1u);  // n > 1: packing x is a dispatch of its own
-        for (std::size_t i = 0; i < w.size(); ++i) expect_same_bits(grouped[i], alone[i]);
+        // n > 1: packing x may be a dispatch of its own
+        expect_group_bits<cpu::GemmPanelsF32Output>(
+            w, n, pool, n > 1 ? 2 : 1, [&](const cpu::PackedPanelsF32& m, float* y) { cpu::gemm_panels_f32(x.data(), m, y, n, pool); },
+            [&](auto group) { cpu::gemm_panels_f32_group(x.data(), group, n, pool); });
       }
 }
 
