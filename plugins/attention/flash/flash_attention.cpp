@@ -179,14 +179,20 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
   });
 
   pool.parallel_for(items.size(), [&](std::size_t begin, std::size_t end) {
-    Scratch w;
+    // Each thread keeps its scratch across calls (a decode step calls once per layer): sizes only
+    // grow, so steady-state decode neither allocates nor clears it. k_t's padding columns past a
+    // tile's last position are read by the score micro-kernel but never used; zeroed when they
+    // first appear, they stay finite.
+    thread_local Scratch w;
     const auto pad = static_cast<std::size_t>(padded_tile(tile_));
-    w.scores.resize(pad * flash::kBlockVectors);
-    w.k_t.assign(pad * static_cast<std::size_t>(batch.head_dim), 0.0f);
-    w.k_rows.resize(static_cast<std::size_t>(tile_));
-    w.v_rows.resize(static_cast<std::size_t>(tile_));
-    w.k_deq.resize(static_cast<std::size_t>(tile_) * static_cast<std::size_t>(batch.head_dim));
-    w.v_deq.resize(w.k_deq.size());
+    const auto hd = static_cast<std::size_t>(batch.head_dim);
+    const auto t = static_cast<std::size_t>(tile_);
+    if (w.scores.size() < pad * flash::kBlockVectors) w.scores.resize(pad * flash::kBlockVectors);
+    if (w.k_t.size() < pad * hd) w.k_t.assign(pad * hd, 0.0f);
+    if (w.k_rows.size() < t) w.k_rows.resize(t);
+    if (w.v_rows.size() < t) w.v_rows.resize(t);
+    if (w.k_deq.size() < t * hd) w.k_deq.resize(t * hd);
+    if (w.v_deq.size() < t * hd) w.v_deq.resize(t * hd);
     for (std::size_t i = begin; i < end; ++i) run_item(batch, kv, q, out, items[i], tile_, w);
   });
 }
