@@ -42,22 +42,6 @@ constexpr std::size_t kTransposeMinVectors = 8;
 // Tile rows padded to whole score micro-kernel columns (a partial last Vec16 stays in bounds).
 int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kBlockColumns * flash::kBlockColumns; }
 
-// s[v][j] = sum_c qs[v][c] * k_rows[j][c] for j < n_valid(v): per-vector dot products, for
-// items too small to pay for the transpose.
-void dot_scores(const float* qs, int mv, int d, const float* const* k_rows, const int* n_valid,
-                float* s, int s_stride) {
-  for (int v = 0; v < mv; ++v) {
-    const float* q = qs + static_cast<std::size_t>(v) * d;
-    for (int j = 0; j < n_valid[v]; ++j) {
-      const float* k = k_rows[j];
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int c = 0; c < d; ++c) dot += q[c] * k[c];
-      s[static_cast<std::size_t>(v) * s_stride + j] = dot;
-    }
-  }
-}
-
 void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
               const WorkItem& item, int tile, Scratch& w) {
   const int d = batch.head_dim;
@@ -116,7 +100,9 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
       if (transpose)
         flash::block_scores(qs, mv, d, w.k_t.data(), stride, n, s, stride);
       else
-        dot_scores(qs, mv, d, w.k_rows.data(), n_valid, s, stride);
+        for (int v = 0; v < mv; ++v)
+          flash::dot_scores16(qs + static_cast<std::size_t>(v) * d, d, w.k_rows.data(), n_valid[v],
+                              s + static_cast<std::size_t>(v) * stride);
       float alpha[flash::kBlockVectors];
       for (int v = 0; v < mv; ++v) {
         const auto vec = static_cast<std::size_t>(v0 + v);
