@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -262,12 +263,23 @@ int cmd_bench(const std::vector<std::string>& args) {
   double bytes = 0;
   for (std::size_t i = 0; i < rows.size(); ++i)  // warm-up, untimed
     run_bench_test(*stacks[i % stacks.size()].model, *stacks[i % stacks.size()].attention, rows[i].test, 0, bytes);
+  // On the CPU a probe pass runs between timed runs (P T P T ... P): each run's roofline-now is
+  // its bytes/s over the higher of the passes on either side, the bandwidth the memory system
+  // gave within milliseconds of it (the higher: the stricter of the two).
+  std::unique_ptr<ReadBandwidthProbe> probe;
+  if (device_kind == DeviceKind::kCpu) probe = std::make_unique<ReadBandwidthProbe>(used_threads);
+  double before = probe ? probe->pass() : 0.0;
   for (int rep = 0; rep < repeats; ++rep)
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Stack& s = stacks[i % stacks.size()];
       const double sec = run_bench_test(*s.model, *s.attention, rows[i].test, static_cast<std::uint64_t>(rep + 1), bytes);
       rows[i].tokens_per_s.push_back(rows[i].test.tokens() / sec);
       rows[i].bytes_per_s.push_back(bytes / sec);
+      if (probe) {
+        const double after = probe->pass();
+        rows[i].probe_bytes_per_s.push_back(std::max(before, after));
+        before = after;
+      }
     }
   if (output == "md") write_bench_markdown(std::cout, rows, ctx);
   else if (output == "csv") write_bench_csv(std::cout, rows, ctx);

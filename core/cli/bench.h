@@ -41,9 +41,16 @@ struct BenchRow {
   BenchTest test;
   std::vector<double> tokens_per_s;  // one per repetition
   std::vector<double> bytes_per_s;   // bytes_read / seconds, per repetition
+  // Per repetition (CPU runs): the read bandwidth probed around it — the higher of the probe
+  // passes just before and just after the timed run. Empty when no probe ran (--device cuda).
+  std::vector<double> probe_bytes_per_s;
   double mean_tps() const;
   double sd_tps() const;  // sample standard deviation (0 for one repetition)
   double mean_bytes_per_s() const;
+  double mean_probe_bytes_per_s() const;  // 0 when no probe ran
+  // Mean over repetitions of bytes/s ÷ that repetition's probe: the fraction of what the memory
+  // system delivered at that moment (on a shared host it moves by the minute). 0 without probes.
+  double roofline_now() const;
 };
 
 struct BenchContext {
@@ -58,8 +65,23 @@ void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, 
 void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx);
 void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx);
 
-// STREAM-style read bandwidth of this machine with `threads` threads (sum of 64-bit words over a
-// 256 MiB buffer, best of 5 passes), in bytes/s.
+// STREAM-style read bandwidth with `threads` threads: each sums the 64-bit words of its slice of
+// a 256 MiB buffer (allocated and first-touched once, on huge pages as the weights are). bench
+// keeps one to probe between timed runs.
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(int threads);
+  ~ReadBandwidthProbe();
+  ReadBandwidthProbe(const ReadBandwidthProbe&) = delete;
+  ReadBandwidthProbe& operator=(const ReadBandwidthProbe&) = delete;
+  double pass();  // one read of the whole buffer, in bytes/s (~7 ms at 37 GB/s)
+
+ private:
+  int threads_;
+  std::size_t slice_words_;
+  std::uint64_t* buf_;
+};
+// The median of 5 passes of a fresh probe, in bytes/s.
 double probe_read_bandwidth(int threads);
 // The machine's read bandwidth: the probe run now, or the highest earlier result recorded in
 // `cache_file` (a TSV keyed by CPU model, host name and threads; created with its folder when

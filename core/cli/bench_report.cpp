@@ -3,6 +3,7 @@
 // moved, that as a fraction of the read-bandwidth roofline, and t/s × the first stack's for the
 // same test (the A/B ratio, which a shared machine's noise disturbs least). CSV and JSON carry
 // the same fields, unformatted (JSON adds the per-repetition samples).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -77,14 +78,31 @@ double BenchRow::sd_tps() const {
   return std::sqrt(ss / static_cast<double>(tokens_per_s.size() - 1));
 }
 double BenchRow::mean_bytes_per_s() const { return mean(bytes_per_s); }
+double BenchRow::mean_probe_bytes_per_s() const { return mean(probe_bytes_per_s); }
+double BenchRow::roofline_now() const {
+  if (probe_bytes_per_s.size() != bytes_per_s.size() || probe_bytes_per_s.empty()) return 0.0;
+  double sum = 0;
+  for (std::size_t k = 0; k < bytes_per_s.size(); ++k) sum += bytes_per_s[k] / probe_bytes_per_s[k];
+  return sum / static_cast<double>(bytes_per_s.size());
+}
 
 void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   out << "read bandwidth: ";
   if (ctx.bandwidth_bytes_per_s > 0) out << std::fixed << std::setprecision(1) << ctx.bandwidth_bytes_per_s / 1e9 << " GB/s";
   else out << "unknown";
-  out << " (" << ctx.bandwidth_source << "); mean ± sd of " << ctx.repetitions << " repetitions\n\n"
-      << "| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | × first |\n"
-      << "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  out << " (" << ctx.bandwidth_source << "); mean ± sd of " << ctx.repetitions << " repetitions";
+  double lo = 0, hi = 0;
+  for (const BenchRow& r : rows)
+    for (double b : r.probe_bytes_per_s) {
+      lo = lo == 0 ? b : std::min(lo, b);
+      hi = std::max(hi, b);
+    }
+  if (hi > 0)
+    out << "; roofline now: each repetition's GB/s over the higher of the probe passes just before and after it ("
+        << std::fixed << std::setprecision(1) << lo / 1e9 << "-" << hi / 1e9 << " GB/s this run)";
+  out << "\n\n"
+      << "| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | roofline now | × first |\n"
+      << "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const BenchRow& r : rows) {
     out << "| " << r.model << " | " << human_bytes(r.size_bytes) << " | " << human_params(r.params) << " | "
         << r.backend << " | " << r.threads << " | " << r.attention << " + " << r.quantization << " | "
@@ -92,13 +110,16 @@ void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, 
         << " | " << r.mean_bytes_per_s() / 1e9 << " | ";
     if (ctx.bandwidth_bytes_per_s > 0) out << roofline(r, ctx);
     else out << "-";
+    out << " | ";
+    if (r.roofline_now() > 0) out << r.roofline_now();
+    else out << "-";
     out << " | " << ratio_to_first(rows, r) << " |\n";
   }
 }
 
 void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   out << "model,size_bytes,params,backend,threads,attention,quantization,test,n_prompt,n_gen,n_batch,n_depth,"
-         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,ratio_to_first\n";
+         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,probe_gbs,roofline_now_frac,ratio_to_first\n";
   out << std::setprecision(9);
   for (const BenchRow& r : rows)
     out << csv_field(r.model) << "," << r.size_bytes << "," << r.params << "," << csv_field(r.backend) << ","
@@ -106,7 +127,7 @@ void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const
         << csv_field(r.test.name()) << "," << r.test.n_prompt << "," << r.test.n_gen << "," << r.test.batch << ","
         << r.test.depth << "," << r.tokens_per_s.size() << "," << r.mean_tps() << "," << r.sd_tps() << ","
         << r.mean_bytes_per_s() / 1e9 << "," << ctx.bandwidth_bytes_per_s / 1e9 << "," << roofline(r, ctx) << ","
-        << ratio_to_first(rows, r) << "\n";
+        << r.mean_probe_bytes_per_s() / 1e9 << "," << r.roofline_now() << "," << ratio_to_first(rows, r) << "\n";
 }
 
 void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
@@ -123,7 +144,9 @@ void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, cons
     for (std::size_t k = 0; k < r.tokens_per_s.size(); ++k) out << (k ? ", " : "") << r.tokens_per_s[k];
     out << "], \"avg_gbs\": " << r.mean_bytes_per_s() / 1e9 << ", \"bandwidth_gbs\": " << ctx.bandwidth_bytes_per_s / 1e9
         << ", \"bandwidth_source\": " << json_string(ctx.bandwidth_source) << ", \"roofline_frac\": " << roofline(r, ctx)
-        << ", \"ratio_to_first\": " << ratio_to_first(rows, r) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+        << ", \"samples_probe_gbs\": [";
+    for (std::size_t k = 0; k < r.probe_bytes_per_s.size(); ++k) out << (k ? ", " : "") << r.probe_bytes_per_s[k] / 1e9;
+    out << "], \"roofline_now_frac\": " << r.roofline_now() << ", \"ratio_to_first\": " << ratio_to_first(rows, r) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   out << "]\n";
 }

@@ -34,6 +34,14 @@ std::uint64_t sum_words(const std::uint64_t* p, std::size_t n) {
   return s;
 }
 
+// fn(t) on `threads` threads, t = 0 .. threads - 1 (the probe's own threads, not the pool's).
+template <class Fn>
+void run_threads(int threads, Fn fn) {
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(fn, t);
+  for (auto& th : pool) th.join();
+}
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown host";
@@ -56,31 +64,35 @@ std::string cpu_model_name() {
   return "unknown cpu";
 }
 
-double probe_read_bandwidth(int threads) {
-  threads = std::max(threads, 1);
-  const std::size_t words = kProbeBytes / sizeof(std::uint64_t);
-  const std::unique_ptr<std::uint64_t, void (*)(void*) noexcept> buf(
-      static_cast<std::uint64_t*>(allocate_huge(words * sizeof(std::uint64_t))), &free_huge);
-  const std::size_t slice = words / static_cast<std::size_t>(threads);
-  auto parallel = [&](auto fn) {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) pool.emplace_back(fn, static_cast<std::size_t>(t) * slice);
-    for (auto& th : pool) th.join();
-  };
-  parallel([&](std::size_t begin) {  // first touch by the reading thread (NUMA placement)
-    for (std::size_t i = begin; i < begin + slice; ++i) buf.get()[i] = i;
+ReadBandwidthProbe::ReadBandwidthProbe(int threads)
+    : threads_(std::max(threads, 1)),
+      slice_words_(kProbeBytes / sizeof(std::uint64_t) / static_cast<std::size_t>(threads_)),
+      buf_(static_cast<std::uint64_t*>(allocate_huge(slice_words_ * static_cast<std::size_t>(threads_) * sizeof(std::uint64_t)))) {
+  run_threads(threads_, [&](int t) {  // first touch by the reading thread (NUMA placement)
+    const std::size_t begin = static_cast<std::size_t>(t) * slice_words_;
+    for (std::size_t i = begin; i < begin + slice_words_; ++i) buf_[i] = i;
   });
+}
+
+ReadBandwidthProbe::~ReadBandwidthProbe() { free_huge(buf_); }
+
+double ReadBandwidthProbe::pass() {
+  std::vector<std::uint64_t> sums(static_cast<std::size_t>(threads_));
+  const auto t0 = std::chrono::steady_clock::now();
+  run_threads(threads_, [&](int t) {
+    sums[static_cast<std::size_t>(t)] = sum_words(buf_ + static_cast<std::size_t>(t) * slice_words_, slice_words_);
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::uint64_t expect = 0;  // the sums must be used, or the reads could be optimised away
+  for (auto x : sums) expect += x;
+  if (expect == 0) throw Error("bench: read-bandwidth probe read back zeros");
+  return static_cast<double>(slice_words_ * static_cast<std::size_t>(threads_) * sizeof(std::uint64_t)) / s;
+}
+
+double probe_read_bandwidth(int threads) {
+  ReadBandwidthProbe probe(threads);
   std::vector<double> passes;
-  std::vector<std::uint64_t> sums(static_cast<std::size_t>(threads));
-  for (int pass = 0; pass < kProbePasses; ++pass) {
-    const auto t0 = std::chrono::steady_clock::now();
-    parallel([&](std::size_t begin) { sums[begin / slice] = sum_words(buf.get() + begin, slice); });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::uint64_t expect = 0;  // the sums must be used, or the reads could be optimised away
-    for (auto x : sums) expect += x;
-    if (expect == 0) throw Error("bench: read-bandwidth probe read back zeros");
-    passes.push_back(static_cast<double>(slice * static_cast<std::size_t>(threads) * sizeof(std::uint64_t)) / s);
-  }
+  for (int pass = 0; pass < kProbePasses; ++pass) passes.push_back(probe.pass());
   // The median pass, not the best: the record keeps the highest probe ever seen, so one pass
   // that read fast for a reason that does not last (a probe on this VM once gave 54.4 GB/s
   // where every other read 34-37) would have set the roofline for good.

@@ -22,6 +22,9 @@ namespace {
 constexpr int kCols = 32;        // channels per panel: two zmm of s32 lanes
 constexpr int kBlock = ref::kActBlock;
 constexpr int kDepthBlocks = 8;  // activation blocks per cache block (256 inputs)
+// Per-token scales: one scale block per row as long as its integer sum cannot overflow
+// (|(w + 128) x| <= 255 * 127 per product): then each output is one int32 sum, converted once.
+constexpr int kTokenBlockMax = 65536;
 
 constexpr std::uint8_t kOffset = 128;  // codes are held as w + 128: vpdpbusd's unsigned operand
 int round4(int in) { return (in + 3) / 4 * 4; }
@@ -36,13 +39,14 @@ constexpr int kRows = 6;
 constexpr __mmask16 kAll = 0xFFFF;
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
 // c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b)),
+// a block being block_steps steps of 4 inputs (8: the 32-blocks; per-token: the whole row),
 // for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
 // would leave vpdpbusd latency bound). x: [R][ldx] signed codes (zero past in), xs, xsum:
 // [R][blocks] block scales and block sums of x; w, scale: the first panel's [in4/4][cols][4]
 // codes + 128 and cols scales; the next panel's follow at w + w_stride, scale + 32. cols: of
 // the last panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
 template <int R, int G>
-void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const int* xsum, int blocks,
+void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const int* xsum, int blocks, int block_steps,
                 const std::uint8_t* w, std::size_t w_stride, const float* scale, int b0, int b1, int steps_total,
                 float* c, std::size_t ldc, int cols, bool accumulate) {
   constexpr int V = 2 * G;  // zmm per row
@@ -58,8 +62,8 @@ void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const in
     __m512i iacc[R][V];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
-    const int s1 = std::min(steps_total, (b + 1) * (kBlock / 4));  // steps of 4 inputs
-    for (int s = b * (kBlock / 4); s < s1; ++s) {
+    const int s1 = std::min(steps_total, (b + 1) * block_steps);  // steps of 4 inputs
+    for (int s = b * block_steps; s < s1; ++s) {
       __m512i wv[V];
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v)
@@ -92,7 +96,7 @@ void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const in
     for (int j = 0; j < width; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r][j];
 }
 
-using MicroTile = void (*)(const std::int8_t*, std::size_t, const float*, const int*, int, const std::uint8_t*,
+using MicroTile = void (*)(const std::int8_t*, std::size_t, const float*, const int*, int, int, const std::uint8_t*,
                            std::size_t, const float*, int, int, int, float*, std::size_t, int, bool);
 template <std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
@@ -108,6 +112,8 @@ struct Problem {
   const PackedPanelsInt8* w;
   float* y;
   int n;
+  int blocks, block_steps;  // scale blocks per row, of block_steps steps of 4 inputs each
+  int depth_blocks;         // scale blocks per cache block
 };
 
 // Panels [p0, p1): blocks of kDepthBlocks outermost (the rows' slice of u stays in cache while
@@ -115,7 +121,7 @@ struct Problem {
 // each group's depth blocks in a row, so the group's weights stream front to back (x is one
 // row: nothing to keep in cache) — the same partial sums added in the same order as n > 1.
 void run_panels(const Problem& pb, int p0, int p1) {
-  const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = ref::act_blocks(in);
+  const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = pb.blocks, bs = pb.block_steps;
   const std::size_t ldx = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
   const int full = out / kCols;  // panels of 32 real channels
   auto panel_step = [&](int p, int b0, int b1) {  // panels [p, p + returned) over blocks [b0, b1)
@@ -124,7 +130,7 @@ void run_panels(const Problem& pb, int p0, int p1) {
     const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
     float* y = pb.y + static_cast<std::size_t>(p) * kCols;
     if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup>(pb.x, ldx, pb.xs, pb.xsum, blocks, w, pbytes, scale, b0, b1, in4 / 4, y,
+      micro_tile<1, kDecodeGroup>(pb.x, ldx, pb.xs, pb.xsum, blocks, bs, w, pbytes, scale, b0, b1, in4 / 4, y,
                                   static_cast<std::size_t>(out), kCols, b0 > 0);
       return kDecodeGroup;
     }
@@ -132,7 +138,8 @@ void run_panels(const Problem& pb, int p0, int p1) {
       const int rows = std::min(kRows, pb.n - r0);
       kMicroTiles[static_cast<std::size_t>(rows - 1)](
           pb.x + static_cast<std::size_t>(r0) * ldx, ldx, pb.xs + static_cast<std::size_t>(r0) * blocks,
-          pb.xsum + static_cast<std::size_t>(r0) * blocks, blocks, w, pbytes, scale, b0, b1, in4 / 4, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
+          pb.xsum + static_cast<std::size_t>(r0) * blocks, blocks, bs, w, pbytes, scale, b0, b1, in4 / 4,
+          y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
           cols, b0 > 0);
     }
     return 1;
@@ -140,13 +147,13 @@ void run_panels(const Problem& pb, int p0, int p1) {
   if (pb.n == 1) {
     for (int p = p0; p < p1;) {
       int step = 1;
-      for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks) step = panel_step(p, b0, std::min(blocks, b0 + kDepthBlocks));
+      for (int b0 = 0; b0 < blocks; b0 += pb.depth_blocks) step = panel_step(p, b0, std::min(blocks, b0 + pb.depth_blocks));
       p += step;
     }
     return;
   }
-  for (int b0 = 0; b0 < blocks; b0 += kDepthBlocks)
-    for (int p = p0; p < p1;) p += panel_step(p, b0, std::min(blocks, b0 + kDepthBlocks));
+  for (int b0 = 0; b0 < blocks; b0 += pb.depth_blocks)
+    for (int p = p0; p < p1;) p += panel_step(p, b0, std::min(blocks, b0 + pb.depth_blocks));
 }
 #endif
 
@@ -193,16 +200,15 @@ std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
   return w.data.size() + w.scale.size() * sizeof(float);
 }
 
-void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
-                      ThreadPool& pool) {
-  const GemmPanelsInt8Output one{&w, y};
-  gemm_panels_int8_group(xq, xs, std::span<const GemmPanelsInt8Output>(&one, 1), n, pool);
-}
+namespace {
 
-void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
-                            int n, ThreadPool& pool) {
-  if (n <= 0 || group.empty()) return;
-  const int in = group.front().w->in, in4 = round4(in), blocks = ref::act_blocks(in);
+#if INFERLAB_GEMM_INT8_VNNI
+// Runs the group's panels (one parallel_for over their union, kernels/cpu/panel_union.h) over
+// scale blocks of `block` inputs (a multiple of 4): xs [n][blocks] one scale per row and block;
+// the block sums of x (the codes' + 128) are made here, once for the group.
+void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const GemmPanelsInt8Output> group, int n,
+              ThreadPool& pool) {
+  const int in = group.front().w->in, in4 = round4(in), blocks = (in + block - 1) / block;
   thread_local std::vector<PanelSpan> spans;  // [members]
   spans.resize(group.size());
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -211,7 +217,6 @@ void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<co
                           std::to_string(in) + " and " + std::to_string(w.in) + ")");
     spans[i] = {(w.out + kCols - 1) / kCols, full_panel_bytes(in) + kCols * sizeof(float)};  // codes + scales
   }
-#if INFERLAB_GEMM_INT8_VNNI
   thread_local std::vector<std::int8_t> padded;  // [n][in4]: x, zero past in (only when in % 4 != 0)
   const std::int8_t* x = xq;
   if (in4 != in) {
@@ -227,24 +232,65 @@ void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<co
   xsum.resize(std::max(xsum.size(), static_cast<std::size_t>(n) * blocks));
   for (int r = 0; r < n; ++r)
     for (int b = 0; b < blocks; ++b) {
-      const std::int8_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kBlock;
-      const int len = std::min(kBlock, in - b * kBlock);
+      const std::int8_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * block;
+      const int len = std::min(block, in - b * block);
       int sum = 0;
 #pragma omp simd reduction(+ : sum)
       for (int k = 0; k < len; ++k) sum += xb[k];
       xsum[static_cast<std::size_t>(r) * blocks + b] = sum;
     }
+  // A cache block holds about 256 inputs of every panel it passes (8 KiB of codes per panel).
+  const int depth_blocks = std::max(1, kDepthBlocks * kBlock / block);
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
   const int* sums = xsum.data();  // the caller's: xsum is thread_local, the pool's threads have their own
   parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
     const GemmPanelsInt8Output& m = group[static_cast<std::size_t>(member)];
-    run_panels(Problem{x, xs, sums, m.w, m.y, n}, p0, p1);
+    run_panels(Problem{x, xs, sums, m.w, m.y, n, blocks, block / 4, depth_blocks}, p0, p1);
   });
+}
+#endif
+
+}  // namespace
+
+void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
+                      ThreadPool& pool) {
+  const GemmPanelsInt8Output one{&w, y};
+  gemm_panels_int8_group(xq, xs, std::span<const GemmPanelsInt8Output>(&one, 1), n, pool);
+}
+
+void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
+                            int n, ThreadPool& pool) {
+  if (n <= 0 || group.empty()) return;
+#if INFERLAB_GEMM_INT8_VNNI
+  run_gemm(xq, xs, kBlock, group, n, pool);
 #else
-  (void)xq, (void)xs, (void)pool, (void)blocks, (void)in4;
+  (void)xq, (void)xs, (void)pool;
   check(false, "gemm_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
+#endif
+}
+
+void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
+                                ThreadPool& pool) {
+  if (n <= 0 || w.out <= 0) return;
+#if INFERLAB_GEMM_INT8_VNNI
+  const GemmPanelsInt8Output one[] = {{&w, y}};
+  const int in4 = round4(w.in);
+  if (in4 <= kTokenBlockMax) {
+    run_gemm(xq, xs, in4, one, n, pool);
+    return;
+  }
+  // A row too long for one int32 sum: blocks of kTokenBlockMax inputs sharing the row's scale.
+  const int blocks = (w.in + kTokenBlockMax - 1) / kTokenBlockMax;
+  thread_local std::vector<float> spread;  // [n][blocks]
+  spread.resize(static_cast<std::size_t>(n) * blocks);
+  for (int r = 0; r < n; ++r)
+    std::fill_n(spread.begin() + static_cast<std::ptrdiff_t>(r) * blocks, blocks, xs[r]);
+  run_gemm(xq, spread.data(), kTokenBlockMax, one, n, pool);
+#else
+  (void)xq, (void)xs, (void)y, (void)pool;
+  check(false, "gemm_panels_int8_per_token: this build has no AVX-512 VNNI");
 #endif
 }
 

@@ -70,4 +70,13 @@ struct GemmPanelsInt8Output {
 void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
                             int n, ThreadPool& pool);
 
+// Per-token W8A8 (SmoothQuant's dynamic per-token activations): xs [n] one scale per row
+// (quantize_act_rows with block = in). Each output is one int32 sum over the whole row (rows
+// up to 65,536 inputs; longer ones are cut into blocks of that size sharing the row's scale),
+// converted once and scaled: y[r, o] = (float(sum) * xs[r]) * scale[o], the same operations in
+// the same order as a plain loop, so bit-identical to it — and without the 32-blocks'
+// per-block conversion (3 vector ops per 8 vpdpbusd), the kernel's int8 dot rate rises.
+void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
+                                ThreadPool& pool);
+
 }  // namespace inferlab::cpu

@@ -1,7 +1,8 @@
 // Naive vs flash paged attention on the CPU: decode (1 query row, contexts 128..4096) and
 // prefill (512 rows over a 512-token context), head_dim 64, 8 heads over 4 kv heads,
 // block_size 16, shuffled block tables, 1 and 2 threads; and attention_prefill_smol, SmolLM2's
-// shape (9 heads over 3 kv heads, head_dim 64) at 128 and 512 rows.
+// shape (9 heads over 3 kv heads, head_dim 64) at 128 and 512 rows, and attention_decode_smol, its
+// decode (one row) at contexts 64, 256 and 1024.
 //   ./inferlab_bench --benchmark_filter='attention|Peak'
 // Counter kv_bytes_per_s: bytes of K and V the problem must read at least once per call,
 // divided by wall time: compare it with the machine's memory bandwidth (decode is bound by it;
@@ -85,6 +86,11 @@ void attention_prefill(benchmark::State& state) {
 
 // SmolLM2-135M's attention: 9 query heads over 3 kv heads (GQA group 3), head_dim 64.
 template <class Strategy>
+void attention_decode_smol(benchmark::State& state) {
+  run<Strategy>(state, bench_spec(static_cast<int>(state.range(0)), 1, 9, 3), static_cast<int>(state.range(1)));
+}
+
+template <class Strategy>
 void attention_prefill_smol(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   run<Strategy>(state, bench_spec(n, n, 9, 3), static_cast<int>(state.range(1)));
@@ -124,5 +130,13 @@ void prefill_smol_args(benchmark::internal::Benchmark* b) {
   b->ComputeStatistics("min", fastest);
 }
 BENCHMARK_TEMPLATE(attention_prefill_smol, FlashAttention)->Apply(prefill_smol_args);
+
+// SmolLM2's decode at the depths of a short chat (one row, 9 heads over 3 kv heads).
+void decode_smol_args(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2})
+    for (int context : {64, 256, 1024}) b->Args({context, threads});
+  b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->ComputeStatistics("min", fastest);
+}
+BENCHMARK_TEMPLATE(attention_decode_smol, FlashAttention)->Apply(decode_smol_args);
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Prefill GEMM benchmarks: the machine's measured compute peaks (Peak*), then the packed-panel
 // GEMMs (kernels/cpu/gemm_panels_f32.h, gemm_panels_half.h, gemm_panels_int8.h) against the
 // row-major kernels they replace in FloatLinear (matmul_f32), HalfLinear (matmul_half) and the
-// W8A8 Int8Linear (matmul_int8_act), at SmolLM2-135M
+// W8A8 Int8Linear (matmul_int8_act), and the per-token W8A8 of SmoothQuant (GemmPanelsInt8PerToken), at SmolLM2-135M
 // and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512} token rows, on the shared pool
 // (all hardware threads).
 //   inferlab_bench --benchmark_filter='Peak|GemmPanels|RowMajor'
@@ -153,6 +153,23 @@ void BM_GemmPanelsInt8(benchmark::State& state) {
   set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)), int8_peak_gops());
 }
 
+// The same weights against per-token activations (SmoothQuant's W8A8: one scale per row, one
+// int32 sum per output, no per-32-block conversion); the activations are quantised per row here.
+void BM_GemmPanelsInt8PerToken(benchmark::State& state) {
+  if (!inferlab::cpu::gemm_panels_int8_available()) {
+    state.SkipWithError("this build has no AVX-512 VNNI");
+    return;
+  }
+  Int8Problem p(state);
+  const auto x = random_vector(static_cast<std::size_t>(p.n) * p.in, 1);
+  std::vector<float> xs(static_cast<std::size_t>(p.n));
+  inferlab::cpu::quantize_act_rows(x.data(), p.n, p.in, p.xq.data(), xs.data(), pool(), p.in);
+  const auto packed = inferlab::cpu::pack_panels_int8(p.q.data(), p.scale.data(), p.out, p.in);
+  time_calls(state, [&] { inferlab::cpu::gemm_panels_int8_per_token(p.xq.data(), xs.data(), packed, p.y.data(), p.n, pool()); },
+             p.y.data());
+  set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)), int8_peak_gops());
+}
+
 void BM_MatmulRowMajorInt8Act(benchmark::State& state) {
   Int8Problem p(state);
   time_calls(state, [&] {
@@ -177,6 +194,7 @@ BENCHMARK(BM_MatmulRowMajorF32)->Apply(prefill_shapes)->Unit(benchmark::kMillise
 BENCHMARK(BM_GemmPanelsF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPanelsInt8PerToken)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorInt8Act)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -38,7 +38,7 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
   const std::vector<std::string> header = {
       "model", "size_bytes", "params", "backend", "threads", "attention", "quantization", "test", "n_prompt", "n_gen",
       "n_batch", "n_depth", "repetitions", "avg_ts", "stddev_ts", "avg_gbs", "bandwidth_gbs", "roofline_frac",
-      "ratio_to_first"};
+      "probe_gbs", "roofline_now_frac", "ratio_to_first"};
   EXPECT_EQ(rows[0], header);
   const std::vector<std::string> tests = {"pp8", "pp8", "tg4", "tg4", "tg4 x2 @ d8", "tg4 x2 @ d8"};
   const long long params = preset_config("stories260k").parameter_count();
@@ -56,8 +56,13 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
     EXPECT_GT(std::stod(row[15]), 0.0);   // bytes moved
     EXPECT_GT(std::stod(row[16]), 0.0);   // probed bandwidth
     EXPECT_NEAR(std::stod(row[17]), std::stod(row[15]) / std::stod(row[16]), 1e-6 + 1e-6 * std::stod(row[17]));
+    // The probe passes around each repetition: a bandwidth, and the row's GB/s as a fraction of
+    // it (a mean of per-repetition fractions, so only its order of magnitude follows from the means).
+    EXPECT_GT(std::stod(row[18]), 0.0);
+    EXPECT_GT(std::stod(row[19]), 0.0);
+    EXPECT_NEAR(std::stod(row[19]), std::stod(row[15]) / std::stod(row[18]), 0.5 * std::stod(row[19]));
     if (i % 2) {
-      EXPECT_EQ(row[18], "1");  // the first stack is the reference
+      EXPECT_EQ(row[20], "1");  // the first stack is the reference
     }
   }
   // int8 weights are smaller than fp32 ones.
@@ -77,12 +82,15 @@ TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {
     ++objects;
   EXPECT_EQ(objects, 6u);
   for (const char* key : {"\"model\": ", "\"test\": \"tg4 x2 @ d8\"", "\"avg_ts\": ", "\"stddev_ts\": ",
-                          "\"bandwidth_gbs\": 20,", "\"bandwidth_source\": \"--bandwidth\"", "\"roofline_frac\": "})
+                          "\"bandwidth_gbs\": 20,", "\"bandwidth_source\": \"--bandwidth\"", "\"roofline_frac\": ",
+                          "\"samples_probe_gbs\": [", "\"roofline_now_frac\": "})
     EXPECT_NE(j.out.find(key), std::string::npos) << key;
   const auto m = run_inferlab(tiny_bench(dir, "-p 8 -n 4 -r 1") + "-o md");
   ASSERT_EQ(m.code, 0) << m.err;
-  EXPECT_NE(m.out.find("| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | × first |"),
+  EXPECT_NE(m.out.find("| model | size | params | backend | threads | stack | test | t/s | GB/s | roofline | roofline now | × first |"),
             std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("; roofline now: each repetition's GB/s over the higher of the probe passes"), std::string::npos)
+      << m.out;
   EXPECT_NE(m.out.find("| naive + int8 | tg4 | "), std::string::npos) << m.out;
   EXPECT_EQ(m.out.find("x2 @ d8"), std::string::npos) << m.out;  // no batched tests asked
   EXPECT_NE(m.out.find(" ± "), std::string::npos);

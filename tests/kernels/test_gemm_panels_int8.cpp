@@ -11,6 +11,7 @@
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace inferlab {
@@ -88,6 +89,65 @@ TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
               std::vector<float>(y1.begin() + static_cast<long>(r) * out, y1.begin() + static_cast<long>(r + 1) * out))
         << "row " << r;
   }
+}
+
+// Per-token activations (SmoothQuant's W8A8): one scale per row, each output one int32 sum,
+// so the kernel must equal the plain loop bit for bit — (float(sum) * xs[r]) * scale[o] — at
+// every tile edge, in the decode micro-kernel (n = 1) and for rows longer than a cache block.
+TEST(GemmPanelsInt8, PerTokenIsBitIdenticalToThePlainLoop) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  ThreadPool pool(3);
+  const int shapes[][2] = {{1, 3}, {7, 13}, {33, 300}, {129, 520}, {200, 2100}};
+  for (int n : {1, 2, 7, 13})
+    for (const auto& sh : shapes) {
+      const int out = sh[0], in = sh[1];
+      SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
+      Rng rng(static_cast<std::uint64_t>(n * 31 + out * 7 + in));
+      std::vector<float> w(static_cast<std::size_t>(out) * in), x(static_cast<std::size_t>(n) * in);
+      for (float& v : w) v = static_cast<float>(rng.normal());
+      for (float& v : x) v = static_cast<float>(rng.normal() * (1 + (&v - x.data()) % 5));
+      std::vector<std::int8_t> q(w.size()), xq(x.size());
+      std::vector<float> scale(static_cast<std::size_t>(out)), xs(static_cast<std::size_t>(n));
+      ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+      cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool, /*block=*/in);
+      const auto packed = cpu::pack_panels_int8(q.data(), scale.data(), out, in);
+      std::vector<float> y(static_cast<std::size_t>(n) * out, std::numeric_limits<float>::quiet_NaN());
+      cpu::gemm_panels_int8_per_token(xq.data(), xs.data(), packed, y.data(), n, pool);
+      int bad = 0;
+      for (int r = 0; r < n; ++r)
+        for (int o = 0; o < out; ++o) {
+          std::int32_t acc = 0;
+          for (int k = 0; k < in; ++k)
+            acc += static_cast<std::int32_t>(xq[static_cast<std::size_t>(r) * in + k]) * q[static_cast<std::size_t>(o) * in + k];
+          const float want = static_cast<float>(acc) * xs[static_cast<std::size_t>(r)] * scale[static_cast<std::size_t>(o)];
+          const float got = y[static_cast<std::size_t>(r) * out + o];
+          if (!(got == want) && ++bad <= 5) ADD_FAILURE() << "y[" << r << "," << o << "] = " << got << ", want " << want;
+        }
+      EXPECT_EQ(bad, 0);
+    }
+}
+
+// A row past 65,536 inputs (one int32 sum could overflow) is summed in blocks sharing the row's
+// scale: no longer bit-identical, still the int64 result to float rounding.
+TEST(GemmPanelsInt8, PerTokenRowsPastTheInt32BoundStayExactToRounding) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  ThreadPool pool(2);
+  // All codes 127: the kernel's sum of (w + 128) x over the row, 255 * 127 * 70000, would pass
+  // 2^31 in one int32 (the true dot product, 127 * 127 * 70000, fits).
+  const int n = 2, out = 3, in = 70000;
+  std::vector<std::int8_t> q(static_cast<std::size_t>(out) * in, 127), xq(static_cast<std::size_t>(n) * in, 127);
+  for (std::size_t i = static_cast<std::size_t>(in); i < xq.size(); i += 2) xq[i] = -127;  // row 1: sums near 0
+  const std::vector<float> scale = {1e-3f, 2e-3f, 3e-3f}, xs = {1e-2f, 2e-2f};
+  const auto packed = cpu::pack_panels_int8(q.data(), scale.data(), out, in);
+  std::vector<float> y(static_cast<std::size_t>(n) * out);
+  cpu::gemm_panels_int8_per_token(xq.data(), xs.data(), packed, y.data(), n, pool);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      long long acc = 0;
+      for (int k = 0; k < in; ++k) acc += 127LL * xq[static_cast<std::size_t>(r) * in + k];
+      const double want = static_cast<double>(acc) * xs[static_cast<std::size_t>(r)] * scale[static_cast<std::size_t>(o)];
+      EXPECT_NEAR(y[static_cast<std::size_t>(r) * out + o], want, 1e-6 * std::fabs(want)) << r << "," << o;
+    }
 }
 
 TEST(GemmPanelsInt8, RejectsEmptyShapes) {

@@ -42,22 +42,6 @@ constexpr std::size_t kTransposeMinVectors = 8;
 // Tile rows padded to whole score micro-kernel columns (a partial last Vec16 stays in bounds).
 int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kBlockColumns * flash::kBlockColumns; }
 
-// s[v][j] = sum_c qs[v][c] * k_rows[j][c] for j < n_valid(v): per-vector dot products, for
-// items too small to pay for the transpose.
-void dot_scores(const float* qs, int mv, int d, const float* const* k_rows, const int* n_valid,
-                float* s, int s_stride) {
-  for (int v = 0; v < mv; ++v) {
-    const float* q = qs + static_cast<std::size_t>(v) * d;
-    for (int j = 0; j < n_valid[v]; ++j) {
-      const float* k = k_rows[j];
-      float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int c = 0; c < d; ++c) dot += q[c] * k[c];
-      s[static_cast<std::size_t>(v) * s_stride + j] = dot;
-    }
-  }
-}
-
 void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
               const WorkItem& item, int tile, Scratch& w) {
   const int d = batch.head_dim;
@@ -116,7 +100,9 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
       if (transpose)
         flash::block_scores(qs, mv, d, w.k_t.data(), stride, n, s, stride);
       else
-        dot_scores(qs, mv, d, w.k_rows.data(), n_valid, s, stride);
+        for (int v = 0; v < mv; ++v)
+          flash::dot_scores16(qs + static_cast<std::size_t>(v) * d, d, w.k_rows.data(), n_valid[v],
+                              s + static_cast<std::size_t>(v) * stride);
       float alpha[flash::kBlockVectors];
       for (int v = 0; v < mv; ++v) {
         const auto vec = static_cast<std::size_t>(v0 + v);
@@ -179,14 +165,20 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
   });
 
   pool.parallel_for(items.size(), [&](std::size_t begin, std::size_t end) {
-    Scratch w;
+    // Each thread keeps its scratch across calls (a decode step calls once per layer): sizes only
+    // grow, so steady-state decode neither allocates nor clears it. k_t's padding columns past a
+    // tile's last position are read by the score micro-kernel but never used; zeroed when they
+    // first appear, they stay finite.
+    thread_local Scratch w;
     const auto pad = static_cast<std::size_t>(padded_tile(tile_));
-    w.scores.resize(pad * flash::kBlockVectors);
-    w.k_t.assign(pad * static_cast<std::size_t>(batch.head_dim), 0.0f);
-    w.k_rows.resize(static_cast<std::size_t>(tile_));
-    w.v_rows.resize(static_cast<std::size_t>(tile_));
-    w.k_deq.resize(static_cast<std::size_t>(tile_) * static_cast<std::size_t>(batch.head_dim));
-    w.v_deq.resize(w.k_deq.size());
+    const auto hd = static_cast<std::size_t>(batch.head_dim);
+    const auto t = static_cast<std::size_t>(tile_);
+    if (w.scores.size() < pad * flash::kBlockVectors) w.scores.resize(pad * flash::kBlockVectors);
+    if (w.k_t.size() < pad * hd) w.k_t.assign(pad * hd, 0.0f);
+    if (w.k_rows.size() < t) w.k_rows.resize(t);
+    if (w.v_rows.size() < t) w.v_rows.resize(t);
+    if (w.k_deq.size() < t * hd) w.k_deq.resize(t * hd);
+    if (w.v_deq.size() < t * hd) w.v_deq.resize(t * hd);
     for (std::size_t i = begin; i < end; ++i) run_item(batch, kv, q, out, items[i], tile_, w);
   });
 }

@@ -116,6 +116,53 @@ inline void transpose_tile(const float* const* k_rows, int n, int d, float* k_t,
     for (int c = j < n_vec ? d_vec : 0; c < d; ++c) k_t[static_cast<std::size_t>(c) * stride + j] = k_rows[j][c];
 }
 
+// out[j] = sum of a[j]'s 16 lanes, j < 16 (a is consumed). Each round folds pairs of vectors:
+// lane i < 8 of the result is the sum of lanes 2i, 2i+1 of the first, lane 8 + i that of the
+// second, so after 4 rounds (15 folds of two shuffles and an add) lane j holds a[j]'s total, in
+// order: 45 operations for 16 dot products where a horizontal sum each costs 16 x ~8.
+inline Vec16 lane_sums16(Vec16 (&a)[kLanes]) {
+  const Int16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  const Int16 odd = even + 1;
+  for (int width = kLanes; width > 1; width /= 2)
+    for (int i = 0; i < width / 2; ++i) {
+      const Vec16 x = a[2 * i], y = a[2 * i + 1];
+      a[i] = shuffle2(x, y, even) + shuffle2(x, y, odd);
+    }
+  return a[0];
+}
+
+// s[j] = sum_c q[c] * k_rows[j][c] for j < n; s[n, n rounded up to 16) is written with zeros.
+// Decode's scores (one row, a GQA group of a few vectors: too few to pay for transposing K):
+// 16 positions at a time, each a Vec16 of partial products over head_dim, folded by
+// lane_sums16 — no per-position horizontal sum. The d % 16 tail is added per position.
+inline void dot_scores16(const float* q, int d, const float* const* k_rows, int n, float* s) {
+  const int d_vec = d / kLanes * kLanes;
+  const Int16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  for (int j0 = 0; j0 < n; j0 += kLanes) {
+    const int m = std::min(kLanes, n - j0);
+    // A short last block repeats its last row (no branch in the loop) and zeroes those lanes.
+    const float* rows[kLanes];
+    for (int j = 0; j < kLanes; ++j) rows[j] = k_rows[j0 + std::min(j, m - 1)];
+    Vec16 acc[kLanes];
+    for (int j = 0; j < kLanes; ++j) acc[j] = Vec16{};
+    for (int c = 0; c < d_vec; c += kLanes) {
+      Vec16 qc;
+      std::memcpy(&qc, q + c, sizeof qc);
+#pragma GCC unroll 16
+      for (int j = 0; j < kLanes; ++j) {
+        Vec16 kc;
+        std::memcpy(&kc, rows[j] + c, sizeof kc);
+        acc[j] += qc * kc;
+      }
+    }
+    Vec16 sums = lane_sums16(acc);
+    for (int j = 0; j < m && d_vec < d; ++j)
+      for (int c = d_vec; c < d; ++c) sums[j] += q[c] * rows[j][c];
+    sums = lane < m ? sums : Vec16{};
+    std::memcpy(s + j0, &sums, sizeof sums);
+  }
+}
+
 // acc[v][k] += x[v * x_stride] * row[16k, 16k + 16) for v < MV, k < NC: one rank-1 update of
 // the register tile, the step of both micro-kernels (NC vector loads and MV broadcasts feed
 // MV * NC FMAs). Always inlined so the tile stays in registers.

@@ -132,6 +132,29 @@ TEST(FlashTileKernels, ScoresAndPvMatchPlainLoops) {
       }
 }
 
+// Decode's scores: 16 positions folded by lane_sums16 (lane j must hold row j's dot product, in
+// order), short last blocks zero-filled up to the next multiple of 16, and a d % 16 tail.
+TEST(FlashTileKernels, DecodeDotScoresMatchPlainLoops) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (int d : {16, 20, 64, 80})
+    for (int n : {1, 7, 16, 17, 45, 64}) {
+      std::vector<float> q(static_cast<std::size_t>(d)), k(static_cast<std::size_t>(n) * d);
+      for (float& e : q) e = normal(rng);
+      for (float& e : k) e = normal(rng);
+      std::vector<const float*> rows;
+      for (int j = n - 1; j >= 0; --j) rows.push_back(k.data() + static_cast<std::size_t>(j) * d);  // any order
+      const int padded = (n + flash::kLanes - 1) / flash::kLanes * flash::kLanes;
+      std::vector<float> s(static_cast<std::size_t>(padded), 7.0f);
+      flash::dot_scores16(q.data(), d, rows.data(), n, s.data());
+      for (int j = 0; j < padded; ++j) {
+        double want = 0;
+        for (int c = 0; j < n && c < d; ++c) want += double{q[c]} * rows[j][c];
+        EXPECT_NEAR(s[j], want, 1e-4 * d) << "d " << d << " n " << n << " j " << j;
+      }
+    }
+}
+
 // The K tile transpose: whole 16 x 16 blocks in registers plus ragged edges in both directions.
 TEST(FlashTileKernels, TransposeTileMatchesElementwise) {
   for (int n : {1, 16, 21, 64})

@@ -5,7 +5,9 @@
 
 #include "inferlab/error.h"
 #include "inferlab/float_linear.h"
+#include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int8_act.h"
 
 namespace inferlab::plugins {
 
@@ -58,23 +60,24 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
   }
   ThreadPool& pool = cpu_pool(device, "quantization 'smoothquant'");
   const std::size_t in = static_cast<std::size_t>(in_features()), out = static_cast<std::size_t>(out_features());
-  xs_.resize(static_cast<std::size_t>(n) * in);
-  for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
-    for (std::size_t j = 0; j < in; ++j) xs_[t * in + j] = inv_smooth_.empty() ? x[t * in + j] : x[t * in + j] * inv_smooth_[j];
+  const float* xsm = x;  // x ⊙ s⁻¹ (x itself without smoothing)
+  if (!inv_smooth_.empty()) {
+    xs_.resize(static_cast<std::size_t>(n) * in);
+    for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
+      for (std::size_t j = 0; j < in; ++j) xs_[t * in + j] = x[t * in + j] * inv_smooth_[j];
+    xsm = xs_.data();
+  }
   if (!quantize_) {
-    cpu::matmul_f32(xs_.data(), w_smoothed_.data(), y, n, out_features(), in_features(), pool);
+    cpu::matmul_f32(xsm, w_smoothed_.data(), y, n, out_features(), in_features(), pool);
     return;
   }
-  // Dynamic per-token activation scale: max|x_t| / 127.
-  xq_.resize(xs_.size());
+  // Dynamic per-token activation scale: max|x_t| / 127 (one block of `in` values per row).
+  xq_.resize(static_cast<std::size_t>(n) * in);
   x_scale_.resize(static_cast<std::size_t>(n));
-  for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t) {
-    float amax = 0.0f;
-    for (std::size_t j = 0; j < in; ++j) amax = std::max(amax, std::fabs(xs_[t * in + j]));
-    const float sc = amax / 127.0f, inv = sc > 0 ? 1.0f / sc : 0.0f;
-    x_scale_[t] = sc;
-    for (std::size_t j = 0; j < in; ++j)
-      xq_[t * in + j] = static_cast<std::int8_t>(std::clamp(std::lround(xs_[t * in + j] * inv), -127L, 127L));
+  cpu::quantize_act_rows(xsm, n, in_features(), xq_.data(), x_scale_.data(), pool, in_features());
+  if (!panels_.data.empty()) {  // the VNNI panels: one int32 sum per (token, output), bit-identical to the loop below
+    cpu::gemm_panels_int8_per_token(xq_.data(), x_scale_.data(), panels_, y, n, pool);
+    return;
   }
   // int8 × int8 → int32 per (token, output), threads over output channels.
   pool.parallel_for(out, [&](std::size_t o0, std::size_t o1) {
@@ -91,9 +94,20 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
   }, /*grain=*/16);
 }
 
+void W8A8Linear::pack_for_host() {
+  if (!quantize_ || !cpu::gemm_panels_int8_available() || !panels_.data.empty()) return;
+  panels_ = cpu::pack_panels_int8(q_.data(), w_scale_.data(), out_features(), in_features());
+  std::vector<std::int8_t>().swap(q_);  // the panels hold the codes now
+}
+
 void W8A8Linear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "quantization 'smoothquant'");
   const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
+  if (!panels_.data.empty()) {
+    cpu::unpack_panel_row_int8(panels_, row, out);  // scale[row] * codes
+    for (std::size_t j = 0; j < in && !inv_smooth_.empty(); ++j) out[j] *= inv_smooth_[j];
+    return;
+  }
   for (std::size_t j = 0; j < in; ++j) {
     const float w = quantize_ ? w_scale_[static_cast<std::size_t>(row)] * static_cast<float>(q_[at + j]) : w_smoothed_[at + j];
     out[j] = inv_smooth_.empty() ? w : w * inv_smooth_[j];
@@ -103,6 +117,7 @@ void W8A8Linear::dequantize_row(int row, float* out) const {
 std::uint64_t W8A8Linear::weight_bytes() const {
   const std::uint64_t smooth = inv_smooth_.size() * sizeof(float);
   if (!quantize_) return w_smoothed_.size() * sizeof(float) + smooth;
+  if (!panels_.data.empty()) return cpu::packed_bytes(panels_) + smooth;
   return q_.size() + w_scale_.size() * sizeof(float) + smooth;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "inferlab/quantization.h"
+#include "kernels/cpu/gemm_panels_int8.h"
 
 namespace inferlab::plugins {
 
@@ -20,9 +21,14 @@ class W8A8Linear : public Linear {
   // On a CUDA device (after place_on): x ⊙ s⁻¹ quantised per token on the GPU and the __dp4a
   // kernel of kernels/cuda/quant_act.cu (block = in); quantize false: x ⊙ s⁻¹ then cuBLAS Sgemm.
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // A CUDA device gets copies of the weights and s⁻¹ (the host copy stays); nullptr or another
-  // device: nothing to do.
+  // A CUDA device gets copies of the weights and s⁻¹ (the host copy stays); nullptr or the CPU:
+  // pack_for_host().
   void place_on(Device* device);
+  // With AVX-512 VNNI: the int8 codes move into the packed panels of
+  // kernels/cpu/gemm_panels_int8.h (the row-major copy is released), and forward runs
+  // gemm_panels_int8_per_token — bit-identical to the plain loop it replaces. Otherwise (or
+  // quantize false) nothing changes.
+  void pack_for_host();
   // int8: out·in codes + 4·out scales (+ 4·in for s⁻¹ when smoothing); fp32 (quantize false):
   // 4·out·in (+ 4·in).
   std::uint64_t weight_bytes() const override;
@@ -34,7 +40,8 @@ class W8A8Linear : public Linear {
  private:
   bool quantize_;
   std::vector<float> inv_smooth_;     // [in] s⁻¹; empty when s = 1
-  std::vector<std::int8_t> q_;        // [out, in] int8(W diag(s))
+  std::vector<std::int8_t> q_;        // [out, in] int8(W diag(s)) (released once packed)
+  cpu::PackedPanelsInt8 panels_;      // the same codes and scales in VNNI panels (pack_for_host)
   std::vector<float> w_scale_;        // [out]
   std::vector<float> w_smoothed_;     // [out, in] fp32 W diag(s) (quantize false only)
   mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹

@@ -11,7 +11,11 @@
 namespace inferlab::plugins {
 
 void W8A8Linear::place_on(Device* device) {
-  if (device == nullptr || device->kind() != DeviceKind::kCuda) return;
+  if (device == nullptr || device->kind() == DeviceKind::kCpu) {
+    pack_for_host();
+    return;
+  }
+  if (device->kind() != DeviceKind::kCuda) return;
   device_inv_smooth_ = upload_to(*device, inv_smooth_);
   device_q_ = upload_to(*device, q_);
   device_w_scale_ = upload_to(*device, w_scale_);

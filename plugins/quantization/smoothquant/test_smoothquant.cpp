@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "inferlab/device.h"
+#include "kernels/cpu/gemm_panels_int8.h"
 #include "inferlab/rng.h"
 #include "smoothquant.h"
 
@@ -84,6 +86,27 @@ TEST(SmoothQuant, SmoothingLowersTheErrorOnOutlierChannels) {
   EXPECT_LT(smooth, 0.8 * plain);
   auto lin = SmoothQuantQuantization(0.5, true, false).make_linear("w", p.w, p.out, p.in, &p.calib);
   EXPECT_EQ(lin->weight_bytes(), 32u * 128 + 4u * 32 + 4u * 128);
+}
+
+// The VNNI panels (pack_for_host, as make_linear does on the host) against the plain int32 loop
+// of an unpacked linear: the same bits for every token and output, and the same dequantised
+// rows, at shapes off the 32-channel panels and the 4-input steps.
+TEST(SmoothQuant, PackedPanelsAreBitIdenticalToThePlainLoop) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  for (const auto& [out, in, n] : {std::tuple{37, 130, 7}, std::tuple{64, 96, 1}, std::tuple{5, 1001, 13}}) {
+    const Problem p = make_problem(out, in, n, static_cast<std::uint64_t>(out + in));
+    const std::vector<float> s = smoothing_scales(p.w, out, in, p.calib.max_abs, 0.5);
+    W8A8Linear plain(p.w, out, in, s, true), packed(p.w, out, in, s, true);
+    packed.pack_for_host();
+    EXPECT_EQ(run(packed, p), run(plain, p)) << out << "x" << in;
+    EXPECT_EQ(packed.weight_bytes(), plain.weight_bytes() + static_cast<std::uint64_t>(out) * ((in + 3) / 4 * 4 - in));
+    std::vector<float> a(static_cast<std::size_t>(in)), b(a.size());
+    for (int row : {0, out - 1}) {
+      plain.dequantize_row(row, a.data());
+      packed.dequantize_row(row, b.data());
+      EXPECT_EQ(a, b) << "row " << row;
+    }
+  }
 }
 
 }  // namespace
