@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/error.h"
 #include "inferlab/float_linear.h"
 #include "inferlab/int4_linear.h"
 #include "inferlab/model.h"
@@ -160,6 +161,21 @@ TEST(ModelGroup, FloatLinearsRunAsOneDispatch) {
   Int4Linear other(random_weights_vector(static_cast<std::size_t>(kv) * d, 6), kv, d, 32, false);
   const Linear* const mixed[] = {q.get(), &other};
   testing::expect_group_matches_separate(mixed, 3, device, 3);
+}
+
+TEST(ModelGroup, RefusesEmptyGroupsAndMembersOfDifferentInputs) {
+  CpuDevice device(1);
+  FloatLinear a(random_weights_vector(8 * 32, 1), 8, 32), b(random_weights_vector(8 * 64, 2), 8, 64);
+  std::vector<float> x(64), y(16);
+  EXPECT_THROW(forward_group({}, x.data(), 1, device), Error);
+  const GroupMember mixed[] = {{&a, y.data()}, {&b, y.data() + 8}};
+  EXPECT_THROW(forward_group(mixed, x.data(), 1, device), Error);
+  const GroupMember missing[] = {{&a, y.data()}, {nullptr, y.data() + 8}};
+  EXPECT_THROW(forward_group(missing, x.data(), 1, device), Error);
+  // fp32 linears take no activation blocks, grouped or not.
+  std::vector<std::int8_t> xq(32);
+  const GroupMember one[] = {{&a, y.data()}};
+  EXPECT_THROW(forward_group_act_blocks(one, xq.data(), x.data(), 1, device), Error);
 }
 
 }  // namespace
