@@ -22,7 +22,8 @@ struct PanelSpan {
 // Calls run(member, p0, p1) for member panels [p0, p1) so that every panel of every member is run
 // exactly once: as min(pool.size(), ceil(total panels / grain)) runs of about equal bytes, on the
 // pool's threads (one run, and no dispatch, on the caller when that is 1). grain: the fewest
-// panels worth a thread. A run never crosses a member; a thread's runs are consecutive.
+// panels worth a thread. A run never crosses a member; a thread's runs are consecutive. `run`
+// must not call parallel_for_panel_union itself (the cut lives in the caller's thread storage).
 void parallel_for_panel_union(std::span<const PanelSpan> members, std::size_t grain, ThreadPool& pool,
                               const std::function<void(int member, int p0, int p1)>& run);
 
