@@ -47,20 +47,20 @@ std::uint64_t linear_bytes(Quantization& quant, const std::string& name, int out
 }
 
 // The cell's model as Model builds it: fp32 norms and biases; quantized linears, each asked of
-// the strategy that builds it (per-layer rules give layers different methods); an fp32
-// embedding table unless the classifier is tied (then the lookup reads the classifier's rows).
-// Linears of one shape under one strategy are asked once.
+// the strategy that builds it (per-layer rules give layers different methods), the embedding
+// table among them when the classifier is not tied (a tied lookup reads the classifier's rows).
+// Linears of one shape under one strategy are asked once (the classifier and the embedding each
+// on its own: skip_classifier keeps only the first in fp32).
 std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
   const std::uint64_t d = static_cast<std::uint64_t>(c.dim), kv = static_cast<std::uint64_t>(c.kv_dim());
   const auto* ruled = dynamic_cast<const RuledQuantization*>(&quant);
-  std::map<std::tuple<const Quantization*, int, int, bool>, std::uint64_t> asked;
-  std::uint64_t bytes = (c.tied_classifier ? 0 : static_cast<std::uint64_t>(c.vocab_size) * d * kF32) +
-                        d * kF32;  // embedding, final norm
+  std::map<std::tuple<const Quantization*, int, int, std::string>, std::uint64_t> asked;
+  std::uint64_t bytes = d * kF32;  // final norm
   bytes += static_cast<std::uint64_t>(c.n_layers) * (2 * d * kF32 + (c.qkv_bias ? (d + 2 * kv) * kF32 : 0));
   for (const LinearSlot& l : model_linears(c)) {
     Quantization& q = ruled ? ruled->strategy_for(l.name) : quant;
     // The classifier may be stored apart (skip_classifier); the layers' linears by shape.
-    const auto key = std::make_tuple(&q, l.out, l.in, l.layer < 0);
+    const auto key = std::make_tuple(&q, l.out, l.in, l.layer < 0 ? l.name : std::string());
     auto it = asked.find(key);
     if (it == asked.end()) it = asked.emplace(key, linear_bytes(q, l.name, l.out, l.in)).first;
     bytes += it->second;

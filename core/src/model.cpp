@@ -47,9 +47,6 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, c
     : config_(weights.config), device_(device) {
   weights.validate();
   const int d = config_.dim, h = config_.hidden_dim, kv = config_.kv_dim(), v = config_.vocab_size;
-  // A tied classifier is the embedding table: the lookup reads its rows (Linear::dequantize_row),
-  // so the table is stored once, in the classifier's format.
-  if (!config_.tied_classifier) embedding_ = to_device(device_, weights.token_embedding);
   final_norm_ = to_device(device_, weights.final_norm);
   for (int l = 0; l < config_.n_layers; ++l) {
     const LayerWeights& src = weights.layers[static_cast<std::size_t>(l)];
@@ -71,6 +68,10 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, c
   }
   classifier_ = build(quant, calibration, "classifier", config_.tied_classifier ? weights.token_embedding : weights.classifier,
                       v, d);
+  // The embedding table is stored once, in the quantization's format: a tied classifier is the
+  // table (the lookup reads its rows, Linear::dequantize_row); a separate one leaves the table a
+  // linear of its own that only ever serves rows (quantization rules may name it "embedding").
+  if (!config_.tied_classifier) embedding_ = build(quant, calibration, "embedding", weights.token_embedding, v, d);
   const int hd = config_.head_dim();
   std::vector<float> inv_freq(static_cast<std::size_t>(hd / 2));
   for (int j = 0; j < hd / 2; ++j)  // the float expression of llama2.c run.c
@@ -82,7 +83,7 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, c
 Model::~Model() = default;
 
 std::uint64_t Model::weight_bytes() const {
-  std::uint64_t bytes = embedding_.bytes() + final_norm_.bytes() + classifier_->weight_bytes();
+  std::uint64_t bytes = embedding_bytes() + final_norm_.bytes() + classifier_->weight_bytes();
   for (const auto& l : layers_) {
     bytes += l->attn_norm.bytes() + l->ffn_norm.bytes() + l->bq.bytes() + l->bk.bytes() + l->bv.bytes();
     for (const Linear* lin : {l->wq.get(), l->wk.get(), l->wv.get(), l->wo.get(), l->w1.get(), l->w2.get(),
@@ -92,7 +93,7 @@ std::uint64_t Model::weight_bytes() const {
   return bytes;
 }
 
-std::uint64_t Model::embedding_bytes() const { return embedding_.bytes(); }
+std::uint64_t Model::embedding_bytes() const { return embedding_ ? embedding_->weight_bytes() : 0; }
 
 const int* Model::upload(const std::vector<int>& host, Buffer& staging) {
   if (device_.kind() == DeviceKind::kCpu) return host.data();
@@ -146,7 +147,6 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
   float* h3 = scratch(h3_, srows * sh);    // [rows, hidden]
   float* tmp = scratch(tmp_, srows * sd);  // [rows, dim]
 
-  const int* tokens = upload(batch.tokens, d_tokens_);
   const int* positions = upload(batch.positions, d_positions_);
   const int* slots = upload(batch.slots, d_slots_);
   AttentionBatch ab = batch.attention(config_.n_heads, config_.n_kv_heads, hd);
@@ -160,7 +160,7 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
   const float eps = config_.norm_eps;
   {
     OpScope t(dev, TimeCategory::kNormRopeAct);
-    embed(batch.tokens, tokens, x);
+    embed(batch.tokens, x);
   }
   auto linear = [&](const Linear& lin, const float* in, float* out) {
     OpScope t(dev, TimeCategory::kLinear);
@@ -317,17 +317,14 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     std::copy_n(exit_logits_.data() + j * vs, vs, logits.data() + static_cast<std::size_t>(remaining[j]) * vs);
 }
 
-void Model::embed(const std::vector<int>& host_tokens, const int* device_tokens, float* out) {
-  const int rows = static_cast<int>(host_tokens.size()), d = config_.dim;
-  if (embedding_.bytes() > 0) {
-    device_.embedding(embedding_.as<float>(), device_tokens, rows, d, out);
-    return;
-  }
+void Model::embed(const std::vector<int>& host_tokens, float* out) {
+  const int d = config_.dim;
+  const Linear& table = embedding_ ? *embedding_ : *classifier_;
   const std::size_t sd = static_cast<std::size_t>(d);
   const bool host = device_.kind() == DeviceKind::kCpu;
   if (!host) embed_host_.resize(host_tokens.size() * sd);  // [rows, dim] staged, then one upload
   float* dst = host ? out : embed_host_.data();
-  for (std::size_t r = 0; r < host_tokens.size(); ++r) classifier_->dequantize_row(host_tokens[r], dst + r * sd);
+  for (std::size_t r = 0; r < host_tokens.size(); ++r) table.dequantize_row(host_tokens[r], dst + r * sd);
   if (!host) device_.copy_to_device(out, embed_host_.data(), embed_host_.size() * sizeof(float));
 }
 

@@ -68,6 +68,9 @@ std::vector<LinearSlot> model_linears(const ModelConfig& c) {
     out.push_back({p + "w3", l, h, d});
   }
   out.push_back({"classifier", -1, c.vocab_size, d});
+  // A separate classifier leaves the embedding table its own linear (Model builds it last; the
+  // lookup reads its rows through Linear::dequantize_row).
+  if (!c.tied_classifier) out.push_back({"embedding", -1, c.vocab_size, d});
   return out;
 }
 

@@ -83,7 +83,12 @@ TEST(GgufKQuants, LoaderKeepsRawBlocksOfQuantizedLinearsAndEveryLinearsType) {
   const GgufFile f = GgufFile::open(path);
   const ModelConfig header = read_gguf_config(path);
   EXPECT_EQ(m.weights.config.source_linear_types, header.source_linear_types);
-  ASSERT_EQ(header.source_linear_types.size(), 8u);  // 7 per layer, 1 layer, and the classifier
+  // 7 per layer, 1 layer, the classifier, and (untied: a separate output.weight) the embedding table
+  ASSERT_FALSE(header.tied_classifier);
+  ASSERT_EQ(header.source_linear_types.size(), 9u);
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  ASSERT_NE(embd, nullptr);
+  EXPECT_EQ(header.source_linear_types.at("embedding"), embd->type);
   const GgufTensorInfo* down = f.find_tensor("blk.0.ffn_down.weight");
   ASSERT_NE(down, nullptr);
   EXPECT_EQ(header.source_linear_types.at("layers.0.w2"), down->type);
@@ -98,6 +103,9 @@ TEST(GgufKQuants, LoaderKeepsRawBlocksOfQuantizedLinearsAndEveryLinearsType) {
   }
   // The blocks are the file's bytes: ffn_down's equal a direct read.
   EXPECT_EQ(m.weights.source_blocks.at("layers.0.w2").bytes, f.read_bytes(*down));
+  if (ggml_type_is_quantized(static_cast<GgmlType>(embd->type))) {
+    EXPECT_EQ(m.weights.source_blocks.at("embedding").bytes, f.read_bytes(*embd));
+  }
 }
 
 TEST(GgufKQuants, NonGgufModelsHaveNoSourceTypes) {

@@ -3,6 +3,7 @@
 // unchanged: logits bit for bit, greedy tokens equal.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -80,9 +81,11 @@ TEST(ModelFuse, FusedForwardGivesTheUnfusedLogitsWithFewerDispatches) {
     }
 }
 
-// A tied classifier is the embedding: the model stores no fp32 table and looks tokens up in the
-// classifier's rows. Equal to an untied model whose table holds exactly those rows, with the
-// table's bytes less.
+// A tied classifier is the embedding: the model stores no table of its own and looks tokens up
+// in the classifier's rows. An untied model stores its table once too, as a linear of the same
+// quantization (the lookup dequantises rows): given exactly the rows the tied model reads, fp32
+// gives the same bits; int4 re-quantises those rows (codes may move by one step), so the logits
+// agree closely; the untied model is larger by the table's quantised bytes, not by an fp32 copy.
 TEST(ModelFuse, TiedEmbeddingReadsTheClassifierRows) {
   const ModelConfig c = preset_config("stories260k");
   ASSERT_TRUE(c.tied_classifier);
@@ -100,8 +103,18 @@ TEST(ModelFuse, TiedEmbeddingReadsTheClassifierRows) {
       classifier->dequantize_row(t, untied.token_embedding.data() + static_cast<std::size_t>(t) * c.dim);
     CpuDevice device(2);
     Model a(tied, *quant, device), b(untied, *quant, device);
-    expect_same_bits(run(a), run(b));
-    EXPECT_EQ(b.weight_bytes() - a.weight_bytes(), static_cast<std::uint64_t>(c.vocab_size) * c.dim * sizeof(float));
+    const std::vector<float> la = run(a), lb = run(b);
+    if (quant == &f32) {
+      expect_same_bits(la, lb);
+    } else {
+      ASSERT_EQ(la.size(), lb.size());
+      double worst = 0;
+      for (std::size_t i = 0; i < la.size(); ++i) worst = std::max(worst, std::fabs(double{la[i]} - lb[i]));
+      EXPECT_LT(worst, 0.05);
+    }
+    EXPECT_EQ(b.embedding_bytes(), classifier->weight_bytes());
+    EXPECT_EQ(b.weight_bytes() - a.weight_bytes(), classifier->weight_bytes());
+    EXPECT_EQ(a.embedding_bytes(), 0u);
   }
 }
 

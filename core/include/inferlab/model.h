@@ -54,15 +54,17 @@ class Model {
   // Early exit after layer `l`: the logit rows still running whose confidence passes the plan's
   // threshold take their logits from here, and their hidden state is frozen in `frozen`.
   void try_exit(int l, const StepBatch& batch, const float* x, float* frozen, std::vector<float>& logits);
-  // out [tokens, dim] (device memory) = the embedding rows of the tokens: the fp32 table, or with
-  // a tied classifier its rows dequantised (device_tokens: the same tokens in device memory).
-  void embed(const std::vector<int>& host_tokens, const int* device_tokens, float* out);
+  // out [tokens, dim] (device memory) = the embedding rows of the tokens, dequantised from the
+  // table's linear (the classifier's when tied), staged on the host for a non-CPU device.
+  void embed(const std::vector<int>& host_tokens, float* out);
   // final norm + classifier of the rows `rows` of x [*, dim]: host logits [rows.size(), vocab].
   void classify_rows(const float* x, const std::vector<int>& rows, float* host_out);
 
   ModelConfig config_;
   Device& device_;
-  Buffer embedding_;   // [vocab, dim] fp32; empty when the classifier is tied (embed reads its rows)
+  // [vocab, dim] in the quantization's format when the classifier is separate (the lookup reads
+  // its rows, Linear::dequantize_row); null when tied (the classifier's rows are the table).
+  std::unique_ptr<Linear> embedding_;
   std::vector<float> embed_host_;  // [rows, dim] host staging of a tied lookup on a non-CPU device
   Buffer final_norm_;  // [dim]
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -78,7 +80,7 @@ class Model {
   Buffer x_, xn_, q_, k_, v_, att_, h1_, h3_, tmp_, logits_, frozen_;
   Buffer act_q_, act_s_;  // fused: int8 activation blocks [rows, max(dim, hidden)] and their scales
   // The batch's int arrays on the device (unused on the CPU).
-  Buffer d_tokens_, d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_, d_gather_;
+  Buffer d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_, d_gather_;
 };
 
 }  // namespace inferlab

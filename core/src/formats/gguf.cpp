@@ -158,6 +158,9 @@ ModelConfig gguf_config(const GgufFile& f, const GgufModelReader& r) {
         c.source_linear_types["layers." + std::to_string(l) + "." + n.engine] = t->type;
   if (const GgufTensorInfo* t = f.find_tensor(c.tied_classifier ? "token_embd.weight" : "output.weight"))
     c.source_linear_types["classifier"] = t->type;
+  // A separate classifier leaves the embedding table a linear of its own (its rows are looked up).
+  if (const GgufTensorInfo* t = f.find_tensor("token_embd.weight"); t && !c.tied_classifier)
+    c.source_linear_types["embedding"] = t->type;
   return c;
 }
 
@@ -326,8 +329,14 @@ LoadedModel load_gguf(const std::string& path) {
       if (same_bytes) {
         r.source_bytes += out_t->bytes;
         r.used.push_back("output.weight");
+        c.source_linear_types["classifier"] = emb_t->type;  // tied after all: one table
+        c.source_linear_types.erase("embedding");
       } else {
-        r.blocks.erase("classifier");  // the embedding's blocks; output.weight's replace them if quantized
+        // The embedding's blocks stay as the "embedding" linear's; output.weight's are the classifier's.
+        if (auto it = r.blocks.find("classifier"); it != r.blocks.end()) {
+          r.blocks["embedding"] = std::move(it->second);
+          r.blocks.erase(it);
+        }
         w.classifier = r.tensor("output.weight", {d, v}, true, "classifier");  // [vocab, dim]
         c.tied_classifier = false;
       }

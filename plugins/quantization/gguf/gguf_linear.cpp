@@ -129,7 +129,7 @@ std::vector<std::string> gguf_strategy_problems(const ModelConfig& model) {
             "[model] path to a .gguf file)"};
   std::vector<std::string> problems;
   for (const auto& [name, type] : model.source_linear_types)
-    if (!gguf_strategy_accepts(type))
+    if (!gguf_strategy_accepts(type) && name != "embedding")  // a table of another type: its fp32 rows
       problems.push_back("tensor '" + name + "' is stored as " + type_name(type) + ", which has no kernel here (" +
                          kAllowed + ")");
   return problems;
@@ -142,6 +142,9 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
     check(!types.empty(), "quantization 'gguf': the model is not a GGUF checkpoint");
     const auto t = types.find(name);
     check(t != types.end(), "quantization 'gguf': the GGUF has no tensor for linear " + name);
+    // An untied embedding table only serves row lookups: one stored in a type without a kernel
+    // here keeps the loader's exact fp32 rows instead of refusing the model.
+    if (name == "embedding" && !gguf_strategy_accepts(t->second)) return std::make_unique<FloatLinear>(std::move(weight), out, in);
     check(gguf_strategy_accepts(t->second),
           "quantization 'gguf': " + name + " is stored as " + type_name(t->second) + "; " + kAllowed);
     const auto type = static_cast<GgmlType>(t->second);

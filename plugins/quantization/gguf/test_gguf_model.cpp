@@ -4,6 +4,7 @@
 // plans and runs it; SmolLM2-135M Q4_1 too when fetched (scripts/fetch_smollm2.sh).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <iostream>
@@ -109,6 +110,32 @@ TEST(GgufFused, PackedLinearsTakeTheFusedBlocksWithTheSameNll) {
     const double unfused = evaluate_perplexity(model, *att, tokens, 48, 48).mean_nll;
     device.set_fuse(true);
     EXPECT_EQ(evaluate_perplexity(model, *att, tokens, 48, 48).mean_nll, unfused);
+  }
+}
+
+// An untied model's embedding table is a linear of its own: under 'gguf' it keeps the file's
+// token_embd blocks (not an fp32 copy), and a looked-up row is the loader's exact dequantisation.
+TEST(GgufEmbedding, UntiedTableKeepsTheFileBlocksAndExactRows) {
+  const std::string path = fixture("kq256-Q4_K.gguf");
+  INFERLAB_REQUIRE_FILE(path);
+  const LoadedModel m = load_model(path);
+  ASSERT_FALSE(m.weights.config.tied_classifier);
+  const GgufFile f = GgufFile::open(path);
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  ASSERT_NE(embd, nullptr);
+  ASSERT_TRUE(ggml_type_is_quantized(static_cast<GgmlType>(embd->type)));
+  const int v = m.weights.config.vocab_size, d = m.weights.config.dim;
+  GgufQuantization native(&m.weights, false);
+  CpuDevice device(1);
+  const Model model(m.weights, native, device);
+  EXPECT_LE(model.embedding_bytes(), embd->bytes + embd->bytes / 8);  // the blocks (packing may pad)
+  EXPECT_LT(model.embedding_bytes(), static_cast<std::uint64_t>(v) * d * sizeof(float) / 4);
+  const auto table = native.make_linear("embedding", m.weights.token_embedding, v, d);
+  std::vector<float> row(static_cast<std::size_t>(d));
+  for (int t : {0, 1, v / 2, v - 1}) {
+    table->dequantize_row(t, row.data());
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), m.weights.token_embedding.begin() + static_cast<std::ptrdiff_t>(t) * d))
+        << "row " << t;
   }
 }
 
