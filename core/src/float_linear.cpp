@@ -37,6 +37,19 @@ void FloatLinear::forward(const float* x, float* y, int n, Device& device) const
   cpu::gemm_panels_f32(x, panels_, y, n, cpu_pool(device, "fp32 linear"));
 }
 
+bool FloatLinear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
+  if (device.kind() != DeviceKind::kCpu) return false;
+  thread_local std::vector<cpu::GemmPanelsF32Output> members;
+  members.clear();
+  for (const GroupMember& m : group) {
+    const auto* f = dynamic_cast<const FloatLinear*>(m.linear);
+    if (f == nullptr || f->panels_.data.empty()) return false;
+    members.push_back({&f->panels_, m.y});
+  }
+  cpu::gemm_panels_f32_group(x, members, n, cpu_pool(device, "fp32 linear"));
+  return true;
+}
+
 std::uint64_t FloatLinear::weight_bytes() const {
   return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * sizeof(float);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "inferlab/error.h"
@@ -181,6 +182,16 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     OpScope t(dev, TimeCategory::kLinear);
     lin.forward_act_blocks(act_q, act_s, out, rows, dev);
   };
+  // The linears reading one input (wq/wk/wv, w1/w3) as one group: one pool dispatch where their
+  // family can (Linear::try_forward_group: the CPU's packed int8-activation panels), else one
+  // forward each, as on a CUDA device. Same results either way.
+  auto group_linear = [&](std::span<const GroupMember> members, bool act_blocks) {
+    OpScope t(dev, TimeCategory::kLinear);
+    if (act_blocks)
+      forward_group_act_blocks(members, act_q, act_s, rows, dev);
+    else
+      forward_group(members, xn, rows, dev);
+  };
   // Fused: the output of the last FFN not yet added to x (the next RMSNorm adds it).
   const float* pending = nullptr;
   // Early exit state: which rows left, and the hidden state each left with ([rows, dim]).
@@ -206,14 +217,8 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
         dev.rmsnorm(x, layer.attn_norm.as<float>(), xn, rows, d, eps);
       pending = nullptr;
     }
-    for (auto [lin, out] : {std::pair<const Linear*, float*>{kv_only ? nullptr : layer.wq.get(), q},
-                            {layer.wk.get(), k}, {layer.wv.get(), v}}) {
-      if (lin == nullptr) continue;
-      if (qkv_blocks)
-        blocks_linear(*lin, out);
-      else
-        linear(*lin, xn, out);
-    }
+    const GroupMember qkv[] = {{layer.wq.get(), q}, {layer.wk.get(), k}, {layer.wv.get(), v}};
+    group_linear(std::span<const GroupMember>(qkv).subspan(kv_only ? 1 : 0), qkv_blocks);  // [rows, dim|kv_dim] each
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);
       if (layer.bq.bytes() > 0 && !kv_only) dev.add_bias(q, layer.bq.as<float>(), rows, d);
@@ -246,13 +251,8 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
         dev.rmsnorm(x, layer.ffn_norm.as<float>(), xn, rows, d, eps);
       }
     }
-    if (gate_up_blocks) {
-      blocks_linear(*layer.w1, h1);
-      blocks_linear(*layer.w3, h3);
-    } else {
-      linear(*layer.w1, xn, h1);
-      linear(*layer.w3, xn, h3);
-    }
+    const GroupMember gate_up[] = {{layer.w1.get(), h1}, {layer.w3.get(), h3}};  // [rows, hidden] each
+    group_linear(gate_up, gate_up_blocks);
     const bool down_blocks = fuse && layer.w2->reads_act_blocks();
     {
       OpScope t(dev, TimeCategory::kNormRopeAct);

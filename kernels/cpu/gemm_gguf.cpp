@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/panel_union.h"
 #include "kernels/ref/gguf_blocks.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -237,9 +238,26 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
 }
 
 void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, float* y, int n, ThreadPool& pool) {
-  if (n <= 0 || w.out <= 0) return;
+  const GemmGgufOutput one{&w, y};
+  gemm_gguf_group(xq, xs, std::span<const GemmGgufOutput>(&one, 1), n, pool);
+}
+
+void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const GemmGgufOutput> group, int n,
+                     ThreadPool& pool) {
+  if (n <= 0 || group.empty()) return;
+  const int in = group.front().w->in, blocks = in / kBlock;
+  thread_local std::vector<PanelSpan> spans;  // [members]
+  spans.resize(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const PackedGguf& w = *group[i].w;
+    check(w.in == in, "gemm_gguf_group: the matrices read one input, but their in differ (" + std::to_string(in) +
+                          " and " + std::to_string(w.in) + ")");
+    // What a thread streams per panel: per block the codes, the 32 rows' fp16 d (and Q4_1's m).
+    const std::size_t per_block = static_cast<std::size_t>(panel_code_bytes(w.type)) +
+                                  (w.type == GgmlType::kQ4_1 ? 4 : 2) * static_cast<std::size_t>(kPanel);
+    spans[i] = {(w.out + kPanel - 1) / kPanel, per_block * static_cast<std::size_t>(blocks)};
+  }
 #if INFERLAB_GEMM_GGUF_VNNI
-  const int in = w.in, blocks = in / kBlock;
   thread_local std::vector<int> sumx;  // [n, blocks]
   sumx.resize(std::max(sumx.size(), static_cast<std::size_t>(n) * blocks));
   for (std::size_t rb = 0; rb < static_cast<std::size_t>(n) * blocks; ++rb) {
@@ -249,22 +267,22 @@ void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, floa
     sumx[rb] = s;
   }
   const Acts a{xq, xs, sumx.data(), in, blocks};
-  // Threads take runs of whole panels; at decode run_panels pairs the panels of a run (a run of
-  // odd length ends with one single-panel tile). Splitting by panel, not by pair, keeps a small
-  // matrix balanced: SmolLM2's k/v projections have 6 panels, 3 pairs — 2 : 1 between 2 threads.
-  const int panels = (w.out + kPanel - 1) / kPanel;
+  // Runs of whole panels; at decode run_panels pairs the panels of a run (a run of odd length
+  // ends with one single-panel tile), so a matrix of 6 panels split 3 : 3 stays balanced.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
-  pool.parallel_for(static_cast<std::size_t>(panels), [&](std::size_t u0, std::size_t u1) {
-    const int p0 = static_cast<int>(u0), p1 = static_cast<int>(u1);
-    switch (w.type) {
-      case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
-      case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
-      default: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
-    }
-  }, grain);
+  parallel_for_panel_union(spans, grain, pool,
+                           [&](int member, int p0, int p1) {
+                             const PackedGguf& w = *group[static_cast<std::size_t>(member)].w;
+                             float* y = group[static_cast<std::size_t>(member)].y;
+                             switch (w.type) {
+                               case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
+                               case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
+                               default: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
+                             }
+                           });
 #else
-  (void)xq, (void)xs, (void)y, (void)pool;
+  (void)xq, (void)xs, (void)pool;
   check(false, "gemm_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
 #endif
 }

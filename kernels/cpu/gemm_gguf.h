@@ -13,7 +13,11 @@
 //    block comes off in integer lanes before the conversion (sum(x) is per token row and block,
 //    shared by all 32 rows, so the panel stores nothing for it); Q4's codes c (0..15) as they
 //    are: Q4_0 w = d (c - 8) takes 8 * sum(x) off; Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
-//  - threads split the panels; decode (one token row) runs two panels at once (four chains).
+//  - threads split the panels; decode (one token row) runs two panels at once (four chains);
+//  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
+//    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
+//    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
+//    of its own and the activations' block sums are taken once.
 // Bytes held: exactly the file's blocks, plus the zero rows that pad `out` to a multiple of 32.
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
@@ -22,6 +26,7 @@
 // callers keep matmul_gguf_act (AVX2 `maddubs`).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "inferlab/formats.h"
@@ -59,5 +64,16 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes);
 // y[n, out] = x · Wᵀ for xq [n, in], xs [n, in / 32] from cpu::quantize_act_rows (block 32).
 // n <= 0 is a no-op.
 void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, float* y, int n, ThreadPool& pool);
+
+// One matrix of a group: y [n, w->out].
+struct GemmGgufOutput {
+  const PackedGguf* w;
+  float* y;
+};
+// Every member's y = x · Wᵀ (as gemm_gguf on each, bit for bit) in one pool dispatch (none when
+// the whole group is less than one grain of work: it then runs on the caller). The members share
+// in (throws inferlab::Error otherwise); their types and out may differ. n <= 0 is a no-op.
+void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const GemmGgufOutput> group, int n,
+                     ThreadPool& pool);
 
 }  // namespace inferlab::cpu

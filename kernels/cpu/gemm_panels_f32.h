@@ -8,7 +8,9 @@
 //  - the micro-kernel keeps a kRows x kPanel tile of y in registers (8 x 32 = 16 zmm on
 //    AVX-512) and walks kDepth input channels: a [kDepth][kPanel] weight block (32 KiB) stays
 //    in L1 while every row tile of x (n x kDepth, in L2) passes over it;
-//  - threads split the panels (contiguous ranges, one pool call).
+//  - threads split the panels (contiguous ranges, one pool call); gemm_panels_f32_group runs
+//    several matrices reading one x (wq/wk/wv, w1/w3) as one call over the union of their
+//    panels (kernels/cpu/panel_union.h), x packed once.
 // Each output is summed in a fixed order (k ascending within blocks of kDepth, blocks added in
 // order), independent of n and of the thread count, so a token's row is the same whether it is
 // computed alone (decode) or in a batch (prefill).
@@ -19,6 +21,7 @@
 // --benchmark_filter=GemmPanelsF32`; parity with kernels/ref: tests/kernels/test_gemm_panels.cpp.
 #pragma once
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "inferlab/huge_pages.h"
@@ -44,5 +47,15 @@ void unpack_panel_row_f32(const PackedPanelsF32& w, int row, float* out);
 
 // x: [n, in], y: [n, out] (y must not alias x). n <= 0 is a no-op.
 void gemm_panels_f32(const float* x, const PackedPanelsF32& w, float* y, int n, ThreadPool& pool);
+
+// One matrix of a group: y [n, w->out].
+struct GemmPanelsF32Output {
+  const PackedPanelsF32* w;
+  float* y;
+};
+// Every member's y = x · Wᵀ (as gemm_panels_f32 on each, bit for bit) in one pool dispatch (none
+// when the group is less than one grain of work). The members share in (throws inferlab::Error
+// otherwise). n <= 0 is a no-op.
+void gemm_panels_f32_group(const float* x, std::span<const GemmPanelsF32Output> group, int n, ThreadPool& pool);
 
 }  // namespace inferlab::cpu

@@ -8,11 +8,13 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_vec.h"
+#include "kernels/cpu/panel_union.h"
 
 namespace inferlab::cpu::gemm {
 
@@ -165,10 +167,20 @@ void run_panels(const Problem<Load>& pb, int p0, int p1) {
     for (int p = p0; p < p1; ++p) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
 }
 
-// y[n, out] = x[n, in] · W^T for W in panels of Load::Storage (see gemm_panels_f32.h).
+// One matrix of a group reading the same x: W [out, in] in panels of Load::Storage, y [n, out].
 template <class Load>
-void gemm_panels(const float* x, const typename Load::Storage* w, int out, int in, float* y, int n, ThreadPool& pool) {
-  if (n <= 0 || out <= 0) return;
+struct GroupOutput {
+  const typename Load::Storage* w;
+  int out;
+  float* y;
+};
+
+// Every member's y[n, out] = x[n, in] · W^T (see gemm_panels_f32.h), x packed once and the union
+// of the members' panels run as one parallel_for (kernels/cpu/panel_union.h); each output is
+// summed as a lone gemm_panels call sums it.
+template <class Load>
+void gemm_panels_group(const float* x, std::span<const GroupOutput<Load>> group, int in, int n, ThreadPool& pool) {
+  if (n <= 0 || group.empty()) return;
   const int tiles = (n + kRows - 1) / kRows;
   const float* a = x;  // one row: [in][1] is x itself
   thread_local std::vector<float> packed_x;  // reused across calls: no page faults per call
@@ -177,15 +189,26 @@ void gemm_panels(const float* x, const typename Load::Storage* w, int out, int i
     pack_rows(x, n, in, packed_x.data(), pool);
     a = packed_x.data();
   }
-  const Problem<Load> pb{a, w, out, in, y, n, tiles};
-  const int panels = (out + kPanel - 1) / kPanel;
-  // A chunk should carry at least ~256K multiply-adds so the dispatch cost stays small.
+  thread_local std::vector<PanelSpan> spans;  // [members]
+  spans.resize(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i)
+    spans[i] = {(std::max(group[i].out, 0) + kPanel - 1) / kPanel,
+                static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * sizeof(typename Load::Storage)};
+  // A run should carry at least ~256K multiply-adds so the dispatch cost stays small.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / per_panel);
-  pool.parallel_for(static_cast<std::size_t>(panels), [&pb](std::size_t p0, std::size_t p1) {
-    run_panels(pb, static_cast<int>(p0), static_cast<int>(p1));
-  }, grain);
+  parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
+    const GroupOutput<Load>& m = group[static_cast<std::size_t>(member)];
+    run_panels(Problem<Load>{a, m.w, m.out, in, m.y, n, tiles}, p0, p1);
+  });
+}
+
+// y[n, out] = x[n, in] · W^T for W in panels of Load::Storage: the group of one.
+template <class Load>
+void gemm_panels(const float* x, const typename Load::Storage* w, int out, int in, float* y, int n, ThreadPool& pool) {
+  const GroupOutput<Load> one{w, out, y};
+  gemm_panels_group<Load>(x, std::span<const GroupOutput<Load>>(&one, 1), in, n, pool);
 }
 
 // W [out, in] row-major -> panels (the layout of gemm_panels_f32.h), any element type.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/panel_union.h"
 #include "kernels/ref/matmul_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -202,11 +203,20 @@ std::uint64_t packed_bytes(const PackedPanelsInt8& w) {
 namespace {
 
 #if INFERLAB_GEMM_INT8_VNNI
-// Runs the panels over scale blocks of `block` inputs (a multiple of 4): xs [n][blocks] one
-// scale per row and block; the block sums of x (the codes' + 128) are made here.
-void run_gemm(const std::int8_t* xq, const float* xs, int block, const PackedPanelsInt8& w, float* y, int n,
+// Runs the group's panels (one parallel_for over their union, kernels/cpu/panel_union.h) over
+// scale blocks of `block` inputs (a multiple of 4): xs [n][blocks] one scale per row and block;
+// the block sums of x (the codes' + 128) are made here, once for the group.
+void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const GemmPanelsInt8Output> group, int n,
               ThreadPool& pool) {
-  const int in = w.in, in4 = round4(in), blocks = (in + block - 1) / block;
+  const int in = group.front().w->in, in4 = round4(in), blocks = (in + block - 1) / block;
+  thread_local std::vector<PanelSpan> spans;  // [members]
+  spans.resize(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const PackedPanelsInt8& w = *group[i].w;
+    check(w.in == in, "gemm_panels_int8_group: the matrices read one input, but their in differ (" +
+                          std::to_string(in) + " and " + std::to_string(w.in) + ")");
+    spans[i] = {(w.out + kCols - 1) / kCols, full_panel_bytes(in) + kCols * sizeof(float)};  // codes + scales
+  }
   thread_local std::vector<std::int8_t> padded;  // [n][in4]: x, zero past in (only when in % 4 != 0)
   const std::int8_t* x = xq;
   if (in4 != in) {
@@ -231,14 +241,14 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, const PackedPan
     }
   // A cache block holds about 256 inputs of every panel it passes (8 KiB of codes per panel).
   const int depth_blocks = std::max(1, kDepthBlocks * kBlock / block);
-  const Problem pb{x, xs, xsum.data(), &w, y, n, blocks, block / 4, depth_blocks};
-  const int panels = (w.out + kCols - 1) / kCols;
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
-  pool.parallel_for(static_cast<std::size_t>(panels), [&pb](std::size_t p0, std::size_t p1) {
-    run_panels(pb, static_cast<int>(p0), static_cast<int>(p1));
-  }, grain);
+  const int* sums = xsum.data();  // the caller's: xsum is thread_local, the pool's threads have their own
+  parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
+    const GemmPanelsInt8Output& m = group[static_cast<std::size_t>(member)];
+    run_panels(Problem{x, xs, sums, m.w, m.y, n, blocks, block / 4, depth_blocks}, p0, p1);
+  });
 }
 #endif
 
@@ -246,11 +256,17 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, const PackedPan
 
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                       ThreadPool& pool) {
-  if (n <= 0 || w.out <= 0) return;
+  const GemmPanelsInt8Output one{&w, y};
+  gemm_panels_int8_group(xq, xs, std::span<const GemmPanelsInt8Output>(&one, 1), n, pool);
+}
+
+void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
+                            int n, ThreadPool& pool) {
+  if (n <= 0 || group.empty()) return;
 #if INFERLAB_GEMM_INT8_VNNI
-  run_gemm(xq, xs, kBlock, w, y, n, pool);
+  run_gemm(xq, xs, kBlock, group, n, pool);
 #else
-  (void)xq, (void)xs, (void)y, (void)pool;
+  (void)xq, (void)xs, (void)pool;
   check(false, "gemm_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
 #endif
 }
@@ -259,9 +275,10 @@ void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const Pa
                                 ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_GEMM_INT8_VNNI
+  const GemmPanelsInt8Output one[] = {{&w, y}};
   const int in4 = round4(w.in);
   if (in4 <= kTokenBlockMax) {
-    run_gemm(xq, xs, in4, w, y, n, pool);
+    run_gemm(xq, xs, in4, one, n, pool);
     return;
   }
   // A row too long for one int32 sum: blocks of kTokenBlockMax inputs sharing the row's scale.
@@ -270,7 +287,7 @@ void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const Pa
   spread.resize(static_cast<std::size_t>(n) * blocks);
   for (int r = 0; r < n; ++r)
     std::fill_n(spread.begin() + static_cast<std::ptrdiff_t>(r) * blocks, blocks, xs[r]);
-  run_gemm(xq, spread.data(), kTokenBlockMax, w, y, n, pool);
+  run_gemm(xq, spread.data(), kTokenBlockMax, one, n, pool);
 #else
   (void)xq, (void)xs, (void)y, (void)pool;
   check(false, "gemm_panels_int8_per_token: this build has no AVX-512 VNNI");

@@ -12,7 +12,10 @@
 //  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
 //    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
 //    split the panels, as in gemm_panels_f32.h; for one row (decode) each group of 4 panels
-//    runs all its cache blocks before the next group, so the weights stream front to back.
+//    runs all its cache blocks before the next group, so the weights stream front to back;
+//  - gemm_panels_int8_group runs several matrices reading the same activations (wq/wk/wv,
+//    w1/w3) as one parallel_for over the union of their panels, cut into one contiguous run of
+//    about equal bytes per thread (kernels/cpu/panel_union.h); x's block sums are taken once.
 // Roofline: 2 * n * out * in int ops per call against the measured vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); benchmarks: --benchmark_filter=GemmPanelsInt8;
 // parity with the reference: tests/kernels/test_gemm_panels_int8.cpp. Builds without
@@ -20,6 +23,7 @@
 // is false there and callers keep kernels/cpu/matmul_int8_act.h.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "inferlab/huge_pages.h"
@@ -54,6 +58,17 @@ void unpack_panel_row_int8(const PackedPanelsInt8& w, int row, float* out);
 // y: [n, out]. n <= 0 is a no-op.
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                       ThreadPool& pool);
+
+// One matrix of a group: y [n, w->out].
+struct GemmPanelsInt8Output {
+  const PackedPanelsInt8* w;
+  float* y;
+};
+// Every member's y = x · Wᵀ (as gemm_panels_int8 on each, bit for bit) in one pool dispatch (none
+// when the group is less than one grain of work). The members share in (throws
+// inferlab::Error otherwise); their out may differ. n <= 0 is a no-op.
+void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
+                            int n, ThreadPool& pool);
 
 // Per-token W8A8 (SmoothQuant's dynamic per-token activations): xs [n] one scale per row
 // (quantize_act_rows with block = in). Each output is one int32 sum over the whole row (rows

@@ -21,6 +21,9 @@ class FloatLinear : public Linear {
   FloatLinear(std::vector<float> weight, int out, int in, Device* device = nullptr);
   // y[n, out] = x[n, in] · W^T, on the device the weights were built for (Error otherwise).
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // On the CPU, a group of FloatLinears with host panels runs as one cpu::gemm_panels_f32_group
+  // (x packed once); any other group (a CUDA device, another kind): false.
+  bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
   // 4 bytes per weight.
   std::uint64_t weight_bytes() const override;
   // A copy of the row (from device memory when the weights live on a CUDA device).

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,15 @@
 #include "inferlab/kv_cache.h"
 
 namespace inferlab {
+
+class Linear;
+
+// One member of a group of linears that read the same input (wq/wk/wv, w1/w3): its output
+// y [n, linear->out_features()].
+struct GroupMember {
+  const Linear* linear;
+  float* y;
+};
 
 class Linear {
  public:
@@ -31,12 +41,30 @@ class Linear {
   virtual bool reads_act_blocks() const { return false; }
   // xq [n, in], xs [n, act_blocks(in)] (host memory); throws Error unless reads_act_blocks().
   virtual void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const;
+  // Group hooks, called by forward_group / forward_group_act_blocks (below) on the group's first
+  // member: a family that can run a group of its own kind as ONE pool dispatch overrides them,
+  // and either writes every member's y bit for bit as its forward / forward_act_blocks would and
+  // returns true, or does nothing and returns false (a member of another kind or mode, a device
+  // it does not dispatch on). The defaults return false: each member then runs on its own.
+  virtual bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const;
+  virtual bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
+                                            const float* xs, int n, Device& device) const;
   int out_features() const { return out_; }
   int in_features() const { return in_; }
 
  private:
   int out_, in_;
 };
+
+// Every member's y = x · Wᵀ, x [n, in] shared (all members have the first one's in_features):
+// one dispatch when the first member's family runs the group (Linear::try_forward_group), else
+// each member's forward in turn. The results are the same either way. Throws Error for an empty
+// group, a null member or members of different in_features.
+void forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device);
+// As forward_group on int8 activation blocks xq [n, in], xs [n, act_blocks(in)] (host memory);
+// every member must reads_act_blocks().
+void forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
+                              Device& device);
 
 // Throws Error naming `who` unless 0 <= row < linear.out_features() (dequantize_row's check).
 void check_linear_row(const Linear& linear, int row, const char* who);

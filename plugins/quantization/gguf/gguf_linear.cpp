@@ -14,6 +14,34 @@ std::string type_name(std::uint32_t t) { return ggml_type_name(t); }
 constexpr const char* kAllowed =
     "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (native kernels), Q5_K (dequantised on load), F32, F16, BF16 (fp32)";
 
+// x [n, in] quantised per `block` (32, or 256 for the K-quants) into this thread's scratch, so
+// linears on different devices never share: xq [n, in], xs [n, in / block].
+struct ActBlocks {
+  const std::int8_t* xq;
+  const float* xs;
+};
+ActBlocks quantize_acts(const float* x, int n, int in, int block, ThreadPool& pool) {
+  thread_local std::vector<std::int8_t> xq;
+  thread_local std::vector<float> xs;
+  xq.resize(static_cast<std::size_t>(n) * in);
+  xs.resize(static_cast<std::size_t>(n) * (in / block));
+  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool, block);
+  return {xq.data(), xs.data()};
+}
+
+// The group's panels when every member is a packed GgufBlockLinear and the device is the CPU
+// (gemm_gguf_group's operands, filled into `out`); false otherwise.
+bool packed_group(std::span<const GroupMember> group, const Device& device, std::vector<cpu::GemmGgufOutput>& out) {
+  if (device.kind() != DeviceKind::kCpu) return false;
+  out.clear();
+  for (const GroupMember& m : group) {
+    const auto* g = dynamic_cast<const GgufBlockLinear*>(m.linear);
+    if (g == nullptr || !g->packed()) return false;
+    out.push_back({&g->packed_panels(), m.y});
+  }
+  return true;
+}
+
 }  // namespace
 
 GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in,
@@ -45,17 +73,34 @@ void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) c
     cpu::matmul_gguf(type_, blocks_.data(), x, y, n, out_features(), in, pool);
     return;
   }
-  // The activation blocks of this call; per thread, so linears on different devices never share.
-  thread_local std::vector<std::int8_t> xq;
-  thread_local std::vector<float> xs;
-  const int block = cpu::gguf_act_block(type_);  // 32, or 256 for the K-quants
-  xq.resize(static_cast<std::size_t>(n) * in);               // [n, in]
-  xs.resize(static_cast<std::size_t>(n) * (in / block));     // [n, in / block]
-  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool, block);
+  const ActBlocks a = quantize_acts(x, n, in, cpu::gguf_act_block(type_), pool);
   if (packed())
-    cpu::gemm_gguf(xq.data(), xs.data(), packed_, y, n, pool);
+    cpu::gemm_gguf(a.xq, a.xs, packed_, y, n, pool);
   else
-    cpu::matmul_gguf_act(type_, blocks_.data(), xq.data(), xs.data(), y, n, out_features(), in, pool);
+    cpu::matmul_gguf_act(type_, blocks_.data(), a.xq, a.xs, y, n, out_features(), in, pool);
+}
+
+void GgufBlockLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
+  if (!packed()) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  cpu::gemm_gguf(xq, xs, packed_, y, n, cpu_pool(device, "quantization 'gguf'"));
+}
+
+bool GgufBlockLinear::try_forward_group(std::span<const GroupMember> group, const float* x, int n,
+                                        Device& device) const {
+  thread_local std::vector<cpu::GemmGgufOutput> members;
+  if (!packed_group(group, device, members)) return false;
+  ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
+  const ActBlocks a = quantize_acts(x, n, in_features(), cpu::gguf_act_block(type_), pool);  // once for all
+  cpu::gemm_gguf_group(a.xq, a.xs, members, n, pool);
+  return true;
+}
+
+bool GgufBlockLinear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
+                                                   const float* xs, int n, Device& device) const {
+  thread_local std::vector<cpu::GemmGgufOutput> members;
+  if (!packed_group(group, device, members)) return false;
+  cpu::gemm_gguf_group(xq, xs, members, n, cpu_pool(device, "quantization 'gguf'"));
+  return true;
 }
 
 void GgufBlockLinear::dequantize_row(int row, float* out) const {

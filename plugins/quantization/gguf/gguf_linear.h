@@ -28,6 +28,16 @@ class GgufBlockLinear : public Linear {
   // (quantize_act_rows, 256 for the K-quants) and run by gemm_gguf when packed, else by
   // matmul_gguf_act, when int8_activations.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // Packed (gemm_gguf's panels, blocks of 32): the model may hand x already quantised per
+  // 32-block ([device] fuse = true quantises once inside the RMSNorm / SwiGLU producing x).
+  bool reads_act_blocks() const override { return packed(); }
+  // xq [n, in], xs [n, in / 32]: cpu::gemm_gguf directly. Throws Error unless packed().
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
+  // On the CPU, a group whose members are all packed GgufBlockLinears (any of Q8_0 / Q4_0 /
+  // Q4_1) runs as one cpu::gemm_gguf_group, x quantised once; any other group: false.
+  bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
+  bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
+                                    Device& device) const override;
   // Row `row` decoded from its blocks (the embedding lookup of a tied classifier reads it).
   void dequantize_row(int row, float* out) const override;
   // The blocks' bytes, scales included: exactly the file's; packed, cpu::packed_bytes (plus 2
@@ -35,6 +45,7 @@ class GgufBlockLinear : public Linear {
   std::uint64_t weight_bytes() const override;
   // True when the blocks run packed by cpu::gemm_gguf.
   bool packed() const { return blocks_.empty(); }
+  const cpu::PackedGguf& packed_panels() const { return packed_; }  // empty unless packed()
   GgmlType type() const { return type_; }
 
  private:

@@ -91,6 +91,28 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufPerplexity,
                            return s;
                          });
 
+// With packed panels (int8 activations, VNNI) the linears read the fused RMSNorm's activation
+// blocks and run wq/wk/wv and w1/w3 as groups: the fused model's NLL is the unfused one's
+// exactly, on each packed block type.
+TEST(GgufFused, PackedLinearsTakeTheFusedBlocksWithTheSameNll) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: nothing is packed";
+  for (const char* name : {"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf", "stories260K-Q4_1.gguf"}) {
+    SCOPED_TRACE(name);
+    LoadedModel m = load_model(fixture(name));
+    Registry reg({testing::plugin_dir()});
+    CpuDevice device(2);
+    auto att = reg.create_attention("flash", reg.resolve(PluginKind::kAttention, "flash", {}, "t"), device);
+    GgufQuantization int8(&m.weights, true);
+    Model model(m.weights, int8, device);
+    std::vector<int> tokens;
+    Rng rng(4);
+    for (int i = 0; i < 96; ++i) tokens.push_back(static_cast<int>(rng.uniform_int(0, m.weights.config.vocab_size)));
+    const double unfused = evaluate_perplexity(model, *att, tokens, 48, 48).mean_nll;
+    device.set_fuse(true);
+    EXPECT_EQ(evaluate_perplexity(model, *att, tokens, 48, 48).mean_nll, unfused);
+  }
+}
+
 // An untied model's embedding table is a linear of its own: under 'gguf' it keeps the file's
 // token_embd blocks (not an fp32 copy), and a looked-up row is the loader's exact dequantisation.
 TEST(GgufEmbedding, UntiedTableKeepsTheFileBlocksAndExactRows) {

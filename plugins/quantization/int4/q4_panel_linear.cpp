@@ -108,19 +108,53 @@ std::optional<std::vector<std::uint8_t>> quantize_q4_blocks(const std::vector<fl
 Q4PanelLinear::Q4PanelLinear(bool symmetric, const std::vector<std::uint8_t>& blocks, int out, int in)
     : Linear(out, in), packed_(cpu::pack_gguf(q4_type(symmetric), blocks, out, in)) {}
 
+namespace {
+
+// The group's panels when every member is a Q4PanelLinear and the device is the CPU
+// (gemm_gguf_group's operands, filled into `out`); false otherwise.
+bool q4_group(std::span<const GroupMember> group, const Device& device, std::vector<cpu::GemmGgufOutput>& out) {
+  if (device.kind() != DeviceKind::kCpu) return false;
+  out.clear();
+  for (const GroupMember& m : group) {
+    const auto* q = dynamic_cast<const Q4PanelLinear*>(m.linear);
+    if (q == nullptr) return false;
+    out.push_back({&q->panels(), m.y});
+  }
+  return true;
+}
+
+}  // namespace
+
 void Q4PanelLinear::forward(const float* x, float* y, int n, Device& device) const {
+  const GroupMember self{this, y};  // the group of one: x quantised, then gemm_gguf
+  check(try_forward_group(std::span<const GroupMember>(&self, 1), x, n, device),
+        "int4 linear: Q4 panels run on the CPU device only (allowed: [device] kind = \"cpu\")");
+}
+
+void Q4PanelLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
+  cpu::gemm_gguf(xq, xs, packed_, y, n, cpu_pool(device, "int4 linear"));
+}
+
+bool Q4PanelLinear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
+  thread_local std::vector<cpu::GemmGgufOutput> members;
+  if (!q4_group(group, device, members)) return false;
   ThreadPool& pool = cpu_pool(device, "int4 linear");
-  thread_local std::vector<std::int8_t> xq;  // [n, in]
+  thread_local std::vector<std::int8_t> xq;  // [n, in]: quantised once for the group
   thread_local std::vector<float> xs;        // [n, in / 32]
   const int in = in_features();
   xq.resize(static_cast<std::size_t>(n) * in);
   xs.resize(static_cast<std::size_t>(n) * (in / kBlock));
   cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
-  cpu::gemm_gguf(xq.data(), xs.data(), packed_, y, n, pool);
+  cpu::gemm_gguf_group(xq.data(), xs.data(), members, n, pool);
+  return true;
 }
 
-void Q4PanelLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
-  cpu::gemm_gguf(xq, xs, packed_, y, n, cpu_pool(device, "int4 linear"));
+bool Q4PanelLinear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
+                                                 const float* xs, int n, Device& device) const {
+  thread_local std::vector<cpu::GemmGgufOutput> members;
+  if (!q4_group(group, device, members)) return false;
+  cpu::gemm_gguf_group(xq, xs, members, n, cpu_pool(device, "int4 linear"));
+  return true;
 }
 
 void Q4PanelLinear::dequantize_row(int row, float* out) const {

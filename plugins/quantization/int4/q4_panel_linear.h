@@ -38,6 +38,11 @@ class Q4PanelLinear : public Linear {
   bool reads_act_blocks() const override { return true; }
   // xq [n, in], xs [n, in / 32]: cpu::gemm_gguf directly.
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
+  // On the CPU, a group of Q4PanelLinears (Q4_0 and Q4_1 may mix) runs as one
+  // cpu::gemm_gguf_group, x quantised once; any other group: false. forward is the group of one.
+  bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
+  bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
+                                    Device& device) const override;
   // Row `row` of W_hat, exactly the values gemm_gguf multiplies with (the row's blocks unpacked
   // from the panel and decoded: d * (c - 8), or d * c + m, each exact in fp32).
   void dequantize_row(int row, float* out) const override;
@@ -48,6 +53,7 @@ class Q4PanelLinear : public Linear {
   std::uint64_t weight_bytes() const override;
 
   bool symmetric() const { return packed_.type == GgmlType::kQ4_0; }
+  const cpu::PackedGguf& panels() const { return packed_; }
   // The fp16 step d of each block as a float, [out, in / 32].
   std::vector<float> scales() const;
 

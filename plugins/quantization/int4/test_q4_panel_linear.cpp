@@ -14,6 +14,7 @@
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
+#include "linear_group_checks.h"
 #include "q4_panel_linear.h"
 
 namespace inferlab {
@@ -258,6 +259,24 @@ TEST(Q4PanelLinear, QuantizerRejectsBadShapes) {
   EXPECT_THROW(quantize_q4_blocks(std::vector<float>(10), 3, 32, false), Error);
   EXPECT_THROW(quantize_q4_blocks({}, 0, 32, false), Error);
   EXPECT_FALSE(quantize_q4_blocks(std::vector<float>(32, std::nanf("")), 1, 32, true).has_value());
+}
+
+// wq / wk / wv of SmolLM2's shape (wk's out not a multiple of 32), Q4_0 and Q4_1 mixed: one
+// cpu::gemm_gguf_group, x quantised once, every member's own bits.
+TEST(Q4PanelLinear, GroupRunsAsOneDispatchWithEachMembersBits) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: no Q4 panels";
+  const int in = 576;
+  const auto q = make(gaussian(576 * in, 1, 0.05), 576, in, true), k = make(gaussian(190 * in, 2, 0.05), 190, in, false),
+             v = make(gaussian(192 * in, 3, 0.05), 192, in, true);
+  const Linear* const group[] = {q.get(), k.get(), v.get()};
+  for (const Linear* l : group) ASSERT_NE(panels(*l), nullptr);
+  CpuDevice device(2);
+  testing::expect_group_in_one_dispatch(group, device, 20);
+  // With an fp32-scale int4 linear (groups of 64) the group falls back to one call each.
+  const auto other = make(gaussian(64 * in, 4, 0.05), 64, in, true, 64);
+  ASSERT_EQ(panels(*other), nullptr);
+  const Linear* const mixed[] = {q.get(), other.get()};
+  testing::expect_group_matches_separate(mixed, 2, device, 30);
 }
 
 }  // namespace

@@ -7,6 +7,39 @@
 
 namespace inferlab::plugins {
 
+namespace {
+
+// x [n, in] quantised per 32-block into this thread's scratch, so linears on different devices
+// never share: xq [n, in], xs [n, act_blocks(in)].
+struct ActBlocks {
+  const std::int8_t* xq;
+  const float* xs;
+};
+ActBlocks quantize_acts(const float* x, int n, int in, ThreadPool& pool) {
+  thread_local std::vector<std::int8_t> xq;
+  thread_local std::vector<float> xs;
+  xq.resize(static_cast<std::size_t>(n) * in);
+  xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
+  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
+  return {xq.data(), xs.data()};
+}
+
+// The group's panels when every member is an Int8Linear in panels (int8 activations, VNNI) and
+// the device is the CPU (gemm_panels_int8_group's operands, filled into `out`); false otherwise.
+bool panel_group(std::span<const GroupMember> group, const Device& device,
+                 std::vector<cpu::GemmPanelsInt8Output>& out) {
+  if (device.kind() != DeviceKind::kCpu) return false;
+  out.clear();
+  for (const GroupMember& m : group) {
+    const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
+    if (q == nullptr || q->panels().data.empty()) return false;
+    out.push_back({&q->panels(), m.y});
+  }
+  return true;
+}
+
+}  // namespace
+
 Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool int8_activations)
     : Linear(out, in),
       q_(weight.size()),
@@ -28,14 +61,25 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
     cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
     return;
   }
-  // The activation blocks of this call; per thread, so linears on different devices never share.
-  thread_local std::vector<std::int8_t> xq;
-  thread_local std::vector<float> xs;
-  const int in = in_features();
-  xq.resize(static_cast<std::size_t>(n) * in);
-  xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
-  cpu::quantize_act_rows(x, n, in, xq.data(), xs.data(), pool);
-  forward_act_blocks(xq.data(), xs.data(), y, n, device);
+  const ActBlocks a = quantize_acts(x, n, in_features(), pool);
+  forward_act_blocks(a.xq, a.xs, y, n, device);
+}
+
+bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
+  thread_local std::vector<cpu::GemmPanelsInt8Output> members;
+  if (!panel_group(group, device, members)) return false;
+  ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
+  const ActBlocks a = quantize_acts(x, n, in_features(), pool);  // once for the group
+  cpu::gemm_panels_int8_group(a.xq, a.xs, members, n, pool);
+  return true;
+}
+
+bool Int8Linear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
+                                              const float* xs, int n, Device& device) const {
+  thread_local std::vector<cpu::GemmPanelsInt8Output> members;
+  if (!panel_group(group, device, members)) return false;
+  cpu::gemm_panels_int8_group(xq, xs, members, n, cpu_pool(device, "quantization 'int8'"));
+  return true;
 }
 
 void Int8Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {

@@ -36,10 +36,18 @@ class Int8Linear : public Linear {
   // With int8 activations: matmul_int8_act on blocks quantised by the caller.
   bool reads_act_blocks() const override { return int8_activations_; }
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
+  // On the CPU, a group of Int8Linears all in panels (int8 activations on a VNNI build) runs as
+  // one cpu::gemm_panels_int8_group, x quantised once; any other group (a CUDA device, fp32
+  // activations, another kind): false.
+  bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
+  bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
+                                    Device& device) const override;
 
   // Row-major codes; empty once place_on has moved them into panels.
   const std::vector<std::int8_t>& q() const { return q_; }
   const std::vector<float>& scale() const { return scale_; }
+  // W8A8 panels (place_on on the host with int8 activations and VNNI); empty otherwise.
+  const cpu::PackedPanelsInt8& panels() const { return panels_; }
 
  private:
   std::vector<std::int8_t> q_;  // [out, in] (empty when in panels_)

@@ -9,6 +9,7 @@
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
+#include "linear_group_checks.h"
 
 namespace inferlab {
 using namespace plugins;
@@ -110,6 +111,31 @@ TEST(Int8Quantization, Int8ActivationsMatchReferenceForDecodeAndPrefill) {
 
 TEST(Int8Quantization, RejectsMismatchedWeight) {
   EXPECT_THROW(Int8Quantization().make_linear("w", std::vector<float>(10), 3, 4), Error);
+}
+
+// W8A8 panels reading one input: one cpu::gemm_panels_int8_group with each member's own bits.
+// SmolLM2's w1 / w3 at decode pay two dispatches alone, one together; its q/k/v (30 panels) run
+// on one thread alone (each under a grain) and are split over both together.
+TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: no panels";
+  Int8Quantization quant(true);
+  const int d = 576, h = 1536;
+  const auto w1 = quant.make_linear("layers.0.w1", gaussian(h * d, 1, 0.05), h, d),
+             w3 = quant.make_linear("layers.0.w3", gaussian(h * d, 2, 0.05), h, d);
+  const auto q = quant.make_linear("layers.0.wq", gaussian(d * d, 3, 0.05), d, d),
+             k = quant.make_linear("layers.0.wk", gaussian(190 * d, 4, 0.05), 190, d),
+             v = quant.make_linear("layers.0.wv", gaussian(192 * d, 5, 0.05), 192, d);
+  CpuDevice device(2);
+  const Linear* const gate_up[] = {w1.get(), w3.get()};
+  const Linear* const qkv[] = {q.get(), k.get(), v.get()};
+  testing::expect_group_in_one_dispatch(gate_up, device, 40);
+  testing::expect_group_in_one_dispatch(qkv, device, 50, false);  // alone: inline, no dispatch at 1 row
+  // fp32 activations: no panels, the group falls back to one call each.
+  Int8Quantization fp32_acts(false);
+  const auto a = fp32_acts.make_linear("a", gaussian(40 * 70, 6, 0.05), 40, 70),
+             b = fp32_acts.make_linear("b", gaussian(33 * 70, 7, 0.05), 33, 70);
+  const Linear* const plain[] = {a.get(), b.get()};
+  testing::expect_group_matches_separate(plain, 3, device, 60);
 }
 
 }  // namespace
