@@ -1,4 +1,4 @@
-// VNNI GEMM on repacked GGUF blocks: see gemm_gguf.h for the layout, the tile and the contract.
+// VNNI GEMM on repacked GGUF blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K): see gemm_gguf.h for the layout, the tile and the contract.
 #include "kernels/cpu/gemm_gguf.h"
 
 #include <algorithm>
@@ -19,8 +19,12 @@
 namespace inferlab::cpu {
 namespace {
 
-constexpr int kPanel = 32;  // weight rows per panel: two zmm of s32 lanes
-constexpr int kBlock = 32;  // inputs per GGUF block and per activation block
+constexpr int kPanel = 32;   // weight rows per panel: two zmm of s32 lanes
+constexpr int kBlock = 32;   // inputs per GGUF block and per activation block
+constexpr int kSuper = 256;  // inputs per K-quant super-block
+
+constexpr bool is_kquant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6_K; }
+int source_block_elems(GgmlType t) { return is_kquant(t) ? kSuper : kBlock; }
 
 // A Q8_0 / Q4_0 / Q4_1 block as the file stores it: fp16 d, (Q4_1) fp16 m, then the codes.
 struct SourceBlock {
@@ -36,13 +40,64 @@ SourceBlock source_block(GgmlType t) {
   }
 }
 // Packed code bytes per (panel, block): 8 steps (Q8_0) or 4 nibble step pairs of [32 rows][4].
-int panel_code_bytes(GgmlType t) { return kPanel * source_block(t).code_bytes; }
+int panel_code_bytes(GgmlType t) { return t == GgmlType::kQ8_0 ? 1024 : 512; }
 // Where packed byte (row j, code byte k of the block) lives inside its (panel, block): byte k
-// holds code k (Q8_0) or codes k and 16 + k (Q4), so step k / 4, lane j, byte k % 4.
+// holds code k (Q8_0) or codes k and 16 + k (the others), so step k / 4, lane j, byte k % 4.
 std::size_t packed_offset(int j, int k) { return (static_cast<std::size_t>(k / 4) * kPanel + j) * 4 + k % 4; }
+// Q6_K's top-2-bit plane: the byte (of 256 per (panel, block)) and the shift of code k (< 16:
+// the low nibble's code, else the high one's) of row j.
+std::size_t high_offset(int j, int k) { return static_cast<std::size_t>((k % 16) / 4) * 64 + (j % 16) * 4 + k % 4; }
+int high_shift(int j, int k) { return (j / 16) * 4 + (k / 16) * 2; }
+
+// Sub-block c (< 8) of a K-quant super-block: its 32 codes (Q4_K 0..15, Q6_K 0..63), with Q4_K's
+// 6-bit scale and min or Q6_K's two int8 scales (codes 0-15, 16-31), per kernels/ref/gguf_blocks.h.
+struct KSub {
+  std::uint8_t code[kBlock];
+  std::uint8_t sc[2], m;
+};
+KSub k_sub(GgmlType t, const std::uint8_t* src, int c) {
+  KSub s{};
+  if (t == GgmlType::kQ4_K) {
+    ref::kq_scale_min(src + 4, c, s.sc[0], s.m);
+    for (int l = 0; l < kBlock; ++l) s.code[l] = (src[16 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F;
+  } else {  // Q6_K: chunk c = 32 k + l of half h = c / 4, k = c % 4
+    const int h = c / 4, k = c % 4;
+    for (int l = 0; l < kBlock; ++l)
+      s.code[l] = static_cast<std::uint8_t>(((src[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0F) |
+                                            (((src[128 + 32 * h + l] >> (2 * k)) & 3) << 4));
+    s.sc[0] = src[192 + 8 * h + 2 * k];
+    s.sc[1] = src[192 + 8 * h + 2 * k + 1];
+  }
+  return s;
+}
+// The inverse: sub-block c's codes and scales written into the super-block `dst` (zeroed first).
+void put_k_sub(GgmlType t, const KSub& s, int c, std::uint8_t* dst) {
+  if (t == GgmlType::kQ4_K) {
+    for (int l = 0; l < kBlock; ++l) dst[16 + 32 * (c / 2) + l] |= static_cast<std::uint8_t>(s.code[l] << (4 * (c & 1)));
+    std::uint8_t* scales = dst + 4;  // kq_scale_min's packing of 6-bit values
+    if (c < 4) {
+      scales[c] |= s.sc[0];
+      scales[c + 4] |= s.m;
+    } else {
+      scales[c + 4] |= static_cast<std::uint8_t>((s.sc[0] & 0x0F) | ((s.m & 0x0F) << 4));
+      scales[c - 4] |= static_cast<std::uint8_t>((s.sc[0] >> 4) << 6);
+      scales[c] |= static_cast<std::uint8_t>((s.m >> 4) << 6);
+    }
+  } else {
+    const int h = c / 4, k = c % 4;
+    for (int l = 0; l < kBlock; ++l) {
+      dst[64 * h + 32 * (k & 1) + l] |= static_cast<std::uint8_t>((s.code[l] & 0x0F) << (4 * (k >> 1)));
+      dst[128 + 32 * h + l] |= static_cast<std::uint8_t>((s.code[l] >> 4) << (2 * k));
+    }
+    dst[192 + 8 * h + 2 * k] = s.sc[0];
+    dst[192 + 8 * h + 2 * k + 1] = s.sc[1];
+  }
+}
 
 #if INFERLAB_GEMM_GGUF_VNNI
-constexpr int kRows = 6;  // token rows per micro-tile
+// Token rows per micro-tile: Q6_K's halves keep two int32 accumulators per (row, zmm), so it
+// takes 4 rows to stay inside the 32 zmm registers.
+constexpr int rows_for(GgmlType t) { return t == GgmlType::kQ6_K ? 4 : 6; }
 
 // The all-lanes zero-mask forms: GCC 12's plain conversions trip -Werror=maybe-uninitialized
 // (their pass-through operand is undefined).
@@ -51,6 +106,12 @@ inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
 inline __m512 halves_to_float(const std::uint16_t* p) {
   return _mm512_maskz_cvtph_ps(kAll, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+inline __m512 u8_to_float(const std::uint8_t* p) {
+  return to_float(_mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 s8_to_float(const std::uint8_t* p) {
+  return to_float(_mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 inline __m512i broadcast4(const std::int8_t* p) {
   std::int32_t four;
   std::memcpy(&four, p, 4);
@@ -58,11 +119,13 @@ inline __m512i broadcast4(const std::int8_t* p) {
 }
 
 // The activations of one call: x [n][in] (xq as quantised), xs [n][blocks], sumx [n][blocks]
-// (the sum of the block's xq: the offset of the unsigned weight codes comes off through it).
+// (the sum of the block's xq: the offset of the unsigned weight codes comes off through it) and,
+// when a Q6_K member needs them, sum16 [n][2 blocks] (the sums of each 16).
 struct Acts {
   const std::int8_t* x;
   const float* xs;
   const int* sumx;
+  const int* sum16;
   int in, blocks;
 };
 
@@ -71,16 +134,18 @@ struct Acts {
 template <GgmlType T, int R, int G>
 void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
   constexpr int V = 2 * G;  // zmm per token row
-  constexpr bool kQ8 = T == GgmlType::kQ8_0;
+  constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K;
+  constexpr int H = kQ6 ? 2 : 1;  // int32 accumulators per (row, zmm): Q6_K's two halves
   constexpr std::size_t kCodeBytes = kQ8 ? 1024 : 512;
-  const int blocks = a.blocks;
+  const int blocks = a.blocks, supers = blocks / 8;
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
-    __m512i iacc[R][V];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
+    __m512i iacc[H][R][V];
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < V; ++v) iacc[h][r][v] = _mm512_setzero_si512();
     const std::uint8_t* codes[G];
     for (int g = 0; g < G; ++g) codes[g] = w.codes.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kCodeBytes;
     const std::int8_t* x = a.x + static_cast<std::size_t>(r0) * a.in + static_cast<std::size_t>(b) * kBlock;
@@ -91,11 +156,12 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
         for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
-          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
+          for (int v = 0; v < V; ++v) iacc[0][r][v] = _mm512_dpbusd_epi32(iacc[0][r][v], wv[v], xv);
         }
       }
     } else {
       const __m512i low = _mm512_set1_epi8(0x0F);
+      const __m512i top = _mm512_set1_epi8(0x30);  // bits 4-5: a Q6_K code's top 2 bits
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512i lo[V], hi[V];
@@ -104,30 +170,70 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
           lo[v] = _mm512_and_si512(raw, low);  // codes 4s .. 4s + 3
           hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // codes 16 + 4s ..
         }
+        if constexpr (kQ6) {
+          for (int g = 0; g < G; ++g) {
+            const __m512i hb = _mm512_loadu_si512(w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * 256 + s * 64);
+            // 16-bit shifts: what crosses into a byte from its neighbour lands outside bits 4-5.
+            lo[2 * g] = _mm512_or_si512(lo[2 * g], _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
+            hi[2 * g] = _mm512_or_si512(hi[2 * g], _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
+            lo[2 * g + 1] = _mm512_or_si512(lo[2 * g + 1], _mm512_and_si512(hb, top));
+            hi[2 * g + 1] = _mm512_or_si512(hi[2 * g + 1], _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
+          }
+        }
         for (int r = 0; r < R; ++r) {
           const __m512i xlo = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
           const __m512i xhi = broadcast4(x + static_cast<std::size_t>(r) * a.in + 16 + 4 * s);
-          for (int v = 0; v < V; ++v)
-            iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
+          for (int v = 0; v < V; ++v) {
+            iacc[0][r][v] = _mm512_dpbusd_epi32(iacc[0][r][v], lo[v], xlo);
+            iacc[H - 1][r][v] = _mm512_dpbusd_epi32(iacc[H - 1][r][v], hi[v], xhi);
+          }
         }
       }
     }
     for (int v = 0; v < V; ++v) {
-      const std::size_t at = (static_cast<std::size_t>(p + v / 2) * blocks + b) * kPanel + (v % 2) * 16;
-      const __m512 dw = halves_to_float(w.d.data() + at);
-      for (int r = 0; r < R; ++r) {
-        const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
-        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.xs[xb]));
-        __m512i dot = iacc[r][v];
-        if constexpr (kQ8) {
-          dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(128 * a.sumx[xb]));  // codes stored as c + 128
-        } else if constexpr (T == GgmlType::kQ4_0) {
-          dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(8 * a.sumx[xb]));
+      const std::size_t pb = static_cast<std::size_t>(p + v / 2) * blocks + b;  // (panel, block)
+      const std::size_t at = pb * kPanel + (v % 2) * 16;
+      if constexpr (T == GgmlType::kQ4_K) {
+        // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j.
+        const std::size_t sat = (static_cast<std::size_t>(p + v / 2) * supers + b / 8) * kPanel + (v % 2) * 16;
+        const __m512 dw = _mm512_mul_ps(halves_to_float(w.d.data() + sat), u8_to_float(w.sub_scale.data() + at));
+        const __m512 mw = _mm512_mul_ps(halves_to_float(w.m.data() + sat), u8_to_float(w.sub_min.data() + at));
+        for (int r = 0; r < R; ++r) {
+          const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
+          const float xs = a.xs[xb];
+          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[0][r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
+          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sumx[xb])), facc[r][v]);
         }
-        facc[r][v] = _mm512_fmadd_ps(to_float(dot), scale, facc[r][v]);
-        if constexpr (T == GgmlType::kQ4_1)
-          facc[r][v] = _mm512_fmadd_ps(halves_to_float(w.m.data() + at),
-                                       _mm512_set1_ps(a.xs[xb] * static_cast<float>(a.sumx[xb])), facc[r][v]);
+      } else if constexpr (kQ6) {
+        // w = d sc (c - 32) per 16: each half its own scale and 32 * (its sum of x) off.
+        const std::size_t sat = (static_cast<std::size_t>(p + v / 2) * supers + b / 8) * kPanel + (v % 2) * 16;
+        const __m512 dv = halves_to_float(w.d.data() + sat);
+        const std::uint8_t* sc = w.sub_scale.data() + pb * 64 + (v % 2) * 16;
+        const __m512 s_lo = _mm512_mul_ps(dv, s8_to_float(sc)), s_hi = _mm512_mul_ps(dv, s8_to_float(sc + 32));
+        for (int r = 0; r < R; ++r) {
+          const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
+          const __m512 xs = _mm512_set1_ps(a.xs[xb]);
+          const __m512i lo = _mm512_sub_epi32(iacc[0][r][v], _mm512_set1_epi32(32 * a.sum16[2 * xb]));
+          const __m512i hi = _mm512_sub_epi32(iacc[1][r][v], _mm512_set1_epi32(32 * a.sum16[2 * xb + 1]));
+          facc[r][v] = _mm512_fmadd_ps(to_float(lo), _mm512_mul_ps(s_lo, xs), facc[r][v]);
+          facc[r][v] = _mm512_fmadd_ps(to_float(hi), _mm512_mul_ps(s_hi, xs), facc[r][v]);
+        }
+      } else {
+        const __m512 dw = halves_to_float(w.d.data() + at);
+        for (int r = 0; r < R; ++r) {
+          const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
+          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.xs[xb]));
+          __m512i dot = iacc[0][r][v];
+          if constexpr (kQ8) {
+            dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(128 * a.sumx[xb]));  // codes stored as c + 128
+          } else if constexpr (T == GgmlType::kQ4_0) {
+            dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(8 * a.sumx[xb]));
+          }
+          facc[r][v] = _mm512_fmadd_ps(to_float(dot), scale, facc[r][v]);
+          if constexpr (T == GgmlType::kQ4_1)
+            facc[r][v] = _mm512_fmadd_ps(halves_to_float(w.m.data() + at),
+                                         _mm512_set1_ps(a.xs[xb] * static_cast<float>(a.sumx[xb])), facc[r][v]);
+        }
       }
     }
   }
@@ -144,10 +250,11 @@ constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I.
   return {&micro_tile<T, static_cast<int>(I) + 1, 1>...};
 }
 
-// Panels [p0, p1) of y [n, out]: each panel meets the token rows kRows at a time (its codes stay
-// in L1/L2 while the rows pass); one token row (decode) takes two panels at once.
+// Panels [p0, p1) of y [n, out]: each panel meets the token rows rows_for(T) at a time (its codes
+// stay in L1/L2 while the rows pass); one token row (decode) takes two panels at once.
 template <GgmlType T>
 void run_panels(const Acts& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
+  constexpr int kRows = rows_for(T);
   static constexpr auto kTiles = micro_tiles<T>(std::make_index_sequence<kRows>{});
   const auto ldc = static_cast<std::size_t>(w.out);
   for (int p = p0; p < p1;) {
@@ -176,22 +283,23 @@ bool gemm_gguf_available() {
 }
 
 bool gemm_gguf_packs(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1;
+  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || is_kquant(type);
 }
 
 std::uint64_t packed_bytes(const PackedGguf& w) {
-  return w.codes.size() + 2 * (w.d.size() + w.m.size());
+  return w.codes.size() + 2 * (w.d.size() + w.m.size()) + w.high.size() + w.sub_scale.size() + w.sub_min.size();
 }
 
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
   const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
   check(gemm_gguf_available(), "pack_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
-  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1)");
-  check(out > 0 && in > 0 && in % kBlock == 0, "pack_gguf: out must be positive and in a positive multiple of 32, got out=" +
-                                                   std::to_string(out) + " in=" + std::to_string(in));
-  const SourceBlock sb = source_block(type);
-  const int blocks = in / kBlock, panels = (out + kPanel - 1) / kPanel;
-  const std::size_t row_bytes = sb.bytes * static_cast<std::size_t>(blocks);
+  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+  const int elems = source_block_elems(type);
+  check(out > 0 && in > 0 && in % elems == 0, "pack_gguf: out must be positive and in a positive multiple of " +
+                                                  std::to_string(elems) + " for " + name + ", got out=" +
+                                                  std::to_string(out) + " in=" + std::to_string(in));
+  const int blocks = in / kBlock, supers = in / kSuper, panels = (out + kPanel - 1) / kPanel;
+  const std::size_t row_bytes = ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
   check(w.size() == row_bytes * static_cast<std::size_t>(out),
         "pack_gguf: " + std::to_string(w.size()) + " bytes of " + name + " blocks, a [" + std::to_string(out) + ", " +
             std::to_string(in) + "] tensor has " + std::to_string(row_bytes * static_cast<std::size_t>(out)));
@@ -202,6 +310,41 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
   packed.out = out;
   packed.in = in;
   packed.codes.assign(static_cast<std::size_t>(panels) * blocks * code_bytes, 0);
+  if (is_kquant(type)) {
+    const std::size_t super_slots = static_cast<std::size_t>(panels) * supers * kPanel;
+    const bool q6 = type == GgmlType::kQ6_K;
+    packed.d.assign(super_slots, 0);
+    if (!q6) packed.m.assign(super_slots, 0);
+    packed.sub_scale.assign(slots * (q6 ? 2 : 1), 0);
+    if (!q6) packed.sub_min.assign(slots, 0);
+    if (q6) packed.high.assign(static_cast<std::size_t>(panels) * blocks * 256, 0);
+    for (int o = 0; o < out; ++o)
+      for (int s = 0; s < supers; ++s) {
+        const std::uint8_t* src = w.data() + static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(s) * ggml_block_bytes(type);
+        const int j = o % kPanel;
+        const std::size_t sslot = (static_cast<std::size_t>(o / kPanel) * supers + s) * kPanel + j;
+        packed.d[sslot] = ref::load_le16(src + (q6 ? 208 : 0));
+        if (!q6) packed.m[sslot] = ref::load_le16(src + 2);
+        for (int c = 0; c < kSuper / kBlock; ++c) {
+          const KSub sub = k_sub(type, src, c);
+          const std::size_t pb = static_cast<std::size_t>(o / kPanel) * blocks + 8 * s + c;
+          std::uint8_t* dst = packed.codes.data() + pb * code_bytes;
+          for (int k = 0; k < 16; ++k)
+            dst[packed_offset(j, k)] = static_cast<std::uint8_t>((sub.code[k] & 0x0F) | ((sub.code[16 + k] & 0x0F) << 4));
+          if (q6) {
+            for (int k = 0; k < kBlock; ++k)
+              packed.high[pb * 256 + high_offset(j, k)] |= static_cast<std::uint8_t>((sub.code[k] >> 4) << high_shift(j, k));
+            packed.sub_scale[pb * 64 + j] = sub.sc[0];
+            packed.sub_scale[pb * 64 + 32 + j] = sub.sc[1];
+          } else {
+            packed.sub_scale[pb * kPanel + j] = sub.sc[0];
+            packed.sub_min[pb * kPanel + j] = sub.m;
+          }
+        }
+      }
+    return packed;
+  }
+  const SourceBlock sb = source_block(type);
   packed.d.assign(slots, 0);
   if (type == GgmlType::kQ4_1) packed.m.assign(slots, 0);
   for (int o = 0; o < out; ++o)
@@ -220,11 +363,48 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
 void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
   check(row >= 0 && row < w.out, "unpack_gguf_row: row " + std::to_string(row) + " outside [0, " +
                                      std::to_string(w.out) + ")");
+  const int blocks = w.in / kBlock, code_bytes = panel_code_bytes(w.type), j = row % kPanel;
+  if (is_kquant(w.type)) {
+    const bool q6 = w.type == GgmlType::kQ6_K;
+    const int supers = w.in / kSuper;
+    const std::size_t super_bytes = ggml_block_bytes(w.type);
+    for (int s = 0; s < supers; ++s) {
+      std::uint8_t* dst = bytes + static_cast<std::size_t>(s) * super_bytes;
+      std::memset(dst, 0, super_bytes);
+      const std::size_t sslot = (static_cast<std::size_t>(row / kPanel) * supers + s) * kPanel + j;
+      const std::uint16_t d = w.d[sslot];
+      dst[q6 ? 208 : 0] = static_cast<std::uint8_t>(d & 0xFF);
+      dst[q6 ? 209 : 1] = static_cast<std::uint8_t>(d >> 8);
+      if (!q6) {
+        dst[2] = static_cast<std::uint8_t>(w.m[sslot] & 0xFF);
+        dst[3] = static_cast<std::uint8_t>(w.m[sslot] >> 8);
+      }
+      for (int c = 0; c < kSuper / kBlock; ++c) {
+        const std::size_t pb = static_cast<std::size_t>(row / kPanel) * blocks + 8 * s + c;
+        const std::uint8_t* src = w.codes.data() + pb * code_bytes;
+        KSub sub{};
+        for (int k = 0; k < 16; ++k) {
+          sub.code[k] = src[packed_offset(j, k)] & 0x0F;
+          sub.code[16 + k] = src[packed_offset(j, k)] >> 4;
+        }
+        if (q6) {
+          for (int k = 0; k < kBlock; ++k)
+            sub.code[k] |= static_cast<std::uint8_t>(((w.high[pb * 256 + high_offset(j, k)] >> high_shift(j, k)) & 3) << 4);
+          sub.sc[0] = w.sub_scale[pb * 64 + j];
+          sub.sc[1] = w.sub_scale[pb * 64 + 32 + j];
+        } else {
+          sub.sc[0] = w.sub_scale[pb * kPanel + j];
+          sub.m = w.sub_min[pb * kPanel + j];
+        }
+        put_k_sub(w.type, sub, c, dst);
+      }
+    }
+    return;
+  }
   const SourceBlock sb = source_block(w.type);
-  const int blocks = w.in / kBlock, code_bytes = panel_code_bytes(w.type);
   for (int b = 0; b < blocks; ++b) {
     std::uint8_t* dst = bytes + static_cast<std::size_t>(b) * sb.bytes;
-    const std::size_t pb = static_cast<std::size_t>(row / kPanel) * blocks + b, slot = pb * kPanel + row % kPanel;
+    const std::size_t pb = static_cast<std::size_t>(row / kPanel) * blocks + b, slot = pb * kPanel + j;
     dst[0] = static_cast<std::uint8_t>(w.d[slot] & 0xFF);
     dst[1] = static_cast<std::uint8_t>(w.d[slot] >> 8);
     if (!w.m.empty()) {
@@ -233,7 +413,7 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
     }
     const std::uint8_t* src = w.codes.data() + pb * code_bytes;
     const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;
-    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = src[packed_offset(row % kPanel, k)] ^ flip;
+    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = src[packed_offset(j, k)] ^ flip;
   }
 }
 
@@ -248,14 +428,15 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
   const int in = group.front().w->in, blocks = in / kBlock;
   thread_local std::vector<PanelSpan> spans;  // [members]
   spans.resize(group.size());
+  bool needs_sum16 = false;
   for (std::size_t i = 0; i < group.size(); ++i) {
     const PackedGguf& w = *group[i].w;
     check(w.in == in, "gemm_gguf_group: the matrices read one input, but their in differ (" + std::to_string(in) +
                           " and " + std::to_string(w.in) + ")");
-    // What a thread streams per panel: per block the codes, the 32 rows' fp16 d (and Q4_1's m).
-    const std::size_t per_block = static_cast<std::size_t>(panel_code_bytes(w.type)) +
-                                  (w.type == GgmlType::kQ4_1 ? 4 : 2) * static_cast<std::size_t>(kPanel);
-    spans[i] = {(w.out + kPanel - 1) / kPanel, per_block * static_cast<std::size_t>(blocks)};
+    // What a thread streams per panel: all of its bytes (codes, scales, mins, top bits).
+    const int panels = (w.out + kPanel - 1) / kPanel;
+    spans[i] = {panels, static_cast<std::size_t>(packed_bytes(w) / static_cast<std::uint64_t>(panels))};
+    needs_sum16 = needs_sum16 || w.type == GgmlType::kQ6_K;
   }
 #if INFERLAB_GEMM_GGUF_VNNI
   thread_local std::vector<int> sumx;  // [n, blocks]
@@ -266,7 +447,17 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
     for (int i = 0; i < kBlock; ++i) s += xq[rb * kBlock + i];
     sumx[rb] = s;
   }
-  const Acts a{xq, xs, sumx.data(), in, blocks};
+  thread_local std::vector<int> sum16;  // [n, 2 blocks], for Q6_K's halves
+  if (needs_sum16) {
+    sum16.resize(std::max(sum16.size(), static_cast<std::size_t>(n) * blocks * 2));
+    for (std::size_t rh = 0; rh < static_cast<std::size_t>(n) * blocks * 2; ++rh) {
+      int s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int i = 0; i < kBlock / 2; ++i) s += xq[rh * (kBlock / 2) + i];
+      sum16[rh] = s;
+    }
+  }
+  const Acts a{xq, xs, sumx.data(), sum16.data(), in, blocks};
   // Runs of whole panels; at decode run_panels pairs the panels of a run (a run of odd length
   // ends with one single-panel tile), so a matrix of 6 panels split 3 : 3 stays balanced.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
@@ -278,11 +469,13 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
                              switch (w.type) {
                                case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
                                case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
+                               case GgmlType::kQ4_K: return run_panels<GgmlType::kQ4_K>(a, w, y, n, p0, p1);
+                               case GgmlType::kQ6_K: return run_panels<GgmlType::kQ6_K>(a, w, y, n, p0, p1);
                                default: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
                              }
                            });
 #else
-  (void)xq, (void)xs, (void)pool;
+  (void)xq, (void)xs, (void)pool, (void)needs_sum16;
   check(false, "gemm_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
 #endif
 }

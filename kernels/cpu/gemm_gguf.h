@@ -1,6 +1,6 @@
-// Register-blocked int8 GEMM on GGUF Q8_0 / Q4_0 / Q4_1 blocks against int8 activation blocks
-// of 32 (cpu::quantize_act_rows: llama.cpp's Q8_0 activation block), built on AVX-512 VNNI
-// `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
+// Register-blocked int8 GEMM on GGUF Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks against int8
+// activation blocks of 32 (cpu::quantize_act_rows: llama.cpp's Q8_0 activation block), built on
+// AVX-512 VNNI `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
 //  - the blocks are repacked once (at load) into panels of 32 output rows: per 32-input block,
 //    the codes as [steps][32 rows][4 inputs] so one 64-byte load holds 4 consecutive codes of
 //    16 rows (vpdpbusd's operand layout), then the 32 rows' fp16 scales (and Q4_1 mins) as
@@ -13,12 +13,22 @@
 //    block comes off in integer lanes before the conversion (sum(x) is per token row and block,
 //    shared by all 32 rows, so the panel stores nothing for it); Q4's codes c (0..15) as they
 //    are: Q4_0 w = d (c - 8) takes 8 * sum(x) off; Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
+//  - the K-quants run as 32-blocks too. Q4_K: each sub-block of 32 is a Q4 block whose scale is
+//    d * sc_j and whose min is -dmin * m_j; the panel keeps d and dmin per super-block (fp16, as
+//    stored) and sc_j, m_j per 32-block as one byte per row, so a row's 144 bytes become 148 (the
+//    12 bytes of packed 6-bit scales become 16). Q6_K: the low nibbles of the 6-bit codes in the
+//    Q4 layout plus a plane of their top 2 bits (per step 64 bytes: bits 0-1 / 2-3 the codes of
+//    the low / high nibble of rows 0-15, bits 4-7 those of rows 16-31), d per super-block and the
+//    int8 scale of each 16 per row: exactly the file's 210 bytes per row. A Q6_K block's halves
+//    (codes 0-15 and 16-31: the low and high nibbles) keep their own int32 lanes, each taking
+//    32 * (its 16 activations' sum) off and its own scale d * sc;
 //  - threads split the panels; decode (one token row) runs two panels at once (four chains);
 //  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
 //    of its own and the activations' block sums are taken once.
-// Bytes held: exactly the file's blocks, plus the zero rows that pad `out` to a multiple of 32.
+// Bytes held: exactly the file's blocks (Q4_K: 148 per 144), plus the zero rows that pad `out`
+// to a multiple of 32.
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
 // Parity with the block reference: tests/kernels/test_gemm_gguf.cpp. Builds without AVX-512
@@ -37,24 +47,29 @@ namespace inferlab::cpu {
 
 // True when this build has the kernel (AVX-512 VNNI).
 bool gemm_gguf_available();
-// True for the block types it packs: Q8_0, Q4_0, Q4_1.
+// True for the block types it packs: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
 bool gemm_gguf_packs(GgmlType type);
 
-// Panel p (rows [32p, 32p + 32), zero rows past out) holds, per block b, codes at
-// codes[(p * blocks + b) * code_bytes] (1024 bytes for Q8_0, 512 for Q4), fp16 scales at
-// d[(p * blocks + b) * 32] and Q4_1 fp16 mins at m[...]; Q8_0 codes are held as c + 128.
+// Panel p (rows [32p, 32p + 32), zero rows past out) holds, per 32-block b, codes at
+// codes[(p * blocks + b) * code_bytes] (1024 bytes for Q8_0, 512 for the others), fp16 scales at
+// d[(p * blocks + b) * 32] and Q4_1 fp16 mins at m[...]; Q8_0 codes are held as c + 128. The
+// K-quants keep d (Q4_K also dmin, in m) per super-block s at d[(p * supers + s) * 32], Q4_K's
+// sc / m bytes at sub_scale / sub_min[(p * blocks + b) * 32], Q6_K's two int8 scales at
+// sub_scale[(p * blocks + b) * 64 + half * 32] and its top-2-bit plane at high[(p * blocks + b) * 256].
 struct PackedGguf {
   GgmlType type = GgmlType::kQ8_0;
   int out = 0, in = 0;
   HugeVector<std::uint8_t> codes;  // on 2 MiB pages once large (inferlab/huge_pages.h)
   HugeVector<std::uint16_t> d, m;
+  HugeVector<std::uint8_t> high, sub_scale, sub_min;  // the K-quants' (empty otherwise)
 };
 
 // Bytes held by the packed blocks.
 std::uint64_t packed_bytes(const PackedGguf& w);
 
 // Repacks w [out, in] (out rows of ggml_tensor_bytes(type, in) bytes). Throws inferlab::Error
-// for other types, non-positive sizes, in not a multiple of 32, a wrong byte count, or where
+// for other types, non-positive sizes, in not a multiple of the type's block (32, or 256 for the
+// K-quants), a wrong byte count, or where
 // the kernel is not available.
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in);
 

@@ -133,7 +133,8 @@ void memory_read(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
-// Args {type, n, out, in, cold} at SmolLM2's MLP shapes; K-quants (ffn_down only) when asked.
+// Args {type, n, out, in, cold} at SmolLM2's MLP shapes; K-quants (ffn_down only: 576 is not a
+// whole number of super-blocks) when asked.
 void add_shapes(benchmark::internal::Benchmark* b, bool k_quants) {
   for (int cold : {1, 0})
     for (int n : {1, 16, 128}) {
@@ -144,14 +145,19 @@ void add_shapes(benchmark::internal::Benchmark* b, bool k_quants) {
       if (k_quants)
         for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) b->Args({static_cast<int>(t), n, 576, 1536, cold});
     }
+  // TinyLlama-1.1B's MLP at decode, cold: Q4_0 / Q8_0 and the K-quants a Q4_K_M file mixes.
+  if (k_quants)
+    for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      b->Args({static_cast<int>(t), 1, 5632, 2048, 1});
+      b->Args({static_cast<int>(t), 1, 2048, 5632, 1});
+    }
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 }
 void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
-void packed_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, false); }
 
 BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
 BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);
-BENCHMARK(gemm_gguf)->Apply(packed_shapes);
+BENCHMARK(gemm_gguf)->Apply(gguf_shapes);
 BENCHMARK(memory_read)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 }  // namespace

@@ -1,8 +1,9 @@
-// kernels/cpu/gemm_gguf (the VNNI GEMM on repacked Q8_0 / Q4_0 / Q4_1 blocks) against the
+// kernels/cpu/gemm_gguf (the VNNI GEMM on repacked Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks) against the
 // block reference: dequantise the file's blocks (the loader's dequantize(), the truth of each
 // format) and multiply by the same quantised activations (xq * xs) in double, so only float
 // rounding may differ. Shapes cover the tile edges: token rows not a multiple of the 6-row tile,
-// out not a multiple of the 32-row panel (the padded last panel), odd panel counts at decode.
+// out not a multiple of the 32-row panel (the padded last panel), odd panel counts at decode;
+// the K-quants' rows are whole super-blocks of 256 (Q6_K's 4-row tile: 5 and 7 rows cross it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +22,8 @@
 namespace inferlab {
 namespace {
 
-constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1};
+constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K};
+bool is_k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6_K; }
 
 class GemmGguf : public ::testing::TestWithParam<GgmlType> {};
 
@@ -33,7 +35,11 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
   struct Shape {
     int out, in;
   };
-  for (Shape s : {Shape{1, 32}, Shape{31, 64}, Shape{33, 96}, Shape{70, 160}, Shape{128, 64}})
+  // The K-quants' inputs are whole super-blocks of 256.
+  const std::vector<Shape> shapes =
+      is_k(type) ? std::vector<Shape>{{1, 256}, {31, 512}, {33, 256}, {70, 768}, {128, 256}}
+                 : std::vector<Shape>{{1, 32}, {31, 64}, {33, 96}, {70, 160}, {128, 64}};
+  for (Shape s : shapes)
     for (int n : {1, 5, 6, 7, 13}) {
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(s.out) + "x" +
                    std::to_string(s.in) + ", " + std::to_string(n) + " rows");
@@ -69,7 +75,7 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
 TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   const GgmlType type = GetParam();
-  const int out = 45, in = 96;
+  const int out = 45, in = is_k(type) ? 512 : 96;
   const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 3);
   const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
   const std::size_t row_bytes = ggml_tensor_bytes(type, in);
@@ -78,9 +84,10 @@ TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
     cpu::unpack_gguf_row(packed, o, row.data());
     ASSERT_TRUE(std::equal(row.begin(), row.end(), blocks.begin() + static_cast<std::ptrdiff_t>(o * row_bytes))) << o;
   }
-  // Two panels (out padded to 64 rows) of exactly the file's bytes: nothing stored besides.
+  // Two panels (out padded to 64 rows) of exactly the file's bytes: nothing stored besides
+  // (Q4_K: its 12 bytes of packed 6-bit scales and mins held as 16, one byte each).
   const std::uint64_t padded = ggml_tensor_bytes(type, static_cast<std::uint64_t>(64) * in);
-  EXPECT_EQ(cpu::packed_bytes(packed), padded);
+  EXPECT_EQ(cpu::packed_bytes(packed), type == GgmlType::kQ4_K ? padded / 144 * 148 : padded);
   EXPECT_THROW(cpu::unpack_gguf_row(packed, out, row.data()), Error);
 }
 
@@ -95,8 +102,10 @@ TEST(GemmGgufErrors, RefusesOtherTypesAndWrongShapes) {
     return;
   }
   EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ4_1));
-  EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kQ4_K));
-  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_K, std::vector<std::uint8_t>(144), 1, 256), Error);
+  EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ6_K));
+  EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kQ5_K));
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ5_K, std::vector<std::uint8_t>(176), 1, 256), Error);
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_K, std::vector<std::uint8_t>(144 / 8), 1, 32), Error);  // not whole super-blocks
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(34), 1, 48), Error);
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(33), 1, 32), Error);
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_0, std::vector<std::uint8_t>(), 0, 32), Error);

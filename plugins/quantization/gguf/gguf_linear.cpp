@@ -14,7 +14,7 @@ std::string type_name(std::uint32_t t) { return ggml_type_name(t); }
 constexpr const char* kAllowed =
     "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (native kernels), Q5_K (dequantised on load), F32, F16, BF16 (fp32)";
 
-// x [n, in] quantised per `block` (32, or 256 for the K-quants) into this thread's scratch, so
+// x [n, in] quantised per `block` (32; 256 for unpacked K-quants) into this thread's scratch, so
 // linears on different devices never share: xq [n, in], xs [n, in / block].
 struct ActBlocks {
   const std::int8_t* xq;
@@ -73,7 +73,7 @@ void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) c
     cpu::matmul_gguf(type_, blocks_.data(), x, y, n, out_features(), in, pool);
     return;
   }
-  const ActBlocks a = quantize_acts(x, n, in, cpu::gguf_act_block(type_), pool);
+  const ActBlocks a = quantize_acts(x, n, in, packed() ? 32 : cpu::gguf_act_block(type_), pool);
   if (packed())
     cpu::gemm_gguf(a.xq, a.xs, packed_, y, n, pool);
   else
@@ -90,7 +90,7 @@ bool GgufBlockLinear::try_forward_group(std::span<const GroupMember> group, cons
   thread_local std::vector<cpu::GemmGgufOutput> members;
   if (!packed_group(group, device, members)) return false;
   ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
-  const ActBlocks a = quantize_acts(x, n, in_features(), cpu::gguf_act_block(type_), pool);  // once for all
+  const ActBlocks a = quantize_acts(x, n, in_features(), 32, pool);  // once for all: the panels' blocks of 32
   cpu::gemm_gguf_group(a.xq, a.xs, members, n, pool);
   return true;
 }

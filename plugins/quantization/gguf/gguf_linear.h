@@ -22,10 +22,11 @@ class GgufBlockLinear : public Linear {
   // blocks: W [out, in] as `out` rows of ggml_tensor_bytes(type, in) bytes, taken over. Throws
   // Error for a type without a native kernel or blocks of the wrong size.
   GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations);
-  // With int8_activations on a build with AVX-512 VNNI, Q8_0 / Q4_0 / Q4_1 blocks are repacked
-  // here into cpu::gemm_gguf's panels (the file's bytes are then dropped: same codes, scales).
+  // With int8_activations on a build with AVX-512 VNNI, Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks
+  // are repacked here into cpu::gemm_gguf's panels (the file's bytes are then dropped: same
+  // codes, scales).
   // y[n, out] = x[n, in] · Wᵀ: fp32 activations (matmul_gguf), or x quantised per 32-block
-  // (quantize_act_rows, 256 for the K-quants) and run by gemm_gguf when packed, else by
+  // (quantize_act_rows) and run by gemm_gguf when packed, else per 32 (256 for the K-quants) by
   // matmul_gguf_act, when int8_activations.
   void forward(const float* x, float* y, int n, Device& device) const override;
   // Packed (gemm_gguf's panels, blocks of 32): the model may hand x already quantised per
@@ -34,14 +35,14 @@ class GgufBlockLinear : public Linear {
   // xq [n, in], xs [n, in / 32]: cpu::gemm_gguf directly. Throws Error unless packed().
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   // On the CPU, a group whose members are all packed GgufBlockLinears (any of Q8_0 / Q4_0 /
-  // Q4_1) runs as one cpu::gemm_gguf_group, x quantised once; any other group: false.
+  // Q4_1 / Q4_K / Q6_K) runs as one cpu::gemm_gguf_group, x quantised once; any other group: false.
   bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
   bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
                                     Device& device) const override;
   // Row `row` decoded from its blocks (the embedding lookup of a tied classifier reads it).
   void dequantize_row(int row, float* out) const override;
-  // The blocks' bytes, scales included: exactly the file's; packed, cpu::packed_bytes (plus 2
-  // bytes per 32 weights for Q8_0, and the rows padding out to a multiple of 32).
+  // The blocks' bytes, scales included: exactly the file's; packed, cpu::packed_bytes (the
+  // file's, Q4_K's 148 per 144, and the rows padding out to a multiple of 32).
   std::uint64_t weight_bytes() const override;
   // True when the blocks run packed by cpu::gemm_gguf.
   bool packed() const { return blocks_.empty(); }

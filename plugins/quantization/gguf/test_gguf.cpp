@@ -74,12 +74,13 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
       std::unique_ptr<Linear> native = q.make_linear("layers.0.w1", w, out, in);
       const auto* block_linear = dynamic_cast<GgufBlockLinear*>(native.get());
       ASSERT_NE(block_linear, nullptr);
-      // int8 activations on a VNNI build: Q8_0/Q4_0/Q4_1 packed for cpu::gemm_gguf.
+      // int8 activations on a VNNI build: every type here packed for cpu::gemm_gguf.
       const bool packs = int8 && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type);
       EXPECT_EQ(block_linear->packed(), packs);
-      // The file's bytes, no fp32 copy; packed: out padded to 32 rows, nothing else.
+      // The file's bytes, no fp32 copy; packed: out padded to 32 rows, nothing else (Q4_K's
+      // packed 6-bit scales and mins held one byte each: 148 bytes per 144).
       const std::uint64_t padded = ggml_tensor_bytes(type, std::uint64_t{32} * in);
-      EXPECT_EQ(native->weight_bytes(), packs ? padded : blocks.size());
+      EXPECT_EQ(native->weight_bytes(), packs ? (type == GgmlType::kQ4_K ? padded / 144 * 148 : padded) : blocks.size());
       std::vector<float> row(static_cast<std::size_t>(in));  // the last row, decoded (tied embedding)
       native->dequantize_row(out - 1, row.data());
       EXPECT_TRUE(std::equal(row.begin(), row.end(), w.begin() + static_cast<std::ptrdiff_t>(out - 1) * in));

@@ -1,6 +1,6 @@
 // quantization/gguf's group hook (GgufBlockLinear::try_forward_group): packed linears reading one
 // input run as one cpu::gemm_gguf_group, with every member's own bits and fewer dispatches; a
-// group it cannot run (a K-quant member, fp32 activations) falls back to one call each.
+// group it cannot run (a member on fp32 activations) falls back to one call each.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -30,13 +30,19 @@ TEST(GgufGroup, PackedLinearsRunAsOneDispatchWithTheirOwnBits) {
   for (const Linear* l : group) EXPECT_TRUE(l->reads_act_blocks());
   CpuDevice device(2);
   testing::expect_group_in_one_dispatch(group, device, 10);
+  // A Q4_K_M layer's mix: Q4_K and Q6_K beside Q8_0, on whole super-blocks.
+  const auto kq = linear(GgmlType::kQ4_K, 512, 512, true, 11), kk = linear(GgmlType::kQ6_K, 250, 512, true, 12),
+             kv = linear(GgmlType::kQ8_0, 256, 512, true, 13);
+  const Linear* const kgroup[] = {kq.get(), kk.get(), kv.get()};
+  for (const Linear* l : kgroup) EXPECT_TRUE(l->reads_act_blocks());
+  testing::expect_group_in_one_dispatch(kgroup, device, 14);
 }
 
 TEST(GgufGroup, OtherGroupsFallBackToOneCallEach) {
   const int in = 512;  // whole Q4_K super-blocks
   CpuDevice device(2);
-  // A K-quant member is never packed: the group runs one call each, still the same bits.
-  const auto packed = linear(GgmlType::kQ8_0, 64, in, true, 4), kquant = linear(GgmlType::kQ4_K, 40, in, true, 5);
+  // A member on fp32 activations is never packed: the group runs one call each, still the same bits.
+  const auto packed = linear(GgmlType::kQ8_0, 64, in, true, 4), kquant = linear(GgmlType::kQ4_K, 40, in, false, 5);
   const Linear* const mixed[] = {packed.get(), kquant.get()};
   EXPECT_FALSE(kquant->reads_act_blocks());
   testing::expect_group_matches_separate(mixed, 3, device, 6);
