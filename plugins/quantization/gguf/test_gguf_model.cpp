@@ -96,8 +96,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufPerplexity,
 // exactly, on each packed block type.
 TEST(GgufFused, PackedLinearsTakeTheFusedBlocksWithTheSameNll) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: nothing is packed";
-  for (const char* name : {"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf", "stories260K-Q4_1.gguf"}) {
+  // kq256-Q4_K: a Q4_K_M-like mix (Q4_K, Q6_K for attn_v / ffn_down / output) on the panels.
+  for (const char* name : {"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf", "stories260K-Q4_1.gguf", "kq256-Q4_K.gguf"}) {
     SCOPED_TRACE(name);
+    INFERLAB_REQUIRE_FILE(fixture(name));
     LoadedModel m = load_model(fixture(name));
     Registry reg({testing::plugin_dir()});
     CpuDevice device(2);
@@ -130,12 +132,17 @@ TEST(GgufEmbedding, UntiedTableKeepsTheFileBlocksAndExactRows) {
   const Model model(m.weights, native, device);
   EXPECT_LE(model.embedding_bytes(), embd->bytes + embd->bytes / 8);  // the blocks (packing may pad)
   EXPECT_LT(model.embedding_bytes(), static_cast<std::uint64_t>(v) * d * sizeof(float) / 4);
-  const auto table = native.make_linear("embedding", m.weights.token_embedding, v, d);
-  std::vector<float> row(static_cast<std::size_t>(d));
-  for (int t : {0, 1, v / 2, v - 1}) {
-    table->dequantize_row(t, row.data());
-    EXPECT_TRUE(std::equal(row.begin(), row.end(), m.weights.token_embedding.begin() + static_cast<std::ptrdiff_t>(t) * d))
-        << "row " << t;
+  // With int8 activations on a VNNI build the Q4_K table is packed into gemm_gguf's panels: a row
+  // unpacked from them is still the loader's exact dequantisation.
+  GgufQuantization packed(&m.weights, true);
+  for (Quantization* q : {static_cast<Quantization*>(&native), static_cast<Quantization*>(&packed)}) {
+    const auto table = q->make_linear("embedding", m.weights.token_embedding, v, d);
+    std::vector<float> row(static_cast<std::size_t>(d));
+    for (int t : {0, 1, v / 2, v - 1}) {
+      table->dequantize_row(t, row.data());
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), m.weights.token_embedding.begin() + static_cast<std::ptrdiff_t>(t) * d))
+          << "row " << t;
+    }
   }
 }
 
