@@ -95,9 +95,7 @@ void put_k_sub(GgmlType t, const KSub& s, int c, std::uint8_t* dst) {
 }
 
 #if INFERLAB_GEMM_GGUF_VNNI
-// Token rows per micro-tile: Q6_K's halves keep two int32 accumulators per (row, zmm), so it
-// takes 4 rows to stay inside the 32 zmm registers.
-constexpr int rows_for(GgmlType t) { return t == GgmlType::kQ6_K ? 4 : 6; }
+constexpr int kRows = 6;  // token rows per micro-tile
 
 // The all-lanes zero-mask forms: GCC 12's plain conversions trip -Werror=maybe-uninitialized
 // (their pass-through operand is undefined).
@@ -135,17 +133,15 @@ template <GgmlType T, int R, int G>
 void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
   constexpr int V = 2 * G;  // zmm per token row
   constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K;
-  constexpr int H = kQ6 ? 2 : 1;  // int32 accumulators per (row, zmm): Q6_K's two halves
   constexpr std::size_t kCodeBytes = kQ8 ? 1024 : 512;
   const int blocks = a.blocks, supers = blocks / 8;
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
-    __m512i iacc[H][R][V];
-    for (int h = 0; h < H; ++h)
-      for (int r = 0; r < R; ++r)
-        for (int v = 0; v < V; ++v) iacc[h][r][v] = _mm512_setzero_si512();
+    __m512i iacc[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
     const std::uint8_t* codes[G];
     for (int g = 0; g < G; ++g) codes[g] = w.codes.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kCodeBytes;
     const std::int8_t* x = a.x + static_cast<std::size_t>(r0) * a.in + static_cast<std::size_t>(b) * kBlock;
@@ -156,12 +152,56 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
         for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
-          for (int v = 0; v < V; ++v) iacc[0][r][v] = _mm512_dpbusd_epi32(iacc[0][r][v], wv[v], xv);
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
         }
       }
+    } else if constexpr (kQ6) {
+      // The halves one after the other (codes 0-15: the low nibbles, then 16-31: the high ones),
+      // each with its own scale: one set of int32 accumulators, folded after each half.
+      const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
+      const std::uint8_t* high[G];
+      for (int g = 0; g < G; ++g) high[g] = w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * 256;
+      const std::size_t sat0 = static_cast<std::size_t>(p) * supers + b / 8;  // (panel p, super-block)
+      for (int half = 0; half < 2; ++half) {
+        for (int r = 0; r < R; ++r)
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          __m512i c[V];
+          for (int g = 0; g < G; ++g) {
+            const __m512i hb = _mm512_loadu_si512(high[g] + s * 64);
+            const __m512i r0 = _mm512_loadu_si512(codes[g] + s * 128), r1 = _mm512_loadu_si512(codes[g] + s * 128 + 64);
+            // 16-bit shifts: what crosses into a byte from its neighbour lands outside the masks.
+            if (half == 0) {
+              c[2 * g] = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
+              c[2 * g + 1] = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
+            } else {
+              c[2 * g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low),
+                                         _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
+              c[2 * g + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low),
+                                             _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
+            }
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 16 * half + 4 * s);
+            for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], c[v], xv);
+          }
+        }
+        // w = d sc (c - 32): 32 * (the half's sum of x) off, then its own scale d sc d_x.
+        for (int v = 0; v < V; ++v) {
+          const std::size_t pb = static_cast<std::size_t>(p + v / 2) * blocks + b;
+          const __m512 dv = halves_to_float(w.d.data() + (sat0 + static_cast<std::size_t>(v / 2) * supers) * kPanel + (v % 2) * 16);
+          const __m512 sv = _mm512_mul_ps(dv, s8_to_float(w.sub_scale.data() + pb * 64 + half * 32 + (v % 2) * 16));
+          for (int r = 0; r < R; ++r) {
+            const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
+            const __m512i dot = _mm512_sub_epi32(iacc[r][v], _mm512_set1_epi32(32 * a.sum16[2 * xb + half]));
+            facc[r][v] = _mm512_fmadd_ps(to_float(dot), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb])), facc[r][v]);
+          }
+        }
+      }
+      continue;  // folded
     } else {
       const __m512i low = _mm512_set1_epi8(0x0F);
-      const __m512i top = _mm512_set1_epi8(0x30);  // bits 4-5: a Q6_K code's top 2 bits
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512i lo[V], hi[V];
@@ -170,23 +210,11 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
           lo[v] = _mm512_and_si512(raw, low);  // codes 4s .. 4s + 3
           hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // codes 16 + 4s ..
         }
-        if constexpr (kQ6) {
-          for (int g = 0; g < G; ++g) {
-            const __m512i hb = _mm512_loadu_si512(w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * 256 + s * 64);
-            // 16-bit shifts: what crosses into a byte from its neighbour lands outside bits 4-5.
-            lo[2 * g] = _mm512_or_si512(lo[2 * g], _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
-            hi[2 * g] = _mm512_or_si512(hi[2 * g], _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
-            lo[2 * g + 1] = _mm512_or_si512(lo[2 * g + 1], _mm512_and_si512(hb, top));
-            hi[2 * g + 1] = _mm512_or_si512(hi[2 * g + 1], _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
-          }
-        }
         for (int r = 0; r < R; ++r) {
           const __m512i xlo = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
           const __m512i xhi = broadcast4(x + static_cast<std::size_t>(r) * a.in + 16 + 4 * s);
-          for (int v = 0; v < V; ++v) {
-            iacc[0][r][v] = _mm512_dpbusd_epi32(iacc[0][r][v], lo[v], xlo);
-            iacc[H - 1][r][v] = _mm512_dpbusd_epi32(iacc[H - 1][r][v], hi[v], xhi);
-          }
+          for (int v = 0; v < V; ++v)
+            iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
         }
       }
     }
@@ -201,29 +229,15 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
         for (int r = 0; r < R; ++r) {
           const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
           const float xs = a.xs[xb];
-          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[0][r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
+          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
           facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sumx[xb])), facc[r][v]);
-        }
-      } else if constexpr (kQ6) {
-        // w = d sc (c - 32) per 16: each half its own scale and 32 * (its sum of x) off.
-        const std::size_t sat = (static_cast<std::size_t>(p + v / 2) * supers + b / 8) * kPanel + (v % 2) * 16;
-        const __m512 dv = halves_to_float(w.d.data() + sat);
-        const std::uint8_t* sc = w.sub_scale.data() + pb * 64 + (v % 2) * 16;
-        const __m512 s_lo = _mm512_mul_ps(dv, s8_to_float(sc)), s_hi = _mm512_mul_ps(dv, s8_to_float(sc + 32));
-        for (int r = 0; r < R; ++r) {
-          const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
-          const __m512 xs = _mm512_set1_ps(a.xs[xb]);
-          const __m512i lo = _mm512_sub_epi32(iacc[0][r][v], _mm512_set1_epi32(32 * a.sum16[2 * xb]));
-          const __m512i hi = _mm512_sub_epi32(iacc[1][r][v], _mm512_set1_epi32(32 * a.sum16[2 * xb + 1]));
-          facc[r][v] = _mm512_fmadd_ps(to_float(lo), _mm512_mul_ps(s_lo, xs), facc[r][v]);
-          facc[r][v] = _mm512_fmadd_ps(to_float(hi), _mm512_mul_ps(s_hi, xs), facc[r][v]);
         }
       } else {
         const __m512 dw = halves_to_float(w.d.data() + at);
         for (int r = 0; r < R; ++r) {
           const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
           const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.xs[xb]));
-          __m512i dot = iacc[0][r][v];
+          __m512i dot = iacc[r][v];
           if constexpr (kQ8) {
             dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(128 * a.sumx[xb]));  // codes stored as c + 128
           } else if constexpr (T == GgmlType::kQ4_0) {
@@ -250,11 +264,10 @@ constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I.
   return {&micro_tile<T, static_cast<int>(I) + 1, 1>...};
 }
 
-// Panels [p0, p1) of y [n, out]: each panel meets the token rows rows_for(T) at a time (its codes
+// Panels [p0, p1) of y [n, out]: each panel meets the token rows kRows at a time (its codes
 // stay in L1/L2 while the rows pass); one token row (decode) takes two panels at once.
 template <GgmlType T>
 void run_panels(const Acts& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
-  constexpr int kRows = rows_for(T);
   static constexpr auto kTiles = micro_tiles<T>(std::make_index_sequence<kRows>{});
   const auto ldc = static_cast<std::size_t>(w.out);
   for (int p = p0; p < p1;) {

@@ -20,8 +20,8 @@
 //    Q4 layout plus a plane of their top 2 bits (per step 64 bytes: bits 0-1 / 2-3 the codes of
 //    the low / high nibble of rows 0-15, bits 4-7 those of rows 16-31), d per super-block and the
 //    int8 scale of each 16 per row: exactly the file's 210 bytes per row. A Q6_K block's halves
-//    (codes 0-15 and 16-31: the low and high nibbles) keep their own int32 lanes, each taking
-//    32 * (its 16 activations' sum) off and its own scale d * sc;
+//    (codes 0-15 and 16-31: the low and high nibbles) run one after the other, each folded into
+//    the fp32 sums with 32 * (its 16 activations' sum) taken off and its own scale d * sc;
 //  - threads split the panels; decode (one token row) runs two panels at once (four chains);
 //  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
