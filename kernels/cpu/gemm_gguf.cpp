@@ -1,4 +1,4 @@
-// VNNI GEMM on repacked GGUF blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K): see gemm_gguf.h for the layout, the tile and the contract.
+// VNNI GEMM on repacked GGUF blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K): see gemm_gguf.h for the layout, the tile and the contract.
 #include "kernels/cpu/gemm_gguf.h"
 
 #include <algorithm>
@@ -23,7 +23,9 @@ constexpr int kPanel = 32;   // weight rows per panel: two zmm of s32 lanes
 constexpr int kBlock = 32;   // inputs per GGUF block and per activation block
 constexpr int kSuper = 256;  // inputs per K-quant super-block
 
-constexpr bool is_kquant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6_K; }
+constexpr bool is_kquant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K; }
+// Q4_K and Q5_K: Q4_1-like sub-blocks (scale d * sc_j, min -dmin * m_j); Q5_K adds a fifth bit.
+constexpr bool is_q45k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K; }
 int source_block_elems(GgmlType t) { return is_kquant(t) ? kSuper : kBlock; }
 
 // A Q8_0 / Q4_0 / Q4_1 block as the file stores it: fp16 d, (Q4_1) fp16 m, then the codes.
@@ -48,9 +50,17 @@ std::size_t packed_offset(int j, int k) { return (static_cast<std::size_t>(k / 4
 // the low nibble's code, else the high one's) of row j.
 std::size_t high_offset(int j, int k) { return static_cast<std::size_t>((k % 16) / 4) * 64 + (j % 16) * 4 + k % 4; }
 int high_shift(int j, int k) { return (j / 16) * 4 + (k / 16) * 2; }
+// Q5_K's fifth-bit plane (128 bytes per (panel, block)): steps 2i and 2i + 1 share the 64 bytes
+// at 64 i, byte (j % 16) * 4 + k % 4; the bit of code k of row j is bit5_bit(j, k) of it.
+constexpr int kBit5Bytes = 128;
+std::size_t bit5_offset(int j, int k) { return static_cast<std::size_t>((k % 16) / 8) * 64 + (j % 16) * 4 + k % 4; }
+int bit5_bit(int j, int k) { return (((k % 16) / 4) % 2) * 4 + (j / 16) * 2 + k / 16; }
+// Bytes of the high plane per (panel, block): Q6_K's 2 bits, Q5_K's 1 bit per code, else none.
+std::size_t high_plane_bytes(GgmlType t) { return t == GgmlType::kQ6_K ? 256 : t == GgmlType::kQ5_K ? kBit5Bytes : 0; }
 
-// Sub-block c (< 8) of a K-quant super-block: its 32 codes (Q4_K 0..15, Q6_K 0..63), with Q4_K's
-// 6-bit scale and min or Q6_K's two int8 scales (codes 0-15, 16-31), per kernels/ref/gguf_blocks.h.
+// Sub-block c (< 8) of a K-quant super-block: its 32 codes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63),
+// with Q4_K's / Q5_K's 6-bit scale and min or Q6_K's two int8 scales (codes 0-15, 16-31), per
+// kernels/ref/gguf_blocks.h.
 struct KSub {
   std::uint8_t code[kBlock];
   std::uint8_t sc[2], m;
@@ -60,6 +70,11 @@ KSub k_sub(GgmlType t, const std::uint8_t* src, int c) {
   if (t == GgmlType::kQ4_K) {
     ref::kq_scale_min(src + 4, c, s.sc[0], s.m);
     for (int l = 0; l < kBlock; ++l) s.code[l] = (src[16 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F;
+  } else if (t == GgmlType::kQ5_K) {  // qh at 16, qs at 48
+    ref::kq_scale_min(src + 4, c, s.sc[0], s.m);
+    for (int l = 0; l < kBlock; ++l)
+      s.code[l] = static_cast<std::uint8_t>(((src[48 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F) |
+                                            (((src[16 + l] >> c) & 1) << 4));
   } else {  // Q6_K: chunk c = 32 k + l of half h = c / 4, k = c % 4
     const int h = c / 4, k = c % 4;
     for (int l = 0; l < kBlock; ++l)
@@ -72,8 +87,12 @@ KSub k_sub(GgmlType t, const std::uint8_t* src, int c) {
 }
 // The inverse: sub-block c's codes and scales written into the super-block `dst` (zeroed first).
 void put_k_sub(GgmlType t, const KSub& s, int c, std::uint8_t* dst) {
-  if (t == GgmlType::kQ4_K) {
-    for (int l = 0; l < kBlock; ++l) dst[16 + 32 * (c / 2) + l] |= static_cast<std::uint8_t>(s.code[l] << (4 * (c & 1)));
+  if (is_q45k(t)) {
+    const int qs = t == GgmlType::kQ5_K ? 48 : 16;
+    for (int l = 0; l < kBlock; ++l) {
+      dst[qs + 32 * (c / 2) + l] |= static_cast<std::uint8_t>((s.code[l] & 0x0F) << (4 * (c & 1)));
+      if (t == GgmlType::kQ5_K) dst[16 + l] |= static_cast<std::uint8_t>((s.code[l] >> 4) << c);
+    }
     std::uint8_t* scales = dst + 4;  // kq_scale_min's packing of 6-bit values
     if (c < 4) {
       scales[c] |= s.sc[0];
@@ -132,7 +151,7 @@ struct Acts {
 template <GgmlType T, int R, int G>
 void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
   constexpr int V = 2 * G;  // zmm per token row
-  constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K;
+  constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K, kQ5 = T == GgmlType::kQ5_K;
   constexpr std::size_t kCodeBytes = kQ8 ? 1024 : 512;
   const int blocks = a.blocks, supers = blocks / 8;
   __m512 facc[R][V];
@@ -202,6 +221,10 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
       continue;  // folded
     } else {
       const __m512i low = _mm512_set1_epi8(0x0F);
+      [[maybe_unused]] const __m512i bit4 = _mm512_set1_epi8(0x10);
+      [[maybe_unused]] const std::uint8_t* bits[G] = {};
+      if constexpr (kQ5)
+        for (int g = 0; g < G; ++g) bits[g] = w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kBit5Bytes;
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512i lo[V], hi[V];
@@ -209,6 +232,19 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
           const __m512i raw = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
           lo[v] = _mm512_and_si512(raw, low);  // codes 4s .. 4s + 3
           hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // codes 16 + 4s ..
+          if constexpr (kQ5) {
+            // The fifth bits: bit (s % 2) * 4 + (v % 2) * 2 (+ 1 for the high nibble's code)
+            // of the plane's bytes, moved to bit 4 (16-bit shifts: what crosses from a
+            // neighbouring byte lands outside bit 4).
+            const __m512i hb = _mm512_loadu_si512(bits[v / 2] + (s / 2) * 64);
+            const int bit = (s % 2) * 4 + (v % 2) * 2;
+            auto to_bit4 = [&](int from) {
+              return from <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - from))
+                               : _mm512_srli_epi16(hb, static_cast<unsigned>(from - 4));
+            };
+            lo[v] = _mm512_or_si512(lo[v], _mm512_and_si512(to_bit4(bit), bit4));
+            hi[v] = _mm512_or_si512(hi[v], _mm512_and_si512(to_bit4(bit + 1), bit4));
+          }
         }
         for (int r = 0; r < R; ++r) {
           const __m512i xlo = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
@@ -221,7 +257,7 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
     for (int v = 0; v < V; ++v) {
       const std::size_t pb = static_cast<std::size_t>(p + v / 2) * blocks + b;  // (panel, block)
       const std::size_t at = pb * kPanel + (v % 2) * 16;
-      if constexpr (T == GgmlType::kQ4_K) {
+      if constexpr (is_q45k(T)) {
         // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j.
         const std::size_t sat = (static_cast<std::size_t>(p + v / 2) * supers + b / 8) * kPanel + (v % 2) * 16;
         const __m512 dw = _mm512_mul_ps(halves_to_float(w.d.data() + sat), u8_to_float(w.sub_scale.data() + at));
@@ -306,7 +342,7 @@ std::uint64_t packed_bytes(const PackedGguf& w) {
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
   const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
   check(gemm_gguf_available(), "pack_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
-  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
   const int elems = source_block_elems(type);
   check(out > 0 && in > 0 && in % elems == 0, "pack_gguf: out must be positive and in a positive multiple of " +
                                                   std::to_string(elems) + " for " + name + ", got out=" +
@@ -330,7 +366,7 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
     if (!q6) packed.m.assign(super_slots, 0);
     packed.sub_scale.assign(slots * (q6 ? 2 : 1), 0);
     if (!q6) packed.sub_min.assign(slots, 0);
-    if (q6) packed.high.assign(static_cast<std::size_t>(panels) * blocks * 256, 0);
+    packed.high.assign(static_cast<std::size_t>(panels) * blocks * high_plane_bytes(type), 0);
     for (int o = 0; o < out; ++o)
       for (int s = 0; s < supers; ++s) {
         const std::uint8_t* src = w.data() + static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(s) * ggml_block_bytes(type);
@@ -350,6 +386,10 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
             packed.sub_scale[pb * 64 + j] = sub.sc[0];
             packed.sub_scale[pb * 64 + 32 + j] = sub.sc[1];
           } else {
+            if (type == GgmlType::kQ5_K)
+              for (int k = 0; k < kBlock; ++k)
+                packed.high[pb * kBit5Bytes + bit5_offset(j, k)] |=
+                    static_cast<std::uint8_t>((sub.code[k] >> 4) << bit5_bit(j, k));
             packed.sub_scale[pb * kPanel + j] = sub.sc[0];
             packed.sub_min[pb * kPanel + j] = sub.m;
           }
@@ -406,6 +446,9 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
           sub.sc[0] = w.sub_scale[pb * 64 + j];
           sub.sc[1] = w.sub_scale[pb * 64 + 32 + j];
         } else {
+          if (w.type == GgmlType::kQ5_K)
+            for (int k = 0; k < kBlock; ++k)
+              sub.code[k] |= static_cast<std::uint8_t>(((w.high[pb * kBit5Bytes + bit5_offset(j, k)] >> bit5_bit(j, k)) & 1) << 4);
           sub.sc[0] = w.sub_scale[pb * kPanel + j];
           sub.m = w.sub_min[pb * kPanel + j];
         }
@@ -483,6 +526,7 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
                                case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
                                case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
                                case GgmlType::kQ4_K: return run_panels<GgmlType::kQ4_K>(a, w, y, n, p0, p1);
+                               case GgmlType::kQ5_K: return run_panels<GgmlType::kQ5_K>(a, w, y, n, p0, p1);
                                case GgmlType::kQ6_K: return run_panels<GgmlType::kQ6_K>(a, w, y, n, p0, p1);
                                default: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
                              }

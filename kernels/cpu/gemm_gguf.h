@@ -1,4 +1,4 @@
-// Register-blocked int8 GEMM on GGUF Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks against int8
+// Register-blocked int8 GEMM on GGUF Q8_0 / Q4_0 / Q4_1 / Q4_K / Q5_K / Q6_K blocks against int8
 // activation blocks of 32 (cpu::quantize_act_rows: llama.cpp's Q8_0 activation block), built on
 // AVX-512 VNNI `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
 //  - the blocks are repacked once (at load) into panels of 32 output rows: per 32-input block,
@@ -16,7 +16,10 @@
 //  - the K-quants run as 32-blocks too. Q4_K: each sub-block of 32 is a Q4 block whose scale is
 //    d * sc_j and whose min is -dmin * m_j; the panel keeps d and dmin per super-block (fp16, as
 //    stored) and sc_j, m_j per 32-block as one byte per row, so a row's 144 bytes become 148 (the
-//    12 bytes of packed 6-bit scales become 16). Q6_K: the low nibbles of the 6-bit codes in the
+//    12 bytes of packed 6-bit scales become 16). Q5_K: Q4_K's panel plus a plane of the codes'
+//    fifth bits (per pair of steps 64 bytes: bit (s % 2) * 4 + 2 * (rows 16-31) + (high nibble)
+//    of byte 4j + t), or-ed in as bit 4 with a 16-bit shift and a mask per zmm: 180 bytes per
+//    row and super-block against the file's 176. Q6_K: the low nibbles of the 6-bit codes in the
 //    Q4 layout plus a plane of their top 2 bits (per step 64 bytes: bits 0-1 / 2-3 the codes of
 //    the low / high nibble of rows 0-15, bits 4-7 those of rows 16-31), d per super-block and the
 //    int8 scale of each 16 per row: exactly the file's 210 bytes per row. A Q6_K block's halves
@@ -27,7 +30,7 @@
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
 //    of its own and the activations' block sums are taken once.
-// Bytes held: exactly the file's blocks (Q4_K: 148 per 144), plus the zero rows that pad `out`
+// Bytes held: exactly the file's blocks (Q4_K: 148 per 144, Q5_K: 180 per 176), plus the zero rows that pad `out`
 // to a multiple of 32.
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
@@ -47,14 +50,15 @@ namespace inferlab::cpu {
 
 // True when this build has the kernel (AVX-512 VNNI).
 bool gemm_gguf_available();
-// True for the block types it packs: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
+// True for the block types it packs: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool gemm_gguf_packs(GgmlType type);
 
 // Panel p (rows [32p, 32p + 32), zero rows past out) holds, per 32-block b, codes at
 // codes[(p * blocks + b) * code_bytes] (1024 bytes for Q8_0, 512 for the others), fp16 scales at
 // d[(p * blocks + b) * 32] and Q4_1 fp16 mins at m[...]; Q8_0 codes are held as c + 128. The
-// K-quants keep d (Q4_K also dmin, in m) per super-block s at d[(p * supers + s) * 32], Q4_K's
-// sc / m bytes at sub_scale / sub_min[(p * blocks + b) * 32], Q6_K's two int8 scales at
+// K-quants keep d (Q4_K / Q5_K also dmin, in m) per super-block s at d[(p * supers + s) * 32],
+// Q4_K's / Q5_K's sc / m bytes at sub_scale / sub_min[(p * blocks + b) * 32], Q5_K's fifth-bit
+// plane at high[(p * blocks + b) * 128], Q6_K's two int8 scales at
 // sub_scale[(p * blocks + b) * 64 + half * 32] and its top-2-bit plane at high[(p * blocks + b) * 256].
 struct PackedGguf {
   GgmlType type = GgmlType::kQ8_0;

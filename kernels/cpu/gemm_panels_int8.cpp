@@ -21,7 +21,6 @@ namespace {
 
 constexpr int kCols = 32;        // channels per panel: two zmm of s32 lanes
 constexpr int kBlock = ref::kActBlock;
-constexpr int kDepthBlocks = 8;  // activation blocks per cache block (256 inputs)
 // Per-token scales: one scale block per row as long as its integer sum cannot overflow
 // (|(w + 128) x| <= 255 * 127 per product): then each output is one int32 sum, converted once.
 constexpr int kTokenBlockMax = 65536;
@@ -33,22 +32,23 @@ std::size_t full_panel_bytes(int in) { return static_cast<std::size_t>(round4(in
 
 #if INFERLAB_GEMM_INT8_VNNI
 constexpr int kRows = 6;
+constexpr int kUnroll = kBlock / 4;  // steps unrolled: a 32-block's 8
 
 // int32 -> fp32; the all-lanes zero-mask form, because GCC 12's _mm512_cvtepi32_ps trips
 // -Werror=maybe-uninitialized (its pass-through operand is _mm512_undefined_ps).
 constexpr __mmask16 kAll = 0xFFFF;
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
-// c[rows, cols] (+)= scale ⊙ sum over blocks [b0, b1) of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b)),
+// c[rows, cols] = scale ⊙ sum over the row's blocks of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b)),
 // a block being block_steps steps of 4 inputs (8: the 32-blocks; per-token: the whole row),
 // for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
 // would leave vpdpbusd latency bound). x: [R][ldx] signed codes (zero past in), xs, xsum:
-// [R][blocks] block scales and block sums of x; w, scale: the first panel's [in4/4][cols][4]
+// [R][blocks] block scales and 128 x the block sums of x; w, scale: the first panel's [in4/4][cols][4]
 // codes + 128 and cols scales; the next panel's follow at w + w_stride, scale + 32. cols: of
 // the last panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
 template <int R, int G>
 void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const int* xsum, int blocks, int block_steps,
-                const std::uint8_t* w, std::size_t w_stride, const float* scale, int b0, int b1, int steps_total,
-                float* c, std::size_t ldc, int cols, bool accumulate) {
+                const std::uint8_t* w, std::size_t w_stride, const float* scale, int steps_total, float* c,
+                std::size_t ldc, int cols) {
   constexpr int V = 2 * G;  // zmm per row
   const int half0 = std::min(cols, 16), half1 = std::max(cols - 16, 0);  // columns of each half
   const __mmask64 wmask[2] = {half0 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half0)) - 1,
@@ -58,12 +58,12 @@ void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const in
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
-  for (int b = b0; b < b1; ++b) {
+  for (int b = 0; b < blocks; ++b) {
     __m512i iacc[R][V];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
-    const int s1 = std::min(steps_total, (b + 1) * block_steps);  // steps of 4 inputs
-    for (int s = b * block_steps; s < s1; ++s) {
+    const int s0 = b * block_steps, s1 = std::min(steps_total, (b + 1) * block_steps);  // steps of 4 inputs
+    auto step = [&](int s) {
       __m512i wv[V];
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v)
@@ -77,27 +77,32 @@ void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const in
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
       }
+    };
+    int s = s0;
+    for (; s + kUnroll <= s1; s += kUnroll) {  // a 32-block's 8 steps, unrolled
+#pragma GCC unroll 8
+      for (int i = 0; i < kUnroll; ++i) step(s + i);
     }
+    for (; s < s1; ++s) step(s);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512i off = _mm512_set1_epi32(128 * xsum[r * blocks + b]);  // the codes' + 128
+      const __m512i off = _mm512_set1_epi32(xsum[r * blocks + b]);  // 128 sum(x): the codes' + 128
       const __m512 sx = _mm512_set1_ps(xs[r * blocks + b]);
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v) facc[r][v] = _mm512_fmadd_ps(to_float(_mm512_sub_epi32(iacc[r][v], off)), sx, facc[r][v]);
     }
   }
-  alignas(64) float tile[R][V * 16];
+  // c = facc ⊙ scale, the zmm's valid columns only (masked: the narrow last panel's columns
+  // past cols; G > 1 panels are always full).
   for (int v = 0; v < V; ++v) {
-    const __m512 sw = _mm512_maskz_loadu_ps(cmask[v % 2], scale + (v / 2) * kCols + (v % 2) * 16);
-    for (int r = 0; r < R; ++r) _mm512_store_ps(&tile[r][v * 16], _mm512_mul_ps(facc[r][v], sw));
+    const __mmask16 m = cmask[v % 2];
+    const __m512 sw = _mm512_maskz_loadu_ps(m, scale + (v / 2) * kCols + (v % 2) * 16);
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m, _mm512_mul_ps(facc[r][v], sw));
   }
-  const int width = (G - 1) * kCols + cols;
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < width; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r][j];
 }
 
 using MicroTile = void (*)(const std::int8_t*, std::size_t, const float*, const int*, int, int, const std::uint8_t*,
-                           std::size_t, const float*, int, int, int, float*, std::size_t, int, bool);
+                           std::size_t, const float*, int, float*, std::size_t, int);
 template <std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
   return {&micro_tile<static_cast<int>(I) + 1, 1>...};
@@ -113,47 +118,38 @@ struct Problem {
   float* y;
   int n;
   int blocks, block_steps;  // scale blocks per row, of block_steps steps of 4 inputs each
-  int depth_blocks;         // scale blocks per cache block
 };
 
-// Panels [p0, p1): blocks of kDepthBlocks outermost (the rows' slice of u stays in cache while
-// the thread's panels pass), then panels, then row tiles; one row: kDecodeGroup panels at once,
-// each group's depth blocks in a row, so the group's weights stream front to back (x is one
-// row: nothing to keep in cache) — the same partial sums added in the same order as n > 1.
+// Panels [p0, p1), each over the whole depth: a panel's codes (32 x in bytes: 18 KiB at in = 576,
+// 64 KiB at 2048) stay in L1/L2 while the row tiles pass, and each output is written once. (A
+// depth blocking of 256 inputs, with the partial sums added into y pass after pass, read and
+// wrote all of y once per 256 inputs: 8 times at in = 2048, 1.7x the time at 512 x 5632.)
+// One row (decode): kDecodeGroup panels at once, so the group's weights stream front to back —
+// the same sums in the same order as a batch tile's.
 void run_panels(const Problem& pb, int p0, int p1) {
   const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = pb.blocks, bs = pb.block_steps;
   const std::size_t ldx = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
   const int full = out / kCols;  // panels of 32 real channels
-  auto panel_step = [&](int p, int b0, int b1) {  // panels [p, p + returned) over blocks [b0, b1)
+  auto panel_step = [&](int p) {  // panels [p, p + returned)
     const int cols = std::min(kCols, out - p * kCols);
     const std::uint8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
     const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
     float* y = pb.y + static_cast<std::size_t>(p) * kCols;
     if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup>(pb.x, ldx, pb.xs, pb.xsum, blocks, bs, w, pbytes, scale, b0, b1, in4 / 4, y,
-                                  static_cast<std::size_t>(out), kCols, b0 > 0);
+      micro_tile<1, kDecodeGroup>(
+          pb.x, ldx, pb.xs, pb.xsum, blocks, bs, w, pbytes, scale, in4 / 4, y, static_cast<std::size_t>(out), kCols);
       return kDecodeGroup;
     }
     for (int r0 = 0; r0 < pb.n; r0 += kRows) {
       const int rows = std::min(kRows, pb.n - r0);
       kMicroTiles[static_cast<std::size_t>(rows - 1)](
           pb.x + static_cast<std::size_t>(r0) * ldx, ldx, pb.xs + static_cast<std::size_t>(r0) * blocks,
-          pb.xsum + static_cast<std::size_t>(r0) * blocks, blocks, bs, w, pbytes, scale, b0, b1, in4 / 4,
-          y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out),
-          cols, b0 > 0);
+          pb.xsum + static_cast<std::size_t>(r0) * blocks, blocks, bs, w, pbytes, scale, in4 / 4,
+          y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out), cols);
     }
     return 1;
   };
-  if (pb.n == 1) {
-    for (int p = p0; p < p1;) {
-      int step = 1;
-      for (int b0 = 0; b0 < blocks; b0 += pb.depth_blocks) step = panel_step(p, b0, std::min(blocks, b0 + pb.depth_blocks));
-      p += step;
-    }
-    return;
-  }
-  for (int b0 = 0; b0 < blocks; b0 += pb.depth_blocks)
-    for (int p = p0; p < p1;) p += panel_step(p, b0, std::min(blocks, b0 + pb.depth_blocks));
+  for (int p = p0; p < p1;) p += panel_step(p);
 }
 #endif
 
@@ -237,17 +233,16 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const
       int sum = 0;
 #pragma omp simd reduction(+ : sum)
       for (int k = 0; k < len; ++k) sum += xb[k];
-      xsum[static_cast<std::size_t>(r) * blocks + b] = sum;
+      xsum[static_cast<std::size_t>(r) * blocks + b] = 128 * sum;  // what the codes' + 128 add
     }
-  // A cache block holds about 256 inputs of every panel it passes (8 KiB of codes per panel).
-  const int depth_blocks = std::max(1, kDepthBlocks * kBlock / block);
+  // Grain: panels of about 2^19 multiply-adds.
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
   const int* sums = xsum.data();  // the caller's: xsum is thread_local, the pool's threads have their own
   parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
     const GemmPanelsInt8Output& m = group[static_cast<std::size_t>(member)];
-    run_panels(Problem{x, xs, sums, m.w, m.y, n, blocks, block / 4, depth_blocks}, p0, p1);
+    run_panels(Problem{x, xs, sums, m.w, m.y, n, blocks, block / 4}, p0, p1);
   });
 }
 #endif

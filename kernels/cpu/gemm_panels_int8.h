@@ -6,13 +6,14 @@
 //  - the codes are held as w + 128 (vpdpbusd's unsigned operand) against the signed
 //    activations; per 32-block 128 * sum(x) — one number per token row and block, shared by
 //    every channel — is subtracted from the block's integer sum, which is then converted once
-//    and scaled by the row's block scale with one FMA (the weight scale is applied when a
-//    cache block is written out). Nothing but codes and scales is stored (an earlier layout
+//    and scaled by the row's block scale with one FMA (the weight scale is applied when the
+//    tile is written out). Nothing but codes and scales is stored (an earlier layout
 //    fed x + 128 and kept an int16 sum(w) per channel and block: 1/16 byte per weight more);
 //  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
-//    sums), walks 8 blocks (256 inputs: an 8 KiB weight block) per cache block, and threads
-//    split the panels, as in gemm_panels_f32.h; for one row (decode) each group of 4 panels
-//    runs all its cache blocks before the next group, so the weights stream front to back;
+//    sums) over the whole depth (a 32-block's 8 steps unrolled; the panel, 32 x in bytes,
+//    stays in L1/L2 while the row tiles pass, and each output is written once), and threads
+//    split the panels, as in gemm_panels_f32.h; for one row (decode) 4 panels run at once,
+//    so the weights stream front to back;
 //  - gemm_panels_int8_group runs several matrices reading the same activations (wq/wk/wv,
 //    w1/w3) as one parallel_for over the union of their panels, cut into one contiguous run of
 //    about equal bytes per thread (kernels/cpu/panel_union.h); x's block sums are taken once.

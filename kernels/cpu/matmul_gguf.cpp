@@ -135,6 +135,25 @@ struct FormatQ4_K {
 #endif
 };
 
+// Q5_K: Q4_K's scales and nibbles (qs at byte 48) plus a fifth bit per code: bit c of qh[i]
+// (bytes 16..47) for element i of sub-block c.
+struct FormatQ5_K {
+  static constexpr int kElems = ref::kGgufSuper;
+  static constexpr std::size_t kBytes = ref::kQ5KBytes;
+  static constexpr bool kSigned = false, kOffsets = true;
+  static void scales(const std::uint8_t* b, HalfScales& hs) { FormatQ4_K::scales(b, hs); }
+  static void int_scales(const std::uint8_t* b, KIntScales& ks) { FormatQ4_K::int_scales(b, ks); }
+  static int code(const std::uint8_t* b, int c, int i) {
+    return ((b[48 + 32 * (c / 2) + i] >> (4 * (c & 1))) & 0x0F) | (((b[16 + i] >> c) & 1) << 4);
+  }
+#if INFERLAB_GGUF_AVX2
+  static __m256i codes(const std::uint8_t* b, int c) {
+    const __m256i lo = bits_at(load32(b + 48 + 32 * (c / 2)), 4 * (c & 1), 0x0F);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(bits_at(load32(b + 16), c, 1), 4));  // bit <= 1: stays in its byte
+  }
+#endif
+};
+
 struct FormatQ6_K {
   static constexpr int kElems = ref::kGgufSuper;
   static constexpr std::size_t kBytes = ref::kQ6KBytes;
@@ -352,7 +371,7 @@ template <class Acts>
 void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
   const std::size_t per = ggml_block_elements(type);
   check(gguf_native_kernel(type), "matmul_gguf: no native kernel for GGML type " +
-                                      ggml_type_name(static_cast<std::uint32_t>(type)) + " (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+                                      ggml_type_name(static_cast<std::uint32_t>(type)) + " (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
   check(in > 0 && static_cast<std::size_t>(in) % per == 0,
         "matmul_gguf: in = " + std::to_string(in) + " is not a multiple of the " +
             ggml_type_name(static_cast<std::uint32_t>(type)) + " block of " + std::to_string(per));
@@ -361,6 +380,7 @@ void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, 
     case GgmlType::kQ4_0: return run_rows<FormatQ4_0>(w, acts, y, n, out, in, pool);
     case GgmlType::kQ4_1: return run_rows<FormatQ4_1>(w, acts, y, n, out, in, pool);
     case GgmlType::kQ4_K: return run_rows<FormatQ4_K>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ5_K: return run_rows<FormatQ5_K>(w, acts, y, n, out, in, pool);
     case GgmlType::kQ6_K: return run_rows<FormatQ6_K>(w, acts, y, n, out, in, pool);
     default: break;
   }
@@ -374,6 +394,7 @@ bool gguf_native_kernel(GgmlType type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
       return true;
     default:
@@ -382,7 +403,8 @@ bool gguf_native_kernel(GgmlType type) {
 }
 
 int gguf_act_block(GgmlType type) {
-  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K ? ref::kGgufSuper : ref::kActBlock;
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K ? ref::kGgufSuper
+                                                                                        : ref::kActBlock;
 }
 
 void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,

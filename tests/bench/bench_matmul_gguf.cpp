@@ -143,11 +143,12 @@ void add_shapes(benchmark::internal::Benchmark* b, bool k_quants) {
         b->Args({static_cast<int>(t), n, 576, 1536, cold});
       }
       if (k_quants)
-        for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K}) b->Args({static_cast<int>(t), n, 576, 1536, cold});
+        for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+          b->Args({static_cast<int>(t), n, 576, 1536, cold});
     }
-  // TinyLlama-1.1B's MLP at decode, cold: Q4_0 / Q8_0 and the K-quants a Q4_K_M file mixes.
+  // TinyLlama-1.1B's MLP at decode, cold: Q4_0 / Q8_0 and the K-quants Q4_K_M / Q5_K_M files mix.
   if (k_quants)
-    for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
       b->Args({static_cast<int>(t), 1, 5632, 2048, 1});
       b->Args({static_cast<int>(t), 1, 2048, 5632, 1});
     }

@@ -22,8 +22,9 @@
 namespace inferlab {
 namespace {
 
-constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K};
-bool is_k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ6_K; }
+constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                                GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+bool is_k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K; }
 
 class GemmGguf : public ::testing::TestWithParam<GgmlType> {};
 
@@ -85,9 +86,10 @@ TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
     ASSERT_TRUE(std::equal(row.begin(), row.end(), blocks.begin() + static_cast<std::ptrdiff_t>(o * row_bytes))) << o;
   }
   // Two panels (out padded to 64 rows) of exactly the file's bytes: nothing stored besides
-  // (Q4_K: its 12 bytes of packed 6-bit scales and mins held as 16, one byte each).
+  // (Q4_K / Q5_K: their 12 bytes of packed 6-bit scales and mins held as 16, one byte each).
   const std::uint64_t padded = ggml_tensor_bytes(type, static_cast<std::uint64_t>(64) * in);
-  EXPECT_EQ(cpu::packed_bytes(packed), type == GgmlType::kQ4_K ? padded / 144 * 148 : padded);
+  const std::uint64_t want = type == GgmlType::kQ4_K ? padded / 144 * 148 : type == GgmlType::kQ5_K ? padded / 176 * 180 : padded;
+  EXPECT_EQ(cpu::packed_bytes(packed), want);
   EXPECT_THROW(cpu::unpack_gguf_row(packed, out, row.data()), Error);
 }
 
@@ -103,8 +105,10 @@ TEST(GemmGgufErrors, RefusesOtherTypesAndWrongShapes) {
   }
   EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ4_1));
   EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ6_K));
-  EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kQ5_K));
-  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ5_K, std::vector<std::uint8_t>(176), 1, 256), Error);
+  EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ5_K));
+  EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kF16));
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kF16, std::vector<std::uint8_t>(512), 1, 256), Error);
+  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ5_K, std::vector<std::uint8_t>(175), 1, 256), Error);  // a byte short
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_K, std::vector<std::uint8_t>(144 / 8), 1, 32), Error);  // not whole super-blocks
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(34), 1, 48), Error);
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(33), 1, 32), Error);

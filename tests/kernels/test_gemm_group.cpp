@@ -101,8 +101,8 @@ TEST(PanelUnion, RunsEveryPanelOnceInOneDispatch) {
     }
 }
 
-// Three gemm_gguf matrices of mixed types reading one input, out not a multiple of 32 (at
-// in = 512 the K-quants beside Q8_0, as a Q4_K_M file's layers mix them).
+// Gemm_gguf matrices of mixed types reading one input, out not a multiple of 32 (at in = 512
+// the K-quants beside Q8_0, as Q4_K_M / Q5_K_M files' layers mix them).
 TEST(GemmGgufGroup, GivesEachMemberItsOwnBitsInOneDispatch) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   struct Member {
@@ -111,7 +111,7 @@ TEST(GemmGgufGroup, GivesEachMemberItsOwnBitsInOneDispatch) {
   };
   for (int in : {96, 576, 512}) {
     const std::vector<Member> spec =
-        in == 512 ? std::vector<Member>{{GgmlType::kQ4_K, 70}, {GgmlType::kQ6_K, 33}, {GgmlType::kQ8_0, 200}}
+        in == 512 ? std::vector<Member>{{GgmlType::kQ4_K, 70}, {GgmlType::kQ6_K, 33}, {GgmlType::kQ8_0, 200}, {GgmlType::kQ5_K, 40}}
                   : std::vector<Member>{{GgmlType::kQ8_0, 70}, {GgmlType::kQ4_0, 33}, {GgmlType::kQ4_1, 200}};
     std::vector<cpu::PackedGguf> w;
     std::uint64_t seed = 5;

@@ -21,7 +21,8 @@
 namespace inferlab {
 namespace {
 
-constexpr GgmlType kNative[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K};
+constexpr GgmlType kNative[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                GgmlType::kQ6_K};
 
 std::vector<float> gaussian(std::size_t count, std::uint64_t seed) {
   Rng rng(seed);
@@ -97,12 +98,16 @@ TEST(MatmulGgufErrors, RefusesTypesWithoutKernelAndPartialBlocks) {
   ThreadPool pool(1);
   std::vector<std::uint8_t> w(1024);
   std::vector<float> x(512), y(4);
-  EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kQ5_K));
+  const auto q2_k = static_cast<GgmlType>(10);  // a K-quant inferlab does not read
+  EXPECT_FALSE(cpu::gguf_native_kernel(q2_k));
   EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kF32));
+  EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kF16));
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ4_K), 256);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ5_K), 256);
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ6_K), 256);
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ4_1), 32);
-  EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ5_K, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
+  EXPECT_THROW(cpu::matmul_gguf(q2_k, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
+  EXPECT_THROW(cpu::matmul_gguf(GgmlType::kF16, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ4_K, w.data(), x.data(), y.data(), 1, 1, 128, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ4_0, w.data(), x.data(), y.data(), 1, 1, 48, pool), Error);
 }

@@ -12,7 +12,7 @@ namespace {
 std::string type_name(std::uint32_t t) { return ggml_type_name(t); }
 
 constexpr const char* kAllowed =
-    "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (native kernels), Q5_K (dequantised on load), F32, F16, BF16 (fp32)";
+    "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K (native kernels), F32, F16, BF16 (fp32)";
 
 // x [n, in] quantised per `block` (32; 256 for unpacked K-quants) into this thread's scratch, so
 // linears on different devices never share: xq [n, in], xs [n, in / block].
@@ -120,7 +120,7 @@ void GgufBlockLinear::dequantize_row(int row, float* out) const {
 bool gguf_strategy_accepts(std::uint32_t ggml_type) {
   if (!ggml_type_supported(ggml_type)) return false;
   const auto t = static_cast<GgmlType>(ggml_type);
-  return cpu::gguf_native_kernel(t) || t == GgmlType::kQ5_K || !ggml_type_is_quantized(t);
+  return cpu::gguf_native_kernel(t) || !ggml_type_is_quantized(t);
 }
 
 std::vector<std::string> gguf_strategy_problems(const ModelConfig& model) {
@@ -158,7 +158,7 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
       return std::make_unique<GgufBlockLinear>(type, it->second.bytes, out, in, int8_activations_);
     }
   }
-  // Q5_K (dequantised by the loader, exactly) and float tensors: the fp32 copy.
+  // Float tensors (F32, F16, BF16): the loader's fp32 copy.
   return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 

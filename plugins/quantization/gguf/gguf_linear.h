@@ -1,6 +1,6 @@
 // Runs a GGUF checkpoint's linears on their own blocks (no dequantise-requantise): Q8_0, Q4_0,
-// Q4_1, Q4_K and Q6_K rows go to the native kernels of kernels/cpu/matmul_gguf; Q5_K tensors are
-// dequantised on load (they arrive as the loader's fp32 copy) and F32/F16/BF16 tensors stay fp32.
+// Q4_1, Q4_K, Q5_K and Q6_K rows go to the native kernels of kernels/cpu/matmul_gguf (packed for
+// kernels/cpu/gemm_gguf with int8 activations on VNNI builds); F32/F16/BF16 tensors stay fp32.
 // So inferlab and llama.cpp can be compared on identical bytes.
 #pragma once
 #include <cstdint>

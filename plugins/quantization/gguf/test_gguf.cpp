@@ -1,5 +1,5 @@
 // quantization/gguf on synthetic blocks: native linears compute what the dequantised fp32 linear
-// computes, Q5_K and float tensors take the fp32 path, and every bad input is refused with the
+// computes, float tensors take the fp32 path, and every bad input is refused with the
 // tensor, its type and what is allowed.
 #include <gtest/gtest.h>
 
@@ -63,7 +63,8 @@ double relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
   const int out = 24, in = 512, n = 5;
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ6_K})
+  for (GgmlType type :
+       {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
     for (bool int8 : {false, true}) {
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + (int8 ? " int8" : " fp32"));
       std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 7);
@@ -77,10 +78,13 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
       // int8 activations on a VNNI build: every type here packed for cpu::gemm_gguf.
       const bool packs = int8 && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type);
       EXPECT_EQ(block_linear->packed(), packs);
-      // The file's bytes, no fp32 copy; packed: out padded to 32 rows, nothing else (Q4_K's
-      // packed 6-bit scales and mins held one byte each: 148 bytes per 144).
+      // The file's bytes, no fp32 copy; packed: out padded to 32 rows, nothing else (Q4_K's and
+      // Q5_K's packed 6-bit scales and mins held one byte each: 148 bytes per 144, 180 per 176).
       const std::uint64_t padded = ggml_tensor_bytes(type, std::uint64_t{32} * in);
-      EXPECT_EQ(native->weight_bytes(), packs ? (type == GgmlType::kQ4_K ? padded / 144 * 148 : padded) : blocks.size());
+      const std::uint64_t packed_bytes = type == GgmlType::kQ4_K   ? padded / 144 * 148
+                                         : type == GgmlType::kQ5_K ? padded / 176 * 180
+                                                                   : padded;
+      EXPECT_EQ(native->weight_bytes(), packs ? packed_bytes : blocks.size());
       std::vector<float> row(static_cast<std::size_t>(in));  // the last row, decoded (tied embedding)
       native->dequantize_row(out - 1, row.data());
       EXPECT_TRUE(std::equal(row.begin(), row.end(), w.begin() + static_cast<std::ptrdiff_t>(out - 1) * in));
@@ -96,13 +100,13 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
     }
 }
 
-TEST(GgufQuantization, Q5KAndFloatTensorsRunInFp32) {
+TEST(GgufQuantization, FloatTensorsRunInFp32) {
   const int out = 4, in = 256;
-  std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(GgmlType::kQ5_K, out, in, 3);
+  Rng rng(3);
   std::vector<float> w(static_cast<std::size_t>(out) * in);
-  dequantize(GgmlType::kQ5_K, blocks.data(), w.size(), w.data());
-  for (GgmlType type : {GgmlType::kQ5_K, GgmlType::kF16}) {
-    const ModelWeights weights = weights_with("classifier", type, blocks);
+  for (float& v : w) v = static_cast<float>(rng.normal());
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32}) {
+    const ModelWeights weights = weights_with("classifier", type, {});
     GgufQuantization q(&weights, false);
     std::unique_ptr<Linear> l = q.make_linear("classifier", w, out, in);
     EXPECT_EQ(l->weight_bytes(), 4u * out * in);
@@ -121,7 +125,7 @@ TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
   q5_0.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}, {"layers.1.w2", 6 /* Q5_0 */}, {"classifier", 14}};
   const auto problems = gguf_strategy_problems(q5_0);
   ASSERT_EQ(problems.size(), 1u);
-  for (const char* part : {"layers.1.w2", "Q5_0", "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K"})
+  for (const char* part : {"layers.1.w2", "Q5_0", "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"})
     EXPECT_NE(problems[0].find(part), std::string::npos) << problems[0];
 
   // Through the registry, as validate asks.
@@ -141,7 +145,7 @@ TEST(GgufQuantization, BadBlocksAndMissingBlocksAreErrors) {
             std::string::npos);
   EXPECT_NE(error_of([&] { GgufBlockLinear(GgmlType::kQ4_K, blocks, 4, 128, false); }).find("whole blocks of 256"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { GgufBlockLinear(GgmlType::kQ5_K, blocks, 2, 256, false); }).find("no native kernel for Q5_K"),
+  EXPECT_NE(error_of([&] { GgufBlockLinear(GgmlType::kF16, blocks, 2, 256, false); }).find("no native kernel for F16"),
             std::string::npos);
   // The config says Q4_K but the weights carry no blocks; a model that is not a GGUF; a name
   // the GGUF has no tensor for.
