@@ -67,21 +67,14 @@ struct KSub {
 };
 KSub k_sub(GgmlType t, const std::uint8_t* src, int c) {
   KSub s{};
-  if (t == GgmlType::kQ4_K) {
-    ref::kq_scale_min(src + 4, c, s.sc[0], s.m);
-    for (int l = 0; l < kBlock; ++l) s.code[l] = (src[16 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F;
-  } else if (t == GgmlType::kQ5_K) {  // qh at 16, qs at 48
+  if (is_q45k(t)) {
     ref::kq_scale_min(src + 4, c, s.sc[0], s.m);
     for (int l = 0; l < kBlock; ++l)
-      s.code[l] = static_cast<std::uint8_t>(((src[48 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F) |
-                                            (((src[16 + l] >> c) & 1) << 4));
-  } else {  // Q6_K: chunk c = 32 k + l of half h = c / 4, k = c % 4
-    const int h = c / 4, k = c % 4;
-    for (int l = 0; l < kBlock; ++l)
-      s.code[l] = static_cast<std::uint8_t>(((src[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0F) |
-                                            (((src[128 + 32 * h + l] >> (2 * k)) & 3) << 4));
-    s.sc[0] = src[192 + 8 * h + 2 * k];
-    s.sc[1] = src[192 + 8 * h + 2 * k + 1];
+      s.code[l] = static_cast<std::uint8_t>(t == GgmlType::kQ5_K ? ref::q5k_code(src, c, l) : ref::q4k_code(src, c, l));
+  } else {  // Q6_K
+    for (int l = 0; l < kBlock; ++l) s.code[l] = static_cast<std::uint8_t>(ref::q6k_code(src, c, l));
+    s.sc[0] = src[192 + 2 * c];
+    s.sc[1] = src[192 + 2 * c + 1];
   }
   return s;
 }

@@ -129,7 +129,7 @@ struct FormatQ4_K {
     }
   }
   // Sub-block c: nibbles of qs[32 (c / 2) ..], low for even c.
-  static int code(const std::uint8_t* b, int c, int i) { return (b[16 + 32 * (c / 2) + i] >> (4 * (c & 1))) & 0x0F; }
+  static int code(const std::uint8_t* b, int c, int i) { return ref::q4k_code(b, c, i); }
 #if INFERLAB_GGUF_AVX2
   static __m256i codes(const std::uint8_t* b, int c) { return bits_at(load32(b + 16 + 32 * (c / 2)), 4 * (c & 1), 0x0F); }
 #endif
@@ -143,9 +143,7 @@ struct FormatQ5_K {
   static constexpr bool kSigned = false, kOffsets = true;
   static void scales(const std::uint8_t* b, HalfScales& hs) { FormatQ4_K::scales(b, hs); }
   static void int_scales(const std::uint8_t* b, KIntScales& ks) { FormatQ4_K::int_scales(b, ks); }
-  static int code(const std::uint8_t* b, int c, int i) {
-    return ((b[48 + 32 * (c / 2) + i] >> (4 * (c & 1))) & 0x0F) | (((b[16 + i] >> c) & 1) << 4);
-  }
+  static int code(const std::uint8_t* b, int c, int i) { return ref::q5k_code(b, c, i); }
 #if INFERLAB_GGUF_AVX2
   static __m256i codes(const std::uint8_t* b, int c) {
     const __m256i lo = bits_at(load32(b + 48 + 32 * (c / 2)), 4 * (c & 1), 0x0F);
@@ -178,12 +176,7 @@ struct FormatQ6_K {
         ks.mn[2 * c + half] = static_cast<std::int16_t>(-32 * s);
       }
   }
-  static int code(const std::uint8_t* b, int c, int i) {
-    const int h = c / 4, k = c % 4;
-    const int lo = (b[64 * h + 32 * (k & 1) + i] >> (4 * (k >> 1))) & 0x0F;
-    const int hi = (b[128 + 32 * h + i] >> (2 * k)) & 3;
-    return lo | (hi << 4);
-  }
+  static int code(const std::uint8_t* b, int c, int i) { return ref::q6k_code(b, c, i); }
 #if INFERLAB_GGUF_AVX2
   static __m256i codes(const std::uint8_t* b, int c) {
     const int h = c / 4, k = c % 4;

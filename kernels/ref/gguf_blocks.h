@@ -40,6 +40,19 @@ inline void kq_scale_min(const std::uint8_t* scales, int j, std::uint8_t& sc, st
   }
 }
 
+// Code l (< 32) of sub-block c (< 8) of one K-quant super-block `blk`, as stored: Q4_K 0..15
+// (nibbles of qs at byte 16), Q5_K 0..31 (nibbles of qs at byte 48, fifth bit c of qh[l] at
+// byte 16), Q6_K 0..63 (sub-block c = 32 k + l of half h = c / 4, k = c % 4, as above). The one
+// place the loader's dequantiser and both GGUF kernels read K-quant codes from.
+inline int q4k_code(const std::uint8_t* blk, int c, int l) { return (blk[16 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F; }
+inline int q5k_code(const std::uint8_t* blk, int c, int l) {
+  return ((blk[48 + 32 * (c / 2) + l] >> (4 * (c & 1))) & 0x0F) | (((blk[16 + l] >> c) & 1) << 4);
+}
+inline int q6k_code(const std::uint8_t* blk, int c, int l) {
+  const int h = c / 4, k = c % 4;
+  return ((blk[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0F) | (((blk[128 + 32 * h + l] >> (2 * k)) & 3) << 4);
+}
+
 inline std::uint16_t load_le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
 
 }  // namespace inferlab::ref

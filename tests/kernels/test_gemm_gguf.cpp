@@ -88,7 +88,9 @@ TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
   // Two panels (out padded to 64 rows) of exactly the file's bytes: nothing stored besides
   // (Q4_K / Q5_K: their 12 bytes of packed 6-bit scales and mins held as 16, one byte each).
   const std::uint64_t padded = ggml_tensor_bytes(type, static_cast<std::uint64_t>(64) * in);
-  const std::uint64_t want = type == GgmlType::kQ4_K ? padded / 144 * 148 : type == GgmlType::kQ5_K ? padded / 176 * 180 : padded;
+  const std::uint64_t want = type == GgmlType::kQ4_K   ? padded / 144 * 148
+                             : type == GgmlType::kQ5_K ? padded / 176 * 180
+                                                       : padded;
   EXPECT_EQ(cpu::packed_bytes(packed), want);
   EXPECT_THROW(cpu::unpack_gguf_row(packed, out, row.data()), Error);
 }

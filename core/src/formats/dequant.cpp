@@ -17,36 +17,26 @@ constexpr std::size_t kQk = 32;  // elements per block of the 4- and 8-bit types
 
 using ref::load_le16;
 
-// One super-block (256 values) of Q4_K (qh null) or Q5_K (qh = its 32 fifth-bit bytes).
-void dequantize_q45_k(const std::uint8_t* scales, const std::uint8_t* qh, const std::uint8_t* qs, float d,
-                      float dmin, float* y) {
-  for (int j = 0; j < 8; ++j) {  // sub-block j: nibbles of qs[32 (j / 2) ..], low for even j
+// One super-block (256 values) of Q4_K or Q5_K (q5).
+void dequantize_q45_k(const std::uint8_t* blk, bool q5, float* y) {
+  const float d = fp16_to_fp32(load_le16(blk)), dmin = fp16_to_fp32(load_le16(blk + 2));
+  for (int j = 0; j < 8; ++j) {
     std::uint8_t sc = 0, m = 0;
-    ref::kq_scale_min(scales, j, sc, m);
+    ref::kq_scale_min(blk + 4, j, sc, m);
     const float dj = d * static_cast<float>(sc), mj = dmin * static_cast<float>(m);
-    const std::uint8_t* q = qs + 32 * (j / 2);
-    const int shift = 4 * (j % 2);
     for (int l = 0; l < 32; ++l) {
-      int code = (q[l] >> shift) & 0x0F;
-      if (qh && (qh[l] >> j) & 1) code += 16;
+      const int code = q5 ? ref::q5k_code(blk, j, l) : ref::q4k_code(blk, j, l);
       y[32 * j + l] = dj * static_cast<float>(code) - mj;
     }
   }
 }
 
 void dequantize_q6_k(const std::uint8_t* blk, float* y) {
-  const std::uint8_t* ql = blk;
-  const std::uint8_t* qh = blk + 128;
   const auto* sc = reinterpret_cast<const std::int8_t*>(blk + 192);
   const float d = fp16_to_fp32(load_le16(blk + 208));
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 4; ++k)
-      for (int l = 0; l < 32; ++l) {
-        const int lo = (ql[64 * h + l + 32 * (k & 1)] >> (4 * (k >> 1))) & 0x0F;
-        const int hi = (qh[32 * h + l] >> (2 * k)) & 3;
-        const int q = (lo | (hi << 4)) - 32;
-        y[128 * h + 32 * k + l] = d * static_cast<float>(sc[8 * h + 2 * k + l / 16]) * static_cast<float>(q);
-      }
+  for (int c = 0; c < 8; ++c)  // sub-block c: values 32 c .., a scale per 16
+    for (int l = 0; l < 32; ++l)
+      y[32 * c + l] = d * static_cast<float>(sc[2 * c + l / 16]) * static_cast<float>(ref::q6k_code(blk, c, l) - 32);
 }
 
 }  // namespace
@@ -223,12 +213,8 @@ void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* ds
       return;
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K: {
-      const bool q5 = type == GgmlType::kQ5_K;
-      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b) {
-        const std::uint8_t* blk = src + b * ggml_block_bytes(type);
-        dequantize_q45_k(blk + 4, q5 ? blk + 16 : nullptr, blk + (q5 ? 48 : 16), fp16_to_fp32(load_le16(blk)),
-                         fp16_to_fp32(load_le16(blk + 2)), dst + b * ref::kGgufSuper);
-      }
+      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b)
+        dequantize_q45_k(src + b * ggml_block_bytes(type), type == GgmlType::kQ5_K, dst + b * ref::kGgufSuper);
       return;
     }
     case GgmlType::kQ6_K:
