@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/act_tiles.h"
 #include "kernels/cpu/panel_union.h"
 #include "kernels/ref/matmul_int8.h"
 
@@ -31,23 +32,21 @@ int round4(int in) { return (in + 3) / 4 * 4; }
 std::size_t full_panel_bytes(int in) { return static_cast<std::size_t>(round4(in)) * kCols; }
 
 #if INFERLAB_GEMM_INT8_VNNI
-constexpr int kRows = 6;
-constexpr int kUnroll = kBlock / 4;  // steps unrolled: a 32-block's 8
+constexpr int kRows = kTileRows;
 
 // int32 -> fp32; the all-lanes zero-mask form, because GCC 12's _mm512_cvtepi32_ps trips
 // -Werror=maybe-uninitialized (its pass-through operand is _mm512_undefined_ps).
 constexpr __mmask16 kAll = 0xFFFF;
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
-// c[rows, cols] = scale ⊙ sum over the row's blocks of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b)),
-// a block being block_steps steps of 4 inputs (8: the 32-blocks; per-token: the whole row),
-// for G adjacent panels (G > 1 only for one row: decode, where a single panel's two chains
-// would leave vpdpbusd latency bound). x: [R][ldx] signed codes (zero past in), xs, xsum:
-// [R][blocks] block scales and 128 x the block sums of x; w, scale: the first panel's [in4/4][cols][4]
-// codes + 128 and cols scales; the next panel's follow at w + w_stride, scale + 32. cols: of
-// the last panel (32 unless it is the narrow last one, G = 1; its loads are masked to cols).
+// c[rows, cols] = scale ⊙ sum over the row's blocks of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b))
+// for tile t's first R rows and G adjacent panels (G > 1 only for one row: decode, where a
+// single panel's two chains would leave vpdpbusd latency bound). w, scale: the first panel's
+// [in4/4][cols][4] codes + 128 and cols scales; the next panel's follow at w + w_stride,
+// scale + 32. cols: of the last panel (32 unless it is the narrow last one, G = 1; its loads
+// are masked to cols). Each block's int32 sums start at the block's offset, so the epilogue is
+// one conversion and one FMA per sum.
 template <int R, int G>
-void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const int* xsum, int blocks, int block_steps,
-                const std::uint8_t* w, std::size_t w_stride, const float* scale, int steps_total, float* c,
+void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_stride, const float* scale, float* c,
                 std::size_t ldc, int cols) {
   constexpr int V = 2 * G;  // zmm per row
   const int half0 = std::min(cols, 16), half1 = std::max(cols - 16, 0);  // columns of each half
@@ -55,41 +54,36 @@ void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const in
                               half1 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half1)) - 1};
   const __mmask16 cmask[2] = {static_cast<__mmask16>((1u << half0) - 1), static_cast<__mmask16>((1u << half1) - 1)};
   const std::size_t step_bytes = static_cast<std::size_t>(cols) * 4;  // G = 1; else cols = 32
+  const std::int8_t* xp = a.tile_x(t);
+  const float* xs = a.xs + a.tile_blocks(t);
+  const int* sum = a.sum + a.tile_blocks(t);
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
-  for (int b = 0; b < blocks; ++b) {
+  int left = a.steps;
+  for (int b = 0; b < a.blocks; ++b, xs += kRows, sum += kRows) {
     __m512i iacc[R][V];
     for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
-    const int s0 = b * block_steps, s1 = std::min(steps_total, (b + 1) * block_steps);  // steps of 4 inputs
-    auto step = [&](int s) {
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-128 * sum[r]);  // what the codes' + 128 add
+    const int s1 = std::min(a.block_steps, left);
+    left -= s1;
+    // The block's steps; a 32-block's 8 unrolled (no lambda: GCC keeps captured arrays in memory).
+#pragma GCC unroll 8
+    for (int s = 0; s < s1; ++s) {
       __m512i wv[V];
-#pragma GCC unroll 8
-      for (int v = 0; v < V; ++v)
-        wv[v] = _mm512_maskz_loadu_epi8(wmask[v % 2], w + (v / 2) * w_stride + static_cast<std::size_t>(s) * step_bytes +
-                                                          (v % 2) * 64);
-#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) wv[v] = _mm512_maskz_loadu_epi8(wmask[v % 2], w + (v / 2) * w_stride + (v % 2) * 64);
       for (int r = 0; r < R; ++r) {
         std::int32_t four;
-        std::memcpy(&four, x + r * ldx + static_cast<std::size_t>(s) * 4, 4);
+        std::memcpy(&four, xp + 4 * r, 4);
         const __m512i xv = _mm512_set1_epi32(four);
-#pragma GCC unroll 8
         for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
       }
-    };
-    int s = s0;
-    for (; s + kUnroll <= s1; s += kUnroll) {  // a 32-block's 8 steps, unrolled
-#pragma GCC unroll 8
-      for (int i = 0; i < kUnroll; ++i) step(s + i);
+      w += step_bytes;
+      xp += kRows * 4;
     }
-    for (; s < s1; ++s) step(s);
-#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512i off = _mm512_set1_epi32(xsum[r * blocks + b]);  // 128 sum(x): the codes' + 128
-      const __m512 sx = _mm512_set1_ps(xs[r * blocks + b]);
-#pragma GCC unroll 8
-      for (int v = 0; v < V; ++v) facc[r][v] = _mm512_fmadd_ps(to_float(_mm512_sub_epi32(iacc[r][v], off)), sx, facc[r][v]);
+      const __m512 sx = _mm512_set1_ps(xs[r]);
+      for (int v = 0; v < V; ++v) facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), sx, facc[r][v]);
     }
   }
   // c = facc ⊙ scale, the zmm's valid columns only (masked: the narrow last panel's columns
@@ -101,8 +95,8 @@ void micro_tile(const std::int8_t* x, std::size_t ldx, const float* xs, const in
   }
 }
 
-using MicroTile = void (*)(const std::int8_t*, std::size_t, const float*, const int*, int, int, const std::uint8_t*,
-                           std::size_t, const float*, int, float*, std::size_t, int);
+using MicroTile = void (*)(const ActTiles&, int, const std::uint8_t*, std::size_t, const float*, float*, std::size_t,
+                           int);
 template <std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
   return {&micro_tile<static_cast<int>(I) + 1, 1>...};
@@ -110,46 +104,31 @@ constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I.
 constexpr auto kMicroTiles = micro_tiles(std::make_index_sequence<kRows>{});
 constexpr int kDecodeGroup = 4;  // panels per decode micro-tile
 
-struct Problem {
-  const std::int8_t* x;  // [n][in4] zero past in
-  const float* xs;       // [n][blocks]
-  const int* xsum;       // [n][blocks]
-  const PackedPanelsInt8* w;
-  float* y;
-  int n;
-  int blocks, block_steps;  // scale blocks per row, of block_steps steps of 4 inputs each
-};
-
 // Panels [p0, p1), each over the whole depth: a panel's codes (32 x in bytes: 18 KiB at in = 576,
 // 64 KiB at 2048) stay in L1/L2 while the row tiles pass, and each output is written once. (A
 // depth blocking of 256 inputs, with the partial sums added into y pass after pass, read and
 // wrote all of y once per 256 inputs: 8 times at in = 2048, 1.7x the time at 512 x 5632.)
 // One row (decode): kDecodeGroup panels at once, so the group's weights stream front to back —
 // the same sums in the same order as a batch tile's.
-void run_panels(const Problem& pb, int p0, int p1) {
-  const int out = pb.w->out, in = pb.w->in, in4 = round4(in), blocks = pb.blocks, bs = pb.block_steps;
-  const std::size_t ldx = static_cast<std::size_t>(in4), pbytes = full_panel_bytes(in);
+void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int n, int p0, int p1) {
+  const int out = pw.out, in = pw.in;
+  const std::size_t pbytes = full_panel_bytes(in);
   const int full = out / kCols;  // panels of 32 real channels
-  auto panel_step = [&](int p) {  // panels [p, p + returned)
+  for (int p = p0; p < p1;) {
     const int cols = std::min(kCols, out - p * kCols);
-    const std::uint8_t* w = pb.w->data.data() + static_cast<std::size_t>(p) * pbytes;
-    const float* scale = pb.w->scale.data() + static_cast<std::size_t>(p) * kCols;
-    float* y = pb.y + static_cast<std::size_t>(p) * kCols;
-    if (pb.n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup>(
-          pb.x, ldx, pb.xs, pb.xsum, blocks, bs, w, pbytes, scale, in4 / 4, y, static_cast<std::size_t>(out), kCols);
-      return kDecodeGroup;
+    const std::uint8_t* w = pw.data.data() + static_cast<std::size_t>(p) * pbytes;
+    const float* scale = pw.scale.data() + static_cast<std::size_t>(p) * kCols;
+    float* y = yall + static_cast<std::size_t>(p) * kCols;
+    if (n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
+      micro_tile<1, kDecodeGroup>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
+      p += kDecodeGroup;
+      continue;
     }
-    for (int r0 = 0; r0 < pb.n; r0 += kRows) {
-      const int rows = std::min(kRows, pb.n - r0);
-      kMicroTiles[static_cast<std::size_t>(rows - 1)](
-          pb.x + static_cast<std::size_t>(r0) * ldx, ldx, pb.xs + static_cast<std::size_t>(r0) * blocks,
-          pb.xsum + static_cast<std::size_t>(r0) * blocks, blocks, bs, w, pbytes, scale, in4 / 4,
-          y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out), cols);
-    }
-    return 1;
-  };
-  for (int p = p0; p < p1;) p += panel_step(p);
+    for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
+      kMicroTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](
+          a, t, w, pbytes, scale, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out), cols);
+    ++p;
+  }
 }
 #endif
 
@@ -201,10 +180,11 @@ namespace {
 #if INFERLAB_GEMM_INT8_VNNI
 // Runs the group's panels (one parallel_for over their union, kernels/cpu/panel_union.h) over
 // scale blocks of `block` inputs (a multiple of 4): xs [n][blocks] one scale per row and block;
-// the block sums of x (the codes' + 128) are made here, once for the group.
+// the activation tiles (kernels/cpu/act_tiles.h: codes interleaved, block sums) are made once
+// for the group.
 void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const GemmPanelsInt8Output> group, int n,
               ThreadPool& pool) {
-  const int in = group.front().w->in, in4 = round4(in), blocks = (in + block - 1) / block;
+  const int in = group.front().w->in;
   thread_local std::vector<PanelSpan> spans;  // [members]
   spans.resize(group.size());
   for (std::size_t i = 0; i < group.size(); ++i) {
@@ -213,36 +193,14 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const
                           std::to_string(in) + " and " + std::to_string(w.in) + ")");
     spans[i] = {(w.out + kCols - 1) / kCols, full_panel_bytes(in) + kCols * sizeof(float)};  // codes + scales
   }
-  thread_local std::vector<std::int8_t> padded;  // [n][in4]: x, zero past in (only when in % 4 != 0)
-  const std::int8_t* x = xq;
-  if (in4 != in) {
-    padded.resize(std::max(padded.size(), static_cast<std::size_t>(n) * in4));
-    for (int r = 0; r < n; ++r) {
-      std::int8_t* pr = padded.data() + static_cast<std::size_t>(r) * in4;
-      std::copy(xq + static_cast<std::size_t>(r) * in, xq + static_cast<std::size_t>(r + 1) * in, pr);
-      std::fill(pr + in, pr + in4, std::int8_t{0});
-    }
-    x = padded.data();
-  }
-  thread_local std::vector<int> xsum;  // [n][blocks]: sum of each block of x (the codes' offset)
-  xsum.resize(std::max(xsum.size(), static_cast<std::size_t>(n) * blocks));
-  for (int r = 0; r < n; ++r)
-    for (int b = 0; b < blocks; ++b) {
-      const std::int8_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * block;
-      const int len = std::min(block, in - b * block);
-      int sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int k = 0; k < len; ++k) sum += xb[k];
-      xsum[static_cast<std::size_t>(r) * blocks + b] = 128 * sum;  // what the codes' + 128 add
-    }
+  const ActTiles a = pack_act_tiles(xq, xs, n, in, block, false, pool);  // the caller's: thread_local
   // Grain: panels of about 2^19 multiply-adds.
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
-  const int* sums = xsum.data();  // the caller's: xsum is thread_local, the pool's threads have their own
   parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
     const GemmPanelsInt8Output& m = group[static_cast<std::size_t>(member)];
-    run_panels(Problem{x, xs, sums, m.w, m.y, n, blocks, block / 4}, p0, p1);
+    run_panels(a, *m.w, m.y, n, p0, p1);
   });
 }
 #endif
