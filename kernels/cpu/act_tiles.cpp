@@ -91,13 +91,15 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
   thread_local std::vector<float> xst;      // [tiles][blocks][kTileRows]
   thread_local std::vector<int> sums;       // [tiles][blocks][kTileRows]
   thread_local std::vector<int> halves;     // [tiles][blocks][2][kTileRows]
-  const std::size_t tile_bytes = static_cast<std::size_t>(steps) * kTileRows * 4;
+  const bool single = n == 1;  // one row: not interleaved (ActTiles::step_bytes 4)
+  const std::size_t tile_bytes = static_cast<std::size_t>(steps) * (single ? 4 : kTileStepBytes);
   const std::size_t slots = static_cast<std::size_t>(tiles) * blocks * kTileRows;
-  if (xt.size() < tiles * tile_bytes) xt.assign(tiles * tile_bytes, 0);  // every byte is written below
+  const bool copy = !single || in % 4 != 0;  // else x is xq itself
+  if (copy && xt.size() < tiles * tile_bytes) xt.assign(tiles * tile_bytes, 0);  // every byte is written below
   if (xst.size() < slots) xst.resize(slots);
   if (sums.size() < slots) sums.resize(slots);
   if (half_sums && halves.size() < 2 * slots) halves.resize(2 * slots);
-  std::int8_t* xt_p = xt.data();
+  std::int8_t* xt_p = copy ? xt.data() : nullptr;
   float* xs_p = xst.data();
   int* sum_p = sums.data();
   int* half_p = half_sums ? halves.data() : nullptr;
@@ -107,6 +109,7 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
       for (int r = 0; r < kTileRows; ++r) {
         const int row = t * kTileRows + r;
         rows[r] = row < n ? xq + static_cast<std::size_t>(row) * in : nullptr;
+        if (single && r > 0) continue;  // a single row's micro-tiles read row 0 only
         for (int b = 0; b < blocks; ++b) {
           const std::size_t at = (static_cast<std::size_t>(t) * blocks + b) * kTileRows + r;
           if (!rows[r]) {
@@ -128,13 +131,21 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
           }
         }
       }
-      interleave_tile(rows, in, steps, xt_p + static_cast<std::size_t>(t) * tile_bytes);
+      if (single) {
+        if (copy) {
+          std::memcpy(xt_p, xq, static_cast<std::size_t>(in));
+          std::memset(xt_p + in, 0, tile_bytes - static_cast<std::size_t>(in));
+        }
+      } else {
+        interleave_tile(rows, in, steps, xt_p + static_cast<std::size_t>(t) * tile_bytes);
+      }
     }
   };
-  // A chunk of at least 32 KiB of codes is worth a thread.
+  // A chunk of at least 32 KiB of codes is worth a thread; less runs here, without a dispatch.
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{32} << 10) / std::max<std::size_t>(1, tile_bytes));
-  if (tiles > 0) pool.parallel_for(static_cast<std::size_t>(tiles), pack, grain);
-  return ActTiles{xt_p, xs_p, sum_p, half_p, steps, blocks, block / 4};
+  if (static_cast<std::size_t>(tiles) <= grain) pack(0, static_cast<std::size_t>(tiles));
+  else pool.parallel_for(static_cast<std::size_t>(tiles), pack, grain);
+  return ActTiles{copy ? xt_p : xq, xs_p, sum_p, half_p, steps, blocks, block / 4, single ? 4 : kTileStepBytes};
 }
 
 }  // namespace inferlab::cpu

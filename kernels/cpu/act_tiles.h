@@ -6,7 +6,9 @@
 // (GCC spilled them, and with them the fp32 sums). Beside the codes, per tile and scale block,
 // the rows' block scales and the sums of their codes in the block (what an unsigned weight
 // operand's offset adds: 128 Σx for codes held as c + 128), and on request the sums of each
-// half block (Q6_K's 16-input sub-blocks).
+// half block (Q6_K's 16-input sub-blocks). One row alone (decode) is not interleaved: its codes
+// are read as they are (copied only to pad `in` to a multiple of 4), so a decode step pays no
+// transpose; step_bytes tells the micro-tiles which layout they read.
 //
 // Made once per call (per group of matrices that read the same activations), on the pool's
 // threads when the rows are many; the buffers are the calling thread's (thread_local), valid
@@ -19,15 +21,17 @@
 namespace inferlab::cpu {
 
 constexpr int kTileRows = 6;  // token rows per micro-tile
+constexpr int kTileStepBytes = kTileRows * 4;  // ActTiles::step_bytes of a tile of rows
 
 struct ActTiles {
-  const std::int8_t* x;   // [tiles][steps][kTileRows][4]
+  const std::int8_t* x;   // [tiles][steps][kTileRows][4]; one row: [steps][4]
   const float* xs;        // [tiles][blocks][kTileRows]: the rows' block scales
   const int* sum;         // [tiles][blocks][kTileRows]: Σ of the block's codes
   const int* half_sum;    // [tiles][blocks][2][kTileRows] (null unless asked for)
   int steps, blocks, block_steps;  // steps per row (in rounded up to 4, / 4); blocks of block_steps steps
+  int step_bytes;  // from one step of a tile to the next: kTileRows * 4, or 4 for one row
 
-  const std::int8_t* tile_x(int t) const { return x + static_cast<std::size_t>(t) * steps * kTileRows * 4; }
+  const std::int8_t* tile_x(int t) const { return x + static_cast<std::size_t>(t) * steps * step_bytes; }
   std::size_t tile_blocks(int t) const { return static_cast<std::size_t>(t) * blocks * kTileRows; }
 };
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/act_tiles.h"
 #include "kernels/cpu/panel_union.h"
 #include "kernels/ref/gguf_blocks.h"
 
@@ -107,7 +108,7 @@ void put_k_sub(GgmlType t, const KSub& s, int c, std::uint8_t* dst) {
 }
 
 #if INFERLAB_GEMM_GGUF_VNNI
-constexpr int kRows = 6;  // token rows per micro-tile
+constexpr int kRows = kTileRows;  // token rows per micro-tile
 
 // The all-lanes zero-mask forms: GCC 12's plain conversions trip -Werror=maybe-uninitialized
 // (their pass-through operand is undefined).
@@ -128,42 +129,38 @@ inline __m512i broadcast4(const std::int8_t* p) {
   return _mm512_set1_epi32(four);
 }
 
-// The activations of one call: x [n][in] (xq as quantised), xs [n][blocks], sumx [n][blocks]
-// (the sum of the block's xq: the offset of the unsigned weight codes comes off through it) and,
-// when a Q6_K member needs them, sum16 [n][2 blocks] (the sums of each 16).
-struct Acts {
-  const std::int8_t* x;
-  const float* xs;
-  const int* sumx;
-  const int* sum16;
-  int in, blocks;
-};
-
-// y[r, j] (r < R, j < width) = the tile of R token rows from r0 x the 32 G rows of panels
-// [p, p + G). y points at the tile's first element, rows ldc apart.
-template <GgmlType T, int R, int G>
-void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
+// y[r, j] (r < R, j < width) = the first R token rows of activation tile t (act_tiles.h) x the
+// 32 G rows of panels [p, p + G); SB: the tiles' step_bytes (4 for one row alone). y points at
+// the tile's first element, rows ldc apart. The
+// codes' offsets (Q8_0's + 128, Q4_0's 8, Q6_K's 32) start the int32 sums, so they come off
+// with no instruction of the epilogue's.
+template <GgmlType T, int R, int G, int SB = kTileStepBytes>
+void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
   constexpr int V = 2 * G;  // zmm per token row
   constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K, kQ5 = T == GgmlType::kQ5_K;
   constexpr std::size_t kCodeBytes = kQ8 ? 1024 : 512;
   const int blocks = a.blocks, supers = blocks / 8;
+  const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
   for (int b = 0; b < blocks; ++b) {
+    const std::size_t xb0 = at0 + static_cast<std::size_t>(b) * kRows;  // + r: row r's block slot
+    // Offsets: Q8_0 codes are held as c + 128, Q4_0's are c = w / d + 8.
+    constexpr int kOffset = kQ8 ? -128 : T == GgmlType::kQ4_0 ? -8 : 0;
     __m512i iacc[R][V];
     for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(kOffset * a.sum[xb0 + r]);
     const std::uint8_t* codes[G];
     for (int g = 0; g < G; ++g) codes[g] = w.codes.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kCodeBytes;
-    const std::int8_t* x = a.x + static_cast<std::size_t>(r0) * a.in + static_cast<std::size_t>(b) * kBlock;
+    const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
     if constexpr (kQ8) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i wv[V];
         for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
         for (int r = 0; r < R; ++r) {
-          const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
+          const __m512i xv = broadcast4(x + s * SB + 4 * r);
           for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
         }
       }
@@ -175,8 +172,8 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
       for (int g = 0; g < G; ++g) high[g] = w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * 256;
       const std::size_t sat0 = static_cast<std::size_t>(p) * supers + b / 8;  // (panel p, super-block)
       for (int half = 0; half < 2; ++half) {
-        for (int r = 0; r < R; ++r)
-          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_setzero_si512();
+        for (int r = 0; r < R; ++r)  // w = d sc (c - 32): 32 x the half's sum of x off
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + half * kRows + r]);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {
           __m512i c[V];
@@ -195,20 +192,17 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
             }
           }
           for (int r = 0; r < R; ++r) {
-            const __m512i xv = broadcast4(x + static_cast<std::size_t>(r) * a.in + 16 * half + 4 * s);
+            const __m512i xv = broadcast4(x + (4 * half + s) * SB + 4 * r);
             for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], c[v], xv);
           }
         }
-        // w = d sc (c - 32): 32 * (the half's sum of x) off, then its own scale d sc d_x.
+        // The half's own scale d sc d_x.
         for (int v = 0; v < V; ++v) {
           const std::size_t pb = static_cast<std::size_t>(p + v / 2) * blocks + b;
           const __m512 dv = halves_to_float(w.d.data() + (sat0 + static_cast<std::size_t>(v / 2) * supers) * kPanel + (v % 2) * 16);
           const __m512 sv = _mm512_mul_ps(dv, s8_to_float(w.sub_scale.data() + pb * 64 + half * 32 + (v % 2) * 16));
-          for (int r = 0; r < R; ++r) {
-            const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
-            const __m512i dot = _mm512_sub_epi32(iacc[r][v], _mm512_set1_epi32(32 * a.sum16[2 * xb + half]));
-            facc[r][v] = _mm512_fmadd_ps(to_float(dot), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb])), facc[r][v]);
-          }
+          for (int r = 0; r < R; ++r)
+            facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
         }
       }
       continue;  // folded
@@ -240,8 +234,8 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
           }
         }
         for (int r = 0; r < R; ++r) {
-          const __m512i xlo = broadcast4(x + static_cast<std::size_t>(r) * a.in + 4 * s);
-          const __m512i xhi = broadcast4(x + static_cast<std::size_t>(r) * a.in + 16 + 4 * s);
+          const __m512i xlo = broadcast4(x + s * SB + 4 * r);
+          const __m512i xhi = broadcast4(x + (4 + s) * SB + 4 * r);
           for (int v = 0; v < V; ++v)
             iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
         }
@@ -256,26 +250,18 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
         const __m512 dw = _mm512_mul_ps(halves_to_float(w.d.data() + sat), u8_to_float(w.sub_scale.data() + at));
         const __m512 mw = _mm512_mul_ps(halves_to_float(w.m.data() + sat), u8_to_float(w.sub_min.data() + at));
         for (int r = 0; r < R; ++r) {
-          const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
-          const float xs = a.xs[xb];
+          const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
-          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sumx[xb])), facc[r][v]);
+          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
         }
       } else {
         const __m512 dw = halves_to_float(w.d.data() + at);
         for (int r = 0; r < R; ++r) {
-          const std::size_t xb = static_cast<std::size_t>(r0 + r) * blocks + b;
-          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.xs[xb]));
-          __m512i dot = iacc[r][v];
-          if constexpr (kQ8) {
-            dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(128 * a.sumx[xb]));  // codes stored as c + 128
-          } else if constexpr (T == GgmlType::kQ4_0) {
-            dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(8 * a.sumx[xb]));
-          }
-          facc[r][v] = _mm512_fmadd_ps(to_float(dot), scale, facc[r][v]);
+          const float xs = a.xs[xb0 + r];
+          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
           if constexpr (T == GgmlType::kQ4_1)
             facc[r][v] = _mm512_fmadd_ps(halves_to_float(w.m.data() + at),
-                                         _mm512_set1_ps(a.xs[xb] * static_cast<float>(a.sumx[xb])), facc[r][v]);
+                                         _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
         }
       }
     }
@@ -287,7 +273,7 @@ void micro_tile(const Acts& a, int r0, const PackedGguf& w, int p, float* y, std
   }
 }
 
-using MicroTile = void (*)(const Acts&, int, const PackedGguf&, int, float*, std::size_t, int);
+using MicroTile = void (*)(const ActTiles&, int, const PackedGguf&, int, float*, std::size_t, int);
 template <GgmlType T, std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
   return {&micro_tile<T, static_cast<int>(I) + 1, 1>...};
@@ -296,19 +282,24 @@ constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I.
 // Panels [p0, p1) of y [n, out]: each panel meets the token rows kRows at a time (its codes
 // stay in L1/L2 while the rows pass); one token row (decode) takes two panels at once.
 template <GgmlType T>
-void run_panels(const Acts& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
+void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
   static constexpr auto kTiles = micro_tiles<T>(std::make_index_sequence<kRows>{});
   const auto ldc = static_cast<std::size_t>(w.out);
   for (int p = p0; p < p1;) {
     float* yp = y + static_cast<std::size_t>(p) * kPanel;
-    if (n == 1 && p + 2 <= p1) {
-      micro_tile<T, 1, 2>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
-      p += 2;
+    const int width = std::min(kPanel, w.out - p * kPanel);
+    if (n == 1) {  // the row as it is (ActTiles::step_bytes 4)
+      if (p + 2 <= p1) {
+        micro_tile<T, 1, 2, 4>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
+        p += 2;
+      } else {
+        micro_tile<T, 1, 1, 4>(a, 0, w, p, yp, ldc, width);
+        ++p;
+      }
       continue;
     }
-    const int width = std::min(kPanel, w.out - p * kPanel);
-    for (int r0 = 0; r0 < n; r0 += kRows)
-      kTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, r0, w, p, yp + r0 * ldc, ldc, width);
+    for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
+      kTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, w, p, yp + r0 * ldc, ldc, width);
     ++p;
   }
 }
@@ -474,7 +465,7 @@ void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, floa
 void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const GemmGgufOutput> group, int n,
                      ThreadPool& pool) {
   if (n <= 0 || group.empty()) return;
-  const int in = group.front().w->in, blocks = in / kBlock;
+  const int in = group.front().w->in;
   thread_local std::vector<PanelSpan> spans;  // [members]
   spans.resize(group.size());
   bool needs_sum16 = false;
@@ -488,25 +479,8 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
     needs_sum16 = needs_sum16 || w.type == GgmlType::kQ6_K;
   }
 #if INFERLAB_GEMM_GGUF_VNNI
-  thread_local std::vector<int> sumx;  // [n, blocks]
-  sumx.resize(std::max(sumx.size(), static_cast<std::size_t>(n) * blocks));
-  for (std::size_t rb = 0; rb < static_cast<std::size_t>(n) * blocks; ++rb) {
-    int s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int i = 0; i < kBlock; ++i) s += xq[rb * kBlock + i];
-    sumx[rb] = s;
-  }
-  thread_local std::vector<int> sum16;  // [n, 2 blocks], for Q6_K's halves
-  if (needs_sum16) {
-    sum16.resize(std::max(sum16.size(), static_cast<std::size_t>(n) * blocks * 2));
-    for (std::size_t rh = 0; rh < static_cast<std::size_t>(n) * blocks * 2; ++rh) {
-      int s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int i = 0; i < kBlock / 2; ++i) s += xq[rh * (kBlock / 2) + i];
-      sum16[rh] = s;
-    }
-  }
-  const Acts a{xq, xs, sumx.data(), sum16.data(), in, blocks};
+  // The activation tiles (act_tiles.h), made once for the group; the caller's (thread_local).
+  const ActTiles a = pack_act_tiles(xq, xs, n, in, kBlock, needs_sum16, pool);
   // Runs of whole panels; at decode run_panels pairs the panels of a run (a run of odd length
   // ends with one single-panel tile), so a matrix of 6 panels split 3 : 3 stays balanced.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);

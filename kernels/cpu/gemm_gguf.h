@@ -7,12 +7,15 @@
 //    stored. Q4_0 / Q4_1 keep their nibbles: byte t of step s holds code 4s + t (low nibble) and
 //    code 16 + 4s + t (high nibble), so the panel is a byte transpose of the file's blocks;
 //  - a micro-tile holds R <= 6 token rows x 32 weight rows: per block, 8 vpdpbusd steps into
-//    int32 lanes (one lane per weight row), then one conversion and one FMA by d_w * d_x;
+//    int32 lanes (one lane per weight row), then one conversion and one FMA by d_w * d_x; the
+//    activations are packed once per call into tiles of 6 rows interleaved per step, with their
+//    block scales and sums (kernels/cpu/act_tiles.h), read through one pointer (one row alone,
+//    decode, as it is);
 //  - the weight codes are always vpdpbusd's unsigned operand against the signed activations:
-//    Q8_0's signed codes are stored as c + 128 (a flip of the top bit), and 128 * sum(x) of the
-//    block comes off in integer lanes before the conversion (sum(x) is per token row and block,
-//    shared by all 32 rows, so the panel stores nothing for it); Q4's codes c (0..15) as they
-//    are: Q4_0 w = d (c - 8) takes 8 * sum(x) off; Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
+//    Q8_0's signed codes are stored as c + 128 (a flip of the top bit), and -128 * sum(x) of the
+//    block starts the integer lanes (sum(x) is per token row and block, shared by all 32 rows,
+//    so the panel stores nothing for it); Q4's codes c (0..15) as they are: Q4_0 w = d (c - 8)
+//    starts at -8 * sum(x); Q4_1 w = d c + m adds m * d_x * sum(x) in fp32;
 //  - the K-quants run as 32-blocks too. Q4_K: each sub-block of 32 is a Q4 block whose scale is
 //    d * sc_j and whose min is -dmin * m_j; the panel keeps d and dmin per super-block (fp16, as
 //    stored) and sc_j, m_j per 32-block as one byte per row, so a row's 144 bytes become 148 (the
@@ -24,12 +27,13 @@
 //    the low / high nibble of rows 0-15, bits 4-7 those of rows 16-31), d per super-block and the
 //    int8 scale of each 16 per row: exactly the file's 210 bytes per row. A Q6_K block's halves
 //    (codes 0-15 and 16-31: the low and high nibbles) run one after the other, each folded into
-//    the fp32 sums with 32 * (its 16 activations' sum) taken off and its own scale d * sc;
+//    the fp32 sums with its own scale d * sc, its int32 lanes started at -32 * (its 16
+//    activations' sum);
 //  - threads split the panels; decode (one token row) runs two panels at once (four chains);
 //  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
-//    of its own and the activations' block sums are taken once.
+//    of its own and the activation tiles are packed once.
 // Bytes held: exactly the file's blocks (Q4_K: 148 per 144, Q5_K: 180 per 176), plus the zero rows that pad `out`
 // to a multiple of 32.
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak

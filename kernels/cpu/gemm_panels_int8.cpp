@@ -39,13 +39,13 @@ constexpr int kRows = kTileRows;
 constexpr __mmask16 kAll = 0xFFFF;
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
 // c[rows, cols] = scale ⊙ sum over the row's blocks of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b))
-// for tile t's first R rows and G adjacent panels (G > 1 only for one row: decode, where a
-// single panel's two chains would leave vpdpbusd latency bound). w, scale: the first panel's
-// [in4/4][cols][4] codes + 128 and cols scales; the next panel's follow at w + w_stride,
-// scale + 32. cols: of the last panel (32 unless it is the narrow last one, G = 1; its loads
-// are masked to cols). Each block's int32 sums start at the block's offset, so the epilogue is
+// for tile t's first R rows (SB: the tiles' step_bytes, 4 for one row alone) and G adjacent
+// panels (G > 1 only for one row: decode, where a single panel's two chains would leave
+// vpdpbusd latency bound). w, scale: the first panel's [in4/4][cols][4] codes + 128 and cols
+// scales; the next panel's follow at w + w_stride, scale + 32. cols: of the last panel (32
+// unless it is the narrow last one, G = 1; its loads are masked to cols). Each block's int32 sums start at the block's offset, so the epilogue is
 // one conversion and one FMA per sum.
-template <int R, int G>
+template <int R, int G, int SB = kTileStepBytes>
 void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_stride, const float* scale, float* c,
                 std::size_t ldc, int cols) {
   constexpr int V = 2 * G;  // zmm per row
@@ -79,7 +79,7 @@ void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_s
         for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
       }
       w += step_bytes;
-      xp += kRows * 4;
+      xp += SB;
     }
     for (int r = 0; r < R; ++r) {
       const __m512 sx = _mm512_set1_ps(xs[r]);
@@ -120,8 +120,13 @@ void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int 
     const float* scale = pw.scale.data() + static_cast<std::size_t>(p) * kCols;
     float* y = yall + static_cast<std::size_t>(p) * kCols;
     if (n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
+      micro_tile<1, kDecodeGroup, 4>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
       p += kDecodeGroup;
+      continue;
+    }
+    if (n == 1) {  // the row as it is (ActTiles::step_bytes 4)
+      micro_tile<1, 1, 4>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), cols);
+      ++p;
       continue;
     }
     for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)

@@ -4,11 +4,14 @@
 //  - W is repacked once into panels of 32 output channels, [in/4][32][4] bytes, so one
 //    64-byte load holds 4 consecutive inputs of 16 channels: the operand layout of vpdpbusd;
 //  - the codes are held as w + 128 (vpdpbusd's unsigned operand) against the signed
-//    activations; per 32-block 128 * sum(x) — one number per token row and block, shared by
-//    every channel — is subtracted from the block's integer sum, which is then converted once
-//    and scaled by the row's block scale with one FMA (the weight scale is applied when the
-//    tile is written out). Nothing but codes and scales is stored (an earlier layout
-//    fed x + 128 and kept an int16 sum(w) per channel and block: 1/16 byte per weight more);
+//    activations; per 32-block -128 * sum(x) — one number per token row and block, shared by
+//    every channel — starts the block's integer sums, which are then converted once and
+//    scaled by the row's block scale with one FMA (the weight scale is applied when the tile
+//    is written out). Nothing but codes and scales is stored (an earlier layout fed x + 128
+//    and kept an int16 sum(w) per channel and block: 1/16 byte per weight more);
+//  - the activations are packed once per call into tiles of 6 rows interleaved per step, with
+//    their block scales and sums (kernels/cpu/act_tiles.h), so the micro-kernel reads them
+//    through one pointer; one row (decode) is read as it is;
 //  - the micro-kernel holds 6 rows x 32 channels (12 zmm of s32 block sums, 12 zmm of fp32
 //    sums) over the whole depth (a 32-block's 8 steps unrolled; the panel, 32 x in bytes,
 //    stays in L1/L2 while the row tiles pass, and each output is written once), and threads
@@ -16,7 +19,7 @@
 //    so the weights stream front to back;
 //  - gemm_panels_int8_group runs several matrices reading the same activations (wq/wk/wv,
 //    w1/w3) as one parallel_for over the union of their panels, cut into one contiguous run of
-//    about equal bytes per thread (kernels/cpu/panel_union.h); x's block sums are taken once.
+//    about equal bytes per thread (kernels/cpu/panel_union.h); x's tiles are packed once.
 // Roofline: 2 * n * out * in int ops per call against the measured vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); benchmarks: --benchmark_filter=GemmPanelsInt8;
 // parity with the reference: tests/kernels/test_gemm_panels_int8.cpp. Builds without
