@@ -43,9 +43,10 @@ inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
 // panels (G > 1 only for one row: decode, where a single panel's two chains would leave
 // vpdpbusd latency bound). w, scale: the first panel's [in4/4][cols][4] codes + 128 and cols
 // scales; the next panel's follow at w + w_stride, scale + 32. cols: of the last panel (32
-// unless it is the narrow last one, G = 1; its loads are masked to cols). Each block's int32 sums start at the block's offset, so the epilogue is
+// unless it is the narrow last one, G = 1; its loads are masked to cols). kFull: cols = 32,
+// plain loads (masked ones, even with every lane set, cost Zen 4 13 % of the kernel's rate). Each block's int32 sums start at the block's offset, so the epilogue is
 // one conversion and one FMA per sum.
-template <int R, int G, int SB = kTileStepBytes>
+template <int R, int G, bool kFull, int SB = kTileStepBytes>
 void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_stride, const float* scale, float* c,
                 std::size_t ldc, int cols) {
   constexpr int V = 2 * G;  // zmm per row
@@ -53,7 +54,8 @@ void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_s
   const __mmask64 wmask[2] = {half0 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half0)) - 1,
                               half1 == 16 ? ~__mmask64{0} : (__mmask64{1} << (4 * half1)) - 1};
   const __mmask16 cmask[2] = {static_cast<__mmask16>((1u << half0) - 1), static_cast<__mmask16>((1u << half1) - 1)};
-  const std::size_t step_bytes = static_cast<std::size_t>(cols) * 4;  // G = 1; else cols = 32
+  static_assert(G == 1 || kFull, "a decode group's panels are full");
+  const std::size_t step_bytes = kFull ? std::size_t{kCols} * 4 : static_cast<std::size_t>(cols) * 4;
   const std::int8_t* xp = a.tile_x(t);
   const float* xs = a.xs + a.tile_blocks(t);
   const int* sum = a.sum + a.tile_blocks(t);
@@ -71,7 +73,10 @@ void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_s
 #pragma GCC unroll 8
     for (int s = 0; s < s1; ++s) {
       __m512i wv[V];
-      for (int v = 0; v < V; ++v) wv[v] = _mm512_maskz_loadu_epi8(wmask[v % 2], w + (v / 2) * w_stride + (v % 2) * 64);
+      for (int v = 0; v < V; ++v) {
+        const std::uint8_t* wp = w + (v / 2) * w_stride + (v % 2) * 64;
+        wv[v] = kFull ? _mm512_loadu_si512(wp) : _mm512_maskz_loadu_epi8(wmask[v % 2], wp);
+      }
       for (int r = 0; r < R; ++r) {
         std::int32_t four;
         std::memcpy(&four, xp + 4 * r, 4);
@@ -97,11 +102,12 @@ void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_s
 
 using MicroTile = void (*)(const ActTiles&, int, const std::uint8_t*, std::size_t, const float*, float*, std::size_t,
                            int);
-template <std::size_t... I>
+template <bool kFull, std::size_t... I>
 constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
-  return {&micro_tile<static_cast<int>(I) + 1, 1>...};
+  return {&micro_tile<static_cast<int>(I) + 1, 1, kFull>...};
 }
-constexpr auto kMicroTiles = micro_tiles(std::make_index_sequence<kRows>{});
+constexpr auto kFullTiles = micro_tiles<true>(std::make_index_sequence<kRows>{});    // cols = 32
+constexpr auto kNarrowTiles = micro_tiles<false>(std::make_index_sequence<kRows>{});  // the narrow last panel
 constexpr int kDecodeGroup = 4;  // panels per decode micro-tile
 
 // Panels [p0, p1), each over the whole depth: a panel's codes (32 x in bytes: 18 KiB at in = 576,
@@ -120,17 +126,19 @@ void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int 
     const float* scale = pw.scale.data() + static_cast<std::size_t>(p) * kCols;
     float* y = yall + static_cast<std::size_t>(p) * kCols;
     if (n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup, 4>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
+      micro_tile<1, kDecodeGroup, true, 4>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
       p += kDecodeGroup;
       continue;
     }
     if (n == 1) {  // the row as it is (ActTiles::step_bytes 4)
-      micro_tile<1, 1, 4>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), cols);
+      (cols == kCols ? micro_tile<1, 1, true, 4> : micro_tile<1, 1, false, 4>)(a, 0, w, pbytes, scale, y,
+                                                                                static_cast<std::size_t>(out), cols);
       ++p;
       continue;
     }
+    const auto& tiles = cols == kCols ? kFullTiles : kNarrowTiles;
     for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
-      kMicroTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](
+      tiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](
           a, t, w, pbytes, scale, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out), cols);
     ++p;
   }
