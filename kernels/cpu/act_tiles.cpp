@@ -39,6 +39,40 @@ int code_sum(const std::int8_t* p, int len) {
   return sum;
 }
 
+#if INFERLAB_ACT_TILES_VNNI
+// The sums of p's 32-byte blocks, 8 blocks (256 bytes) at a time: sad against zero of the
+// codes + 128 gives the sums of 8 bytes (+ 1024) in 8 u64 lanes per 64 bytes; two rounds of
+// pairwise adds across registers (permutes of even / odd lanes) give the 16-byte sums (the
+// half blocks) and then the blocks' sums in order. Writes block b's sum to sum[b * kTileRows]
+// and, when half is not null, its halves to half[b * 2 kTileRows + h * kTileRows] (the tiles'
+// layout for one row); returns how many blocks it wrote (whole groups of 8 within in).
+int sums_of_32s(const std::int8_t* p, int in, int* sum, int* half) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), zero = _mm512_setzero_si512();
+  const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+  const auto pairs = [&](__m512i a, __m512i b) {  // lanes 2i + 2i+1 of a, then of b
+    return _mm512_add_epi64(_mm512_permutex2var_epi64(a, even, b), _mm512_permutex2var_epi64(a, odd, b));
+  };
+  int b = 0;
+  for (; 32 * (b + 8) <= in; b += 8) {
+    __m512i s[4];
+    for (int i = 0; i < 4; ++i)
+      s[i] = _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(p + 32 * b + 64 * i), flip), zero);
+    const __m512i h01 = pairs(s[0], s[1]), h23 = pairs(s[2], s[3]);  // 16-byte sums + 2048: blocks b..b+3, b+4..b+7
+    const __m512i blk = _mm512_sub_epi64(pairs(h01, h23), _mm512_set1_epi64(32 * 128));
+    alignas(64) std::int64_t out[8];
+    _mm512_store_si512(out, blk);
+    for (int i = 0; i < 8; ++i) sum[(b + i) * kTileRows] = static_cast<int>(out[i]);
+    if (half) {
+      alignas(64) std::int64_t hs[16];
+      _mm512_store_si512(hs, _mm512_sub_epi64(h01, _mm512_set1_epi64(16 * 128)));
+      _mm512_store_si512(hs + 8, _mm512_sub_epi64(h23, _mm512_set1_epi64(16 * 128)));
+      for (int i = 0; i < 16; ++i) half[(b + i / 2) * 2 * kTileRows + (i % 2) * kTileRows] = static_cast<int>(hs[i]);
+    }
+  }
+  return b;
+}
+#endif
+
 // Tile rows (row[r] null: a padding row, zeros) interleaved into dst [steps][kTileRows][4]: with
 // AVX-512 16 steps at a time, the rows' 64 bytes transposed in dwords by masked permutes
 // (output zmm k, lane j is dword i = 16 k + j: step i / kTileRows of row i % kTileRows); the
@@ -110,6 +144,13 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
         const int row = t * kTileRows + r;
         rows[r] = row < n ? xq + static_cast<std::size_t>(row) * in : nullptr;
         if (single && r > 0) continue;  // a single row's micro-tiles read row 0 only
+        int done = 0;  // blocks whose sums are written
+#if INFERLAB_ACT_TILES_VNNI
+        if (rows[r] && block == 32) {
+          const std::size_t first = static_cast<std::size_t>(t) * blocks * kTileRows + r;  // block 0's slot
+          done = sums_of_32s(rows[r], in, sum_p + first, half_p ? half_p + 2 * first - r : nullptr);
+        }
+#endif
         for (int b = 0; b < blocks; ++b) {
           const std::size_t at = (static_cast<std::size_t>(t) * blocks + b) * kTileRows + r;
           if (!rows[r]) {
@@ -121,6 +162,7 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
           const std::int8_t* xb = rows[r] + static_cast<std::size_t>(b) * block;
           const int len = std::min(block, in - b * block);
           xs_p[at] = xs[static_cast<std::size_t>(row) * blocks + b];
+          if (b < done) continue;
           if (half_p) {  // [t][b][half][r] = 2 at - r (+ kTileRows for the second half)
             const int h0 = code_sum(xb, std::min(len, block / 2)), h1 = code_sum(xb + block / 2, std::max(0, len - block / 2));
             half_p[2 * at - r] = h0;
