@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "inferlab/error.h"
 #include "inferlab/huge_pages.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -120,13 +122,16 @@ void interleave_tile(const std::int8_t* const* row, int in, int steps, std::int8
 
 ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, int block, bool half_sums,
                         ThreadPool& pool) {
+  check(block > 0 && block % 4 == 0 && (!half_sums || block % 8 == 0),
+        [&] { return "pack_act_tiles: block must be a positive multiple of 4 (of 8 with half sums), got " + std::to_string(block); });
   const int steps = (in + 3) / 4, blocks = (in + block - 1) / block, tiles = n > 0 ? (n + kTileRows - 1) / kTileRows : 0;
   thread_local HugeVector<std::int8_t> xt;  // [tiles][steps][kTileRows][4]
   thread_local std::vector<float> xst;      // [tiles][blocks][kTileRows]
   thread_local std::vector<int> sums;       // [tiles][blocks][kTileRows]
   thread_local std::vector<int> halves;     // [tiles][blocks][2][kTileRows]
-  const bool single = n == 1;  // one row: not interleaved (ActTiles::step_bytes 4)
-  const std::size_t tile_bytes = static_cast<std::size_t>(steps) * (single ? 4 : kTileStepBytes);
+  const bool single = n == 1;  // one row: not interleaved
+  const int step_bytes = single ? kRowStepBytes : kTileStepBytes;
+  const std::size_t tile_bytes = static_cast<std::size_t>(steps) * step_bytes;
   const std::size_t slots = static_cast<std::size_t>(tiles) * blocks * kTileRows;
   const bool copy = !single || in % 4 != 0;  // else x is xq itself
   if (copy && xt.size() < tiles * tile_bytes) xt.assign(tiles * tile_bytes, 0);  // every byte is written below
@@ -187,7 +192,7 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{32} << 10) / std::max<std::size_t>(1, tile_bytes));
   if (static_cast<std::size_t>(tiles) <= grain) pack(0, static_cast<std::size_t>(tiles));
   else pool.parallel_for(static_cast<std::size_t>(tiles), pack, grain);
-  return ActTiles{copy ? xt_p : xq, xs_p, sum_p, half_p, steps, blocks, block / 4, single ? 4 : kTileStepBytes};
+  return ActTiles{copy ? xt_p : xq, xs_p, sum_p, half_p, steps, blocks, block / 4, step_bytes};
 }
 
 }  // namespace inferlab::cpu

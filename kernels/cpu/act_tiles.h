@@ -22,6 +22,7 @@ namespace inferlab::cpu {
 
 constexpr int kTileRows = 6;  // token rows per micro-tile
 constexpr int kTileStepBytes = kTileRows * 4;  // ActTiles::step_bytes of a tile of rows
+constexpr int kRowStepBytes = 4;                // ActTiles::step_bytes of one row alone (n = 1)
 
 struct ActTiles {
   const std::int8_t* x;   // [tiles][steps][kTileRows][4]; one row: [steps][4]
@@ -29,15 +30,15 @@ struct ActTiles {
   const int* sum;         // [tiles][blocks][kTileRows]: Σ of the block's codes
   const int* half_sum;    // [tiles][blocks][2][kTileRows] (null unless asked for)
   int steps, blocks, block_steps;  // steps per row (in rounded up to 4, / 4); blocks of block_steps steps
-  int step_bytes;  // from one step of a tile to the next: kTileRows * 4, or 4 for one row
+  int step_bytes;  // from one step of a tile to the next: kTileStepBytes, or kRowStepBytes for one row
 
   const std::int8_t* tile_x(int t) const { return x + static_cast<std::size_t>(t) * steps * step_bytes; }
   std::size_t tile_blocks(int t) const { return static_cast<std::size_t>(t) * blocks * kTileRows; }
 };
 
 // Packs xq [n][in] with xs [n][ceil(in / block)] (block: a positive multiple of 4; the last
-// block may be short). half_sums: also the sums of each half block (block must then be even
-// in steps). n <= 0 packs nothing.
+// block may be short). half_sums: also the sums of each half block (block must then be a
+// multiple of 8). n <= 0 packs nothing; any other block throws inferlab::Error.
 ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, int block, bool half_sums,
                         ThreadPool& pool);
 

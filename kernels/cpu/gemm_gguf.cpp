@@ -130,10 +130,9 @@ inline __m512i broadcast4(const std::int8_t* p) {
 }
 
 // y[r, j] (r < R, j < width) = the first R token rows of activation tile t (act_tiles.h) x the
-// 32 G rows of panels [p, p + G); SB: the tiles' step_bytes (4 for one row alone). y points at
-// the tile's first element, rows ldc apart. The
-// codes' offsets (Q8_0's + 128, Q4_0's 8, Q6_K's 32) start the int32 sums, so they come off
-// with no instruction of the epilogue's.
+// 32 G rows of panels [p, p + G); SB: the tiles' ActTiles::step_bytes. y points at the tile's
+// first element, rows ldc apart. The codes' offsets (Q8_0's + 128, Q4_0's 8, Q6_K's 32) start
+// the int32 sums, so they come off with no instruction of the epilogue's.
 template <GgmlType T, int R, int G, int SB = kTileStepBytes>
 void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
   constexpr int V = 2 * G;  // zmm per token row
@@ -288,12 +287,12 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
   for (int p = p0; p < p1;) {
     float* yp = y + static_cast<std::size_t>(p) * kPanel;
     const int width = std::min(kPanel, w.out - p * kPanel);
-    if (n == 1) {  // the row as it is (ActTiles::step_bytes 4)
+    if (n == 1) {  // the row as it is (kRowStepBytes)
       if (p + 2 <= p1) {
-        micro_tile<T, 1, 2, 4>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
+        micro_tile<T, 1, 2, kRowStepBytes>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
         p += 2;
       } else {
-        micro_tile<T, 1, 1, 4>(a, 0, w, p, yp, ldc, width);
+        micro_tile<T, 1, 1, kRowStepBytes>(a, 0, w, p, yp, ldc, width);
         ++p;
       }
       continue;

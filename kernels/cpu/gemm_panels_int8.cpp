@@ -39,13 +39,13 @@ constexpr int kRows = kTileRows;
 constexpr __mmask16 kAll = 0xFFFF;
 inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(kAll, v); }
 // c[rows, cols] = scale ⊙ sum over the row's blocks of xs[r, b] * ((w_b + 128) · x_r - 128 sum(x_r,b))
-// for tile t's first R rows (SB: the tiles' step_bytes, 4 for one row alone) and G adjacent
-// panels (G > 1 only for one row: decode, where a single panel's two chains would leave
-// vpdpbusd latency bound). w, scale: the first panel's [in4/4][cols][4] codes + 128 and cols
-// scales; the next panel's follow at w + w_stride, scale + 32. cols: of the last panel (32
-// unless it is the narrow last one, G = 1; its loads are masked to cols). kFull: cols = 32,
-// plain loads (masked ones, even with every lane set, cost Zen 4 13 % of the kernel's rate). Each block's int32 sums start at the block's offset, so the epilogue is
-// one conversion and one FMA per sum.
+// for tile t's first R rows (SB: the tiles' ActTiles::step_bytes) and G adjacent panels (G > 1
+// only for one row: decode, where a single panel's two chains would leave vpdpbusd latency
+// bound). w, scale: the first panel's [in4/4][cols][4] codes + 128 and cols scales; the next
+// panel's follow at w + w_stride, scale + 32. cols: of the last panel (32 unless it is the
+// narrow last one, G = 1; its loads are masked to cols). kFull: cols = 32, plain loads (masked
+// ones, even with every lane set, cost Zen 4 13 % of the kernel's rate). Each block's int32
+// sums start at the block's offset, so the epilogue is one conversion and one FMA per sum.
 template <int R, int G, bool kFull, int SB = kTileStepBytes>
 void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_stride, const float* scale, float* c,
                 std::size_t ldc, int cols) {
@@ -126,13 +126,13 @@ void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int 
     const float* scale = pw.scale.data() + static_cast<std::size_t>(p) * kCols;
     float* y = yall + static_cast<std::size_t>(p) * kCols;
     if (n == 1 && p + kDecodeGroup <= std::min(p1, full)) {
-      micro_tile<1, kDecodeGroup, true, 4>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
+      micro_tile<1, kDecodeGroup, true, kRowStepBytes>(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), kCols);
       p += kDecodeGroup;
       continue;
     }
-    if (n == 1) {  // the row as it is (ActTiles::step_bytes 4)
-      (cols == kCols ? micro_tile<1, 1, true, 4> : micro_tile<1, 1, false, 4>)(a, 0, w, pbytes, scale, y,
-                                                                                static_cast<std::size_t>(out), cols);
+    if (n == 1) {  // the row as it is (kRowStepBytes)
+      const MicroTile one_row = cols == kCols ? micro_tile<1, 1, true, kRowStepBytes> : micro_tile<1, 1, false, kRowStepBytes>;
+      one_row(a, 0, w, pbytes, scale, y, static_cast<std::size_t>(out), cols);
       ++p;
       continue;
     }

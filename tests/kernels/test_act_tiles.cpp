@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/error.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/act_tiles.h"
@@ -88,6 +89,15 @@ TEST(ActTiles, ReusedBuffersHoldOnlyTheLatestCall) {
   check_tiles(7, 96, 32, false, pool);
   check_tiles(1, 30, 32, false, pool);
   check_tiles(13, 68, 32, true, pool);
+}
+
+TEST(ActTiles, RejectsBlocksTheLayoutCannotHold) {
+  ThreadPool pool(1);
+  const std::vector<std::int8_t> xq(64, 1);
+  const std::vector<float> xs(64, 1.0f);
+  EXPECT_THROW(cpu::pack_act_tiles(xq.data(), xs.data(), 2, 32, 0, false, pool), Error);
+  EXPECT_THROW(cpu::pack_act_tiles(xq.data(), xs.data(), 2, 32, 6, false, pool), Error);
+  EXPECT_THROW(cpu::pack_act_tiles(xq.data(), xs.data(), 2, 32, 12, true, pool), Error);
 }
 
 }  // namespace
