@@ -42,22 +42,78 @@ SourceBlock source_block(GgmlType t) {
     default: return {20, 4, 16};  // Q4_1
   }
 }
-// Packed code bytes per (panel, block): 8 steps (Q8_0) or 4 nibble step pairs of [32 rows][4].
-int panel_code_bytes(GgmlType t) { return t == GgmlType::kQ8_0 ? 1024 : 512; }
-// Where packed byte (row j, code byte k of the block) lives inside its (panel, block): byte k
-// holds code k (Q8_0) or codes k and 16 + k (the others), so step k / 4, lane j, byte k % 4.
-std::size_t packed_offset(int j, int k) { return (static_cast<std::size_t>(k / 4) * kPanel + j) * 4 + k % 4; }
-// Q6_K's top-2-bit plane: the byte (of 256 per (panel, block)) and the shift of code k (< 16:
+// Where a panel's bytes sit (PackedGguf::data, gemm_gguf.h): records of one block (Q8_0, Q4_0,
+// Q4_1) or one super-block of 8 (the K-quants); a record is a head (the 32 rows' fp16 d, then
+// Q4_1's fp16 m or the K-quants' dmin) and its blocks' slots. A slot holds its bytes in the
+// order the micro-tile reads them, so a panel is read front to back: groups of steps (a step:
+// 128 bytes of codes, 4 inputs x 32 rows), each group led by the high-plane line its steps read
+// (Q5_K: one per 2 steps), then the K-quants' per-block scale bytes, which the epilogue reads
+// last. Q6_K's top-2-bit plane (a line per step) is the exception: it follows the panel's
+// records as a second stream, since in its slots it made cold decode slower (11-12 GB/s against
+// 14-23 for the split; Zen 4, 2026-12-02). Every size is a multiple of 64.
+struct Layout {
+  int blocks_per_record;  // 1, or 8 (K-quants)
+  std::size_t head;       // bytes before the first slot: 64 per fp16 row vector
+  std::size_t slot;       // bytes per 32-block
+  int group_steps;        // steps per group
+  std::size_t group;      // bytes per group: the high-plane line (if any), then the codes
+  std::size_t pre;        // the high-plane bytes leading a group (0 or 64)
+  std::size_t scale;      // the K-quants' scale bytes' offset in a slot
+  std::size_t line;       // from one high-plane line to the next
+  std::size_t apart = 0;  // high-plane bytes per block held after the panel's records (0: in the slot)
+  constexpr std::size_t record() const { return head + static_cast<std::size_t>(blocks_per_record) * slot; }
+  // Offset in a slot of step s's codes, and of group i's high-plane line.
+  constexpr std::size_t code(int s) const {
+    return static_cast<std::size_t>(s / group_steps) * group + pre + static_cast<std::size_t>(s % group_steps) * 128;
+  }
+  constexpr std::size_t plane(int i) const { return static_cast<std::size_t>(i) * line; }
+};
+constexpr Layout layout(GgmlType t) {
+  switch (t) {
+    case GgmlType::kQ8_0: return {1, 64, 1024, 8, 1024, 0, 0, 0};
+    case GgmlType::kQ4_0: return {1, 64, 512, 4, 512, 0, 0, 0};
+    case GgmlType::kQ4_1: return {1, 128, 512, 4, 512, 0, 0, 0};
+    case GgmlType::kQ4_K: return {8, 128, 576, 4, 512, 0, 512, 0};    // codes, sc[32], m[32]
+    case GgmlType::kQ5_K: return {8, 128, 704, 2, 320, 64, 640, 320};  // 2 x (bit-5 line, 2 steps), sc, m
+    default: return {8, 64, 576, 4, 512, 0, 512, 64, 256};            // Q6_K: codes, sc[2][32]; top bits apart
+  }
+}
+// Bytes of one panel: its records over `in` inputs.
+std::size_t panel_bytes(GgmlType t, int in) {
+  const Layout l = layout(t);
+  return static_cast<std::size_t>(in / (kBlock * l.blocks_per_record)) * l.record() +
+         static_cast<std::size_t>(in / kBlock) * l.apart;
+}
+// Where block b's high plane starts (plane(i) is added to it): in its slot, or apart.
+template <class Byte>
+Byte* plane_base(Byte* panel, Byte* slot, const Layout& l, int in, int b) {
+  if (l.apart == 0) return slot;
+  return panel + static_cast<std::size_t>(in / (kBlock * l.blocks_per_record)) * l.record() + static_cast<std::size_t>(b) * l.apart;
+}
+// The head and the slot of (panel, block b) in a panel's stream at `panel`.
+template <class Byte>
+Byte* record_head(Byte* panel, const Layout& l, int b) {
+  return panel + static_cast<std::size_t>(b / l.blocks_per_record) * l.record();
+}
+template <class Byte>
+Byte* block_slot(Byte* panel, const Layout& l, int b) {
+  return record_head(panel, l, b) + l.head + static_cast<std::size_t>(b % l.blocks_per_record) * l.slot;
+}
+inline void store_le16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v & 0xFF);
+  p[1] = static_cast<std::uint8_t>(v >> 8);
+}
+// Where code byte k of row j lives in its block's slot: byte k holds code k (Q8_0) or codes k
+// and 16 + k (the others), so step k / 4, lane j, byte k % 4.
+std::size_t packed_offset(const Layout& l, int j, int k) { return l.code(k / 4) + static_cast<std::size_t>(j) * 4 + k % 4; }
+// Q6_K's top-2-bit plane: the byte (in step (k % 16) / 4's line) and the shift of code k (< 16:
 // the low nibble's code, else the high one's) of row j.
-std::size_t high_offset(int j, int k) { return static_cast<std::size_t>((k % 16) / 4) * 64 + (j % 16) * 4 + k % 4; }
+std::size_t high_offset(const Layout& l, int j, int k) { return l.plane((k % 16) / 4) + (j % 16) * 4 + k % 4; }
 int high_shift(int j, int k) { return (j / 16) * 4 + (k / 16) * 2; }
-// Q5_K's fifth-bit plane (128 bytes per (panel, block)): steps 2i and 2i + 1 share the 64 bytes
-// at 64 i, byte (j % 16) * 4 + k % 4; the bit of code k of row j is bit5_bit(j, k) of it.
-constexpr int kBit5Bytes = 128;
-std::size_t bit5_offset(int j, int k) { return static_cast<std::size_t>((k % 16) / 8) * 64 + (j % 16) * 4 + k % 4; }
+// Q5_K's fifth-bit plane: steps 2i and 2i + 1 share the line of group i, byte (j % 16) * 4 +
+// k % 4; the bit of code k of row j is bit5_bit(j, k) of it.
+std::size_t bit5_offset(const Layout& l, int j, int k) { return l.plane((k % 16) / 8) + (j % 16) * 4 + k % 4; }
 int bit5_bit(int j, int k) { return (((k % 16) / 4) % 2) * 4 + (j / 16) * 2 + k / 16; }
-// Bytes of the high plane per (panel, block): Q6_K's 2 bits, Q5_K's 1 bit per code, else none.
-std::size_t high_plane_bytes(GgmlType t) { return t == GgmlType::kQ6_K ? 256 : t == GgmlType::kQ5_K ? kBit5Bytes : 0; }
 
 // Sub-block c (< 8) of a K-quant super-block: its 32 codes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63),
 // with Q4_K's / Q5_K's 6-bit scale and min or Q6_K's two int8 scales (codes 0-15, 16-31), per
@@ -137,9 +193,12 @@ template <GgmlType T, int R, int G, int SB = kTileStepBytes>
 void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
   constexpr int V = 2 * G;  // zmm per token row
   constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K, kQ5 = T == GgmlType::kQ5_K;
-  constexpr std::size_t kCodeBytes = kQ8 ? 1024 : 512;
-  const int blocks = a.blocks, supers = blocks / 8;
+  constexpr Layout kL = layout(T);
+  const int blocks = a.blocks;
   const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
+  const std::size_t stride = panel_bytes(T, w.in);
+  const std::uint8_t* panel[G];  // each panel one stream (gemm_gguf.h)
+  for (int g = 0; g < G; ++g) panel[g] = w.data.data() + static_cast<std::size_t>(p + g) * stride;
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
@@ -150,14 +209,21 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
     __m512i iacc[R][V];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(kOffset * a.sum[xb0 + r]);
-    const std::uint8_t* codes[G];
-    for (int g = 0; g < G; ++g) codes[g] = w.codes.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kCodeBytes;
+    // Per panel: the record's head (fp16 d, then m / dmin: 32 rows each), the block's slot.
+    const std::uint8_t *head[G], *slot[G], *planes[G];
+    for (int g = 0; g < G; ++g) {
+      head[g] = record_head(panel[g], kL, b);
+      slot[g] = block_slot(panel[g], kL, b);
+      planes[g] = plane_base(panel[g], slot[g], kL, w.in, b);
+    }
+    auto head_d = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2]) + (v % 2) * 16; };
+    auto head_m = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2] + 64) + (v % 2) * 16; };
     const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
     if constexpr (kQ8) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i wv[V];
-        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
+        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(slot[v / 2] + kL.code(s) + (v % 2) * 64);
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + s * SB + 4 * r);
           for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
@@ -167,9 +233,6 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
       // The halves one after the other (codes 0-15: the low nibbles, then 16-31: the high ones),
       // each with its own scale: one set of int32 accumulators, folded after each half.
       const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
-      const std::uint8_t* high[G];
-      for (int g = 0; g < G; ++g) high[g] = w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * 256;
-      const std::size_t sat0 = static_cast<std::size_t>(p) * supers + b / 8;  // (panel p, super-block)
       for (int half = 0; half < 2; ++half) {
         for (int r = 0; r < R; ++r)  // w = d sc (c - 32): 32 x the half's sum of x off
           for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + half * kRows + r]);
@@ -177,8 +240,8 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
         for (int s = 0; s < 4; ++s) {
           __m512i c[V];
           for (int g = 0; g < G; ++g) {
-            const __m512i hb = _mm512_loadu_si512(high[g] + s * 64);
-            const __m512i r0 = _mm512_loadu_si512(codes[g] + s * 128), r1 = _mm512_loadu_si512(codes[g] + s * 128 + 64);
+            const __m512i hb = _mm512_loadu_si512(planes[g] + kL.plane(s));
+            const __m512i r0 = _mm512_loadu_si512(slot[g] + kL.code(s)), r1 = _mm512_loadu_si512(slot[g] + kL.code(s) + 64);
             // 16-bit shifts: what crosses into a byte from its neighbour lands outside the masks.
             if (half == 0) {
               c[2 * g] = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
@@ -195,11 +258,9 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
             for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], c[v], xv);
           }
         }
-        // The half's own scale d sc d_x.
+        // The half's own scale d sc d_x (the slot's int8 scales: [half][32 rows]).
         for (int v = 0; v < V; ++v) {
-          const std::size_t pb = static_cast<std::size_t>(p + v / 2) * blocks + b;
-          const __m512 dv = halves_to_float(w.d.data() + (sat0 + static_cast<std::size_t>(v / 2) * supers) * kPanel + (v % 2) * 16);
-          const __m512 sv = _mm512_mul_ps(dv, s8_to_float(w.sub_scale.data() + pb * 64 + half * 32 + (v % 2) * 16));
+          const __m512 sv = _mm512_mul_ps(halves_to_float(head_d(v)), s8_to_float(slot[v / 2] + kL.scale + half * 32 + (v % 2) * 16));
           for (int r = 0; r < R; ++r)
             facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
         }
@@ -208,21 +269,18 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
     } else {
       const __m512i low = _mm512_set1_epi8(0x0F);
       [[maybe_unused]] const __m512i bit4 = _mm512_set1_epi8(0x10);
-      [[maybe_unused]] const std::uint8_t* bits[G] = {};
-      if constexpr (kQ5)
-        for (int g = 0; g < G; ++g) bits[g] = w.high.data() + (static_cast<std::size_t>(p + g) * blocks + b) * kBit5Bytes;
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512i lo[V], hi[V];
         for (int v = 0; v < V; ++v) {
-          const __m512i raw = _mm512_loadu_si512(codes[v / 2] + s * 128 + (v % 2) * 64);
+          const __m512i raw = _mm512_loadu_si512(slot[v / 2] + kL.code(s) + (v % 2) * 64);
           lo[v] = _mm512_and_si512(raw, low);  // codes 4s .. 4s + 3
           hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // codes 16 + 4s ..
           if constexpr (kQ5) {
             // The fifth bits: bit (s % 2) * 4 + (v % 2) * 2 (+ 1 for the high nibble's code)
             // of the plane's bytes, moved to bit 4 (16-bit shifts: what crosses from a
             // neighbouring byte lands outside bit 4).
-            const __m512i hb = _mm512_loadu_si512(bits[v / 2] + (s / 2) * 64);
+            const __m512i hb = _mm512_loadu_si512(planes[v / 2] + kL.plane(s / 2));
             const int bit = (s % 2) * 4 + (v % 2) * 2;
             auto to_bit4 = [&](int from) {
               return from <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - from))
@@ -241,25 +299,24 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
       }
     }
     for (int v = 0; v < V; ++v) {
-      const std::size_t pb = static_cast<std::size_t>(p + v / 2) * blocks + b;  // (panel, block)
-      const std::size_t at = pb * kPanel + (v % 2) * 16;
       if constexpr (is_q45k(T)) {
-        // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j.
-        const std::size_t sat = (static_cast<std::size_t>(p + v / 2) * supers + b / 8) * kPanel + (v % 2) * 16;
-        const __m512 dw = _mm512_mul_ps(halves_to_float(w.d.data() + sat), u8_to_float(w.sub_scale.data() + at));
-        const __m512 mw = _mm512_mul_ps(halves_to_float(w.m.data() + sat), u8_to_float(w.sub_min.data() + at));
+        // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j (the slot's
+        // bytes: sc[32 rows], then m[32 rows]).
+        const std::uint8_t* sub = slot[v / 2] + kL.scale + (v % 2) * 16;
+        const __m512 dw = _mm512_mul_ps(halves_to_float(head_d(v)), u8_to_float(sub));
+        const __m512 mw = _mm512_mul_ps(halves_to_float(head_m(v)), u8_to_float(sub + 32));
         for (int r = 0; r < R; ++r) {
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
           facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
         }
       } else {
-        const __m512 dw = halves_to_float(w.d.data() + at);
+        const __m512 dw = halves_to_float(head_d(v));
         for (int r = 0; r < R; ++r) {
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
           if constexpr (T == GgmlType::kQ4_1)
-            facc[r][v] = _mm512_fmadd_ps(halves_to_float(w.m.data() + at),
+            facc[r][v] = _mm512_fmadd_ps(halves_to_float(head_m(v)),
                                          _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
         }
       }
@@ -318,9 +375,7 @@ bool gemm_gguf_packs(GgmlType type) {
   return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || is_kquant(type);
 }
 
-std::uint64_t packed_bytes(const PackedGguf& w) {
-  return w.codes.size() + 2 * (w.d.size() + w.m.size()) + w.high.size() + w.sub_scale.size() + w.sub_min.size();
-}
+std::uint64_t packed_bytes(const PackedGguf& w) { return w.data.size(); }
 
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
   const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
@@ -335,71 +390,66 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
   check(w.size() == row_bytes * static_cast<std::size_t>(out),
         "pack_gguf: " + std::to_string(w.size()) + " bytes of " + name + " blocks, a [" + std::to_string(out) + ", " +
             std::to_string(in) + "] tensor has " + std::to_string(row_bytes * static_cast<std::size_t>(out)));
-  const std::size_t slots = static_cast<std::size_t>(panels) * blocks * kPanel;  // (panel, block, row)
-  const int code_bytes = panel_code_bytes(type);
+  const Layout l = layout(type);
+  const std::size_t stride = panel_bytes(type, in);
   PackedGguf packed;
   packed.type = type;
   packed.out = out;
   packed.in = in;
-  packed.codes.assign(static_cast<std::size_t>(panels) * blocks * code_bytes, 0);
-  if (is_kquant(type)) {
-    const std::size_t super_slots = static_cast<std::size_t>(panels) * supers * kPanel;
-    const bool q6 = type == GgmlType::kQ6_K;
-    packed.d.assign(super_slots, 0);
-    if (!q6) packed.m.assign(super_slots, 0);
-    packed.sub_scale.assign(slots * (q6 ? 2 : 1), 0);
-    if (!q6) packed.sub_min.assign(slots, 0);
-    packed.high.assign(static_cast<std::size_t>(panels) * blocks * high_plane_bytes(type), 0);
-    for (int o = 0; o < out; ++o)
+  packed.data.assign(static_cast<std::size_t>(panels) * stride, 0);
+  for (int o = 0; o < out; ++o) {
+    const int j = o % kPanel;
+    std::uint8_t* panel = packed.data.data() + static_cast<std::size_t>(o / kPanel) * stride;
+    const std::uint8_t* row = w.data() + static_cast<std::size_t>(o) * row_bytes;
+    if (is_kquant(type)) {
+      const bool q6 = type == GgmlType::kQ6_K;
       for (int s = 0; s < supers; ++s) {
-        const std::uint8_t* src = w.data() + static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(s) * ggml_block_bytes(type);
-        const int j = o % kPanel;
-        const std::size_t sslot = (static_cast<std::size_t>(o / kPanel) * supers + s) * kPanel + j;
-        packed.d[sslot] = ref::load_le16(src + (q6 ? 208 : 0));
-        if (!q6) packed.m[sslot] = ref::load_le16(src + 2);
+        const std::uint8_t* src = row + static_cast<std::size_t>(s) * ggml_block_bytes(type);
+        std::uint8_t* head = record_head(panel, l, 8 * s);
+        store_le16(head + 2 * j, ref::load_le16(src + (q6 ? 208 : 0)));
+        if (!q6) store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
         for (int c = 0; c < kSuper / kBlock; ++c) {
           const KSub sub = k_sub(type, src, c);
-          const std::size_t pb = static_cast<std::size_t>(o / kPanel) * blocks + 8 * s + c;
-          std::uint8_t* dst = packed.codes.data() + pb * code_bytes;
+          std::uint8_t* slot = block_slot(panel, l, 8 * s + c);
           for (int k = 0; k < 16; ++k)
-            dst[packed_offset(j, k)] = static_cast<std::uint8_t>((sub.code[k] & 0x0F) | ((sub.code[16 + k] & 0x0F) << 4));
+            slot[packed_offset(l, j, k)] =
+                static_cast<std::uint8_t>((sub.code[k] & 0x0F) | ((sub.code[16 + k] & 0x0F) << 4));
           if (q6) {
             for (int k = 0; k < kBlock; ++k)
-              packed.high[pb * 256 + high_offset(j, k)] |= static_cast<std::uint8_t>((sub.code[k] >> 4) << high_shift(j, k));
-            packed.sub_scale[pb * 64 + j] = sub.sc[0];
-            packed.sub_scale[pb * 64 + 32 + j] = sub.sc[1];
+              plane_base(panel, slot, l, in, 8 * s + c)[high_offset(l, j, k)] |= static_cast<std::uint8_t>((sub.code[k] >> 4) << high_shift(j, k));
+            slot[l.scale + j] = sub.sc[0];
+            slot[l.scale + 32 + j] = sub.sc[1];
           } else {
             if (type == GgmlType::kQ5_K)
               for (int k = 0; k < kBlock; ++k)
-                packed.high[pb * kBit5Bytes + bit5_offset(j, k)] |=
-                    static_cast<std::uint8_t>((sub.code[k] >> 4) << bit5_bit(j, k));
-            packed.sub_scale[pb * kPanel + j] = sub.sc[0];
-            packed.sub_min[pb * kPanel + j] = sub.m;
+                plane_base(panel, slot, l, in, 8 * s + c)[bit5_offset(l, j, k)] |= static_cast<std::uint8_t>((sub.code[k] >> 4) << bit5_bit(j, k));
+            slot[l.scale + j] = sub.sc[0];
+            slot[l.scale + 32 + j] = sub.m;
           }
         }
       }
-    return packed;
-  }
-  const SourceBlock sb = source_block(type);
-  packed.d.assign(slots, 0);
-  if (type == GgmlType::kQ4_1) packed.m.assign(slots, 0);
-  for (int o = 0; o < out; ++o)
-    for (int b = 0; b < blocks; ++b) {
-      const std::uint8_t* src = w.data() + static_cast<std::size_t>(o) * row_bytes + static_cast<std::size_t>(b) * sb.bytes;
-      const std::size_t pb = static_cast<std::size_t>(o / kPanel) * blocks + b, slot = pb * kPanel + o % kPanel;
-      packed.d[slot] = ref::load_le16(src);
-      if (!packed.m.empty()) packed.m[slot] = ref::load_le16(src + 2);
-      std::uint8_t* dst = packed.codes.data() + pb * code_bytes;
-      const std::uint8_t flip = type == GgmlType::kQ8_0 ? 0x80 : 0x00;  // c ^ 0x80 = c + 128 as a byte
-      for (int k = 0; k < sb.code_bytes; ++k) dst[packed_offset(o % kPanel, k)] = src[sb.code_offset + k] ^ flip;
+      continue;
     }
+    const SourceBlock sb = source_block(type);
+    const std::uint8_t flip = type == GgmlType::kQ8_0 ? 0x80 : 0x00;  // c ^ 0x80 = c + 128 as a byte
+    for (int b = 0; b < blocks; ++b) {
+      const std::uint8_t* src = row + static_cast<std::size_t>(b) * sb.bytes;
+      std::uint8_t* head = record_head(panel, l, b);
+      store_le16(head + 2 * j, ref::load_le16(src));
+      if (type == GgmlType::kQ4_1) store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
+      std::uint8_t* slot = block_slot(panel, l, b);
+      for (int k = 0; k < sb.code_bytes; ++k) slot[packed_offset(l, j, k)] = src[sb.code_offset + k] ^ flip;
+    }
+  }
   return packed;
 }
 
 void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
   check(row >= 0 && row < w.out, "unpack_gguf_row: row " + std::to_string(row) + " outside [0, " +
                                      std::to_string(w.out) + ")");
-  const int blocks = w.in / kBlock, code_bytes = panel_code_bytes(w.type), j = row % kPanel;
+  const int blocks = w.in / kBlock, j = row % kPanel;
+  const Layout l = layout(w.type);
+  const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(row / kPanel) * panel_bytes(w.type, w.in);
   if (is_kquant(w.type)) {
     const bool q6 = w.type == GgmlType::kQ6_K;
     const int supers = w.in / kSuper;
@@ -407,33 +457,27 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
     for (int s = 0; s < supers; ++s) {
       std::uint8_t* dst = bytes + static_cast<std::size_t>(s) * super_bytes;
       std::memset(dst, 0, super_bytes);
-      const std::size_t sslot = (static_cast<std::size_t>(row / kPanel) * supers + s) * kPanel + j;
-      const std::uint16_t d = w.d[sslot];
-      dst[q6 ? 208 : 0] = static_cast<std::uint8_t>(d & 0xFF);
-      dst[q6 ? 209 : 1] = static_cast<std::uint8_t>(d >> 8);
-      if (!q6) {
-        dst[2] = static_cast<std::uint8_t>(w.m[sslot] & 0xFF);
-        dst[3] = static_cast<std::uint8_t>(w.m[sslot] >> 8);
-      }
+      const std::uint8_t* head = record_head(panel, l, 8 * s);
+      store_le16(dst + (q6 ? 208 : 0), ref::load_le16(head + 2 * j));
+      if (!q6) store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
       for (int c = 0; c < kSuper / kBlock; ++c) {
-        const std::size_t pb = static_cast<std::size_t>(row / kPanel) * blocks + 8 * s + c;
-        const std::uint8_t* src = w.codes.data() + pb * code_bytes;
+        const std::uint8_t* slot = block_slot(panel, l, 8 * s + c);
         KSub sub{};
         for (int k = 0; k < 16; ++k) {
-          sub.code[k] = src[packed_offset(j, k)] & 0x0F;
-          sub.code[16 + k] = src[packed_offset(j, k)] >> 4;
+          sub.code[k] = slot[packed_offset(l, j, k)] & 0x0F;
+          sub.code[16 + k] = slot[packed_offset(l, j, k)] >> 4;
         }
         if (q6) {
           for (int k = 0; k < kBlock; ++k)
-            sub.code[k] |= static_cast<std::uint8_t>(((w.high[pb * 256 + high_offset(j, k)] >> high_shift(j, k)) & 3) << 4);
-          sub.sc[0] = w.sub_scale[pb * 64 + j];
-          sub.sc[1] = w.sub_scale[pb * 64 + 32 + j];
+            sub.code[k] |= static_cast<std::uint8_t>(((plane_base(panel, slot, l, w.in, 8 * s + c)[high_offset(l, j, k)] >> high_shift(j, k)) & 3) << 4);
+          sub.sc[0] = slot[l.scale + j];
+          sub.sc[1] = slot[l.scale + 32 + j];
         } else {
           if (w.type == GgmlType::kQ5_K)
             for (int k = 0; k < kBlock; ++k)
-              sub.code[k] |= static_cast<std::uint8_t>(((w.high[pb * kBit5Bytes + bit5_offset(j, k)] >> bit5_bit(j, k)) & 1) << 4);
-          sub.sc[0] = w.sub_scale[pb * kPanel + j];
-          sub.m = w.sub_min[pb * kPanel + j];
+              sub.code[k] |= static_cast<std::uint8_t>(((plane_base(panel, slot, l, w.in, 8 * s + c)[bit5_offset(l, j, k)] >> bit5_bit(j, k)) & 1) << 4);
+          sub.sc[0] = slot[l.scale + j];
+          sub.m = slot[l.scale + 32 + j];
         }
         put_k_sub(w.type, sub, c, dst);
       }
@@ -441,18 +485,14 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
     return;
   }
   const SourceBlock sb = source_block(w.type);
+  const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;
   for (int b = 0; b < blocks; ++b) {
     std::uint8_t* dst = bytes + static_cast<std::size_t>(b) * sb.bytes;
-    const std::size_t pb = static_cast<std::size_t>(row / kPanel) * blocks + b, slot = pb * kPanel + j;
-    dst[0] = static_cast<std::uint8_t>(w.d[slot] & 0xFF);
-    dst[1] = static_cast<std::uint8_t>(w.d[slot] >> 8);
-    if (!w.m.empty()) {
-      dst[2] = static_cast<std::uint8_t>(w.m[slot] & 0xFF);
-      dst[3] = static_cast<std::uint8_t>(w.m[slot] >> 8);
-    }
-    const std::uint8_t* src = w.codes.data() + pb * code_bytes;
-    const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;
-    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = src[packed_offset(j, k)] ^ flip;
+    const std::uint8_t* head = record_head(panel, l, b);
+    store_le16(dst, ref::load_le16(head + 2 * j));
+    if (w.type == GgmlType::kQ4_1) store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
+    const std::uint8_t* slot = block_slot(panel, l, b);
+    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = slot[packed_offset(l, j, k)] ^ flip;
   }
 }
 

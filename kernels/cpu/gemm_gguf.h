@@ -3,8 +3,8 @@
 // AVX-512 VNNI `vpdpbusd` (u8 x s8, four products summed into each s32 lane):
 //  - the blocks are repacked once (at load) into panels of 32 output rows: per 32-input block,
 //    the codes as [steps][32 rows][4 inputs] so one 64-byte load holds 4 consecutive codes of
-//    16 rows (vpdpbusd's operand layout), then the 32 rows' fp16 scales (and Q4_1 mins) as
-//    stored. Q4_0 / Q4_1 keep their nibbles: byte t of step s holds code 4s + t (low nibble) and
+//    16 rows (vpdpbusd's operand layout), with the 32 rows' fp16 scales (and Q4_1 mins) as
+//    stored, all of a panel in one stream (PackedGguf below). Q4_0 / Q4_1 keep their nibbles: byte t of step s holds code 4s + t (low nibble) and
 //    code 16 + 4s + t (high nibble), so the panel is a byte transpose of the file's blocks;
 //  - a micro-tile holds R <= 6 token rows x 32 weight rows: per block, 8 vpdpbusd steps into
 //    int32 lanes (one lane per weight row), then one conversion and one FMA by d_w * d_x; the
@@ -34,8 +34,8 @@
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
 //    of its own and the activation tiles are packed once.
-// Bytes held: exactly the file's blocks (Q4_K: 148 per 144, Q5_K: 180 per 176), plus the zero rows that pad `out`
-// to a multiple of 32.
+// Bytes held: exactly the file's blocks (Q4_K: 148 per 144, Q5_K: 180 per 176), plus the zero
+// rows that pad `out` to a multiple of 32; each panel one stream (PackedGguf below).
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
 // Parity with the block reference: tests/kernels/test_gemm_gguf.cpp. Builds without AVX-512
@@ -57,19 +57,24 @@ bool gemm_gguf_available();
 // True for the block types it packs: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool gemm_gguf_packs(GgmlType type);
 
-// Panel p (rows [32p, 32p + 32), zero rows past out) holds, per 32-block b, codes at
-// codes[(p * blocks + b) * code_bytes] (1024 bytes for Q8_0, 512 for the others), fp16 scales at
-// d[(p * blocks + b) * 32] and Q4_1 fp16 mins at m[...]; Q8_0 codes are held as c + 128. The
-// K-quants keep d (Q4_K / Q5_K also dmin, in m) per super-block s at d[(p * supers + s) * 32],
-// Q4_K's / Q5_K's sc / m bytes at sub_scale / sub_min[(p * blocks + b) * 32], Q5_K's fifth-bit
-// plane at high[(p * blocks + b) * 128], Q6_K's two int8 scales at
-// sub_scale[(p * blocks + b) * 64 + half * 32] and its top-2-bit plane at high[(p * blocks + b) * 256].
+// Panel p (rows [32p, 32p + 32), zero rows past out) is one contiguous run of `data`, read front
+// to back (two such runs at once at decode), where it was six arrays: with the scale bytes in
+// arrays of their own a decode thread read up to six streams per panel, and cold Q4_K / Q5_K
+// decode ran at 0.6-0.75 of the read bandwidth. A panel is a run of records, one per block
+// (Q8_0, Q4_0, Q4_1) or per super-block (the K-quants):
+//  - a head: the 32 rows' fp16 d (64 bytes), then Q4_1's fp16 m or Q4_K's / Q5_K's fp16 dmin
+//    (64 bytes; Q8_0, Q4_0 and Q6_K have none);
+//  - then one slot per 32-block: the codes (1024 bytes for Q8_0, held as c + 128; 512 of nibbles
+//    for the others; Q5_K's fifth-bit plane, 128 bytes, as a line before each pair of steps),
+//    then Q4_K's / Q5_K's sc bytes [32 rows] and m bytes [32 rows], or Q6_K's int8 scales
+//    [2 halves][32 rows];
+//  - Q6_K's top-2-bit plane (256 bytes per block) follows the panel's records: a second stream.
+// Record bytes: Q8_0 1088, Q4_0 576, Q4_1 640, Q4_K 4736, Q5_K 5760, Q6_K 4672 (+ 2048 apart);
+// every offset a multiple of 64, the vector loads aligned.
 struct PackedGguf {
   GgmlType type = GgmlType::kQ8_0;
   int out = 0, in = 0;
-  HugeVector<std::uint8_t> codes;  // on 2 MiB pages once large (inferlab/huge_pages.h)
-  HugeVector<std::uint16_t> d, m;
-  HugeVector<std::uint8_t> high, sub_scale, sub_min;  // the K-quants' (empty otherwise)
+  HugeVector<std::uint8_t> data;  // [panels][records]; on 2 MiB pages once large (inferlab/huge_pages.h)
 };
 
 // Bytes held by the packed blocks.

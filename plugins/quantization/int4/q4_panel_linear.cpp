@@ -172,13 +172,16 @@ std::uint64_t Q4PanelLinear::weight_bytes() const {
 
 std::vector<float> Q4PanelLinear::scales() const {
   const int out = out_features(), blocks = in_features() / kBlock;
+  const std::size_t block_bytes = ggml_block_bytes(packed_.type);
+  std::vector<std::uint8_t> bytes(ggml_tensor_bytes(packed_.type, static_cast<std::uint64_t>(in_features())));
   std::vector<float> s(static_cast<std::size_t>(out) * blocks);
-  for (int o = 0; o < out; ++o)
+  for (int o = 0; o < out; ++o) {
+    cpu::unpack_gguf_row(packed_, o, bytes.data());  // the row's Q4_0 / Q4_1 blocks: fp16 d first
     for (int b = 0; b < blocks; ++b) {
-      // PackedGguf: d[(panel * blocks + b) * 32 + row in panel].
-      const std::size_t slot = (static_cast<std::size_t>(o / kBlock) * blocks + b) * kBlock + o % kBlock;
-      s[static_cast<std::size_t>(o) * blocks + b] = fp16_to_fp32(packed_.d[slot]);
+      const std::uint8_t* block = bytes.data() + static_cast<std::size_t>(b) * block_bytes;
+      s[static_cast<std::size_t>(o) * blocks + b] = fp16_to_fp32(ref::load_le16(block));
     }
+  }
   return s;
 }
 
