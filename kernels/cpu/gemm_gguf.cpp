@@ -229,6 +229,42 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
           for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
         }
       }
+    } else if constexpr (kQ6 && R == 1) {
+      // Decode: both halves in one pass over the codes (each byte's two nibbles are a code of
+      // each half), into two sets of int32 sums, so each line is loaded once.
+      const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
+      __m512i hacc[V];  // the second half's sums (iacc: the first's)
+      for (int v = 0; v < V; ++v) {
+        iacc[0][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0]);
+        hacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + kRows]);
+      }
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        const __m512i x0 = broadcast4(x + s * SB), x1 = broadcast4(x + (4 + s) * SB);
+        for (int g = 0; g < G; ++g) {
+          const __m512i hb = _mm512_loadu_si512(planes[g] + kL.plane(s));
+          const __m512i r0 = _mm512_loadu_si512(slot[g] + kL.code(s)), r1 = _mm512_loadu_si512(slot[g] + kL.code(s) + 64);
+          // 16-bit shifts: what crosses into a byte from its neighbour lands outside the masks.
+          const __m512i c00 = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
+          const __m512i c01 = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
+          const __m512i c10 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low),
+                                              _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
+          const __m512i c11 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low),
+                                              _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
+          iacc[0][2 * g] = _mm512_dpbusd_epi32(iacc[0][2 * g], c00, x0);
+          iacc[0][2 * g + 1] = _mm512_dpbusd_epi32(iacc[0][2 * g + 1], c01, x0);
+          hacc[2 * g] = _mm512_dpbusd_epi32(hacc[2 * g], c10, x1);
+          hacc[2 * g + 1] = _mm512_dpbusd_epi32(hacc[2 * g + 1], c11, x1);
+        }
+      }
+      const __m512 xs = _mm512_set1_ps(a.xs[xb0]);
+      for (int v = 0; v < V; ++v) {
+        const __m512 dx = _mm512_mul_ps(halves_to_float(head_d(v)), xs);
+        const std::uint8_t* sc = slot[v / 2] + kL.scale + (v % 2) * 16;
+        facc[0][v] = _mm512_fmadd_ps(to_float(iacc[0][v]), _mm512_mul_ps(dx, s8_to_float(sc)), facc[0][v]);
+        facc[0][v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(dx, s8_to_float(sc + 32)), facc[0][v]);
+      }
+      continue;  // folded
     } else if constexpr (kQ6) {
       // The halves one after the other (codes 0-15: the low nibbles, then 16-31: the high ones),
       // each with its own scale: one set of int32 accumulators, folded after each half.
