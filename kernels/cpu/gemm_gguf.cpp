@@ -202,6 +202,10 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
   __m512 facc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
+  // Decode of the K-quants: the record's d (and dmin) widened once per super-block, not per
+  // block (the same values, so the same results); tiles have no registers to spare for them.
+  constexpr bool kHoist = is_kquant(T) && R == 1;
+  [[maybe_unused]] __m512 dF[V] = {}, mF[V] = {};
   for (int b = 0; b < blocks; ++b) {
     const std::size_t xb0 = at0 + static_cast<std::size_t>(b) * kRows;  // + r: row r's block slot
     // Offsets: Q8_0 codes are held as c + 128, Q4_0's are c = w / d + 8.
@@ -218,6 +222,21 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
     }
     auto head_d = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2]) + (v % 2) * 16; };
     auto head_m = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2] + 64) + (v % 2) * 16; };
+    if constexpr (kHoist)
+      if (b % kL.blocks_per_record == 0)
+        for (int v = 0; v < V; ++v) {
+          dF[v] = halves_to_float(head_d(v));
+          if constexpr (is_q45k(T)) mF[v] = halves_to_float(head_m(v));
+        }
+    // The record's fp16 d / m of zmm v widened (hoisted at decode).
+    auto d_of = [&](int v) {
+      if constexpr (kHoist) return dF[v];
+      else return halves_to_float(head_d(v));
+    };
+    auto m_of = [&](int v) {
+      if constexpr (kHoist) return mF[v];
+      else return halves_to_float(head_m(v));
+    };
     const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
     if constexpr (kQ8) {
 #pragma GCC unroll 8
@@ -257,12 +276,13 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
           hacc[2 * g + 1] = _mm512_dpbusd_epi32(hacc[2 * g + 1], c11, x1);
         }
       }
+      // The tiles' order of roundings ((d sc) d_x per half, half 0 first): the same bits.
       const __m512 xs = _mm512_set1_ps(a.xs[xb0]);
       for (int v = 0; v < V; ++v) {
-        const __m512 dx = _mm512_mul_ps(halves_to_float(head_d(v)), xs);
         const std::uint8_t* sc = slot[v / 2] + kL.scale + (v % 2) * 16;
-        facc[0][v] = _mm512_fmadd_ps(to_float(iacc[0][v]), _mm512_mul_ps(dx, s8_to_float(sc)), facc[0][v]);
-        facc[0][v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(dx, s8_to_float(sc + 32)), facc[0][v]);
+        const __m512 s0 = _mm512_mul_ps(d_of(v), s8_to_float(sc)), s1 = _mm512_mul_ps(d_of(v), s8_to_float(sc + 32));
+        facc[0][v] = _mm512_fmadd_ps(to_float(iacc[0][v]), _mm512_mul_ps(s0, xs), facc[0][v]);
+        facc[0][v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(s1, xs), facc[0][v]);
       }
       continue;  // folded
     } else if constexpr (kQ6) {
@@ -296,7 +316,7 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
         }
         // The half's own scale d sc d_x (the slot's int8 scales: [half][32 rows]).
         for (int v = 0; v < V; ++v) {
-          const __m512 sv = _mm512_mul_ps(halves_to_float(head_d(v)), s8_to_float(slot[v / 2] + kL.scale + half * 32 + (v % 2) * 16));
+          const __m512 sv = _mm512_mul_ps(d_of(v), s8_to_float(slot[v / 2] + kL.scale + half * 32 + (v % 2) * 16));
           for (int r = 0; r < R; ++r)
             facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
         }
@@ -339,8 +359,8 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
         // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j (the slot's
         // bytes: sc[32 rows], then m[32 rows]).
         const std::uint8_t* sub = slot[v / 2] + kL.scale + (v % 2) * 16;
-        const __m512 dw = _mm512_mul_ps(halves_to_float(head_d(v)), u8_to_float(sub));
-        const __m512 mw = _mm512_mul_ps(halves_to_float(head_m(v)), u8_to_float(sub + 32));
+        const __m512 dw = _mm512_mul_ps(d_of(v), u8_to_float(sub));
+        const __m512 mw = _mm512_mul_ps(m_of(v), u8_to_float(sub + 32));
         for (int r = 0; r < R; ++r) {
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);

@@ -1,4 +1,4 @@
-// kernels/cpu/gemm_gguf (the VNNI GEMM on repacked Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks) against the
+// kernels/cpu/gemm_gguf (the VNNI GEMM on repacked Q8_0 / Q4_0 / Q4_1 / Q4_K / Q5_K / Q6_K blocks) against the
 // block reference: dequantise the file's blocks (the loader's dequantize(), the truth of each
 // format) and multiply by the same quantised activations (xq * xs) in double, so only float
 // rounding may differ. Shapes cover the tile edges: token rows not a multiple of the 6-row tile,
@@ -71,6 +71,32 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
           ASSERT_NEAR(y[static_cast<std::size_t>(r) * s.out + o], want, 2e-6 * mag + 1e-12) << "row " << r << " out " << o;
         }
     }
+}
+
+// Decode (one row: its own micro-tile, two panels at once, hoisted scales, Q6_K's halves in one
+// pass) gives each row the same bits as the 6-row tiles of a batch: a prefill row equals the
+// same token's decode row.
+TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  const GgmlType type = GetParam();
+  ThreadPool pool(2);
+  const int out = 100, in = is_k(type) ? 768 : 160, n = 7;
+  const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 11);
+  Rng rng(12);
+  std::vector<float> x(static_cast<std::size_t>(n) * in);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  std::vector<std::int8_t> xq(x.size());
+  std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
+  cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+  const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
+  std::vector<float> batch(static_cast<std::size_t>(n) * out), one(static_cast<std::size_t>(out));
+  cpu::gemm_gguf(xq.data(), xs.data(), packed, batch.data(), n, pool);
+  for (int r = 0; r < n; ++r) {
+    cpu::gemm_gguf(xq.data() + static_cast<std::size_t>(r) * in, xs.data() + static_cast<std::size_t>(r) * (in / 32),
+                   packed, one.data(), 1, pool);
+    for (int o = 0; o < out; ++o)
+      ASSERT_EQ(one[static_cast<std::size_t>(o)], batch[static_cast<std::size_t>(r) * out + o]) << "row " << r << " out " << o;
+  }
 }
 
 TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
