@@ -211,6 +211,13 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
     // Offsets: Q8_0 codes are held as c + 128, Q4_0's are c = w / d + 8.
     constexpr int kOffset = kQ8 ? -128 : T == GgmlType::kQ4_0 ? -8 : 0;
     __m512i iacc[R][V];
+    // Decode: a second set of int32 sums takes every other step (Q8_0) or the high nibbles'
+    // codes, so each zmm has two dependency chains of half the length; integer sums are exact,
+    // so the bits are the same.
+    constexpr bool kSplit = R == 1 && G == 1 && !kQ6;
+    [[maybe_unused]] __m512i jacc[V];
+    if constexpr (kSplit)
+      for (int v = 0; v < V; ++v) jacc[v] = _mm512_setzero_si512();
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(kOffset * a.sum[xb0 + r]);
     // Per panel: the record's head (fp16 d, then m / dmin: 32 rows each), the block's slot.
@@ -245,7 +252,10 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
         for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(slot[v / 2] + kL.code(s) + (v % 2) * 64);
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + s * SB + 4 * r);
-          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
+          for (int v = 0; v < V; ++v) {
+            if (kSplit && s % 2 == 1) jacc[v] = _mm512_dpbusd_epi32(jacc[v], wv[v], xv);
+            else iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
+          }
         }
       }
     } else if constexpr (kQ6 && R == 1) {
@@ -350,10 +360,17 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
           const __m512i xlo = broadcast4(x + s * SB + 4 * r);
           const __m512i xhi = broadcast4(x + (4 + s) * SB + 4 * r);
           for (int v = 0; v < V; ++v)
-            iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
+            if constexpr (kSplit) {
+              iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo);
+              jacc[v] = _mm512_dpbusd_epi32(jacc[v], hi[v], xhi);
+            } else {
+              iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
+            }
         }
       }
     }
+    if constexpr (kSplit)
+      for (int v = 0; v < V; ++v) iacc[0][v] = _mm512_add_epi32(iacc[0][v], jacc[v]);
     for (int v = 0; v < V; ++v) {
       if constexpr (is_q45k(T)) {
         // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j (the slot's
@@ -391,8 +408,16 @@ constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I.
   return {&micro_tile<T, static_cast<int>(I) + 1, 1>...};
 }
 
+// Panels a decode tile streams at once: one for the nibble types (Q4_0, Q4_1, Q4_K, Q5_K), whose
+// thread then reads one stream front to back, with two int32 chains per zmm (micro_tile's
+// kSplit); two for Q8_0 (its codes need no unpacking: four chains) and Q6_K (already two
+// streams per panel). Chosen by cold decode and TinyLlama tg64 on Zen 4, 2026-12-02: one
+// panel took Q4_0 from 37-40 to 43-48 t/s and Q4_K_M from 36-37 to 38-39, Q8_0 from 23 to 21.
+template <GgmlType T>
+constexpr int kDecodePanels = T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K ? 2 : 1;
+
 // Panels [p0, p1) of y [n, out]: each panel meets the token rows kRows at a time (its codes
-// stay in L1/L2 while the rows pass); one token row (decode) takes two panels at once.
+// stay in L1/L2 while the rows pass); one token row (decode) takes kDecodePanels<T> at once.
 template <GgmlType T>
 void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
   static constexpr auto kTiles = micro_tiles<T>(std::make_index_sequence<kRows>{});
@@ -401,7 +426,7 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
     float* yp = y + static_cast<std::size_t>(p) * kPanel;
     const int width = std::min(kPanel, w.out - p * kPanel);
     if (n == 1) {  // the row as it is (kRowStepBytes)
-      if (p + 2 <= p1) {
+      if (kDecodePanels<T> == 2 && p + 2 <= p1) {
         micro_tile<T, 1, 2, kRowStepBytes>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
         p += 2;
       } else {

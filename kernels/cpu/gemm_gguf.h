@@ -29,7 +29,9 @@
 //    (codes 0-15 and 16-31: the low and high nibbles) run one after the other, each folded into
 //    the fp32 sums with its own scale d * sc, its int32 lanes started at -32 * (its 16
 //    activations' sum);
-//  - threads split the panels; decode (one token row) runs two panels at once (four chains);
+//  - threads split the panels; decode (one token row) runs one panel at a time with two int32
+//    chains per zmm (Q4_0, Q4_1, Q4_K, Q5_K: one stream per thread), or two panels at once
+//    (Q8_0, Q6_K);
 //  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
