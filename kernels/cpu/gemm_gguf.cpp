@@ -99,10 +99,6 @@ template <class Byte>
 Byte* block_slot(Byte* panel, const Layout& l, int b) {
   return record_head(panel, l, b) + l.head + static_cast<std::size_t>(b % l.blocks_per_record) * l.slot;
 }
-inline void store_le16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v & 0xFF);
-  p[1] = static_cast<std::uint8_t>(v >> 8);
-}
 // Where code byte k of row j lives in its block's slot: byte k holds code k (Q8_0) or codes k
 // and 16 + k (the others), so step k / 4, lane j, byte k % 4.
 std::size_t packed_offset(const Layout& l, int j, int k) { return l.code(k / 4) + static_cast<std::size_t>(j) * 4 + k % 4; }
@@ -487,8 +483,8 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
       for (int s = 0; s < supers; ++s) {
         const std::uint8_t* src = row + static_cast<std::size_t>(s) * ggml_block_bytes(type);
         std::uint8_t* head = record_head(panel, l, 8 * s);
-        store_le16(head + 2 * j, ref::load_le16(src + (q6 ? 208 : 0)));
-        if (!q6) store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
+        ref::store_le16(head + 2 * j, ref::load_le16(src + (q6 ? 208 : 0)));
+        if (!q6) ref::store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
         for (int c = 0; c < kSuper / kBlock; ++c) {
           const KSub sub = k_sub(type, src, c);
           std::uint8_t* slot = block_slot(panel, l, 8 * s + c);
@@ -516,8 +512,8 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
     for (int b = 0; b < blocks; ++b) {
       const std::uint8_t* src = row + static_cast<std::size_t>(b) * sb.bytes;
       std::uint8_t* head = record_head(panel, l, b);
-      store_le16(head + 2 * j, ref::load_le16(src));
-      if (type == GgmlType::kQ4_1) store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
+      ref::store_le16(head + 2 * j, ref::load_le16(src));
+      if (type == GgmlType::kQ4_1) ref::store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
       std::uint8_t* slot = block_slot(panel, l, b);
       for (int k = 0; k < sb.code_bytes; ++k) slot[packed_offset(l, j, k)] = src[sb.code_offset + k] ^ flip;
     }
@@ -539,8 +535,8 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
       std::uint8_t* dst = bytes + static_cast<std::size_t>(s) * super_bytes;
       std::memset(dst, 0, super_bytes);
       const std::uint8_t* head = record_head(panel, l, 8 * s);
-      store_le16(dst + (q6 ? 208 : 0), ref::load_le16(head + 2 * j));
-      if (!q6) store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
+      ref::store_le16(dst + (q6 ? 208 : 0), ref::load_le16(head + 2 * j));
+      if (!q6) ref::store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
       for (int c = 0; c < kSuper / kBlock; ++c) {
         const std::uint8_t* slot = block_slot(panel, l, 8 * s + c);
         KSub sub{};
@@ -570,8 +566,8 @@ void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
   for (int b = 0; b < blocks; ++b) {
     std::uint8_t* dst = bytes + static_cast<std::size_t>(b) * sb.bytes;
     const std::uint8_t* head = record_head(panel, l, b);
-    store_le16(dst, ref::load_le16(head + 2 * j));
-    if (w.type == GgmlType::kQ4_1) store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
+    ref::store_le16(dst, ref::load_le16(head + 2 * j));
+    if (w.type == GgmlType::kQ4_1) ref::store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
     const std::uint8_t* slot = block_slot(panel, l, b);
     for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = slot[packed_offset(l, j, k)] ^ flip;
   }
@@ -595,14 +591,15 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
                           " and " + std::to_string(w.in) + ")");
     // What a thread streams per panel: all of its bytes (codes, scales, mins, top bits).
     const int panels = (w.out + kPanel - 1) / kPanel;
-    spans[i] = {panels, static_cast<std::size_t>(packed_bytes(w) / static_cast<std::uint64_t>(panels))};
+    spans[i] = {panels, panel_bytes(w.type, w.in)};
     needs_sum16 = needs_sum16 || w.type == GgmlType::kQ6_K;
   }
 #if INFERLAB_GEMM_GGUF_VNNI
   // The activation tiles (act_tiles.h), made once for the group; the caller's (thread_local).
   const ActTiles a = pack_act_tiles(xq, xs, n, in, kBlock, needs_sum16, pool);
-  // Runs of whole panels; at decode run_panels pairs the panels of a run (a run of odd length
-  // ends with one single-panel tile), so a matrix of 6 panels split 3 : 3 stays balanced.
+  // Runs of whole panels; at decode run_panels takes kDecodePanels of a run at a time (Q8_0's
+  // and Q6_K's runs of odd length end with one single-panel tile), so a matrix of 6 panels
+  // split 3 : 3 stays balanced.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
   parallel_for_panel_union(spans, grain, pool,

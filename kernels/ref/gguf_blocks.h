@@ -54,5 +54,9 @@ inline int q6k_code(const std::uint8_t* blk, int c, int l) {
 }
 
 inline std::uint16_t load_le16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] | (p[1] << 8)); }
+inline void store_le16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v & 0xFF);
+  p[1] = static_cast<std::uint8_t>(v >> 8);
+}
 
 }  // namespace inferlab::ref

@@ -32,11 +32,6 @@ std::uint16_t fp16_within(double v, double lo, double hi) {
   return h;
 }
 
-void put_le16(std::uint8_t* p, std::uint16_t v) {
-  p[0] = static_cast<std::uint8_t>(v & 0xFF);
-  p[1] = static_cast<std::uint8_t>(v >> 8);
-}
-
 // Element i < 16 in the low nibble of byte i, element 16 + i in the high nibble.
 void put_nibbles(const int* c, std::uint8_t* qs) {
   for (int i = 0; i < kBlock / 2; ++i) qs[i] = static_cast<std::uint8_t>(c[i] | (c[i + kBlock / 2] << 4));
@@ -53,7 +48,7 @@ bool quantize_q4_0_block(const float* w, std::uint8_t* dst) {
   int c[kBlock];
   for (int i = 0; i < kBlock; ++i)
     c[i] = d > 0.0 ? static_cast<int>(std::clamp(std::lround(w[i] / d), -7L, 7L)) + 8 : 8;
-  put_le16(dst, dh);
+  ref::store_le16(dst, dh);
   put_nibbles(c, dst + 2);
   return true;
 }
@@ -77,8 +72,8 @@ bool quantize_q4_1_block(const float* w, std::uint8_t* dst) {
   int c[kBlock];
   for (int i = 0; i < kBlock; ++i)
     c[i] = d > 0.0 ? static_cast<int>(std::clamp(std::lround((w[i] - m) / d), 0L, 15L)) : 0;
-  put_le16(dst, dh);
-  put_le16(dst + 2, mh);
+  ref::store_le16(dst, dh);
+  ref::store_le16(dst + 2, mh);
   put_nibbles(c, dst + 4);
   return true;
 }
