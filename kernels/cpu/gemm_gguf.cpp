@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "inferlab/error.h"
 #include "kernels/cpu/act_tiles.h"
@@ -180,42 +182,74 @@ inline __m512i broadcast4(const std::int8_t* p) {
   std::memcpy(&four, p, 4);
   return _mm512_set1_epi32(four);
 }
+inline __m512i load64(const std::uint8_t* p) { return _mm512_loadu_si512(p); }
 
-// y[r, j] (r < R, j < width) = the first R token rows of activation tile t (act_tiles.h) x the
-// 32 G rows of panels [p, p + G); SB: the tiles' ActTiles::step_bytes. y points at the tile's
-// first element, rows ldc apart. The codes' offsets (Q8_0's + 128, Q4_0's 8, Q6_K's 32) start
-// the int32 sums, so they come off with no instruction of the epilogue's.
-template <GgmlType T, int R, int G, int SB = kTileStepBytes>
-void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
-  constexpr int V = 2 * G;  // zmm per token row
+// The codes of one 64-byte line of nibbles (16 rows x 4 bytes of step s): lo gets codes 4s ..
+// 4s + 3 (the low nibbles), hi codes 16 + 4s .. (the high ones).
+inline void nibbles(__m512i raw, __m512i& lo, __m512i& hi) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  lo = _mm512_and_si512(raw, low);
+  hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+}
+// Q5_K: the fifth bits of step s's rows 16h .. 16h + 15 in the plane line hb (bit (s % 2) * 4 +
+// 2h, + 1 for the high nibble's code) or-ed into lo / hi as bit 4 (16-bit shifts: what crosses
+// from a neighbouring byte lands outside bit 4).
+inline void fifth_bits(__m512i hb, int s, int h, __m512i& lo, __m512i& hi) {
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  const int bit = (s % 2) * 4 + h * 2;
+  auto to_bit4 = [&](int from) {
+    return from <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - from))
+                     : _mm512_srli_epi16(hb, static_cast<unsigned>(from - 4));
+  };
+  lo = _mm512_or_si512(lo, _mm512_and_si512(to_bit4(bit), bit4));
+  hi = _mm512_or_si512(hi, _mm512_and_si512(to_bit4(bit + 1), bit4));
+}
+// Q6_K: step s's 6-bit codes from its lines of nibbles (r0: rows 0-15, r1: rows 16-31) and its
+// top-2-bit line hb: c[0] / c[1] codes 4s .. 4s + 3 (the first half) of rows 0-15 / 16-31, c[2] /
+// c[3] codes 16 + 4s .. (the second). 16-bit shifts: what crosses into a byte from its
+// neighbour lands outside the masks.
+inline void q6_codes(__m512i r0, __m512i r1, __m512i hb, __m512i c[4]) {
+  const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
+  c[0] = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
+  c[1] = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
+  c[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
+  c[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low), _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
+}
+
+// The codes' offsets, which start the int32 sums (so they come off with no instruction of the
+// epilogue's): Q8_0's codes are held as c + 128, Q4_0's are w / d + 8; Q6_K's 32 is per half.
+template <GgmlType T>
+constexpr int kOffset = T == GgmlType::kQ8_0 ? -128 : T == GgmlType::kQ4_0 ? -8 : 0;
+
+// Decode: y[j] (j < width) = the one token row (act_tiles.h: its codes as they are) x the 32 G
+// rows of panels [p, p + G), each panel read front to back. The K-quants' d (and dmin) are
+// widened once per super-block, not per block (the same values, so the same results). With
+// one panel (G = 1) a second set of int32 sums takes every other step (Q8_0) or the high
+// nibbles' codes, so each zmm has two dependency chains of half the length; Q6_K always runs
+// its two halves as two sets in one pass over the codes. Integer sums are exact, and the fp32
+// epilogue rounds as prefill_tile does: a row alone gets the bits it gets inside a tile.
+template <GgmlType T, int G>
+void decode_tile(const ActTiles& a, const PackedGguf& w, int p, float* y, int width) {
+  constexpr int V = 2 * G;  // zmm of weight rows
+  constexpr int SB = kRowStepBytes;
   constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K, kQ5 = T == GgmlType::kQ5_K;
+  constexpr bool kSplit = G == 1 && !kQ6;
   constexpr Layout kL = layout(T);
-  const int blocks = a.blocks;
-  const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
   const std::size_t stride = panel_bytes(T, w.in);
   const std::uint8_t* panel[G];  // each panel one stream (gemm_gguf.h)
   for (int g = 0; g < G; ++g) panel[g] = w.data.data() + static_cast<std::size_t>(p + g) * stride;
-  __m512 facc[R][V];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
-  // Decode of the K-quants: the record's d (and dmin) widened once per super-block, not per
-  // block (the same values, so the same results); tiles have no registers to spare for them.
-  constexpr bool kHoist = is_kquant(T) && R == 1;
-  [[maybe_unused]] __m512 dF[V] = {}, mF[V] = {};
-  for (int b = 0; b < blocks; ++b) {
-    const std::size_t xb0 = at0 + static_cast<std::size_t>(b) * kRows;  // + r: row r's block slot
-    // Offsets: Q8_0 codes are held as c + 128, Q4_0's are c = w / d + 8.
-    constexpr int kOffset = kQ8 ? -128 : T == GgmlType::kQ4_0 ? -8 : 0;
-    __m512i iacc[R][V];
-    // Decode: a second set of int32 sums takes every other step (Q8_0) or the high nibbles'
-    // codes, so each zmm has two dependency chains of half the length; integer sums are exact,
-    // so the bits are the same.
-    constexpr bool kSplit = R == 1 && G == 1 && !kQ6;
+  __m512 facc[V];
+  for (int v = 0; v < V; ++v) facc[v] = _mm512_setzero_ps();
+  [[maybe_unused]] __m512 dF[V] = {}, mF[V] = {};  // the K-quants' d and dmin, per super-block
+  for (int b = 0; b < a.blocks; ++b) {
+    const std::size_t xb = static_cast<std::size_t>(b) * kRows;  // the row's block slot (tile 0, row 0)
+    const float xs = a.xs[xb];
+    __m512i iacc[V];
     [[maybe_unused]] __m512i jacc[V];
-    if constexpr (kSplit)
-      for (int v = 0; v < V; ++v) jacc[v] = _mm512_setzero_si512();
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(kOffset * a.sum[xb0 + r]);
+    for (int v = 0; v < V; ++v) {
+      iacc[v] = _mm512_set1_epi32(kOffset<T> * a.sum[xb]);
+      if constexpr (kSplit) jacc[v] = _mm512_setzero_si512();
+    }
     // Per panel: the record's head (fp16 d, then m / dmin: 32 rows each), the block's slot.
     const std::uint8_t *head[G], *slot[G], *planes[G];
     for (int g = 0; g < G; ++g) {
@@ -225,215 +259,282 @@ void micro_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, 
     }
     auto head_d = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2]) + (v % 2) * 16; };
     auto head_m = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2] + 64) + (v % 2) * 16; };
-    if constexpr (kHoist)
+    if constexpr (is_kquant(T))
       if (b % kL.blocks_per_record == 0)
         for (int v = 0; v < V; ++v) {
           dF[v] = halves_to_float(head_d(v));
           if constexpr (is_q45k(T)) mF[v] = halves_to_float(head_m(v));
         }
-    // The record's fp16 d / m of zmm v widened (hoisted at decode).
-    auto d_of = [&](int v) {
-      if constexpr (kHoist) return dF[v];
-      else return halves_to_float(head_d(v));
-    };
-    auto m_of = [&](int v) {
-      if constexpr (kHoist) return mF[v];
-      else return halves_to_float(head_m(v));
-    };
-    const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
+    const std::int8_t* x = a.tile_x(0) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
     if constexpr (kQ8) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
-        __m512i wv[V];
-        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_si512(slot[v / 2] + kL.code(s) + (v % 2) * 64);
-        for (int r = 0; r < R; ++r) {
-          const __m512i xv = broadcast4(x + s * SB + 4 * r);
-          for (int v = 0; v < V; ++v) {
-            if (kSplit && s % 2 == 1) jacc[v] = _mm512_dpbusd_epi32(jacc[v], wv[v], xv);
-            else iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
-          }
+        const __m512i xv = broadcast4(x + s * SB);
+        for (int v = 0; v < V; ++v) {
+          const __m512i wv = load64(slot[v / 2] + kL.code(s) + (v % 2) * 64);
+          if (kSplit && s % 2 == 1) jacc[v] = _mm512_dpbusd_epi32(jacc[v], wv, xv);
+          else iacc[v] = _mm512_dpbusd_epi32(iacc[v], wv, xv);
         }
       }
-    } else if constexpr (kQ6 && R == 1) {
-      // Decode: both halves in one pass over the codes (each byte's two nibbles are a code of
-      // each half), into two sets of int32 sums, so each line is loaded once.
-      const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
+    } else if constexpr (kQ6) {
+      // Both halves in one pass over the codes (each byte's two nibbles are a code of each
+      // half), into two sets of int32 sums, so each line is loaded once.
       __m512i hacc[V];  // the second half's sums (iacc: the first's)
       for (int v = 0; v < V; ++v) {
-        iacc[0][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0]);
-        hacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + kRows]);
+        iacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb]);
+        hacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb + kRows]);
       }
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const __m512i x0 = broadcast4(x + s * SB), x1 = broadcast4(x + (4 + s) * SB);
         for (int g = 0; g < G; ++g) {
-          const __m512i hb = _mm512_loadu_si512(planes[g] + kL.plane(s));
-          const __m512i r0 = _mm512_loadu_si512(slot[g] + kL.code(s)), r1 = _mm512_loadu_si512(slot[g] + kL.code(s) + 64);
-          // 16-bit shifts: what crosses into a byte from its neighbour lands outside the masks.
-          const __m512i c00 = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
-          const __m512i c01 = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
-          const __m512i c10 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low),
-                                              _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
-          const __m512i c11 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low),
-                                              _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
-          iacc[0][2 * g] = _mm512_dpbusd_epi32(iacc[0][2 * g], c00, x0);
-          iacc[0][2 * g + 1] = _mm512_dpbusd_epi32(iacc[0][2 * g + 1], c01, x0);
-          hacc[2 * g] = _mm512_dpbusd_epi32(hacc[2 * g], c10, x1);
-          hacc[2 * g + 1] = _mm512_dpbusd_epi32(hacc[2 * g + 1], c11, x1);
+          __m512i c[4];
+          q6_codes(load64(slot[g] + kL.code(s)), load64(slot[g] + kL.code(s) + 64), load64(planes[g] + kL.plane(s)), c);
+          iacc[2 * g] = _mm512_dpbusd_epi32(iacc[2 * g], c[0], x0);
+          iacc[2 * g + 1] = _mm512_dpbusd_epi32(iacc[2 * g + 1], c[1], x0);
+          hacc[2 * g] = _mm512_dpbusd_epi32(hacc[2 * g], c[2], x1);
+          hacc[2 * g + 1] = _mm512_dpbusd_epi32(hacc[2 * g + 1], c[3], x1);
         }
       }
-      // The tiles' order of roundings ((d sc) d_x per half, half 0 first): the same bits.
-      const __m512 xs = _mm512_set1_ps(a.xs[xb0]);
+      // prefill_tile's order of roundings ((d sc) d_x per half, the first half first).
       for (int v = 0; v < V; ++v) {
         const std::uint8_t* sc = slot[v / 2] + kL.scale + (v % 2) * 16;
-        const __m512 s0 = _mm512_mul_ps(d_of(v), s8_to_float(sc)), s1 = _mm512_mul_ps(d_of(v), s8_to_float(sc + 32));
-        facc[0][v] = _mm512_fmadd_ps(to_float(iacc[0][v]), _mm512_mul_ps(s0, xs), facc[0][v]);
-        facc[0][v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(s1, xs), facc[0][v]);
-      }
-      continue;  // folded
-    } else if constexpr (kQ6) {
-      // The halves one after the other (codes 0-15: the low nibbles, then 16-31: the high ones),
-      // each with its own scale: one set of int32 accumulators, folded after each half.
-      const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
-      for (int half = 0; half < 2; ++half) {
-        for (int r = 0; r < R; ++r)  // w = d sc (c - 32): 32 x the half's sum of x off
-          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + half * kRows + r]);
-#pragma GCC unroll 4
-        for (int s = 0; s < 4; ++s) {
-          __m512i c[V];
-          for (int g = 0; g < G; ++g) {
-            const __m512i hb = _mm512_loadu_si512(planes[g] + kL.plane(s));
-            const __m512i r0 = _mm512_loadu_si512(slot[g] + kL.code(s)), r1 = _mm512_loadu_si512(slot[g] + kL.code(s) + 64);
-            // 16-bit shifts: what crosses into a byte from its neighbour lands outside the masks.
-            if (half == 0) {
-              c[2 * g] = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
-              c[2 * g + 1] = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
-            } else {
-              c[2 * g] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low),
-                                         _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
-              c[2 * g + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low),
-                                             _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
-            }
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m512i xv = broadcast4(x + (4 * half + s) * SB + 4 * r);
-            for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], c[v], xv);
-          }
-        }
-        // The half's own scale d sc d_x (the slot's int8 scales: [half][32 rows]).
-        for (int v = 0; v < V; ++v) {
-          const __m512 sv = _mm512_mul_ps(d_of(v), s8_to_float(slot[v / 2] + kL.scale + half * 32 + (v % 2) * 16));
-          for (int r = 0; r < R; ++r)
-            facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
-        }
+        const __m512 s0 = _mm512_mul_ps(dF[v], s8_to_float(sc)), s1 = _mm512_mul_ps(dF[v], s8_to_float(sc + 32));
+        facc[v] = _mm512_fmadd_ps(to_float(iacc[v]), _mm512_mul_ps(s0, _mm512_set1_ps(xs)), facc[v]);
+        facc[v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(s1, _mm512_set1_ps(xs)), facc[v]);
       }
       continue;  // folded
     } else {
-      const __m512i low = _mm512_set1_epi8(0x0F);
-      [[maybe_unused]] const __m512i bit4 = _mm512_set1_epi8(0x10);
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
-        __m512i lo[V], hi[V];
+        const __m512i xlo = broadcast4(x + s * SB), xhi = broadcast4(x + (4 + s) * SB);
         for (int v = 0; v < V; ++v) {
-          const __m512i raw = _mm512_loadu_si512(slot[v / 2] + kL.code(s) + (v % 2) * 64);
-          lo[v] = _mm512_and_si512(raw, low);  // codes 4s .. 4s + 3
-          hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);  // codes 16 + 4s ..
-          if constexpr (kQ5) {
-            // The fifth bits: bit (s % 2) * 4 + (v % 2) * 2 (+ 1 for the high nibble's code)
-            // of the plane's bytes, moved to bit 4 (16-bit shifts: what crosses from a
-            // neighbouring byte lands outside bit 4).
-            const __m512i hb = _mm512_loadu_si512(planes[v / 2] + kL.plane(s / 2));
-            const int bit = (s % 2) * 4 + (v % 2) * 2;
-            auto to_bit4 = [&](int from) {
-              return from <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - from))
-                               : _mm512_srli_epi16(hb, static_cast<unsigned>(from - 4));
-            };
-            lo[v] = _mm512_or_si512(lo[v], _mm512_and_si512(to_bit4(bit), bit4));
-            hi[v] = _mm512_or_si512(hi[v], _mm512_and_si512(to_bit4(bit + 1), bit4));
+          __m512i lo, hi;
+          nibbles(load64(slot[v / 2] + kL.code(s) + (v % 2) * 64), lo, hi);
+          if constexpr (kQ5) fifth_bits(load64(planes[v / 2] + kL.plane(s / 2)), s, v % 2, lo, hi);
+          if constexpr (kSplit) {
+            iacc[v] = _mm512_dpbusd_epi32(iacc[v], lo, xlo);
+            jacc[v] = _mm512_dpbusd_epi32(jacc[v], hi, xhi);
+          } else {
+            iacc[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[v], lo, xlo), hi, xhi);
           }
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m512i xlo = broadcast4(x + s * SB + 4 * r);
-          const __m512i xhi = broadcast4(x + (4 + s) * SB + 4 * r);
-          for (int v = 0; v < V; ++v)
-            if constexpr (kSplit) {
-              iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo);
-              jacc[v] = _mm512_dpbusd_epi32(jacc[v], hi[v], xhi);
-            } else {
-              iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
-            }
         }
       }
     }
-    if constexpr (kSplit)
-      for (int v = 0; v < V; ++v) iacc[0][v] = _mm512_add_epi32(iacc[0][v], jacc[v]);
     for (int v = 0; v < V; ++v) {
+      if constexpr (kSplit) iacc[v] = _mm512_add_epi32(iacc[v], jacc[v]);
       if constexpr (is_q45k(T)) {
         // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j (the slot's
         // bytes: sc[32 rows], then m[32 rows]).
         const std::uint8_t* sub = slot[v / 2] + kL.scale + (v % 2) * 16;
-        const __m512 dw = _mm512_mul_ps(d_of(v), u8_to_float(sub));
-        const __m512 mw = _mm512_mul_ps(m_of(v), u8_to_float(sub + 32));
-        for (int r = 0; r < R; ++r) {
-          const float xs = a.xs[xb0 + r];
-          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
-          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
-        }
+        const __m512 dw = _mm512_mul_ps(dF[v], u8_to_float(sub)), mw = _mm512_mul_ps(mF[v], u8_to_float(sub + 32));
+        facc[v] = _mm512_fmadd_ps(to_float(iacc[v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[v]);
+        facc[v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb])), facc[v]);
       } else {
-        const __m512 dw = halves_to_float(head_d(v));
-        for (int r = 0; r < R; ++r) {
-          const float xs = a.xs[xb0 + r];
-          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
-          if constexpr (T == GgmlType::kQ4_1)
-            facc[r][v] = _mm512_fmadd_ps(halves_to_float(head_m(v)),
-                                         _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
-        }
+        facc[v] = _mm512_fmadd_ps(to_float(iacc[v]), _mm512_mul_ps(halves_to_float(head_d(v)), _mm512_set1_ps(xs)), facc[v]);
+        if constexpr (T == GgmlType::kQ4_1)
+          facc[v] = _mm512_fmadd_ps(halves_to_float(head_m(v)), _mm512_set1_ps(xs * static_cast<float>(a.sum[xb])), facc[v]);
       }
     }
   }
   for (int v = 0; v < V; ++v) {
-    const int cols = std::clamp(width - 16 * v, 0, 16);
-    const auto mask = static_cast<__mmask16>((1u << cols) - 1);
+    const auto mask = static_cast<__mmask16>((1u << std::clamp(width - 16 * v, 0, 16)) - 1);
+    _mm512_mask_storeu_ps(y + 16 * v, mask, facc[v]);
+  }
+}
+
+// Prefill: each panel unpacked once into plain codes in Q8_0's layout ([step][32 rows][4] bytes,
+// vpdpbusd's unsigned operand as it is) with its blocks' scales widened to fp32 ([0]: the codes'
+// scale, d or d sc_j, or Q6_K's first half's d sc; [1]: Q4_1's m, the K-quants' -dmin m_j, or
+// Q6_K's second half's d sc), so every tile of token rows runs Q8_0's loop on it: the unpacking
+// (for Q5_K more vector operations than its vpdpbusd, for Q6_K nearly as many) is paid once per
+// panel instead of once per tile. A panel unpacked is 1.25 KiB per 32 inputs (80 KiB at in =
+// 2048, 220 KiB at 5632), in L2 while the tiles pass, as the packed panel was; unpacking it a
+// chunk at a time instead (8 or 16 blocks, in L1) was slower at 512 rows: the tiles' activations
+// are then read in short pieces (Zen 4, 2026-12-02).
+struct alignas(64) Line {
+  std::uint8_t b[64];
+};
+struct Unpacked {
+  std::vector<Line> code;   // [blocks][8 steps][2 lines: rows 0-15, 16-31]; Q8_0: unused
+  std::vector<Line> scale;  // [blocks][2][2 lines of 16 floats]
+  // Where block i's codes are: code[16 i], or for Q8_0 (already in that layout, held as c + 128)
+  // its slot in the panel, read in place.
+  const std::uint8_t* codes = nullptr;
+  std::size_t codes_stride = 0;  // bytes from block i's codes to block i + 1's
+  const std::uint8_t* block_codes(int i) const { return codes + static_cast<std::size_t>(i) * codes_stride; }
+  std::uint8_t* code_line(int i, int s, int h) { return code[static_cast<std::size_t>(16 * i + 2 * s + h)].b; }
+  float* scale_line(int i, int k, int h) { return reinterpret_cast<float*>(scale[static_cast<std::size_t>(4 * i + 2 * k + h)].b); }
+  const float* scale_line(int i, int k, int h) const {
+    return reinterpret_cast<const float*>(scale[static_cast<std::size_t>(4 * i + 2 * k + h)].b);
+  }
+  void reserve(int blocks) {
+    if (code.size() < 16 * static_cast<std::size_t>(blocks)) code.resize(16 * static_cast<std::size_t>(blocks));
+    if (scale.size() < 4 * static_cast<std::size_t>(blocks)) scale.resize(4 * static_cast<std::size_t>(blocks));
+  }
+};
+// The calling thread's (each pool thread unpacks its own panels).
+Unpacked& unpacked_scratch() {
+  thread_local Unpacked u;
+  return u;
+}
+
+// Panel p into u (u.reserve(blocks) first).
+template <GgmlType T>
+void unpack_panel(const PackedGguf& w, int p, Unpacked& u) {
+  constexpr Layout kL = layout(T);
+  const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * panel_bytes(T, w.in);
+  const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+  if constexpr (T != GgmlType::kQ8_0) {
+    u.codes = u.code_line(0, 0, 0);
+    u.codes_stride = 16 * sizeof(Line);
+  }
+  for (int b = 0; b < w.in / kBlock; ++b) {
+    const std::uint8_t* head = record_head(panel, kL, b);
+    const std::uint8_t* slot = block_slot(panel, kL, b);
+    const std::uint8_t* planes = plane_base(panel, slot, kL, w.in, b);
+    auto put = [&](int s, int h, __m512i c) { _mm512_store_si512(u.code_line(b, s, h), c); };
+    if constexpr (T == GgmlType::kQ8_0) {
+      if (b == 0) {  // read in place: the slots are a record apart
+        u.codes = slot;
+        u.codes_stride = kL.record();
+      }
+    } else if constexpr (T == GgmlType::kQ6_K) {
+      for (int s = 0; s < 4; ++s) {
+        __m512i c[4];
+        q6_codes(load64(slot + kL.code(s)), load64(slot + kL.code(s) + 64), load64(planes + kL.plane(s)), c);
+        put(s, 0, c[0]);
+        put(s, 1, c[1]);
+        put(4 + s, 0, c[2]);
+        put(4 + s, 1, c[3]);
+      }
+    } else {
+      for (int s = 0; s < 4; ++s)
+        for (int h = 0; h < 2; ++h) {
+          __m512i lo, hi;
+          nibbles(load64(slot + kL.code(s) + 64 * h), lo, hi);
+          if constexpr (T == GgmlType::kQ5_K) fifth_bits(load64(planes + kL.plane(s / 2)), s, h, lo, hi);
+          put(s, h, lo);
+          put(4 + s, h, hi);
+        }
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m512 d = halves_to_float(reinterpret_cast<const std::uint16_t*>(head) + 16 * h);
+      const std::uint8_t* sub = slot + kL.scale + 16 * h;
+      float* s0 = u.scale_line(b, 0, h);
+      float* s1 = u.scale_line(b, 1, h);
+      if constexpr (T == GgmlType::kQ6_K) {
+        _mm512_store_ps(s0, _mm512_mul_ps(d, s8_to_float(sub)));
+        _mm512_store_ps(s1, _mm512_mul_ps(d, s8_to_float(sub + 32)));
+      } else if constexpr (is_q45k(T)) {
+        const __m512 dmin = halves_to_float(reinterpret_cast<const std::uint16_t*>(head + 64) + 16 * h);
+        _mm512_store_ps(s0, _mm512_mul_ps(d, u8_to_float(sub)));
+        // Negated (the sign bit flipped: exact), so the epilogue's FMA adds it as decode's
+        // fnmadd subtracts it.
+        const __m512i mw = _mm512_castps_si512(_mm512_mul_ps(dmin, u8_to_float(sub + 32)));
+        _mm512_store_ps(s1, _mm512_castsi512_ps(_mm512_xor_si512(mw, sign)));
+      } else {
+        _mm512_store_ps(s0, d);
+        if constexpr (T == GgmlType::kQ4_1)
+          _mm512_store_ps(s1, halves_to_float(reinterpret_cast<const std::uint16_t*>(head + 64) + 16 * h));
+      }
+    }
+  }
+}
+
+// y[r, j] (r < R, j < width) = the first R token rows of activation tile t (act_tiles.h) x the
+// 32 rows of the unpacked panel u. y points at the tile's first element, rows ldc apart. The
+// fp32 sums stay in registers (12 zmm at R = 6, beside 12 of int32 sums and 2 of codes).
+template <GgmlType T, int R>
+void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::size_t ldc, int width) {
+  constexpr int V = 2;
+  constexpr int SB = kTileStepBytes;
+  constexpr bool kQ6 = T == GgmlType::kQ6_K;
+  constexpr bool kMins = T == GgmlType::kQ4_1 || is_q45k(T);
+  constexpr int kHalves = kQ6 ? 2 : 1, kSteps = 8 / kHalves;  // Q6_K: each half its own scale
+  __m512 facc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
+  const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
+  for (int b = 0; b < a.blocks; ++b) {
+    const std::size_t xb0 = at0 + static_cast<std::size_t>(b) * kRows;
+    const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
+    for (int h = 0; h < kHalves; ++h) {
+      __m512i iacc[R][V];
+      for (int r = 0; r < R; ++r) {
+        const int start = kQ6 ? -32 * a.half_sum[2 * xb0 + h * kRows + r] : kOffset<T> * a.sum[xb0 + r];
+        for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(start);
+      }
+#pragma GCC unroll 8
+      for (int s = 0; s < kSteps; ++s) {
+        const int step = h * kSteps + s;
+        __m512i wv[V];
+        for (int v = 0; v < V; ++v) wv[v] = load64(u.block_codes(b) + step * 128 + 64 * v);  // unaligned: Q8_0's slots in place
+        for (int r = 0; r < R; ++r) {
+          const __m512i xv = broadcast4(x + step * SB + 4 * r);
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
+        }
+      }
+      for (int v = 0; v < V; ++v) {
+        const __m512 sv = _mm512_load_ps(u.scale_line(b, h, v));
+        for (int r = 0; r < R; ++r)
+          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
+      }
+    }
+    if constexpr (kMins)
+      for (int v = 0; v < V; ++v) {
+        const __m512 mv = _mm512_load_ps(u.scale_line(b, 1, v));
+        for (int r = 0; r < R; ++r)
+          facc[r][v] = _mm512_fmadd_ps(mv, _mm512_set1_ps(a.xs[xb0 + r] * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
+      }
+  }
+  for (int v = 0; v < V; ++v) {
+    const auto mask = static_cast<__mmask16>((1u << std::clamp(width - 16 * v, 0, 16)) - 1);
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldc + 16 * v, mask, facc[r][v]);
   }
 }
 
-using MicroTile = void (*)(const ActTiles&, int, const PackedGguf&, int, float*, std::size_t, int);
+using PrefillTile = void (*)(const ActTiles&, int, const Unpacked&, float*, std::size_t, int);
 template <GgmlType T, std::size_t... I>
-constexpr std::array<MicroTile, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
-  return {&micro_tile<T, static_cast<int>(I) + 1, 1>...};
+constexpr std::array<PrefillTile, sizeof...(I)> prefill_tiles(std::index_sequence<I...>) {
+  return {&prefill_tile<T, static_cast<int>(I) + 1>...};
 }
 
 // Panels a decode tile streams at once: one for the nibble types (Q4_0, Q4_1, Q4_K, Q5_K), whose
-// thread then reads one stream front to back, with two int32 chains per zmm (micro_tile's
+// thread then reads one stream front to back, with two int32 chains per zmm (decode_tile's
 // kSplit); two for Q8_0 (its codes need no unpacking: four chains) and Q6_K (already two
 // streams per panel). Chosen by cold decode and TinyLlama tg64 on Zen 4, 2026-12-02: one
 // panel took Q4_0 from 37-40 to 43-48 t/s and Q4_K_M from 36-37 to 38-39, Q8_0 from 23 to 21.
 template <GgmlType T>
 constexpr int kDecodePanels = T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K ? 2 : 1;
 
-// Panels [p0, p1) of y [n, out]: each panel meets the token rows kRows at a time (its codes
-// stay in L1/L2 while the rows pass); one token row (decode) takes kDecodePanels<T> at once.
+// Panels [p0, p1) of y [n, out]. One token row (decode) streams kDecodePanels<T> panels at once;
+// more rows take each panel unpacked once, then met by every tile of kRows token rows.
 template <GgmlType T>
 void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
-  static constexpr auto kTiles = micro_tiles<T>(std::make_index_sequence<kRows>{});
   const auto ldc = static_cast<std::size_t>(w.out);
-  for (int p = p0; p < p1;) {
-    float* yp = y + static_cast<std::size_t>(p) * kPanel;
-    const int width = std::min(kPanel, w.out - p * kPanel);
-    if (n == 1) {  // the row as it is (kRowStepBytes)
+  if (n == 1) {  // the row as it is (kRowStepBytes)
+    for (int p = p0; p < p1;) {
+      float* yp = y + static_cast<std::size_t>(p) * kPanel;
       if (kDecodePanels<T> == 2 && p + 2 <= p1) {
-        micro_tile<T, 1, 2, kRowStepBytes>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
+        decode_tile<T, 2>(a, w, p, yp, std::min(2 * kPanel, w.out - p * kPanel));
         p += 2;
       } else {
-        micro_tile<T, 1, 1, kRowStepBytes>(a, 0, w, p, yp, ldc, width);
+        decode_tile<T, 1>(a, w, p, yp, std::min(kPanel, w.out - p * kPanel));
         ++p;
       }
-      continue;
     }
+    return;
+  }
+  static constexpr auto kTiles = prefill_tiles<T>(std::make_index_sequence<kRows>{});
+  Unpacked& u = unpacked_scratch();
+  u.reserve(w.in / kBlock);
+  for (int p = p0; p < p1; ++p) {
+    float* yp = y + static_cast<std::size_t>(p) * kPanel;
+    const int width = std::min(kPanel, w.out - p * kPanel);
+    unpack_panel<T>(w, p, u);
     for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
-      kTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, w, p, yp + r0 * ldc, ldc, width);
-    ++p;
+      kTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, u, yp + r0 * ldc, ldc, width);
   }
 }
 #endif

@@ -135,7 +135,7 @@ void memory_read(benchmark::State& state) {
 
 // Args {type, n, out, in, cold} at SmolLM2's MLP shapes; K-quants (ffn_down only: 576 is not a
 // whole number of super-blocks) when asked.
-void add_shapes(benchmark::internal::Benchmark* b, bool k_quants) {
+void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill = false) {
   for (int cold : {1, 0})
     for (int n : {1, 16, 128}) {
       for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
@@ -152,13 +152,19 @@ void add_shapes(benchmark::internal::Benchmark* b, bool k_quants) {
       b->Args({static_cast<int>(t), 1, 5632, 2048, 1});
       b->Args({static_cast<int>(t), 1, 2048, 5632, 1});
     }
+  // TinyLlama-1.1B's w1 / w3 at prefill of 128 and 512 tokens, warm (gemm_gguf only): its
+  // fractions of the vpdpbusd peak.
+  if (prefill)
+    for (int n : {128, 512})
+      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+        b->Args({static_cast<int>(t), n, 5632, 2048, 0});
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 }
 void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
 
 BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
 BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);
-BENCHMARK(gemm_gguf)->Apply(gguf_shapes);
+BENCHMARK(gemm_gguf)->Apply([](benchmark::internal::Benchmark* b) { add_shapes(b, true, true); });
 BENCHMARK(memory_read)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 }  // namespace

@@ -73,9 +73,9 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
     }
 }
 
-// Decode (one row: its own micro-tile, two panels at once, hoisted scales, Q6_K's halves in one
-// pass) gives each row the same bits as the 6-row tiles of a batch: a prefill row equals the
-// same token's decode row.
+// Decode (one row: the packed panels read as they are, two panels at once, hoisted scales,
+// Q6_K's halves in one pass) gives each row the same bits as the 6-row tiles of a batch (on the
+// unpacked panels): a prefill row equals the same token's decode row.
 TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   const GgmlType type = GetParam();
