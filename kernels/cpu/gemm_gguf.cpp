@@ -204,16 +204,24 @@ inline void fifth_bits(__m512i hb, int s, int h, __m512i& lo, __m512i& hi) {
   lo = _mm512_or_si512(lo, _mm512_and_si512(to_bit4(bit), bit4));
   hi = _mm512_or_si512(hi, _mm512_and_si512(to_bit4(bit + 1), bit4));
 }
-// Q6_K: step s's 6-bit codes from its lines of nibbles (r0: rows 0-15, r1: rows 16-31) and its
-// top-2-bit line hb: c[0] / c[1] codes 4s .. 4s + 3 (the first half) of rows 0-15 / 16-31, c[2] /
-// c[3] codes 16 + 4s .. (the second). 16-bit shifts: what crosses into a byte from its
-// neighbour lands outside the masks.
-inline void q6_codes(__m512i r0, __m512i r1, __m512i hb, __m512i c[4]) {
+// Q6_K: step s's 6-bit codes of half h (codes 4s .. 4s + 3 for h = 0, 16 + 4s .. for h = 1: the
+// low / high nibbles) from its lines of nibbles (r0: rows 0-15, r1: rows 16-31) and its
+// top-2-bit line hb: c[0] rows 0-15, c[1] rows 16-31. 16-bit shifts: what crosses into a byte
+// from its neighbour lands outside the masks.
+inline void q6_half(__m512i r0, __m512i r1, __m512i hb, int h, __m512i c[2]) {
   const __m512i low = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);  // top: bits 4-5
-  c[0] = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
-  c[1] = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
-  c[2] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
-  c[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low), _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
+  if (h == 0) {
+    c[0] = _mm512_or_si512(_mm512_and_si512(r0, low), _mm512_and_si512(_mm512_slli_epi16(hb, 4), top));
+    c[1] = _mm512_or_si512(_mm512_and_si512(r1, low), _mm512_and_si512(hb, top));
+  } else {
+    c[0] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r0, 4), low), _mm512_and_si512(_mm512_slli_epi16(hb, 2), top));
+    c[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(r1, 4), low), _mm512_and_si512(_mm512_srli_epi16(hb, 2), top));
+  }
+}
+// Both halves: c[0], c[1] half 0's rows 0-15, 16-31; c[2], c[3] half 1's.
+inline void q6_codes(__m512i r0, __m512i r1, __m512i hb, __m512i c[4]) {
+  q6_half(r0, r1, hb, 0, c);
+  q6_half(r0, r1, hb, 1, c + 2);
 }
 
 // The codes' offsets, which start the int32 sums (so they come off with no instruction of the
@@ -221,35 +229,38 @@ inline void q6_codes(__m512i r0, __m512i r1, __m512i hb, __m512i c[4]) {
 template <GgmlType T>
 constexpr int kOffset = T == GgmlType::kQ8_0 ? -128 : T == GgmlType::kQ4_0 ? -8 : 0;
 
-// Decode: y[j] (j < width) = the one token row (act_tiles.h: its codes as they are) x the 32 G
-// rows of panels [p, p + G), each panel read front to back. The K-quants' d (and dmin) are
-// widened once per super-block, not per block (the same values, so the same results). With
-// one panel (G = 1) a second set of int32 sums takes every other step (Q8_0) or the high
-// nibbles' codes, so each zmm has two dependency chains of half the length; Q6_K always runs
-// its two halves as two sets in one pass over the codes. Integer sums are exact, and the fp32
-// epilogue rounds as prefill_tile does: a row alone gets the bits it gets inside a tile.
-template <GgmlType T, int G>
-void decode_tile(const ActTiles& a, const PackedGguf& w, int p, float* y, int width) {
-  constexpr int V = 2 * G;  // zmm of weight rows
-  constexpr int SB = kRowStepBytes;
+// y[r, j] (r < R, j < width) = the first R token rows of activation tile t (act_tiles.h) x the
+// 32 G rows of panels [p, p + G), read packed as they are; SB: the tiles' ActTiles::step_bytes.
+// y points at the tile's first element, rows ldc apart. Decode (one row, R = 1) and small
+// batches run these: each panel streams from memory once while its codes are unpacked in
+// registers. The K-quants' d (and dmin) are widened once per super-block at decode (the same
+// values). At decode with one panel (G = 1) a second set of int32 sums takes every other step
+// (Q8_0) or the high nibbles' codes, so each zmm has two dependency chains of half the length,
+// and Q6_K runs its two halves as two sets in one pass over the codes; integer sums are exact,
+// and the fp32 epilogue rounds as prefill_tile does, so a row gets the same bits in any tile.
+template <GgmlType T, int R, int G, int SB = kTileStepBytes>
+void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y, std::size_t ldc, int width) {
+  constexpr int V = 2 * G;  // zmm per token row
   constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ6 = T == GgmlType::kQ6_K, kQ5 = T == GgmlType::kQ5_K;
-  constexpr bool kSplit = G == 1 && !kQ6;
+  constexpr bool kSplit = R == 1 && G == 1 && !kQ6;
+  constexpr bool kHoist = is_kquant(T) && R == 1;  // tiles have no registers to spare for d / dmin
   constexpr Layout kL = layout(T);
+  const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
   const std::size_t stride = panel_bytes(T, w.in);
   const std::uint8_t* panel[G];  // each panel one stream (gemm_gguf.h)
   for (int g = 0; g < G; ++g) panel[g] = w.data.data() + static_cast<std::size_t>(p + g) * stride;
-  __m512 facc[V];
-  for (int v = 0; v < V; ++v) facc[v] = _mm512_setzero_ps();
-  [[maybe_unused]] __m512 dF[V] = {}, mF[V] = {};  // the K-quants' d and dmin, per super-block
+  __m512 facc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
+  [[maybe_unused]] __m512 dF[V] = {}, mF[V] = {};  // hoisted d and dmin
   for (int b = 0; b < a.blocks; ++b) {
-    const std::size_t xb = static_cast<std::size_t>(b) * kRows;  // the row's block slot (tile 0, row 0)
-    const float xs = a.xs[xb];
-    __m512i iacc[V];
+    const std::size_t xb0 = at0 + static_cast<std::size_t>(b) * kRows;  // + r: row r's block slot
+    __m512i iacc[R][V];
     [[maybe_unused]] __m512i jacc[V];
-    for (int v = 0; v < V; ++v) {
-      iacc[v] = _mm512_set1_epi32(kOffset<T> * a.sum[xb]);
-      if constexpr (kSplit) jacc[v] = _mm512_setzero_si512();
-    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(kOffset<T> * a.sum[xb0 + r]);
+    if constexpr (kSplit)
+      for (int v = 0; v < V; ++v) jacc[v] = _mm512_setzero_si512();
     // Per panel: the record's head (fp16 d, then m / dmin: 32 rows each), the block's slot.
     const std::uint8_t *head[G], *slot[G], *planes[G];
     for (int g = 0; g < G; ++g) {
@@ -259,30 +270,41 @@ void decode_tile(const ActTiles& a, const PackedGguf& w, int p, float* y, int wi
     }
     auto head_d = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2]) + (v % 2) * 16; };
     auto head_m = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2] + 64) + (v % 2) * 16; };
-    if constexpr (is_kquant(T))
+    if constexpr (kHoist)
       if (b % kL.blocks_per_record == 0)
         for (int v = 0; v < V; ++v) {
           dF[v] = halves_to_float(head_d(v));
           if constexpr (is_q45k(T)) mF[v] = halves_to_float(head_m(v));
         }
-    const std::int8_t* x = a.tile_x(0) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
+    auto d_of = [&](int v) {
+      if constexpr (kHoist) return dF[v];
+      else return halves_to_float(head_d(v));
+    };
+    auto m_of = [&](int v) {
+      if constexpr (kHoist) return mF[v];
+      else return halves_to_float(head_m(v));
+    };
+    const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
     if constexpr (kQ8) {
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
-        const __m512i xv = broadcast4(x + s * SB);
-        for (int v = 0; v < V; ++v) {
-          const __m512i wv = load64(slot[v / 2] + kL.code(s) + (v % 2) * 64);
-          if (kSplit && s % 2 == 1) jacc[v] = _mm512_dpbusd_epi32(jacc[v], wv, xv);
-          else iacc[v] = _mm512_dpbusd_epi32(iacc[v], wv, xv);
+        __m512i wv[V];
+        for (int v = 0; v < V; ++v) wv[v] = load64(slot[v / 2] + kL.code(s) + (v % 2) * 64);
+        for (int r = 0; r < R; ++r) {
+          const __m512i xv = broadcast4(x + s * SB + 4 * r);
+          for (int v = 0; v < V; ++v) {
+            if (kSplit && s % 2 == 1) jacc[v] = _mm512_dpbusd_epi32(jacc[v], wv[v], xv);
+            else iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
+          }
         }
       }
-    } else if constexpr (kQ6) {
+    } else if constexpr (kQ6 && R == 1) {
       // Both halves in one pass over the codes (each byte's two nibbles are a code of each
       // half), into two sets of int32 sums, so each line is loaded once.
       __m512i hacc[V];  // the second half's sums (iacc: the first's)
       for (int v = 0; v < V; ++v) {
-        iacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb]);
-        hacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb + kRows]);
+        iacc[0][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0]);
+        hacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + kRows]);
       }
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
@@ -290,56 +312,92 @@ void decode_tile(const ActTiles& a, const PackedGguf& w, int p, float* y, int wi
         for (int g = 0; g < G; ++g) {
           __m512i c[4];
           q6_codes(load64(slot[g] + kL.code(s)), load64(slot[g] + kL.code(s) + 64), load64(planes[g] + kL.plane(s)), c);
-          iacc[2 * g] = _mm512_dpbusd_epi32(iacc[2 * g], c[0], x0);
-          iacc[2 * g + 1] = _mm512_dpbusd_epi32(iacc[2 * g + 1], c[1], x0);
+          iacc[0][2 * g] = _mm512_dpbusd_epi32(iacc[0][2 * g], c[0], x0);
+          iacc[0][2 * g + 1] = _mm512_dpbusd_epi32(iacc[0][2 * g + 1], c[1], x0);
           hacc[2 * g] = _mm512_dpbusd_epi32(hacc[2 * g], c[2], x1);
           hacc[2 * g + 1] = _mm512_dpbusd_epi32(hacc[2 * g + 1], c[3], x1);
         }
       }
-      // prefill_tile's order of roundings ((d sc) d_x per half, the first half first).
+      // The tiles' order of roundings ((d sc) d_x per half, the first half first).
+      const __m512 xs = _mm512_set1_ps(a.xs[xb0]);
       for (int v = 0; v < V; ++v) {
         const std::uint8_t* sc = slot[v / 2] + kL.scale + (v % 2) * 16;
-        const __m512 s0 = _mm512_mul_ps(dF[v], s8_to_float(sc)), s1 = _mm512_mul_ps(dF[v], s8_to_float(sc + 32));
-        facc[v] = _mm512_fmadd_ps(to_float(iacc[v]), _mm512_mul_ps(s0, _mm512_set1_ps(xs)), facc[v]);
-        facc[v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(s1, _mm512_set1_ps(xs)), facc[v]);
+        const __m512 s0 = _mm512_mul_ps(d_of(v), s8_to_float(sc)), s1 = _mm512_mul_ps(d_of(v), s8_to_float(sc + 32));
+        facc[0][v] = _mm512_fmadd_ps(to_float(iacc[0][v]), _mm512_mul_ps(s0, xs), facc[0][v]);
+        facc[0][v] = _mm512_fmadd_ps(to_float(hacc[v]), _mm512_mul_ps(s1, xs), facc[0][v]);
+      }
+      continue;  // folded
+    } else if constexpr (kQ6) {
+      // The halves one after the other, each with its own scale: one set of int32 sums, folded
+      // after each half.
+      for (int half = 0; half < 2; ++half) {
+        for (int r = 0; r < R; ++r)  // w = d sc (c - 32): 32 x the half's sum of x off
+          for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + half * kRows + r]);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          __m512i c[V];
+          for (int g = 0; g < G; ++g)
+            q6_half(load64(slot[g] + kL.code(s)), load64(slot[g] + kL.code(s) + 64), load64(planes[g] + kL.plane(s)), half, c + 2 * g);
+          for (int r = 0; r < R; ++r) {
+            const __m512i xv = broadcast4(x + (4 * half + s) * SB + 4 * r);
+            for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], c[v], xv);
+          }
+        }
+        // The half's own scale d sc d_x (the slot's int8 scales: [half][32 rows]).
+        for (int v = 0; v < V; ++v) {
+          const __m512 sv = _mm512_mul_ps(d_of(v), s8_to_float(slot[v / 2] + kL.scale + half * 32 + (v % 2) * 16));
+          for (int r = 0; r < R; ++r)
+            facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
+        }
       }
       continue;  // folded
     } else {
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
-        const __m512i xlo = broadcast4(x + s * SB), xhi = broadcast4(x + (4 + s) * SB);
+        __m512i lo[V], hi[V];
         for (int v = 0; v < V; ++v) {
-          __m512i lo, hi;
-          nibbles(load64(slot[v / 2] + kL.code(s) + (v % 2) * 64), lo, hi);
-          if constexpr (kQ5) fifth_bits(load64(planes[v / 2] + kL.plane(s / 2)), s, v % 2, lo, hi);
-          if constexpr (kSplit) {
-            iacc[v] = _mm512_dpbusd_epi32(iacc[v], lo, xlo);
-            jacc[v] = _mm512_dpbusd_epi32(jacc[v], hi, xhi);
-          } else {
-            iacc[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[v], lo, xlo), hi, xhi);
-          }
+          nibbles(load64(slot[v / 2] + kL.code(s) + (v % 2) * 64), lo[v], hi[v]);
+          if constexpr (kQ5) fifth_bits(load64(planes[v / 2] + kL.plane(s / 2)), s, v % 2, lo[v], hi[v]);
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512i xlo = broadcast4(x + s * SB + 4 * r), xhi = broadcast4(x + (4 + s) * SB + 4 * r);
+          for (int v = 0; v < V; ++v)
+            if constexpr (kSplit) {
+              iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo);
+              jacc[v] = _mm512_dpbusd_epi32(jacc[v], hi[v], xhi);
+            } else {
+              iacc[r][v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo), hi[v], xhi);
+            }
         }
       }
     }
+    if constexpr (kSplit)
+      for (int v = 0; v < V; ++v) iacc[0][v] = _mm512_add_epi32(iacc[0][v], jacc[v]);
     for (int v = 0; v < V; ++v) {
-      if constexpr (kSplit) iacc[v] = _mm512_add_epi32(iacc[v], jacc[v]);
       if constexpr (is_q45k(T)) {
         // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j (the slot's
         // bytes: sc[32 rows], then m[32 rows]).
         const std::uint8_t* sub = slot[v / 2] + kL.scale + (v % 2) * 16;
-        const __m512 dw = _mm512_mul_ps(dF[v], u8_to_float(sub)), mw = _mm512_mul_ps(mF[v], u8_to_float(sub + 32));
-        facc[v] = _mm512_fmadd_ps(to_float(iacc[v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[v]);
-        facc[v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb])), facc[v]);
+        const __m512 dw = _mm512_mul_ps(d_of(v), u8_to_float(sub)), mw = _mm512_mul_ps(m_of(v), u8_to_float(sub + 32));
+        for (int r = 0; r < R; ++r) {
+          const float xs = a.xs[xb0 + r];
+          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
+          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
+        }
       } else {
-        facc[v] = _mm512_fmadd_ps(to_float(iacc[v]), _mm512_mul_ps(halves_to_float(head_d(v)), _mm512_set1_ps(xs)), facc[v]);
-        if constexpr (T == GgmlType::kQ4_1)
-          facc[v] = _mm512_fmadd_ps(halves_to_float(head_m(v)), _mm512_set1_ps(xs * static_cast<float>(a.sum[xb])), facc[v]);
+        const __m512 dw = halves_to_float(head_d(v));
+        for (int r = 0; r < R; ++r) {
+          const float xs = a.xs[xb0 + r];
+          facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
+          if constexpr (T == GgmlType::kQ4_1)
+            facc[r][v] = _mm512_fmadd_ps(halves_to_float(head_m(v)), _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
+        }
       }
     }
   }
   for (int v = 0; v < V; ++v) {
     const auto mask = static_cast<__mmask16>((1u << std::clamp(width - 16 * v, 0, 16)) - 1);
-    _mm512_mask_storeu_ps(y + 16 * v, mask, facc[v]);
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldc + 16 * v, mask, facc[r][v]);
   }
 }
 
@@ -494,6 +552,11 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
   }
 }
 
+using PackedTile = void (*)(const ActTiles&, int, const PackedGguf&, int, float*, std::size_t, int);
+template <GgmlType T, std::size_t... I>
+constexpr std::array<PackedTile, sizeof...(I)> packed_tiles(std::index_sequence<I...>) {
+  return {&packed_tile<T, static_cast<int>(I) + 1, 1>...};
+}
 using PrefillTile = void (*)(const ActTiles&, int, const Unpacked&, float*, std::size_t, int);
 template <GgmlType T, std::size_t... I>
 constexpr std::array<PrefillTile, sizeof...(I)> prefill_tiles(std::index_sequence<I...>) {
@@ -501,40 +564,51 @@ constexpr std::array<PrefillTile, sizeof...(I)> prefill_tiles(std::index_sequenc
 }
 
 // Panels a decode tile streams at once: one for the nibble types (Q4_0, Q4_1, Q4_K, Q5_K), whose
-// thread then reads one stream front to back, with two int32 chains per zmm (decode_tile's
+// thread then reads one stream front to back, with two int32 chains per zmm (packed_tile's
 // kSplit); two for Q8_0 (its codes need no unpacking: four chains) and Q6_K (already two
 // streams per panel). Chosen by cold decode and TinyLlama tg64 on Zen 4, 2026-12-02: one
 // panel took Q4_0 from 37-40 to 43-48 t/s and Q4_K_M from 36-37 to 38-39, Q8_0 from 23 to 21.
 template <GgmlType T>
 constexpr int kDecodePanels = T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K ? 2 : 1;
 
+// Token tiles from which a thread unpacks each panel once (prefill_tile) instead of running
+// packed_tile on it: with fewer (batched decode) the panel streams from memory while the tiles
+// compute, and unpacking it first took the cold 8-row GEMM at 5632 x 2048 from 0.5-0.6 to 0.8-0.9
+// ms and TinyLlama Q5_K_M's batched decode of 8 from 124 to 88 t/s (Zen 4, 2026-12-02).
+constexpr int kUnpackTiles = 4;
+
 // Panels [p0, p1) of y [n, out]. One token row (decode) streams kDecodePanels<T> panels at once;
-// more rows take each panel unpacked once, then met by every tile of kRows token rows.
+// a few rows meet each packed panel kRows at a time; more take each panel unpacked once.
 template <GgmlType T>
 void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
   const auto ldc = static_cast<std::size_t>(w.out);
-  if (n == 1) {  // the row as it is (kRowStepBytes)
-    for (int p = p0; p < p1;) {
-      float* yp = y + static_cast<std::size_t>(p) * kPanel;
-      if (kDecodePanels<T> == 2 && p + 2 <= p1) {
-        decode_tile<T, 2>(a, w, p, yp, std::min(2 * kPanel, w.out - p * kPanel));
-        p += 2;
-      } else {
-        decode_tile<T, 1>(a, w, p, yp, std::min(kPanel, w.out - p * kPanel));
-        ++p;
-      }
-    }
-    return;
-  }
-  static constexpr auto kTiles = prefill_tiles<T>(std::make_index_sequence<kRows>{});
-  Unpacked& u = unpacked_scratch();
-  u.reserve(w.in / kBlock);
-  for (int p = p0; p < p1; ++p) {
+  const int tiles = (n + kRows - 1) / kRows;
+  for (int p = p0; p < p1;) {
     float* yp = y + static_cast<std::size_t>(p) * kPanel;
     const int width = std::min(kPanel, w.out - p * kPanel);
-    unpack_panel<T>(w, p, u);
-    for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
-      kTiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, u, yp + r0 * ldc, ldc, width);
+    if (n == 1) {  // the row as it is (kRowStepBytes)
+      if (kDecodePanels<T> == 2 && p + 2 <= p1) {
+        packed_tile<T, 1, 2, kRowStepBytes>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
+        p += 2;
+      } else {
+        packed_tile<T, 1, 1, kRowStepBytes>(a, 0, w, p, yp, ldc, width);
+        ++p;
+      }
+      continue;
+    }
+    if (tiles < kUnpackTiles) {
+      static constexpr auto kPacked = packed_tiles<T>(std::make_index_sequence<kRows>{});
+      for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
+        kPacked[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, w, p, yp + r0 * ldc, ldc, width);
+    } else {
+      static constexpr auto kUnpacked = prefill_tiles<T>(std::make_index_sequence<kRows>{});
+      Unpacked& u = unpacked_scratch();
+      u.reserve(w.in / kBlock);
+      unpack_panel<T>(w, p, u);
+      for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
+        kUnpacked[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, u, yp + r0 * ldc, ldc, width);
+    }
+    ++p;
   }
 }
 #endif

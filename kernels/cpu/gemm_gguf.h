@@ -29,14 +29,15 @@
 //    (codes 0-15 and 16-31: the low and high nibbles) run one after the other, each folded into
 //    the fp32 sums with its own scale d * sc, its int32 lanes started at -32 * (its 16
 //    activations' sum);
-//  - threads split the panels; decode (one token row) reads the packed panels as they are, one
-//    panel at a time with two int32 chains per zmm (Q4_0, Q4_1, Q4_K, Q5_K: one stream per
-//    thread), or two panels at once (Q8_0, Q6_K);
-//  - prefill (more rows) unpacks each panel once into plain codes in Q8_0's layout (1 KiB per
-//    32-block; Q8_0's own slots are read in place) and its scales into fp32 (d, d sc_j, and the
-//    mins' -dmin m_j), per thread, so the nibble unpacking, Q5_K's fifth bits and Q6_K's top
-//    bits are paid once per panel, not once per 6-row tile; every type then runs the same tile
-//    loop (8 vpdpbusd per block and tile element, one fp32 fold; Q6_K one per half);
+//  - threads split the panels; decode (one token row) and small batches (under 4 tiles) read
+//    the packed panels as they are, unpacking codes in registers while the panel streams in;
+//    decode runs one panel at a time with two int32 chains per zmm (Q4_0, Q4_1, Q4_K, Q5_K:
+//    one stream per thread), or two panels at once (Q8_0, Q6_K);
+//  - prefill (4 tiles or more) unpacks each panel once into plain codes in Q8_0's layout (1 KiB
+//    per 32-block; Q8_0's own slots are read in place) and its scales into fp32 (d, d sc_j, and
+//    the mins' -dmin m_j), per thread, so the nibble unpacking, Q5_K's fifth bits and Q6_K's
+//    top bits are paid once per panel, not once per 6-row tile; every type then runs the same
+//    tile loop (8 vpdpbusd per block and tile element, one fp32 fold; Q6_K one per half);
 //  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off

@@ -4,7 +4,8 @@
 //   ./inferlab_bench --benchmark_filter='matmul_gguf|gemm_gguf|memory_read'
 // weight_bytes_per_s: bytes of blocks (scales included: the file's bytes) per call / wall time;
 // GFLOP/s: 2 * n * out * in per call / wall time (integer ops for the int8-activation kernels).
-// memory_read: 2 threads summing a 256 MiB array, the read roofline a decode GEMV can reach;
+// memory_read: 2 threads summing a 256 MiB array, the read roofline a decode GEMV can reach
+// (huge:1 on the packed panels' huge pages, huge:0 on 4 KiB pages);
 // weight_bytes_per_s / memory_read's bytes_per_s is the roofline fraction. `cold:1` cycles
 // through enough copies of the blocks (>= 192 MiB) that they stream from DRAM as in a decode
 // step. K-quants need in % 256 == 0: SmolLM2's width 576 is not, so their rows are 1536 wide
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "inferlab/formats.h"
+#include "inferlab/huge_pages.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_gguf.h"
@@ -110,12 +112,15 @@ void gemm_gguf(benchmark::State& state) {
   });
 }
 
-// The read roofline: 2 threads each summing half of a 256 MiB array of floats.
-void memory_read(benchmark::State& state) {
-  const std::size_t count = (std::size_t{256} << 20) / sizeof(float);
-  std::vector<float> a(count, 1.0f);
+// The read roofline: 2 threads each summing half of a 256 MiB array of floats, on 4 KiB pages
+// (huge:0, as matmul_gguf's copies of the file's blocks) or on the weights' huge pages (huge:1,
+// inferlab/huge_pages.h, where gemm_gguf's packed panels and the CLI's probe sit): compare a
+// kernel with the probe on its own page size.
+template <class Vec>
+void sum_halves(benchmark::State& state, const Vec& a) {
   inferlab::ThreadPool pool(2);
   std::vector<double> sums(2);
+  const std::size_t count = a.size();
   for (auto _ : state) {
     pool.parallel_for(2, [&](std::size_t begin, std::size_t end) {
       for (std::size_t t = begin; t < end; ++t) {
@@ -128,6 +133,11 @@ void memory_read(benchmark::State& state) {
     });
     benchmark::DoNotOptimize(sums.data());
   }
+}
+void memory_read(benchmark::State& state) {
+  const std::size_t count = (std::size_t{256} << 20) / sizeof(float);
+  if (state.range(0)) sum_halves(state, inferlab::HugeVector<float>(count, 1.0f));
+  else sum_halves(state, std::vector<float>(count, 1.0f));
   state.counters["bytes_per_s"] =
       benchmark::Counter(static_cast<double>(count * sizeof(float)) * static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate);
@@ -152,12 +162,12 @@ void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill =
       b->Args({static_cast<int>(t), 1, 5632, 2048, 1});
       b->Args({static_cast<int>(t), 1, 2048, 5632, 1});
     }
-  // TinyLlama-1.1B's w1 / w3 at prefill of 128 and 512 tokens, warm (gemm_gguf only): its
-  // fractions of the vpdpbusd peak.
+  // TinyLlama-1.1B's w1 / w3 (gemm_gguf only): batched decode of 8 sequences, cold, and prefill
+  // of 128 and 512 tokens, warm (its fractions of the vpdpbusd peak).
   if (prefill)
-    for (int n : {128, 512})
+    for (int n : {8, 128, 512})
       for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
-        b->Args({static_cast<int>(t), n, 5632, 2048, 0});
+        b->Args({static_cast<int>(t), n, 5632, 2048, n == 8 ? 1 : 0});
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 }
 void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
@@ -165,6 +175,6 @@ void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
 BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
 BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);
 BENCHMARK(gemm_gguf)->Apply([](benchmark::internal::Benchmark* b) { add_shapes(b, true, true); });
-BENCHMARK(memory_read)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(memory_read)->ArgName("huge")->Arg(0)->Arg(1)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 }  // namespace

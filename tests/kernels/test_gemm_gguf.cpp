@@ -41,7 +41,7 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
       is_k(type) ? std::vector<Shape>{{1, 256}, {31, 512}, {33, 256}, {70, 768}, {128, 256}}
                  : std::vector<Shape>{{1, 32}, {31, 64}, {33, 96}, {70, 160}, {128, 64}};
   for (Shape s : shapes)
-    for (int n : {1, 5, 6, 7, 13}) {
+    for (int n : {1, 5, 6, 7, 13, 19, 49}) {  // up to 13: packed panels; 19 (4 tiles), 49: unpacked
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(s.out) + "x" +
                    std::to_string(s.in) + ", " + std::to_string(n) + " rows");
       const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, s.out, s.in, ++seed);
@@ -73,29 +73,34 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
     }
 }
 
-// Decode (one row: the packed panels read as they are, two panels at once, hoisted scales,
-// Q6_K's halves in one pass) gives each row the same bits as the 6-row tiles of a batch (on the
-// unpacked panels): a prefill row equals the same token's decode row.
+// Decode (one row: two panels at once, hoisted scales, Q6_K's halves in one pass) gives each
+// row the same bits as the 6-row tiles of a batch, on the packed panels (a few tiles) and on
+// the unpacked ones (4 tiles or more): a prefill row equals the same token's decode row.
 TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   const GgmlType type = GetParam();
   ThreadPool pool(2);
-  const int out = 130, in = is_k(type) ? 768 : 160, n = 7;  // 5 panels: a pair and a lone one at decode
+  // 5 panels: a pair and a lone one at decode; 7 rows: 2 tiles on the packed panels, 49 rows: 9
+  // tiles on the unpacked panels.
+  const int out = 130, in = is_k(type) ? 768 : 800;
   const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 11);
-  Rng rng(12);
-  std::vector<float> x(static_cast<std::size_t>(n) * in);
-  for (float& v : x) v = static_cast<float>(rng.normal());
-  std::vector<std::int8_t> xq(x.size());
-  std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
-  cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
   const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
-  std::vector<float> batch(static_cast<std::size_t>(n) * out), one(static_cast<std::size_t>(out));
-  cpu::gemm_gguf(xq.data(), xs.data(), packed, batch.data(), n, pool);
-  for (int r = 0; r < n; ++r) {
-    cpu::gemm_gguf(xq.data() + static_cast<std::size_t>(r) * in, xs.data() + static_cast<std::size_t>(r) * (in / 32),
-                   packed, one.data(), 1, pool);
-    for (int o = 0; o < out; ++o)
-      ASSERT_EQ(one[static_cast<std::size_t>(o)], batch[static_cast<std::size_t>(r) * out + o]) << "row " << r << " out " << o;
+  for (int n : {7, 49}) {
+    SCOPED_TRACE(std::to_string(n) + " rows");
+    Rng rng(12);
+    std::vector<float> x(static_cast<std::size_t>(n) * in);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
+    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+    std::vector<float> batch(static_cast<std::size_t>(n) * out), one(static_cast<std::size_t>(out));
+    cpu::gemm_gguf(xq.data(), xs.data(), packed, batch.data(), n, pool);
+    for (int r = 0; r < n; ++r) {
+      cpu::gemm_gguf(xq.data() + static_cast<std::size_t>(r) * in, xs.data() + static_cast<std::size_t>(r) * (in / 32),
+                     packed, one.data(), 1, pool);
+      for (int o = 0; o < out; ++o)
+        ASSERT_EQ(one[static_cast<std::size_t>(o)], batch[static_cast<std::size_t>(r) * out + o]) << "row " << r << " out " << o;
+    }
   }
 }
 
