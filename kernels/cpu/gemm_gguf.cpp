@@ -47,7 +47,7 @@ SourceBlock source_block(GgmlType t) {
 // Where a panel's bytes sit (PackedGguf::data, gemm_gguf.h): records of one block (Q8_0, Q4_0,
 // Q4_1) or one super-block of 8 (the K-quants); a record is a head (the 32 rows' fp16 d, then
 // Q4_1's fp16 m or the K-quants' dmin) and its blocks' slots. A slot holds its bytes in the
-// order the micro-tile reads them, so a panel is read front to back: groups of steps (a step:
+// order packed_tile (and the prefill unpacker) reads them, so a panel is read front to back: groups of steps (a step:
 // 128 bytes of codes, 4 inputs x 32 rows), each group led by the high-plane line its steps read
 // (Q5_K: one per 2 steps), then the K-quants' per-block scale bytes, which the epilogue reads
 // last. Q6_K's top-2-bit plane (a line per step) is the exception: it follows the panel's
