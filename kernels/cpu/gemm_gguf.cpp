@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -443,7 +442,10 @@ void unpack_panel(const PackedGguf& w, int p, Unpacked& u) {
   constexpr Layout kL = layout(T);
   const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * panel_bytes(T, w.in);
   const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
-  if constexpr (T != GgmlType::kQ8_0) {
+  if constexpr (T == GgmlType::kQ8_0) {  // read in place: the slots are a record apart
+    u.codes = block_slot(panel, kL, 0);
+    u.codes_stride = kL.record();
+  } else {
     u.codes = u.code_line(0, 0, 0);
     u.codes_stride = 16 * sizeof(Line);
   }
@@ -452,12 +454,7 @@ void unpack_panel(const PackedGguf& w, int p, Unpacked& u) {
     const std::uint8_t* slot = block_slot(panel, kL, b);
     const std::uint8_t* planes = plane_base(panel, slot, kL, w.in, b);
     auto put = [&](int s, int h, __m512i c) { _mm512_store_si512(u.code_line(b, s, h), c); };
-    if constexpr (T == GgmlType::kQ8_0) {
-      if (b == 0) {  // read in place: the slots are a record apart
-        u.codes = slot;
-        u.codes_stride = kL.record();
-      }
-    } else if constexpr (T == GgmlType::kQ6_K) {
+    if constexpr (T == GgmlType::kQ6_K) {
       for (int s = 0; s < 4; ++s) {
         __m512i c[4];
         q6_codes(load64(slot + kL.code(s)), load64(slot + kL.code(s) + 64), load64(planes + kL.plane(s)), c);
@@ -466,7 +463,7 @@ void unpack_panel(const PackedGguf& w, int p, Unpacked& u) {
         put(4 + s, 0, c[2]);
         put(4 + s, 1, c[3]);
       }
-    } else {
+    } else if constexpr (T != GgmlType::kQ8_0) {
       for (int s = 0; s < 4; ++s)
         for (int h = 0; h < 2; ++h) {
           __m512i lo, hi;
@@ -574,7 +571,9 @@ constexpr int kDecodePanels = T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K ? 2 :
 // Token tiles from which a thread unpacks each panel once (prefill_tile) instead of running
 // packed_tile on it: with fewer (batched decode) the panel streams from memory while the tiles
 // compute, and unpacking it first took the cold 8-row GEMM at 5632 x 2048 from 0.5-0.6 to 0.8-0.9
-// ms and TinyLlama Q5_K_M's batched decode of 8 from 124 to 88 t/s (Zen 4, 2026-12-02).
+// ms and TinyLlama Q5_K_M's batched decode of 8 from 124 to 88 t/s; at 16 rows (3 tiles,
+// 576 x 1536) unpacking was 5-25 % slower for Q8_0, Q4_0, Q4_K and Q5_K, level for Q6_K, cold
+// and warm (Zen 4, 2026-12-02).
 constexpr int kUnpackTiles = 4;
 
 // Panels [p0, p1) of y [n, out]. One token row (decode) streams kDecodePanels<T> panels at once;
