@@ -62,6 +62,10 @@ namespace inferlab::cpu {
 
 // True when this build has the kernel (AVX-512 VNNI).
 bool gemm_gguf_available();
+// True when gemm_gguf of n token rows of a matrix of `type` runs on the AMX tiles
+// (kernels/cpu/amx.h: built with AMX int8, granted by the kernel, switched on) rather than the
+// VNNI ones: 16 rows and more, every packed type but Q6_K.
+bool gemm_gguf_uses_amx(GgmlType type, int n);
 // True for the block types it packs: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool gemm_gguf_packs(GgmlType type);
 

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_vec.h"
 
 namespace inferlab::cpu {
@@ -79,6 +80,37 @@ constexpr const char* kInt8Instruction = "none (no AVX2 in this build)";
 void int8_loop() {}
 #endif
 
+#if INFERLAB_AMX_INT8
+// Per iteration: 4 tdpbsud of 16 x 16 x 64 (C tiles 0-3 from A tiles 4, 5 and B tiles 6, 7),
+// independent, so the matrix unit never waits on a result.
+constexpr double kAmxOpsPerIteration = 4.0 * 2 * 16 * 16 * 64;
+void amx_loop() {
+  AmxConfig c;
+  for (int t = 0; t < 8; ++t) c.tile(t, 16, 64);
+  c.load();
+  alignas(64) static const std::int8_t ones[16 * 64] = {1};
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const long n = g_iterations / 16;  // 16 cycles a product: as long as the other loops
+  for (long it = 0; it < n; ++it) {
+    _tile_dpbsud(0, 4, 6);
+    _tile_dpbsud(1, 4, 7);
+    _tile_dpbsud(2, 5, 6);
+    _tile_dpbsud(3, 5, 7);
+  }
+  alignas(64) std::int32_t out[16 * 16];
+  _tile_stored(0, out, 64);
+  g_int_sink = out[0];
+  AmxConfig::release();
+}
+#endif
+
 // Ops per second of `loop` on `threads` threads started together.
 double run_threads(int threads, void (*loop)(), double ops_per_thread) {
   if (threads < 1) threads = 1;
@@ -102,6 +134,17 @@ Peak measure_int8_dot_peak(int threads) {
   if (kInt8MacsPerChainOp == 0) return {0.0, kInt8Instruction};
   const double ops = 2.0 * kInt8MacsPerChainOp * kChains * static_cast<double>(kIterations);
   return {run_threads(threads, int8_loop, ops), kInt8Instruction};
+}
+
+Peak measure_amx_int8_peak(int threads) {
+#if INFERLAB_AMX_INT8
+  if (amx_int8_enabled())
+    return {run_threads(threads, amx_loop, kAmxOpsPerIteration * static_cast<double>(kIterations / 16)), "tdpbsud (amx_int8)"};
+  return {0.0, "tdpbsud (amx_int8): not granted by the kernel, or INFERLAB_AMX=0"};
+#else
+  (void)threads;
+  return {0.0, "none (no AMX int8 in this build)"};
+#endif
 }
 
 }  // namespace inferlab::cpu

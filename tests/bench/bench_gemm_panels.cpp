@@ -49,8 +49,10 @@ void peak(benchmark::State& state, inferlab::cpu::Peak (*probe)(int)) {
 }
 void BM_PeakFma(benchmark::State& state) { peak(state, inferlab::cpu::measure_fma_peak); }
 void BM_PeakInt8Dot(benchmark::State& state) { peak(state, inferlab::cpu::measure_int8_dot_peak); }
+void BM_PeakInt8Amx(benchmark::State& state) { peak(state, inferlab::cpu::measure_amx_int8_peak); }
 BENCHMARK(BM_PeakFma)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PeakInt8Dot)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PeakInt8Amx)->ArgName("threads")->Arg(1)->Arg(2)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One warm-up call, then the timed calls of `call` (which writes y).
 template <typename Call>

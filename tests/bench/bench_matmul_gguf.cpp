@@ -15,12 +15,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "inferlab/formats.h"
 #include "inferlab/huge_pages.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
@@ -110,6 +113,16 @@ void gemm_gguf(benchmark::State& state) {
     inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
     inferlab::cpu::gemm_gguf(xq.data(), xs.data(), packs[static_cast<std::size_t>(c)], p.y.data(), p.n, pool);
   });
+  state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) +
+                 (inferlab::cpu::gemm_gguf_uses_amx(p.type, p.n) ? " amx" : " vnni"));
+}
+
+// gemm_gguf with the AMX tiles switched off (kernels/cpu/amx.h): the VNNI tiles at the prefill
+// shapes, beside gemm_gguf's AMX ones in the same run where AMX runs.
+void gemm_gguf_vnni(benchmark::State& state) {
+  const bool was = inferlab::cpu::set_amx_int8(false);
+  gemm_gguf(state);
+  inferlab::cpu::set_amx_int8(was);
 }
 
 // The read roofline: 2 threads each summing half of a 256 MiB array of floats, on 4 KiB pages
@@ -143,6 +156,13 @@ void memory_read(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
+// TinyLlama-1.1B's w1 / w3 (5632 x 2048) for gemm_gguf: batched decode (n <= 32) cold, prefill warm.
+void add_prefill_shapes(benchmark::internal::Benchmark* b, std::initializer_list<int> rows) {
+  for (int n : rows)
+    for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+      b->Args({static_cast<int>(t), n, 5632, 2048, n <= 32 ? 1 : 0});
+}
+
 // Args {type, n, out, in, cold} at SmolLM2's MLP shapes; K-quants (ffn_down only: 576 is not a
 // whole number of super-blocks) when asked.
 void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill = false) {
@@ -162,12 +182,9 @@ void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill =
       b->Args({static_cast<int>(t), 1, 5632, 2048, 1});
       b->Args({static_cast<int>(t), 1, 2048, 5632, 1});
     }
-  // TinyLlama-1.1B's w1 / w3 (gemm_gguf only): batched decode of 8 sequences, cold, and prefill
-  // of 128 and 512 tokens, warm (its fractions of the vpdpbusd peak).
-  if (prefill)
-    for (int n : {8, 128, 512})
-      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
-        b->Args({static_cast<int>(t), n, 5632, 2048, n == 8 ? 1 : 0});
+  // TinyLlama-1.1B's w1 / w3 (gemm_gguf only): batched decode of 8 and 16 sequences, cold, and
+  // prefill of 128 and 512 tokens, warm (its fractions of the int8 peaks).
+  if (prefill) add_prefill_shapes(b, {8, 16, 32, 128, 512});
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 }
 void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
@@ -175,6 +192,10 @@ void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
 BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
 BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);
 BENCHMARK(gemm_gguf)->Apply([](benchmark::internal::Benchmark* b) { add_shapes(b, true, true); });
+BENCHMARK(gemm_gguf_vnni)->Apply([](benchmark::internal::Benchmark* b) {
+  add_prefill_shapes(b, {16, 32, 128, 512});
+  b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+});
 BENCHMARK(memory_read)->ArgName("huge")->Arg(0)->Arg(1)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "inferlab/formats.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
 
@@ -41,7 +42,7 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
       is_k(type) ? std::vector<Shape>{{1, 256}, {31, 512}, {33, 256}, {70, 768}, {128, 256}}
                  : std::vector<Shape>{{1, 32}, {31, 64}, {33, 96}, {70, 160}, {128, 64}};
   for (Shape s : shapes)
-    for (int n : {1, 5, 6, 7, 13, 19, 49}) {  // up to 13: packed panels; 19 (4 tiles), 49: unpacked
+    for (int n : {1, 5, 6, 7, 13, 16, 19, 49}) {  // up to 13: packed panels; 16 and up: unpacked (AMX where it runs)
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(s.out) + "x" +
                    std::to_string(s.in) + ", " + std::to_string(n) + " rows");
       const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, s.out, s.in, ++seed);
@@ -101,6 +102,35 @@ TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
       for (int o = 0; o < out; ++o)
         ASSERT_EQ(one[static_cast<std::size_t>(o)], batch[static_cast<std::size_t>(r) * out + o]) << "row " << r << " out " << o;
     }
+  }
+}
+
+// Where AMX runs (kernels/cpu/amx.h), its tiles give every row the bits the VNNI tiles give it:
+// the same int32 sums, folded into fp32 in the same order. Rows: one 16-token tile, a tile and a
+// one-row tail, several tiles with a tail; 130 outputs: a last panel of 2 rows (its second half
+// empty).
+TEST_P(GemmGguf, AmxTilesGiveTheVnniTilesBits) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here (not built with it, not granted by the kernel, or INFERLAB_AMX=0)";
+  const GgmlType type = GetParam();
+  ThreadPool pool(2);
+  const int out = 130, in = is_k(type) ? 768 : 800;
+  const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 21);
+  const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
+  for (int n : {16, 17, 49, 64}) {
+    SCOPED_TRACE(std::to_string(n) + " rows");
+    Rng rng(22);
+    std::vector<float> x(static_cast<std::size_t>(n) * in);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
+    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+    std::vector<float> amx(static_cast<std::size_t>(n) * out, NAN), vnni(amx.size(), NAN);
+    cpu::gemm_gguf(xq.data(), xs.data(), packed, amx.data(), n, pool);
+    cpu::set_amx_int8(false);
+    cpu::gemm_gguf(xq.data(), xs.data(), packed, vnni.data(), n, pool);
+    cpu::set_amx_int8(true);
+    for (std::size_t i = 0; i < amx.size(); ++i) ASSERT_EQ(amx[i], vnni[i]) << "row " << i / out << " out " << i % out;
   }
 }
 
