@@ -441,12 +441,16 @@ Unpacked& unpacked_scratch() {
 }
 
 // Panel p into u (u.reserve(blocks) first).
-template <GgmlType T>
+// kSigned (the AMX tiles' signed x signed product): the codes with their offset taken off, the
+// weights' own integers (Q8_0's c, Q4_0's c - 8; the others' codes are below 128 already), so
+// no offset's start is added to the sums; Q8_0 is then copied (its top bit flipped), not read
+// in place.
+template <GgmlType T, bool kSigned = false>
 void unpack_panel(const PackedGguf& w, int p, Unpacked& u) {
   constexpr Layout kL = layout(T);
   const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * panel_bytes(T, w.in);
   const __m512i sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
-  if constexpr (T == GgmlType::kQ8_0) {  // read in place: the slots are a record apart
+  if constexpr (T == GgmlType::kQ8_0 && !kSigned) {  // read in place: the slots are a record apart
     u.codes = block_slot(panel, kL, 0);
     u.codes_stride = kL.record();
   } else {
@@ -473,9 +477,16 @@ void unpack_panel(const PackedGguf& w, int p, Unpacked& u) {
           __m512i lo, hi;
           nibbles(load64(slot + kL.code(s) + 64 * h), lo, hi);
           if constexpr (T == GgmlType::kQ5_K) fifth_bits(load64(planes + kL.plane(s / 2)), s, h, lo, hi);
+          if constexpr (kSigned && T == GgmlType::kQ4_0) {
+            lo = _mm512_sub_epi8(lo, _mm512_set1_epi8(8));
+            hi = _mm512_sub_epi8(hi, _mm512_set1_epi8(8));
+          }
           put(s, h, lo);
           put(4 + s, h, hi);
         }
+    } else if constexpr (kSigned) {  // Q8_0: c + 128 back to c
+      for (int s = 0; s < 8; ++s)
+        for (int h = 0; h < 2; ++h) put(s, h, _mm512_xor_si512(load64(slot + kL.code(s) + 64 * h), _mm512_set1_epi8(static_cast<char>(0x80))));
     }
     for (int h = 0; h < 2; ++h) {
       const __m512 d = halves_to_float(reinterpret_cast<const std::uint16_t*>(head) + 16 * h);
@@ -554,16 +565,17 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
 }
 
 #if INFERLAB_GEMM_GGUF_AMX
-// AMX prefill (kernels/cpu/amx.h): the unpacked panel (Q8_0's layout: [step][32 rows][4] bytes,
-// held unsigned with the type's offset) is already the K x 16 operand `tdpbsud` wants for 16
-// weight rows (8 steps of a half's 64-byte lines, 128 bytes apart), and the activation rows as
-// quantize_act_rows wrote them ([n][in] int8) are its 16 x K signed operand: one tile product
-// per 16 tokens x 16 weight rows x 32-block (Q6_K: per 16-input half block, each its own scale)
-// gives the int32 sums the VNNI tiles make (the offset's start added after), folded into fp32
-// with the same operations in the same order, so both paths give the same bits. The fold (per
-// token row: add, convert, scale, FMA) is the work: the matrix unit's product takes about 16
-// cycles, the fold of its 256 sums about 32 on the vector ports, and two C tiles alternate so
-// one block's fold overlaps the next block's product.
+// AMX prefill (kernels/cpu/amx.h). A panel unpacked with its offsets taken off (unpack_panel's
+// kSigned: the weights' own integer codes, [step][32 rows][4] bytes) is `tdpbssd`'s K x 16
+// operand as it is for 16 weight rows (8 steps of a half's 64-byte lines, 128 bytes apart),
+// and the activations, copied once per call into runs of 16 rows x 32 inputs, are its 16 x K
+// one: a tile product per 16 tokens x 16 weight rows x 32-block gives exactly the int32 sums of
+// the VNNI tiles (offset included), which are folded into fp32 with the same operations in the
+// same order, so both paths give the same bits. The fold is the cost: per block, 16 zmm of sums
+// each converted, scaled by d_w d_x and added (Q4_1 and the K-quants a second FMA for the
+// mins), about as long as the product itself (which takes as long at depth 32 as at 64), and the
+// two do not overlap well; two C tiles alternate and each pair of blocks is folded one pair
+// later, after its tile stores have left.
 constexpr int kAmxRows = 16;  // tokens per tile (C rows), and weight rows per C column set
 // Token rows from which the AMX tiles take over from the VNNI ones.
 constexpr int kAmxMinRows = 16;
@@ -580,7 +592,6 @@ struct AmxTokens {
   int n = 0, tiles = 0, blocks = 0;
   std::vector<std::int8_t> x;  // [tiles][blocks][16][32]
   std::vector<float> xs, xsum;  // [tiles][blocks][16]
-  std::vector<int> start8, start128;  // [tiles][blocks][16]: -8 and -128 x the codes' sums (Q4_0's, Q8_0's offsets)
   std::size_t at(int t, int b) const { return (static_cast<std::size_t>(t) * blocks + b) * kAmxRows; }
   const std::int8_t* rows(int t, int b) const { return x.data() + at(t, b) * kBlock; }
 };
@@ -593,8 +604,6 @@ void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, Am
   k.x.assign(slots * kBlock, 0);
   k.xs.assign(slots, 0.0f);
   k.xsum.assign(slots, 0.0f);
-  k.start8.assign(slots, 0);
-  k.start128.assign(slots, 0);
   for (int tok = 0; tok < n; ++tok) {
     const int t = tok / kAmxRows, r = tok % kAmxRows;
     for (int b = 0; b < k.blocks; ++b) {
@@ -602,8 +611,6 @@ void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, Am
       const std::size_t dst = k.at(t, b) + r;
       std::memcpy(k.x.data() + dst * kBlock, xq + static_cast<std::size_t>(tok) * in + static_cast<std::size_t>(b) * kBlock, kBlock);
       k.xs[dst] = a.xs[src];
-      k.start8[dst] = -8 * a.sum[src];
-      k.start128[dst] = -128 * a.sum[src];
       k.xsum[dst] = a.xs[src] * static_cast<float>(a.sum[src]);  // prefill_tile's product
     }
   }
@@ -618,7 +625,6 @@ struct AmxView {
   int n, tiles, blocks;
   const std::int8_t* x;
   const float *xs, *xsum;
-  const int* start;  // the type's offset x the codes' sums (kOffset<T>; null for 0)
   const std::uint8_t* codes;  // Unpacked::block_codes(0)
   std::size_t codes_stride;
   const float* scale;  // Unpacked::scale_line(0, 0, 0): lines of 16 floats, [blocks][2][2]
@@ -627,10 +633,8 @@ struct AmxView {
   const std::uint8_t* block_codes(int b) const { return codes + static_cast<std::size_t>(b) * codes_stride; }
   const float* scale_line(int b, int k, int h) const { return scale + static_cast<std::size_t>(4 * b + 2 * k + h) * 16; }
 };
-template <GgmlType T>
 AmxView amx_view(const AmxTokens& k, const Unpacked& u) {
-  const int* start = kOffset<T> == -128 ? k.start128.data() : kOffset<T> == -8 ? k.start8.data() : nullptr;
-  return {k.n, k.tiles, k.blocks, k.x.data(), k.xs.data(), k.xsum.data(), start, u.codes, u.codes_stride, u.scale_line(0, 0, 0)};
+  return {k.n, k.tiles, k.blocks, k.x.data(), k.xs.data(), k.xsum.data(), u.codes, u.codes_stride, u.scale_line(0, 0, 0)};
 }
 
 // The configuration: C tiles 0, 1 (16 x 16 int32); A (tokens) 2, 4: 16 rows x 32 inputs; B
@@ -649,7 +653,7 @@ struct AmxAcc {
 };
 
 // Block b of token tile t and weight rows 16h .. 16h + 15: its int32 sums (16 token rows of 16)
-// folded into acc as prefill_tile folds them (the offset's start added first, then d_w d_x).
+// folded into acc as prefill_tile folds them.
 template <GgmlType T>
 [[gnu::always_inline]] inline void amx_fold(AmxAcc& acc, const std::int32_t (*sums)[16], const AmxView& k, int t, int h, int b) {
   constexpr bool kMins = T == GgmlType::kQ4_1 || is_q45k(T);
@@ -657,8 +661,7 @@ template <GgmlType T>
   const __m512 sv = _mm512_load_ps(k.scale_line(b, 0, h));
 #pragma GCC unroll 16
   for (int r = 0; r < kAmxRows; ++r) {
-    __m512i ci = _mm512_load_si512(sums[r]);
-    if constexpr (kOffset<T> != 0) ci = _mm512_add_epi32(ci, _mm512_set1_epi32(k.start[at + r]));  // a broadcast load
+    const __m512i ci = _mm512_load_si512(sums[r]);
     acc.row(r) = _mm512_fmadd_ps(to_float(ci), _mm512_mul_ps(sv, _mm512_set1_ps(k.xs[at + r])), acc.row(r));
   }
   if constexpr (kMins) {
@@ -687,11 +690,11 @@ void amx_panel(const AmxView k, float* y, std::size_t ldc, int width) {
         _tile_zero(0);
         _tile_loadd(2, k.rows(t, b), lda);
         _tile_loadd(3, b_of(b), 128);
-        _tile_dpbsud(0, 2, 3);
+        _tile_dpbssd(0, 2, 3);
         _tile_zero(1);
         _tile_loadd(4, k.rows(t, b + 1), lda);
         _tile_loadd(5, b_of(b + 1), 128);
-        _tile_dpbsud(1, 4, 5);
+        _tile_dpbssd(1, 4, 5);
         _tile_stored(0, c[q][0], 64);
         _tile_stored(1, c[q][1], 64);
         if (p > 0) {
@@ -708,7 +711,7 @@ void amx_panel(const AmxView k, float* y, std::size_t ldc, int width) {
         _tile_zero(0);
         _tile_loadd(2, k.rows(t, k.blocks - 1), lda);
         _tile_loadd(3, b_of(k.blocks - 1), 128);
-        _tile_dpbsud(0, 2, 3);
+        _tile_dpbssd(0, 2, 3);
         _tile_stored(0, c[0][0], 64);
         amx_fold<T>(acc, c[0][0], k, t, h, k.blocks - 1);
       }
@@ -762,8 +765,8 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
     Unpacked& u = unpacked_scratch();
     u.reserve(w.in / kBlock);
     for (int p = p0; p < p1; ++p) {
-      unpack_panel<T>(w, p, u);
-      amx_panel<T>(amx_view<T>(k, u), y + static_cast<std::size_t>(p) * kPanel, ldc, std::min(kPanel, w.out - p * kPanel));
+      unpack_panel<T, true>(w, p, u);
+      amx_panel<T>(amx_view(k, u), y + static_cast<std::size_t>(p) * kPanel, ldc, std::min(kPanel, w.out - p * kPanel));
     }
     return;
   }

@@ -38,6 +38,11 @@
 //    the mins' -dmin m_j), per thread, so the nibble unpacking, Q5_K's fifth bits and Q6_K's
 //    top bits are paid once per panel, not once per 6-row tile; every type then runs the same
 //    tile loop (8 vpdpbusd per block and tile element, one fp32 fold; Q6_K one per half);
+//  - where AMX runs (kernels/cpu/amx.h: Sapphire Rapids and later, granted by Linux), prefill of
+//    16 rows and more of every type but Q6_K runs on the tile unit instead: the unpacked panel
+//    is `tdpbsud`'s K x 16 operand as it is, the activations are copied once per call into runs
+//    of 16 rows x 32 inputs, and each 16 x 16 x 32 tile product's int32 sums are folded into
+//    fp32 as the VNNI tiles fold theirs, so both give the same bits (tested);
 //  - gemm_gguf_group runs several matrices reading the same activations (wq/wk/wv, w1/w3) as one
 //    parallel_for: the union of their panels is cut into one contiguous run of about equal bytes
 //    per thread (the matrices may differ in size and type), so a small matrix pays no hand-off
