@@ -736,13 +736,20 @@ constexpr std::array<PrefillTile, sizeof...(I)> prefill_tiles(std::index_sequenc
   return {&prefill_tile<T, static_cast<int>(I) + 1>...};
 }
 
-// Panels a decode tile streams at once: one for the nibble types (Q4_0, Q4_1, Q4_K, Q5_K), whose
-// thread then reads one stream front to back, with two int32 chains per zmm (packed_tile's
-// kSplit); two for Q8_0 (its codes need no unpacking: four chains) and Q6_K (already two
-// streams per panel). Chosen by cold decode and TinyLlama tg64 on Zen 4, 2026-12-02: one
-// panel took Q4_0 from 37-40 to 43-48 t/s and Q4_K_M from 36-37 to 38-39, Q8_0 from 23 to 21.
+// Panels a decode tile streams at once: two for Q8_0 (its codes need no unpacking: four
+// chains) and Q6_K (already two streams per panel); for the nibble types (Q4_0, Q4_1, Q4_K,
+// Q5_K) it depends on the core. On AMD's, one, so the thread reads one stream front to back,
+// with two int32 chains per zmm (packed_tile's kSplit): on Zen 4 (2026-12-02) one panel took
+// TinyLlama Q4_0's tg64 from 37-40 to 43-48 t/s and Q4_K_M's from 36-37 to 38-39, Q8_0's from 23
+// to 21. On Intel's, two: on a Xeon with AMX (family 6 model 167, 2026-12-02) two panels took
+// cold decode of Q4_0 / Q4_K / Q5_K at 5632 x 2048 and 2048 x 5632 from 22.6-26.6 to 28.4-31.8
+// GB/s (probe 35.5-37.2).
 template <GgmlType T>
-constexpr int kDecodePanels = T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K ? 2 : 1;
+bool two_decode_panels() {
+  if constexpr (T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K) return true;
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+}
 
 // Token tiles from which a thread unpacks each panel once (prefill_tile) instead of running
 // packed_tile on it: with fewer (batched decode) the panel streams from memory while the tiles
@@ -752,7 +759,7 @@ constexpr int kDecodePanels = T == GgmlType::kQ8_0 || T == GgmlType::kQ6_K ? 2 :
 // and warm (Zen 4, 2026-12-02).
 constexpr int kUnpackTiles = 4;
 
-// Panels [p0, p1) of y [n, out]. One token row (decode) streams kDecodePanels<T> panels at once;
+// Panels [p0, p1) of y [n, out]. One token row (decode) streams two_decode_panels<T>() ? 2 : 1 panels at once;
 // a few rows meet each packed panel kRows at a time; more take each panel unpacked once.
 template <GgmlType T>
 void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* y, int n, int p0, int p1) {
@@ -777,7 +784,7 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
     float* yp = y + static_cast<std::size_t>(p) * kPanel;
     const int width = std::min(kPanel, w.out - p * kPanel);
     if (n == 1) {  // the row as it is (kRowStepBytes)
-      if (kDecodePanels<T> == 2 && p + 2 <= p1) {
+      if (two_decode_panels<T>() && p + 2 <= p1) {
         packed_tile<T, 1, 2, kRowStepBytes>(a, 0, w, p, yp, ldc, std::min(2 * kPanel, w.out - p * kPanel));
         p += 2;
       } else {
@@ -981,7 +988,7 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
     amx = &tokens;
   }
 #endif
-  // Runs of whole panels; at decode run_panels takes kDecodePanels of a run at a time (Q8_0's
+  // Runs of whole panels; at decode run_panels takes one or two panels of a run at a time (Q8_0's
   // and Q6_K's runs of odd length end with one single-panel tile), so a matrix of 6 panels
   // split 3 : 3 stays balanced.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
