@@ -585,9 +585,8 @@ constexpr bool kAmxType(GgmlType t) { return t != GgmlType::kQ6_K; }
 
 // The activations' side, made once per call: per tile t of 16 token rows and block b, the rows'
 // codes as one 512-byte run ([16 rows][32], what a tile load reads: 8 whole lines, where rows
-// `in` apart were 16 lines from as many pages), their scales, the offsets' starts (the code sums
-// times Q4_0's -8 and Q8_0's -128; Q6_K: its half blocks' sums) and scale x sum (the mins'
-// term); zero rows past n.
+// `in` apart were 16 lines from as many pages), their scales and scale x sum (the mins' term);
+// zero rows past n.
 struct AmxTokens {
   int n = 0, tiles = 0, blocks = 0;
   std::vector<std::int8_t> x;  // [tiles][blocks][16][32]
@@ -773,6 +772,9 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
     u.reserve(w.in / kBlock);
     for (int p = p0; p < p1; ++p) {
       unpack_panel<T, true>(w, p, u);
+      // GCC's tile loads are asm that names no memory operand: without this barrier the
+      // unpacking's stores could be moved past the loads that read them.
+      asm volatile("" ::: "memory");
       amx_panel<T>(amx_view(k, u), y + static_cast<std::size_t>(p) * kPanel, ldc, std::min(kPanel, w.out - p * kPanel));
     }
     return;
