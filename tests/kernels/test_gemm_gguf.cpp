@@ -27,6 +27,20 @@ constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_
                                 GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 bool is_k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K; }
 
+// n random normal rows of `in` inputs, quantised per 32-block as the plugin does.
+struct QuantRows {
+  std::vector<std::int8_t> xq;  // [n, in]
+  std::vector<float> xs;        // [n, in / 32]
+};
+QuantRows quantized_rows(int n, int in, std::uint64_t seed, ThreadPool& pool) {
+  Rng rng(seed);
+  std::vector<float> x(static_cast<std::size_t>(n) * in);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  QuantRows q{std::vector<std::int8_t>(x.size()), std::vector<float>(static_cast<std::size_t>(n) * (in / 32))};
+  cpu::quantize_act_rows(x.data(), n, in, q.xq.data(), q.xs.data(), pool);
+  return q;
+}
+
 class GemmGguf : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
@@ -88,12 +102,9 @@ TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
   const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
   for (int n : {7, 49}) {
     SCOPED_TRACE(std::to_string(n) + " rows");
-    Rng rng(12);
-    std::vector<float> x(static_cast<std::size_t>(n) * in);
-    for (float& v : x) v = static_cast<float>(rng.normal());
-    std::vector<std::int8_t> xq(x.size());
-    std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
-    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+    const QuantRows q = quantized_rows(n, in, 12, pool);
+    const std::vector<std::int8_t>& xq = q.xq;
+    const std::vector<float>& xs = q.xs;
     std::vector<float> batch(static_cast<std::size_t>(n) * out), one(static_cast<std::size_t>(out));
     cpu::gemm_gguf(xq.data(), xs.data(), packed, batch.data(), n, pool);
     for (int r = 0; r < n; ++r) {
@@ -108,7 +119,7 @@ TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
 // Where AMX runs (kernels/cpu/amx.h), its tiles give every row the bits the VNNI tiles give it:
 // the same int32 sums, folded into fp32 in the same order. Rows: one 16-token tile, a tile and a
 // one-row tail, several tiles with a tail; 130 outputs: a last panel of 2 rows (its second half
-// empty).
+// empty). Q6_K stays on the VNNI tiles, so for it both runs take the same path.
 TEST_P(GemmGguf, AmxTilesGiveTheVnniTilesBits) {
   if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here (not built with it, not granted by the kernel, or INFERLAB_AMX=0)";
@@ -119,12 +130,9 @@ TEST_P(GemmGguf, AmxTilesGiveTheVnniTilesBits) {
   const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
   for (int n : {16, 17, 49, 64}) {
     SCOPED_TRACE(std::to_string(n) + " rows");
-    Rng rng(22);
-    std::vector<float> x(static_cast<std::size_t>(n) * in);
-    for (float& v : x) v = static_cast<float>(rng.normal());
-    std::vector<std::int8_t> xq(x.size());
-    std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
-    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+    const QuantRows q = quantized_rows(n, in, 22, pool);
+    const std::vector<std::int8_t>& xq = q.xq;
+    const std::vector<float>& xs = q.xs;
     std::vector<float> amx(static_cast<std::size_t>(n) * out, NAN), vnni(amx.size(), NAN);
     cpu::gemm_gguf(xq.data(), xs.data(), packed, amx.data(), n, pool);
     cpu::set_amx_int8(false);
