@@ -9,12 +9,16 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/act_tiles.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/panel_union.h"
 #include "kernels/ref/matmul_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #define INFERLAB_GEMM_INT8_VNNI 1
+#if INFERLAB_AMX_INT8
+#define INFERLAB_GEMM_INT8_AMX 1
+#endif
 #endif
 
 namespace inferlab::cpu {
@@ -218,6 +222,131 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const
 }
 #endif
 
+#if INFERLAB_GEMM_INT8_AMX
+// Per-token W8A8 on the AMX tile unit (kernels/cpu/amx.h). With one scale per token row the
+// int32 sums run over the whole row, so a C tile accumulates every 64-input tile product of
+// its row without a fold between them, and the vector work is one conversion and two
+// multiplies per output at the end: the matrix unit, not the fold, sets the rate. A full
+// panel's [in/4][32][4] bytes (codes + 128) are `tdpbsud`'s K x 16 operand for 16 channels
+// as they are (16 steps of a half's 64-byte lines, 128 bytes apart), the token rows as
+// quantize_act_rows wrote them its 16 x K signed one. Per pair of 16-row token tiles and panel:
+// four C tiles (2 tiles x 2 halves) from two A and two B loads per 64 inputs. The result is
+// micro_tile's: (float(sum - 128 Σx) * xs[r]) * scale[o], the same operations, the same bits.
+constexpr int kAmxRows = 16;   // token rows per tile, channels per C tile
+constexpr int kAmxDepth = 64;  // inputs per tile product
+
+bool amx_per_token_fits(const PackedPanelsInt8& w, int n) {
+  return n >= kAmxRows && w.out % kCols == 0 && w.in % kAmxDepth == 0 && w.in <= kTokenBlockMax && amx_int8_enabled();
+}
+
+// C tiles 0-3 (16 x 16 int32), A (tokens) 4, 5 and B (channels) 6, 7: 16 rows x 64 bytes.
+const AmxConfig& amx_config() {
+  static const AmxConfig c = [] {
+    AmxConfig k;
+    for (int t = 0; t < 8; ++t) k.tile(t, kAmxRows, 64);
+    return k;
+  }();
+  return c;
+}
+
+// C tile `sums` (16 token rows from `row0`, `rows` of them real, x 16 channels of half h of
+// panel p) into y: (float(sum - 128 Σx) * xs) * scale, as micro_tile rounds it.
+inline void amx_store(const std::int32_t (*sums)[16], const int* rowsum, const float* xs, const float* scale, float* y,
+                      std::size_t ldc, int row0, int rows) {
+  const __m512 sw = _mm512_loadu_ps(scale);
+  for (int r = 0; r < rows; ++r) {
+    const __m512i ci = _mm512_sub_epi32(_mm512_load_si512(sums[r]), _mm512_set1_epi32(128 * rowsum[row0 + r]));
+    const __m512 f = _mm512_fmadd_ps(to_float(ci), _mm512_set1_ps(xs[row0 + r]), _mm512_setzero_ps());
+    _mm512_storeu_ps(y + static_cast<std::size_t>(row0 + r) * ldc, _mm512_mul_ps(f, sw));
+  }
+}
+
+void amx_per_token(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n, ThreadPool& pool) {
+  const int in = w.in, out = w.out, panels = out / kCols, tiles = (n + kAmxRows - 1) / kAmxRows;
+  const std::size_t pbytes = full_panel_bytes(in);
+  // The rows' code sums, and the last tile's rows copied into a zero-padded [16][in] block.
+  thread_local std::vector<int> rowsum;
+  thread_local std::vector<std::int8_t> tail;
+  rowsum.assign(static_cast<std::size_t>(n), 0);
+  for (int r = 0; r < n; ++r) {
+    const std::int8_t* x = xq + static_cast<std::size_t>(r) * in;
+    __m512i acc = _mm512_setzero_si512();
+    for (int k = 0; k < in; k += 16)
+      acc = _mm512_add_epi32(acc, _mm512_maskz_cvtepi8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k))));
+    alignas(64) std::int32_t lanes[16];
+    _mm512_store_si512(lanes, acc);
+    int sum = 0;
+    for (int l : lanes) sum += l;
+    rowsum[static_cast<std::size_t>(r)] = sum;
+  }
+  const int full = n / kAmxRows * kAmxRows;
+  if (full < n) {
+    tail.assign(static_cast<std::size_t>(kAmxRows) * in, 0);
+    std::memcpy(tail.data(), xq + static_cast<std::size_t>(full) * in, static_cast<std::size_t>(n - full) * in);
+  }
+  const int* sums_of_rows = rowsum.data();
+  const std::int8_t* tail_rows = tail.data();
+  auto rows_of = [&](int t) { return (t + 1) * kAmxRows <= n ? xq + static_cast<std::size_t>(t) * kAmxRows * in : tail_rows; };
+  const auto lda = static_cast<long>(in);
+  const std::size_t ldc = static_cast<std::size_t>(out);
+  pool.parallel_for(static_cast<std::size_t>(panels), [&](std::size_t begin, std::size_t end) {
+    amx_config().load();
+    alignas(64) std::int32_t c[4][kAmxRows][16];
+    for (auto p = static_cast<int>(begin); p < static_cast<int>(end); ++p) {
+      const std::uint8_t* wp = w.data.data() + static_cast<std::size_t>(p) * pbytes;
+      const float* scale = w.scale.data() + static_cast<std::size_t>(p) * kCols;
+      float* yp = y + static_cast<std::size_t>(p) * kCols;
+      int t = 0;
+      for (; t + 1 < tiles; t += 2) {  // two token tiles: C 0, 1 (tile t, halves), 2, 3 (tile t + 1)
+        const std::int8_t* a0 = rows_of(t);
+        const std::int8_t* a1 = rows_of(t + 1);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int k = 0; k < in; k += kAmxDepth) {
+          const std::uint8_t* b = wp + static_cast<std::size_t>(k / 4) * kCols * 4;
+          _tile_loadd(4, a0 + k, lda);
+          _tile_loadd(5, a1 + k, lda);
+          _tile_loadd(6, b, 128);
+          _tile_loadd(7, b + 64, 128);
+          _tile_dpbsud(0, 4, 6);
+          _tile_dpbsud(1, 4, 7);
+          _tile_dpbsud(2, 5, 6);
+          _tile_dpbsud(3, 5, 7);
+        }
+        _tile_stored(0, c[0], 64);
+        _tile_stored(1, c[1], 64);
+        _tile_stored(2, c[2], 64);
+        _tile_stored(3, c[3], 64);
+        const int rows1 = std::min(kAmxRows, n - (t + 1) * kAmxRows);
+        for (int h = 0; h < 2; ++h) {
+          amx_store(c[h], sums_of_rows, xs, scale + 16 * h, yp + 16 * h, ldc, t * kAmxRows, kAmxRows);
+          amx_store(c[2 + h], sums_of_rows, xs, scale + 16 * h, yp + 16 * h, ldc, (t + 1) * kAmxRows, rows1);
+        }
+      }
+      if (t < tiles) {  // a last tile alone: C 0, 1
+        const std::int8_t* a0 = rows_of(t);
+        _tile_zero(0);
+        _tile_zero(1);
+        for (int k = 0; k < in; k += kAmxDepth) {
+          const std::uint8_t* b = wp + static_cast<std::size_t>(k / 4) * kCols * 4;
+          _tile_loadd(4, a0 + k, lda);
+          _tile_loadd(6, b, 128);
+          _tile_loadd(7, b + 64, 128);
+          _tile_dpbsud(0, 4, 6);
+          _tile_dpbsud(1, 4, 7);
+        }
+        _tile_stored(0, c[0], 64);
+        _tile_stored(1, c[1], 64);
+        const int rows0 = std::min(kAmxRows, n - t * kAmxRows);
+        for (int h = 0; h < 2; ++h) amx_store(c[h], sums_of_rows, xs, scale + 16 * h, yp + 16 * h, ldc, t * kAmxRows, rows0);
+      }
+    }
+  });
+}
+#endif
+
 }  // namespace
 
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
@@ -241,6 +370,9 @@ void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const Pa
                                 ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_GEMM_INT8_VNNI
+#if INFERLAB_GEMM_INT8_AMX
+  if (amx_per_token_fits(w, n)) return amx_per_token(xq, xs, w, y, n, pool);
+#endif
   const GemmPanelsInt8Output one[] = {{&w, y}};
   const int in4 = round4(w.in);
   if (in4 <= kTokenBlockMax) {
@@ -257,6 +389,15 @@ void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const Pa
 #else
   (void)xq, (void)xs, (void)y, (void)pool;
   check(false, "gemm_panels_int8_per_token: this build has no AVX-512 VNNI");
+#endif
+}
+
+bool gemm_panels_int8_per_token_uses_amx(const PackedPanelsInt8& w, int n) {
+#if INFERLAB_GEMM_INT8_AMX
+  return amx_per_token_fits(w, n);
+#else
+  (void)w, (void)n;
+  return false;
 #endif
 }
 

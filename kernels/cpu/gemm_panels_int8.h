@@ -80,7 +80,11 @@ void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<co
 // converted once and scaled: y[r, o] = (float(sum) * xs[r]) * scale[o], the same operations in
 // the same order as a plain loop, so bit-identical to it — and without the 32-blocks'
 // per-block conversion (3 vector ops per 8 vpdpbusd), the kernel's int8 dot rate rises.
+// Where AMX runs (kernels/cpu/amx.h), 16 rows or more of a matrix with out % 32 == 0 and
+// in % 64 == 0 run on the tile unit instead (the whole row summed in the C tiles, no fold per
+// block), with the same bits; gemm_panels_int8_per_token_uses_amx tells which.
 void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                                 ThreadPool& pool);
+bool gemm_panels_int8_per_token_uses_amx(const PackedPanelsInt8& w, int n);
 
 }  // namespace inferlab::cpu

@@ -7,13 +7,15 @@
 //   inferlab_bench --benchmark_filter='Peak|GemmPanels|RowMajor'
 // Counters: GFLOP/s (2 * n * out * in per call; for int8, integer ops), weight_GB/s (bytes of
 // weights per call: the roofline at n = 1), peak_fraction (over the measured fp32 FMA or int8
-// dot peak of as many threads as the pool has: PeakFma / PeakInt8Dot at threads:N).
+// dot peak of as many threads as the pool has: PeakFma / PeakInt8Dot at threads:N; the per-token
+// W8A8's rows on the AMX tiles against PeakInt8Amx).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
 #include "bench_support.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_half.h"
 #include "kernels/cpu/gemm_panels_int8.h"
@@ -32,6 +34,10 @@ using inferlab::bench::random_vector;
 
 double fma_peak_gflops() {
   static const double peak = inferlab::cpu::measure_fma_peak(pool().size()).ops_per_second * 1e-9;
+  return peak;
+}
+double amx_peak_gops() {
+  static const double peak = inferlab::cpu::measure_amx_int8_peak(pool().size()).ops_per_second * 1e-9;
   return peak;
 }
 double int8_peak_gops() {
@@ -169,7 +175,17 @@ void BM_GemmPanelsInt8PerToken(benchmark::State& state) {
   const auto packed = inferlab::cpu::pack_panels_int8(p.q.data(), p.scale.data(), p.out, p.in);
   time_calls(state, [&] { inferlab::cpu::gemm_panels_int8_per_token(p.xq.data(), xs.data(), packed, p.y.data(), p.n, pool()); },
              p.y.data());
-  set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)), int8_peak_gops());
+  // The AMX tiles' rows (kernels/cpu/amx.h) count against the tile unit's peak.
+  const bool amx = inferlab::cpu::gemm_panels_int8_per_token_uses_amx(packed, p.n);
+  set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)),
+               amx ? amx_peak_gops() : int8_peak_gops());
+  state.SetLabel(amx ? "amx" : "vnni");
+}
+// The same with the AMX tiles switched off: the VNNI tiles beside them in one run.
+void BM_GemmPanelsInt8PerTokenVnni(benchmark::State& state) {
+  const bool was = inferlab::cpu::set_amx_int8(false);
+  BM_GemmPanelsInt8PerToken(state);
+  inferlab::cpu::set_amx_int8(was);
 }
 
 void BM_MatmulRowMajorInt8Act(benchmark::State& state) {
@@ -197,6 +213,7 @@ BENCHMARK(BM_GemmPanelsF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond
 BENCHMARK(BM_MatmulRowMajorF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8PerToken)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPanelsInt8PerTokenVnni)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorInt8Act)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

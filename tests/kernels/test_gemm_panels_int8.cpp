@@ -97,8 +97,10 @@ TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
 TEST(GemmPanelsInt8, PerTokenIsBitIdenticalToThePlainLoop) {
   if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   ThreadPool pool(3);
-  const int shapes[][2] = {{1, 3}, {7, 13}, {33, 300}, {129, 520}, {200, 2100}};
-  for (int n : {1, 2, 7, 13})
+  // {64, 576}, {96, 1024} with 16 rows or more: the AMX tiles where they run (whole panels, in %
+  // 64 == 0), a tile pair, a pair and a tail, a lone tile with a tail.
+  const int shapes[][2] = {{1, 3}, {7, 13}, {33, 300}, {129, 520}, {200, 2100}, {64, 576}, {96, 1024}};
+  for (int n : {1, 2, 7, 13, 17, 40})
     for (const auto& sh : shapes) {
       const int out = sh[0], in = sh[1];
       SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
