@@ -1,4 +1,6 @@
-// VNNI GEMM on repacked GGUF blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K): see gemm_gguf.h for the layout, the tile and the contract.
+// VNNI and AMX GEMM on repacked GGUF blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K): see gemm_gguf.h for
+// the layout, the tiles and the contract; the packing: gemm_gguf_pack.cpp; the panel layout:
+// gemm_gguf_layout.h.
 #include "kernels/cpu/gemm_gguf.h"
 
 #include <algorithm>
@@ -11,8 +13,8 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/act_tiles.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/gemm_gguf_layout.h"
 #include "kernels/cpu/panel_union.h"
-#include "kernels/ref/gguf_blocks.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
@@ -23,146 +25,10 @@
 #endif
 
 namespace inferlab::cpu {
+
+using namespace gguf_panels;  // this file's own use of the panel layout
+
 namespace {
-
-constexpr int kPanel = 32;   // weight rows per panel: two zmm of s32 lanes
-constexpr int kBlock = 32;   // inputs per GGUF block and per activation block
-constexpr int kSuper = 256;  // inputs per K-quant super-block
-
-constexpr bool is_kquant(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K; }
-// Q4_K and Q5_K: Q4_1-like sub-blocks (scale d * sc_j, min -dmin * m_j); Q5_K adds a fifth bit.
-constexpr bool is_q45k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K; }
-int source_block_elems(GgmlType t) { return is_kquant(t) ? kSuper : kBlock; }
-
-// A Q8_0 / Q4_0 / Q4_1 block as the file stores it: fp16 d, (Q4_1) fp16 m, then the codes.
-struct SourceBlock {
-  std::size_t bytes;  // 34, 18, 20
-  int code_offset;    // 2, 2, 4
-  int code_bytes;     // 32 int8 codes, or 16 bytes of nibbles
-};
-SourceBlock source_block(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: return {34, 2, 32};
-    case GgmlType::kQ4_0: return {18, 2, 16};
-    default: return {20, 4, 16};  // Q4_1
-  }
-}
-// Where a panel's bytes sit (PackedGguf::data, gemm_gguf.h): records of one block (Q8_0, Q4_0,
-// Q4_1) or one super-block of 8 (the K-quants); a record is a head (the 32 rows' fp16 d, then
-// Q4_1's fp16 m or the K-quants' dmin) and its blocks' slots. A slot holds its bytes in the
-// order packed_tile (and the prefill unpacker) reads them, so a panel is read front to back: groups of steps (a step:
-// 128 bytes of codes, 4 inputs x 32 rows), each group led by the high-plane line its steps read
-// (Q5_K: one per 2 steps), then the K-quants' per-block scale bytes, which the epilogue reads
-// last. Q6_K's top-2-bit plane (a line per step) is the exception: it follows the panel's
-// records as a second stream, since in its slots it made cold decode slower (11-12 GB/s against
-// 14-23 for the split; Zen 4, 2026-12-02). Every size is a multiple of 64.
-struct Layout {
-  int blocks_per_record;  // 1, or 8 (K-quants)
-  std::size_t head;       // bytes before the first slot: 64 per fp16 row vector
-  std::size_t slot;       // bytes per 32-block
-  int group_steps;        // steps per group
-  std::size_t group;      // bytes per group: the high-plane line (if any), then the codes
-  std::size_t pre;        // the high-plane bytes leading a group (0 or 64)
-  std::size_t scale;      // the K-quants' scale bytes' offset in a slot
-  std::size_t line;       // from one high-plane line to the next
-  std::size_t apart = 0;  // high-plane bytes per block held after the panel's records (0: in the slot)
-  constexpr std::size_t record() const { return head + static_cast<std::size_t>(blocks_per_record) * slot; }
-  // Offset in a slot of step s's codes, and of group i's high-plane line.
-  constexpr std::size_t code(int s) const {
-    return static_cast<std::size_t>(s / group_steps) * group + pre + static_cast<std::size_t>(s % group_steps) * 128;
-  }
-  constexpr std::size_t plane(int i) const { return static_cast<std::size_t>(i) * line; }
-};
-constexpr Layout layout(GgmlType t) {
-  switch (t) {
-    case GgmlType::kQ8_0: return {1, 64, 1024, 8, 1024, 0, 0, 0};
-    case GgmlType::kQ4_0: return {1, 64, 512, 4, 512, 0, 0, 0};
-    case GgmlType::kQ4_1: return {1, 128, 512, 4, 512, 0, 0, 0};
-    case GgmlType::kQ4_K: return {8, 128, 576, 4, 512, 0, 512, 0};    // codes, sc[32], m[32]
-    case GgmlType::kQ5_K: return {8, 128, 704, 2, 320, 64, 640, 320};  // 2 x (bit-5 line, 2 steps), sc, m
-    default: return {8, 64, 576, 4, 512, 0, 512, 64, 256};            // Q6_K: codes, sc[2][32]; top bits apart
-  }
-}
-// Bytes of one panel: its records over `in` inputs.
-std::size_t panel_bytes(GgmlType t, int in) {
-  const Layout l = layout(t);
-  return static_cast<std::size_t>(in / (kBlock * l.blocks_per_record)) * l.record() +
-         static_cast<std::size_t>(in / kBlock) * l.apart;
-}
-// Where block b's high plane starts (plane(i) is added to it): in its slot, or apart.
-template <class Byte>
-Byte* plane_base(Byte* panel, Byte* slot, const Layout& l, int in, int b) {
-  if (l.apart == 0) return slot;
-  return panel + static_cast<std::size_t>(in / (kBlock * l.blocks_per_record)) * l.record() + static_cast<std::size_t>(b) * l.apart;
-}
-// The head and the slot of (panel, block b) in a panel's stream at `panel`.
-template <class Byte>
-Byte* record_head(Byte* panel, const Layout& l, int b) {
-  return panel + static_cast<std::size_t>(b / l.blocks_per_record) * l.record();
-}
-template <class Byte>
-Byte* block_slot(Byte* panel, const Layout& l, int b) {
-  return record_head(panel, l, b) + l.head + static_cast<std::size_t>(b % l.blocks_per_record) * l.slot;
-}
-// Where code byte k of row j lives in its block's slot: byte k holds code k (Q8_0) or codes k
-// and 16 + k (the others), so step k / 4, lane j, byte k % 4.
-std::size_t packed_offset(const Layout& l, int j, int k) { return l.code(k / 4) + static_cast<std::size_t>(j) * 4 + k % 4; }
-// Q6_K's top-2-bit plane: the byte (in step (k % 16) / 4's line) and the shift of code k (< 16:
-// the low nibble's code, else the high one's) of row j.
-std::size_t high_offset(const Layout& l, int j, int k) { return l.plane((k % 16) / 4) + (j % 16) * 4 + k % 4; }
-int high_shift(int j, int k) { return (j / 16) * 4 + (k / 16) * 2; }
-// Q5_K's fifth-bit plane: steps 2i and 2i + 1 share the line of group i, byte (j % 16) * 4 +
-// k % 4; the bit of code k of row j is bit5_bit(j, k) of it.
-std::size_t bit5_offset(const Layout& l, int j, int k) { return l.plane((k % 16) / 8) + (j % 16) * 4 + k % 4; }
-int bit5_bit(int j, int k) { return (((k % 16) / 4) % 2) * 4 + (j / 16) * 2 + k / 16; }
-
-// Sub-block c (< 8) of a K-quant super-block: its 32 codes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63),
-// with Q4_K's / Q5_K's 6-bit scale and min or Q6_K's two int8 scales (codes 0-15, 16-31), per
-// kernels/ref/gguf_blocks.h.
-struct KSub {
-  std::uint8_t code[kBlock];
-  std::uint8_t sc[2], m;
-};
-KSub k_sub(GgmlType t, const std::uint8_t* src, int c) {
-  KSub s{};
-  if (is_q45k(t)) {
-    ref::kq_scale_min(src + 4, c, s.sc[0], s.m);
-    for (int l = 0; l < kBlock; ++l)
-      s.code[l] = static_cast<std::uint8_t>(t == GgmlType::kQ5_K ? ref::q5k_code(src, c, l) : ref::q4k_code(src, c, l));
-  } else {  // Q6_K
-    for (int l = 0; l < kBlock; ++l) s.code[l] = static_cast<std::uint8_t>(ref::q6k_code(src, c, l));
-    s.sc[0] = src[192 + 2 * c];
-    s.sc[1] = src[192 + 2 * c + 1];
-  }
-  return s;
-}
-// The inverse: sub-block c's codes and scales written into the super-block `dst` (zeroed first).
-void put_k_sub(GgmlType t, const KSub& s, int c, std::uint8_t* dst) {
-  if (is_q45k(t)) {
-    const int qs = t == GgmlType::kQ5_K ? 48 : 16;
-    for (int l = 0; l < kBlock; ++l) {
-      dst[qs + 32 * (c / 2) + l] |= static_cast<std::uint8_t>((s.code[l] & 0x0F) << (4 * (c & 1)));
-      if (t == GgmlType::kQ5_K) dst[16 + l] |= static_cast<std::uint8_t>((s.code[l] >> 4) << c);
-    }
-    std::uint8_t* scales = dst + 4;  // kq_scale_min's packing of 6-bit values
-    if (c < 4) {
-      scales[c] |= s.sc[0];
-      scales[c + 4] |= s.m;
-    } else {
-      scales[c + 4] |= static_cast<std::uint8_t>((s.sc[0] & 0x0F) | ((s.m & 0x0F) << 4));
-      scales[c - 4] |= static_cast<std::uint8_t>((s.sc[0] >> 4) << 6);
-      scales[c] |= static_cast<std::uint8_t>((s.m >> 4) << 6);
-    }
-  } else {
-    const int h = c / 4, k = c % 4;
-    for (int l = 0; l < kBlock; ++l) {
-      dst[64 * h + 32 * (k & 1) + l] |= static_cast<std::uint8_t>((s.code[l] & 0x0F) << (4 * (k >> 1)));
-      dst[128 + 32 * h + l] |= static_cast<std::uint8_t>((s.code[l] >> 4) << (2 * k));
-    }
-    dst[192 + 8 * h + 2 * k] = s.sc[0];
-    dst[192 + 8 * h + 2 * k + 1] = s.sc[1];
-  }
-}
 
 #if INFERLAB_GEMM_GGUF_VNNI
 constexpr int kRows = kTileRows;  // token rows per micro-tile
@@ -829,131 +695,6 @@ bool gemm_gguf_uses_amx(GgmlType type, int n) {
   (void)type, (void)n;
   return false;
 #endif
-}
-
-bool gemm_gguf_packs(GgmlType type) {
-  return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || is_kquant(type);
-}
-
-std::uint64_t packed_bytes(const PackedGguf& w) { return w.data.size(); }
-
-PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
-  const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
-  check(gemm_gguf_available(), "pack_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
-  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
-  const int elems = source_block_elems(type);
-  check(out > 0 && in > 0 && in % elems == 0, "pack_gguf: out must be positive and in a positive multiple of " +
-                                                  std::to_string(elems) + " for " + name + ", got out=" +
-                                                  std::to_string(out) + " in=" + std::to_string(in));
-  const int blocks = in / kBlock, supers = in / kSuper, panels = (out + kPanel - 1) / kPanel;
-  const std::size_t row_bytes = ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
-  check(w.size() == row_bytes * static_cast<std::size_t>(out),
-        "pack_gguf: " + std::to_string(w.size()) + " bytes of " + name + " blocks, a [" + std::to_string(out) + ", " +
-            std::to_string(in) + "] tensor has " + std::to_string(row_bytes * static_cast<std::size_t>(out)));
-  const Layout l = layout(type);
-  const std::size_t stride = panel_bytes(type, in);
-  PackedGguf packed;
-  packed.type = type;
-  packed.out = out;
-  packed.in = in;
-  packed.data.assign(static_cast<std::size_t>(panels) * stride, 0);
-  for (int o = 0; o < out; ++o) {
-    const int j = o % kPanel;
-    std::uint8_t* panel = packed.data.data() + static_cast<std::size_t>(o / kPanel) * stride;
-    const std::uint8_t* row = w.data() + static_cast<std::size_t>(o) * row_bytes;
-    if (is_kquant(type)) {
-      const bool q6 = type == GgmlType::kQ6_K;
-      for (int s = 0; s < supers; ++s) {
-        const std::uint8_t* src = row + static_cast<std::size_t>(s) * ggml_block_bytes(type);
-        std::uint8_t* head = record_head(panel, l, 8 * s);
-        ref::store_le16(head + 2 * j, ref::load_le16(src + (q6 ? 208 : 0)));
-        if (!q6) ref::store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
-        for (int c = 0; c < kSuper / kBlock; ++c) {
-          const KSub sub = k_sub(type, src, c);
-          std::uint8_t* slot = block_slot(panel, l, 8 * s + c);
-          for (int k = 0; k < 16; ++k)
-            slot[packed_offset(l, j, k)] =
-                static_cast<std::uint8_t>((sub.code[k] & 0x0F) | ((sub.code[16 + k] & 0x0F) << 4));
-          if (q6) {
-            for (int k = 0; k < kBlock; ++k)
-              plane_base(panel, slot, l, in, 8 * s + c)[high_offset(l, j, k)] |= static_cast<std::uint8_t>((sub.code[k] >> 4) << high_shift(j, k));
-            slot[l.scale + j] = sub.sc[0];
-            slot[l.scale + 32 + j] = sub.sc[1];
-          } else {
-            if (type == GgmlType::kQ5_K)
-              for (int k = 0; k < kBlock; ++k)
-                plane_base(panel, slot, l, in, 8 * s + c)[bit5_offset(l, j, k)] |= static_cast<std::uint8_t>((sub.code[k] >> 4) << bit5_bit(j, k));
-            slot[l.scale + j] = sub.sc[0];
-            slot[l.scale + 32 + j] = sub.m;
-          }
-        }
-      }
-      continue;
-    }
-    const SourceBlock sb = source_block(type);
-    const std::uint8_t flip = type == GgmlType::kQ8_0 ? 0x80 : 0x00;  // c ^ 0x80 = c + 128 as a byte
-    for (int b = 0; b < blocks; ++b) {
-      const std::uint8_t* src = row + static_cast<std::size_t>(b) * sb.bytes;
-      std::uint8_t* head = record_head(panel, l, b);
-      ref::store_le16(head + 2 * j, ref::load_le16(src));
-      if (type == GgmlType::kQ4_1) ref::store_le16(head + 64 + 2 * j, ref::load_le16(src + 2));
-      std::uint8_t* slot = block_slot(panel, l, b);
-      for (int k = 0; k < sb.code_bytes; ++k) slot[packed_offset(l, j, k)] = src[sb.code_offset + k] ^ flip;
-    }
-  }
-  return packed;
-}
-
-void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes) {
-  check(row >= 0 && row < w.out, "unpack_gguf_row: row " + std::to_string(row) + " outside [0, " +
-                                     std::to_string(w.out) + ")");
-  const int blocks = w.in / kBlock, j = row % kPanel;
-  const Layout l = layout(w.type);
-  const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(row / kPanel) * panel_bytes(w.type, w.in);
-  if (is_kquant(w.type)) {
-    const bool q6 = w.type == GgmlType::kQ6_K;
-    const int supers = w.in / kSuper;
-    const std::size_t super_bytes = ggml_block_bytes(w.type);
-    for (int s = 0; s < supers; ++s) {
-      std::uint8_t* dst = bytes + static_cast<std::size_t>(s) * super_bytes;
-      std::memset(dst, 0, super_bytes);
-      const std::uint8_t* head = record_head(panel, l, 8 * s);
-      ref::store_le16(dst + (q6 ? 208 : 0), ref::load_le16(head + 2 * j));
-      if (!q6) ref::store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
-      for (int c = 0; c < kSuper / kBlock; ++c) {
-        const std::uint8_t* slot = block_slot(panel, l, 8 * s + c);
-        KSub sub{};
-        for (int k = 0; k < 16; ++k) {
-          sub.code[k] = slot[packed_offset(l, j, k)] & 0x0F;
-          sub.code[16 + k] = slot[packed_offset(l, j, k)] >> 4;
-        }
-        if (q6) {
-          for (int k = 0; k < kBlock; ++k)
-            sub.code[k] |= static_cast<std::uint8_t>(((plane_base(panel, slot, l, w.in, 8 * s + c)[high_offset(l, j, k)] >> high_shift(j, k)) & 3) << 4);
-          sub.sc[0] = slot[l.scale + j];
-          sub.sc[1] = slot[l.scale + 32 + j];
-        } else {
-          if (w.type == GgmlType::kQ5_K)
-            for (int k = 0; k < kBlock; ++k)
-              sub.code[k] |= static_cast<std::uint8_t>(((plane_base(panel, slot, l, w.in, 8 * s + c)[bit5_offset(l, j, k)] >> bit5_bit(j, k)) & 1) << 4);
-          sub.sc[0] = slot[l.scale + j];
-          sub.m = slot[l.scale + 32 + j];
-        }
-        put_k_sub(w.type, sub, c, dst);
-      }
-    }
-    return;
-  }
-  const SourceBlock sb = source_block(w.type);
-  const std::uint8_t flip = w.type == GgmlType::kQ8_0 ? 0x80 : 0x00;
-  for (int b = 0; b < blocks; ++b) {
-    std::uint8_t* dst = bytes + static_cast<std::size_t>(b) * sb.bytes;
-    const std::uint8_t* head = record_head(panel, l, b);
-    ref::store_le16(dst, ref::load_le16(head + 2 * j));
-    if (w.type == GgmlType::kQ4_1) ref::store_le16(dst + 2, ref::load_le16(head + 64 + 2 * j));
-    const std::uint8_t* slot = block_slot(panel, l, b);
-    for (int k = 0; k < sb.code_bytes; ++k) dst[sb.code_offset + k] = slot[packed_offset(l, j, k)] ^ flip;
-  }
 }
 
 void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, float* y, int n, ThreadPool& pool) {
