@@ -461,7 +461,7 @@ struct AmxTokens {
   const std::int8_t* rows(int t, int b) const { return x.data() + at(t, b) * kBlock; }
 };
 
-void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, AmxTokens& k) {
+void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, AmxTokens& k, ThreadPool& pool) {
   k.n = n;
   k.blocks = in / kBlock;
   k.tiles = (n + kAmxRows - 1) / kAmxRows;
@@ -469,16 +469,20 @@ void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, Am
   k.x.assign(slots * kBlock, 0);
   k.xs.assign(slots, 0.0f);
   k.xsum.assign(slots, 0.0f);
-  for (int tok = 0; tok < n; ++tok) {
-    const int t = tok / kAmxRows, r = tok % kAmxRows;
-    for (int b = 0; b < k.blocks; ++b) {
-      const std::size_t src = a.tile_blocks(tok / kRows) + static_cast<std::size_t>(b) * kRows + tok % kRows;
-      const std::size_t dst = k.at(t, b) + r;
-      std::memcpy(k.x.data() + dst * kBlock, xq + static_cast<std::size_t>(tok) * in + static_cast<std::size_t>(b) * kBlock, kBlock);
-      k.xs[dst] = a.xs[src];
-      k.xsum[dst] = a.xs[src] * static_cast<float>(a.sum[src]);  // prefill_tile's product
+  // Token rows split across the pool (n x in bytes copied: on the caller alone it idled the
+  // other threads).
+  pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
+    for (auto tok = static_cast<int>(begin); tok < static_cast<int>(end); ++tok) {
+      const int t = tok / kAmxRows, r = tok % kAmxRows;
+      for (int b = 0; b < k.blocks; ++b) {
+        const std::size_t src = a.tile_blocks(tok / kRows) + static_cast<std::size_t>(b) * kRows + tok % kRows;
+        const std::size_t dst = k.at(t, b) + r;
+        std::memcpy(k.x.data() + dst * kBlock, xq + static_cast<std::size_t>(tok) * in + static_cast<std::size_t>(b) * kBlock, kBlock);
+        k.xs[dst] = a.xs[src];
+        k.xsum[dst] = a.xs[src] * static_cast<float>(a.sum[src]);  // prefill_tile's product
+      }
     }
-  }
+  }, 16);
 }
 
 // What the AMX tiles read, as plain pointers copied onto the calling thread's stack: the
@@ -727,7 +731,7 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
   bool amx_types = false;
   for (const GemmGgufOutput& o : group) amx_types = amx_types || kAmxType(o.w->type);
   if (amx_types && n >= kAmxMinRows && amx_int8_enabled()) {
-    make_amx_tokens(a, xq, n, in, tokens);
+    make_amx_tokens(a, xq, n, in, tokens, pool);
     amx = &tokens;
   }
 #endif
