@@ -60,17 +60,17 @@ inline void exp_nonpositive(Vec16& x) {
 }
 
 // Lane c of the result = lane idx[c] of the 32 lanes a ++ b. GCC's __builtin_shuffle does not
-// exist in Clang (the sanitizer build's compiler), so AVX-512 takes vpermt2ps directly.
-inline Vec16 shuffle2(const Vec16& a, const Vec16& b, const Int16& idx) {
+// exist in Clang (the sanitizer build's compiler), so AVX-512 takes vpermt2ps directly. The
+// result is written to `r`, not returned: a 64-byte vector returned by value changes the calling
+// convention between AVX-512 and AVX2 builds (GCC's -Wpsabi, an error under -Werror on AVX2).
+inline void shuffle2(const Vec16& a, const Vec16& b, const Int16& idx, Vec16& r) {
 #if defined(__AVX512F__)
-  return reinterpret_cast<Vec16>(_mm512_permutex2var_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512i>(idx),
-                                                        reinterpret_cast<__m512>(b)));
+  r = reinterpret_cast<Vec16>(_mm512_permutex2var_ps(reinterpret_cast<__m512>(a), reinterpret_cast<__m512i>(idx),
+                                                     reinterpret_cast<__m512>(b)));
 #elif defined(__clang__)
-  Vec16 r;
   for (int c = 0; c < kLanes; ++c) r[c] = idx[c] < kLanes ? a[idx[c]] : b[idx[c] - kLanes];
-  return r;
 #else
-  return __builtin_shuffle(a, b, idx);
+  r = __builtin_shuffle(a, b, idx);
 #endif
 }
 
@@ -93,9 +93,11 @@ inline void transpose16(const float* const* rows, float* out, int out_stride) {
 #pragma GCC unroll 16
     for (int r = 0; r < kLanes; ++r) {
       if ((r & w) != 0) continue;
-      const Vec16 lo = shuffle2(m[r], m[r | w], keep);
-      m[r | w] = shuffle2(m[r], m[r | w], swap);
+      Vec16 lo, hi;
+      shuffle2(m[r], m[r | w], keep, lo);
+      shuffle2(m[r], m[r | w], swap, hi);
       m[r] = lo;
+      m[r | w] = hi;
     }
   }
   for (int c = 0; c < kLanes; ++c) std::memcpy(out + static_cast<std::size_t>(c) * out_stride, &m[c], sizeof(Vec16));
@@ -119,14 +121,18 @@ inline void transpose_tile(const float* const* k_rows, int n, int d, float* k_t,
 // out[j] = sum of a[j]'s 16 lanes, j < 16 (a is consumed). Each round folds pairs of vectors:
 // lane i < 8 of the result is the sum of lanes 2i, 2i+1 of the first, lane 8 + i that of the
 // second, so after 4 rounds (15 folds of two shuffles and an add) lane j holds a[j]'s total, in
-// order: 45 operations for 16 dot products where a horizontal sum each costs 16 x ~8.
-inline Vec16 lane_sums16(Vec16 (&a)[kLanes]) {
+// order: 45 operations for 16 dot products where a horizontal sum each costs 16 x ~8. The sums
+// are left in a[0] (returned by reference: see shuffle2).
+inline const Vec16& lane_sums16(Vec16 (&a)[kLanes]) {
   const Int16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
   const Int16 odd = even + 1;
   for (int width = kLanes; width > 1; width /= 2)
     for (int i = 0; i < width / 2; ++i) {
       const Vec16 x = a[2 * i], y = a[2 * i + 1];
-      a[i] = shuffle2(x, y, even) + shuffle2(x, y, odd);
+      Vec16 e, o;
+      shuffle2(x, y, even, e);
+      shuffle2(x, y, odd, o);
+      a[i] = e + o;
     }
   return a[0];
 }
