@@ -740,7 +740,8 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
   // split 3 : 3 stays balanced.
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
-  parallel_for_panel_union(spans, grain, pool,
+  // Claims of two panels: a decode tile's (each panel stands alone in the others).
+  parallel_for_panel_union(spans, grain, 2, pool,
                            [&](int member, int p0, int p1) {
                              const PackedGguf& w = *group[static_cast<std::size_t>(member)].w;
                              float* y = group[static_cast<std::size_t>(member)].y;

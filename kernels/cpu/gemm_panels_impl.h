@@ -198,7 +198,9 @@ void gemm_panels_group(const float* x, std::span<const GroupOutput<Load>> group,
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / per_panel);
-  parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
+  // Decode claims a row_times_panel_group's panels at a time; prefills run whole shares (their
+  // depth blocks span the share's panels).
+  parallel_for_panel_union(spans, grain, n == 1 ? kGroup : 0, pool, [&](int member, int p0, int p1) {
     const GroupOutput<Load>& m = group[static_cast<std::size_t>(member)];
     run_panels(Problem<Load>{a, m.w, m.out, in, m.y, n, tiles}, p0, p1);
   });

@@ -215,7 +215,8 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const
   const std::size_t per_panel = static_cast<std::size_t>(kCols) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 19) / per_panel);
-  parallel_for_panel_union(spans, grain, pool, [&](int member, int p0, int p1) {
+  // Claims of a decode micro-tile's panels (each panel stands alone in the others).
+  parallel_for_panel_union(spans, grain, kDecodeGroup, pool, [&](int member, int p0, int p1) {
     const GemmPanelsInt8Output& m = group[static_cast<std::size_t>(member)];
     run_panels(a, *m.w, m.y, n, p0, p1);
   });

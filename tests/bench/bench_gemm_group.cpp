@@ -2,7 +2,7 @@
 // decode layer's q/k/v and gate/up on GGUF Q8_0 / Q4_0 panels, run as the unfused model ran
 // them before the groups (per linear: quantise x, gemm_gguf) and as it runs them now (x
 // quantised once, gemm_gguf_group per group), alternating call by call in one process so the
-// machine's noise hits both alike. 2 threads; `cold` weights (>= 192 MiB of copies, cycled) so
+// machine's noise hits both alike. 2 threads; `cold` weights (copies of 2x the last-level cache, at least 256 MiB: dram_stream_bytes, cycled) so
 // they stream from DRAM as in a decode step.
 //   ./inferlab_bench --benchmark_filter=gemm_group
 // Counters: separate_us / grouped_us (median per layer: q/k/v + gate/up), grouped_gain = their
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_gguf.h"
@@ -47,7 +48,7 @@ void gemm_group(benchmark::State& state) {
     first.push_back(cpu::pack_gguf(type, testing::random_gguf_blocks(type, kOuts[i], kDim, 10 + i), kOuts[i], kDim));
     layer_bytes += cpu::packed_bytes(first.back());
   }
-  const int copies = static_cast<int>((std::uint64_t{192} << 20) / layer_bytes) + 1;
+  const int copies = static_cast<int>(dram_stream_bytes() / layer_bytes) + 1;
   std::vector<std::vector<cpu::PackedGguf>> layers(static_cast<std::size_t>(copies), first);  // [copies][5]
   Rng rng(3);
   std::vector<float> x(kDim);  // [1, dim]: one decode row

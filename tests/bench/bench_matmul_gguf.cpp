@@ -4,10 +4,11 @@
 //   ./inferlab_bench --benchmark_filter='matmul_gguf|gemm_gguf|memory_read'
 // weight_bytes_per_s: bytes of blocks (scales included: the file's bytes) per call / wall time;
 // GFLOP/s: 2 * n * out * in per call / wall time (integer ops for the int8-activation kernels).
-// memory_read: 2 threads summing a 256 MiB array, the read roofline a decode GEMV can reach
+// memory_read: 2 threads summing an array of inferlab::dram_stream_bytes() (2x the last-level
+// cache, at least 256 MiB), the read roofline a decode GEMV can reach
 // (huge:1 on the packed panels' huge pages, huge:0 on 4 KiB pages);
 // weight_bytes_per_s / memory_read's bytes_per_s is the roofline fraction. `cold:1` cycles
-// through enough copies of the blocks (>= 192 MiB) that they stream from DRAM as in a decode
+// through enough copies of the blocks (dram_stream_bytes) that they stream from DRAM as in a decode
 // step. K-quants need in % 256 == 0: SmolLM2's width 576 is not, so their rows are 1536 wide
 // (ffn_down, 576 x 1536), the one SmolLM2 matrix llama-quantize keeps in K-quants.
 #include <benchmark/benchmark.h>
@@ -46,7 +47,7 @@ struct Problem {
         in(static_cast<int>(state.range(3))) {
     const std::vector<std::uint8_t> one = inferlab::testing::random_gguf_blocks(type, out, in, 5);
     bytes = one.size();
-    copies = state.range(4) ? static_cast<int>((std::size_t{192} << 20) / bytes) + 1 : 1;
+    copies = state.range(4) ? static_cast<int>(inferlab::dram_stream_bytes() / bytes) + 1 : 1;
     w.resize(bytes * static_cast<std::size_t>(copies));
     for (int c = 0; c < copies; ++c) std::copy(one.begin(), one.end(), w.begin() + static_cast<std::ptrdiff_t>(c * bytes));
     inferlab::Rng rng(6);
@@ -125,7 +126,7 @@ void gemm_gguf_vnni(benchmark::State& state) {
   inferlab::cpu::set_amx_int8(was);
 }
 
-// The read roofline: 2 threads each summing half of a 256 MiB array of floats, on 4 KiB pages
+// The read roofline: 2 threads each summing half of a dram_stream_bytes() array of floats, on 4 KiB pages
 // (huge:0, as matmul_gguf's copies of the file's blocks) or on the weights' huge pages (huge:1,
 // inferlab/huge_pages.h, where gemm_gguf's packed panels and the CLI's probe sit): compare a
 // kernel with the probe on its own page size.
@@ -148,7 +149,7 @@ void sum_halves(benchmark::State& state, const Vec& a) {
   }
 }
 void memory_read(benchmark::State& state) {
-  const std::size_t count = (std::size_t{256} << 20) / sizeof(float);
+  const std::size_t count = inferlab::dram_stream_bytes() / sizeof(float);
   if (state.range(0)) sum_halves(state, inferlab::HugeVector<float>(count, 1.0f));
   else sum_halves(state, std::vector<float>(count, 1.0f));
   state.counters["bytes_per_s"] =

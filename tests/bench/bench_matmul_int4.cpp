@@ -3,14 +3,16 @@
 // as matmul_f32 / matmul_int8 in bench_matmul_int8.cpp, so one run compares all three:
 //   ./inferlab_bench --benchmark_filter='matmul_(f32|int8|int4)/n:(1|16)/out:576/in:1536'
 // Counter weight_bytes_per_s: bytes of weight storage (codes + scales + zero points) per call
-// divided by wall time. `cold:1` cycles through enough copies of the matrix (192 MiB of fp32's
-// worth, ~31 MiB of int4) that the weights come from DRAM or at best the last-level cache;
+// divided by wall time. `cold:1` cycles through enough copies of the packed matrix
+// (inferlab::dram_stream_bytes(): 2x the last-level cache, at least 256 MiB) that the weights
+// stream from DRAM;
 // `cold:0` keeps one matrix hot, which shows the cost of unpacking nibbles.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_int4.h"
@@ -29,10 +31,9 @@ void run_int4(benchmark::State& state, bool int8_act) {
   const int n = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1)),
             in = static_cast<int>(state.range(2));
   const std::size_t size = static_cast<std::size_t>(out) * in;
-  const int copies =
-      state.range(3) ? static_cast<int>((std::size_t{192} << 20) / (4 * size)) + 1 : 1;
   const std::size_t packed_bytes =
       static_cast<std::size_t>(out) * inferlab::ref::int4_row_bytes(in);
+  const int copies = state.range(3) ? static_cast<int>(inferlab::dram_stream_bytes() / packed_bytes) + 1 : 1;
   const std::size_t cells =
       static_cast<std::size_t>(out) * inferlab::ref::int4_groups(in, kGroupSize);
 

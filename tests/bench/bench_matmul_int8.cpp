@@ -2,9 +2,10 @@
 // 1536 -> 576), for decode (n = 1) and a small batch (n = 16), 2 threads.
 //   ./inferlab_bench --benchmark_filter=matmul_
 // Counter weight_bytes_per_s: bytes of weight storage (int8 + scales, or fp32) per call
-// divided by wall time. `cold:1` cycles through enough copies of the matrix (192 MiB of fp32,
-// 48 MiB of int8) that the weights stream from DRAM as in a real decode step, where a whole
-// model does not fit the last-level cache; `cold:0` keeps one matrix hot in cache, which
+// divided by wall time. `cold:1` cycles through enough copies of the matrix (of the bytes it
+// streams, inferlab::dram_stream_bytes(): 2x the last-level cache, at least 256 MiB) that the
+// weights stream from DRAM as in a real decode step, where a whole model does not fit the
+// last-level cache; `cold:0` keeps one matrix hot in cache, which
 // shows the compute cost of widening int8 to float. Decode from DRAM is memory bound: compare
 // weight_bytes_per_s with the machine's bandwidth; int8 reads a quarter of the bytes.
 #include <benchmark/benchmark.h>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul.h"
@@ -33,7 +35,7 @@ struct Problem {
         out(static_cast<int>(state.range(1))),
         in(static_cast<int>(state.range(2))),
         size(static_cast<std::size_t>(out) * in) {
-    copies = state.range(3) ? static_cast<int>((std::size_t{192} << 20) / (4 * size)) + 1 : 1;
+    copies = state.range(3) ? static_cast<int>(inferlab::dram_stream_bytes() / ((int8 ? 1 : 4) * size)) + 1 : 1;
     inferlab::Rng rng(17);
     x.resize(static_cast<std::size_t>(n) * in);
     for (float& v : x) v = static_cast<float>(rng.normal());

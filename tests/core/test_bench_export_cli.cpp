@@ -113,7 +113,7 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   }
   ASSERT_EQ(fields.size(), 5u) << line;  // cpu model, host, threads, probe method, GB/s
   EXPECT_EQ(fields[2], "1");
-  EXPECT_EQ(fields[3], "huge-pages");
+  EXPECT_EQ(fields[3], "huge-pages, 2x LLC");
   EXPECT_GT(std::stod(fields[4]), 0.0);
   const std::string key = fields[0] + "\t" + fields[1] + "\t1\t";
   // A record of the older probe (4 KiB pages: no method field) is another key, never reused.
@@ -121,8 +121,13 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
   const auto old = run_inferlab(args);
   ASSERT_EQ(old.code, 0) << old.err;
   EXPECT_NE(old.out.find("probed now, recorded in"), std::string::npos) << old.out;
-  // A recorded value above today's probe is used: the machine key matches, the number comes back.
+  // Nor one of the 256 MiB probe on huge pages (read partly from a large last-level cache).
   testing::write_file(dir.file("bw.tsv"), key + "huge-pages\t12500\n");
+  const auto old_size = run_inferlab(args);
+  ASSERT_EQ(old_size.code, 0) << old_size.err;
+  EXPECT_NE(old_size.out.find("probed now, recorded in"), std::string::npos) << old_size.out;
+  // A recorded value above today's probe is used: the machine key matches, the number comes back.
+  testing::write_file(dir.file("bw.tsv"), key + "huge-pages, 2x LLC\t12500\n");
   const auto second = run_inferlab(args);
   ASSERT_EQ(second.code, 0) << second.err;
   EXPECT_NE(second.out.find("read bandwidth: 12500.0 GB/s (read-sum probe, 1 threads, best recorded in"),
@@ -130,7 +135,7 @@ TEST(BenchCli, BandwidthProbeIsCachedPerMachine) {
       << second.out;
   EXPECT_NE(second.out.find("; this run's probe "), std::string::npos) << second.out;  // the conditions now
   // One below it (a probe taken while the machine was busy) is replaced by today's probe.
-  testing::write_file(dir.file("bw.tsv"), key + "huge-pages\t0.001\n");
+  testing::write_file(dir.file("bw.tsv"), key + "huge-pages, 2x LLC\t0.001\n");
   const auto third = run_inferlab(args);
   ASSERT_EQ(third.code, 0) << third.err;
   EXPECT_NE(third.out.find("probed now, recorded in"), std::string::npos) << third.out;

@@ -4,10 +4,15 @@
 // would pay one each (or none at all, one thread doing the work).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
+
 
 #include "gguf_block_fixtures.h"
 #include "inferlab/error.h"
@@ -86,19 +91,47 @@ TEST(PanelUnion, CutsContiguousRunsOfAboutEqualBytes) {
 TEST(PanelUnion, RunsEveryPanelOnceInOneDispatch) {
   const cpu::PanelSpan members[] = {{7, 64}, {3, 512}, {11, 16}};
   for (int threads : {1, 2, 3})
-    for (std::size_t grain : {std::size_t{1}, std::size_t{4}, std::size_t{100}}) {
-      SCOPED_TRACE(std::to_string(threads) + " threads, grain " + std::to_string(grain));
-      ThreadPool pool(threads);
-      std::vector<std::vector<int>> seen = {std::vector<int>(7), std::vector<int>(3), std::vector<int>(11)};
-      const std::uint64_t d0 = pool.dispatches();
-      cpu::parallel_for_panel_union(members, grain, pool, [&](int m, int p0, int p1) {
-        for (int p = p0; p < p1; ++p) ++seen[static_cast<std::size_t>(m)][static_cast<std::size_t>(p)];  // disjoint
-      });
-      for (const auto& s : seen)
-        for (int c : s) EXPECT_EQ(c, 1);
-      // 21 panels: one dispatch when they are worth two threads or more, none otherwise.
-      EXPECT_EQ(pool.dispatches() - d0, threads > 1 && grain < 21 ? 1u : 0u);
-    }
+    for (std::size_t grain : {std::size_t{1}, std::size_t{4}, std::size_t{100}})
+      for (std::size_t claim : {std::size_t{0}, std::size_t{1}, std::size_t{2}}) {
+        SCOPED_TRACE(std::to_string(threads) + " threads, grain " + std::to_string(grain) + ", claim " + std::to_string(claim));
+        ThreadPool pool(threads);
+        std::vector<std::vector<int>> seen = {std::vector<int>(7), std::vector<int>(3), std::vector<int>(11)};
+        const std::uint64_t d0 = pool.dispatches();
+        cpu::parallel_for_panel_union(members, grain, claim, pool, [&](int m, int p0, int p1) {
+          for (int p = p0; p < p1; ++p) ++seen[static_cast<std::size_t>(m)][static_cast<std::size_t>(p)];  // disjoint
+        });
+        for (const auto& s : seen)
+          for (int c : s) EXPECT_EQ(c, 1);
+        // 21 panels: one dispatch when they are worth two threads or more, none otherwise.
+        EXPECT_EQ(pool.dispatches() - d0, threads > 1 && grain < 21 ? 1u : 0u);
+      }
+}
+
+// A thread held up at its share's first claim: the other takes the rest of that share from its
+// back, so the delayed thread runs far fewer than the 20 panels of its share (all 20 without the
+// stealing, or with claim 0).
+TEST(PanelUnion, ADelayedThreadsPanelsAreTakenByTheOther) {
+  const cpu::PanelSpan members[] = {{25, 64}, {15, 64}};
+  for (std::size_t claim : {std::size_t{1}, std::size_t{2}, std::size_t{0}}) {
+    SCOPED_TRACE("claim " + std::to_string(claim));
+    ThreadPool pool(2);
+    std::mutex m;
+    std::map<std::thread::id, int> ran;  // panels per thread
+    std::thread::id delayed;
+    cpu::parallel_for_panel_union(members, 1, claim, pool, [&](int member, int p0, int p1) {
+      if (member == 0 && p0 == 0) {
+        delayed = std::this_thread::get_id();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      const std::lock_guard<std::mutex> lock(m);
+      ran[std::this_thread::get_id()] += p1 - p0;
+    });
+    int total = 0;
+    for (const auto& [id, n] : ran) total += n;
+    EXPECT_EQ(total, 40);
+    if (claim == 0) EXPECT_EQ(ran[delayed], 20);
+    else EXPECT_LE(ran[delayed], 10);
+  }
 }
 
 // Gemm_gguf matrices of mixed types reading one input, out not a multiple of 32 (at in = 512
