@@ -13,6 +13,7 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/act_tiles.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/gemm_gguf_layout.h"
 #include "kernels/cpu/panel_union.h"
 
@@ -685,7 +686,7 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
 }  // namespace
 
 bool gemm_gguf_available() {
-#if INFERLAB_GEMM_GGUF_VNNI
+#if INFERLAB_GEMM_GGUF_VNNI || INFERLAB_GEMM_GGUF_AVX2
   return true;
 #else
   return false;
@@ -722,9 +723,18 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
     spans[i] = {panels, panel_bytes(w.type, w.in)};
     needs_sum16 = needs_sum16 || w.type == GgmlType::kQ6_K;
   }
-#if INFERLAB_GEMM_GGUF_VNNI
+#if INFERLAB_GEMM_GGUF_VNNI || INFERLAB_GEMM_GGUF_AVX2
   // The activation tiles (act_tiles.h), made once for the group; the caller's (thread_local).
   const ActTiles a = pack_act_tiles(xq, xs, n, in, kBlock, needs_sum16, pool);
+#endif
+#if INFERLAB_GEMM_GGUF_AVX2
+  const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
+  parallel_for_panel_union(spans, grain, 2, pool, [&](int member, int p0, int p1) {
+    const GemmGgufOutput& o = group[static_cast<std::size_t>(member)];
+    gemm_gguf_avx2_panels(a, *o.w, o.y, n, p0, p1);
+  });
+#elif INFERLAB_GEMM_GGUF_VNNI
   const void* amx = nullptr;  // the AMX tiles' activations (the VNNI tiles when null)
 #if INFERLAB_GEMM_GGUF_AMX
   thread_local AmxTokens tokens;
@@ -756,7 +766,7 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
                            });
 #else
   (void)xq, (void)xs, (void)pool, (void)needs_sum16;
-  check(false, "gemm_gguf: this build has no AVX-512 VNNI (use matmul_gguf_act)");
+  check(false, "gemm_gguf: this build has neither AVX-512 VNNI nor AVX2 (use matmul_gguf_act)");
 #endif
 }
 

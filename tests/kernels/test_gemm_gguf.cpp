@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gguf_block_fixtures.h"
@@ -27,6 +28,12 @@ constexpr GgmlType kPacked[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_
                                 GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 bool is_k(GgmlType t) { return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K; }
 
+// This build's panels for `type`: none without AVX-512 VNNI or AVX2; on AVX2 no Q5_K or Q6_K.
+#define SKIP_UNLESS_PACKED(type)                                                                         \
+  if (!cpu::gemm_gguf_available() || !cpu::gemm_gguf_packs(type))                                        \
+  GTEST_SKIP() << "this build packs no " << ggml_type_name(static_cast<std::uint32_t>(type))             \
+               << " panels (AVX-512 VNNI: all six types; AVX2: Q8_0, Q4_0, Q4_1, Q4_K)"
+
 // n random normal rows of `in` inputs, quantised per 32-block as the plugin does.
 struct QuantRows {
   std::vector<std::int8_t> xq;  // [n, in]
@@ -44,8 +51,8 @@ QuantRows quantized_rows(int n, int in, std::uint64_t seed, ThreadPool& pool) {
 class GemmGguf : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   const GgmlType type = GetParam();
+  SKIP_UNLESS_PACKED(type);
   ThreadPool pool(2);
   std::uint64_t seed = 70;
   struct Shape {
@@ -92,8 +99,8 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
 // row the same bits as the 6-row tiles of a batch, on the packed panels (a few tiles) and on
 // the unpacked ones (4 tiles or more): a prefill row equals the same token's decode row.
 TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   const GgmlType type = GetParam();
+  SKIP_UNLESS_PACKED(type);
   ThreadPool pool(2);
   // 5 panels: a pair and a lone one at decode; 7 rows: 2 tiles on the packed panels, 49 rows: 9
   // tiles on the unpacked panels.
@@ -121,7 +128,7 @@ TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
 // one-row tail, several tiles with a tail; 130 outputs: a last panel of 2 rows (its second half
 // empty). Q6_K stays on the VNNI tiles, so for it both runs take the same path.
 TEST_P(GemmGguf, AmxTilesGiveTheVnniTilesBits) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  SKIP_UNLESS_PACKED(GetParam());
   if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here (not built with it, not granted by the kernel, or INFERLAB_AMX=0)";
   const GgmlType type = GetParam();
   ThreadPool pool(2);
@@ -143,8 +150,8 @@ TEST_P(GemmGguf, AmxTilesGiveTheVnniTilesBits) {
 }
 
 TEST_P(GemmGguf, PackingKeepsTheFileBytes) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
   const GgmlType type = GetParam();
+  SKIP_UNLESS_PACKED(type);
   const int out = 45, in = is_k(type) ? 512 : 96;
   const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 3);
   const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
@@ -175,11 +182,21 @@ TEST(GemmGgufErrors, RefusesOtherTypesAndWrongShapes) {
     return;
   }
   EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ4_1));
-  EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ6_K));
-  EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ5_K));
+  EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ4_K));
   EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kF16));
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kF16, std::vector<std::uint8_t>(512), 1, 256), Error);
-  EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ5_K, std::vector<std::uint8_t>(175), 1, 256), Error);  // a byte short
+  if (cpu::gemm_gguf_packs(GgmlType::kQ5_K)) {
+    EXPECT_TRUE(cpu::gemm_gguf_packs(GgmlType::kQ6_K));  // AVX-512 VNNI: all six
+    EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ5_K, std::vector<std::uint8_t>(175), 1, 256), Error);  // a byte short
+  } else {  // AVX2: Q5_K and Q6_K keep matmul_gguf_act, and pack_gguf says which types it takes
+    EXPECT_FALSE(cpu::gemm_gguf_packs(GgmlType::kQ6_K));
+    try {
+      (void)cpu::pack_gguf(GgmlType::kQ6_K, std::vector<std::uint8_t>(210), 1, 256);
+      ADD_FAILURE() << "pack_gguf took Q6_K on AVX2";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("allowed: Q8_0, Q4_0, Q4_1, Q4_K"), std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ4_K, std::vector<std::uint8_t>(144 / 8), 1, 32), Error);  // not whole super-blocks
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(34), 1, 48), Error);
   EXPECT_THROW(cpu::pack_gguf(GgmlType::kQ8_0, std::vector<std::uint8_t>(33), 1, 32), Error);

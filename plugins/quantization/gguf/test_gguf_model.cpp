@@ -95,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GgufPerplexity,
 // blocks and run wq/wk/wv and w1/w3 as groups: the fused model's NLL is the unfused one's
 // exactly, on each packed block type.
 TEST(GgufFused, PackedLinearsTakeTheFusedBlocksWithTheSameNll) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: nothing is packed";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has neither AVX-512 VNNI nor AVX2: nothing is packed";
   // kq256-Q4_K / -Q5_K: Q4_K_M / Q5_K_M-like mixes (Q6_K for attn_v / ffn_down / output) on the panels.
   for (const char* name : {"stories260K-Q8_0.gguf", "stories260K-Q4_0.gguf", "stories260K-Q4_1.gguf", "kq256-Q4_K.gguf",
                            "kq256-Q5_K.gguf"}) {

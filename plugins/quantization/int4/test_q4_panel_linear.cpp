@@ -83,7 +83,7 @@ TEST(Q4PanelLinear, BuiltForInt8ActivationsAndGroupsOf32Only) {
 // |w - w_hat| <= d / 2 for every weight, d being the block's stored fp16 step; symmetric codes
 // stay in [-7, 7]; the all-zero block is exactly 0.
 TEST(Q4PanelLinear, EveryWeightWithinHalfTheFp16StepOfItsBlock) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "no AVX-512 VNNI in this build";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 in this build";
   const int out = 37, in = 160, blocks = in / 32;
   const std::vector<float> w = awkward_weights(out, in);
   for (bool sym : {false, true}) {
@@ -114,7 +114,7 @@ TEST(Q4PanelLinear, EveryWeightWithinHalfTheFp16StepOfItsBlock) {
 // token rows; forward_act_blocks on ready-made blocks gives the same bits. And the W4A8 bound:
 // |y - x_hat · Wᵀ| <= sum_b d_b / 2 * sum_{i in b} |x_hat_i|.
 TEST(Q4PanelLinear, ComputesTheDequantisedWeightsOnQuantisedActivations) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "no AVX-512 VNNI in this build";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 in this build";
   const int in = 160, blocks = in / 32;
   for (int out : {37, 64, 1}) {
     const std::vector<float> w = awkward_weights(std::max(out, 15), in);
@@ -156,7 +156,7 @@ TEST(Q4PanelLinear, ComputesTheDequantisedWeightsOnQuantisedActivations) {
 // The classifier (and a tied embedding read through it) comes back row by row exactly as its
 // blocks encode it, rows of the partial last panel included; rows outside [0, out) throw.
 TEST(Q4PanelLinear, DequantizeRowDecodesTheRowsBlocks) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "no AVX-512 VNNI in this build";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 in this build";
   const int out = 45, in = 96;
   const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 4, 0.1);
   for (bool sym : {false, true}) {
@@ -181,7 +181,7 @@ TEST(Q4PanelLinear, DequantizeRowDecodesTheRowsBlocks) {
 // Blocks whose weights already lie on a power-of-two grid (both ends present) round-trip
 // bit-exactly: d is an exact half, and so is m = -d z (0 is on the grid).
 TEST(Q4PanelLinear, WeightsOnTheGridRoundTripExactly) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "no AVX-512 VNNI in this build";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 in this build";
   const int out = 6, in = 96;
   Rng rng(9);
   for (bool sym : {false, true}) {
@@ -206,7 +206,7 @@ TEST(Q4PanelLinear, WeightsOnTheGridRoundTripExactly) {
 // 4.5 / 5.0 bits per weight; the zero rows padding the last panel are not counted, and are all
 // the panels hold beyond that.
 TEST(Q4PanelLinear, WeightBytesAre4Point5And5Bits) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "no AVX-512 VNNI in this build";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 in this build";
   const int in = 1536;
   for (int out : {576, 37}) {
     const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 5, 1.0);
@@ -264,7 +264,7 @@ TEST(Q4PanelLinear, QuantizerRejectsBadShapes) {
 // wq / wk / wv of SmolLM2's shape (wk's out not a multiple of 32), Q4_0 and Q4_1 mixed: one
 // cpu::gemm_gguf_group, x quantised once, every member's own bits.
 TEST(Q4PanelLinear, GroupRunsAsOneDispatchWithEachMembersBits) {
-  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: no Q4 panels";
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has neither AVX-512 VNNI nor AVX2: no Q4 panels";
   const int in = 576;
   const auto q = make(gaussian(576 * in, 1, 0.05), 576, in, true), k = make(gaussian(190 * in, 2, 0.05), 190, in, false),
              v = make(gaussian(192 * in, 3, 0.05), 192, in, true);

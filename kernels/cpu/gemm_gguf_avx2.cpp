@@ -1,0 +1,191 @@
+// gemm_gguf on AVX2 (no VNNI): micro-tiles of R token rows x 8G weight rows over the packed
+// panels (gemm_gguf.h, gemm_gguf_layout.h), a ymm of int lanes per 8 weight rows (byte 4j + t
+// of a step's 32 bytes: input 4s + t of row j, as vpdpbusd reads it; here `vpmaddubsw` takes
+// them against the token's 4 inputs broadcast, giving row j's two pair sums in int16 lanes 2j
+// and 2j + 1, and `vpmaddwd` against ones adds those into int32 lane j).
+//  - Q4_0 / Q4_1 / Q4_K: codes 0..15 against activations in [-127, 127] make a pair sum of at
+//    most 3810 in magnitude, so a whole 32-block (8 pairs per lane) is summed in int16 lanes
+//    (|sum| <= 30480 < 32767) with `vpaddw`, and widened by one `vpmaddwd` per block: one
+//    multiply instruction and one add per 32 products, where maddubs + madd + add per step
+//    (llama.cpp's and our row kernels' AVX2 dot) spends two multiplies and an add.
+//  - Q8_0's codes are stored as c + 128 (the VNNI panels' unsigned operand), which would
+//    saturate `vpmaddubsw`: the top bit is flipped back and the sign trick used (|c| against x
+//    carrying c's sign; |pair| <= 128 * 127 * 2 = 32512), widened every step.
+//  - Per block one fp32 fold per (row, token): fma(float(int32 sum), d_w * d_x, acc), Q4_1's
+//    m_w d_x Σx and Q4_K's -dmin m_j d_x Σx added after it (Q4_0's -8 Σx starts the int32 sum).
+//    Every tile shape runs the same operations per (row, token) in the same order, so a row
+//    gets the same bits in any tile (tested).
+// Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
+// 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
+// the panel is read front to back once) and 2-3 x 16 (the last, short tile).
+#include "kernels/cpu/gemm_gguf_avx2.h"
+
+#if INFERLAB_GEMM_GGUF_AVX2
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/gemm_gguf_layout.h"
+
+namespace inferlab::cpu {
+
+using namespace gguf_panels;
+
+namespace {
+
+inline __m256i broadcast4(const std::int8_t* p) {
+  std::int32_t four;
+  std::memcpy(&four, p, 4);
+  return _mm256_set1_epi32(four);
+}
+inline __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256 halves8(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 u8x8_to_float(const std::uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// y[r * ldc + 8 g + c] (r < R, g < G, c < 8, 8 g + c < width) = token rows r0 .. r0 + R - 1 of
+// activation tile t x weight rows 8 (q0 + g) + c of the panel at `panel`. SB: a.step_bytes.
+template <GgmlType T, int R, int G, int SB>
+void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int q0, float* y, std::size_t ldc,
+          int width) {
+  constexpr Layout kL = layout(T);
+  constexpr bool kQ8 = T == GgmlType::kQ8_0;
+  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
+  __m256 f[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
+  const std::size_t at0 = a.tile_blocks(t) + static_cast<std::size_t>(r0);  // + b kTileRows: block b's slots
+  const std::int8_t* x0 = a.tile_x(t) + 4 * r0;
+  for (int b = 0; b < a.blocks; ++b) {
+    const std::uint8_t* head = record_head(panel, kL, b);
+    const std::uint8_t* slot = block_slot(panel, kL, b);
+    const std::int8_t* x = x0 + static_cast<std::size_t>(b) * 8 * SB;  // step s of row r: + s SB + 4 r
+    const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
+    __m256i acc[R][G];  // int32 lanes (Q8_0) or int16 pair sums (the nibble types)
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
+    if constexpr (kQ8) {
+      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        __m256i c[G], mag[G];
+        for (int g = 0; g < G; ++g) {
+          c[g] = _mm256_xor_si256(load32(slot + kL.code(s) + 32 * (q0 + g)), flip);
+          mag[g] = _mm256_abs_epi8(c[g]);  // -128 -> 0x80, read as 128 by maddubs
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m256i xv = broadcast4(x + s * SB + 4 * r);
+          for (int g = 0; g < G; ++g)
+            acc[r][g] = _mm256_add_epi32(
+                acc[r][g], _mm256_madd_epi16(_mm256_maddubs_epi16(mag[g], _mm256_sign_epi8(xv, c[g])), ones));
+        }
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {  // line s: step s in the low nibbles, step 4 + s in the high ones
+        __m256i lo[G], hi[G];
+        for (int g = 0; g < G; ++g) {
+          const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
+          lo[g] = _mm256_and_si256(raw, low);
+          hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
+          for (int g = 0; g < G; ++g)
+            acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
+                                                                     _mm256_maddubs_epi16(hi[g], xh)));
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const int q = q0 + g;
+      __m256 dw, mw;  // the rows' code scale and offset scale
+      if constexpr (T == GgmlType::kQ4_K) {
+        const std::uint8_t* sub = slot + kL.scale + 8 * q;  // sc[32 rows], then m[32 rows]
+        dw = _mm256_mul_ps(halves8(head + 16 * q), u8x8_to_float(sub));
+        mw = _mm256_mul_ps(halves8(head + 64 + 16 * q), u8x8_to_float(sub + 32));
+      } else {
+        dw = halves8(head + 16 * q);
+        if constexpr (T == GgmlType::kQ4_1) mw = halves8(head + 64 + 16 * q);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m256i sum = acc[r][g];
+        if constexpr (!kQ8) sum = _mm256_madd_epi16(sum, ones);
+        if constexpr (T == GgmlType::kQ4_0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(-8 * a.sum[xb + r]));
+        const float xs = a.xs[xb + r];
+        f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(xs)), f[r][g]);
+        if constexpr (T == GgmlType::kQ4_1)
+          f[r][g] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs * static_cast<float>(a.sum[xb + r])), f[r][g]);
+        if constexpr (T == GgmlType::kQ4_K)
+          f[r][g] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(xs * static_cast<float>(a.sum[xb + r])), f[r][g]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const int cols = std::clamp(width - 8 * g, 0, 8);
+    if (cols == 0) break;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < R; ++r) {
+      float* out = y + static_cast<std::size_t>(r) * ldc + 8 * g;
+      if (cols == 8) _mm256_storeu_ps(out, f[r][g]);
+      else _mm256_maskstore_ps(out, mask, f[r][g]);
+    }
+  }
+}
+
+// Token rows [r0, r0 + R) of tile t against the panel's four groups of 8 rows, G at a time.
+template <GgmlType T, int R, int G, int SB>
+void tile_row_groups(const ActTiles& a, int t, int r0, const std::uint8_t* panel, float* y, std::size_t ldc,
+                     int width) {
+  for (int q0 = 0; q0 < kPanel / 8 && 8 * q0 < width; q0 += G)
+    tile<T, R, G, SB>(a, t, r0, panel, q0, y + 8 * q0, ldc, width - 8 * q0);
+}
+
+// The last tile's rows (fewer than kTileRows): 1 x 32, 2 x 16, 3 x 16, 4 x 8 or 5 x 8.
+template <GgmlType T>
+void short_tile(const ActTiles& a, int t, int rows, const std::uint8_t* panel, float* y, std::size_t ldc, int width) {
+  switch (rows) {
+    case 1: return tile_row_groups<T, 1, 4, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
+    case 2: return tile_row_groups<T, 2, 2, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
+    case 3: return tile_row_groups<T, 3, 2, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
+    case 4: return tile_row_groups<T, 4, 1, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
+    default: return tile_row_groups<T, 5, 1, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
+  }
+}
+
+template <GgmlType T>
+void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
+  const std::size_t stride = panel_bytes(T, w.in), ldc = static_cast<std::size_t>(w.out);
+  const int full = n / kTileRows, rest = n % kTileRows;
+  for (int p = p0; p < p1; ++p) {
+    const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * stride;
+    const int width = std::min(kPanel, w.out - kPanel * p);
+    float* yp = y + static_cast<std::size_t>(kPanel) * p;
+    if (n == 1) {  // decode: the row as it is (ActTiles::step_bytes 4), the panel front to back
+      tile_row_groups<T, 1, 4, kRowStepBytes>(a, 0, 0, panel, yp, ldc, width);
+      continue;
+    }
+    // Prefill: one group of 8 weight rows (a quarter of the panel, in L1) against every tile.
+    for (int q = 0; q < kPanel / 8 && 8 * q < width; ++q)
+      for (int t = 0; t < full; ++t)
+        tile<T, kTileRows, 1, kTileStepBytes>(a, t, 0, panel, q, yp + static_cast<std::size_t>(t) * kTileRows * ldc + 8 * q,
+                                               ldc, width - 8 * q);
+    if (rest > 0) short_tile<T>(a, full, rest, panel, yp + static_cast<std::size_t>(full) * kTileRows * ldc, ldc, width);
+  }
+}
+
+}  // namespace
+
+void gemm_gguf_avx2_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1) {
+  switch (w.type) {
+    case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
+    case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
+    case GgmlType::kQ4_1: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
+    default: return run_panels<GgmlType::kQ4_K>(a, w, y, n, p0, p1);
+  }
+}
+
+}  // namespace inferlab::cpu
+#endif
