@@ -41,6 +41,15 @@ inline __m256i broadcast4(const std::int8_t* p) {
 }
 inline __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256 halves8(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 s8x8_to_float(const std::uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// Bits `from` .. of every byte moved to bits `to` .. (16-bit shifts by at most 4: what crosses
+// from the neighbouring byte lands in bits the caller's mask drops, as long as the field is
+// narrower than the shift's complement: Q5_K's 1 bit to bit 4, Q6_K's 2 bits to bits 4-5).
+inline __m256i bits_to(__m256i v, int from, int to) {
+  return from <= to ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(to - from)) : _mm256_srl_epi16(v, _mm_cvtsi32_si128(from - to));
+}
 inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -48,10 +57,10 @@ inline __m256 u8x8_to_float(const std::uint8_t* p) {
 // y[r * ldc + 8 g + c] (r < R, g < G, c < 8, 8 g + c < width) = token rows r0 .. r0 + R - 1 of
 // activation tile t x weight rows 8 (q0 + g) + c of the panel at `panel`. SB: a.step_bytes.
 template <GgmlType T, int R, int G, int SB>
-void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int q0, float* y, std::size_t ldc,
+void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
           int width) {
   constexpr Layout kL = layout(T);
-  constexpr bool kQ8 = T == GgmlType::kQ8_0;
+  constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ5 = T == GgmlType::kQ5_K, kQ6 = T == GgmlType::kQ6_K;
   const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
   __m256 f[R][G];
   for (int r = 0; r < R; ++r)
@@ -66,7 +75,73 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int q0, f
     __m256i acc[R][G];  // int32 lanes (Q8_0) or int16 pair sums (the nibble types)
     for (int r = 0; r < R; ++r)
       for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
-    if constexpr (kQ8) {
+    if constexpr (kQ6) {
+      // w = d sc_h (c - 32) per half h (codes 0-15: the lines' low nibbles, 16-31: the high
+      // ones), each half's 6-bit codes made from its nibbles and the top-bit plane (apart from
+      // the records), its int16 pair sums (<= 63 * 127 * 2 each) widened every 2 steps, its
+      // int32 sums started at -32 x its 16 activations' sum, folded with its own scale.
+      const std::uint8_t* planes = plane_base(panel, slot, kL, in, b);
+      const __m256i top = _mm256_set1_epi8(0x30);
+      for (int h = 0; h < 2; ++h) {
+        __m256i sum[R][G];
+        for (int r = 0; r < R; ++r)
+          for (int g = 0; g < G; ++g)
+            sum[r][g] = _mm256_set1_epi32(-32 * a.half_sum[2 * xb - static_cast<std::size_t>(r0) + h * kTileRows + r]);
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {
+          __m256i c[G];
+          for (int g = 0; g < G; ++g) {
+            const int q = q0 + g;
+            const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(planes + kL.plane(s) + 32 * (q % 2));
+            const __m256i nib = h == 0 ? _mm256_and_si256(raw, low) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            c[g] = _mm256_or_si256(nib, _mm256_and_si256(bits_to(hb, (q / 2) * 4 + 2 * h, 4), top));
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m256i xv = broadcast4(x + (4 * h + s) * SB + 4 * r);
+            for (int g = 0; g < G; ++g) {
+              const __m256i p = _mm256_maddubs_epi16(c[g], xv);
+              acc[r][g] = s % 2 == 0 ? p : _mm256_add_epi16(acc[r][g], p);
+              if (s % 2 == 1) sum[r][g] = _mm256_add_epi32(sum[r][g], _mm256_madd_epi16(acc[r][g], ones));
+            }
+          }
+        }
+        for (int g = 0; g < G; ++g) {
+          const int q = q0 + g;
+          const __m256 sv = _mm256_mul_ps(halves8(head + 16 * q), s8x8_to_float(slot + kL.scale + 32 * h + 8 * q));
+          for (int r = 0; r < R; ++r)
+            f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][g]), _mm256_mul_ps(sv, _mm256_set1_ps(a.xs[xb + r])), f[r][g]);
+        }
+      }
+      continue;  // folded per half
+    } else if constexpr (kQ5) {
+      // Q4_K's nibbles with a fifth bit from the plane line leading each pair of steps (bit
+      // (s % 2) * 4 + 2 * (rows 16-31) + (high nibble) of byte 4 (j % 16) + t); codes <= 31 make
+      // pair sums <= 7874, so the int16 sums are widened every 2 lines (4 pairs per lane).
+      const __m256i bit4 = _mm256_set1_epi8(0x10);
+      __m256i sum[R][G];
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) sum[r][g] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int s = 0; s < 4; ++s) {
+        __m256i lo[G], hi[G];
+        for (int g = 0; g < G; ++g) {
+          const int q = q0 + g, bit = (s % 2) * 4 + (q / 2) * 2;
+          const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(slot + kL.plane(s / 2) + 32 * (q % 2));
+          lo[g] = _mm256_or_si256(_mm256_and_si256(raw, low), _mm256_and_si256(bits_to(hb, bit, 4), bit4));
+          hi[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), _mm256_and_si256(bits_to(hb, bit + 1, 4), bit4));
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
+          for (int g = 0; g < G; ++g) {
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl), _mm256_maddubs_epi16(hi[g], xh));
+            acc[r][g] = s % 2 == 0 ? p : _mm256_add_epi16(acc[r][g], p);
+            if (s % 2 == 1) sum[r][g] = _mm256_add_epi32(sum[r][g], _mm256_madd_epi16(acc[r][g], ones));
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) acc[r][g] = sum[r][g];  // int32 sums now, as Q8_0's
+    } else if constexpr (kQ8) {
       const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
@@ -102,7 +177,7 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int q0, f
     for (int g = 0; g < G; ++g) {
       const int q = q0 + g;
       __m256 dw, mw;  // the rows' code scale and offset scale
-      if constexpr (T == GgmlType::kQ4_K) {
+      if constexpr (is_q45k(T)) {
         const std::uint8_t* sub = slot + kL.scale + 8 * q;  // sc[32 rows], then m[32 rows]
         dw = _mm256_mul_ps(halves8(head + 16 * q), u8x8_to_float(sub));
         mw = _mm256_mul_ps(halves8(head + 64 + 16 * q), u8x8_to_float(sub + 32));
@@ -112,13 +187,13 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int q0, f
       }
       for (int r = 0; r < R; ++r) {
         __m256i sum = acc[r][g];
-        if constexpr (!kQ8) sum = _mm256_madd_epi16(sum, ones);
+        if constexpr (!kQ8 && !kQ5) sum = _mm256_madd_epi16(sum, ones);
         if constexpr (T == GgmlType::kQ4_0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(-8 * a.sum[xb + r]));
         const float xs = a.xs[xb + r];
         f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(xs)), f[r][g]);
         if constexpr (T == GgmlType::kQ4_1)
           f[r][g] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs * static_cast<float>(a.sum[xb + r])), f[r][g]);
-        if constexpr (T == GgmlType::kQ4_K)
+        if constexpr (is_q45k(T))
           f[r][g] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(xs * static_cast<float>(a.sum[xb + r])), f[r][g]);
       }
     }
@@ -137,21 +212,26 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int q0, f
 
 // Token rows [r0, r0 + R) of tile t against the panel's four groups of 8 rows, G at a time.
 template <GgmlType T, int R, int G, int SB>
-void tile_row_groups(const ActTiles& a, int t, int r0, const std::uint8_t* panel, float* y, std::size_t ldc,
+void tile_row_groups(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, float* y, std::size_t ldc,
                      int width) {
   for (int q0 = 0; q0 < kPanel / 8 && 8 * q0 < width; q0 += G)
-    tile<T, R, G, SB>(a, t, r0, panel, q0, y + 8 * q0, ldc, width - 8 * q0);
+    tile<T, R, G, SB>(a, t, r0, panel, in, q0, y + 8 * q0, ldc, width - 8 * q0);
 }
+
+// Q5_K and Q6_K hold an int32 sum beside each int16 one: their full tiles run as two of 3 rows.
+template <GgmlType T>
+constexpr bool kWide = T == GgmlType::kQ5_K || T == GgmlType::kQ6_K;
 
 // The last tile's rows (fewer than kTileRows): 1 x 32, 2 x 16, 3 x 16, 4 x 8 or 5 x 8.
 template <GgmlType T>
-void short_tile(const ActTiles& a, int t, int rows, const std::uint8_t* panel, float* y, std::size_t ldc, int width) {
+void short_tile(const ActTiles& a, int t, int rows, const std::uint8_t* panel, int in, float* y, std::size_t ldc,
+                int width) {
   switch (rows) {
-    case 1: return tile_row_groups<T, 1, 4, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
-    case 2: return tile_row_groups<T, 2, 2, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
-    case 3: return tile_row_groups<T, 3, 2, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
-    case 4: return tile_row_groups<T, 4, 1, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
-    default: return tile_row_groups<T, 5, 1, kTileStepBytes>(a, t, 0, panel, y, ldc, width);
+    case 1: return tile_row_groups<T, 1, 4, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 2: return tile_row_groups<T, 2, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 3: return tile_row_groups<T, 3, kWide<T> ? 1 : 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 4: return tile_row_groups<T, 4, 1, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    default: return tile_row_groups<T, 5, 1, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
   }
 }
 
@@ -164,15 +244,22 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
     const int width = std::min(kPanel, w.out - kPanel * p);
     float* yp = y + static_cast<std::size_t>(kPanel) * p;
     if (n == 1) {  // decode: the row as it is (ActTiles::step_bytes 4), the panel front to back
-      tile_row_groups<T, 1, 4, kRowStepBytes>(a, 0, 0, panel, yp, ldc, width);
+      tile_row_groups<T, 1, 4, kRowStepBytes>(a, 0, 0, panel, w.in, yp, ldc, width);
       continue;
     }
     // Prefill: one group of 8 weight rows (a quarter of the panel, in L1) against every tile.
     for (int q = 0; q < kPanel / 8 && 8 * q < width; ++q)
-      for (int t = 0; t < full; ++t)
-        tile<T, kTileRows, 1, kTileStepBytes>(a, t, 0, panel, q, yp + static_cast<std::size_t>(t) * kTileRows * ldc + 8 * q,
-                                               ldc, width - 8 * q);
-    if (rest > 0) short_tile<T>(a, full, rest, panel, yp + static_cast<std::size_t>(full) * kTileRows * ldc, ldc, width);
+      for (int t = 0; t < full; ++t) {
+        float* yt = yp + static_cast<std::size_t>(t) * kTileRows * ldc + 8 * q;
+        if constexpr (kWide<T>) {
+          tile<T, 3, 1, kTileStepBytes>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q);
+          tile<T, 3, 1, kTileStepBytes>(a, t, 3, panel, w.in, q, yt + 3 * ldc, ldc, width - 8 * q);
+        } else {
+          tile<T, kTileRows, 1, kTileStepBytes>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q);
+        }
+      }
+    if (rest > 0)
+      short_tile<T>(a, full, rest, panel, w.in, yp + static_cast<std::size_t>(full) * kTileRows * ldc, ldc, width);
   }
 }
 
@@ -183,7 +270,9 @@ void gemm_gguf_avx2_panels(const ActTiles& a, const PackedGguf& w, float* y, int
     case GgmlType::kQ8_0: return run_panels<GgmlType::kQ8_0>(a, w, y, n, p0, p1);
     case GgmlType::kQ4_0: return run_panels<GgmlType::kQ4_0>(a, w, y, n, p0, p1);
     case GgmlType::kQ4_1: return run_panels<GgmlType::kQ4_1>(a, w, y, n, p0, p1);
-    default: return run_panels<GgmlType::kQ4_K>(a, w, y, n, p0, p1);
+    case GgmlType::kQ4_K: return run_panels<GgmlType::kQ4_K>(a, w, y, n, p0, p1);
+    case GgmlType::kQ5_K: return run_panels<GgmlType::kQ5_K>(a, w, y, n, p0, p1);
+    default: return run_panels<GgmlType::kQ6_K>(a, w, y, n, p0, p1);
   }
 }
 

@@ -13,16 +13,11 @@
 
 namespace inferlab::cpu {
 
-// The block types the AVX2 tiles run: Q8_0, Q4_0, Q4_1, Q4_K (Q5_K's fifth bits and Q6_K's top
-// bits are not written for them; those types keep matmul_gguf_act on AVX2).
-constexpr bool gemm_gguf_avx2_packs(GgmlType t) {
-  return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 || t == GgmlType::kQ4_K;
-}
 
 #if INFERLAB_GEMM_GGUF_AVX2
-// y [n, w.out] columns of panels [p0, p1) = a's n token rows x W's panels (w.type one of
-// gemm_gguf_avx2_packs). a: pack_act_tiles(..., block 32, no half sums) of activations in
-// [-127, 127] (cpu::quantize_act_rows), which keeps every int16 sum inside its range.
+// y [n, w.out] columns of panels [p0, p1) = a's n token rows x W's panels (any packed type). a:
+// pack_act_tiles(..., block 32, half sums where W is Q6_K) of activations in [-127, 127]
+// (cpu::quantize_act_rows), which keeps every int16 sum inside its range.
 void gemm_gguf_avx2_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0, int p1);
 #endif
 

@@ -6,7 +6,6 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/gemm_gguf.h"
-#include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/gemm_gguf_layout.h"
 #include "kernels/ref/gguf_blocks.h"
 
@@ -80,11 +79,7 @@ void put_k_sub(GgmlType t, const KSub& s, int c, std::uint8_t* dst) {
 }  // namespace
 
 bool gemm_gguf_packs(GgmlType type) {
-#if INFERLAB_GEMM_GGUF_AVX2
-  return gemm_gguf_avx2_packs(type);
-#else
   return type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 || is_kquant(type);
-#endif
 }
 
 std::uint64_t packed_bytes(const PackedGguf& w) { return w.data.size(); }
@@ -92,11 +87,7 @@ std::uint64_t packed_bytes(const PackedGguf& w) { return w.data.size(); }
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
   const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
   check(gemm_gguf_available(), "pack_gguf: this build has neither AVX-512 VNNI nor AVX2 (use matmul_gguf_act)");
-  check(gemm_gguf_packs(type), [&] {
-    return "pack_gguf: no packed kernel for " + name +
-           (gemm_gguf_packs(GgmlType::kQ6_K) ? " (allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)"
-                                             : " in this AVX2 build (allowed: Q8_0, Q4_0, Q4_1, Q4_K)");
-  });
+  check(gemm_gguf_packs(type), "pack_gguf: no packed kernel for " + name + " (allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
   const int elems = source_block_elems(type);
   check(out > 0 && in > 0 && in % elems == 0, "pack_gguf: out must be positive and in a positive multiple of " +
                                                   std::to_string(elems) + " for " + name + ", got out=" +

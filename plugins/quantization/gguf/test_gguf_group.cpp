@@ -30,10 +30,8 @@ TEST(GgufGroup, PackedLinearsRunAsOneDispatchWithTheirOwnBits) {
   for (const Linear* l : group) EXPECT_TRUE(l->reads_act_blocks());
   CpuDevice device(2);
   testing::expect_group_in_one_dispatch(group, device, 10);
-  // A Q4_K_M layer's mix: Q4_K and Q6_K beside Q8_0, on whole super-blocks (AVX2 builds pack no
-  // Q6_K: Q4_0 in its place).
-  const GgmlType second = cpu::gemm_gguf_packs(GgmlType::kQ6_K) ? GgmlType::kQ6_K : GgmlType::kQ4_0;
-  const auto kq = linear(GgmlType::kQ4_K, 512, 512, true, 11), kk = linear(second, 250, 512, true, 12),
+  // A Q4_K_M layer's mix: Q4_K and Q6_K beside Q8_0, on whole super-blocks.
+  const auto kq = linear(GgmlType::kQ4_K, 512, 512, true, 11), kk = linear(GgmlType::kQ6_K, 250, 512, true, 12),
              kv = linear(GgmlType::kQ8_0, 256, 512, true, 13);
   const Linear* const kgroup[] = {kq.get(), kk.get(), kv.get()};
   for (const Linear* l : kgroup) EXPECT_TRUE(l->reads_act_blocks());
