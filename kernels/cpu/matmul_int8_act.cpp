@@ -111,6 +111,22 @@ inline void round_clamp16(const float* x, float inv, std::int8_t* q) {
   i = _mm512_maskz_min_epi32(kAll, _mm512_maskz_max_epi32(kAll, i, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_maskz_cvtepi32_epi8(kAll, i));
 }
+#elif INFERLAB_INT8_ACT_AVX2
+// The same for 8 values on AVX2 (blends for the masks; the clamped int32s pack exactly through
+// the saturating packs). Scalar lround here had been 9 % of SmolLM2's pp512 on Zen 3.
+inline void round_clamp8(const float* x, float inv, std::int8_t* q) {
+  const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), _mm256_set1_ps(inv));
+  const __m256 a = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
+  __m256 t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 up = _mm256_cmp_ps(_mm256_sub_ps(a, t), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  t = _mm256_add_ps(t, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
+  const __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+  t = _mm256_blendv_ps(t, _mm256_sub_ps(_mm256_setzero_ps(), t), neg);
+  __m256i i = _mm256_cvttps_epi32(t);
+  i = _mm256_min_epi32(_mm256_max_epi32(i, _mm256_set1_epi32(-127)), _mm256_set1_epi32(127));
+  const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(q), _mm_packs_epi16(w16, w16));
+}
 #endif
 
 }  // namespace
@@ -128,6 +144,8 @@ void quantize_act_row(const float* xr, int in, std::int8_t* qr, float* xs, int b
     int i = i0;
 #if defined(__AVX512F__)
     for (; i + 16 <= i1; i += 16) round_clamp16(xr + i, inv, qr + i);
+#elif INFERLAB_INT8_ACT_AVX2
+    for (; i + 8 <= i1; i += 8) round_clamp8(xr + i, inv, qr + i);
 #endif
     for (; i < i1; ++i)  // nearest, ties away from zero: as std::lround in the reference
       qr[i] = static_cast<std::int8_t>(std::clamp(std::lround(xr[i] * inv), -127L, 127L));

@@ -169,20 +169,33 @@ inline void dot_scores16(const float* q, int d, const float* const* k_rows, int 
   }
 }
 
-// acc[v][k] += x[v * x_stride] * row[16k, 16k + 16) for v < MV, k < NC: one rank-1 update of
-// the register tile, the step of both micro-kernels (NC vector loads and MV broadcasts feed
-// MV * NC FMAs). Always inlined so the tile stays in registers.
+// The micro-kernels' register type: one machine vector (a zmm with AVX-512, a ymm otherwise),
+// kPer of them per 16-float chunk. Vec16 itself is two ymm on AVX2, and GCC 12 kept the tile's
+// Vec16 accumulators and broadcasts on the stack there (perf annotate, Zen 3: stores and reloads
+// around every FMA; the two block kernels were 61 % of SmolLM2's pp512).
+#if defined(__AVX512F__)
+using VecN = Vec16;
+#else
+using VecN = float __attribute__((vector_size(32)));
+#endif
+constexpr int kNativeLanes = static_cast<int>(sizeof(VecN) / sizeof(float));
+constexpr int kPer = kLanes / kNativeLanes;
+
+// acc[v][k] += x[v * x_stride] * row[8k or 16k, ...) for v < MV and the NC chunks of 16 floats
+// (kPer machine vectors each): one rank-1 update of the register tile, the step of both
+// micro-kernels (NC * kPer vector loads and MV broadcasts feed MV * NC * kPer FMAs). Always
+// inlined so the tile stays in registers.
 template <int MV, int NC>
-[[gnu::always_inline]] inline void rank1_update(Vec16 (&acc)[MV][NC], const float* row, const float* x,
+[[gnu::always_inline]] inline void rank1_update(VecN (&acc)[MV][NC * kPer], const float* row, const float* x,
                                                 std::size_t x_stride) {
-  Vec16 r[NC];
+  VecN r[NC * kPer];
 #pragma GCC unroll 8
-  for (int k = 0; k < NC; ++k) std::memcpy(&r[k], row + k * kLanes, sizeof(Vec16));
+  for (int k = 0; k < NC * kPer; ++k) std::memcpy(&r[k], row + k * kNativeLanes, sizeof(VecN));
 #pragma GCC unroll 8
   for (int v = 0; v < MV; ++v) {
     const float w = x[static_cast<std::size_t>(v) * x_stride];
 #pragma GCC unroll 8
-    for (int k = 0; k < NC; ++k) acc[v][k] += w * r[k];
+    for (int k = 0; k < NC * kPer; ++k) acc[v][k] += w * r[k];
   }
 }
 
@@ -193,12 +206,12 @@ template <int MV, int NC>
 template <int MV, int NC>
 struct ScoreBlock {
   static void run(const float* qs, int d, const float* k_t, int k_stride, float* s, int s_stride) {
-    Vec16 acc[MV][NC] = {};
+    VecN acc[MV][NC * kPer] = {};
     for (int c = 0; c < d; ++c)
-      rank1_update(acc, k_t + static_cast<std::size_t>(c) * k_stride, qs + c, static_cast<std::size_t>(d));
+      rank1_update<MV, NC>(acc, k_t + static_cast<std::size_t>(c) * k_stride, qs + c, static_cast<std::size_t>(d));
     for (int v = 0; v < MV; ++v)
-      for (int n = 0; n < NC; ++n)
-        std::memcpy(s + static_cast<std::size_t>(v) * s_stride + n * kLanes, &acc[v][n], sizeof(Vec16));
+      for (int k = 0; k < NC * kPer; ++k)
+        std::memcpy(s + static_cast<std::size_t>(v) * s_stride + k * kNativeLanes, &acc[v][k], sizeof(VecN));
   }
 };
 
@@ -210,16 +223,16 @@ template <int MV, int NC>
 struct PvBlock {
   static void run(const float* p, int p_stride, const float* const* v_rows, int n, int c0,
                   const float* alpha, float* acc, int d) {
-    Vec16 a[MV][NC];
+    VecN a[MV][NC * kPer];
     for (int v = 0; v < MV; ++v)
-      for (int k = 0; k < NC; ++k) {
-        std::memcpy(&a[v][k], acc + static_cast<std::size_t>(v) * d + c0 + k * kLanes, sizeof(Vec16));
+      for (int k = 0; k < NC * kPer; ++k) {
+        std::memcpy(&a[v][k], acc + static_cast<std::size_t>(v) * d + c0 + k * kNativeLanes, sizeof(VecN));
         a[v][k] *= alpha[v];
       }
-    for (int j = 0; j < n; ++j) rank1_update(a, v_rows[j] + c0, p + j, static_cast<std::size_t>(p_stride));
+    for (int j = 0; j < n; ++j) rank1_update<MV, NC>(a, v_rows[j] + c0, p + j, static_cast<std::size_t>(p_stride));
     for (int v = 0; v < MV; ++v)
-      for (int k = 0; k < NC; ++k)
-        std::memcpy(acc + static_cast<std::size_t>(v) * d + c0 + k * kLanes, &a[v][k], sizeof(Vec16));
+      for (int k = 0; k < NC * kPer; ++k)
+        std::memcpy(acc + static_cast<std::size_t>(v) * d + c0 + k * kNativeLanes, &a[v][k], sizeof(VecN));
   }
 };
 
