@@ -25,10 +25,10 @@ namespace inferlab::cpu {
 namespace {
 
 constexpr int kCols = 32;        // channels per panel: two zmm of s32 lanes
-constexpr int kBlock = ref::kActBlock;
+[[maybe_unused]] constexpr int kBlock = ref::kActBlock;  // unused without VNNI (clang -Wunused-const-variable)
 // Per-token scales: one scale block per row as long as its integer sum cannot overflow
 // (|(w + 128) x| <= 255 * 127 per product): then each output is one int32 sum, converted once.
-constexpr int kTokenBlockMax = 65536;
+[[maybe_unused]] constexpr int kTokenBlockMax = 65536;
 
 constexpr std::uint8_t kOffset = 128;  // codes are held as w + 128: vpdpbusd's unsigned operand
 int round4(int in) { return (in + 3) / 4 * 4; }
