@@ -726,10 +726,14 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
 #if INFERLAB_GEMM_GGUF_VNNI || INFERLAB_GEMM_GGUF_AVX2
   // The activation tiles (act_tiles.h), made once for the group; the caller's (thread_local).
   const ActTiles a = pack_act_tiles(xq, xs, n, in, kBlock, needs_sum16, pool);
-#endif
-#if INFERLAB_GEMM_GGUF_AVX2
+  // Runs of whole panels; at decode run_panels takes one or two panels of a run at a time (Q8_0's
+  // and Q6_K's runs of odd length end with one single-panel tile), so a matrix of 6 panels
+  // split 3 : 3 stays balanced. Claims of two panels: a decode tile's (each panel stands alone
+  // in the others).
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
+#endif
+#if INFERLAB_GEMM_GGUF_AVX2
   parallel_for_panel_union(spans, grain, 2, pool, [&](int member, int p0, int p1) {
     const GemmGgufOutput& o = group[static_cast<std::size_t>(member)];
     gemm_gguf_avx2_panels(a, *o.w, o.y, n, p0, p1);
@@ -745,12 +749,6 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
     amx = &tokens;
   }
 #endif
-  // Runs of whole panels; at decode run_panels takes one or two panels of a run at a time (Q8_0's
-  // and Q6_K's runs of odd length end with one single-panel tile), so a matrix of 6 panels
-  // split 3 : 3 stays balanced.
-  const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
-  // Claims of two panels: a decode tile's (each panel stands alone in the others).
   parallel_for_panel_union(spans, grain, 2, pool,
                            [&](int member, int p0, int p1) {
                              const PackedGguf& w = *group[static_cast<std::size_t>(member)].w;

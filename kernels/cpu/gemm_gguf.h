@@ -53,8 +53,10 @@
 // Roofline: 2 * n * out * in int ops per call against the vpdpbusd peak
 // (`inferlab_bench --benchmark_filter=PeakInt8Dot`); GFLOP/s: --benchmark_filter=gemm_gguf.
 // Parity with the block reference: tests/kernels/test_gemm_gguf.cpp. Builds without AVX-512
-// VNNI (compile-time, -march=native) do not have the kernel: gemm_gguf_available() is false and
-// callers keep matmul_gguf_act (AVX2 `maddubs`).
+// VNNI (compile-time, -march=native) but with AVX2 run the same panels through
+// kernels/cpu/gemm_gguf_avx2.cpp (`vpmaddubsw`, int16 block sums; docs/kernels.md); builds with
+// neither do not have the kernel: gemm_gguf_available() is false and callers keep
+// matmul_gguf_act.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -66,7 +68,7 @@
 
 namespace inferlab::cpu {
 
-// True when this build has the kernel (AVX-512 VNNI).
+// True when this build has the kernel (AVX-512 VNNI, or AVX2 + FMA + F16C).
 bool gemm_gguf_available();
 // True when gemm_gguf of n token rows of a matrix of `type` runs on the AMX tiles
 // (kernels/cpu/amx.h: built with AMX int8, granted by the kernel, switched on) rather than the
@@ -107,7 +109,8 @@ PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out,
 // Row `row`'s blocks as the file stored them (ggml_tensor_bytes(type, in) bytes into `bytes`).
 void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes);
 
-// y[n, out] = x · Wᵀ for xq [n, in], xs [n, in / 32] from cpu::quantize_act_rows (block 32).
+// y[n, out] = x · Wᵀ for xq [n, in], xs [n, in / 32] from cpu::quantize_act_rows (block 32):
+// codes in [-127, 127] (the AVX2 tiles' Q8_0 sign trick and int16 sums rely on it).
 // n <= 0 is a no-op.
 void gemm_gguf(const std::int8_t* xq, const float* xs, const PackedGguf& w, float* y, int n, ThreadPool& pool);
 

@@ -8,6 +8,9 @@
 //    (|sum| <= 30480 < 32767) with `vpaddw`, and widened by one `vpmaddwd` per block: one
 //    multiply instruction and one add per 32 products, where maddubs + madd + add per step
 //    (llama.cpp's and our row kernels' AVX2 dot) spends two multiplies and an add.
+//  - Q5_K (codes to 31) widens its int16 sums every 2 lines, Q6_K (to 63) every 2 steps of each
+//    half, each half folded with its own d sc_h; both hold an int32 sum beside each int16 one,
+//    so their full token tiles run as two tiles of 3 rows.
 //  - Q8_0's codes are stored as c + 128 (the VNNI panels' unsigned operand), which would
 //    saturate `vpmaddubsw`: the top bit is flipped back and the sign trick used (|c| against x
 //    carrying c's sign; |pair| <= 128 * 127 * 2 = 32512), widened every step.
@@ -17,7 +20,8 @@
 //    gets the same bits in any tile (tested).
 // Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
 // 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
-// the panel is read front to back once) and 2-3 x 16 (the last, short tile).
+// the panel is read front to back once) and 2-3 x 16 (the last, short tile). Not measured here:
+// the kernel's own Gop/s (inferlab_bench gemm_gguf runs it on AVX2); the figures are end to end.
 #include "kernels/cpu/gemm_gguf_avx2.h"
 
 #if INFERLAB_GEMM_GGUF_AVX2

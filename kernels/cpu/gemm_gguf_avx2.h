@@ -13,7 +13,6 @@
 
 namespace inferlab::cpu {
 
-
 #if INFERLAB_GEMM_GGUF_AVX2
 // y [n, w.out] columns of panels [p0, p1) = a's n token rows x W's panels (any packed type). a:
 // pack_act_tiles(..., block 32, half sums where W is Q6_K) of activations in [-127, 127]
