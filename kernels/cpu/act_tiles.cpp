@@ -128,6 +128,7 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
   thread_local HugeVector<std::int8_t> xt;  // [tiles][steps][kTileRows][4]
   thread_local std::vector<float> xst;      // [tiles][blocks][kTileRows]
   thread_local std::vector<int> sums;       // [tiles][blocks][kTileRows]
+  thread_local std::vector<float> xsums;    // [tiles][blocks][kTileRows]
   thread_local std::vector<int> halves;     // [tiles][blocks][2][kTileRows]
   const bool single = n == 1;  // one row: not interleaved
   const int step_bytes = single ? kRowStepBytes : kTileStepBytes;
@@ -137,10 +138,12 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
   if (copy && xt.size() < tiles * tile_bytes) xt.assign(tiles * tile_bytes, 0);  // every byte is written below
   if (xst.size() < slots) xst.resize(slots);
   if (sums.size() < slots) sums.resize(slots);
+  if (xsums.size() < slots) xsums.resize(slots);
   if (half_sums && halves.size() < 2 * slots) halves.resize(2 * slots);
   std::int8_t* xt_p = copy ? xt.data() : nullptr;
   float* xs_p = xst.data();
   int* sum_p = sums.data();
+  float* xsum_p = xsums.data();
   int* half_p = half_sums ? halves.data() : nullptr;
   const auto pack = [&](std::size_t t0, std::size_t t1) {
     for (auto t = static_cast<int>(t0); t < static_cast<int>(t1); ++t) {
@@ -177,6 +180,10 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
             sum_p[at] = code_sum(xb, len);
           }
         }
+        for (int b = 0; b < blocks; ++b) {
+          const std::size_t at = (static_cast<std::size_t>(t) * blocks + b) * kTileRows + r;
+          xsum_p[at] = xs_p[at] * static_cast<float>(sum_p[at]);
+        }
       }
       if (single) {
         if (copy) {
@@ -192,7 +199,7 @@ ActTiles pack_act_tiles(const std::int8_t* xq, const float* xs, int n, int in, i
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{32} << 10) / std::max<std::size_t>(1, tile_bytes));
   if (static_cast<std::size_t>(tiles) <= grain) pack(0, static_cast<std::size_t>(tiles));
   else pool.parallel_for(static_cast<std::size_t>(tiles), pack, grain);
-  return ActTiles{copy ? xt_p : xq, xs_p, sum_p, half_p, steps, blocks, block / 4, step_bytes};
+  return ActTiles{copy ? xt_p : xq, xs_p, sum_p, xsum_p, half_p, steps, blocks, block / 4, step_bytes};
 }
 
 }  // namespace inferlab::cpu

@@ -5,10 +5,12 @@
 // offsets: six row pointers, the scales' and the loop's would not fit the 15 integer registers
 // (GCC spilled them, and with them the fp32 sums). Beside the codes, per tile and scale block,
 // the rows' block scales and the sums of their codes in the block (what an unsigned weight
-// operand's offset adds: 128 Σx for codes held as c + 128), and on request the sums of each
-// half block (Q6_K's 16-input sub-blocks). One row alone (decode) is not interleaved: its codes
-// are read as they are (copied only to pad `in` to a multiple of 4), so a decode step pays no
-// transpose; step_bytes tells the micro-tiles which layout they read.
+// operand's offset adds: 128 Σx for codes held as c + 128), their products xs Σx (what the
+// AVX2 tiles' mins and offsets scale: a broadcast load instead of a conversion and a multiply
+// per tile), and on request the sums of each half block (Q6_K's 16-input sub-blocks). One row
+// alone (decode) is not interleaved: its codes are read as they are (copied only to pad `in` to
+// a multiple of 4), so a decode step pays no transpose; step_bytes tells the micro-tiles which
+// layout they read.
 //
 // Made once per call (per group of matrices that read the same activations), on the pool's
 // threads when the rows are many; the buffers are the calling thread's (thread_local), valid
@@ -28,6 +30,7 @@ struct ActTiles {
   const std::int8_t* x;   // [tiles][steps][kTileRows][4]; one row: [steps][4]
   const float* xs;        // [tiles][blocks][kTileRows]: the rows' block scales
   const int* sum;         // [tiles][blocks][kTileRows]: Σ of the block's codes
+  const float* xsum;      // [tiles][blocks][kTileRows]: xs Σ (what an offset or a min scales)
   const int* half_sum;    // [tiles][blocks][2][kTileRows] (null unless asked for)
   int steps, blocks, block_steps;  // steps per row (in rounded up to 4, / 4); blocks of block_steps steps
   int step_bytes;  // from one step of a tile to the next: kTileStepBytes, or kRowStepBytes for one row

@@ -54,154 +54,17 @@ inline __m256 s8x8_to_float(const std::uint8_t* p) {
 inline __m256i bits_to(__m256i v, int from, int to) {
   return from <= to ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(to - from)) : _mm256_srl_epi16(v, _mm_cvtsi32_si128(from - to));
 }
+// Holds v in a register at this point. Without it GCC's reassociation turns a block's chain of
+// integer adds into one tree over all the block's products, each kept on the stack until it is
+// summed (108 ymm stack accesses in Q4_0's 6 x 8 tile, 61 in Q4_K's 3 x 8; objdump).
+inline void pin(__m256i& v) { asm("" : "+x"(v)); }
 inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
-// y[r * ldc + 8 g + c] (r < R, g < G, c < 8, 8 g + c < width) = token rows r0 .. r0 + R - 1 of
-// activation tile t x weight rows 8 (q0 + g) + c of the panel at `panel`. SB: a.step_bytes.
-template <GgmlType T, int R, int G, int SB>
-void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
-          int width) {
-  constexpr Layout kL = layout(T);
-  constexpr bool kQ8 = T == GgmlType::kQ8_0, kQ5 = T == GgmlType::kQ5_K, kQ6 = T == GgmlType::kQ6_K;
-  const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
-  __m256 f[R][G];
-  for (int r = 0; r < R; ++r)
-    for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
-  const std::size_t at0 = a.tile_blocks(t) + static_cast<std::size_t>(r0);  // + b kTileRows: block b's slots
-  const std::int8_t* x0 = a.tile_x(t) + 4 * r0;
-  for (int b = 0; b < a.blocks; ++b) {
-    const std::uint8_t* head = record_head(panel, kL, b);
-    const std::uint8_t* slot = block_slot(panel, kL, b);
-    const std::int8_t* x = x0 + static_cast<std::size_t>(b) * 8 * SB;  // step s of row r: + s SB + 4 r
-    const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
-    __m256i acc[R][G];  // int32 lanes (Q8_0) or int16 pair sums (the nibble types)
-    for (int r = 0; r < R; ++r)
-      for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
-    if constexpr (kQ6) {
-      // w = d sc_h (c - 32) per half h (codes 0-15: the lines' low nibbles, 16-31: the high
-      // ones), each half's 6-bit codes made from its nibbles and the top-bit plane (apart from
-      // the records), its int16 pair sums (<= 63 * 127 * 2 each) widened every 2 steps, its
-      // int32 sums started at -32 x its 16 activations' sum, folded with its own scale.
-      const std::uint8_t* planes = plane_base(panel, slot, kL, in, b);
-      const __m256i top = _mm256_set1_epi8(0x30);
-      for (int h = 0; h < 2; ++h) {
-        __m256i sum[R][G];
-        for (int r = 0; r < R; ++r)
-          for (int g = 0; g < G; ++g)
-            sum[r][g] = _mm256_set1_epi32(-32 * a.half_sum[2 * xb - static_cast<std::size_t>(r0) + h * kTileRows + r]);
-#pragma GCC unroll 4
-        for (int s = 0; s < 4; ++s) {
-          __m256i c[G];
-          for (int g = 0; g < G; ++g) {
-            const int q = q0 + g;
-            const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(planes + kL.plane(s) + 32 * (q % 2));
-            const __m256i nib = h == 0 ? _mm256_and_si256(raw, low) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-            c[g] = _mm256_or_si256(nib, _mm256_and_si256(bits_to(hb, (q / 2) * 4 + 2 * h, 4), top));
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m256i xv = broadcast4(x + (4 * h + s) * SB + 4 * r);
-            for (int g = 0; g < G; ++g) {
-              const __m256i p = _mm256_maddubs_epi16(c[g], xv);
-              acc[r][g] = s % 2 == 0 ? p : _mm256_add_epi16(acc[r][g], p);
-              if (s % 2 == 1) sum[r][g] = _mm256_add_epi32(sum[r][g], _mm256_madd_epi16(acc[r][g], ones));
-            }
-          }
-        }
-        for (int g = 0; g < G; ++g) {
-          const int q = q0 + g;
-          const __m256 sv = _mm256_mul_ps(halves8(head + 16 * q), s8x8_to_float(slot + kL.scale + 32 * h + 8 * q));
-          for (int r = 0; r < R; ++r)
-            f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][g]), _mm256_mul_ps(sv, _mm256_set1_ps(a.xs[xb + r])), f[r][g]);
-        }
-      }
-      continue;  // folded per half
-    } else if constexpr (kQ5) {
-      // Q4_K's nibbles with a fifth bit from the plane line leading each pair of steps (bit
-      // (s % 2) * 4 + 2 * (rows 16-31) + (high nibble) of byte 4 (j % 16) + t); codes <= 31 make
-      // pair sums <= 7874, so the int16 sums are widened every 2 lines (4 pairs per lane).
-      const __m256i bit4 = _mm256_set1_epi8(0x10);
-      __m256i sum[R][G];
-      for (int r = 0; r < R; ++r)
-        for (int g = 0; g < G; ++g) sum[r][g] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {
-        __m256i lo[G], hi[G];
-        for (int g = 0; g < G; ++g) {
-          const int q = q0 + g, bit = (s % 2) * 4 + (q / 2) * 2;
-          const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(slot + kL.plane(s / 2) + 32 * (q % 2));
-          lo[g] = _mm256_or_si256(_mm256_and_si256(raw, low), _mm256_and_si256(bits_to(hb, bit, 4), bit4));
-          hi[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), _mm256_and_si256(bits_to(hb, bit + 1, 4), bit4));
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
-          for (int g = 0; g < G; ++g) {
-            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl), _mm256_maddubs_epi16(hi[g], xh));
-            acc[r][g] = s % 2 == 0 ? p : _mm256_add_epi16(acc[r][g], p);
-            if (s % 2 == 1) sum[r][g] = _mm256_add_epi32(sum[r][g], _mm256_madd_epi16(acc[r][g], ones));
-          }
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int g = 0; g < G; ++g) acc[r][g] = sum[r][g];  // int32 sums now, as Q8_0's
-    } else if constexpr (kQ8) {
-      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-#pragma GCC unroll 8
-      for (int s = 0; s < 8; ++s) {
-        __m256i c[G], mag[G];
-        for (int g = 0; g < G; ++g) {
-          c[g] = _mm256_xor_si256(load32(slot + kL.code(s) + 32 * (q0 + g)), flip);
-          mag[g] = _mm256_abs_epi8(c[g]);  // -128 -> 0x80, read as 128 by maddubs
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m256i xv = broadcast4(x + s * SB + 4 * r);
-          for (int g = 0; g < G; ++g)
-            acc[r][g] = _mm256_add_epi32(
-                acc[r][g], _mm256_madd_epi16(_mm256_maddubs_epi16(mag[g], _mm256_sign_epi8(xv, c[g])), ones));
-        }
-      }
-    } else {
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) {  // line s: step s in the low nibbles, step 4 + s in the high ones
-        __m256i lo[G], hi[G];
-        for (int g = 0; g < G; ++g) {
-          const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
-          lo[g] = _mm256_and_si256(raw, low);
-          hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
-          for (int g = 0; g < G; ++g)
-            acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
-                                                                     _mm256_maddubs_epi16(hi[g], xh)));
-        }
-      }
-    }
-    for (int g = 0; g < G; ++g) {
-      const int q = q0 + g;
-      __m256 dw, mw;  // the rows' code scale and offset scale
-      if constexpr (is_q45k(T)) {
-        const std::uint8_t* sub = slot + kL.scale + 8 * q;  // sc[32 rows], then m[32 rows]
-        dw = _mm256_mul_ps(halves8(head + 16 * q), u8x8_to_float(sub));
-        mw = _mm256_mul_ps(halves8(head + 64 + 16 * q), u8x8_to_float(sub + 32));
-      } else {
-        dw = halves8(head + 16 * q);
-        if constexpr (T == GgmlType::kQ4_1) mw = halves8(head + 64 + 16 * q);
-      }
-      for (int r = 0; r < R; ++r) {
-        __m256i sum = acc[r][g];
-        if constexpr (!kQ8 && !kQ5) sum = _mm256_madd_epi16(sum, ones);
-        if constexpr (T == GgmlType::kQ4_0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(-8 * a.sum[xb + r]));
-        const float xs = a.xs[xb + r];
-        f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(xs)), f[r][g]);
-        if constexpr (T == GgmlType::kQ4_1)
-          f[r][g] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xs * static_cast<float>(a.sum[xb + r])), f[r][g]);
-        if constexpr (is_q45k(T))
-          f[r][g] = _mm256_fnmadd_ps(mw, _mm256_set1_ps(xs * static_cast<float>(a.sum[xb + r])), f[r][g]);
-      }
-    }
-  }
+// Stores f[r][g] to y[r * ldc + 8 g + c] for c < 8 and 8 g + c < width.
+template <int R, int G>
+void store_tile(const __m256 (&f)[R][G], float* y, std::size_t ldc, int width) {
   for (int g = 0; g < G; ++g) {
     const int cols = std::clamp(width - 8 * g, 0, 8);
     if (cols == 0) break;
@@ -211,6 +74,245 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, i
       if (cols == 8) _mm256_storeu_ps(out, f[r][g]);
       else _mm256_maskstore_ps(out, mask, f[r][g]);
     }
+  }
+}
+
+// 8 rows' integer sub-block scales (Q4_K / Q5_K: unsigned 6-bit; Q6_K: int8) times the rows'
+// int32 sums, read after the codes they scale (the slot's last bytes: a panel is read front to
+// back; reading them first made cold decode 25 % slower, Zen 3).
+inline __m128i load8(const std::uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i scale_u8(__m256i sum, const std::uint8_t* sc) { return _mm256_mullo_epi32(sum, _mm256_cvtepu8_epi32(load8(sc))); }
+inline __m256i scale_s8(__m256i sum, const std::uint8_t* sc) { return _mm256_mullo_epi32(sum, _mm256_cvtepi8_epi32(load8(sc))); }
+
+// The K-quants' tile: as `tile` below, but a block's int32 sums are multiplied by the rows'
+// integer sub-block scales (`vpmulld`), so the block's int32 sum is already sc S; it is folded
+// with the activation scale alone (fs += S xs) and with the super-block's d once per 8 blocks
+// (f += d fs). The mins (Q4_K, Q5_K) run after each super-block's codes as a pass of their
+// own: f -= dmin Σ_b m_b (xs Σx)_b, the products read from ActTiles::xsum. Q6_K's offset
+// starts each half's int32 sum at -32 Σx_h. Per (row, token, block) the fold is a multiply, a
+// conversion and an FMA, where `tile` spends a conversion, a multiply and an FMA, and the
+// mins a conversion, a multiply and an FMA more.
+template <GgmlType T, int R, int G, int SB>
+void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
+           int width) {
+  constexpr Layout kL = layout(T);
+  constexpr bool kQ5 = T == GgmlType::kQ5_K, kQ6 = T == GgmlType::kQ6_K;
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  __m256 f[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
+  const std::size_t at0 = a.tile_blocks(t) + static_cast<std::size_t>(r0);  // + b kTileRows: block b's slots
+  const std::int8_t* x0 = a.tile_x(t) + 4 * r0;
+  for (int b0 = 0; b0 < a.blocks; b0 += kL.blocks_per_record) {
+    const std::uint8_t* head = record_head(panel, kL, b0);
+    __m256 fs[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) fs[r][g] = _mm256_setzero_ps();
+    for (int b = b0; b < b0 + kL.blocks_per_record; ++b) {
+      const std::uint8_t* slot = block_slot(panel, kL, b);
+      const std::int8_t* x = x0 + static_cast<std::size_t>(b) * 8 * SB;  // step s of row r: + s SB + 4 r
+      const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
+      __m256i s32[R][G];  // the block's int32 sums, sc-weighted
+      __m256i acc[R][G];  // int16 pair sums
+      if constexpr (kQ6) {
+        // Codes 0-15 of a block: the lines' low nibbles (half 0), 16-31: the high ones (half 1),
+        // each 6-bit code made from its nibble and the top-bit plane (apart from the records);
+        // pair sums (<= 63 * 127 * 2) widened every 2 steps.
+        const std::uint8_t* planes = plane_base(panel, slot, kL, in, b);
+        const __m256i top = _mm256_set1_epi8(0x30);
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int h = 0; h < 2; ++h) {
+          __m256i sum[R][G];
+          for (int r = 0; r < R; ++r) {
+            const __m256i start = _mm256_set1_epi32(-32 * a.half_sum[2 * xb - static_cast<std::size_t>(r0) + h * kTileRows + r]);
+            for (int g = 0; g < G; ++g) sum[r][g] = start;
+          }
+#pragma GCC unroll 4
+          for (int s = 0; s < 4; ++s) {
+            __m256i c[G];
+            for (int g = 0; g < G; ++g) {
+              const int q = q0 + g;
+              const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(planes + kL.plane(s) + 32 * (q % 2));
+              const __m256i nib = h == 0 ? _mm256_and_si256(raw, low) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+              c[g] = _mm256_or_si256(nib, _mm256_and_si256(bits_to(hb, (q / 2) * 4 + 2 * h, 4), top));
+            }
+            for (int r = 0; r < R; ++r) {
+              const __m256i xv = broadcast4(x + (4 * h + s) * SB + 4 * r);
+              for (int g = 0; g < G; ++g) {
+                const __m256i p = _mm256_maddubs_epi16(c[g], xv);
+                acc[r][g] = s % 2 == 0 ? p : _mm256_add_epi16(acc[r][g], p);
+                if (s % 2 == 1) sum[r][g] = _mm256_add_epi32(sum[r][g], _mm256_madd_epi16(acc[r][g], ones));
+              }
+            }
+          }
+          for (int g = 0; g < G; ++g) {
+            const std::uint8_t* sc = slot + kL.scale + 32 * h + 8 * (q0 + g);
+            for (int r = 0; r < R; ++r) {
+              const __m256i part = scale_s8(sum[r][g], sc);
+              s32[r][g] = h == 0 ? part : _mm256_add_epi32(s32[r][g], part);
+            }
+          }
+        }
+      } else {
+        const std::uint8_t* sc = slot + kL.scale + 8 * q0;  // + 8 g: sc[32 rows]
+        if constexpr (kQ5) {
+          // Q4_K's nibbles with a fifth bit from the plane line leading each pair of steps (bit
+          // (s % 2) * 4 + 2 * (rows 16-31) + (high nibble) of byte 4 (j % 16) + t); codes <= 31
+          // make pair sums <= 7874, so the int16 sums are widened every 2 lines (4 pairs a lane).
+          const __m256i bit4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+          for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) s32[r][g] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int s = 0; s < 4; ++s) {
+            __m256i lo[G], hi[G];
+            for (int g = 0; g < G; ++g) {
+              const int q = q0 + g, bit = (s % 2) * 4 + (q / 2) * 2;
+              const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(slot + kL.plane(s / 2) + 32 * (q % 2));
+              lo[g] = _mm256_or_si256(_mm256_and_si256(raw, low), _mm256_and_si256(bits_to(hb, bit, 4), bit4));
+              hi[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low),
+                                      _mm256_and_si256(bits_to(hb, bit + 1, 4), bit4));
+            }
+            for (int r = 0; r < R; ++r) {
+              const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
+              for (int g = 0; g < G; ++g) {
+                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl), _mm256_maddubs_epi16(hi[g], xh));
+                acc[r][g] = s % 2 == 0 ? p : _mm256_add_epi16(acc[r][g], p);
+                if (s % 2 == 1) s32[r][g] = _mm256_add_epi32(s32[r][g], _mm256_madd_epi16(acc[r][g], ones));
+              }
+            }
+          }
+          for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) s32[r][g] = scale_u8(s32[r][g], sc + 8 * g);
+        } else {  // Q4_K: a whole block in int16 lanes (|sum| <= 30480), as Q4_0's
+          const __m256i ones = _mm256_set1_epi16(1);
+          for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+          for (int s = 0; s < 4; ++s) {
+            __m256i lo[G], hi[G];
+            for (int g = 0; g < G; ++g) {
+              const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
+              lo[g] = _mm256_and_si256(raw, low);
+              hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+            }
+            for (int r = 0; r < R; ++r) {
+              const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
+              for (int g = 0; g < G; ++g) {
+                acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
+                                                                         _mm256_maddubs_epi16(hi[g], xh)));
+                pin(acc[r][g]);
+              }
+            }
+          }
+          for (int r = 0; r < R; ++r)
+            for (int g = 0; g < G; ++g) s32[r][g] = scale_u8(_mm256_madd_epi16(acc[r][g], ones), sc + 8 * g);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256 xs = _mm256_set1_ps(a.xs[xb + r]);
+        for (int g = 0; g < G; ++g) fs[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[r][g]), xs, fs[r][g]);
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m256 d = halves8(head + 16 * (q0 + g));
+      for (int r = 0; r < R; ++r) f[r][g] = _mm256_fmadd_ps(fs[r][g], d, f[r][g]);
+    }
+    if constexpr (is_q45k(T)) {  // the mins: fs now sums m_b (xs Σx)_b over the super-block
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) fs[r][g] = _mm256_setzero_ps();
+      for (int b = b0; b < b0 + kL.blocks_per_record; ++b) {
+        const std::uint8_t* m = block_slot(panel, kL, b) + kL.scale + 32;  // m[32 rows] after sc[32 rows]
+        const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
+        for (int g = 0; g < G; ++g) {
+          const __m256 mv = u8x8_to_float(m + 8 * (q0 + g));
+          for (int r = 0; r < R; ++r) fs[r][g] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.xsum[xb + r]), fs[r][g]);
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        const __m256 dmin = halves8(head + 64 + 16 * (q0 + g));
+        for (int r = 0; r < R; ++r) f[r][g] = _mm256_fnmadd_ps(fs[r][g], dmin, f[r][g]);
+      }
+    }
+  }
+  store_tile<R, G>(f, y, ldc, width);
+}
+
+// y[r * ldc + 8 g + c] (r < R, g < G, c < 8, 8 g + c < width) = token rows r0 .. r0 + R - 1 of
+// activation tile t x weight rows 8 (q0 + g) + c of the panel at `panel`. SB: a.step_bytes.
+// Q8_0, Q4_0 and Q4_1 here; the K-quants in ktile.
+template <GgmlType T, int R, int G, int SB>
+void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
+          int width) {
+  if constexpr (is_kquant(T)) {
+    ktile<T, R, G, SB>(a, t, r0, panel, in, q0, y, ldc, width);
+  } else {
+    constexpr Layout kL = layout(T);
+    constexpr bool kQ8 = T == GgmlType::kQ8_0;
+    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
+    __m256 f[R][G];
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
+    const std::size_t at0 = a.tile_blocks(t) + static_cast<std::size_t>(r0);  // + b kTileRows: block b's slots
+    const std::int8_t* x0 = a.tile_x(t) + 4 * r0;
+    for (int b = 0; b < a.blocks; ++b) {
+      const std::uint8_t* head = record_head(panel, kL, b);
+      const std::uint8_t* slot = block_slot(panel, kL, b);
+      const std::int8_t* x = x0 + static_cast<std::size_t>(b) * 8 * SB;  // step s of row r: + s SB + 4 r
+      const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
+      __m256i acc[R][G];  // int32 lanes (Q8_0) or int16 pair sums (the nibble types)
+      for (int r = 0; r < R; ++r)
+        for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
+      if constexpr (kQ8) {
+        const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; ++s) {
+          __m256i c[G], mag[G];
+          for (int g = 0; g < G; ++g) {
+            c[g] = _mm256_xor_si256(load32(slot + kL.code(s) + 32 * (q0 + g)), flip);
+            mag[g] = _mm256_abs_epi8(c[g]);  // -128 -> 0x80, read as 128 by maddubs
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m256i xv = broadcast4(x + s * SB + 4 * r);
+            for (int g = 0; g < G; ++g) {
+              acc[r][g] = _mm256_add_epi32(
+                  acc[r][g], _mm256_madd_epi16(_mm256_maddubs_epi16(mag[g], _mm256_sign_epi8(xv, c[g])), ones));
+              pin(acc[r][g]);
+            }
+          }
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; ++s) {  // line s: step s in the low nibbles, step 4 + s in the high ones
+          __m256i lo[G], hi[G];
+          for (int g = 0; g < G; ++g) {
+            const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
+            lo[g] = _mm256_and_si256(raw, low);
+            hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
+            for (int g = 0; g < G; ++g) {
+              acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
+                                                                       _mm256_maddubs_epi16(hi[g], xh)));
+              pin(acc[r][g]);
+            }
+          }
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        const int q = q0 + g;
+        const __m256 dw = halves8(head + 16 * q);  // the rows' code scale
+        for (int r = 0; r < R; ++r) {
+          __m256i sum = acc[r][g];
+          if constexpr (!kQ8) sum = _mm256_madd_epi16(sum, ones);
+          if constexpr (T == GgmlType::kQ4_0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(-8 * a.sum[xb + r]));
+          f[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a.xs[xb + r])), f[r][g]);
+          if constexpr (T == GgmlType::kQ4_1)  // + m_w xs Σx
+            f[r][g] = _mm256_fmadd_ps(halves8(head + 64 + 16 * q), _mm256_set1_ps(a.xsum[xb + r]), f[r][g]);
+        }
+      }
+    }
+    store_tile<R, G>(f, y, ldc, width);
   }
 }
 
