@@ -9,19 +9,20 @@
 //    multiply instruction and one add per 32 products, where maddubs + madd + add per step
 //    (llama.cpp's and our row kernels' AVX2 dot) spends two multiplies and an add.
 //  - Q5_K (codes to 31) widens its int16 sums every 2 lines, Q6_K (to 63) every 2 steps of each
-//    half, each half folded with its own d sc_h; both hold an int32 sum beside each int16 one,
-//    so their full token tiles run as two tiles of 3 rows.
+//    half (its int32 sums started at -32 Σx_h); the K-quants then multiply the int32 sums by the
+//    rows' integer sub-block scales and fold per super-block (ktile).
 //  - Q8_0's codes are stored as c + 128 (the VNNI panels' unsigned operand), which would
 //    saturate `vpmaddubsw`: the top bit is flipped back and the sign trick used (|c| against x
 //    carrying c's sign; |pair| <= 128 * 127 * 2 = 32512), widened every step.
-//  - Per block one fp32 fold per (row, token): fma(float(int32 sum), d_w * d_x, acc), Q4_1's
-//    m_w d_x Σx and Q4_K's -dmin m_j d_x Σx added after it (Q4_0's -8 Σx starts the int32 sum).
+//  - Q8_0 / Q4_0 / Q4_1: one fp32 fold per block and (row, token): fma(float(int32 sum),
+//    d_w * d_x, acc), Q4_1's m_w (d_x Σx) added after it (Q4_0's -8 Σx starts the int32 sum).
 //    Every tile shape runs the same operations per (row, token) in the same order, so a row
 //    gets the same bits in any tile (tested).
 // Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
 // 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
-// the panel is read front to back once) and 2-3 x 16 (the last, short tile). Not measured here:
-// the kernel's own Gop/s (inferlab_bench gemm_gguf runs it on AVX2); the figures are end to end.
+// the panel is read front to back once) and 2-3 x 16 (the last, short tile). Q5_K and Q6_K's
+// 6 x 8 tiles spill (an int32 sum beside each int16 one) and still beat two tiles of 3 x 8:
+// gemm_gguf bench, n = 128, Zen 3, medians of alternating runs, 1.21x (Q5_K) and 1.34x (Q6_K).
 #include "kernels/cpu/gemm_gguf_avx2.h"
 
 #if INFERLAB_GEMM_GGUF_AVX2
@@ -324,10 +325,6 @@ void tile_row_groups(const ActTiles& a, int t, int r0, const std::uint8_t* panel
     tile<T, R, G, SB>(a, t, r0, panel, in, q0, y + 8 * q0, ldc, width - 8 * q0);
 }
 
-// Q5_K and Q6_K hold an int32 sum beside each int16 one: their full tiles run as two of 3 rows.
-template <GgmlType T>
-constexpr bool kWide = T == GgmlType::kQ5_K || T == GgmlType::kQ6_K;
-
 // The last tile's rows (fewer than kTileRows): 1 x 32, 2 x 16, 3 x 16, 4 x 8 or 5 x 8.
 template <GgmlType T>
 void short_tile(const ActTiles& a, int t, int rows, const std::uint8_t* panel, int in, float* y, std::size_t ldc,
@@ -335,7 +332,7 @@ void short_tile(const ActTiles& a, int t, int rows, const std::uint8_t* panel, i
   switch (rows) {
     case 1: return tile_row_groups<T, 1, 4, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
     case 2: return tile_row_groups<T, 2, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
-    case 3: return tile_row_groups<T, 3, kWide<T> ? 1 : 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 3: return tile_row_groups<T, 3, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
     case 4: return tile_row_groups<T, 4, 1, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
     default: return tile_row_groups<T, 5, 1, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
   }
@@ -357,12 +354,7 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
     for (int q = 0; q < kPanel / 8 && 8 * q < width; ++q)
       for (int t = 0; t < full; ++t) {
         float* yt = yp + static_cast<std::size_t>(t) * kTileRows * ldc + 8 * q;
-        if constexpr (kWide<T>) {
-          tile<T, 3, 1, kTileStepBytes>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q);
-          tile<T, 3, 1, kTileStepBytes>(a, t, 3, panel, w.in, q, yt + 3 * ldc, ldc, width - 8 * q);
-        } else {
-          tile<T, kTileRows, 1, kTileStepBytes>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q);
-        }
+        tile<T, kTileRows, 1, kTileStepBytes>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q);
       }
     if (rest > 0)
       short_tile<T>(a, full, rest, panel, w.in, yp + static_cast<std::size_t>(full) * kTileRows * ldc, ldc, width);

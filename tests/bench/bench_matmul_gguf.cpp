@@ -26,6 +26,7 @@
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "tests/support/gguf_block_fixtures.h"
@@ -97,10 +98,16 @@ void matmul_gguf_act(benchmark::State& state) {
 }
 
 // The VNNI GEMM on the blocks repacked into its panels (each copy packed; packing is untimed, as
-// at load), activations quantised per 32-block inside the timed call as the plugin does.
+// at load), activations quantised per 32-block inside the timed call as the plugin does. The
+// label names the tiles that ran: amx, vnni, or avx2 (gemm_gguf_avx2.cpp, builds without VNNI).
+#if INFERLAB_GEMM_GGUF_AVX2
+constexpr const char* kTiles = " avx2";
+#else
+constexpr const char* kTiles = " vnni";
+#endif
 void gemm_gguf(benchmark::State& state) {
   if (!inferlab::cpu::gemm_gguf_available() || !inferlab::cpu::gemm_gguf_packs(static_cast<GgmlType>(state.range(0)))) {
-    state.SkipWithError("no AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
+    state.SkipWithError("no AVX2 or AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
     return;
   }
   Problem p(state);
@@ -115,7 +122,7 @@ void gemm_gguf(benchmark::State& state) {
     inferlab::cpu::gemm_gguf(xq.data(), xs.data(), packs[static_cast<std::size_t>(c)], p.y.data(), p.n, pool);
   });
   state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) +
-                 (inferlab::cpu::gemm_gguf_uses_amx(p.type, p.n) ? " amx" : " vnni"));
+                 (inferlab::cpu::gemm_gguf_uses_amx(p.type, p.n) ? " amx" : kTiles));
 }
 
 // gemm_gguf with the AMX tiles switched off (kernels/cpu/amx.h): the VNNI tiles at the prefill
