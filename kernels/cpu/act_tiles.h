@@ -6,7 +6,7 @@
 // (GCC spilled them, and with them the fp32 sums). Beside the codes, per tile and scale block,
 // the rows' block scales and the sums of their codes in the block (what an unsigned weight
 // operand's offset adds: 128 Σx for codes held as c + 128), their products xs Σx (what the
-// AVX2 tiles' mins and offsets scale: a broadcast load instead of a conversion and a multiply
+// tiles' mins and Q4_1 offsets scale: a broadcast load instead of a conversion and a multiply
 // per tile), and on request the sums of each half block (Q6_K's 16-input sub-blocks). One row
 // alone (decode) is not interleaved: its codes are read as they are (copied only to pad `in` to
 // a multiple of 4), so a decode step pays no transpose; step_bytes tells the micro-tiles which

@@ -252,7 +252,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
         for (int r = 0; r < R; ++r) {
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
-          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
+          facc[r][v] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(a.xsum[xb0 + r]), facc[r][v]);
         }
       } else {
         const __m512 dw = halves_to_float(head_d(v));
@@ -260,7 +260,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
           if constexpr (T == GgmlType::kQ4_1)
-            facc[r][v] = _mm512_fmadd_ps(halves_to_float(head_m(v)), _mm512_set1_ps(xs * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
+            facc[r][v] = _mm512_fmadd_ps(halves_to_float(head_m(v)), _mm512_set1_ps(a.xsum[xb0 + r]), facc[r][v]);
         }
       }
     }
@@ -422,7 +422,7 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
       for (int v = 0; v < V; ++v) {
         const __m512 mv = _mm512_load_ps(u.scale_line(b, 1, v));
         for (int r = 0; r < R; ++r)
-          facc[r][v] = _mm512_fmadd_ps(mv, _mm512_set1_ps(a.xs[xb0 + r] * static_cast<float>(a.sum[xb0 + r])), facc[r][v]);
+          facc[r][v] = _mm512_fmadd_ps(mv, _mm512_set1_ps(a.xsum[xb0 + r]), facc[r][v]);
       }
   }
   for (int v = 0; v < V; ++v) {
@@ -480,7 +480,7 @@ void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, Am
         const std::size_t dst = k.at(t, b) + r;
         std::memcpy(k.x.data() + dst * kBlock, xq + static_cast<std::size_t>(tok) * in + static_cast<std::size_t>(b) * kBlock, kBlock);
         k.xs[dst] = a.xs[src];
-        k.xsum[dst] = a.xs[src] * static_cast<float>(a.sum[src]);  // prefill_tile's product
+        k.xsum[dst] = a.xsum[src];  // prefill_tile's product
       }
     }
   }, 16);

@@ -46,9 +46,6 @@ inline __m256i broadcast4(const std::int8_t* p) {
 }
 inline __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256 halves8(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-inline __m256 s8x8_to_float(const std::uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
 // Bits `from` .. of every byte moved to bits `to` .. (16-bit shifts by at most 4: what crosses
 // from the neighbouring byte lands in bits the caller's mask drops, as long as the field is
 // narrower than the shift's complement: Q5_K's 1 bit to bit 4, Q6_K's 2 bits to bits 4-5).
@@ -63,6 +60,31 @@ inline __m256i bits_to(__m256i v, int from, int to) {
 inline void pin(__m256i& v) { asm("" : "+x"(v)); }
 inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// A 4-bit block (Q4_0, Q4_1, Q4_K) added into acc's int16 pair sums: line s holds step s in the
+// low nibbles and step 4 + s in the high ones; the whole block fits int16 (|sum| <= 30480).
+template <int R, int G, int SB>
+[[gnu::always_inline]] inline void nibble_block(const std::uint8_t* slot, const Layout& kL, const std::int8_t* x, int q0,
+                                                __m256i (&acc)[R][G]) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; ++s) {
+    __m256i lo[G], hi[G];
+    for (int g = 0; g < G; ++g) {
+      const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
+      lo[g] = _mm256_and_si256(raw, low);
+      hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
+      for (int g = 0; g < G; ++g) {
+        acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
+                                                                 _mm256_maddubs_epi16(hi[g], xh)));
+        pin(acc[r][g]);
+      }
+    }
+  }
 }
 
 // Stores f[r][g] to y[r * ldc + 8 g + c] for c < 8 and 8 g + c < width.
@@ -100,7 +122,7 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
            int width) {
   constexpr Layout kL = layout(T);
   constexpr bool kQ5 = T == GgmlType::kQ5_K, kQ6 = T == GgmlType::kQ6_K;
-  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 f[R][G];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
@@ -123,7 +145,6 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
         // pair sums (<= 63 * 127 * 2) widened every 2 steps.
         const std::uint8_t* planes = plane_base(panel, slot, kL, in, b);
         const __m256i top = _mm256_set1_epi8(0x30);
-        const __m256i ones = _mm256_set1_epi16(1);
         for (int h = 0; h < 2; ++h) {
           __m256i sum[R][G];
           for (int r = 0; r < R; ++r) {
@@ -162,7 +183,7 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
           // Q4_K's nibbles with a fifth bit from the plane line leading each pair of steps (bit
           // (s % 2) * 4 + 2 * (rows 16-31) + (high nibble) of byte 4 (j % 16) + t); codes <= 31
           // make pair sums <= 7874, so the int16 sums are widened every 2 lines (4 pairs a lane).
-          const __m256i bit4 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+          const __m256i bit4 = _mm256_set1_epi8(0x10);
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) s32[r][g] = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -187,26 +208,9 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) s32[r][g] = scale_u8(s32[r][g], sc + 8 * g);
         } else {  // Q4_K: a whole block in int16 lanes (|sum| <= 30480), as Q4_0's
-          const __m256i ones = _mm256_set1_epi16(1);
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-          for (int s = 0; s < 4; ++s) {
-            __m256i lo[G], hi[G];
-            for (int g = 0; g < G; ++g) {
-              const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
-              lo[g] = _mm256_and_si256(raw, low);
-              hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-            }
-            for (int r = 0; r < R; ++r) {
-              const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
-              for (int g = 0; g < G; ++g) {
-                acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
-                                                                         _mm256_maddubs_epi16(hi[g], xh)));
-                pin(acc[r][g]);
-              }
-            }
-          }
+          nibble_block<R, G, SB>(slot, kL, x, q0, acc);
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) s32[r][g] = scale_u8(_mm256_madd_epi16(acc[r][g], ones), sc + 8 * g);
         }
@@ -251,7 +255,7 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, i
   } else {
     constexpr Layout kL = layout(T);
     constexpr bool kQ8 = T == GgmlType::kQ8_0;
-    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
     __m256 f[R][G];
     for (int r = 0; r < R; ++r)
       for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
@@ -284,23 +288,7 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, i
           }
         }
       } else {
-#pragma GCC unroll 4
-        for (int s = 0; s < 4; ++s) {  // line s: step s in the low nibbles, step 4 + s in the high ones
-          __m256i lo[G], hi[G];
-          for (int g = 0; g < G; ++g) {
-            const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
-            lo[g] = _mm256_and_si256(raw, low);
-            hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-          }
-          for (int r = 0; r < R; ++r) {
-            const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
-            for (int g = 0; g < G; ++g) {
-              acc[r][g] = _mm256_add_epi16(acc[r][g], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
-                                                                       _mm256_maddubs_epi16(hi[g], xh)));
-              pin(acc[r][g]);
-            }
-          }
-        }
+        nibble_block<R, G, SB>(slot, kL, x, q0, acc);
       }
       for (int g = 0; g < G; ++g) {
         const int q = q0 + g;
