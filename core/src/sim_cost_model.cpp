@@ -20,17 +20,19 @@
 
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/log.h"
 
 namespace inferlab {
 
 CostFeatures step_features(const StepBatch& batch) {
-  double keys = 0;
+  double keys = 0, read = 0;
   for (int s = 0; s < batch.n_seqs(); ++s) {
     const double q = batch.query_start[static_cast<std::size_t>(s) + 1] - batch.query_start[static_cast<std::size_t>(s)];
     const double ctx = batch.context_len[static_cast<std::size_t>(s)];
     keys += q * ctx - q * (q - 1) / 2;  // row i of q attends to ctx - q + i + 1 keys
+    read += ctx;
   }
-  return {1.0, static_cast<double>(batch.rows()), keys, static_cast<double>(batch.logit_rows.size())};
+  return {1.0, static_cast<double>(batch.rows()), keys, static_cast<double>(batch.logit_rows.size()), read};
 }
 
 double CalibratedStack::total(const CostFeatures& f) const {
@@ -194,7 +196,13 @@ CalibratedCostModel read_cost_model(const std::string& path) {
   bool same = feats != nullptr && feats->size() == kCostFeatures;
   for (std::size_t i = 0; same && i < feats->size(); ++i)
     same = (*feats)[i].value<std::string>() == std::string(kCostFeatureNames[i]);
-  if (!same) throw Error(path + ": [calibrated] features must be [\"step\", \"rows\", \"attended_keys\", \"logit_rows\"]");
+  if (!same) {
+    std::string want;
+    for (const char* f : kCostFeatureNames) want += std::string(want.empty() ? "" : ", ") + '"' + f + '"';
+    throw Error(at(path, feats != nullptr ? static_cast<const toml::node&>(*feats) : static_cast<const toml::node&>(*head)) +
+                ": [calibrated] features must be [" + want +
+                "] (a file written by an older inferlab has fewer: run inferlab calibrate again)");
+  }
   const toml::array* stacks = root["stack"].as_array();
   if (stacks == nullptr || stacks->empty()) throw Error(path + ": no [[stack]] tables");
   for (const toml::node& node : *stacks) {
@@ -371,6 +379,11 @@ CalibratedStack calibrate_stack(StepExecutor& executor, Decoder& decoder, const 
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double e = (s.total(x[i]) - totals[i]) / totals[i];
     sq += e * e;
+    std::ostringstream line;
+    line << "calibrate: point rows=" << x[i][1] << " keys=" << x[i][2] << " logit_rows=" << x[i][3] << ": measured "
+         << totals[i] * 1e3 << " ms, fit " << s.total(x[i]) * 1e3 << " ms (" << std::showpos << 100 * e << std::noshowpos
+         << "%)";
+    log::debug(line.str());
   }
   s.fit_rms_rel_error = std::sqrt(sq / static_cast<double>(x.size()));
   return s;

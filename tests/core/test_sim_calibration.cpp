@@ -21,14 +21,17 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(SimCalibration, FitRecoversALinearModelAndNeverGoesNegative) {
-  // y = 2e-3 + 1e-5 rows + 3e-8 keys + 4e-4 logit_rows, exactly.
+  // y = 2e-3 + 1e-5 rows + 3e-8 keys + 4e-4 logit_rows + 5e-7 keys_read, exactly: decode-like
+  // points (a row per sequence: every attended key is read) and prefill-like ones (one sequence
+  // whose rows share its keys) keep attended and read keys apart.
   std::vector<CostFeatures> x;
   std::vector<double> y, w;
   for (double rows : {1.0, 8.0, 64.0, 200.0})
     for (double ctx : {10.0, 100.0})
       for (double logit : {1.0, rows}) {
-        x.push_back({1.0, rows, rows * ctx, logit});
-        y.push_back(2e-3 + 1e-5 * rows + 3e-8 * rows * ctx + 4e-4 * logit);
+        const double read = logit == rows ? rows * ctx : ctx;
+        x.push_back({1.0, rows, rows * ctx, logit, read});
+        y.push_back(2e-3 + 1e-5 * rows + 3e-8 * rows * ctx + 4e-4 * logit + 5e-7 * read);
         w.push_back(1.0 / y.back());
       }
   const CostFeatures c = fit_nonnegative(x, y, w);
@@ -36,6 +39,7 @@ TEST(SimCalibration, FitRecoversALinearModelAndNeverGoesNegative) {
   EXPECT_NEAR(c[1], 1e-5, 1e-11);
   EXPECT_NEAR(c[2], 3e-8, 1e-13);
   EXPECT_NEAR(c[3], 4e-4, 1e-10);
+  EXPECT_NEAR(c[4], 5e-7, 1e-12);
   // A decreasing dependence on rows cannot be a cost: that feature is dropped, none < 0.
   std::vector<double> falling;
   for (const auto& f : x) falling.push_back(1e-2 - 1e-5 * f[1]);
@@ -54,8 +58,8 @@ CalibratedCostModel sample_model() {
   CalibratedStack s;
   s.attention = "naive", s.quantization = "none", s.kv_bytes_per_token = 13824, s.weight_bytes = 6e7;
   s.block_copy_s = 1e-6, s.points = 3, s.fit_rms_rel_error = 0.05;
-  s.coef[static_cast<std::size_t>(TimeCategory::kLinear)] = {1e-4, 2e-5, 0, 1e-3};
-  s.coef[static_cast<std::size_t>(TimeCategory::kAttention)] = {0, 0, 1e-8, 0};
+  s.coef[static_cast<std::size_t>(TimeCategory::kLinear)] = {1e-4, 2e-5, 0, 1e-3, 0};
+  s.coef[static_cast<std::size_t>(TimeCategory::kAttention)] = {0, 0, 1e-8, 0, 2e-8};
   m.stacks.push_back(s);
   return m;
 }
@@ -70,7 +74,8 @@ TEST(SimCalibration, FileRoundTripsAndDrivesTheSimExecutor) {
   EXPECT_THROW(m.stack("flash", "int8"), Error);
   EXPECT_NO_THROW(m.check_model(preset_config("stories15m"), "t"));
   EXPECT_THROW(m.check_model(preset_config("stories110m"), "t"), Error);
-  // A decode of 4 rows at context 100: linear 1e-4 + 4 * 2e-5 + 4 * 1e-3, attention 400 keys * 1e-8.
+  // A decode of 4 rows at context 100: linear 1e-4 + 4 * 2e-5 + 4 * 1e-3, attention 400 keys
+  // attended * 1e-8 + 400 keys read * 2e-8.
   SimOptions o;
   o.calibrated = std::make_shared<const CalibratedStack>(s);
   StepBatch b;
@@ -82,7 +87,7 @@ TEST(SimCalibration, FileRoundTripsAndDrivesTheSimExecutor) {
   }
   const StepCost c = step_cost(preset_config("stories15m"), o, b);
   EXPECT_NEAR(c.seconds[static_cast<std::size_t>(TimeCategory::kLinear)], 1e-4 + 8e-5 + 4e-3, 1e-12);
-  EXPECT_NEAR(c.seconds[static_cast<std::size_t>(TimeCategory::kAttention)], 400 * 1e-8, 1e-15);
+  EXPECT_NEAR(c.seconds[static_cast<std::size_t>(TimeCategory::kAttention)], 400 * 1e-8 + 400 * 2e-8, 1e-15);
   EXPECT_EQ(kv_bytes_per_token(preset_config("stories15m"), o), 13824);
   fs::remove(p);
 }
@@ -91,9 +96,9 @@ TEST(SimCalibration, MalformedFilesAreRefusedWithTheirLine) {
   const fs::path p = fs::temp_directory_path() / ("inferlab_costmodel_bad_" + std::to_string(getpid()) + ".toml");
   write_cost_model(p.string(), sample_model());
   std::string text = testing::slurp(p);
-  const std::string from = "coef_attention = [0, 0, 1e-08, 0]";
+  const std::string from = "coef_attention = [0, 0, 1e-08, 0, 2e-08]";
   ASSERT_NE(text.find(from), std::string::npos) << text;
-  text.replace(text.find(from), from.size(), "coef_attention = [0, 0, -1, 0]");
+  text.replace(text.find(from), from.size(), "coef_attention = [0, 0, -1, 0, 2e-08]");
   std::ofstream(p) << text;
   try {
     read_cost_model(p.string());
@@ -101,6 +106,20 @@ TEST(SimCalibration, MalformedFilesAreRefusedWithTheirLine) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(p.string() + ":"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(">= 0"), std::string::npos) << e.what();
+  }
+  // A file from before keys_read (four features) is refused at its features line, saying why.
+  write_cost_model(p.string(), sample_model());
+  text = testing::slurp(p);
+  const std::string five = R"(features = ["step", "rows", "attended_keys", "logit_rows", "keys_read"])";
+  ASSERT_NE(text.find(five), std::string::npos) << text;
+  text.replace(text.find(five), five.size(), R"(features = ["step", "rows", "attended_keys", "logit_rows"])");
+  std::ofstream(p) << text;
+  try {
+    read_cost_model(p.string());
+    FAIL() << "a four-feature file was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(p.string() + ":"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("run inferlab calibrate again"), std::string::npos) << e.what();
   }
   std::ofstream(p) << "[model]\npreset = \"x\"\n";
   EXPECT_THROW(read_cost_model(p.string()), Error);
