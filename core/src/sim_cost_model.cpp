@@ -199,8 +199,7 @@ CalibratedCostModel read_cost_model(const std::string& path) {
   if (!same) {
     std::string want;
     for (const char* f : kCostFeatureNames) want += std::string(want.empty() ? "" : ", ") + '"' + f + '"';
-    throw Error(at(path, feats != nullptr ? static_cast<const toml::node&>(*feats) : static_cast<const toml::node&>(*head)) +
-                ": [calibrated] features must be [" + want +
+    throw Error((feats != nullptr ? at(path, *feats) : at(path, *head)) + ": [calibrated] features must be [" + want +
                 "] (a file written by an older inferlab has fewer: run inferlab calibrate again)");
   }
   const toml::array* stacks = root["stack"].as_array();
@@ -380,9 +379,10 @@ CalibratedStack calibrate_stack(StepExecutor& executor, Decoder& decoder, const 
     const double e = (s.total(x[i]) - totals[i]) / totals[i];
     sq += e * e;
     std::ostringstream line;
-    line << "calibrate: point rows=" << x[i][1] << " keys=" << x[i][2] << " logit_rows=" << x[i][3] << ": measured "
-         << totals[i] * 1e3 << " ms, fit " << s.total(x[i]) * 1e3 << " ms (" << std::showpos << 100 * e << std::noshowpos
-         << "%)";
+    line << "calibrate: point";
+    for (int f = 1; f < kCostFeatures; ++f) line << ' ' << kCostFeatureNames[static_cast<std::size_t>(f)] << '=' << x[i][static_cast<std::size_t>(f)];
+    line << ": measured " << totals[i] * 1e3 << " ms, fit " << s.total(x[i]) * 1e3 << " ms (" << std::showpos << 100 * e
+         << std::noshowpos << "%)";
     log::debug(line.str());
   }
   s.fit_rms_rel_error = std::sqrt(sq / static_cast<double>(x.size()));

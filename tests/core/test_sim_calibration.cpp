@@ -92,35 +92,29 @@ TEST(SimCalibration, FileRoundTripsAndDrivesTheSimExecutor) {
   fs::remove(p);
 }
 
-TEST(SimCalibration, MalformedFilesAreRefusedWithTheirLine) {
-  const fs::path p = fs::temp_directory_path() / ("inferlab_costmodel_bad_" + std::to_string(getpid()) + ".toml");
+// Writes sample_model() to `p` with `from` replaced by `to` and expects read_cost_model to refuse
+// it with an error naming the file's path and line and containing `phrase`.
+void expect_refused_after_edit(const fs::path& p, const std::string& from, const std::string& to, const std::string& phrase) {
   write_cost_model(p.string(), sample_model());
   std::string text = testing::slurp(p);
-  const std::string from = "coef_attention = [0, 0, 1e-08, 0, 2e-08]";
   ASSERT_NE(text.find(from), std::string::npos) << text;
-  text.replace(text.find(from), from.size(), "coef_attention = [0, 0, -1, 0, 2e-08]");
+  text.replace(text.find(from), from.size(), to);
   std::ofstream(p) << text;
   try {
     read_cost_model(p.string());
-    FAIL() << "a negative coefficient was accepted";
+    FAIL() << "accepted with " << to;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(p.string() + ":"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find(">= 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
   }
+}
+
+TEST(SimCalibration, MalformedFilesAreRefusedWithTheirLine) {
+  const fs::path p = fs::temp_directory_path() / ("inferlab_costmodel_bad_" + std::to_string(getpid()) + ".toml");
+  expect_refused_after_edit(p, "coef_attention = [0, 0, 1e-08, 0, 2e-08]", "coef_attention = [0, 0, -1, 0, 2e-08]", ">= 0");
   // A file from before keys_read (four features) is refused at its features line, saying why.
-  write_cost_model(p.string(), sample_model());
-  text = testing::slurp(p);
-  const std::string five = R"(features = ["step", "rows", "attended_keys", "logit_rows", "keys_read"])";
-  ASSERT_NE(text.find(five), std::string::npos) << text;
-  text.replace(text.find(five), five.size(), R"(features = ["step", "rows", "attended_keys", "logit_rows"])");
-  std::ofstream(p) << text;
-  try {
-    read_cost_model(p.string());
-    FAIL() << "a four-feature file was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(p.string() + ":"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("run inferlab calibrate again"), std::string::npos) << e.what();
-  }
+  expect_refused_after_edit(p, R"(features = ["step", "rows", "attended_keys", "logit_rows", "keys_read"])",
+                            R"(features = ["step", "rows", "attended_keys", "logit_rows"])", "run inferlab calibrate again");
   std::ofstream(p) << "[model]\npreset = \"x\"\n";
   EXPECT_THROW(read_cost_model(p.string()), Error);
   fs::remove(p);
