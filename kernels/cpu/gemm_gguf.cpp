@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -666,7 +667,7 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
       }
       continue;
     }
-    if (tiles < kUnpackTiles) {
+    if (tiles < kUnpackTiles || !gemm_gguf_unpack_enabled()) {
       static constexpr auto kPacked = packed_tiles<T>(std::make_index_sequence<kRows>{});
       for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
         kPacked[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, w, p, yp + r0 * ldc, ldc, width);
@@ -684,6 +685,15 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
 #endif
 
 }  // namespace
+
+namespace {
+std::atomic<bool>& unpack_switch() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+}  // namespace
+bool set_gemm_gguf_unpack(bool on) { return unpack_switch().exchange(on); }
+bool gemm_gguf_unpack_enabled() { return unpack_switch().load(std::memory_order_relaxed); }
 
 bool gemm_gguf_available() {
 #if INFERLAB_GEMM_GGUF_VNNI || INFERLAB_GEMM_GGUF_AVX2

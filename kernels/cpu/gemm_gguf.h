@@ -77,6 +77,13 @@ bool gemm_gguf_uses_amx(GgmlType type, int n);
 // True for the block types it packs: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K.
 bool gemm_gguf_packs(GgmlType type);
 
+// Whether prefill unpacks each panel once per thread before its token tiles pass (the default;
+// VNNI: every type, AVX2: the K-quants) or runs the packed tiles that batched decode runs. Both
+// give the same bits (tested); the switch is there to measure what the unpacking buys
+// (`inferlab_bench --benchmark_filter=gemm_gguf_unpack`). Returns the setting before.
+bool set_gemm_gguf_unpack(bool on);
+bool gemm_gguf_unpack_enabled();
+
 // Panel p (rows [32p, 32p + 32), zero rows past out) is one contiguous run of `data`, read front
 // to back (two such runs at once at decode), where it was six arrays: with the scale bytes in
 // arrays of their own a decode thread read up to six streams per panel, and cold Q4_K / Q5_K

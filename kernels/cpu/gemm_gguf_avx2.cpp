@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/cpu/gemm_gguf_layout.h"
 
@@ -62,19 +64,99 @@ inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
+// Q5_K's codes of steps s and 4 + s (inputs 4s .. 4s + 3 and 16 + 4s ..) of weight rows 8q ..
+// 8q + 7: the nibbles of line s with the fifth bit from the plane line leading each pair of
+// steps (bit (s % 2) * 4 + 2 * (rows 16-31) + (high nibble) of byte 4 (j % 16) + t).
+inline void q5_codes(const std::uint8_t* slot, const Layout& kL, int s, int q, __m256i& lo, __m256i& hi) {
+  const __m256i low = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  const int bit = (s % 2) * 4 + (q / 2) * 2;
+  const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(slot + kL.plane(s / 2) + 32 * (q % 2));
+  lo = _mm256_or_si256(_mm256_and_si256(raw, low), _mm256_and_si256(bits_to(hb, bit, 4), bit4));
+  hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low), _mm256_and_si256(bits_to(hb, bit + 1, 4), bit4));
+}
+// Q6_K's codes (0..63, unsigned: the -32 is the sums' start) of step s of half h (codes 16 h +
+// 4s .. 16 h + 4s + 3) of weight rows 8q .. 8q + 7: the nibble with its top bits from the plane.
+inline __m256i q6_code(const std::uint8_t* slot, const std::uint8_t* planes, const Layout& kL, int h, int s, int q) {
+  const __m256i low = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+  const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(planes + kL.plane(s) + 32 * (q % 2));
+  const __m256i nib = h == 0 ? _mm256_and_si256(raw, low) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+  return _mm256_or_si256(nib, _mm256_and_si256(bits_to(hb, (q / 2) * 4 + 2 * h, 4), top));
+}
+
+// Prefill of the types whose codes take the most operations to rebuild (Q5_K: 10 per line and
+// 8 rows, against 12 vpmaddubsw of a 6 x 8 tile; Q6_K: 6 per step) first unpacks each panel
+// into plain codes, once per thread and panel, so the 6 x 8 tiles that pass over it load
+// finished codes (the fp32 epilogue, scales and mins still read from the packed panel). The
+// unpacked panel is [group q of 8 rows][block][step][32 bytes]: byte 4j + t of step s is the
+// code of input 4s + t of row 8q + j, a group's codes contiguous (in = 2048: 16 KiB, L1).
+// Integer sums are exact in any order, so a row keeps its bits (the same fp32 fold as ktile's).
+template <GgmlType T>
+constexpr bool kUnpackAvx2 = T == GgmlType::kQ4_K || T == GgmlType::kQ5_K || T == GgmlType::kQ6_K;
+constexpr int kUnpackMinTiles = 4;  // as the VNNI path: fewer tiles read the packed panel
+
+struct alignas(32) Line32 {
+  std::uint8_t b[32];
+};
+// The calling thread's unpacked panel (each pool thread unpacks its own panels).
+std::vector<Line32>& unpacked_scratch() {
+  thread_local std::vector<Line32> u;
+  return u;
+}
+inline std::size_t unpacked_line(int blocks, int q, int b, int s) {
+  return (static_cast<std::size_t>(q) * blocks + b) * 8 + s;
+}
+
+template <GgmlType T>
+void unpack_panel(const std::uint8_t* panel, int in, std::vector<Line32>& u) {
+  constexpr Layout kL = layout(T);
+  const int blocks = in / kBlock;
+  if (u.size() < static_cast<std::size_t>(kPanel / 8) * blocks * 8) u.resize(static_cast<std::size_t>(kPanel / 8) * blocks * 8);
+  auto put = [&](int q, int b, int s, __m256i c) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(u[unpacked_line(blocks, q, b, s)].b), c);
+  };
+  for (int q = 0; q < kPanel / 8; ++q)
+    for (int b = 0; b < blocks; ++b) {
+      const std::uint8_t* slot = block_slot(panel, kL, b);
+      if constexpr (T != GgmlType::kQ6_K) {
+        for (int s = 0; s < 4; ++s) {
+          __m256i lo, hi;
+          if constexpr (T == GgmlType::kQ5_K) {
+            q5_codes(slot, kL, s, q, lo, hi);
+          } else {
+            const __m256i raw = load32(slot + kL.code(s) + 32 * q), low = _mm256_set1_epi8(0x0F);
+            lo = _mm256_and_si256(raw, low);
+            hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+          }
+          put(q, b, s, lo);
+          put(q, b, 4 + s, hi);
+        }
+      } else {
+        const std::uint8_t* planes = plane_base(panel, slot, kL, in, b);
+        for (int h = 0; h < 2; ++h)
+          for (int s = 0; s < 4; ++s) put(q, b, 4 * h + s, q6_code(slot, planes, kL, h, s, q));
+      }
+    }
+}
+
 // A 4-bit block (Q4_0, Q4_1, Q4_K) added into acc's int16 pair sums: line s holds step s in the
 // low nibbles and step 4 + s in the high ones; the whole block fits int16 (|sum| <= 30480).
-template <int R, int G, int SB>
+// codes (unpacked: steps s and 4 + s of each group g at codes(g, s)) replaces the nibbles.
+template <int R, int G, int SB, class Codes = std::nullptr_t>
 [[gnu::always_inline]] inline void nibble_block(const std::uint8_t* slot, const Layout& kL, const std::int8_t* x, int q0,
-                                                __m256i (&acc)[R][G]) {
+                                                __m256i (&acc)[R][G], Codes codes = nullptr) {
   const __m256i low = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 4
   for (int s = 0; s < 4; ++s) {
     __m256i lo[G], hi[G];
     for (int g = 0; g < G; ++g) {
-      const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
-      lo[g] = _mm256_and_si256(raw, low);
-      hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+      if constexpr (!std::is_same_v<Codes, std::nullptr_t>) {
+        lo[g] = codes(g, s);
+        hi[g] = codes(g, 4 + s);
+      } else {
+        const __m256i raw = load32(slot + kL.code(s) + 32 * (q0 + g));
+        lo[g] = _mm256_and_si256(raw, low);
+        hi[g] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+      }
     }
     for (int r = 0; r < R; ++r) {
       const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
@@ -117,12 +199,15 @@ inline __m256i scale_s8(__m256i sum, const std::uint8_t* sc) { return _mm256_mul
 // starts each half's int32 sum at -32 Σx_h. Per (row, token, block) the fold is a multiply, a
 // conversion and an FMA, where `tile` spends a conversion, a multiply and an FMA, and the
 // mins a conversion, a multiply and an FMA more.
-template <GgmlType T, int R, int G, int SB>
+// kU: the codes are read from `codes`, the panel unpacked (unpack_panel), not rebuilt here.
+template <GgmlType T, int R, int G, int SB, bool kU = false>
 void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
-           int width) {
+           int width, const Line32* codes = nullptr) {
   constexpr Layout kL = layout(T);
+  const int blocks = in / kBlock;
+  auto code_line = [&](int g, int b, int s) { return load32(codes[unpacked_line(blocks, q0 + g, b, s)].b); };
   constexpr bool kQ5 = T == GgmlType::kQ5_K, kQ6 = T == GgmlType::kQ6_K;
-  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 f[R][G];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) f[r][g] = _mm256_setzero_ps();
@@ -144,7 +229,6 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
         // each 6-bit code made from its nibble and the top-bit plane (apart from the records);
         // pair sums (<= 63 * 127 * 2) widened every 2 steps.
         const std::uint8_t* planes = plane_base(panel, slot, kL, in, b);
-        const __m256i top = _mm256_set1_epi8(0x30);
         for (int h = 0; h < 2; ++h) {
           __m256i sum[R][G];
           for (int r = 0; r < R; ++r) {
@@ -155,10 +239,8 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
           for (int s = 0; s < 4; ++s) {
             __m256i c[G];
             for (int g = 0; g < G; ++g) {
-              const int q = q0 + g;
-              const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(planes + kL.plane(s) + 32 * (q % 2));
-              const __m256i nib = h == 0 ? _mm256_and_si256(raw, low) : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-              c[g] = _mm256_or_si256(nib, _mm256_and_si256(bits_to(hb, (q / 2) * 4 + 2 * h, 4), top));
+              if constexpr (kU) c[g] = code_line(g, b, 4 * h + s);
+              else c[g] = q6_code(slot, planes, kL, h, s, q0 + g);
             }
             for (int r = 0; r < R; ++r) {
               const __m256i xv = broadcast4(x + (4 * h + s) * SB + 4 * r);
@@ -183,18 +265,18 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
           // Q4_K's nibbles with a fifth bit from the plane line leading each pair of steps (bit
           // (s % 2) * 4 + 2 * (rows 16-31) + (high nibble) of byte 4 (j % 16) + t); codes <= 31
           // make pair sums <= 7874, so the int16 sums are widened every 2 lines (4 pairs a lane).
-          const __m256i bit4 = _mm256_set1_epi8(0x10);
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) s32[r][g] = _mm256_setzero_si256();
 #pragma GCC unroll 4
           for (int s = 0; s < 4; ++s) {
             __m256i lo[G], hi[G];
             for (int g = 0; g < G; ++g) {
-              const int q = q0 + g, bit = (s % 2) * 4 + (q / 2) * 2;
-              const __m256i raw = load32(slot + kL.code(s) + 32 * q), hb = load32(slot + kL.plane(s / 2) + 32 * (q % 2));
-              lo[g] = _mm256_or_si256(_mm256_and_si256(raw, low), _mm256_and_si256(bits_to(hb, bit, 4), bit4));
-              hi[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low),
-                                      _mm256_and_si256(bits_to(hb, bit + 1, 4), bit4));
+              if constexpr (kU) {
+                lo[g] = code_line(g, b, s);
+                hi[g] = code_line(g, b, 4 + s);
+              } else {
+                q5_codes(slot, kL, s, q0 + g, lo[g], hi[g]);
+              }
             }
             for (int r = 0; r < R; ++r) {
               const __m256i xl = broadcast4(x + s * SB + 4 * r), xh = broadcast4(x + (4 + s) * SB + 4 * r);
@@ -210,7 +292,8 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
         } else {  // Q4_K: a whole block in int16 lanes (|sum| <= 30480), as Q4_0's
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_si256();
-          nibble_block<R, G, SB>(slot, kL, x, q0, acc);
+          if constexpr (kU) nibble_block<R, G, SB>(slot, kL, x, q0, acc, [&](int g, int s) { return code_line(g, b, s); });
+          else nibble_block<R, G, SB>(slot, kL, x, q0, acc);
           for (int r = 0; r < R; ++r)
             for (int g = 0; g < G; ++g) s32[r][g] = scale_u8(_mm256_madd_epi16(acc[r][g], ones), sc + 8 * g);
         }
@@ -346,10 +429,22 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
     }
     // Prefill: one group of 8 weight rows (a quarter of the panel, in L1) against every tile of
     // a chunk of tiles whose codes fit in L2, chunk after chunk (the panel stays in L2).
+    const Line32* unpacked = nullptr;
+    if constexpr (kUnpackAvx2<T>)
+      if (full >= kUnpackMinTiles && gemm_gguf_unpack_enabled()) {
+        std::vector<Line32>& u = unpacked_scratch();
+        unpack_panel<T>(panel, w.in, u);
+        unpacked = u.data();
+      }
     for (int t0 = 0; t0 < full; t0 += chunk)
       for (int q = 0; q < kPanel / 8 && 8 * q < width; ++q)
         for (int t = t0; t < std::min(full, t0 + chunk); ++t) {
           float* yt = yp + static_cast<std::size_t>(t) * kTileRows * ldc + 8 * q;
+          if constexpr (kUnpackAvx2<T>)
+            if (unpacked != nullptr) {
+              ktile<T, kTileRows, 1, kTileStepBytes, true>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q, unpacked);
+              continue;
+            }
           tile<T, kTileRows, 1, kTileStepBytes>(a, t, 0, panel, w.in, q, yt, ldc, width - 8 * q);
         }
     if (rest > 0)

@@ -14,6 +14,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -133,6 +134,51 @@ void gemm_gguf_vnni(benchmark::State& state) {
   inferlab::cpu::set_amx_int8(was);
 }
 
+// What prefill's unpacking buys (set_gemm_gguf_unpack, gemm_gguf.h): the same call with each
+// panel unpacked first and on the packed tiles, alternating call by call in one process so the
+// machine's drift hits both alike (warm weights). Counters: unpacked_ms / packed_ms (medians),
+// unpack_gain = packed / unpacked, and each side's GFLOP/s.
+void gemm_gguf_unpack(benchmark::State& state) {
+  if (!inferlab::cpu::gemm_gguf_available() || !inferlab::cpu::gemm_gguf_packs(static_cast<GgmlType>(state.range(0)))) {
+    state.SkipWithError("no AVX2 or AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
+    return;
+  }
+  Problem p(state);
+  inferlab::ThreadPool pool(2);
+  const inferlab::cpu::PackedGguf w =
+      inferlab::cpu::pack_gguf(p.type, std::vector<std::uint8_t>(p.copy(0), p.copy(0) + p.bytes), p.out, p.in);
+  std::vector<std::int8_t> xq(p.x.size());
+  std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / 32));
+  inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
+  const bool was_amx = inferlab::cpu::set_amx_int8(false);  // the VNNI / AVX2 tiles on both sides
+  auto timed = [&](bool unpack) {
+    inferlab::cpu::set_gemm_gguf_unpack(unpack);
+    const auto t0 = std::chrono::steady_clock::now();
+    inferlab::cpu::gemm_gguf(xq.data(), xs.data(), w, p.y.data(), p.n, pool);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed(true), timed(false);  // warm-up
+  std::vector<double> on, off;
+  for (auto _ : state) {
+    on.push_back(timed(true));
+    off.push_back(timed(false));
+    benchmark::ClobberMemory();
+  }
+  inferlab::cpu::set_gemm_gguf_unpack(true);
+  inferlab::cpu::set_amx_int8(was_amx);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double u = median(on), k = median(off), flop = 2e-9 * p.n * p.out * p.in;
+  state.counters["unpacked_ms"] = u * 1e3;
+  state.counters["packed_ms"] = k * 1e3;
+  state.counters["unpack_gain"] = k / u;
+  state.counters["unpacked_GFLOP/s"] = flop / u;
+  state.counters["packed_GFLOP/s"] = flop / k;
+  state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
+}
+
 // The read roofline: 2 threads each summing half of a dram_stream_bytes() array of floats, on 4 KiB pages
 // (huge:0, as matmul_gguf's copies of the file's blocks) or on the weights' huge pages (huge:1,
 // inferlab/huge_pages.h, where gemm_gguf's packed panels and the CLI's probe sit): compare a
@@ -203,6 +249,10 @@ BENCHMARK(gemm_gguf)->Apply([](benchmark::internal::Benchmark* b) { add_shapes(b
 BENCHMARK(gemm_gguf_vnni)->Apply([](benchmark::internal::Benchmark* b) {
   add_prefill_shapes(b, {16, 32, 128, 512});
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+});
+BENCHMARK(gemm_gguf_unpack)->Apply([](benchmark::internal::Benchmark* b) {
+  add_prefill_shapes(b, {32, 128, 512});
+  b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Iterations(40);
 });
 BENCHMARK(memory_read)->ArgName("huge")->Arg(0)->Arg(1)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 
