@@ -38,7 +38,9 @@
 //    per 32-block; Q8_0's own slots are read in place) and its scales into fp32 (d, d sc_j, and
 //    the mins' -dmin m_j), per thread, so the nibble unpacking, Q5_K's fifth bits and Q6_K's
 //    top bits are paid once per panel, not once per 6-row tile; every type then runs the same
-//    tile loop (8 vpdpbusd per block and tile element, one fp32 fold; Q6_K one per half);
+//    tile loop (8 vpdpbusd per block and tile element, one fp32 fold; Q6_K one per half); the
+//    AVX2 tiles unpack the K-quants' codes alone (gemm_gguf_avx2.cpp), set_gemm_gguf_unpack
+//    below switches both off for measurement;
 //  - where AMX runs (kernels/cpu/amx.h: Sapphire Rapids and later, granted by Linux), prefill of
 //    16 rows and more of every type but Q6_K runs on the tile unit instead: the unpacked panel
 //    is `tdpbsud`'s K x 16 operand as it is, the activations are copied once per call into runs

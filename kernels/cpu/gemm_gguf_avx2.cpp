@@ -18,6 +18,9 @@
 //    d_w * d_x, acc), Q4_1's m_w (d_x Σx) added after it (Q4_0's -8 Σx starts the int32 sum).
 //    Every tile shape runs the same operations per (row, token) in the same order, so a row
 //    gets the same bits in any tile (tested).
+//  - prefill (4 full tiles or more) of the K-quants reads its codes from the panel unpacked
+//    once per thread (unpack_panel below); batched decode and the last, short tile read the
+//    packed panel.
 // Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
 // 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
 // the panel is read front to back once) and 2-3 x 16 (the last, short tile). Q5_K and Q6_K's
@@ -83,13 +86,16 @@ inline __m256i q6_code(const std::uint8_t* slot, const std::uint8_t* planes, con
   return _mm256_or_si256(nib, _mm256_and_si256(bits_to(hb, (q / 2) * 4 + 2 * h, 4), top));
 }
 
-// Prefill of the types whose codes take the most operations to rebuild (Q5_K: 10 per line and
-// 8 rows, against 12 vpmaddubsw of a 6 x 8 tile; Q6_K: 6 per step) first unpacks each panel
-// into plain codes, once per thread and panel, so the 6 x 8 tiles that pass over it load
-// finished codes (the fp32 epilogue, scales and mins still read from the packed panel). The
-// unpacked panel is [group q of 8 rows][block][step][32 bytes]: byte 4j + t of step s is the
-// code of input 4s + t of row 8q + j, a group's codes contiguous (in = 2048: 16 KiB, L1).
-// Integer sums are exact in any order, so a row keeps its bits (the same fp32 fold as ktile's).
+// Prefill of the K-quants first unpacks each panel into plain codes, once per thread and
+// panel, so the 6 x 8 tiles that pass over it load finished codes instead of rebuilding them
+// (Q5_K: 10 operations per line of 8 rows beside the tile's 12 vpmaddubsw; Q6_K: 6 per step;
+// Q4_K: 3); the fp32 epilogue, scales and mins still read from the packed panel. The unpacked
+// panel is [group q of 8 rows][block][step][32 bytes]: byte 4j + t of step s is the code of
+// input 4s + t of row 8q + j, a group's codes contiguous (in = 2048: 16 KiB, in L1 while the
+// tiles pass). Integer sums are exact in any order, so a row keeps its bits (ktile's fp32
+// fold). Q8_0 / Q4_0 / Q4_1 stay packed (their codes cost 0-3 operations per line, Q4_K's
+// small gain says little is left there; not measured unpacked). inferlab_bench gemm_gguf_unpack (5632 x 2048 warm, n = 128
+// / 512, call-by-call A/B, 2026-12-03): Q6_K 1.37 / 1.42x, Q5_K 1.06 / 1.08x, Q4_K 1.02 / 1.06x.
 template <GgmlType T>
 constexpr bool kUnpackAvx2 = T == GgmlType::kQ4_K || T == GgmlType::kQ5_K || T == GgmlType::kQ6_K;
 constexpr int kUnpackMinTiles = 4;  // as the VNNI path: fewer tiles read the packed panel
