@@ -106,11 +106,15 @@ constexpr const char* kTiles = " avx2";
 #else
 constexpr const char* kTiles = " vnni";
 #endif
+// True (the benchmark skipped) where gemm_gguf does not run or does not pack the type.
+bool skip_unless_packed(benchmark::State& state) {
+  if (inferlab::cpu::gemm_gguf_available() && inferlab::cpu::gemm_gguf_packs(static_cast<GgmlType>(state.range(0))))
+    return false;
+  state.SkipWithError("no AVX2 or AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
+  return true;
+}
 void gemm_gguf(benchmark::State& state) {
-  if (!inferlab::cpu::gemm_gguf_available() || !inferlab::cpu::gemm_gguf_packs(static_cast<GgmlType>(state.range(0)))) {
-    state.SkipWithError("no AVX2 or AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
-    return;
-  }
+  if (skip_unless_packed(state)) return;
   Problem p(state);
   inferlab::ThreadPool pool(2);
   std::vector<inferlab::cpu::PackedGguf> packs;
@@ -139,10 +143,7 @@ void gemm_gguf_vnni(benchmark::State& state) {
 // machine's drift hits both alike (warm weights). Counters: unpacked_ms / packed_ms (medians),
 // unpack_gain = packed / unpacked, and each side's GFLOP/s.
 void gemm_gguf_unpack(benchmark::State& state) {
-  if (!inferlab::cpu::gemm_gguf_available() || !inferlab::cpu::gemm_gguf_packs(static_cast<GgmlType>(state.range(0)))) {
-    state.SkipWithError("no AVX2 or AVX-512 VNNI in this build, or a type gemm_gguf does not pack");
-    return;
-  }
+  if (skip_unless_packed(state)) return;
   Problem p(state);
   inferlab::ThreadPool pool(2);
   const inferlab::cpu::PackedGguf w =

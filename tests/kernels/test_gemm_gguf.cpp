@@ -123,6 +123,25 @@ TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
   }
 }
 
+// Prefill with each panel unpacked first (the default) and on the packed tiles
+// (set_gemm_gguf_unpack(false), what gemm_gguf_unpack's benchmark compares) gives the same bits:
+// 49 rows, 9 tiles, past the unpacking threshold.
+TEST_P(GemmGguf, PrefillUnpackedOrPackedGivesTheSameBits) {
+  const GgmlType type = GetParam();
+  SKIP_UNLESS_PACKED(type);
+  ThreadPool pool(2);
+  const int out = 130, in = is_k(type) ? 768 : 800, n = 49;
+  const cpu::PackedGguf packed = cpu::pack_gguf(type, testing::random_gguf_blocks(type, out, in, 13), out, in);
+  const QuantRows q = quantized_rows(n, in, 14, pool);
+  std::vector<float> unpacked(static_cast<std::size_t>(n) * out), on_packed(unpacked.size());
+  ASSERT_TRUE(cpu::gemm_gguf_unpack_enabled());
+  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, unpacked.data(), n, pool);
+  EXPECT_TRUE(cpu::set_gemm_gguf_unpack(false));
+  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, on_packed.data(), n, pool);
+  EXPECT_FALSE(cpu::set_gemm_gguf_unpack(true));
+  for (std::size_t i = 0; i < unpacked.size(); ++i) ASSERT_EQ(unpacked[i], on_packed[i]) << "element " << i;
+}
+
 // Where AMX runs (kernels/cpu/amx.h), its tiles give every row the bits the VNNI tiles give it:
 // the same int32 sums, folded into fp32 in the same order. Rows: one 16-token tile, a tile and a
 // one-row tail, several tiles with a tail; 130 outputs: a last panel of 2 rows (its second half
