@@ -14,63 +14,88 @@
 #      8192³ GEMM);
 #   4. inferlab bench --device cuda (fp32 / f16 / bf16 linears, naive attention);
 #   5. inferlab run experiments/quickstart.toml --set device.kind=cuda;
-# and ends with a summary table. Exit status: the number of failed steps.
+#   6. inferlab bench --device cuda at a 1B-class shape (tinyllama-1.1b, seeded random weights):
+#      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears;
+#   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
+#      attention shape, HF transformers generate at the same 1B-class shape;
+# and ends with a summary table. Each step has its own time limit (`timeout`), so one that hangs
+# costs its limit, not the lease. Every step's output is appended to $OUT/gpu_check.log as it
+# runs (one file: the device tool returns at most 8), so a call cut short still returns the
+# steps that finished. Exit status: the number of failed steps.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pack="$(cd "${1:-$root/build-gpu}" && pwd)"
 out="${OUT:-$pack/out}"
 mkdir -p "$out"
-run() { "$pack/run" "$@"; }
+logs="$(mktemp -d)"
+all="$out/gpu_check.log"
+: >"$all"
 declare -a summary
 failed=0
-step() {  # step NAME LOGFILE COMMAND...
-  local name="$1" log="$out/$2"
-  shift 2
-  local t0=$SECONDS
+step() {  # step NAME LIMIT_S LOGFILE COMMAND...
+  local name="$1" limit="$2" log="$logs/$3"
+  shift 3
+  local t0=$SECONDS rc=0
+  [ "$1" = run ] && set -- "$pack/run" "${@:2}"  # timeout runs programs, not shell functions
   echo "=== $name"
-  if "$@" >"$log" 2>&1; then
+  timeout --kill-after=5 "$limit" "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then
     summary+=("| $name | ok | $((SECONDS - t0)) s |")
+  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    summary+=("| $name | TIMED OUT after ${limit} s | $((SECONDS - t0)) s |")
+    failed=$((failed + 1))
   else
-    summary+=("| $name | FAILED (exit $?) | $((SECONDS - t0)) s |")
+    summary+=("| $name | FAILED (exit $rc) | $((SECONDS - t0)) s |")
     failed=$((failed + 1))
   fi
-  tail -n 40 "$log"
+  { echo "=== $name (exit $rc, $((SECONDS - t0)) s)"; cat "$log"; } >>"$all"
+  # gtest logs: only failures and the totals on the console; the whole log is in $all.
+  if grep -q '^\[==========\]' "$log"; then
+    grep -E '^\[  FAILED  \]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]|Failure|error:|Expected|Which is|actual|CUDA error|cuBLAS error' "$log" | head -n 60
+  else
+    tail -n 25 "$log"
+  fi
 }
 
-step "nvidia-smi" gpu.txt nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
-step "test_cuda" test_cuda.txt run test_cuda --gtest_brief=0
-step "f16/bf16 CUDA linears" test_half.txt bash -c \
+step "nvidia-smi" 20 gpu.txt nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+step "test_cuda" 150 test_cuda.txt run test_cuda --gtest_brief=0
+step "f16/bf16 CUDA linears" 60 test_half.txt bash -c \
   "'$pack/run' test_quantization_f16 --gtest_filter='*Cuda*' && '$pack/run' test_quantization_bf16 --gtest_filter='*Cuda*'"
-step "cuda_roofline" roofline.txt run cuda_roofline --repeats 7 --iters 20
-step "bench --device cuda" bench.txt run inferlab bench --device cuda --preset stories15m --attention naive \
-  --quantization none,f16,bf16 --context 256 --batch 8 --repeats 5
-step "quickstart on cuda" quickstart.txt bash -c \
-  "cd '$root' && '$pack/run' inferlab run experiments/quickstart.toml --set device.kind=cuda --out /tmp/gpu_check_results --log warn"
-
 # ---- cuda-kernels block: the attention and quantized-linear kernels (kernels/cuda/attention_*,
 # quant_*) against kernels/ref, the attention/quantization conformance cases on cuda, and their
 # achieved bandwidth (tests/cuda_kernels/cuda_kernel_roofline.cpp).
-step "test_cuda_kernels" test_cuda_kernels.txt run test_cuda_kernels --gtest_brief=0
-step "conformance on cuda" conformance_cuda.txt run test_conformance --gtest_filter='*_cuda_*' --gtest_brief=1
-step "cuda_kernel_roofline" kernel_roofline.txt run cuda_kernel_roofline
+step "test_cuda_kernels" 120 test_cuda_kernels.txt run test_cuda_kernels --gtest_brief=0
+step "conformance on cuda" 120 conformance_cuda.txt run test_conformance --gtest_filter='*_cuda_*' --gtest_brief=0
+step "quickstart on cuda" 60 quickstart.txt bash -c \
+  "cd '$root' && '$pack/run' inferlab run experiments/quickstart.toml --set device.kind=cuda --out /tmp/gpu_check_results --log warn && cat /tmp/gpu_check_results/*/results.md 2>/dev/null | head -n 40"
+step "cuda_roofline" 60 roofline.txt run cuda_roofline --repeats 7 --iters 20
+step "cuda_kernel_roofline" 60 kernel_roofline.txt run cuda_kernel_roofline
 # ---- end of the cuda-kernels block
+step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device cuda --preset stories15m --attention naive \
+  --quantization none,f16,bf16 --context 256 --batch 8 --repeats 5
+step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
+  --attention flash --quantization none,bf16,int8,int4 -p 512 -n 64 --batch 1,32 --context 512 --repeats 3
+step "peers (torch, transformers)" 150 peers.txt env PYTHONUNBUFFERED=1 python3 "$root/scripts/gpu_peers.py" \
+  --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64
 
-# Skipped tests say why (no model file carried, no CUDA attention plugin): count them.
-skips=$(grep -c "SKIPPED \]" "$out/test_cuda.txt" 2>/dev/null || true)
-echo
-echo "## gpu_check summary ($(date -u +%FT%TZ))"
-echo "| step | result | time |"
-echo "|---|---|---|"
-printf '%s\n' "${summary[@]}"
-echo "test_cuda: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/test_cuda.txt" | tr '\n' ' ') skipped lines: ${skips:-0}"
-echo
-echo "## roofline (from cuda_roofline)"
-sed -n '/^| op /,$p' "$out/roofline.txt"
-# ---- cuda-kernels block (summary)
-echo
-echo "## attention and quantized-linear kernels (from cuda_kernel_roofline)"
-sed -n '/^| op /,$p' "$out/kernel_roofline.txt"
-echo "test_cuda_kernels: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/test_cuda_kernels.txt" | tr '\n' ' ')"
-echo "conformance on cuda: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/conformance_cuda.txt" | tr '\n' ' ')"
-# ---- end of the cuda-kernels block (summary)
+count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }
+{
+  echo
+  echo "## gpu_check summary ($(date -u +%FT%TZ))"
+  echo "| step | result | time |"
+  echo "|---|---|---|"
+  printf '%s\n' "${summary[@]}"
+  for t in test_cuda test_half test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
+  echo
+  echo "## roofline (from cuda_roofline)"
+  sed -n '/^| op /,$p' "$logs/roofline.txt" 2>/dev/null
+  echo
+  echo "## attention and quantized-linear kernels (from cuda_kernel_roofline)"
+  sed -n '/^| op /,$p' "$logs/kernel_roofline.txt" 2>/dev/null
+  echo
+  echo "## inferlab bench --device cuda, tinyllama-1.1b"
+  grep '^|' "$logs/bench_1b.txt" 2>/dev/null
+  echo
+  sed -n '/^## peers/,$p' "$logs/peers.txt" 2>/dev/null
+} | tee -a "$all"
 exit "$failed"

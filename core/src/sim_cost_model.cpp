@@ -11,9 +11,12 @@
 #include <numeric>
 #include <sstream>
 
-// GCC 12 reports a false maybe-uninitialized inside Eigen's AVX-512 kernels (GCC bug 105593).
+// GCC 12 reports a false maybe-uninitialized inside Eigen's AVX-512 kernels (GCC bug 105593),
+// and, in a portable (-DINFERLAB_NATIVE=OFF, SSE2) build, a false use-after-free in Eigen's
+// aligned_free as a vector's destructor is inlined into fit_nonnegative.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuse-after-free"
 #endif
 #include <Eigen/Dense>
 #include <toml++/toml.h>

@@ -43,7 +43,7 @@ template <int R, int C>
 inline void tile(const std::int8_t* xq, const float* xs, std::size_t xqs, std::size_t xss, const std::int8_t* q,
                  const float* scale, float* y, std::size_t ys, int in) {
   const std::size_t qs = static_cast<std::size_t>(in);
-  const int full = in / kActBlock;
+  [[maybe_unused]] const int full = in / kActBlock;
   float acc[R][C] = {};
   int b = 0;
 #if INFERLAB_INT8_ACT_AVX2
