@@ -18,6 +18,9 @@
 #      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears;
 #   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
 #      attention shape, HF transformers generate at the same 1B-class shape;
+#   8. compute-sanitizer memcheck and racecheck over the kernel tests;
+# GPU_CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of what failed), e.g.
+#   GPU_CHECK_ONLY='kernels|conformance|sanitizer' bash scripts/gpu_check.sh build-gpu
 # and ends with a summary table. Each step has its own time limit (`timeout`), so one that hangs
 # costs its limit, not the lease. Every step's output is appended to $OUT/gpu_check.log as it
 # runs (one file: the device tool returns at most 8), so a call cut short still returns the
@@ -36,6 +39,10 @@ step() {  # step NAME LIMIT_S LOGFILE COMMAND...
   local name="$1" limit="$2" log="$logs/$3"
   shift 3
   local t0=$SECONDS rc=0
+  if [ -n "${GPU_CHECK_ONLY:-}" ] && ! [[ "$name" =~ $GPU_CHECK_ONLY ]]; then
+    summary+=("| $name | not selected (GPU_CHECK_ONLY) | 0 s |")
+    return 0
+  fi
   [ "$1" = run ] && set -- "$pack/run" "${@:2}"  # timeout runs programs, not shell functions
   echo "=== $name"
   timeout --kill-after=5 "$limit" "$@" >"$log" 2>&1 || rc=$?
@@ -72,11 +79,18 @@ step "cuda_roofline" 60 roofline.txt run cuda_roofline --repeats 7 --iters 20
 step "cuda_kernel_roofline" 60 kernel_roofline.txt run cuda_kernel_roofline
 # ---- end of the cuda-kernels block
 step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device cuda --preset stories15m --attention naive \
-  --quantization none,f16,bf16 --context 256 --batch 8 --repeats 5
+  --quantization none,f16,bf16 --context 200 --batch 8 --repeats 5
 step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
   --attention flash --quantization none,bf16,int8,int4 -p 512 -n 64 --batch 1,32 --context 512 --repeats 3
 step "peers (torch, transformers)" 150 peers.txt env PYTHONUNBUFFERED=1 python3 "$root/scripts/gpu_peers.py" \
   --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64
+# compute-sanitizer over the kernel tests: memcheck (out-of-bounds, misaligned, leaks of device
+# memory) and racecheck (shared-memory hazards of the tiled attention and GEMM kernels).
+cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+step "compute-sanitizer memcheck" 150 memcheck.txt "$cs" --tool memcheck --error-exitcode 9 \
+  "$pack/run" test_cuda_kernels
+step "compute-sanitizer racecheck" 150 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
+  "$pack/run" test_cuda_kernels --gtest_filter='CudaAttention.*'
 
 count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }
 {
@@ -86,6 +100,7 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo "|---|---|---|"
   printf '%s\n' "${summary[@]}"
   for t in test_cuda test_half test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
+  for t in memcheck racecheck; do echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$t.txt" 2>/dev/null | tr '\n' ' ')"; done
   echo
   echo "## roofline (from cuda_roofline)"
   sed -n '/^| op /,$p' "$logs/roofline.txt" 2>/dev/null

@@ -17,7 +17,15 @@ std::string data_dir() {
 }
 
 std::string data_path(const std::string& relative) { return data_dir() + "/" + relative; }
-std::string plugin_dir() { return INFERLAB_TEST_PLUGIN_DIR; }
+std::string plugin_dir() {
+  // A packed build (scripts/pack_gpu_build.sh) runs on a machine where the build tree's folder
+  // does not exist; its wrapper names the packed plugins in INFERLAB_PLUGIN_PATH.
+  if (const char* env = std::getenv("INFERLAB_PLUGIN_PATH"); env && *env) {
+    const std::string first = std::string(env).substr(0, std::string(env).find(':'));
+    if (std::filesystem::is_directory(first)) return first;
+  }
+  return INFERLAB_TEST_PLUGIN_DIR;
+}
 std::string source_dir() { return INFERLAB_TEST_SOURCE_DIR; }
 std::string smollm2_path() {
   const char* env = std::getenv("INFERLAB_MODELS");
