@@ -89,7 +89,7 @@ step "peers (torch, transformers)" 150 peers.txt env PYTHONUNBUFFERED=1 python3 
 cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 step "compute-sanitizer memcheck" 150 memcheck.txt "$cs" --tool memcheck --error-exitcode 9 \
   "$pack/run" test_cuda_kernels
-step "compute-sanitizer racecheck" 150 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
+step "compute-sanitizer racecheck" 100 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
   "$pack/run" test_cuda_kernels --gtest_filter='CudaAttention.*'
 
 count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }

@@ -111,6 +111,7 @@ __global__ void tiled_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
         __syncwarp();  // p_w is rewritten by the next chunk
         m = m_new;
       }
+      __syncwarp();  // every lane has read m_s[v] / l_s[v] (above) before lane 0 rewrites them
       if (lane == 0) {
         m_s[v] = m;
         l_s[v] = l;

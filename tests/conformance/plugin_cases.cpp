@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "inferlab/error.h"
+#include "model_fixtures.h"
 #include "test_support.h"
 
 namespace inferlab::testing {
@@ -114,6 +115,12 @@ std::vector<std::string> refusals(const PluginCase& c, const ModelConfig& model)
   const Params params = resolve_case(c);
   SupportQuery query{model, c.device, KvDtype::kF32, params};
   return conformance_registry().check_support(c.kind, c.plugin, query);
+}
+
+std::shared_ptr<Attention> reference_attention_on(Device& device) {
+  if (device.kind() == DeviceKind::kCpu) return std::make_shared<RefAttention>();
+  const Registry& reg = conformance_registry();
+  return reg.create_attention("naive", reg.resolve(PluginKind::kAttention, "naive", {}, "reference attention"), device);
 }
 
 std::unique_ptr<Device> open_device(DeviceKind kind, std::string& why) {

@@ -52,6 +52,11 @@ std::vector<std::string> refusals(const PluginCase& c, const ModelConfig& model)
 // A device of the case's kind, or null with `why` set when this build or machine has none.
 std::unique_ptr<Device> open_device(DeviceKind kind, std::string& why);
 
+// The attention a suite runs beside the plugin under test on `device`: kernels/ref's paged
+// attention on the CPU (it reads host memory), the registry's 'naive' plugin on CUDA (K/V in
+// device memory; itself held to kernels/ref by the attention conformance suite).
+std::shared_ptr<Attention> reference_attention_on(Device& device);
+
 }  // namespace inferlab::testing
 
 // Skips the test when the registry refuses the case on `model`, naming the reasons.

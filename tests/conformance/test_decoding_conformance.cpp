@@ -45,6 +45,7 @@ class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
     device_ = open_device(GetParam().device, why);
     if (!device_) GTEST_SKIP() << why;
     INFERLAB_SKIP_IF_REFUSED(GetParam(), draft_source().config);
+    draft_attention_ = reference_attention_on(*device_);
   }
 
   // The tokens of a run with `seed`, after checking the run conforms.
@@ -53,7 +54,7 @@ class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
     const Registry& reg = conformance_registry();
     std::shared_ptr<Decoder> decoder = reg.create_decoder(
         GetParam().plugin, reg.resolve(PluginKind::kDecoding, GetParam().plugin, given, "conformance"), *device_,
-        &draft_source(), &draft_attention_);
+        &draft_source(), draft_attention_.get());
     ContinuousScheduler scheduler(512, 64, true);
     const Workload w = decoding_workload();
     StubRun r;
@@ -69,7 +70,7 @@ class DecodingFixture : public ::testing::TestWithParam<PluginCase> {
   }
 
   std::unique_ptr<Device> device_;
-  RefAttention draft_attention_;
+  std::shared_ptr<Attention> draft_attention_;  // a draft model's attention, on device_
 };
 
 class DecodingConformance : public DecodingFixture {};
