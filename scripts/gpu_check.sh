@@ -19,6 +19,8 @@
 #   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
 #      attention shape, HF transformers generate at the same 1B-class shape;
 #   8. compute-sanitizer memcheck and racecheck over the kernel tests;
+# GPU_CHECK_1B_ATTENTION / _QUANT / _BATCH narrow the 1B-class bench (defaults flash,split_k /
+# none,bf16,int8,int4 / 1,32); GPU_CHECK_RACECHECK_FILTER the racecheck's gtest filter.
 # GPU_CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of what failed), e.g.
 #   GPU_CHECK_ONLY='kernels|conformance|sanitizer' bash scripts/gpu_check.sh build-gpu
 # and ends with a summary table. Each step has its own time limit (`timeout`), so one that hangs
@@ -81,7 +83,8 @@ step "cuda_kernel_roofline" 60 kernel_roofline.txt run cuda_kernel_roofline
 step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device cuda --preset stories15m --attention naive \
   --quantization none,f16,bf16 --context 200 --batch 8 --repeats 5
 step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
-  --attention flash --quantization none,bf16,int8,int4 -p 512 -n 64 --batch 1,32 --context 512 --repeats 3
+  --attention "${GPU_CHECK_1B_ATTENTION:-flash,split_k}" --quantization "${GPU_CHECK_1B_QUANT:-none,bf16,int8,int4}" \
+  -p 512 -n 64 --batch "${GPU_CHECK_1B_BATCH:-1,32}" --context 512 --repeats 3
 step "peers (torch, transformers)" 150 peers.txt env PYTHONUNBUFFERED=1 python3 "$root/scripts/gpu_peers.py" \
   --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64
 # compute-sanitizer over the kernel tests: memcheck (out-of-bounds, misaligned, leaks of device
@@ -90,7 +93,7 @@ cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 step "compute-sanitizer memcheck" 150 memcheck.txt "$cs" --tool memcheck --error-exitcode 9 \
   "$pack/run" test_cuda_kernels
 step "compute-sanitizer racecheck" 100 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
-  "$pack/run" test_cuda_kernels --gtest_filter='CudaAttention.*'
+  "$pack/run" test_cuda_kernels --gtest_filter="${GPU_CHECK_RACECHECK_FILTER:-CudaAttention.*}"
 
 count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }
 {

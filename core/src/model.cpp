@@ -154,6 +154,9 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     ab.query_start = {upload(batch.query_start, d_query_start_), batch.query_start.size()};
     ab.context_len = {upload(batch.context_len, d_context_len_), batch.context_len.size()};
     ab.block_table = {upload(batch.block_table, d_block_table_), batch.block_table.size()};
+    ab.host_query_start = batch.query_start;
+    ab.host_context_len = batch.context_len;
+    ab.host_block_table = batch.block_table;
   }
 
   Device& dev = device_;

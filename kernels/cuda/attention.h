@@ -109,7 +109,8 @@ class CudaDevice;
 
 namespace inferlab::cuda {
 
-// A host copy of a batch whose arrays are device memory (three synchronising downloads), so that
+// A host copy of a batch whose arrays are device memory (its host_* arrays when it carries them,
+// else three synchronising downloads), so that
 // the CPU's checks (check_attention_batch) and work planning run unchanged. `view` is the batch
 // with its spans over the vectors below.
 struct HostBatchMirror {

@@ -25,9 +25,18 @@ std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 HostBatchMirror mirror_batch(const AttentionBatch& device_batch, CudaDevice& device) {
   HostBatchMirror m;
-  m.query_start = download(device_batch.query_start, device);
-  m.context_len = download(device_batch.context_len, device);
-  m.block_table = download(device_batch.block_table, device);
+  const AttentionBatch& b = device_batch;
+  if (b.host_query_start.size() == b.query_start.size() && b.host_context_len.size() == b.context_len.size() &&
+      b.host_block_table.size() == b.block_table.size() && !b.host_query_start.empty()) {
+    // The builder kept the host arrays it uploaded: no download, no wait for the GPU.
+    m.query_start.assign(b.host_query_start.begin(), b.host_query_start.end());
+    m.context_len.assign(b.host_context_len.begin(), b.host_context_len.end());
+    m.block_table.assign(b.host_block_table.begin(), b.host_block_table.end());
+  } else {
+    m.query_start = download(b.query_start, device);
+    m.context_len = download(b.context_len, device);
+    m.block_table = download(b.block_table, device);
+  }
   m.view = device_batch;
   m.view.query_start = m.query_start;
   m.view.context_len = m.context_len;

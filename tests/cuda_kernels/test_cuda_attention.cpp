@@ -16,7 +16,9 @@
 #include "attention_checks.h"
 #include "attention_fixtures.h"
 #include "cuda_test_support.h"
+#include "inferlab/cuda_device.h"
 #include "inferlab/registry.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/ref/attention.h"
 #include "test_support.h"
 
@@ -81,7 +83,9 @@ class CudaAttention : public ::testing::Test {
 
   // Runs the variant on the problem (int8 KV when int8) and returns max relative error against the
   // reference, failing on any non-finite output.
-  double error_of(const Variant& variant, const AttentionProblem& problem, bool int8) {
+  // host_arrays: the batch also carries its arrays' host copies, as Model::forward passes them
+  // (the plugins then plan without downloading).
+  double error_of(const Variant& variant, const AttentionProblem& problem, bool int8, bool host_arrays = false) {
     const Params params = registry_.resolve(PluginKind::kAttention, variant.plugin, variant.params, "test");
     auto attention = registry_.create_attention(variant.plugin, params, *device_);
     const AttentionBatch hb = problem.batch();
@@ -118,6 +122,11 @@ class CudaAttention : public ::testing::Test {
     db.query_start = {d_qs.as<const int>(), qs.size()};
     db.context_len = {d_cl.as<const int>(), cl.size()};
     db.block_table = {d_bt.as<const int>(), bt.size()};
+    if (host_arrays) {
+      db.host_query_start = qs;
+      db.host_context_len = cl;
+      db.host_block_table = bt;
+    }
     Buffer q = to_device(*device_, std::vector<float>(problem.q(), problem.q() + problem.out_size()));
     Buffer out = to_device(*device_, nan_filled(problem.out_size()));
     attention->forward(db, kv, q.as<const float>(), out.as<float>(), *device_);
@@ -167,7 +176,31 @@ TEST_F(CudaAttention, LongContextDecodeAndPeakedScoresStayExact) {
     spec.q_scale = 20.0f;
     AttentionProblem problem(spec);
     EXPECT_LT(error_of(variant, problem, false), 1e-4);
+    EXPECT_LT(error_of(variant, problem, false, /*host_arrays=*/true), 1e-4);
   }
+}
+
+// A batch that carries its arrays' host copies is planned from them: mirror_batch returns the
+// host arrays even where the device arrays (never read) hold something else.
+TEST_F(CudaAttention, MirrorTakesTheHostArraysWithoutDownloading) {
+  const std::vector<int> qs = {0, 1, 3}, cl = {5, 9}, bt = {0, 1, -1, 2, 3, 4};
+  Buffer other = to_device(*device_, std::vector<int>(6, 77));
+  AttentionBatch b;
+  b.query_start = {other.as<const int>(), qs.size()};
+  b.context_len = {other.as<const int>(), cl.size()};
+  b.block_table = {other.as<const int>(), bt.size()};
+  b.max_blocks = 3;
+  CudaDevice& cuda = cuda_device(*device_, "test");
+  const cuda::HostBatchMirror downloaded = cuda::mirror_batch(b, cuda);
+  EXPECT_EQ(downloaded.query_start, std::vector<int>(3, 77));  // no host arrays: the device's
+  b.host_query_start = qs;
+  b.host_context_len = cl;
+  b.host_block_table = bt;
+  const cuda::HostBatchMirror m = cuda::mirror_batch(b, cuda);
+  EXPECT_EQ(m.query_start, qs);
+  EXPECT_EQ(m.context_len, cl);
+  EXPECT_EQ(m.block_table, bt);
+  EXPECT_EQ(m.view.rows(), 3);
 }
 
 }  // namespace

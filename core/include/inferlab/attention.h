@@ -21,6 +21,13 @@ struct AttentionBatch {
   // Row s holds sequence s's physical blocks in order, padded with -1 to max_blocks.
   std::span<const int> block_table;  // [n_seqs, max_blocks]
   int max_blocks = 0;
+  // When the three arrays above are device memory (a CUDA step): the same arrays on the host,
+  // if whoever built the batch kept them (Model::forward does: they are what it uploaded);
+  // empty otherwise. A CUDA strategy plans its launches from these instead of downloading the
+  // arrays, which costs three synchronising copies per layer (cuda::mirror_batch).
+  std::span<const int> host_query_start;
+  std::span<const int> host_context_len;
+  std::span<const int> host_block_table;
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
