@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds everything and runs the whole test suite (GoogleTest through ctest), then the core,
+# Builds everything and runs the whole test suite (GoogleTest through ctest), compiles the
+# portable CPU build (what a GPU machine runs), then the core,
 # loader and plugin tests again under ASan + UBSan and the libFuzzer targets
 # (scripts/test_sanitized.sh; INFERLAB_SKIP_SANITIZERS=1 skips that part).
 # Shared data is read from $INFERLAB_DATA (default ../shared); missing files skip visibly.
@@ -26,6 +27,15 @@ echo "test: inferlab tokenize against llama.cpp's tokenizer vectors"
 bash scripts/check_vocab_vectors.sh build/bin/inferlab
 # The whole GoogleTest suite.
 ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
+# The portable build (-DINFERLAB_NATIVE=OFF: baseline x86-64, so the CPU kernels' non-SIMD
+# fallbacks) is what scripts/pack_gpu_build.sh carries to a GPU machine; compile its CPU code
+# (core, kernels, plugins; no CUDA) so it cannot rot between the rare sessions lent a GPU.
+echo "test: compiling the portable CPU build (build-portable-check)"
+start_portable=$(date +%s)
+cmake -S . -B build-portable-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=OFF \
+  -DINFERLAB_BENCH=OFF >/dev/null
+cmake --build build-portable-check -j "${INFERLAB_JOBS:-2}" --target inferlab_core inferlab_plugins inferlab
+echo "test: portable build took $(( $(date +%s) - start_portable )) s"
 # Then the core, loader and plugin tests under ASan + UBSan and the fuzz targets (build-san).
 # CI runs them; INFERLAB_SKIP_SANITIZERS=1 skips them locally.
 if [ "${INFERLAB_SKIP_SANITIZERS:-0}" = 1 ]; then

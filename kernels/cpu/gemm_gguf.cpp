@@ -667,7 +667,7 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
       }
       continue;
     }
-    if (tiles < kUnpackTiles || !gemm_gguf_unpack_enabled()) {
+    if (tiles < kUnpackTiles || !w.unpack || !gemm_gguf_unpack_enabled()) {
       static constexpr auto kPacked = packed_tiles<T>(std::make_index_sequence<kRows>{});
       for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
         kPacked[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, w, p, yp + r0 * ldc, ldc, width);

@@ -82,7 +82,8 @@ bool gemm_gguf_packs(GgmlType type);
 // Whether prefill unpacks each panel once per thread before its token tiles pass (the default;
 // VNNI: every type, AVX2: the K-quants) or runs the packed tiles that batched decode runs. Both
 // give the same bits (tested); the switch is there to measure what the unpacking buys
-// (`inferlab_bench --benchmark_filter=gemm_gguf_unpack`). Returns the setting before.
+// (`inferlab_bench --benchmark_filter=gemm_gguf_unpack`; per matrix: PackedGguf::unpack).
+// Returns the setting before.
 bool set_gemm_gguf_unpack(bool on);
 bool gemm_gguf_unpack_enabled();
 
@@ -104,6 +105,9 @@ struct PackedGguf {
   GgmlType type = GgmlType::kQ8_0;
   int out = 0, in = 0;
   HugeVector<std::uint8_t> data;  // [panels][records]; on 2 MiB pages once large (inferlab/huge_pages.h)
+  // Whether this matrix's prefill unpacks its panels (as set_gemm_gguf_unpack, per matrix; both
+  // must allow it): quantization/gguf's `unpack` parameter, so one run can compare the two.
+  bool unpack = true;
 };
 
 // Bytes held by the packed blocks.

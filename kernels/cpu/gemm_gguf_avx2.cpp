@@ -437,7 +437,7 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
     // a chunk of tiles whose codes fit in L2, chunk after chunk (the panel stays in L2).
     const Line32* unpacked = nullptr;
     if constexpr (kUnpackAvx2<T>)
-      if (full >= kUnpackMinTiles && gemm_gguf_unpack_enabled()) {
+      if (full >= kUnpackMinTiles && w.unpack && gemm_gguf_unpack_enabled()) {
         std::vector<Line32>& u = unpacked_scratch();
         unpack_panel<T>(panel, w.in, u);
         unpacked = u.data();

@@ -45,7 +45,7 @@ bool packed_group(std::span<const GroupMember> group, const Device& device, std:
 }  // namespace
 
 GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in,
-                                 bool int8_activations)
+                                 bool int8_activations, bool unpack)
     : Linear(out, in), type_(type), blocks_(std::move(blocks)), int8_activations_(int8_activations) {
   check(cpu::gguf_native_kernel(type), "quantization 'gguf': no native kernel for " +
                                            type_name(static_cast<std::uint32_t>(type)) + "; " + kAllowed);
@@ -59,6 +59,7 @@ GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks
                                       ", " + std::to_string(in) + "] tensor has " + std::to_string(expect));
   if (int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type)) {
     packed_ = cpu::pack_gguf(type, blocks_, out, in);
+    packed_.unpack = unpack;
     blocks_.clear();
     blocks_.shrink_to_fit();
   }
@@ -155,7 +156,7 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
                 " but the loaded weights carry no such blocks for it");
       weight.clear();  // the loader's dequantised copy: not needed
       weight.shrink_to_fit();
-      return std::make_unique<GgufBlockLinear>(type, it->second.bytes, out, in, int8_activations_);
+      return std::make_unique<GgufBlockLinear>(type, it->second.bytes, out, in, int8_activations_, unpack_);
     }
   }
   // Float tensors (F32, F16, BF16): the loader's fp32 copy.

@@ -21,7 +21,9 @@ class GgufBlockLinear : public Linear {
  public:
   // blocks: W [out, in] as `out` rows of ggml_tensor_bytes(type, in) bytes, taken over. Throws
   // Error for a type without a native kernel or blocks of the wrong size.
-  GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations);
+  // unpack: whether prefill unpacks the packed panels (cpu::PackedGguf::unpack; same bits).
+  GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations,
+                  bool unpack = true);
   // With int8_activations on a build with AVX-512 VNNI, Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks
   // are repacked here into cpu::gemm_gguf's panels (the file's bytes are then dropped: same
   // codes, scales).
@@ -66,8 +68,8 @@ class GgufQuantization : public Quantization {
  public:
   // weights: the run's weights with their source_blocks; null when planning (linears are then
   // built in fp32, an upper bound of the memory).
-  GgufQuantization(const ModelWeights* weights, bool int8_activations)
-      : weights_(weights), int8_activations_(int8_activations) {}
+  GgufQuantization(const ModelWeights* weights, bool int8_activations, bool unpack = true)
+      : weights_(weights), int8_activations_(int8_activations), unpack_(unpack) {}
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // The linear `name` on its GGUF blocks when it has some (weight, the loader's dequantised copy,
   // is then dropped), else an fp32 linear of `weight`.
@@ -76,6 +78,7 @@ class GgufQuantization : public Quantization {
  private:
   const ModelWeights* weights_;
   bool int8_activations_;
+  bool unpack_;
 };
 
 }  // namespace inferlab::plugins

@@ -15,11 +15,22 @@ inferlab::PluginDescriptor describe() {
               "fp32 or int8-block activations";
   d.params = {{"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
                "fp32: codes widened to float against fp32 activations (the dequantised model's results up to "
-               "rounding); int8: activations quantised per 32-block, integer dot products (llama.cpp's arithmetic)"}};
+               "rounding); int8: activations quantised per 32-block, integer dot products (llama.cpp's arithmetic)"},
+              {"unpack", ParamType::kBool, true, std::nullopt, std::nullopt, {},
+               "with activations = int8: prefill unpacks each packed panel's codes once per thread before its token "
+               "tiles pass (false: the tiles read the packed panels, as batched decode does); same results, so "
+               "the gain is one variant key"}};
   d.devices = {DeviceKind::kCpu};
-  d.supports = [](const SupportQuery& q) { return gguf_strategy_problems(q.model); };
+  d.supports = [](const SupportQuery& q) {
+    std::vector<std::string> problems = gguf_strategy_problems(q.model);
+    if (!q.params.get_bool("unpack") && q.params.get_string("activations") != "int8")
+      problems.push_back("unpack = false changes only the packed panels of activations = \"int8\" (allowed with "
+                         "activations = \"fp32\": unpack = true)");
+    return problems;
+  };
   d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    return std::make_unique<GgufQuantization>(ctx.weights, ctx.params.get_string("activations") == "int8");
+    return std::make_unique<GgufQuantization>(ctx.weights, ctx.params.get_string("activations") == "int8",
+                                              ctx.params.get_bool("unpack"));
   };
   return d;
 }

@@ -136,6 +136,51 @@ TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
   EXPECT_NE(reasons[0].find("layers.1.w2"), std::string::npos);
 }
 
+// `unpack = false` reaches each packed matrix (cpu::PackedGguf::unpack) and prefill then runs
+// the packed tiles: the same bits as unpacked; it is refused where it would change nothing.
+TEST(GgufQuantization, UnpackParameterReachesThePanelsAndKeepsTheBits) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has no gemm_gguf (neither AVX-512 VNNI nor AVX2)";
+  const int out = 40, in = 512, n = 49;  // 49 rows: 8 full 6-row tiles, prefill unpacks
+  const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 9);
+  for (GgmlType type :
+       {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    if (!cpu::gemm_gguf_packs(type)) continue;
+    SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)));
+    const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 11);
+    std::vector<float> w(static_cast<std::size_t>(out) * in);
+    dequantize(type, blocks.data(), w.size(), w.data());
+    const ModelWeights weights = weights_with("layers.0.w1", type, blocks);
+    std::vector<std::vector<float>> ys;
+    for (bool unpack : {true, false}) {
+      GgufQuantization q(&weights, true, unpack);
+      std::unique_ptr<Linear> l = q.make_linear("layers.0.w1", w, out, in);
+      const auto* g = dynamic_cast<GgufBlockLinear*>(l.get());
+      ASSERT_NE(g, nullptr);
+      ASSERT_TRUE(g->packed());
+      EXPECT_EQ(g->packed_panels().unpack, unpack);
+      ys.push_back(forward(*l, x, n));
+    }
+    EXPECT_EQ(ys[0], ys[1]);
+  }
+  // Through the registry: unpack = false with fp32 activations is refused, naming both keys.
+  Registry reg({testing::plugin_dir()});
+  ModelConfig gguf_model;
+  gguf_model.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}};
+  for (const char* acts : {"fp32", "int8"}) {
+    const Params params = reg.resolve(PluginKind::kQuantization, "gguf",
+                                      {{"unpack", ParamValue(false)}, {"activations", ParamValue(std::string(acts))}}, "t");
+    const auto reasons =
+        reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{gguf_model, DeviceKind::kCpu, {}, params});
+    if (std::string(acts) == "int8") {
+      EXPECT_TRUE(reasons.empty());
+    } else {
+      ASSERT_EQ(reasons.size(), 1u);
+      EXPECT_NE(reasons[0].find("unpack = false"), std::string::npos) << reasons[0];
+      EXPECT_NE(reasons[0].find("activations"), std::string::npos) << reasons[0];
+    }
+  }
+}
+
 TEST(GgufQuantization, BadBlocksAndMissingBlocksAreErrors) {
   std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(GgmlType::kQ4_K, 2, 256, 1);
   std::vector<float> w(512, 0.0f);
