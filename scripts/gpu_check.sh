@@ -17,7 +17,8 @@
 #   6. inferlab bench --device cuda at a 1B-class shape (tinyllama-1.1b, seeded random weights):
 #      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears;
 #   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
-#      attention shape, HF transformers generate at the same 1B-class shape;
+#      attention shape, HF transformers generate on the bench's own tinyllama-1.1b weights
+#      (`inferlab export --format hf`);
 #   8. compute-sanitizer memcheck and racecheck over the kernel tests;
 # GPU_CHECK_1B_ATTENTION / _QUANT / _BATCH narrow the 1B-class bench (defaults flash,split_k /
 # none,bf16,int8,int4 / 1,32); GPU_CHECK_RACECHECK_FILTER the racecheck's gtest filter.
@@ -85,15 +86,23 @@ step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device
 step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
   --attention "${GPU_CHECK_1B_ATTENTION:-flash,split_k}" --quantization "${GPU_CHECK_1B_QUANT:-none,bf16,int8,int4}" \
   -p 512 -n 64 --batch "${GPU_CHECK_1B_BATCH:-1,32}" --context 512 --repeats 3
+# The HF peer runs the very weights the bench ran: tinyllama-1.1b's seeded random weights
+# exported as a Hugging Face folder (bf16; Q/K rows permuted to the half rotation).
+hf_dir=/tmp/gpu_check_tinyllama_hf
+rm -rf "$hf_dir"
+step "export --format hf (tinyllama-1.1b)" 90 export_hf.txt run inferlab export --preset tinyllama-1.1b --format hf \
+  --type bf16 --out "$hf_dir"
+peer_model=()
+[ -f "$hf_dir/config.json" ] && peer_model=(--model-dir "$hf_dir")
 step "peers (torch, transformers)" 150 peers.txt env PYTHONUNBUFFERED=1 python3 "$root/scripts/gpu_peers.py" \
-  --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64
+  --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64 "${peer_model[@]}"
 # compute-sanitizer over the kernel tests: memcheck (out-of-bounds, misaligned, leaks of device
 # memory) and racecheck (shared-memory hazards of the tiled attention and GEMM kernels).
 cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 step "compute-sanitizer memcheck" 150 memcheck.txt "$cs" --tool memcheck --error-exitcode 9 \
   "$pack/run" test_cuda_kernels
 step "compute-sanitizer racecheck" 100 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
-  "$pack/run" test_cuda_kernels --gtest_filter="${GPU_CHECK_RACECHECK_FILTER:-CudaAttention.*}"
+  "$pack/run" test_cuda_kernels --gtest_filter="${GPU_CHECK_RACECHECK_FILTER:-CudaAttention.LongContext*}"
 
 count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }
 {

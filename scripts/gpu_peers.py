@@ -13,7 +13,10 @@ Prints one markdown table. Each section is independent: a failing one prints its
 others still run; the exit status is the number of failed sections.
 
   python3 scripts/gpu_peers.py [--shape tinyllama-1.1b|stories15m] [--batches 1,32]
-      [--prompt 128] [--new 64]
+      [--prompt 128] [--new 64] [--model-dir DIR]
+--model-dir: a folder `inferlab export --format hf` wrote (config.json + model.safetensors):
+generate then runs the very weights inferlab runs (loaded in bf16) instead of random ones of
+the --shape.
 """
 import argparse
 import sys
@@ -34,7 +37,13 @@ def parse_args(argv):
     p.add_argument("--prompt", type=int, default=128, help="prompt tokens per sequence")
     p.add_argument("--new", type=int, default=64, help="decode tokens per sequence (> 1)")
     p.add_argument("--repeats", type=int, default=20, help="timed repeats for the kernel rows")
+    p.add_argument("--model-dir", default=None, help="an `inferlab export --format hf` folder to load")
     a = p.parse_args(argv)
+    if a.model_dir is not None:
+        import os
+        if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
+            p.error(f"--model-dir {a.model_dir}: no config.json there (allowed: a folder `inferlab export "
+                    "--format hf` wrote)")
     try:
         a.batches = [int(b) for b in a.batches.split(",") if b]
     except ValueError:
@@ -92,14 +101,20 @@ def sdpa(torch, a, rows):
 
 def hf_generate(torch, a, rows):
     import transformers
-    dim, hidden, layers, heads, kv_heads, vocab = SHAPES[a.shape]
-    cfg = transformers.LlamaConfig(hidden_size=dim, intermediate_size=hidden, num_hidden_layers=layers,
-                                   num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
-                                   max_position_embeddings=4096, tie_word_embeddings=False)
-    cfg._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    if a.model_dir is not None:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            a.model_dir, dtype=torch.bfloat16, attn_implementation="sdpa").to("cuda").eval()
+        vocab, label = model.config.vocab_size, f"{a.model_dir} (inferlab's weights)"
+    else:
+        dim, hidden, layers, heads, kv_heads, vocab = SHAPES[a.shape]
+        cfg = transformers.LlamaConfig(hidden_size=dim, intermediate_size=hidden, num_hidden_layers=layers,
+                                       num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
+                                       max_position_embeddings=4096, tie_word_embeddings=False)
+        cfg._attn_implementation = "sdpa"
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+        label = f"{a.shape} random"
     params = sum(p.numel() for p in model.parameters())
     for batch in a.batches:
         ids = torch.randint(3, vocab, (batch, a.prompt), device="cuda")
@@ -124,7 +139,7 @@ def hf_generate(torch, a, rows):
                 best = min(best, time.perf_counter() - t0)
             t[new] = best
         decode_s = (t[a.new] - t[1]) / (a.new - 1)
-        rows.append((f"HF generate bf16 sdpa, batch {batch}", f"{a.shape} random ({params / 1e9:.2f} B), "
+        rows.append((f"HF generate bf16 sdpa, batch {batch}", f"{label} ({params / 1e9:.2f} B), "
                      f"prompt {a.prompt}", decode_s, t[1], f"{batch / decode_s:.0f} tok/s decode "
                      f"({2 * params / decode_s / 1e9:.0f} GB/s of bf16 weights)"))
     rows.append(("  (HF: time = one decode step; min = prefill + first token)", "", 0, 0,

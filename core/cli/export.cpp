@@ -31,21 +31,45 @@ GgmlType export_type(const std::string& name) {
 int cmd_export(const std::vector<std::string>& args) {
   po::options_description o("export options");
   add_preset_model_options(o);
-  o.add_options()("format", po::value<std::string>()->default_value("gguf"), "output format (gguf)")(
+  o.add_options()("format", po::value<std::string>()->default_value("gguf"),
+                  "output format: gguf (one file) or hf (a Hugging Face folder: config.json + model.safetensors)")(
       "type", po::value<std::string>()->default_value("f32"),
-      "matrix type: f32, f16, q8_0, q4_0 (norms stay f32; so do matrices whose rows are not a multiple of 32)")(
+      "gguf: matrix type f32, f16, q8_0, q4_0 (norms stay f32; so do matrices whose rows are not a multiple of 32); "
+      "hf: every tensor's dtype f32, f16, bf16")(
       "tokenizer", po::value<std::string>()->default_value("auto"),
       "auto: the model's own (copied from a GGUF, written from a llama2.c tokenizer; a placeholder vocabulary for a "
       "preset), synthetic: always the placeholder vocabulary")(
       "out,o", po::value<std::string>(), "output file (required)");
   po::variables_map vm;
   if (!parse_options(args,
-                     "usage: inferlab export (--model M | --preset P [--seed S]) [--n-layers N] --format gguf "
-                     "--type f32|f16|q8_0|q4_0 [--tokenizer auto|synthetic] --out FILE",
+                     "usage: inferlab export (--model M | --preset P [--seed S]) [--n-layers N] [--format gguf|hf] "
+                     "--type f32|f16|q8_0|q4_0 (hf: f32|f16|bf16) [--tokenizer auto|synthetic] --out FILE|DIR",
                      o, nullptr, vm))
     return 0;
   const std::string format = vm["format"].as<std::string>();
-  if (format != "gguf") throw Error("export: --format = " + format + "; allowed: gguf");
+  if (format != "gguf" && format != "hf") throw Error("export: --format = " + format + "; allowed: gguf, hf");
+  if (format == "hf") {
+    const std::string type = vm["type"].as<std::string>();
+    HfExportOptions hf;
+    if (type == "f32") hf.dtype = "F32";
+    else if (type == "f16") hf.dtype = "F16";
+    else if (type == "bf16") hf.dtype = "BF16";
+    else throw Error("export: --type = " + type + " with --format hf; allowed: f32, f16, bf16");
+    if (vm["tokenizer"].as<std::string>() != "auto")
+      throw Error("export: --tokenizer " + vm["tokenizer"].as<std::string>() +
+                  " with --format hf; allowed: auto (the hf export writes no tokenizer)");
+    if (!vm.count("out")) throw Error("export: --out DIR is required");
+    const std::string out = vm["out"].as<std::string>();
+    std::string name;
+    const ModelSpec spec = preset_model_spec(vm, "export", name);
+    const LoadedModel loaded = load_experiment_model(spec);
+    const HfExportSummary s = write_hf(out, loaded.weights, hf);
+    std::cout << "wrote " << out << ": " << name << ", " << loaded.weights.config.n_layers << " layers, model_type "
+              << s.model_type << ", " << type << ", " << std::fixed << std::setprecision(2)
+              << static_cast<double>(s.tensor_bytes) / (1 << 20) << " MiB of tensors"
+              << (s.permuted ? ", Q/K rows permuted to the half rotation" : "") << ", no tokenizer\n";
+    return 0;
+  }
   GgufExportOptions options;
   options.type = export_type(vm["type"].as<std::string>());
   const std::string tok = vm["tokenizer"].as<std::string>();

@@ -177,6 +177,23 @@ struct GgufExportSummary {
 // no output.weight for a tied classifier. Throws Error naming the path on an I/O failure.
 GgufExportSummary write_gguf(const std::string& path, const ModelWeights& weights, const GgufExportOptions& options);
 
+// Hugging Face export (hf_writer.cpp): config.json and model.safetensors, which transformers'
+// LlamaForCausalLM (Qwen2ForCausalLM with QKV bias) and load_hf read; the peer of
+// scripts/gpu_peers.py runs the very weights inferlab runs. No tokenizer is written.
+struct HfExportOptions {
+  std::string dtype = "F32";  // F32, F16 or BF16 (every tensor; F16/BF16 round to nearest even)
+};
+struct HfExportSummary {
+  std::string model_type;        // "llama" or "qwen2" (QKV bias)
+  bool permuted = false;         // Q/K rows (and biases) moved from interleaved to half rotation
+  std::uint64_t tensor_bytes = 0;
+};
+// Writes into `dir` (created if absent). A model with interleaved RoPE has its Q/K rows
+// permuted to Hugging Face's half-rotation order, so it computes the same function. Throws Error
+// naming the file when config.json or model.safetensors already exists there (never
+// overwritten), for another dtype, or on an I/O failure.
+HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, const HfExportOptions& options);
+
 // ---------------------------------------------------------------------------------------------
 // Hugging Face snapshot folders
 
