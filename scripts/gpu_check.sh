@@ -95,7 +95,7 @@ step "export --format hf (tinyllama-1.1b)" 90 export_hf.txt run inferlab export 
 peer_model=()
 [ -f "$hf_dir/config.json" ] && peer_model=(--model-dir "$hf_dir")
 step "peers (torch, transformers)" 150 peers.txt env PYTHONUNBUFFERED=1 python3 "$root/scripts/gpu_peers.py" \
-  --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64 "${peer_model[@]}"
+  --shape tinyllama-1.1b --batches 1,32 --prompt 512 --new 64 ${peer_model[@]+"${peer_model[@]}"}
 # compute-sanitizer over the kernel tests: memcheck (out-of-bounds, misaligned, leaks of device
 # memory) and racecheck (shared-memory hazards of the tiled attention and GEMM kernels).
 cs="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"

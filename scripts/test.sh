@@ -29,7 +29,8 @@ bash scripts/check_vocab_vectors.sh build/bin/inferlab
 ctest --test-dir build --output-on-failure -j "${INFERLAB_JOBS:-2}" --timeout 900
 # The portable build (-DINFERLAB_NATIVE=OFF: baseline x86-64, so the CPU kernels' non-SIMD
 # fallbacks) is what scripts/pack_gpu_build.sh carries to a GPU machine; compile its CPU code
-# (core, kernels, plugins; no CUDA) so it cannot rot between the rare sessions lent a GPU.
+# (core, kernels, plugins, the CLI; no CUDA, no test binaries) so its CPU code cannot rot between
+# the rare sessions lent a GPU.
 echo "test: compiling the portable CPU build (build-portable-check)"
 start_portable=$(date +%s)
 cmake -S . -B build-portable-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=OFF \

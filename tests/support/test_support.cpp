@@ -18,8 +18,10 @@ std::string data_dir() {
 
 std::string data_path(const std::string& relative) { return data_dir() + "/" + relative; }
 std::string plugin_dir() {
-  // A packed build (scripts/pack_gpu_build.sh) runs on a machine where the build tree's folder
-  // does not exist; its wrapper names the packed plugins in INFERLAB_PLUGIN_PATH.
+  // The build tree's plugins when they are there (never a user's INFERLAB_PLUGIN_PATH in their
+  // stead). A packed build (scripts/pack_gpu_build.sh) runs on a machine where that folder does
+  // not exist; its wrapper names the packed plugins in INFERLAB_PLUGIN_PATH.
+  if (std::filesystem::is_directory(INFERLAB_TEST_PLUGIN_DIR)) return INFERLAB_TEST_PLUGIN_DIR;
   if (const char* env = std::getenv("INFERLAB_PLUGIN_PATH"); env && *env) {
     const std::string first = std::string(env).substr(0, std::string(env).find(':'));
     if (std::filesystem::is_directory(first)) return first;

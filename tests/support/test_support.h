@@ -14,8 +14,8 @@ namespace inferlab::testing {
 std::string data_dir();
 // data_dir() + "/" + relative.
 std::string data_path(const std::string& relative);
-// The plugin directory: the first entry of $INFERLAB_PLUGIN_PATH when it is a folder (a packed
-// build on another machine), else the build tree's.
+// The plugin directory: the build tree's, or, where that folder does not exist (a packed build
+// on another machine), the first entry of $INFERLAB_PLUGIN_PATH.
 std::string plugin_dir();
 std::string source_dir();
 // SmolLM2-135M-Instruct (Q4_1 GGUF) as scripts/fetch_smollm2.sh installs it: $INFERLAB_MODELS, or

@@ -55,8 +55,8 @@ HfExportSummary write_hf(const std::string& dir, const ModelWeights& w, const Hf
   const fs::path folder(dir);
   for (const char* f : {"config.json", "model.safetensors"})
     if (fs::exists(folder / f))
-      throw Error("Hugging Face export: " + (folder / f).string() + " exists; allowed: a new or empty folder (an "
-                  "earlier export is never overwritten)");
+      throw Error("Hugging Face export: " + (folder / f).string() + " exists; allowed: a folder without config.json "
+                  "and model.safetensors (an earlier export is never overwritten)");
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw Error("Hugging Face export: cannot create " + dir + ": " + ec.message());
