@@ -1,9 +1,11 @@
 // Field-by-field comparison of two model configs, for the header-only config reads
-// (read_model_config) against what the full loaders produce.
+// (read_model_config) against what the full loaders produce, and of two models' tensors (a
+// loader or an exporter's round trip against the weights it started from).
 #pragma once
 #include <gtest/gtest.h>
 
 #include "inferlab/model_config.h"
+#include "inferlab/weights.h"
 
 namespace inferlab::testing {
 
@@ -23,6 +25,29 @@ inline void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.rope_style, b.rope_style);
   EXPECT_EQ(a.bos_id, b.bos_id);
   EXPECT_EQ(a.eos_id, b.eos_id);
+}
+
+// Every tensor of a equals e's, bit for bit.
+inline void expect_weights_equal(const ModelWeights& a, const ModelWeights& e) {
+  EXPECT_EQ(a.token_embedding, e.token_embedding);
+  ASSERT_EQ(a.layers.size(), e.layers.size());
+  for (std::size_t l = 0; l < e.layers.size(); ++l) {
+    const LayerWeights &x = a.layers[l], &y = e.layers[l];
+    EXPECT_EQ(x.attn_norm, y.attn_norm);
+    EXPECT_EQ(x.wq, y.wq);
+    EXPECT_EQ(x.wk, y.wk);
+    EXPECT_EQ(x.wv, y.wv);
+    EXPECT_EQ(x.wo, y.wo);
+    EXPECT_EQ(x.bq, y.bq);
+    EXPECT_EQ(x.bk, y.bk);
+    EXPECT_EQ(x.bv, y.bv);
+    EXPECT_EQ(x.ffn_norm, y.ffn_norm);
+    EXPECT_EQ(x.w1, y.w1);
+    EXPECT_EQ(x.w2, y.w2);
+    EXPECT_EQ(x.w3, y.w3);
+  }
+  EXPECT_EQ(a.final_norm, e.final_norm);
+  EXPECT_EQ(a.classifier, e.classifier);
 }
 
 }  // namespace inferlab::testing

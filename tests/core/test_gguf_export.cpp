@@ -118,15 +118,6 @@ void for_each_tensor(const ModelWeights& a, const ModelWeights& b, Fn fn) {
   }
 }
 
-std::vector<float> logits_of(const ModelWeights& w, const std::vector<int>& tokens) {
-  CpuDevice device(1);
-  testing::FloatQuantization quant;
-  Model model(w, quant, device);
-  testing::RefAttention attention;
-  testing::SequenceRunner runner(model, attention);
-  return runner.feed_all_logits(tokens);
-}
-
 TEST(GgufExport, F32RoundTripGivesIdenticalWeightsAndLogits) {
   testing::TempDir dir("gguf_export_f32");
   ModelConfig c = preset_config("tinyllama-1.1b");  // untied classifier, GQA
@@ -146,7 +137,7 @@ TEST(GgufExport, F32RoundTripGivesIdenticalWeightsAndLogits) {
   EXPECT_EQ(b.norm_eps, c.norm_eps);
   for_each_tensor(w, back.weights, [](const char* name, const auto& x, const auto& y) { EXPECT_EQ(x, y) << name; });
   const std::vector<int> tokens = {1, 17, 299, 4, 250};
-  EXPECT_EQ(logits_of(w, tokens), logits_of(back.weights, tokens));
+  EXPECT_EQ(testing::cpu_logits(w, tokens), testing::cpu_logits(back.weights, tokens));
   // The placeholder vocabulary llama.cpp needs: <s>/</s> at the config's ids, byte tokens.
   ASSERT_NE(back.tokenizer, nullptr);
   EXPECT_EQ(back.tokenizer->vocab_size(), c.vocab_size);
@@ -196,7 +187,7 @@ TEST(GgufExport, HalfRotationModelIsPermutedToInterleaved) {
   EXPECT_EQ(back.weights.config.rope_style, RopeStyle::kInterleaved);
   EXPECT_NE(back.weights.layers[0].wq, w.layers[0].wq);  // rows moved
   const std::vector<int> tokens = {1, 40, 41, 300, 7, 9};
-  const auto a = logits_of(w, tokens), b = logits_of(back.weights, tokens);
+  const auto a = testing::cpu_logits(w, tokens), b = testing::cpu_logits(back.weights, tokens);
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << i;
 }

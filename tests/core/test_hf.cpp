@@ -125,28 +125,6 @@ void write_folder(const TempDir& dir, const TinyHf& t, int shards = 1) {
   testing::write_file(dir.file("model.safetensors.index.json"), index + "}}");
 }
 
-void expect_weights_equal(const ModelWeights& a, const ModelWeights& e) {
-  EXPECT_EQ(a.token_embedding, e.token_embedding);
-  ASSERT_EQ(a.layers.size(), e.layers.size());
-  for (std::size_t l = 0; l < e.layers.size(); ++l) {
-    const LayerWeights &x = a.layers[l], &y = e.layers[l];
-    EXPECT_EQ(x.attn_norm, y.attn_norm);
-    EXPECT_EQ(x.wq, y.wq);
-    EXPECT_EQ(x.wk, y.wk);
-    EXPECT_EQ(x.wv, y.wv);
-    EXPECT_EQ(x.wo, y.wo);
-    EXPECT_EQ(x.bq, y.bq);
-    EXPECT_EQ(x.bk, y.bk);
-    EXPECT_EQ(x.bv, y.bv);
-    EXPECT_EQ(x.ffn_norm, y.ffn_norm);
-    EXPECT_EQ(x.w1, y.w1);
-    EXPECT_EQ(x.w2, y.w2);
-    EXPECT_EQ(x.w3, y.w3);
-  }
-  EXPECT_EQ(a.final_norm, e.final_norm);
-  EXPECT_EQ(a.classifier, e.classifier);
-}
-
 TEST(HfCheckpoint, TinyLlamaAndQwen2InEveryDtype) {
   for (const char* type : {"llama", "qwen2"}) {
     for (const char* dtype : {"F32", "F16", "BF16"}) {
@@ -176,7 +154,7 @@ TEST(HfCheckpoint, TinyLlamaAndQwen2InEveryDtype) {
         std::uint64_t bytes = 0;
         for (const auto& s : t.tensors) bytes += s.data.size();
         EXPECT_EQ(m.weights.source_bytes, bytes);
-        expect_weights_equal(m.weights, t.w);
+        testing::expect_weights_equal(m.weights, t.w);
         EXPECT_EQ(m.tokenizer, nullptr);  // no tokenizer.json
         testing::expect_same_config(read_model_config(dir.path.string()), c);  // config.json alone
       }
@@ -189,7 +167,7 @@ TEST(HfCheckpoint, ShardedWithIndex) {
   const TinyHf t = tiny_hf("qwen2", "BF16", false);
   write_folder(dir, t, 3);
   const LoadedModel m = load_hf(dir.path.string());
-  expect_weights_equal(m.weights, t.w);
+  testing::expect_weights_equal(m.weights, t.w);
   // A path to one of the files finds the folder too.
   EXPECT_EQ(load_hf(dir.file("model.safetensors.index.json")).weights.token_embedding, t.w.token_embedding);
 

@@ -36,6 +36,15 @@ std::unique_ptr<Linear> FloatQuantization::make_linear(const std::string& /*name
   return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
+std::vector<float> cpu_logits(const ModelWeights& weights, const std::vector<int>& tokens) {
+  CpuDevice device(1);
+  FloatQuantization quant;
+  Model model(weights, quant, device);
+  RefAttention attention;
+  SequenceRunner runner(model, attention);
+  return runner.feed_all_logits(tokens);
+}
+
 void RefAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
                            Device& /*device*/) {
   ref::ref_paged_attention(batch, kv, q, out);

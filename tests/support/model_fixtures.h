@@ -26,6 +26,11 @@ class FloatQuantization final : public Quantization {
   int built_ = 0;
 };
 
+// The logits of every row of `tokens` fed in one step to a model of `weights` on the CPU (fp32
+// linears, the reference attention): the function a checkpoint computes, to compare an
+// export's round trip with the weights it started from.
+std::vector<float> cpu_logits(const ModelWeights& weights, const std::vector<int>& tokens);
+
 // Attention through kernels/ref ref_paged_attention (double accumulation, single thread).
 class RefAttention final : public Attention {
  public:
