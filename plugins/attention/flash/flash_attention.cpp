@@ -31,6 +31,7 @@ struct Scratch {
   std::vector<float> qs;      // [vectors, head_dim] the item's queries times the softmax scale
   std::vector<float> scores;  // [kBlockVectors, tile_pad] scores, then softmax weights, of a block
   std::vector<float> k_t;     // [head_dim, tile_pad] the tile's K, transposed
+  std::vector<float> qt;      // [head_dim, lanes] one row's queries transposed (the lane kernels)
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the tile's positions
   std::vector<float> k_deq, v_deq;           // [tile, head_dim] those rows dequantized (int8 KV)
 };
@@ -42,15 +43,62 @@ constexpr std::size_t kTransposeMinVectors = 8;
 // Tile rows padded to whole score micro-kernel columns (a partial last Vec16 stays in bounds).
 int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kBlockColumns * flash::kBlockColumns; }
 
+// Resolves positions [t0, t1) of the item's sequence through the block table once for all its
+// query vectors: w.k_rows / w.v_rows point at each position's K / V vector (int8 KV dequantised
+// into w.k_deq / w.v_deq).
+void resolve_tile(const AttentionBatch& batch, const KvLayerView& kv, const WorkItem& item, int t0, int t1, Scratch& w) {
+  const int d = batch.head_dim, bs = kv.block_size;
+  const auto table = batch.table(item.seq);
+  for (int p = t0; p < t1; ++p) {
+    const int slot = table[static_cast<std::size_t>(p / bs)] * bs + p % bs;
+    const std::size_t j = static_cast<std::size_t>(p - t0) * static_cast<std::size_t>(d);
+    w.k_rows[static_cast<std::size_t>(p - t0)] = kv.k_row(slot, item.kv_head, w.k_deq.data() + j);
+    w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_row(slot, item.kv_head, w.v_deq.data() + j);
+  }
+}
+
+// One row whose GQA group fits the lanes of a machine vector (decode: every item is one row)
+// runs the lane kernels (flash_tile_kernels.h): its vectors see the same positions, so the
+// tile's scores, softmax and weights are computed for all of them at once, K read in place.
+bool lane_item(const WorkItem& item, int group) {
+  return item.row_end - item.row_begin == 1 && group <= flash::kNativeLanes;
+}
+
+// run_item's lane path: the item's `group` vectors (qs [group, d], pre-scaled) over positions
+// [0, end_pos) tile by tile, into w.acc / w.denom as the block path leaves them.
+void run_lanes(const AttentionBatch& batch, const KvLayerView& kv, const WorkItem& item, int group, int end_pos,
+               int tile, Scratch& w) {
+  const int d = batch.head_dim;
+  constexpr int kL = flash::kNativeLanes;
+  w.qt.assign(static_cast<std::size_t>(d) * kL, 0.0f);
+  for (int v = 0; v < group; ++v)
+    for (int c = 0; c < d; ++c)
+      w.qt[static_cast<std::size_t>(c) * kL + v] = w.qs[static_cast<std::size_t>(v) * d + c];
+  float max[kL], denom[kL], alpha[kL];
+  std::fill(max, max + kL, -INFINITY);
+  std::fill(denom, denom + kL, 0.0f);
+  for (int t0 = 0; t0 < end_pos; t0 += tile) {
+    const int t1 = std::min(t0 + tile, end_pos), n = t1 - t0;
+    resolve_tile(batch, kv, item, t0, t1, w);
+    float* st = w.scores.data();  // [n rounded up to kLanePositions, lanes]
+    flash::lane_scores(w.qt.data(), d, w.k_rows.data(), n, st);
+    flash::lane_softmax_step(st, n, max, denom, alpha);
+    for (int v0 = 0; v0 < group; v0 += flash::kBlockVectors) {
+      const int mv = std::min(flash::kBlockVectors, group - v0);
+      flash::block_pv(st + v0, mv, 1, w.v_rows.data(), n, alpha + v0, w.acc.data() + static_cast<std::size_t>(v0) * d, d,
+                      kL);
+    }
+  }
+  std::copy(denom, denom + group, w.denom.begin());
+}
+
 void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
               const WorkItem& item, int tile, Scratch& w) {
   const int d = batch.head_dim;
   const int group = batch.n_heads / batch.n_kv_heads;
-  const int bs = kv.block_size;
   const int row0 = batch.query_start[static_cast<std::size_t>(item.seq)];
   const int n_q = batch.query_start[static_cast<std::size_t>(item.seq) + 1] - row0;
   const int ctx = batch.context_len[static_cast<std::size_t>(item.seq)];
-  const auto table = batch.table(item.seq);
   const int first_pos = ctx - n_q;  // position of local row 0
   const int n_rows = item.row_end - item.row_begin;
   // Query vector v of the item is head kv_head * group + v % group of row row_begin + v / group:
@@ -74,43 +122,40 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
 
   // Positions this item needs: [0, position of its last row].
   const int end_pos = first_pos + item.row_end;  // exclusive
-  for (int t0 = 0; t0 < end_pos; t0 += tile) {
-    const int t1 = std::min(t0 + tile, end_pos);
-    // Resolve the tile's positions through the block table once for all query vectors.
-    // K goes in transposed so scores vectorise over positions, without horizontal sums.
-    for (int p = t0; p < t1; ++p) {
-      const int slot = table[static_cast<std::size_t>(p / bs)] * bs + p % bs;
-      const std::size_t j = static_cast<std::size_t>(p - t0) * static_cast<std::size_t>(d);
-      const float* k = kv.k_row(slot, item.kv_head, w.k_deq.data() + j);
-      w.k_rows[static_cast<std::size_t>(p - t0)] = k;
-      w.v_rows[static_cast<std::size_t>(p - t0)] = kv.v_row(slot, item.kv_head, w.v_deq.data() + j);
-    }
-    if (transpose) flash::transpose_tile(w.k_rows.data(), t1 - t0, d, w.k_t.data(), stride);
-    for (int v0 = 0; v0 < vectors; v0 += flash::kBlockVectors) {
-      const int mv = std::min(flash::kBlockVectors, vectors - v0);
-      // Causal: the vectors of row r see positions <= first_pos + r, here [t0, t0 + n_valid).
-      int n_valid[flash::kBlockVectors];
-      for (int v = 0; v < mv; ++v)
-        n_valid[v] = std::min(t1, first_pos + item.row_begin + (v0 + v) / group + 1) - t0;
-      const int n = n_valid[mv - 1];  // the block's widest vector (its last row)
-      if (n <= 0) continue;
-      const int n_pad = (n + flash::kLanes - 1) / flash::kLanes * flash::kLanes;
-      const float* qs = w.qs.data() + static_cast<std::size_t>(v0) * d;
-      float* s = w.scores.data();  // [mv, stride]
-      if (transpose)
-        flash::block_scores(qs, mv, d, w.k_t.data(), stride, n, s, stride);
-      else
+  if (lane_item(item, group)) {
+    run_lanes(batch, kv, item, group, end_pos, tile, w);
+  } else {
+    for (int t0 = 0; t0 < end_pos; t0 += tile) {
+      const int t1 = std::min(t0 + tile, end_pos);
+      // K goes in transposed so scores vectorise over positions, without horizontal sums.
+      resolve_tile(batch, kv, item, t0, t1, w);
+      if (transpose) flash::transpose_tile(w.k_rows.data(), t1 - t0, d, w.k_t.data(), stride);
+      for (int v0 = 0; v0 < vectors; v0 += flash::kBlockVectors) {
+        const int mv = std::min(flash::kBlockVectors, vectors - v0);
+        // Causal: the vectors of row r see positions <= first_pos + r, here [t0, t0 + n_valid).
+        int n_valid[flash::kBlockVectors];
         for (int v = 0; v < mv; ++v)
-          flash::dot_scores16(qs + static_cast<std::size_t>(v) * d, d, w.k_rows.data(), n_valid[v],
-                              s + static_cast<std::size_t>(v) * stride);
-      float alpha[flash::kBlockVectors];
-      for (int v = 0; v < mv; ++v) {
-        const auto vec = static_cast<std::size_t>(v0 + v);
-        alpha[v] = flash::softmax_step(s + static_cast<std::size_t>(v) * stride, n_valid[v], n_pad,
-                                       w.max[vec], w.denom[vec]);
+          n_valid[v] = std::min(t1, first_pos + item.row_begin + (v0 + v) / group + 1) - t0;
+        const int n = n_valid[mv - 1];  // the block's widest vector (its last row)
+        if (n <= 0) continue;
+        const int n_pad = (n + flash::kLanes - 1) / flash::kLanes * flash::kLanes;
+        const float* qs = w.qs.data() + static_cast<std::size_t>(v0) * d;
+        float* s = w.scores.data();  // [mv, stride]
+        if (transpose)
+          flash::block_scores(qs, mv, d, w.k_t.data(), stride, n, s, stride);
+        else
+          for (int v = 0; v < mv; ++v)
+            flash::dot_scores16(qs + static_cast<std::size_t>(v) * d, d, w.k_rows.data(), n_valid[v],
+                                s + static_cast<std::size_t>(v) * stride);
+        float alpha[flash::kBlockVectors];
+        for (int v = 0; v < mv; ++v) {
+          const auto vec = static_cast<std::size_t>(v0 + v);
+          alpha[v] = flash::softmax_step(s + static_cast<std::size_t>(v) * stride, n_valid[v], n_pad,
+                                         w.max[vec], w.denom[vec]);
+        }
+        flash::block_pv(s, mv, stride, w.v_rows.data(), n, alpha,
+                        w.acc.data() + static_cast<std::size_t>(v0) * d, d);
       }
-      flash::block_pv(s, mv, stride, w.v_rows.data(), n, alpha,
-                      w.acc.data() + static_cast<std::size_t>(v0) * d, d);
     }
   }
 
@@ -173,7 +218,8 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
     const auto pad = static_cast<std::size_t>(padded_tile(tile_));
     const auto hd = static_cast<std::size_t>(batch.head_dim);
     const auto t = static_cast<std::size_t>(tile_);
-    if (w.scores.size() < pad * flash::kBlockVectors) w.scores.resize(pad * flash::kBlockVectors);
+    const std::size_t score_rows = std::max<std::size_t>(flash::kBlockVectors, flash::kNativeLanes);
+    if (w.scores.size() < pad * score_rows) w.scores.resize(pad * score_rows);
     if (w.k_t.size() < pad * hd) w.k_t.assign(pad * hd, 0.0f);
     if (w.k_rows.size() < t) w.k_rows.resize(t);
     if (w.v_rows.size() < t) w.v_rows.resize(t);

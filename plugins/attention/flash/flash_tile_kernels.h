@@ -40,24 +40,27 @@ constexpr int kBlockColumns = kBlockChunks * kLanes;
 // flush to ~1e-38 instead of 0, which no softmax sum can see. In place: a 64-byte vector passed
 // or returned by value would change the calling convention between AVX-512 and AVX2 builds.
 using Int16 = std::int32_t __attribute__((vector_size(64)));
-inline void exp_nonpositive(Vec16& x) {
-  const Vec16 lowest = Vec16{} - 87.0f;
+// V: a float vector type, I: the int32 vector of as many lanes (Vec16 / Int16, VecN / IntN).
+template <class V, class I>
+inline void exp_nonpositive_lanes(V& x) {
+  const V lowest = V{} - 87.0f;
   x = x < lowest ? lowest : x;
-  const Vec16 shift = Vec16{} + 12582912.0f;                     // 1.5 * 2^23
-  const Vec16 n = (x * 1.44269504f + shift) - shift;             // round(x / ln2), in [-126, 0]
-  const Vec16 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
-  Vec16 p = Vec16{} + 1.9875691500e-4f;
+  const V shift = V{} + 12582912.0f;                         // 1.5 * 2^23
+  const V n = (x * 1.44269504f + shift) - shift;             // round(x / ln2), in [-126, 0]
+  const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
+  V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const Int16 bits = (__builtin_convertvector(n, Int16) + 127) << 23;  // 2^n
-  Vec16 two_n;
+  const I bits = (__builtin_convertvector(n, I) + 127) << 23;  // 2^n
+  V two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
   x = p * two_n;
 }
+inline void exp_nonpositive(Vec16& x) { exp_nonpositive_lanes<Vec16, Int16>(x); }
 
 // Lane c of the result = lane idx[c] of the 32 lanes a ++ b. GCC's __builtin_shuffle does not
 // exist in Clang (the sanitizer build's compiler), so AVX-512 takes vpermt2ps directly. The
@@ -175,8 +178,10 @@ inline void dot_scores16(const float* q, int d, const float* const* k_rows, int 
 // around every FMA; the two block kernels were 61 % of SmolLM2's pp512).
 #if defined(__AVX512F__)
 using VecN = Vec16;
+using IntN = Int16;
 #else
 using VecN = float __attribute__((vector_size(32)));
+using IntN = std::int32_t __attribute__((vector_size(32)));
 #endif
 constexpr int kNativeLanes = static_cast<int>(sizeof(VecN) / sizeof(float));
 constexpr int kPer = kLanes / kNativeLanes;
@@ -216,12 +221,13 @@ struct ScoreBlock {
 };
 
 // acc[v][c0 + i] = alpha[v] * acc[v][c0 + i] + sum_{j < n} p[v][j] * v_rows[j][c0 + i], i < NC*16.
-// p:      [MV, p_stride]   softmax weights of the tile (0 where a vector may not look)
+// p:      p[v][j] at p[v * p_stride + j * p_step]: softmax weights of the tile (0 where a vector
+//         may not look), [MV, p_stride] (p_step 1) or, from the lane kernels, [n, lanes] (p_stride 1)
 // v_rows: [n]              V vectors of the tile's positions, each [d]
 // acc:    [MV, d]          running un-normalised outputs
 template <int MV, int NC>
 struct PvBlock {
-  static void run(const float* p, int p_stride, const float* const* v_rows, int n, int c0,
+  static void run(const float* p, int p_stride, int p_step, const float* const* v_rows, int n, int c0,
                   const float* alpha, float* acc, int d) {
     VecN a[MV][NC * kPer];
     for (int v = 0; v < MV; ++v)
@@ -229,7 +235,8 @@ struct PvBlock {
         std::memcpy(&a[v][k], acc + static_cast<std::size_t>(v) * d + c0 + k * kNativeLanes, sizeof(VecN));
         a[v][k] *= alpha[v];
       }
-    for (int j = 0; j < n; ++j) rank1_update<MV, NC>(a, v_rows[j] + c0, p + j, static_cast<std::size_t>(p_stride));
+    for (int j = 0; j < n; ++j)
+      rank1_update<MV, NC>(a, v_rows[j] + c0, p + static_cast<std::size_t>(j) * p_step, static_cast<std::size_t>(p_stride));
     for (int v = 0; v < MV; ++v)
       for (int k = 0; k < NC * kPer; ++k)
         std::memcpy(acc + static_cast<std::size_t>(v) * d + c0 + k * kNativeLanes, &a[v][k], sizeof(VecN));
@@ -261,24 +268,85 @@ inline void block_scores(const float* qs, int mv, int d, const float* k_t, int k
 }
 
 // P·V of `mv` vectors over the tile's first n positions, all d columns: whole Vec16 columns
-// through the micro-kernel, the d % 16 tail per vector.
+// through the micro-kernel, the d % 16 tail per vector. p[v][j] at p[v * p_stride + j * p_step].
 inline void block_pv(const float* p, int mv, int p_stride, const float* const* v_rows, int n,
-                     const float* alpha, float* acc, int d) {
+                     const float* alpha, float* acc, int d, int p_step = 1) {
   const int d_vec = d / kLanes * kLanes;
   for (int c0 = 0; c0 < d_vec; c0 += kBlockColumns) {
     const int nc = std::min(kBlockChunks, (d_vec - c0) / kLanes);
     kPvKernels[static_cast<std::size_t>(mv - 1)][static_cast<std::size_t>(nc - 1)](
-        p, p_stride, v_rows, n, c0, alpha, acc, d);
+        p, p_stride, p_step, v_rows, n, c0, alpha, acc, d);
   }
   for (int v = 0; v < mv; ++v) {
     float* a = acc + static_cast<std::size_t>(v) * d;
     const float* w = p + static_cast<std::size_t>(v) * p_stride;
     for (int c = d_vec; c < d; ++c) {
       float sum = a[c] * alpha[v];
-      for (int j = 0; j < n; ++j) sum += w[j] * v_rows[j][c];
+      for (int j = 0; j < n; ++j) sum += w[static_cast<std::size_t>(j) * p_step] * v_rows[j][c];
       a[c] = sum;
     }
   }
+}
+
+// The lane kernels: one token row's GQA group (up to kNativeLanes query vectors, one per lane of
+// a machine vector) against a tile, with K read as it is stored (no transposed copy). Decode's
+// scores were a K transpose per tile and step (TinyLlama: 32 heads over 4 kv heads, so 8 vectors
+// per item) that cost more than the scores themselves.
+//   scores: st[j][v] = sum_c qt[c][v] * k_rows[j][c]   (qt: the queries transposed, [d, lanes])
+//   softmax: per lane over the tile's positions, every vector seeing all of them (one row)
+//   P·V: block_pv with p[v][j] = st[j][v] (p_stride 1, p_step lanes)
+constexpr int kLanePositions = 8;  // positions per score step: 8 accumulators, one FMA chain each
+
+// st[j][v] for j < n rounded up to kLanePositions (the rows past n repeat row n - 1: finite, unused).
+// qt: [d, kNativeLanes]; st: [n rounded up, kNativeLanes]
+inline void lane_scores(const float* qt, int d, const float* const* k_rows, int n, float* st) {
+  for (int j0 = 0; j0 < n; j0 += kLanePositions) {
+    const float* rows[kLanePositions];
+    for (int j = 0; j < kLanePositions; ++j) rows[j] = k_rows[j0 + std::min(j, n - j0 - 1)];
+    VecN acc[kLanePositions];
+    for (int j = 0; j < kLanePositions; ++j) acc[j] = VecN{};
+    for (int c = 0; c < d; ++c) {
+      VecN q;
+      std::memcpy(&q, qt + static_cast<std::size_t>(c) * kNativeLanes, sizeof q);
+#pragma GCC unroll 8
+      for (int j = 0; j < kLanePositions; ++j) acc[j] += q * rows[j][c];
+    }
+    for (int j = 0; j < kLanePositions; ++j)
+      std::memcpy(st + static_cast<std::size_t>(j0 + j) * kNativeLanes, &acc[j], sizeof(VecN));
+  }
+}
+
+// One online-softmax step of every lane over st[0, n) (as softmax_step, per lane): st becomes
+// p = exp(st - max_new); max and denom [kNativeLanes] are updated and alpha [kNativeLanes] gets
+// exp(max_old - max_new) (~0 on the first tile). n >= 1.
+inline void lane_softmax_step(float* st, int n, float* max, float* denom, float* alpha) {
+  VecN m, tile_max;
+  std::memcpy(&m, max, sizeof m);
+  std::memcpy(&tile_max, st, sizeof tile_max);
+  for (int j = 1; j < n; ++j) {
+    VecN x;
+    std::memcpy(&x, st + static_cast<std::size_t>(j) * kNativeLanes, sizeof x);
+    tile_max = x > tile_max ? x : tile_max;
+  }
+  const VecN new_max = tile_max > m ? tile_max : m;
+  VecN a = m - new_max;  // -inf on the first tile: exp clamps it to ~0
+  exp_nonpositive_lanes<VecN, IntN>(a);
+  a = new_max > m ? a : VecN{} + 1.0f;
+  VecN sum = {};
+  for (int j = 0; j < n; ++j) {
+    VecN x;
+    std::memcpy(&x, st + static_cast<std::size_t>(j) * kNativeLanes, sizeof x);
+    x -= new_max;
+    exp_nonpositive_lanes<VecN, IntN>(x);
+    sum += x;
+    std::memcpy(st + static_cast<std::size_t>(j) * kNativeLanes, &x, sizeof x);
+  }
+  VecN dn;
+  std::memcpy(&dn, denom, sizeof dn);
+  dn = dn * a + sum;
+  std::memcpy(denom, &dn, sizeof dn);
+  std::memcpy(max, &new_max, sizeof new_max);
+  std::memcpy(alpha, &a, sizeof a);
 }
 
 // One online-softmax step of one query vector over a tile (Milakov & Gimelshein): s[0, n_valid)

@@ -155,6 +155,99 @@ TEST(FlashTileKernels, DecodeDotScoresMatchPlainLoops) {
     }
 }
 
+// The lane kernels (one row's GQA group, a vector per lane): scores against K rows read in place
+// (lane v of position j = q_v . k_j, positions past n not required), then one online-softmax
+// step per lane over two tiles, then P·V with p read as [position][lane], against plain loops.
+TEST(FlashTileKernels, LaneKernelsMatchPlainLoops) {
+  constexpr int kL = flash::kNativeLanes;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  for (int d : {5, 16, 20, 64})
+    for (int n : {1, 7, 8, 9, 30}) {
+      SCOPED_TRACE("d " + std::to_string(d) + " n " + std::to_string(n));
+      std::vector<float> qt(static_cast<std::size_t>(d) * kL), k(static_cast<std::size_t>(n) * d);
+      for (float& e : qt) e = normal(rng);
+      for (float& e : k) e = normal(rng);
+      std::vector<const float*> rows;
+      for (int j = n - 1; j >= 0; --j) rows.push_back(k.data() + static_cast<std::size_t>(j) * d);  // any order
+      const int padded = (n + flash::kLanePositions - 1) / flash::kLanePositions * flash::kLanePositions;
+      std::vector<float> st(static_cast<std::size_t>(padded) * kL);
+      flash::lane_scores(qt.data(), d, rows.data(), n, st.data());
+      for (int j = 0; j < n; ++j)
+        for (int v = 0; v < kL; ++v) {
+          double want = 0;
+          for (int c = 0; c < d; ++c) want += double{qt[static_cast<std::size_t>(c) * kL + v]} * rows[j][c];
+          EXPECT_NEAR(st[static_cast<std::size_t>(j) * kL + v], want, 1e-4 * d) << "j " << j << " v " << v;
+        }
+      // Softmax: a first tile from the empty state (alpha ~0), then this tile again shifted by
+      // +1 for even lanes (a new max: alpha e^-1) and -1 for odd ones (no new max: alpha 1).
+      std::vector<float> max(kL, -INFINITY), denom(kL, 0.0f), alpha(kL);
+      std::vector<float> p = st;
+      flash::lane_softmax_step(p.data(), n, max.data(), denom.data(), alpha.data());
+      std::vector<float> p2 = st;
+      for (int j = 0; j < n; ++j)
+        for (int v = 0; v < kL; ++v) p2[static_cast<std::size_t>(j) * kL + v] += v % 2 == 0 ? 1.0f : -1.0f;
+      const std::vector<float> max1 = max, denom1 = denom;
+      flash::lane_softmax_step(p2.data(), n, max.data(), denom.data(), alpha.data());
+      for (int v = 0; v < kL; ++v) {
+        float m = -INFINITY;
+        for (int j = 0; j < n; ++j) m = std::max(m, st[static_cast<std::size_t>(j) * kL + v]);
+        double sum = 0;
+        for (int j = 0; j < n; ++j) {
+          const double e = std::exp(double{st[static_cast<std::size_t>(j) * kL + v]} - m);
+          sum += e;
+          EXPECT_NEAR(p[static_cast<std::size_t>(j) * kL + v], e, 1e-6) << "j " << j << " v " << v;
+        }
+        EXPECT_FLOAT_EQ(max1[static_cast<std::size_t>(v)], m);
+        EXPECT_NEAR(denom1[static_cast<std::size_t>(v)], sum, 1e-5 * sum);
+        const double shift = v % 2 == 0 ? 1.0 : -1.0, a = v % 2 == 0 ? std::exp(-1.0) : 1.0;
+        EXPECT_NEAR(alpha[static_cast<std::size_t>(v)], a, 1e-6) << v;
+        EXPECT_FLOAT_EQ(max[static_cast<std::size_t>(v)], v % 2 == 0 ? m + 1.0f : m);
+        const double new_max = v % 2 == 0 ? m + 1.0 : m;
+        double sum2 = 0;
+        for (int j = 0; j < n; ++j) sum2 += std::exp(double{st[static_cast<std::size_t>(j) * kL + v]} + shift - new_max);
+        EXPECT_NEAR(denom[static_cast<std::size_t>(v)], sum * a + sum2, 1e-5 * (sum * a + sum2)) << v;
+      }
+      // P·V with p[v][j] = p2[j][v]: the block kernels' stride arguments swapped.
+      std::vector<float> vals(static_cast<std::size_t>(n) * d), acc(static_cast<std::size_t>(kL) * d);
+      for (float& e : vals) e = normal(rng);
+      for (float& e : acc) e = normal(rng);
+      std::vector<const float*> v_rows;
+      for (int j = 0; j < n; ++j) v_rows.push_back(vals.data() + static_cast<std::size_t>(j) * d);
+      std::vector<float> got = acc;
+      for (int v0 = 0; v0 < kL; v0 += flash::kBlockVectors) {
+        const int mv = std::min(flash::kBlockVectors, kL - v0);
+        flash::block_pv(p2.data() + v0, mv, 1, v_rows.data(), n, alpha.data() + v0,
+                        got.data() + static_cast<std::size_t>(v0) * d, d, kL);
+      }
+      for (int v = 0; v < kL; ++v)
+        for (int c = 0; c < d; ++c) {
+          double want = double{alpha[static_cast<std::size_t>(v)]} * acc[static_cast<std::size_t>(v) * d + c];
+          for (int j = 0; j < n; ++j)
+            want += double{p2[static_cast<std::size_t>(j) * kL + v]} * vals[static_cast<std::size_t>(j) * d + c];
+          EXPECT_NEAR(got[static_cast<std::size_t>(v) * d + c], want, 1e-5 * n) << "v " << v << " c " << c;
+        }
+    }
+}
+
+// Decode through the lane path: one row per sequence, GQA groups from 1 to a full machine vector
+// (and one past it, the block path), contexts that end inside a score step and span tiles.
+TEST(FlashAttention, LaneDecodeMatchesReference) {
+  for (int group : {1, 2, 5, flash::kNativeLanes, flash::kNativeLanes + 1})
+    for (int tile : {7, 64}) {
+      SCOPED_TRACE("group " + std::to_string(group) + " tile " + std::to_string(tile));
+      AttentionProblemSpec s;
+      s.seqs = {{1, 1}, {9, 1}, {16, 1}, {301, 1}};
+      s.n_kv_heads = 2;
+      s.n_heads = 2 * group;
+      s.head_dim = 40;
+      s.block_size = 16;
+      s.seed = static_cast<std::uint64_t>(group * 10 + tile);
+      plugins::FlashAttention flash(tile, 16);
+      expect_attention_matches_reference(flash, s, kTolerance);
+    }
+}
+
 // The K tile transpose: whole 16 x 16 blocks in registers plus ragged edges in both directions.
 TEST(FlashTileKernels, TransposeTileMatchesElementwise) {
   for (int n : {1, 16, 21, 64})
