@@ -2,7 +2,8 @@
 // prefill (512 rows over a 512-token context), head_dim 64, 8 heads over 4 kv heads,
 // block_size 16, shuffled block tables, 1 and 2 threads; and attention_prefill_smol, SmolLM2's
 // shape (9 heads over 3 kv heads, head_dim 64) at 128 and 512 rows, and attention_decode_smol, its
-// decode (one row) at contexts 64, 256 and 1024.
+// decode (one row) at contexts 64, 256 and 1024; attention_decode_lanes, flash's decode with its
+// lane kernels on and off (the `lanes` parameter) at GQA groups 3 and 8.
 //   ./inferlab_bench --benchmark_filter='attention|Peak'
 // Counter kv_bytes_per_s: bytes of K and V the problem must read at least once per call,
 // divided by wall time: compare it with the machine's memory bandwidth (decode is bound by it;
@@ -52,10 +53,9 @@ double causal_attention_flops(const AttentionProblemSpec& s) {
 }
 
 template <class Strategy>
-void run(benchmark::State& state, const AttentionProblemSpec& spec, int threads) {
+void run(benchmark::State& state, const AttentionProblemSpec& spec, int threads, Strategy attention = Strategy()) {
   const AttentionProblem problem(spec);
   inferlab::CpuDevice device(threads);
-  Strategy attention;
   std::vector<float> out(problem.out_size());
   const auto batch = problem.batch();
   const auto kv = problem.kv();
@@ -99,6 +99,16 @@ void attention_prefill_smol(benchmark::State& state) {
 using inferlab::plugins::FlashAttention;
 using inferlab::plugins::NaiveAttention;
 
+// Flash decode with its lane kernels on (lanes:1, the default) and off (lanes:0: the transposed K
+// tile at group 8, per-vector dot products below), over GQA groups 3 (SmolLM2: 9 heads over 3)
+// and 8 (TinyLlama-1.1B: 32 over 4), head_dim 64. Args: {context, threads, group, lanes}.
+void attention_decode_lanes(benchmark::State& state) {
+  const int group = static_cast<int>(state.range(2)), kv_heads = group == 8 ? 4 : 3;
+  run<FlashAttention>(state, bench_spec(static_cast<int>(state.range(0)), 1, group * kv_heads, kv_heads),
+                      static_cast<int>(state.range(1)),
+                      FlashAttention(FlashAttention::kDefaultTile, FlashAttention::kDefaultQueryRows, state.range(3) != 0));
+}
+
 // Args: {context, threads}. With 1 thread the CPU-time column is the whole computation even on
 // a loaded machine; with 2 the real-time column includes the pool's scheduling.
 constexpr int kDecodeContexts[] = {128, 256, 512, 1024, 2048, 4096};
@@ -138,5 +148,14 @@ void decode_smol_args(benchmark::internal::Benchmark* b) {
   b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->ComputeStatistics("min", fastest);
 }
 BENCHMARK_TEMPLATE(attention_decode_smol, FlashAttention)->Apply(decode_smol_args);
+
+BENCHMARK(attention_decode_lanes)->Apply([](benchmark::internal::Benchmark* b) {
+  for (int group : {3, 8})
+    for (int context : {64, 512, 2048})
+      for (int threads : {1, 2})
+        for (int lanes : {1, 0}) b->Args({context, threads, group, lanes});
+  b->ArgNames({"context", "threads", "group", "lanes"});
+  b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->ComputeStatistics("min", fastest);
+});
 
 }  // namespace

@@ -93,7 +93,7 @@ void run_lanes(const AttentionBatch& batch, const KvLayerView& kv, const WorkIte
 }
 
 void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-              const WorkItem& item, int tile, Scratch& w) {
+              const WorkItem& item, int tile, bool lanes, Scratch& w) {
   const int d = batch.head_dim;
   const int group = batch.n_heads / batch.n_kv_heads;
   const int row0 = batch.query_start[static_cast<std::size_t>(item.seq)];
@@ -122,7 +122,7 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
 
   // Positions this item needs: [0, position of its last row].
   const int end_pos = first_pos + item.row_end;  // exclusive
-  if (lane_item(item, group)) {
+  if (lanes && lane_item(item, group)) {
     run_lanes(batch, kv, item, group, end_pos, tile, w);
   } else {
     for (int t0 = 0; t0 < end_pos; t0 += tile) {
@@ -172,7 +172,8 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
 
 }  // namespace
 
-FlashAttention::FlashAttention(int tile, int query_rows) : tile_(tile), query_rows_(query_rows) {
+FlashAttention::FlashAttention(int tile, int query_rows, bool lanes)
+    : tile_(tile), query_rows_(query_rows), lanes_(lanes) {
   check(tile >= 1 && tile <= 4096,
         "attention 'flash': tile must lie in [1, 4096], got " + std::to_string(tile));
   check(query_rows >= 1 && query_rows <= 1024,
@@ -225,7 +226,7 @@ void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv,
     if (w.v_rows.size() < t) w.v_rows.resize(t);
     if (w.k_deq.size() < t * hd) w.k_deq.resize(t * hd);
     if (w.v_deq.size() < t * hd) w.v_deq.resize(t * hd);
-    for (std::size_t i = begin; i < end; ++i) run_item(batch, kv, q, out, items[i], tile_, w);
+    for (std::size_t i = begin; i < end; ++i) run_item(batch, kv, q, out, items[i], tile_, lanes_, w);
   });
 }
 

@@ -15,7 +15,9 @@ class FlashAttention final : public Attention {
   static constexpr int kDefaultQueryRows = 16;
 
   // tile: K/V tokens per tile (>= 1). query_rows: rows of one sequence processed together.
-  explicit FlashAttention(int tile = kDefaultTile, int query_rows = kDefaultQueryRows);
+  // lanes: one-row items whose GQA group fits a machine vector (decode) run the lane kernels
+  // (flash_tile_kernels.h); false runs them as any other item (the ablation of that path, CPU).
+  explicit FlashAttention(int tile = kDefaultTile, int query_rows = kDefaultQueryRows, bool lanes = true);
 
   // q:   [rows, n_heads, head_dim]
   // out: [rows, n_heads, head_dim]
@@ -25,6 +27,7 @@ class FlashAttention final : public Attention {
 
   int tile() const { return tile_; }
   int query_rows() const { return query_rows_; }
+  bool lanes() const { return lanes_; }
 
  private:
 #if INFERLAB_HAVE_CUDA
@@ -33,6 +36,7 @@ class FlashAttention final : public Attention {
 #endif
   int tile_;
   int query_rows_;
+  bool lanes_;
 };
 
 }  // namespace inferlab::plugins

@@ -1,5 +1,6 @@
 // Plugin descriptor for the flash attention strategy (class in flash_attention.h).
 #include <memory>
+#include <optional>
 
 #include "flash_attention.h"
 #include "inferlab/plugin.h"
@@ -25,6 +26,9 @@ inferlab::PluginDescriptor describe_flash() {
       {"query_rows", inferlab::ParamType::kInt, std::int64_t{FlashAttention::kDefaultQueryRows},
        1.0, 1024.0, {},
        "query rows of one sequence processed together (times the GQA group) per K/V pass"},
+      {"lanes", inferlab::ParamType::kBool, true, std::nullopt, std::nullopt, {},
+       "CPU: a one-row item (decode) whose GQA group fits a machine vector scores K in place with the group in "
+       "the vector's lanes; false: per-vector dot products or a transposed K tile (the ablation of that path)"},
   };
   d.devices = {inferlab::DeviceKind::kCpu};
 #if INFERLAB_HAVE_CUDA
@@ -34,6 +38,8 @@ inferlab::PluginDescriptor describe_flash() {
   // On CUDA a thread block holds query_rows x group queries and a K/V tile in shared memory.
   d.supports = [](const inferlab::SupportQuery& q) {
     std::vector<std::string> reasons;
+    if (q.device == inferlab::DeviceKind::kCuda && !q.params.get_bool("lanes"))
+      reasons.push_back("lanes = false changes only the CPU kernels (allowed on cuda: lanes = true)");
     if (q.device != inferlab::DeviceKind::kCuda || q.model.n_kv_heads <= 0) return reasons;
     const auto rows = static_cast<int>(q.params.get_int("query_rows"));
     const auto tile = static_cast<int>(q.params.get_int("tile"));
@@ -51,7 +57,8 @@ inferlab::PluginDescriptor describe_flash() {
   d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
   d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
     return std::make_unique<FlashAttention>(static_cast<int>(ctx.params.get_int("tile")),
-                                            static_cast<int>(ctx.params.get_int("query_rows")));
+                                            static_cast<int>(ctx.params.get_int("query_rows")),
+                                            ctx.params.get_bool("lanes"));
   };
   return d;
 }

@@ -230,22 +230,46 @@ TEST(FlashTileKernels, LaneKernelsMatchPlainLoops) {
     }
 }
 
-// Decode through the lane path: one row per sequence, GQA groups from 1 to a full machine vector
-// (and one past it, the block path), contexts that end inside a score step and span tiles.
+// Decode through the lane path (and with lanes = false, the paths it replaces): one row per
+// sequence, GQA groups from 1 to a full machine vector (and one past it, the block path),
+// contexts that end inside a score step and span tiles.
 TEST(FlashAttention, LaneDecodeMatchesReference) {
-  for (int group : {1, 2, 5, flash::kNativeLanes, flash::kNativeLanes + 1})
-    for (int tile : {7, 64}) {
-      SCOPED_TRACE("group " + std::to_string(group) + " tile " + std::to_string(tile));
-      AttentionProblemSpec s;
-      s.seqs = {{1, 1}, {9, 1}, {16, 1}, {301, 1}};
-      s.n_kv_heads = 2;
-      s.n_heads = 2 * group;
-      s.head_dim = 40;
-      s.block_size = 16;
-      s.seed = static_cast<std::uint64_t>(group * 10 + tile);
-      plugins::FlashAttention flash(tile, 16);
-      expect_attention_matches_reference(flash, s, kTolerance);
-    }
+  for (bool lanes : {true, false})
+    for (int group : {1, 2, 5, flash::kNativeLanes, flash::kNativeLanes + 1})
+      for (int tile : {7, 64}) {
+        SCOPED_TRACE("lanes " + std::to_string(lanes) + " group " + std::to_string(group) + " tile " + std::to_string(tile));
+        AttentionProblemSpec s;
+        s.seqs = {{1, 1}, {9, 1}, {16, 1}, {301, 1}};
+        s.n_kv_heads = 2;
+        s.n_heads = 2 * group;
+        s.head_dim = 40;
+        s.block_size = 16;
+        s.seed = static_cast<std::uint64_t>(group * 10 + tile);
+        plugins::FlashAttention flash(tile, 16, lanes);
+        expect_attention_matches_reference(flash, s, kTolerance);
+      }
+}
+
+// `lanes` as a user sets it: resolved through the registry (default true), false accepted on
+// the CPU and refused on CUDA, where it would change nothing.
+TEST(FlashAttention, LanesParameterIsACpuSwitch) {
+  Registry reg({testing::plugin_dir()});
+  EXPECT_TRUE(reg.resolve(PluginKind::kAttention, "flash", {}, "test").get_bool("lanes"));
+  const Params off = reg.resolve(PluginKind::kAttention, "flash", {{"lanes", false}}, "test");
+  EXPECT_FALSE(off.get_bool("lanes"));
+  ModelConfig c;
+  c.dim = 64;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  EXPECT_TRUE(reg.check_support(PluginKind::kAttention, "flash", SupportQuery{c, DeviceKind::kCpu, KvDtype::kF32, off}).empty());
+  const auto cuda = reg.check_support(PluginKind::kAttention, "flash", SupportQuery{c, DeviceKind::kCuda, KvDtype::kF32, off});
+  ASSERT_FALSE(cuda.empty());  // refused on CUDA: by this parameter where CUDA is built in, else by the device
+#if INFERLAB_HAVE_CUDA
+  EXPECT_NE(cuda[0].find("lanes = false changes only the CPU kernels"), std::string::npos) << cuda[0];
+  EXPECT_TRUE(reg.check_support(PluginKind::kAttention, "flash",
+                                SupportQuery{c, DeviceKind::kCuda, KvDtype::kF32, reg.resolve(PluginKind::kAttention, "flash", {}, "t")})
+                  .empty());
+#endif
 }
 
 // The K tile transpose: whole 16 x 16 blocks in registers plus ragged edges in both directions.
