@@ -87,6 +87,15 @@ bool gemm_gguf_packs(GgmlType type);
 bool set_gemm_gguf_unpack(bool on);
 bool gemm_gguf_unpack_enabled();
 
+// How far ahead in a panel's stream (bytes) the AVX2 decode tiles prefetch what they will read
+// (0: not at all, the hardware prefetcher alone); kGemmGgufPrefetch by default. Both give the
+// same bits; the switch is there to measure what it buys (`inferlab_bench
+// --benchmark_filter=gemm_gguf_prefetch`). Negative values are taken as 0. Returns the setting
+// before. The VNNI tiles do not prefetch (not measured on a VNNI machine yet).
+constexpr int kGemmGgufPrefetch = 2048;
+int set_gemm_gguf_prefetch(int bytes);
+int gemm_gguf_prefetch_bytes();
+
 // Panel p (rows [32p, 32p + 32), zero rows past out) is one contiguous run of `data`, read front
 // to back (two such runs at once at decode), where it was six arrays: with the scale bytes in
 // arrays of their own a decode thread read up to six streams per panel, and cold Q4_K / Q5_K

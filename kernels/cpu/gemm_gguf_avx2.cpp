@@ -63,6 +63,16 @@ inline __m256i bits_to(__m256i v, int from, int to) {
 // their int16 chains unpinned: in their 3 x 8 tiles the pin cost 18 % / 41 % (GCC stopped
 // unrolling their halves).
 inline void pin(__m256i& v) { asm("" : "+x"(v)); }
+// Software prefetch of the `bytes` bytes at p + ahead (ahead 0: none; gemm_gguf.h,
+// set_gemm_gguf_prefetch). A decode tile spends ~0.3 instructions per byte of panel where the
+// read probe's sum spends ~0.06, so the out-of-order window covers a fifth of the bytes ahead and
+// one core keeps too few lines in flight; prefetching a few records ahead restores them.
+// `asm volatile`: GCC 12's dead-code elimination dropped every _mm_prefetch of these loops at -O3
+// (objdump: no prefetcht0 in the tiles), as it may for a builtin with no visible effect.
+inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, int ahead) {
+  if (ahead <= 0) return;
+  for (std::size_t l = 0; l < bytes; l += 64) asm volatile("prefetcht0 %0" : : "m"(p[static_cast<std::size_t>(ahead) + l]));
+}
 inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -208,7 +218,7 @@ inline __m256i scale_s8(__m256i sum, const std::uint8_t* sc) { return _mm256_mul
 // kU: the codes are read from `codes`, the panel unpacked (unpack_panel), not rebuilt here.
 template <GgmlType T, int R, int G, int SB, bool kU = false>
 void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
-           int width, const Line32* codes = nullptr) {
+           int width, const Line32* codes = nullptr, int ahead = 0) {
   constexpr Layout kL = layout(T);
   const int blocks = in / kBlock;
   auto code_line = [&](int g, int b, int s) { return load32(codes[unpacked_line(blocks, q0 + g, b, s)].b); };
@@ -221,11 +231,14 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
   const std::int8_t* x0 = a.tile_x(t) + 4 * r0;
   for (int b0 = 0; b0 < a.blocks; b0 += kL.blocks_per_record) {
     const std::uint8_t* head = record_head(panel, kL, b0);
+    prefetch_ahead(head, kL.head, ahead);
     __m256 fs[R][G];
     for (int r = 0; r < R; ++r)
       for (int g = 0; g < G; ++g) fs[r][g] = _mm256_setzero_ps();
     for (int b = b0; b < b0 + kL.blocks_per_record; ++b) {
       const std::uint8_t* slot = block_slot(panel, kL, b);
+      prefetch_ahead(slot, kL.slot, ahead);
+      if constexpr (kQ6) prefetch_ahead(plane_base(panel, slot, kL, in, b), kL.apart, ahead);
       const std::int8_t* x = x0 + static_cast<std::size_t>(b) * 8 * SB;  // step s of row r: + s SB + 4 r
       const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
       __m256i s32[R][G];  // the block's int32 sums, sc-weighted
@@ -338,9 +351,9 @@ void ktile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, 
 // Q8_0, Q4_0 and Q4_1 here; the K-quants in ktile.
 template <GgmlType T, int R, int G, int SB>
 void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, int q0, float* y, std::size_t ldc,
-          int width) {
+          int width, int ahead = 0) {
   if constexpr (is_kquant(T)) {
-    ktile<T, R, G, SB>(a, t, r0, panel, in, q0, y, ldc, width);
+    ktile<T, R, G, SB>(a, t, r0, panel, in, q0, y, ldc, width, nullptr, ahead);
   } else {
     constexpr Layout kL = layout(T);
     constexpr bool kQ8 = T == GgmlType::kQ8_0;
@@ -353,6 +366,7 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, i
     for (int b = 0; b < a.blocks; ++b) {
       const std::uint8_t* head = record_head(panel, kL, b);
       const std::uint8_t* slot = block_slot(panel, kL, b);
+      prefetch_ahead(head, kL.record(), ahead);
       const std::int8_t* x = x0 + static_cast<std::size_t>(b) * 8 * SB;  // step s of row r: + s SB + 4 r
       const std::size_t xb = at0 + static_cast<std::size_t>(b) * kTileRows;
       __m256i acc[R][G];  // int32 lanes (Q8_0) or int16 pair sums (the nibble types)
@@ -399,9 +413,9 @@ void tile(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, i
 // Token rows [r0, r0 + R) of tile t against the panel's four groups of 8 rows, G at a time.
 template <GgmlType T, int R, int G, int SB>
 void tile_row_groups(const ActTiles& a, int t, int r0, const std::uint8_t* panel, int in, float* y, std::size_t ldc,
-                     int width) {
+                     int width, int ahead = 0) {
   for (int q0 = 0; q0 < kPanel / 8 && 8 * q0 < width; q0 += G)
-    tile<T, R, G, SB>(a, t, r0, panel, in, q0, y + 8 * q0, ldc, width - 8 * q0);
+    tile<T, R, G, SB>(a, t, r0, panel, in, q0, y + 8 * q0, ldc, width - 8 * q0, ahead);
 }
 
 // The last tile's rows (fewer than kTileRows): 1 x 32, 2 x 16, 3 x 16, 4 x 8 or 5 x 8.
@@ -425,12 +439,13 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
   // Without chunks every 8-row group streamed all the tiles' codes from L3 once n * in passed
   // the L2 (TinyLlama pp512: 1 MiB per group, 3 MiB for ffn_down).
   const int chunk = std::max(1, static_cast<int>((std::size_t{256} << 10) / (static_cast<std::size_t>(a.steps) * kTileStepBytes)));
+  const int ahead = n == 1 ? gemm_gguf_prefetch_bytes() : 0;
   for (int p = p0; p < p1; ++p) {
     const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * stride;
     const int width = std::min(kPanel, w.out - kPanel * p);
     float* yp = y + static_cast<std::size_t>(kPanel) * p;
     if (n == 1) {  // decode: the row as it is (ActTiles::step_bytes 4), the panel front to back
-      tile_row_groups<T, 1, 4, kRowStepBytes>(a, 0, 0, panel, w.in, yp, ldc, width);
+      tile_row_groups<T, 1, 4, kRowStepBytes>(a, 0, 0, panel, w.in, yp, ldc, width, ahead);
       continue;
     }
     // Prefill: one group of 8 weight rows (a quarter of the panel, in L1) against every tile of

@@ -2,6 +2,7 @@
 // (kernels/cpu/gemm_gguf, Q8_0 / Q4_0 / Q4_1) at SmolLM2-135M's MLP shapes, against the
 // machine's read bandwidth, 2 threads.
 //   ./inferlab_bench --benchmark_filter='matmul_gguf|gemm_gguf|memory_read'
+// gemm_gguf_prefetch: the AVX2 decode tiles with and without their software prefetch, call by call.
 // weight_bytes_per_s: bytes of blocks (scales included: the file's bytes) per call / wall time;
 // GFLOP/s: 2 * n * out * in per call / wall time (integer ops for the int8-activation kernels).
 // memory_read: 2 threads summing an array of inferlab::dram_stream_bytes() (2x the last-level
@@ -180,6 +181,50 @@ void gemm_gguf_unpack(benchmark::State& state) {
   state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
 }
 
+// What the AVX2 decode tiles' software prefetch buys (set_gemm_gguf_prefetch, gemm_gguf.h): one
+// token row against cold weights (each call the next copy, as a decode step streams its
+// matrices), prefetching `ahead` bytes ahead and not at all, alternating call by call in one
+// process, on 1 and 2 threads. Counters: prefetch_GB/s and plain_GB/s (the file's bytes over the
+// median call) and gain = plain / prefetch time.
+void gemm_gguf_prefetch(benchmark::State& state) {
+  if (skip_unless_packed(state)) return;
+  Problem p(state);
+  inferlab::ThreadPool pool(static_cast<int>(state.range(6)));
+  std::vector<inferlab::cpu::PackedGguf> packs;
+  for (int c = 0; c < p.copies; ++c)
+    packs.push_back(inferlab::cpu::pack_gguf(p.type, std::vector<std::uint8_t>(p.copy(c), p.copy(c) + p.bytes), p.out, p.in));
+  std::vector<std::int8_t> xq(p.x.size());
+  std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / 32));
+  inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
+  const int ahead = static_cast<int>(state.range(5));
+  int c = 0;
+  auto timed = [&](int bytes) {
+    inferlab::cpu::set_gemm_gguf_prefetch(bytes);
+    const auto t0 = std::chrono::steady_clock::now();
+    inferlab::cpu::gemm_gguf(xq.data(), xs.data(), packs[static_cast<std::size_t>(c)], p.y.data(), p.n, pool);
+    c = c + 1 == p.copies ? 0 : c + 1;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const int was = inferlab::cpu::gemm_gguf_prefetch_bytes();
+  for (int i = 0; i < p.copies; ++i) timed(ahead);  // warm-up: every copy touched once
+  std::vector<double> on, off;
+  for (auto _ : state) {
+    on.push_back(timed(ahead));
+    off.push_back(timed(0));
+    benchmark::ClobberMemory();
+  }
+  inferlab::cpu::set_gemm_gguf_prefetch(was);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double bytes = static_cast<double>(p.bytes);
+  state.counters["prefetch_GB/s"] = bytes / median(on) * 1e-9;
+  state.counters["plain_GB/s"] = bytes / median(off) * 1e-9;
+  state.counters["gain"] = median(off) / median(on);
+  state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
+}
+
 // The read roofline: 2 threads each summing half of a dram_stream_bytes() array of floats, on 4 KiB pages
 // (huge:0, as matmul_gguf's copies of the file's blocks) or on the weights' huge pages (huge:1,
 // inferlab/huge_pages.h, where gemm_gguf's packed panels and the CLI's probe sit): compare a
@@ -254,6 +299,12 @@ BENCHMARK(gemm_gguf_vnni)->Apply([](benchmark::internal::Benchmark* b) {
 BENCHMARK(gemm_gguf_unpack)->Apply([](benchmark::internal::Benchmark* b) {
   add_prefill_shapes(b, {32, 128, 512});
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Iterations(40);
+});
+BENCHMARK(gemm_gguf_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2})
+    for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+      for (int ahead : {1024, inferlab::cpu::kGemmGgufPrefetch, 4096}) b->Args({static_cast<int>(t), 1, 5632, 2048, 1, ahead, threads});
+  b->ArgNames({"type", "n", "out", "in", "cold", "ahead", "threads"})->UseRealTime()->Iterations(60);
 });
 BENCHMARK(memory_read)->ArgName("huge")->Arg(0)->Arg(1)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 

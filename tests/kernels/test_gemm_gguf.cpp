@@ -142,6 +142,32 @@ TEST_P(GemmGguf, PrefillUnpackedOrPackedGivesTheSameBits) {
   for (std::size_t i = 0; i < unpacked.size(); ++i) ASSERT_EQ(unpacked[i], on_packed[i]) << "element " << i;
 }
 
+// Decode (one token row) with the AVX2 tiles' software prefetch (the default) and without it
+// (set_gemm_gguf_prefetch(0), what gemm_gguf_prefetch's benchmark compares) gives the same bits;
+// a distance past the matrix's end (prefetches that touch nothing of it) too. Negative: 0.
+TEST_P(GemmGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
+  const GgmlType type = GetParam();
+  SKIP_UNLESS_PACKED(type);
+  ThreadPool pool(2);
+  const int out = 130, in = is_k(type) ? 768 : 800;
+  const cpu::PackedGguf packed = cpu::pack_gguf(type, testing::random_gguf_blocks(type, out, in, 15), out, in);
+  const QuantRows q = quantized_rows(1, in, 16, pool);
+  std::vector<float> with(static_cast<std::size_t>(out)), without(with.size()), far(with.size());
+  ASSERT_EQ(cpu::gemm_gguf_prefetch_bytes(), cpu::kGemmGgufPrefetch);
+  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, with.data(), 1, pool);
+  EXPECT_EQ(cpu::set_gemm_gguf_prefetch(0), cpu::kGemmGgufPrefetch);
+  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, without.data(), 1, pool);
+  cpu::set_gemm_gguf_prefetch(1 << 24);
+  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, far.data(), 1, pool);
+  cpu::set_gemm_gguf_prefetch(-5);
+  EXPECT_EQ(cpu::gemm_gguf_prefetch_bytes(), 0);
+  cpu::set_gemm_gguf_prefetch(cpu::kGemmGgufPrefetch);
+  for (int i = 0; i < out; ++i) {
+    ASSERT_EQ(with[i], without[i]) << "row " << i;
+    ASSERT_EQ(with[i], far[i]) << "row " << i;
+  }
+}
+
 // Where AMX runs (kernels/cpu/amx.h), its tiles give every row the bits the VNNI tiles give it:
 // the same int32 sums, folded into fp32 in the same order. Rows: one 16-token tile, a tile and a
 // one-row tail, several tiles with a tail; 130 outputs: a last panel of 2 rows (its second half
