@@ -33,7 +33,8 @@
 //    the packed panels as they are, unpacking codes in registers while the panel streams in;
 //    decode runs two panels at once (Q8_0, Q6_K; every type on Intel cores), or, for Q4_0,
 //    Q4_1, Q4_K and Q5_K on AMD's, one panel at a time with two int32 chains per zmm (one
-//    stream per thread);
+//    stream per thread); the AVX2 decode tiles prefetch their panel 2 KiB ahead
+//    (set_gemm_gguf_prefetch below);
 //  - prefill (4 tiles or more) unpacks each panel once into plain codes in Q8_0's layout (1 KiB
 //    per 32-block; Q8_0's own slots are read in place) and its scales into fp32 (d, d sc_j, and
 //    the mins' -dmin m_j), per thread, so the nibble unpacking, Q5_K's fifth bits and Q6_K's

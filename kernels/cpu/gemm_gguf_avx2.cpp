@@ -21,6 +21,8 @@
 //  - prefill (4 full tiles or more) of the K-quants reads its codes from the panel unpacked
 //    once per thread (unpack_panel below); batched decode and the last, short tile read the
 //    packed panel.
+//  - decode tiles prefetch their panel gemm_gguf_prefetch_bytes() ahead (prefetch_ahead below;
+//    docs/kernels.md: 1.17-1.27x cold on the nibble types at 2 threads, Zen 3).
 // Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
 // 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
 // the panel is read front to back once) and 2-3 x 16 (the last, short tile). Q5_K and Q6_K's
