@@ -695,15 +695,6 @@ std::atomic<bool>& unpack_switch() {
 bool set_gemm_gguf_unpack(bool on) { return unpack_switch().exchange(on); }
 bool gemm_gguf_unpack_enabled() { return unpack_switch().load(std::memory_order_relaxed); }
 
-namespace {
-std::atomic<int>& prefetch_setting() {
-  static std::atomic<int> bytes{kGemmGgufPrefetch};
-  return bytes;
-}
-}  // namespace
-int set_gemm_gguf_prefetch(int bytes) { return prefetch_setting().exchange(std::max(bytes, 0)); }
-int gemm_gguf_prefetch_bytes() { return prefetch_setting().load(std::memory_order_relaxed); }
-
 bool gemm_gguf_available() {
 #if INFERLAB_GEMM_GGUF_VNNI || INFERLAB_GEMM_GGUF_AVX2
   return true;

@@ -34,7 +34,7 @@
 //    decode runs two panels at once (Q8_0, Q6_K; every type on Intel cores), or, for Q4_0,
 //    Q4_1, Q4_K and Q5_K on AMD's, one panel at a time with two int32 chains per zmm (one
 //    stream per thread); the AVX2 decode tiles prefetch their panel 2 KiB ahead
-//    (set_gemm_gguf_prefetch below);
+//    (kernels/cpu/decode_prefetch.h; the VNNI tiles do not: not measured on a VNNI machine);
 //  - prefill (4 tiles or more) unpacks each panel once into plain codes in Q8_0's layout (1 KiB
 //    per 32-block; Q8_0's own slots are read in place) and its scales into fp32 (d, d sc_j, and
 //    the mins' -dmin m_j), per thread, so the nibble unpacking, Q5_K's fifth bits and Q6_K's
@@ -87,15 +87,6 @@ bool gemm_gguf_packs(GgmlType type);
 // Returns the setting before.
 bool set_gemm_gguf_unpack(bool on);
 bool gemm_gguf_unpack_enabled();
-
-// How far ahead in a panel's stream (bytes) the AVX2 decode tiles prefetch what they will read
-// (0: not at all, the hardware prefetcher alone); kGemmGgufPrefetch by default. Both give the
-// same bits; the switch is there to measure what it buys (`inferlab_bench
-// --benchmark_filter=gemm_gguf_prefetch`). Negative values are taken as 0. Returns the setting
-// before. The VNNI tiles do not prefetch (not measured on a VNNI machine yet).
-constexpr int kGemmGgufPrefetch = 2048;
-int set_gemm_gguf_prefetch(int bytes);
-int gemm_gguf_prefetch_bytes();
 
 // Panel p (rows [32p, 32p + 32), zero rows past out) is one contiguous run of `data`, read front
 // to back (two such runs at once at decode), where it was six arrays: with the scale bytes in

@@ -21,7 +21,7 @@
 //  - prefill (4 full tiles or more) of the K-quants reads its codes from the panel unpacked
 //    once per thread (unpack_panel below); batched decode and the last, short tile read the
 //    packed panel.
-//  - decode tiles prefetch their panel gemm_gguf_prefetch_bytes() ahead (prefetch_ahead below;
+//  - decode tiles prefetch their panel decode_prefetch_bytes() ahead (decode_prefetch.h;
 //    docs/kernels.md: 1.17-1.27x cold on the nibble types at 2 threads, Zen 3).
 // Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
 // 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
@@ -38,6 +38,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_gguf_layout.h"
 
 namespace inferlab::cpu {
@@ -65,16 +66,6 @@ inline __m256i bits_to(__m256i v, int from, int to) {
 // their int16 chains unpinned: in their 3 x 8 tiles the pin cost 18 % / 41 % (GCC stopped
 // unrolling their halves).
 inline void pin(__m256i& v) { asm("" : "+x"(v)); }
-// Software prefetch of the `bytes` bytes at p + ahead (ahead 0: none; gemm_gguf.h,
-// set_gemm_gguf_prefetch). A decode tile spends ~0.3 instructions per byte of panel where the
-// read probe's sum spends ~0.06, so the out-of-order window covers a fifth of the bytes ahead and
-// one core keeps too few lines in flight; prefetching a few records ahead restores them.
-// `asm volatile`: GCC 12's dead-code elimination dropped every _mm_prefetch of these loops at -O3
-// (objdump: no prefetcht0 in the tiles), as it may for a builtin with no visible effect.
-inline void prefetch_ahead(const std::uint8_t* p, std::size_t bytes, int ahead) {
-  if (ahead <= 0) return;
-  for (std::size_t l = 0; l < bytes; l += 64) asm volatile("prefetcht0 %0" : : "m"(p[static_cast<std::size_t>(ahead) + l]));
-}
 inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
@@ -441,7 +432,7 @@ void run_panels(const ActTiles& a, const PackedGguf& w, float* y, int n, int p0,
   // Without chunks every 8-row group streamed all the tiles' codes from L3 once n * in passed
   // the L2 (TinyLlama pp512: 1 MiB per group, 3 MiB for ffn_down).
   const int chunk = std::max(1, static_cast<int>((std::size_t{256} << 10) / (static_cast<std::size_t>(a.steps) * kTileStepBytes)));
-  const int ahead = n == 1 ? gemm_gguf_prefetch_bytes() : 0;
+  const int ahead = n == 1 ? decode_prefetch_bytes() : 0;
   for (int p = p0; p < p1; ++p) {
     const std::uint8_t* panel = w.data.data() + static_cast<std::size_t>(p) * stride;
     const int width = std::min(kPanel, w.out - kPanel * p);

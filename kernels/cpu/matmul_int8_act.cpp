@@ -4,6 +4,7 @@
 // converted once and scaled by its activation scale with one FMA. Register tile: R token rows x
 // C channels, each weight block loaded once per tile.
 #include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -78,21 +79,25 @@ inline void tile(const std::int8_t* xq, const float* xs, std::size_t xqs, std::s
 #if INFERLAB_INT8_ACT_AVX2
 // Decode (one token row): channel after channel, each weight row read front to back (one
 // sequential stream per thread; tile<1, 4> read 4 rows 2 KiB apart in step and ran TinyLlama's
-// int8 decode at 0.81x llama.cpp's Q8_0 on Zen 3), 4 blocks a step into 4 fp32 sums.
+// int8 decode at 0.81x llama.cpp's Q8_0 on Zen 3), 4 blocks a step into 4 fp32 sums; the stream
+// is prefetched decode_prefetch_bytes() ahead (decode_prefetch.h: TinyLlama int8 tg64 25-28 -> 30-35
+// t/s, Zen 3).
 void run_rows(const std::int8_t* x, const float* xs, const std::int8_t* q, const float* scale, float* y, int in,
               int o0, int o1) {
-  const int full = in / kActBlock, blocks = ref::act_blocks(in);
+  const int full = in / kActBlock, blocks = ref::act_blocks(in), ahead = decode_prefetch_bytes();
   for (int o = o0; o < o1; ++o) {
     const std::int8_t* w = q + static_cast<std::size_t>(o) * in;
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int b = 0;
-    for (; b + 4 <= full; b += 4)
+    for (; b + 4 <= full; b += 4) {
+      prefetch_ahead(w + static_cast<std::size_t>(b) * kActBlock, 4 * kActBlock, ahead);  // rows are contiguous
       for (int u = 0; u < 4; ++u) {
         const int k = (b + u) * kActBlock;
         const __m256i d = dot32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)),
                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
         acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(xs[b + u]), acc[u]);
       }
+    }
     for (; b < full; ++b) {
       const int k = b * kActBlock;
       const __m256i d = dot32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)),

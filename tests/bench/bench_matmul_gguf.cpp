@@ -27,6 +27,7 @@
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/matmul_gguf.h"
@@ -181,7 +182,7 @@ void gemm_gguf_unpack(benchmark::State& state) {
   state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
 }
 
-// What the AVX2 decode tiles' software prefetch buys (set_gemm_gguf_prefetch, gemm_gguf.h): one
+// What the AVX2 decode tiles' software prefetch buys (set_decode_prefetch, kernels/cpu/decode_prefetch.h): one
 // token row against cold weights (each call the next copy, as a decode step streams its
 // matrices), prefetching `ahead` bytes ahead and not at all, alternating call by call in one
 // process, on 1 and 2 threads. Counters: prefetch_GB/s and plain_GB/s (the file's bytes over the
@@ -199,13 +200,13 @@ void gemm_gguf_prefetch(benchmark::State& state) {
   const int ahead = static_cast<int>(state.range(5));
   int c = 0;
   auto timed = [&](int bytes) {
-    inferlab::cpu::set_gemm_gguf_prefetch(bytes);
+    inferlab::cpu::set_decode_prefetch(bytes);
     const auto t0 = std::chrono::steady_clock::now();
     inferlab::cpu::gemm_gguf(xq.data(), xs.data(), packs[static_cast<std::size_t>(c)], p.y.data(), p.n, pool);
     c = c + 1 == p.copies ? 0 : c + 1;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  const int was = inferlab::cpu::gemm_gguf_prefetch_bytes();
+  const int was = inferlab::cpu::decode_prefetch_bytes();
   for (int i = 0; i < p.copies; ++i) timed(ahead);  // warm-up: every copy touched once
   std::vector<double> on, off;
   for (auto _ : state) {
@@ -213,7 +214,7 @@ void gemm_gguf_prefetch(benchmark::State& state) {
     off.push_back(timed(0));
     benchmark::ClobberMemory();
   }
-  inferlab::cpu::set_gemm_gguf_prefetch(was);
+  inferlab::cpu::set_decode_prefetch(was);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -303,7 +304,7 @@ BENCHMARK(gemm_gguf_unpack)->Apply([](benchmark::internal::Benchmark* b) {
 BENCHMARK(gemm_gguf_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
-      for (int ahead : {1024, inferlab::cpu::kGemmGgufPrefetch, 4096}) b->Args({static_cast<int>(t), 1, 5632, 2048, 1, ahead, threads});
+      for (int ahead : {1024, inferlab::cpu::kDecodePrefetch, 4096}) b->Args({static_cast<int>(t), 1, 5632, 2048, 1, ahead, threads});
   b->ArgNames({"type", "n", "out", "in", "cold", "ahead", "threads"})->UseRealTime()->Iterations(60);
 });
 BENCHMARK(memory_read)->ArgName("huge")->Arg(0)->Arg(1)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);

@@ -18,6 +18,7 @@
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
 
@@ -143,7 +144,7 @@ TEST_P(GemmGguf, PrefillUnpackedOrPackedGivesTheSameBits) {
 }
 
 // Decode (one token row) with the AVX2 tiles' software prefetch (the default) and without it
-// (set_gemm_gguf_prefetch(0), what gemm_gguf_prefetch's benchmark compares) gives the same bits;
+// (set_decode_prefetch(0), what gemm_gguf_prefetch's benchmark compares) gives the same bits;
 // a distance past the matrix's end (prefetches that touch nothing of it) too. Negative: 0.
 TEST_P(GemmGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
   const GgmlType type = GetParam();
@@ -153,15 +154,15 @@ TEST_P(GemmGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
   const cpu::PackedGguf packed = cpu::pack_gguf(type, testing::random_gguf_blocks(type, out, in, 15), out, in);
   const QuantRows q = quantized_rows(1, in, 16, pool);
   std::vector<float> with(static_cast<std::size_t>(out)), without(with.size()), far(with.size());
-  ASSERT_EQ(cpu::gemm_gguf_prefetch_bytes(), cpu::kGemmGgufPrefetch);
+  ASSERT_EQ(cpu::decode_prefetch_bytes(), cpu::kDecodePrefetch);
   cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, with.data(), 1, pool);
-  EXPECT_EQ(cpu::set_gemm_gguf_prefetch(0), cpu::kGemmGgufPrefetch);
+  EXPECT_EQ(cpu::set_decode_prefetch(0), cpu::kDecodePrefetch);
   cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, without.data(), 1, pool);
-  cpu::set_gemm_gguf_prefetch(1 << 24);
+  cpu::set_decode_prefetch(1 << 24);
   cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, far.data(), 1, pool);
-  cpu::set_gemm_gguf_prefetch(-5);
-  EXPECT_EQ(cpu::gemm_gguf_prefetch_bytes(), 0);
-  cpu::set_gemm_gguf_prefetch(cpu::kGemmGgufPrefetch);
+  cpu::set_decode_prefetch(-5);
+  EXPECT_EQ(cpu::decode_prefetch_bytes(), 0);
+  cpu::set_decode_prefetch(cpu::kDecodePrefetch);
   for (int i = 0; i < out; ++i) {
     ASSERT_EQ(with[i], without[i]) << "row " << i;
     ASSERT_EQ(with[i], far[i]) << "row " << i;

@@ -1,0 +1,36 @@
+// Software prefetch for the CPU decode kernels that stream a weight matrix once per token:
+// gemm_gguf's AVX2 decode tiles (gemm_gguf_avx2.cpp) and matmul_int8_act's AVX2 row stream.
+// Such a kernel spends several times the instructions per byte of a plain read-sum, so the
+// out-of-order window holds fewer bytes ahead and one core keeps too few lines in flight; the
+// hardware prefetcher alone left 4-bit decode at 25-28 GB/s where the read probe reached 33-36
+// (Zen 3, 2026-12-04). Prefetching a couple of KiB ahead in the stream restores it
+// (docs/kernels.md, "Decode prefetch"). Internal to kernels/cpu.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace inferlab::cpu {
+
+// How far ahead (bytes of the weight stream) the decode kernels above prefetch; 0: not at all
+// (the hardware prefetcher alone). Both give the same bits; the switch is there to measure what
+// it buys (`inferlab_bench --benchmark_filter='gemm_gguf_prefetch|matmul_int8_act_prefetch'`).
+// Negative values are taken as 0. Returns the setting before.
+constexpr int kDecodePrefetch = 2048;
+int set_decode_prefetch(int bytes);
+int decode_prefetch_bytes();
+
+// Prefetches (into L1) the cache lines of [p + ahead, p + ahead + bytes); nothing for ahead <= 0.
+// `asm volatile`: GCC 12 at -O3 deleted every _mm_prefetch of such loops as dead code (objdump
+// showed no prefetcht0 in the tiles; -fno-tree-dce kept them). The addresses may lie past the
+// end of the weights: a prefetch never faults.
+inline void prefetch_ahead(const void* p, std::size_t bytes, int ahead) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (ahead <= 0) return;
+  const auto* base = static_cast<const std::uint8_t*>(p) + ahead;
+  for (std::size_t l = 0; l < bytes; l += 64) asm volatile("prefetcht0 %0" : : "m"(base[l]));
+#else
+  (void)p, (void)bytes, (void)ahead;
+#endif
+}
+
+}  // namespace inferlab::cpu
