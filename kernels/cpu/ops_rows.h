@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "inferlab/model_config.h"
+#include "kernels/cpu/vec_exp.h"
 
 namespace inferlab::cpu::row_ops {
 
@@ -70,37 +71,14 @@ inline void rope_row(float* q, float* k, int position, const float* inv_freq, in
 using F8 = float __attribute__((vector_size(32)));
 using I8 = std::int32_t __attribute__((vector_size(32)));
 
-// x = e^x on 8 lanes, x clamped to [-87, 88] (e^88 < FLT_MAX): x = n ln2 + r, |r| <= ln2/2 (n
-// rounded to nearest by the 1.5 * 2^23 shift), a degree-6 polynomial for e^r, 2^n from the
-// exponent bits. Within 2 ulp of std::exp over the range. In place: a 32-byte vector passed or
-// returned by value changes the calling convention between AVX and SSE builds.
-inline void exp8(F8& x) {
-  const F8 lo = F8{} - 87.0f, hi = F8{} + 88.0f;
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const F8 shift = F8{} + 12582912.0f;                            // 1.5 * 2^23
-  const F8 n = (x * 1.44269504f + shift) - shift;                 // round(x / ln2), in [-126, 127]
-  const F8 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;      // x - n ln2, two-part ln2
-  F8 p = F8{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const I8 bits = (__builtin_convertvector(n, I8) + 127) << 23;  // 2^n
-  F8 two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  x = p * two_n;
-}
-
 // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i] over [begin, end), eight
-// at a time through exp8 (libm's scalar expf was a third of a decode step's elementwise time:
-// TinyLlama, Zen 3). Lanes are independent, so an element gets the same bits wherever a range
-// starts or ends (fused and unfused callers split differently); the short last group is padded.
+// at a time through exp_lanes (kernels/cpu/vec_exp.h; libm's scalar expf was a third of a decode
+// step's elementwise time: TinyLlama, Zen 3). Lanes are independent, so an element gets the same
+// bits wherever a range starts or ends (fused and unfused callers split differently); the short
+// last group is padded.
 inline void swiglu8(F8& g, const F8& u) {
   F8 e = -g;
-  exp8(e);
+  exp_lanes<F8, I8>(e);
   g = g / (1.0f + e) * u;
 }
 inline void swiglu_range(float* gate, const float* up, std::size_t begin, std::size_t end) {

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+
+#include "kernels/cpu/vec_exp.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -34,33 +36,10 @@ constexpr int kBlockChunks = 2;
 constexpr int kBlockColumns = kBlockChunks * kLanes;
 
 // exp(x) for x <= 0 on 16 lanes (explicit vector code: an `omp simd` loop around a scalar
-// version stayed scalar in GCC 12): clamp, split x = n ln2 + r with |r| <= ln2/2 (n rounded to
-// nearest by the 1.5 * 2^23 shift), a degree-6 polynomial for e^r, then scale by 2^n via the
-// exponent bits. Relative error ~2 ulp, far inside the attention tolerance; results below e^-87
-// flush to ~1e-38 instead of 0, which no softmax sum can see. In place: a 64-byte vector passed
-// or returned by value would change the calling convention between AVX-512 and AVX2 builds.
+// version stayed scalar in GCC 12): cpu::exp_lanes (kernels/cpu/vec_exp.h, ~2 ulp, far inside
+// the attention tolerance; below e^-87 ~1e-38 instead of 0, which no softmax sum can see).
 using Int16 = std::int32_t __attribute__((vector_size(64)));
-// V: a float vector type, I: the int32 vector of as many lanes (Vec16 / Int16, VecN / IntN).
-template <class V, class I>
-inline void exp_nonpositive_lanes(V& x) {
-  const V lowest = V{} - 87.0f;
-  x = x < lowest ? lowest : x;
-  const V shift = V{} + 12582912.0f;                         // 1.5 * 2^23
-  const V n = (x * 1.44269504f + shift) - shift;             // round(x / ln2), in [-126, 0]
-  const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
-  V p = V{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const I bits = (__builtin_convertvector(n, I) + 127) << 23;  // 2^n
-  V two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  x = p * two_n;
-}
-inline void exp_nonpositive(Vec16& x) { exp_nonpositive_lanes<Vec16, Int16>(x); }
+inline void exp_nonpositive(Vec16& x) { cpu::exp_lanes<Vec16, Int16>(x); }  // kernels/cpu/vec_exp.h
 
 // Lane c of the result = lane idx[c] of the 32 lanes a ++ b. GCC's __builtin_shuffle does not
 // exist in Clang (the sanitizer build's compiler), so AVX-512 takes vpermt2ps directly. The
@@ -330,14 +309,14 @@ inline void lane_softmax_step(float* st, int n, float* max, float* denom, float*
   }
   const VecN new_max = tile_max > m ? tile_max : m;
   VecN a = m - new_max;  // -inf on the first tile: exp clamps it to ~0
-  exp_nonpositive_lanes<VecN, IntN>(a);
+  cpu::exp_lanes<VecN, IntN>(a);
   a = new_max > m ? a : VecN{} + 1.0f;
   VecN sum = {};
   for (int j = 0; j < n; ++j) {
     VecN x;
     std::memcpy(&x, st + static_cast<std::size_t>(j) * kNativeLanes, sizeof x);
     x -= new_max;
-    exp_nonpositive_lanes<VecN, IntN>(x);
+    cpu::exp_lanes<VecN, IntN>(x);
     sum += x;
     std::memcpy(st + static_cast<std::size_t>(j) * kNativeLanes, &x, sizeof x);
   }
