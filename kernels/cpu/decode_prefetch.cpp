@@ -11,7 +11,7 @@ std::atomic<int>& setting() {
 }
 }  // namespace
 
-int set_decode_prefetch(int bytes) { return setting().exchange(std::max(bytes, 0)); }
+int set_decode_prefetch(int bytes) { return setting().exchange(std::clamp(bytes, 0, kMaxDecodePrefetch)); }
 int decode_prefetch_bytes() { return setting().load(std::memory_order_relaxed); }
 
 }  // namespace inferlab::cpu

@@ -14,22 +14,26 @@ namespace inferlab::cpu {
 // How far ahead (bytes of the weight stream) the decode kernels above prefetch; 0: not at all
 // (the hardware prefetcher alone). Both give the same bits; the switch is there to measure what
 // it buys (`inferlab_bench --benchmark_filter='gemm_gguf_prefetch|matmul_int8_act_prefetch'`).
-// Negative values are taken as 0. Returns the setting before.
+// Values are clamped to [0, kMaxDecodePrefetch]. Returns the setting before.
 constexpr int kDecodePrefetch = 2048;
+constexpr int kMaxDecodePrefetch = 1 << 16;
 int set_decode_prefetch(int bytes);
 int decode_prefetch_bytes();
 
 // Prefetches (into L1) the cache lines of [p + ahead, p + ahead + bytes); nothing for ahead <= 0.
-// `asm volatile`: GCC 12 at -O3 deleted every _mm_prefetch of such loops as dead code (objdump
-// showed no prefetcht0 in the tiles; -fno-tree-dce kept them). The addresses may lie past the
-// end of the weights: a prefetch never faults.
+// `asm volatile`: GCC 12 at -O3 deleted every _mm_prefetch of the AVX2 decode tiles' loops as
+// dead code (objdump showed no prefetcht0 in them; -fno-tree-dce kept them). The addresses may
+// lie up to kMaxDecodePrefetch past the end of the weights: a prefetch never faults. Elsewhere
+// __builtin_prefetch (ARM's prfm).
 inline void prefetch_ahead(const void* p, std::size_t bytes, int ahead) {
 #if defined(__x86_64__) || defined(__i386__)
   if (ahead <= 0) return;
   const auto* base = static_cast<const std::uint8_t*>(p) + ahead;
   for (std::size_t l = 0; l < bytes; l += 64) asm volatile("prefetcht0 %0" : : "m"(base[l]));
 #else
-  (void)p, (void)bytes, (void)ahead;
+  if (ahead <= 0) return;
+  const auto* base = static_cast<const std::uint8_t*>(p) + ahead;
+  for (std::size_t l = 0; l < bytes; l += 64) __builtin_prefetch(base + l, 0, 3);
 #endif
 }
 

@@ -17,8 +17,9 @@ inline void exp_lanes(V& x) {
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
   const V shift = V{} + 12582912.0f;                         // 1.5 * 2^23
-  const V n = (x * 1.44269504f + shift) - shift;             // round(x / ln2), in [-126, 127]
-  const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2
+  V n = (x * 1.44269504f + shift) - shift;                   // round(x / ln2), in [-126, 127]
+  const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2, two-part ln2 (NaN stays NaN)
+  n = n == n ? n : V{};  // NaN: a defined exponent (the conversion of NaN is undefined: clang gave 0)
   V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;

@@ -100,10 +100,11 @@ using inferlab::plugins::FlashAttention;
 using inferlab::plugins::NaiveAttention;
 
 // Flash decode with its lane kernels on (lanes:1, the default) and off (lanes:0: the transposed K
-// tile at group 8, per-vector dot products below), over GQA groups 3 (SmolLM2: 9 heads over 3)
-// and 8 (TinyLlama-1.1B: 32 over 4), head_dim 64. Args: {context, threads, group, lanes}.
+// tile at group 8, per-vector dot products below), over GQA groups 1 (multi-head: 8 heads over 8),
+// 2 (8 over 4), 3 (SmolLM2: 9 heads over 3) and 8 (TinyLlama-1.1B: 32 over 4), head_dim 64.
+// Args: {context, threads, group, lanes}.
 void attention_decode_lanes(benchmark::State& state) {
-  const int group = static_cast<int>(state.range(2)), kv_heads = group == 8 ? 4 : 3;
+  const int group = static_cast<int>(state.range(2)), kv_heads = group == 8 ? 4 : group == 3 ? 3 : 8 / group;
   run<FlashAttention>(state, bench_spec(static_cast<int>(state.range(0)), 1, group * kv_heads, kv_heads),
                       static_cast<int>(state.range(1)),
                       FlashAttention(FlashAttention::kDefaultTile, FlashAttention::kDefaultQueryRows, state.range(3) != 0));
@@ -150,7 +151,7 @@ void decode_smol_args(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(attention_decode_smol, FlashAttention)->Apply(decode_smol_args);
 
 BENCHMARK(attention_decode_lanes)->Apply([](benchmark::internal::Benchmark* b) {
-  for (int group : {3, 8})
+  for (int group : {1, 2, 3, 8})
     for (int context : {64, 512, 2048})
       for (int threads : {1, 2})
         for (int lanes : {1, 0}) b->Args({context, threads, group, lanes});

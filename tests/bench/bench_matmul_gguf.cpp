@@ -32,6 +32,7 @@
 #include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "bench_support.h"
 #include "tests/support/gguf_block_fixtures.h"
 
 namespace {
@@ -189,6 +190,10 @@ void gemm_gguf_unpack(benchmark::State& state) {
 // median call) and gain = plain / prefetch time.
 void gemm_gguf_prefetch(benchmark::State& state) {
   if (skip_unless_packed(state)) return;
+#if !INFERLAB_GEMM_GGUF_AVX2
+  state.SkipWithError("only the AVX2 decode tiles prefetch; this build runs the VNNI ones");
+  return;
+#endif
   Problem p(state);
   inferlab::ThreadPool pool(static_cast<int>(state.range(6)));
   std::vector<inferlab::cpu::PackedGguf> packs;
@@ -197,32 +202,13 @@ void gemm_gguf_prefetch(benchmark::State& state) {
   std::vector<std::int8_t> xq(p.x.size());
   std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / 32));
   inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
-  const int ahead = static_cast<int>(state.range(5));
   int c = 0;
-  auto timed = [&](int bytes) {
-    inferlab::cpu::set_decode_prefetch(bytes);
+  inferlab::bench::decode_prefetch_ab(state, static_cast<int>(state.range(5)), p.copies, static_cast<double>(p.bytes), [&] {
     const auto t0 = std::chrono::steady_clock::now();
     inferlab::cpu::gemm_gguf(xq.data(), xs.data(), packs[static_cast<std::size_t>(c)], p.y.data(), p.n, pool);
     c = c + 1 == p.copies ? 0 : c + 1;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  const int was = inferlab::cpu::decode_prefetch_bytes();
-  for (int i = 0; i < p.copies; ++i) timed(ahead);  // warm-up: every copy touched once
-  std::vector<double> on, off;
-  for (auto _ : state) {
-    on.push_back(timed(ahead));
-    off.push_back(timed(0));
-    benchmark::ClobberMemory();
-  }
-  inferlab::cpu::set_decode_prefetch(was);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double bytes = static_cast<double>(p.bytes);
-  state.counters["prefetch_GB/s"] = bytes / median(on) * 1e-9;
-  state.counters["plain_GB/s"] = bytes / median(off) * 1e-9;
-  state.counters["gain"] = median(off) / median(on);
+  });
   state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
+#include "bench_support.h"
 
 namespace {
 
@@ -117,31 +118,15 @@ void matmul_int8_act_prefetch(benchmark::State& state) {
   std::vector<float> xs(static_cast<std::size_t>(p.n) * inferlab::ref::act_blocks(p.in));
   inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
   int c = 0;
-  auto timed = [&](int bytes) {
-    inferlab::cpu::set_decode_prefetch(bytes);
+  inferlab::bench::decode_prefetch_ab(state, inferlab::cpu::kDecodePrefetch, p.copies,
+                                      static_cast<double>(p.size) + 4.0 * p.out, [&] {
     const auto t0 = std::chrono::steady_clock::now();
     inferlab::cpu::matmul_int8_act(xq.data(), xs.data(), p.q.data() + c * p.size,
                                    p.scale.data() + static_cast<std::size_t>(c) * p.out, p.y.data(), p.n, p.out,
                                    p.in, pool);
     c = c + 1 == p.copies ? 0 : c + 1;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  for (int i = 0; i < p.copies; ++i) timed(inferlab::cpu::kDecodePrefetch);  // warm-up
-  std::vector<double> on, off;
-  for (auto _ : state) {
-    on.push_back(timed(inferlab::cpu::kDecodePrefetch));
-    off.push_back(timed(0));
-    benchmark::ClobberMemory();
-  }
-  inferlab::cpu::set_decode_prefetch(inferlab::cpu::kDecodePrefetch);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double bytes = static_cast<double>(p.size) + 4.0 * p.out;
-  state.counters["prefetch_GB/s"] = bytes / median(on) * 1e-9;
-  state.counters["plain_GB/s"] = bytes / median(off) * 1e-9;
-  state.counters["gain"] = median(off) / median(on);
+  });
 }
 
 void shapes(benchmark::internal::Benchmark* b) {

@@ -9,6 +9,8 @@
 #include "inferlab/device.h"
 #include "inferlab/rng.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/ops_rows.h"
+#include "kernels/cpu/vec_exp.h"
 #include "kernels/ref/ops.h"
 
 namespace inferlab {
@@ -105,6 +107,43 @@ TEST(CpuOps, SwigluAddBiasAndAddMatchRef) {
       cpu::add(got.data(), up.data(), n, pool);
       expect_close(got, want, 0.0f, "add");
     }
+}
+
+// The vector exp behind SwiGLU and flash's softmax (kernels/cpu/vec_exp.h) over the whole range
+// SiLU feeds it (x = -gate, either sign), against libm; its clamps at both ends; NaN stays NaN.
+TEST(CpuOps, VectorExpMatchesLibmAndKeepsNaN) {
+  using F8 = cpu::row_ops::F8;
+  using I8 = cpu::row_ops::I8;
+  for (float x0 = -100.0f; x0 <= 100.0f; x0 += 0.37f) {
+    F8 x;
+    for (int i = 0; i < 8; ++i) x[i] = x0 + 0.01f * static_cast<float>(i);
+    F8 e = x;
+    cpu::exp_lanes<F8, I8>(e);
+    for (int i = 0; i < 8; ++i) {
+      if (x[i] < -87.0f)
+        EXPECT_LT(e[i], 2e-38f) << x[i];
+      else if (x[i] > 88.0f)
+        EXPECT_FLOAT_EQ(e[i], std::exp(88.0f)) << x[i];
+      else
+        EXPECT_NEAR(e[i], std::exp(x[i]), 4e-7f * std::exp(x[i])) << x[i];
+    }
+  }
+  F8 special = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -NAN, 88.0f};
+  cpu::exp_lanes<F8, I8>(special);
+  EXPECT_TRUE(std::isnan(special[0]));
+  EXPECT_FLOAT_EQ(special[1], std::exp(88.0f));
+  EXPECT_LT(special[2], 2e-38f);
+  EXPECT_EQ(special[3], 1.0f);
+  EXPECT_EQ(special[4], 1.0f);
+  EXPECT_NEAR(special[5], std::exp(1.0f), 4e-7f * std::exp(1.0f));
+  EXPECT_TRUE(std::isnan(special[6]));
+  // SwiGLU keeps a NaN gate NaN (as std::exp did) and a large one finite.
+  std::vector<float> gate = {NAN, 200.0f, -200.0f, 1.0f}, up = {1.0f, 1.0f, 1.0f, 2.0f};
+  cpu::row_ops::swiglu_range(gate.data(), up.data(), 0, gate.size());
+  EXPECT_TRUE(std::isnan(gate[0]));
+  EXPECT_FLOAT_EQ(gate[1], 200.0f);
+  EXPECT_LE(std::fabs(gate[2]), 1e-30f);
+  EXPECT_NEAR(gate[3], 2.0f / (1.0f + std::exp(-1.0f)), 1e-6f);
 }
 
 TEST(CpuOps, EmbeddingGatherAndKvWriteMatchRef) {

@@ -20,6 +20,7 @@
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/matmul_int8_act.h"
 
 namespace inferlab {
@@ -149,6 +150,9 @@ TEST_P(GemmGguf, PrefillUnpackedOrPackedGivesTheSameBits) {
 TEST_P(GemmGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
   const GgmlType type = GetParam();
   SKIP_UNLESS_PACKED(type);
+#if !INFERLAB_GEMM_GGUF_AVX2
+  GTEST_SKIP() << "only the AVX2 decode tiles prefetch; this build runs the VNNI ones";
+#endif
   ThreadPool pool(2);
   const int out = 130, in = is_k(type) ? 768 : 800;
   const cpu::PackedGguf packed = cpu::pack_gguf(type, testing::random_gguf_blocks(type, out, in, 15), out, in);
@@ -158,8 +162,9 @@ TEST_P(GemmGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
   cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, with.data(), 1, pool);
   EXPECT_EQ(cpu::set_decode_prefetch(0), cpu::kDecodePrefetch);
   cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, without.data(), 1, pool);
-  cpu::set_decode_prefetch(1 << 24);
+  cpu::set_decode_prefetch(1 << 24);  // clamped to kMaxDecodePrefetch, past the matrix's end
   cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, far.data(), 1, pool);
+  EXPECT_EQ(cpu::decode_prefetch_bytes(), cpu::kMaxDecodePrefetch);
   cpu::set_decode_prefetch(-5);
   EXPECT_EQ(cpu::decode_prefetch_bytes(), 0);
   cpu::set_decode_prefetch(cpu::kDecodePrefetch);

@@ -29,7 +29,7 @@ struct Scratch {
   std::vector<float> denom;   // [vectors] running sum of exp(score - max)
   std::vector<float> acc;     // [vectors, head_dim] running un-normalised output
   std::vector<float> qs;      // [vectors, head_dim] the item's queries times the softmax scale
-  std::vector<float> scores;  // [kBlockVectors, tile_pad] scores, then softmax weights, of a block
+  std::vector<float> scores;  // [kBlockVectors, tile_pad] (lane path: [tile_pad, lanes]) scores, then weights
   std::vector<float> k_t;     // [head_dim, tile_pad] the tile's K, transposed
   std::vector<float> qt;      // [head_dim, lanes] one row's queries transposed (the lane kernels)
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the tile's positions

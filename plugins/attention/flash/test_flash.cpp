@@ -257,6 +257,25 @@ TEST(FlashAttention, LanesParameterIsACpuSwitch) {
   EXPECT_TRUE(reg.resolve(PluginKind::kAttention, "flash", {}, "test").get_bool("lanes"));
   const Params off = reg.resolve(PluginKind::kAttention, "flash", {{"lanes", false}}, "test");
   EXPECT_FALSE(off.get_bool("lanes"));
+  // The plugin as the registry builds it takes the value: on a decode batch its output has the
+  // bits of the class built directly with that setting, and the two settings differ (they sum
+  // in different orders), so an ignored parameter fails here.
+  AttentionProblemSpec spec;
+  spec.seqs = {{200, 1}, {37, 1}};
+  spec.n_heads = 16;
+  spec.n_kv_heads = 2;
+  spec.head_dim = 64;
+  AttentionProblem problem(spec);
+  CpuDevice device(1);
+  std::vector<float> outs[2];
+  for (bool lanes : {true, false}) {
+    const auto made = reg.create_attention(
+        "flash", reg.resolve(PluginKind::kAttention, "flash", {{"lanes", lanes}}, "test"), device);
+    plugins::FlashAttention direct(plugins::FlashAttention::kDefaultTile, plugins::FlashAttention::kDefaultQueryRows, lanes);
+    outs[lanes] = run_attention(*made, problem, device);
+    EXPECT_EQ(outs[lanes], run_attention(direct, problem, device)) << "lanes " << lanes;
+  }
+  EXPECT_NE(outs[0], outs[1]);
   ModelConfig c;
   c.dim = 64;
   c.n_heads = 8;
