@@ -17,6 +17,7 @@
 #include "inferlab/device.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/formats.h"
 #include "inferlab/kv_storage.h"
 #include "inferlab/quantization.h"
 #include "inferlab/quantization_rules.h"
@@ -68,6 +69,22 @@ std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
   return bytes;
 }
 
+// The loaded weights: every parameter in fp32, except a GGUF's block-quantized linears, held as
+// their blocks; plus, for those, the largest one dequantised while a model is built.
+std::uint64_t loaded_weight_bytes(const ModelConfig& c) {
+  std::uint64_t bytes = static_cast<std::uint64_t>(c.parameter_count()) * kF32, transient = 0;
+  for (const LinearSlot& l : model_linears(c)) {
+    const auto t = c.source_linear_types.find(l.name);
+    if (t == c.source_linear_types.end() || !ggml_type_supported(t->second) ||
+        !ggml_type_is_quantized(static_cast<GgmlType>(t->second)))
+      continue;
+    const std::uint64_t n = static_cast<std::uint64_t>(l.out) * static_cast<std::uint64_t>(l.in);
+    bytes -= n * kF32 - ggml_tensor_bytes(static_cast<GgmlType>(t->second), n);
+    transient = std::max(transient, n * kF32);
+  }
+  return bytes + transient;
+}
+
 std::int64_t int_param(const Params& p, const std::string& name, std::int64_t fallback) {
   const auto it = p.values().find(name);
   if (it == p.values().end()) return fallback;
@@ -93,7 +110,7 @@ std::string format_bytes(std::uint64_t bytes) {
 }
 
 std::string MemoryEstimate::describe() const {
-  std::string s = format_bytes(total()) + " = weights " + format_bytes(source_weights) + " (fp32, loaded once)";
+  std::string s = format_bytes(total()) + " = weights " + format_bytes(source_weights) + " (as loaded, once)";
   if (variant_weights) s += " + " + format_bytes(variant_weights) + " (variant '" + weights_variant + "')";
   if (kv_pool) s += " + KV pool " + format_bytes(kv_pool) + " (variant '" + kv_variant + "')";
   if (activations) s += " + activations " + format_bytes(activations);
@@ -132,7 +149,7 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
   e.process = resident_bytes();
   if (spec.device.kind == "sim") return e;
 
-  e.source_weights = static_cast<std::uint64_t>(model.parameter_count()) * kF32;
+  e.source_weights = loaded_weight_bytes(model);
   const std::uint64_t n = lengths.size();
   CpuDevice host(1);
   for (const ResolvedVariant& v : plan.variants) {

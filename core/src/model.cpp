@@ -20,13 +20,16 @@ struct Model::Layer {
 
 namespace {
 
-std::unique_ptr<Linear> build(Quantization& quant, const CalibrationSet* calibration, const std::string& name,
-                              const std::vector<float>& w, int out, int in) {
+// Builds linear `name` from its fp32 values, dequantised from the checkpoint's blocks only now
+// (one matrix at a time) and not at all when the strategy runs the blocks themselves.
+std::unique_ptr<Linear> build(Quantization& quant, const CalibrationSet* calibration, const ModelWeights& weights,
+                              const std::string& name, int out, int in) {
+  std::vector<float> w = quant.needs_values(name) ? weights.matrix(name) : std::vector<float>{};
   const LinearCalibration* calib = calibration ? calibration->find(name) : nullptr;
   check(calib == nullptr || calib->in == in, "calibration of " + name + " has " +
                                                  std::to_string(calib ? calib->in : 0) + " input channels, expected " +
                                                  std::to_string(in));
-  std::unique_ptr<Linear> linear = quant.make_linear(name, w, out, in, calib);
+  std::unique_ptr<Linear> linear = quant.make_linear(name, std::move(w), out, in, calib);
   check(linear != nullptr, "quantization returned no linear for " + name);
   check(linear->out_features() == out && linear->in_features() == in,
         "quantization built " + name + " as [" + std::to_string(linear->out_features()) + ", " +
@@ -57,21 +60,20 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, c
     layer->bq = to_device(device_, src.bq);
     layer->bk = to_device(device_, src.bk);
     layer->bv = to_device(device_, src.bv);
-    layer->wq = build(quant, calibration, p + "wq", src.wq, d, d);
-    layer->wk = build(quant, calibration, p + "wk", src.wk, kv, d);
-    layer->wv = build(quant, calibration, p + "wv", src.wv, kv, d);
-    layer->wo = build(quant, calibration, p + "wo", src.wo, d, d);
-    layer->w1 = build(quant, calibration, p + "w1", src.w1, h, d);
-    layer->w2 = build(quant, calibration, p + "w2", src.w2, d, h);
-    layer->w3 = build(quant, calibration, p + "w3", src.w3, h, d);
+    layer->wq = build(quant, calibration, weights, p + "wq", d, d);
+    layer->wk = build(quant, calibration, weights, p + "wk", kv, d);
+    layer->wv = build(quant, calibration, weights, p + "wv", kv, d);
+    layer->wo = build(quant, calibration, weights, p + "wo", d, d);
+    layer->w1 = build(quant, calibration, weights, p + "w1", h, d);
+    layer->w2 = build(quant, calibration, weights, p + "w2", d, h);
+    layer->w3 = build(quant, calibration, weights, p + "w3", h, d);
     layers_.push_back(std::move(layer));
   }
-  classifier_ = build(quant, calibration, "classifier", config_.tied_classifier ? weights.token_embedding : weights.classifier,
-                      v, d);
+  classifier_ = build(quant, calibration, weights, "classifier", v, d);
   // The embedding table is stored once, in the quantization's format: a tied classifier is the
   // table (the lookup reads its rows, Linear::dequantize_row); a separate one leaves the table a
   // linear of its own that only ever serves rows (quantization rules may name it "embedding").
-  if (!config_.tied_classifier) embedding_ = build(quant, calibration, "embedding", weights.token_embedding, v, d);
+  if (!config_.tied_classifier) embedding_ = build(quant, calibration, weights, "embedding", v, d);
   const int hd = config_.head_dim();
   std::vector<float> inv_freq(static_cast<std::size_t>(hd / 2));
   for (int j = 0; j < hd / 2; ++j)  // the float expression of llama2.c run.c

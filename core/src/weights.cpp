@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "inferlab/error.h"
+#include "inferlab/formats.h"
 #include "inferlab/rng.h"
 #include "inferlab/thread_pool.h"
 
@@ -47,14 +50,149 @@ inline float approx_normal(Rng& rng) {
   return static_cast<float>((static_cast<double>(sum) - kMean) * kScale);
 }
 
+// One linear of the weights: its fp32 field, where its stored blocks live (map and key) and its
+// shape. F and M are const for const weights.
+template <typename F, typename M>
+struct LinearRef {
+  F* field = nullptr;  // null: not a linear of these weights
+  M* map = nullptr;
+  std::string key;
+  std::size_t rows = 0, cols = 0;
+  const SourceBlocks* blocks() const {
+    if (map == nullptr) return nullptr;
+    const auto it = map->find(key);
+    return it == map->end() ? nullptr : &it->second;
+  }
+};
+
+// Resolves "layers.L.wq" .. "layers.L.w3", "classifier" and "embedding".
+template <typename W, bool kConst = std::is_const_v<W>,
+          typename F = std::conditional_t<kConst, const std::vector<float>, std::vector<float>>,
+          typename M = std::conditional_t<kConst, const std::map<std::string, SourceBlocks>,
+                                          std::map<std::string, SourceBlocks>>>
+LinearRef<F, M> resolve(W& w, const std::string& name) {
+  const ModelConfig& c = w.config;
+  // Shapes of a config that validate() would refuse (no heads) are not computed.
+  const auto d = static_cast<std::size_t>(c.dim), h = static_cast<std::size_t>(c.hidden_dim),
+             kv = c.n_heads > 0 ? static_cast<std::size_t>(c.kv_dim()) : 0, v = static_cast<std::size_t>(c.vocab_size);
+  LinearRef<F, M> r;
+  if (name == "classifier" || name == "embedding") {
+    r.field = name == "embedding" || c.tied_classifier ? &w.token_embedding : &w.classifier;
+    r.map = &w.table_blocks;
+    // A tied table's blocks are the classifier's; an untied table's are the "embedding" linear's.
+    r.key = c.tied_classifier ? "classifier" : name;
+    r.rows = v;
+    r.cols = d;
+    return r;
+  }
+  constexpr std::string_view kPrefix = "layers.";
+  if (name.rfind(kPrefix, 0) != 0) return r;
+  const std::size_t dot = name.find('.', kPrefix.size());
+  if (dot == std::string::npos || dot == kPrefix.size() || dot - kPrefix.size() > 9) return r;
+  std::size_t layer = 0;
+  for (std::size_t i = kPrefix.size(); i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return r;
+    layer = layer * 10 + static_cast<std::size_t>(name[i] - '0');
+  }
+  if (layer >= w.layers.size()) return r;
+  auto& L = w.layers[layer];
+  const std::string field = name.substr(dot + 1);
+  struct Shape {
+    const char* name;
+    std::size_t rows, cols;
+  };
+  const Shape shapes[] = {{"wq", d, d}, {"wk", kv, d}, {"wv", kv, d}, {"wo", d, d},
+                          {"w1", h, d}, {"w2", d, h},  {"w3", h, d}};
+  F* fields[] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w1, &L.w2, &L.w3};
+  for (std::size_t i = 0; i < std::size(shapes); ++i) {
+    if (field != shapes[i].name) continue;
+    r.field = fields[i];
+    r.map = &L.blocks;
+    r.key = field;
+    r.rows = shapes[i].rows;
+    r.cols = shapes[i].cols;
+  }
+  return r;
+}
+
+// The names of every linear the weights hold (a tied table once, as "classifier").
+std::vector<std::string> linear_names(const ModelWeights& w) {
+  std::vector<std::string> names;
+  for (std::size_t l = 0; l < w.layers.size(); ++l)
+    for (const char* f : {"wq", "wk", "wv", "wo", "w1", "w2", "w3"})
+      names.push_back("layers." + std::to_string(l) + "." + f);
+  names.emplace_back("classifier");
+  if (!w.config.tied_classifier) names.emplace_back("embedding");
+  return names;
+}
+
+std::vector<float> dequantized(const SourceBlocks& b, std::size_t n, const std::string& name) {
+  const auto type = static_cast<GgmlType>(b.ggml_type);
+  check(ggml_type_supported(b.ggml_type) && b.bytes.size() == ggml_tensor_bytes(type, n),
+        "model weights: the blocks of " + name + " (" + ggml_type_name(b.ggml_type) + ", " +
+            std::to_string(b.bytes.size()) + " bytes) do not hold its " + std::to_string(n) + " values");
+  std::vector<float> out(n);
+  dequantize(type, b.bytes.data(), n, out.data());
+  return out;
+}
+
 }  // namespace
+
+const SourceBlocks* ModelWeights::source_blocks(const std::string& name) const { return resolve(*this, name).blocks(); }
+
+void ModelWeights::set_source_blocks(const std::string& name, SourceBlocks blocks) {
+  const auto r = resolve(*this, name);
+  check(r.field != nullptr, "model weights '" + config.name + "': no linear named '" + name + "' to hold blocks");
+  (*r.map)[r.key] = std::move(blocks);
+}
+
+std::vector<float> ModelWeights::matrix(const std::string& name) const {
+  const auto r = resolve(*this, name);
+  check(r.field != nullptr, "model weights '" + config.name + "': no linear named '" + name + "'");
+  const SourceBlocks* blocks = r.blocks();
+  if (!r.field->empty() || blocks == nullptr) return *r.field;
+  return dequantized(*blocks, r.rows * r.cols, name);
+}
+
+bool ModelWeights::has_lazy_matrices() const {
+  for (const std::string& name : linear_names(*this)) {
+    const auto r = resolve(*this, name);
+    if (r.field->empty() && r.blocks() != nullptr) return true;
+  }
+  return false;
+}
+
+void ModelWeights::materialize() {
+  for (const std::string& name : linear_names(*this)) {
+    const auto r = resolve(*this, name);
+    if (r.field->empty() && r.blocks() != nullptr) *r.field = dequantized(*r.blocks(), r.rows * r.cols, name);
+  }
+}
+
+const ModelWeights& with_values(const ModelWeights& w, ModelWeights& storage) {
+  if (!w.has_lazy_matrices()) return w;
+  storage = w;
+  storage.materialize();
+  return storage;
+}
 
 void ModelWeights::validate() const {
   const ModelConfig& c = config;
   c.validate();
-  const std::size_t d = static_cast<std::size_t>(c.dim), h = static_cast<std::size_t>(c.hidden_dim),
-                    kv = static_cast<std::size_t>(c.kv_dim()), v = static_cast<std::size_t>(c.vocab_size);
-  check_size(token_embedding, v * d, "token_embedding", c);
+  const std::size_t d = static_cast<std::size_t>(c.dim), kv = static_cast<std::size_t>(c.kv_dim());
+  // A matrix held only as blocks counts by the values its blocks encode.
+  auto check_matrix = [&](const std::string& linear, const std::string& label) {
+    const auto r = resolve(*this, linear);
+    const SourceBlocks* b = r.blocks();
+    if (!r.field->empty() || b == nullptr) return check_size(*r.field, r.rows * r.cols, label, c);
+    const auto type = static_cast<GgmlType>(b->ggml_type);
+    const std::size_t n = r.rows * r.cols;
+    check(ggml_type_supported(b->ggml_type) && n % ggml_block_elements(type) == 0 &&
+              b->bytes.size() == ggml_tensor_bytes(type, n),
+          "model weights '" + c.name + "': " + label + " has " + std::to_string(b->bytes.size()) + " bytes of " +
+              ggml_type_name(b->ggml_type) + " blocks, config needs " + std::to_string(n) + " values");
+  };
+  check_matrix("embedding", "token_embedding");
   check(layers.size() == static_cast<std::size_t>(c.n_layers),
         "model weights '" + c.name + "': " + std::to_string(layers.size()) + " layers, config needs " +
             std::to_string(c.n_layers));
@@ -62,20 +200,15 @@ void ModelWeights::validate() const {
     const LayerWeights& l = layers[i];
     const std::string p = "layers." + std::to_string(i) + ".";
     check_size(l.attn_norm, d, p + "attn_norm", c);
-    check_size(l.wq, d * d, p + "wq", c);
-    check_size(l.wk, kv * d, p + "wk", c);
-    check_size(l.wv, kv * d, p + "wv", c);
-    check_size(l.wo, d * d, p + "wo", c);
+    for (const char* f : {"wq", "wk", "wv", "wo", "w1", "w2", "w3"}) check_matrix(p + f, p + f);
     check_size(l.bq, c.qkv_bias ? d : 0, p + "bq", c);
     check_size(l.bk, c.qkv_bias ? kv : 0, p + "bk", c);
     check_size(l.bv, c.qkv_bias ? kv : 0, p + "bv", c);
     check_size(l.ffn_norm, d, p + "ffn_norm", c);
-    check_size(l.w1, h * d, p + "w1", c);
-    check_size(l.w2, d * h, p + "w2", c);
-    check_size(l.w3, h * d, p + "w3", c);
   }
   check_size(final_norm, d, "final_norm", c);
-  check_size(classifier, c.tied_classifier ? 0 : v * d, "classifier", c);
+  if (c.tied_classifier) check_size(classifier, 0, "classifier", c);
+  else check_matrix("classifier", "classifier");
 }
 
 ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed) {

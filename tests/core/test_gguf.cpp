@@ -191,7 +191,11 @@ TEST(Gguf, DequantizesEveryBlockTypeExactly) {
   EXPECT_FALSE(ggml_type_supported(6));   // Q5_0
 }
 
-void expect_weights_equal(const ModelWeights& a, const ModelWeights& e) {
+// Field by field, block-held matrices as their dequantised values.
+void expect_weights_equal(const ModelWeights& given, const ModelWeights& expected) {
+  ModelWeights storage_a, storage_e;
+  const ModelWeights& a = with_values(given, storage_a);
+  const ModelWeights& e = with_values(expected, storage_e);
   EXPECT_EQ(a.token_embedding, e.token_embedding);
   ASSERT_EQ(a.layers.size(), e.layers.size());
   for (std::size_t l = 0; l < e.layers.size(); ++l) {

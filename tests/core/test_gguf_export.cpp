@@ -98,9 +98,13 @@ TEST(GgufExport, QuantisersErrorIsBoundedByTheScale) {
   EXPECT_THROW(quantize(GgmlType::kQ8_0, x.data(), 31, buf.data()), Error);
 }
 
-// Every float tensor of two models, pairwise (same config assumed).
+// Every float tensor of two models, pairwise (same config assumed); block-held matrices as
+// their dequantised values.
 template <typename Fn>
-void for_each_tensor(const ModelWeights& a, const ModelWeights& b, Fn fn) {
+void for_each_tensor(const ModelWeights& given_a, const ModelWeights& given_b, Fn fn) {
+  ModelWeights storage_a, storage_b;
+  const ModelWeights& a = with_values(given_a, storage_a);
+  const ModelWeights& b = with_values(given_b, storage_b);
   fn("token_embd", a.token_embedding, b.token_embedding);
   fn("output_norm", a.final_norm, b.final_norm);
   fn("output", a.classifier, b.classifier);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "inferlab/checkpoint.h"
+#include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "test_support.h"
 
@@ -93,19 +94,60 @@ TEST(GgufKQuants, LoaderKeepsRawBlocksOfQuantizedLinearsAndEveryLinearsType) {
   ASSERT_NE(down, nullptr);
   EXPECT_EQ(header.source_linear_types.at("layers.0.w2"), down->type);
   for (const auto& [name, type] : header.source_linear_types) {
-    const auto it = m.weights.source_blocks.find(name);
+    const SourceBlocks* blocks = m.weights.source_blocks(name);
     if (!ggml_type_is_quantized(static_cast<GgmlType>(type))) {
-      EXPECT_EQ(it, m.weights.source_blocks.end()) << name;
+      EXPECT_EQ(blocks, nullptr) << name;
       continue;
     }
-    ASSERT_NE(it, m.weights.source_blocks.end()) << name;
-    EXPECT_EQ(it->second.ggml_type, type);
+    ASSERT_NE(blocks, nullptr) << name;
+    EXPECT_EQ(blocks->ggml_type, type);
   }
   // The blocks are the file's bytes: ffn_down's equal a direct read.
-  EXPECT_EQ(m.weights.source_blocks.at("layers.0.w2").bytes, f.read_bytes(*down));
+  ASSERT_NE(m.weights.source_blocks("layers.0.w2"), nullptr);
+  EXPECT_EQ(m.weights.source_blocks("layers.0.w2")->bytes, f.read_bytes(*down));
   if (ggml_type_is_quantized(static_cast<GgmlType>(embd->type))) {
-    EXPECT_EQ(m.weights.source_blocks.at("embedding").bytes, f.read_bytes(*embd));
+    ASSERT_NE(m.weights.source_blocks("embedding"), nullptr);
+    EXPECT_EQ(m.weights.source_blocks("embedding")->bytes, f.read_bytes(*embd));
   }
+}
+
+// A block-quantized matrix is held only as its blocks: its fp32 field stays empty, matrix()
+// dequantises it exactly as the file's reader does, and materialize() fills the field with the
+// same values. Without the lazy loader every field would hold values already.
+TEST(GgufKQuants, QuantizedMatricesAreHeldOnlyAsBlocksAndDequantisedOnDemand) {
+  const std::string path = fixture("kq256-Q4_K.gguf");
+  INFERLAB_REQUIRE_FILE(path);
+  const LoadedModel m = load_model(path);
+  const GgufFile f = GgufFile::open(path);
+  const GgufTensorInfo* down = f.find_tensor("blk.0.ffn_down.weight");
+  ASSERT_NE(down, nullptr);
+  ASSERT_TRUE(ggml_type_is_quantized(static_cast<GgmlType>(down->type)));
+  EXPECT_TRUE(m.weights.has_lazy_matrices());
+  EXPECT_TRUE(m.weights.layers[0].w2.empty());
+  EXPECT_EQ(m.weights.matrix("layers.0.w2"), f.read_f32(*down));
+  ModelWeights dense = m.weights;
+  dense.materialize();
+  EXPECT_FALSE(dense.has_lazy_matrices());
+  EXPECT_EQ(dense.layers[0].w2, f.read_f32(*down));
+  EXPECT_NO_THROW(dense.validate());
+}
+
+// Erasing a layer (layer skipping's "removed" model, a draft's truncation) keeps every matrix
+// with its own blocks: the blocks travel with their layer, not with a name.
+TEST(GgufKQuants, ErasingALayerKeepsEachMatrixWithItsBlocks) {
+  const std::string path = fixture("stories260K-Q4_0.gguf");
+  INFERLAB_REQUIRE_FILE(path);
+  const LoadedModel m = load_model(path);
+  ASSERT_GE(m.weights.layers.size(), 2u);
+  ASSERT_NE(m.weights.source_blocks("layers.1.wq"), nullptr);
+  ModelWeights cut = m.weights;
+  cut.layers.erase(cut.layers.begin());
+  cut.config.n_layers -= 1;
+  EXPECT_NO_THROW(cut.validate());
+  ASSERT_NE(cut.source_blocks("layers.0.wq"), nullptr);
+  EXPECT_EQ(cut.source_blocks("layers.0.wq")->bytes, m.weights.source_blocks("layers.1.wq")->bytes);
+  EXPECT_EQ(cut.matrix("layers.0.wq"), m.weights.matrix("layers.1.wq"));
+  EXPECT_THROW((void)cut.matrix("layers." + std::to_string(cut.layers.size()) + ".wq"), Error);
 }
 
 TEST(GgufKQuants, NonGgufModelsHaveNoSourceTypes) {
@@ -113,7 +155,9 @@ TEST(GgufKQuants, NonGgufModelsHaveNoSourceTypes) {
   INFERLAB_REQUIRE_FILE(bin);
   const LoadedModel m = load_model(bin);
   EXPECT_TRUE(m.weights.config.source_linear_types.empty());
-  EXPECT_TRUE(m.weights.source_blocks.empty());
+  EXPECT_FALSE(m.weights.has_lazy_matrices());
+  EXPECT_EQ(m.weights.source_blocks("layers.0.wq"), nullptr);
+  EXPECT_EQ(m.weights.source_blocks("classifier"), nullptr);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "gguf_fixtures.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
+#include "inferlab/formats.h"
 #include "inferlab/kv_storage.h"
 #include "inferlab/memory_estimate.h"
 #include "inferlab/registry.h"
@@ -82,6 +84,33 @@ TEST(MemoryEstimate, QuantizationStoresFewerBytes) {
   EXPECT_NEAR(int8_linears / linears, 0.25, 0.03);
   EXPECT_NEAR(int4_linears / linears, 0.125 + 0.03, 0.04);
   EXPECT_EQ(int4.source_weights, f32.source_weights);  // the fp32 load is the same
+}
+
+// A GGUF's block-quantized linears load as their blocks (ModelWeights::matrix dequantises one
+// at a time while a model is built): the source term counts the file's bytes for them, fp32 for
+// everything else, plus the largest of them in fp32 once. Counting every parameter in fp32
+// (the loader before) would refuse a 7B Q4_0 file on a 24 GiB machine.
+TEST(MemoryEstimate, GgufLinearsCountAsTheirBlocks) {
+  const std::string gguf = testing::source_dir() + "/tests/data/gguf/stories260K-Q4_0.gguf";
+  INFERLAB_REQUIRE_FILE(gguf);
+  testing::TempDir dir("mem_gguf");
+  const Planned p = plan_text(dir, "[model]\npath = \"" + gguf +
+                                       "\"\n[workload]\nnum_requests = 2\nprompt_len = 8\noutput_len = 4\n");
+  const GgufFile f = GgufFile::open(gguf);
+  const ModelConfig& c = p.model;
+  std::uint64_t expect = static_cast<std::uint64_t>(c.parameter_count()) * 4, largest = 0;
+  int quantized = 0;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (!ggml_type_is_quantized(static_cast<GgmlType>(t.type))) continue;
+    if (t.name == "output.weight" && c.tied_classifier) continue;  // the embedding's bytes again
+    const std::uint64_t n = static_cast<std::uint64_t>(t.elements());
+    expect -= n * 4 - t.bytes;
+    largest = std::max(largest, n * 4);
+    ++quantized;
+  }
+  ASSERT_GT(quantized, 0);
+  EXPECT_EQ(p.plan.memory.source_weights, expect + largest);
+  EXPECT_LT(p.plan.memory.source_weights, static_cast<std::uint64_t>(c.parameter_count()) * 4);
 }
 
 TEST(MemoryEstimate, EngineSizedKvPoolAndSimulatedRuns) {

@@ -1,7 +1,8 @@
 // Checkpoint formats from the llama.cpp and Hugging Face worlds: GGUF files (v2, v3) and
-// Hugging Face snapshot folders (config.json + safetensors). Both load into the engine's fp32
-// ModelWeights; quantized GGUF tensors are dequantised on load and their original byte sizes
-// are reported in ModelWeights::source_bytes.
+// Hugging Face snapshot folders (config.json + safetensors). Both load into the engine's
+// ModelWeights: float tensors as fp32; a GGUF's block-quantized linears as their blocks only
+// (LayerWeights::blocks, ModelWeights::table_blocks), dequantised per matrix when a strategy
+// asks for values (ModelWeights::matrix). ModelWeights::source_bytes is the file's tensor bytes.
 //
 // Every failure on a bad file (wrong magic, unsupported version or tensor type, truncation at
 // any offset, a tensor whose shape disagrees with the config, a missing shard) throws

@@ -2,7 +2,9 @@
 // run, through plan_experiment), so a run that cannot fit is refused with the figures instead
 // of being killed hours in. What is counted (each term an upper bound of what the run holds at
 // once; cells run one after another, so the largest variant counts):
-//   source weights   fp32 copy of every parameter, loaded once and kept for every cell
+//   source weights   the loaded weights, kept for every cell: every parameter in fp32, but a
+//                    GGUF's block-quantized linears as their blocks (plus the largest of them
+//                    dequantised while a model is built)
 //   variant weights  the cell's model: norms (and an untied embedding) in fp32, each linear as the variant's
 //                    quantization stores it (bits per weight and scales, asked of the strategy
 //                    itself on a probe of each linear's shape)

@@ -32,7 +32,10 @@ namespace inferlab {
 // Linear::dequantize_row (pure: the tied embedding reads the classifier's rows) and
 // forward_act_blocks/reads_act_blocks (fused activation quantisation), Device::set_fuse and the
 // fused ops, SchedulerInput/KvCacheConfig reservation + max_seq_len (replacing reserve_full).
-inline constexpr int kPluginAbiVersion = 5;
+// 6: a GGUF's block-quantized matrices are held only as blocks (LayerWeights::blocks,
+// ModelWeights::table_blocks; ModelWeights::source_blocks(name) and matrix(name) read them) and
+// Quantization::needs_values lets a strategy that runs the blocks skip their dequantisation.
+inline constexpr int kPluginAbiVersion = 6;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

@@ -107,6 +107,13 @@ class Quantization {
     (void)calib;
     return make_linear(name, std::move(weight), out, in);
   }
+  // Whether make_linear(name, ...) reads the fp32 values. A strategy that builds `name` from
+  // the checkpoint's stored blocks (ModelWeights::source_blocks) answers false and is handed an
+  // empty vector, so a block-held matrix is never dequantised for it. True by default.
+  virtual bool needs_values(const std::string& name) const {
+    (void)name;
+    return true;
+  }
   // What to collect for make_linear; nothing by default.
   virtual CalibrationNeeds calibration_needs() const { return {}; }
 };

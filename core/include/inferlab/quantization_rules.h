@@ -77,6 +77,7 @@ class RuledQuantization : public Quantization {
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in,
                                       const LinearCalibration* calib) override;
   CalibrationNeeds calibration_needs() const override;
+  bool needs_values(const std::string& name) const override { return strategy_for(name).needs_values(name); }
   // The strategy that builds linear `name`.
   Quantization& strategy_for(const std::string& name) const;
 

@@ -10,6 +10,12 @@
 
 namespace inferlab {
 
+// A tensor's bytes as the checkpoint stored them: GGML blocks of type ggml_type (a GgmlType id).
+struct SourceBlocks {
+  std::uint32_t ggml_type = 0;
+  std::vector<std::uint8_t> bytes;  // [out rows of in / block_elements blocks]
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;  // [dim]
   std::vector<float> wq;         // [n_heads * head_dim, dim]  (row = output channel)
@@ -21,12 +27,11 @@ struct LayerWeights {
   std::vector<float> w1;         // [hidden_dim, dim]  gate
   std::vector<float> w2;         // [dim, hidden_dim]  down
   std::vector<float> w3;         // [hidden_dim, dim]  up
-};
-
-// A tensor's bytes as the checkpoint stored them: GGML blocks of type ggml_type (a GgmlType id).
-struct SourceBlocks {
-  std::uint32_t ggml_type = 0;
-  std::vector<std::uint8_t> bytes;  // [out rows of in / block_elements blocks]
+  // A GGUF's block-quantized matrices as the file stores them, by field ("wq", "w1", ...). Such
+  // a matrix's fp32 field above stays empty (ModelWeights::matrix dequantises it on demand), so
+  // a loaded GGUF costs its file's bytes, not four to seven times more. The blocks travel with
+  // the layer: erasing or truncating layers keeps every matrix with its own bytes.
+  std::map<std::string, SourceBlocks> blocks;
 };
 
 struct ModelWeights {
@@ -38,15 +43,35 @@ struct ModelWeights {
   // Bytes the tensors occupied in the source file (quantized formats are larger once
   // dequantised); 0 for random weights.
   std::uint64_t source_bytes = 0;
-  // A GGUF's block-quantized linears as stored, by linear name ("layers.3.wq", "classifier"),
-  // beside their fp32 copies above, for strategies that run the blocks natively
-  // (quantization/gguf). Empty for other formats and for F32/F16/BF16 tensors. Costs the
-  // file's bytes of these tensors (1/4 .. 1/7 of their fp32 copies).
-  std::map<std::string, SourceBlocks> source_blocks;
+  // The token table's and the classifier's blocks, as LayerWeights::blocks: "classifier" (the
+  // tied table, or a separate output.weight) and "embedding" (a table beside a separate
+  // classifier). Their fp32 fields stay empty in the same way.
+  std::map<std::string, SourceBlocks> table_blocks;
 
-  // Throws Error if a tensor's size disagrees with the config.
+  // The stored blocks of linear `name` ("layers.3.wq", "classifier", "embedding"), for
+  // strategies that run them natively (quantization/gguf); null when it has none (other
+  // formats, F32/F16/BF16 tensors, random weights).
+  const SourceBlocks* source_blocks(const std::string& name) const;
+  // Makes `blocks` the stored blocks of linear `name` (where source_blocks finds them); throws
+  // Error for a name that is not a linear of these weights (mind the layer count).
+  void set_source_blocks(const std::string& name, SourceBlocks blocks);
+  // The fp32 values of linear `name`, [out, in]: a copy of its field, or its blocks dequantised
+  // (bit for bit as ggml). Throws Error for an unknown name.
+  std::vector<float> matrix(const std::string& name) const;
+  // True when some matrix is held only as blocks (its field empty).
+  bool has_lazy_matrices() const;
+  // Dequantises every block-held matrix into its field (the blocks stay), for code that reads
+  // the fields directly; a no-op for weights without blocks.
+  void materialize();
+
+  // Throws Error if a tensor's size disagrees with the config (a block-held matrix counts by
+  // its blocks' elements).
   void validate() const;
 };
+
+// `w` itself when every matrix holds its fp32 values, else `storage` = w with every matrix
+// materialised: for code that reads all fields at once (the GGUF and Hugging Face writers).
+const ModelWeights& with_values(const ModelWeights& w, ModelWeights& storage);
 
 // Seeded random weights of the given shape: linears ~ N(0, 1/sqrt(fan_in)), norms = 1.
 // Deterministic for a (config, seed) pair whatever the thread count.

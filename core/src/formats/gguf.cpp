@@ -59,7 +59,8 @@ class GgufModelReader {
   }
 
   // Reads `name` (ne0 first) as fp32 after checking its shape against `expect`. A linear's
-  // block-quantized bytes are also kept in `blocks` under its engine name `linear`.
+  // block-quantized bytes are kept in `blocks` under its engine name `linear` instead, and it
+  // returns no values (ModelWeights::matrix dequantises them when asked).
   std::vector<float> tensor(const std::string& name, std::vector<std::uint64_t> expect,
                             bool required = true, const std::string& linear = "") {
     const GgufTensorInfo* t = f_.find_tensor(name);
@@ -79,9 +80,12 @@ class GgufModelReader {
     used.push_back(name);
     const auto type = static_cast<GgmlType>(t->type);
     std::vector<std::uint8_t> bytes = f_.read_bytes(*t);
+    if (!linear.empty() && ggml_type_is_quantized(type)) {
+      blocks[linear] = SourceBlocks{t->type, std::move(bytes)};
+      return {};
+    }
     std::vector<float> values(static_cast<std::size_t>(t->elements()));
     dequantize(type, bytes.data(), values.size(), values.data());
-    if (!linear.empty() && ggml_type_is_quantized(type)) blocks[linear] = SourceBlocks{t->type, std::move(bytes)};
     return values;
   }
 
@@ -341,7 +345,7 @@ LoadedModel load_gguf(const std::string& path) {
         c.tied_classifier = false;
       }
     }
-    w.source_blocks = std::move(r.blocks);
+    for (auto& [linear, b] : r.blocks) w.set_source_blocks(linear, std::move(b));  // with its layer
     for (const GgufTensorInfo& t : f.tensors())
       if (std::find(r.used.begin(), r.used.end(), t.name) == r.used.end())
         log::warn(path + ": tensor '" + t.name + "' is not used by the model");

@@ -204,7 +204,9 @@ struct PendingTensor {
 
 }  // namespace
 
-GgufExportSummary write_gguf(const std::string& path, const ModelWeights& w, const GgufExportOptions& o) {
+GgufExportSummary write_gguf(const std::string& path, const ModelWeights& weights, const GgufExportOptions& o) {
+  ModelWeights storage;
+  const ModelWeights& w = with_values(weights, storage);  // a GGUF's block-held matrices, as fp32
   const ModelConfig& c = w.config;
   GgufExportSummary summary;
   summary.architecture = c.qkv_bias ? "qwen2" : "llama";

@@ -48,8 +48,8 @@ std::string number(double v) {
 
 }  // namespace
 
-HfExportSummary write_hf(const std::string& dir, const ModelWeights& w, const HfExportOptions& o) {
-  const ModelConfig& c = w.config;
+HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, const HfExportOptions& o) {
+  const ModelConfig& c = weights.config;
   if (o.dtype != "F32" && o.dtype != "F16" && o.dtype != "BF16")
     throw Error("Hugging Face export: dtype " + o.dtype + "; allowed: F32, F16, BF16");
   const fs::path folder(dir);
@@ -61,6 +61,8 @@ HfExportSummary write_hf(const std::string& dir, const ModelWeights& w, const Hf
   fs::create_directories(folder, ec);
   if (ec) throw Error("Hugging Face export: cannot create " + dir + ": " + ec.message());
 
+  ModelWeights storage;
+  const ModelWeights& w = with_values(weights, storage);  // a GGUF's block-held matrices, as fp32
   HfExportSummary summary;
   summary.model_type = c.qkv_bias ? "qwen2" : "llama";
   summary.permuted = c.rope_style == RopeStyle::kInterleaved;

@@ -136,6 +136,16 @@ std::vector<std::string> gguf_strategy_problems(const ModelConfig& model) {
   return problems;
 }
 
+bool GgufQuantization::needs_values(const std::string& name) const {
+  if (weights_ == nullptr) return true;
+  const auto& types = weights_->config.source_linear_types;
+  const auto t = types.find(name);
+  if (t == types.end() || !gguf_strategy_accepts(t->second) || !cpu::gguf_native_kernel(static_cast<GgmlType>(t->second)))
+    return true;
+  const SourceBlocks* blocks = weights_->source_blocks(name);
+  return blocks == nullptr || blocks->ggml_type != t->second;  // else make_linear says what is missing
+}
+
 std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                       int in) {
   if (weights_ != nullptr) {
@@ -150,13 +160,13 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
           "quantization 'gguf': " + name + " is stored as " + type_name(t->second) + "; " + kAllowed);
     const auto type = static_cast<GgmlType>(t->second);
     if (cpu::gguf_native_kernel(type)) {
-      const auto it = weights_->source_blocks.find(name);
-      check(it != weights_->source_blocks.end() && it->second.ggml_type == t->second,
+      const SourceBlocks* blocks = weights_->source_blocks(name);
+      check(blocks != nullptr && blocks->ggml_type == t->second,
             "quantization 'gguf': " + name + " is stored as " + type_name(t->second) +
                 " but the loaded weights carry no such blocks for it");
-      weight.clear();  // the loader's dequantised copy: not needed
+      weight.clear();  // values a caller passed anyway: not needed
       weight.shrink_to_fit();
-      return std::make_unique<GgufBlockLinear>(type, it->second.bytes, out, in, int8_activations_, unpack_);
+      return std::make_unique<GgufBlockLinear>(type, blocks->bytes, out, in, int8_activations_, unpack_);
     }
   }
   // Float tensors (F32, F16, BF16): the loader's fp32 copy.

@@ -66,14 +66,16 @@ std::vector<std::string> gguf_strategy_problems(const ModelConfig& model);
 
 class GgufQuantization : public Quantization {
  public:
-  // weights: the run's weights with their source_blocks; null when planning (linears are then
+  // weights: the run's weights with their stored blocks; null when planning (linears are then
   // built in fp32, an upper bound of the memory).
   GgufQuantization(const ModelWeights* weights, bool int8_activations, bool unpack = true)
       : weights_(weights), int8_activations_(int8_activations), unpack_(unpack) {}
   using Quantization::make_linear;  // the overload taking calibration stays visible
-  // The linear `name` on its GGUF blocks when it has some (weight, the loader's dequantised copy,
-  // is then dropped), else an fp32 linear of `weight`.
+  // The linear `name` on its GGUF blocks when it has some (then `weight` is empty: the model
+  // asks needs_values first and dequantises nothing), else an fp32 linear of `weight`.
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
+  // False for a linear that runs on its stored blocks.
+  bool needs_values(const std::string& name) const override;
 
  private:
   const ModelWeights* weights_;

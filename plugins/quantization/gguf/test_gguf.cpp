@@ -29,11 +29,12 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-// A GGUF-like ModelWeights holding one linear's blocks under `name`.
+// A GGUF-like ModelWeights (one layer) holding one linear's blocks under `name`.
 ModelWeights weights_with(const std::string& name, GgmlType type, std::vector<std::uint8_t> blocks) {
   ModelWeights w;
+  w.layers.resize(1);
   w.config.source_linear_types[name] = static_cast<std::uint32_t>(type);
-  if (ggml_type_is_quantized(type)) w.source_blocks[name] = SourceBlocks{static_cast<std::uint32_t>(type), std::move(blocks)};
+  if (ggml_type_is_quantized(type)) w.set_source_blocks(name, SourceBlocks{static_cast<std::uint32_t>(type), std::move(blocks)});
   return w;
 }
 
@@ -195,7 +196,7 @@ TEST(GgufQuantization, BadBlocksAndMissingBlocksAreErrors) {
   // The config says Q4_K but the weights carry no blocks; a model that is not a GGUF; a name
   // the GGUF has no tensor for.
   ModelWeights missing = weights_with("layers.0.wq", GgmlType::kQ4_K, blocks);
-  missing.source_blocks.clear();
+  missing.layers[0].blocks.clear();
   GgufQuantization q(&missing, false);
   EXPECT_NE(error_of([&] { q.make_linear("layers.0.wq", w, 2, 256); }).find("carry no such blocks"), std::string::npos);
   EXPECT_NE(error_of([&] { q.make_linear("layers.0.wk", w, 2, 256); }).find("no tensor for linear layers.0.wk"),
