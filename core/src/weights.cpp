@@ -58,18 +58,19 @@ struct LinearRef {
   M* map = nullptr;
   std::string key;
   std::size_t rows = 0, cols = 0;
-  const SourceBlocks* blocks() const {
+  std::shared_ptr<const SourceBlocks> shared() const {
     if (map == nullptr) return nullptr;
     const auto it = map->find(key);
-    return it == map->end() ? nullptr : &it->second;
+    return it == map->end() ? nullptr : it->second;
   }
+  const SourceBlocks* blocks() const { return shared().get(); }
 };
 
 // Resolves "layers.L.wq" .. "layers.L.w3", "classifier" and "embedding".
 template <typename W, bool kConst = std::is_const_v<W>,
           typename F = std::conditional_t<kConst, const std::vector<float>, std::vector<float>>,
-          typename M = std::conditional_t<kConst, const std::map<std::string, SourceBlocks>,
-                                          std::map<std::string, SourceBlocks>>>
+          typename M = std::conditional_t<kConst, const std::map<std::string, std::shared_ptr<const SourceBlocks>>,
+                                          std::map<std::string, std::shared_ptr<const SourceBlocks>>>>
 LinearRef<F, M> resolve(W& w, const std::string& name) {
   const ModelConfig& c = w.config;
   // Shapes of a config that validate() would refuse (no heads) are not computed.
@@ -140,10 +141,14 @@ std::vector<float> dequantized(const SourceBlocks& b, std::size_t n, const std::
 
 const SourceBlocks* ModelWeights::source_blocks(const std::string& name) const { return resolve(*this, name).blocks(); }
 
+std::shared_ptr<const SourceBlocks> ModelWeights::shared_source_blocks(const std::string& name) const {
+  return resolve(*this, name).shared();
+}
+
 void ModelWeights::set_source_blocks(const std::string& name, SourceBlocks blocks) {
   const auto r = resolve(*this, name);
   check(r.field != nullptr, "model weights '" + config.name + "': no linear named '" + name + "' to hold blocks");
-  (*r.map)[r.key] = std::move(blocks);
+  (*r.map)[r.key] = std::make_shared<const SourceBlocks>(std::move(blocks));
 }
 
 std::vector<float> ModelWeights::matrix(const std::string& name) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ struct LayerWeights {
   // a matrix's fp32 field above stays empty (ModelWeights::matrix dequantises it on demand), so
   // a loaded GGUF costs its file's bytes, not four to seven times more. The blocks travel with
   // the layer: erasing or truncating layers keeps every matrix with its own bytes.
-  std::map<std::string, SourceBlocks> blocks;
+  // Shared and immutable: a copy of the weights (a draft's) or a linear built on them
+  // (quantization/gguf) holds the same bytes, not a copy.
+  std::map<std::string, std::shared_ptr<const SourceBlocks>> blocks;
 };
 
 struct ModelWeights {
@@ -46,12 +49,14 @@ struct ModelWeights {
   // The token table's and the classifier's blocks, as LayerWeights::blocks: "classifier" (the
   // tied table, or a separate output.weight) and "embedding" (a table beside a separate
   // classifier). Their fp32 fields stay empty in the same way.
-  std::map<std::string, SourceBlocks> table_blocks;
+  std::map<std::string, std::shared_ptr<const SourceBlocks>> table_blocks;
 
   // The stored blocks of linear `name` ("layers.3.wq", "classifier", "embedding"), for
   // strategies that run them natively (quantization/gguf); null when it has none (other
   // formats, F32/F16/BF16 tensors, random weights).
   const SourceBlocks* source_blocks(const std::string& name) const;
+  // The same blocks, shared: for a linear that runs them without copying the bytes.
+  std::shared_ptr<const SourceBlocks> shared_source_blocks(const std::string& name) const;
   // Makes `blocks` the stored blocks of linear `name` (where source_blocks finds them); throws
   // Error for a name that is not a linear of these weights (mind the layer count).
   void set_source_blocks(const std::string& name, SourceBlocks blocks);

@@ -46,7 +46,17 @@ bool packed_group(std::span<const GroupMember> group, const Device& device, std:
 
 GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in,
                                  bool int8_activations, bool unpack)
-    : Linear(out, in), type_(type), blocks_(std::move(blocks)), int8_activations_(int8_activations) {
+    : GgufBlockLinear(std::make_shared<const SourceBlocks>(SourceBlocks{static_cast<std::uint32_t>(type), std::move(blocks)}),
+                      out, in, int8_activations, unpack) {}
+
+GgufBlockLinear::GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int out, int in, bool int8_activations,
+                                 bool unpack)
+    : Linear(out, in),
+      type_(static_cast<GgmlType>(blocks ? blocks->ggml_type : 0)),
+      blocks_(std::move(blocks)),
+      int8_activations_(int8_activations) {
+  check(blocks_ != nullptr, "quantization 'gguf': no blocks");
+  const GgmlType type = type_;
   check(cpu::gguf_native_kernel(type), "quantization 'gguf': no native kernel for " +
                                            type_name(static_cast<std::uint32_t>(type)) + "; " + kAllowed);
   check(out > 0 && in > 0 && static_cast<std::size_t>(in) % ggml_block_elements(type) == 0,
@@ -54,31 +64,30 @@ GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks
             type_name(static_cast<std::uint32_t>(type)) + " tensor needs rows of whole blocks of " +
             std::to_string(ggml_block_elements(type)));
   const std::uint64_t expect = static_cast<std::uint64_t>(out) * ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
-  check(blocks_.size() == expect, "quantization 'gguf': " + std::to_string(blocks_.size()) + " bytes of " +
+  check(blocks_->bytes.size() == expect, "quantization 'gguf': " + std::to_string(blocks_->bytes.size()) + " bytes of " +
                                       type_name(static_cast<std::uint32_t>(type)) + " blocks, a [" + std::to_string(out) +
                                       ", " + std::to_string(in) + "] tensor has " + std::to_string(expect));
   if (int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type)) {
-    packed_ = cpu::pack_gguf(type, blocks_, out, in);
+    packed_ = cpu::pack_gguf(type, blocks_->bytes, out, in);
     packed_.unpack = unpack;
-    blocks_.clear();
-    blocks_.shrink_to_fit();
+    blocks_.reset();
   }
 }
 
-std::uint64_t GgufBlockLinear::weight_bytes() const { return packed() ? cpu::packed_bytes(packed_) : blocks_.size(); }
+std::uint64_t GgufBlockLinear::weight_bytes() const { return packed() ? cpu::packed_bytes(packed_) : blocks_->bytes.size(); }
 
 void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
   const int in = in_features();
   if (!int8_activations_) {
-    cpu::matmul_gguf(type_, blocks_.data(), x, y, n, out_features(), in, pool);
+    cpu::matmul_gguf(type_, blocks_->bytes.data(), x, y, n, out_features(), in, pool);
     return;
   }
   const ActBlocks a = quantize_acts(x, n, in, packed() ? 32 : cpu::gguf_act_block(type_), pool);
   if (packed())
     cpu::gemm_gguf(a.xq, a.xs, packed_, y, n, pool);
   else
-    cpu::matmul_gguf_act(type_, blocks_.data(), a.xq, a.xs, y, n, out_features(), in, pool);
+    cpu::matmul_gguf_act(type_, blocks_->bytes.data(), a.xq, a.xs, y, n, out_features(), in, pool);
 }
 
 void GgufBlockLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
@@ -108,7 +117,7 @@ void GgufBlockLinear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "quantization 'gguf'");
   const std::uint64_t row_bytes = ggml_tensor_bytes(type_, static_cast<std::uint64_t>(in_features()));
   if (!packed()) {
-    dequantize(type_, blocks_.data() + static_cast<std::size_t>(row) * row_bytes,
+    dequantize(type_, blocks_->bytes.data() + static_cast<std::size_t>(row) * row_bytes,
                static_cast<std::size_t>(in_features()), out);
     return;
   }
@@ -160,13 +169,13 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
           "quantization 'gguf': " + name + " is stored as " + type_name(t->second) + "; " + kAllowed);
     const auto type = static_cast<GgmlType>(t->second);
     if (cpu::gguf_native_kernel(type)) {
-      const SourceBlocks* blocks = weights_->source_blocks(name);
+      std::shared_ptr<const SourceBlocks> blocks = weights_->shared_source_blocks(name);
       check(blocks != nullptr && blocks->ggml_type == t->second,
             "quantization 'gguf': " + name + " is stored as " + type_name(t->second) +
                 " but the loaded weights carry no such blocks for it");
       weight.clear();  // values a caller passed anyway: not needed
       weight.shrink_to_fit();
-      return std::make_unique<GgufBlockLinear>(type, blocks->bytes, out, in, int8_activations_, unpack_);
+      return std::make_unique<GgufBlockLinear>(std::move(blocks), out, in, int8_activations_, unpack_);
     }
   }
   // Float tensors (F32, F16, BF16): the loader's fp32 copy.

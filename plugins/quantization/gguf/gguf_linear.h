@@ -24,6 +24,10 @@ class GgufBlockLinear : public Linear {
   // unpack: whether prefill unpacks the packed panels (cpu::PackedGguf::unpack; same bits).
   GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations,
                   bool unpack = true);
+  // The same on blocks shared with the loaded weights (ModelWeights::shared_source_blocks): the
+  // linear holds them, no copy (dropped here once packed; the weights keep theirs).
+  GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int out, int in, bool int8_activations,
+                  bool unpack = true);
   // With int8_activations on a build with AVX-512 VNNI, Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks
   // are repacked here into cpu::gemm_gguf's panels (the file's bytes are then dropped: same
   // codes, scales).
@@ -47,13 +51,16 @@ class GgufBlockLinear : public Linear {
   // file's, Q4_K's 148 per 144, and the rows padding out to a multiple of 32).
   std::uint64_t weight_bytes() const override;
   // True when the blocks run packed by cpu::gemm_gguf.
-  bool packed() const { return blocks_.empty(); }
+  bool packed() const { return blocks_ == nullptr; }
   const cpu::PackedGguf& packed_panels() const { return packed_; }  // empty unless packed()
   GgmlType type() const { return type_; }
+  // The blocks it runs (shared with the loaded weights when built by GgufQuantization); null
+  // once packed.
+  const SourceBlocks* blocks() const { return blocks_.get(); }
 
  private:
   GgmlType type_;
-  std::vector<std::uint8_t> blocks_;  // [out, row bytes]; empty once packed
+  std::shared_ptr<const SourceBlocks> blocks_;  // [out, row bytes]; null once packed
   cpu::PackedGguf packed_;            // gemm_gguf's panels (int8 activations, VNNI builds)
   bool int8_activations_;
 };

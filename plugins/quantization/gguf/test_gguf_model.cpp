@@ -135,6 +135,14 @@ TEST(GgufEmbedding, UntiedTableKeepsTheFileBlocksAndExactRows) {
   EXPECT_LT(model.embedding_bytes(), static_cast<std::uint64_t>(v) * d * sizeof(float) / 4);
   // With int8 activations on a VNNI build the Q4_K table is packed into gemm_gguf's panels: a row
   // unpacked from them is still the loader's exact dequantisation.
+  // With fp32 activations the linears run the loaded blocks themselves: shared, not copied.
+  {
+    const auto wq = native.make_linear("layers.0.wq", {}, m.weights.config.dim, d);
+    const auto* block_linear = dynamic_cast<const GgufBlockLinear*>(wq.get());
+    ASSERT_NE(block_linear, nullptr);
+    ASSERT_NE(m.weights.source_blocks("layers.0.wq"), nullptr);
+    EXPECT_EQ(block_linear->blocks(), m.weights.source_blocks("layers.0.wq"));
+  }
   // The table is held only as its blocks, and the strategy asks for no values.
   GgufQuantization packed(&m.weights, true);
   EXPECT_TRUE(m.weights.token_embedding.empty());
