@@ -12,14 +12,13 @@
 #include <sstream>
 #include <thread>
 
-#include <unistd.h>
-
 #include <boost/program_options.hpp>
 
 #include "bench.h"
 #include "commands.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
+#include "inferlab/memory_estimate.h"
 #include "inferlab/plugin.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
@@ -193,16 +192,21 @@ int cmd_bench(const std::vector<std::string>& args) {
     const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kAttention, a, "--attention");
     attention_params.emplace_back(spec.name, reg.resolve(PluginKind::kAttention, spec.name, spec.params, "bench: --attention " + a));
   }
-  // As an experiment loads it: a model too big for this machine's memory is refused up front
-  // (llama-3-8b asked for 32 GB of fp32 weights and was killed). Each quantization's Model may
-  // hold its own copy of the weights (up to fp32 size).
-  const double need = static_cast<double>(weights.config.parameter_count()) * 4.0 * static_cast<double>(1 + quants.size());
-  const double avail = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  if (need * 1.1 > avail)
+  // A model too big for this machine's memory is refused up front (llama-3-8b once asked for
+  // 32 GB of fp32 weights and was killed): the loaded weights (a preset's are seeded, a GGUF's
+  // linears blocks) and every quantization's Model, all held at once, as the run's estimate sizes
+  // them (memory_estimate.h).
+  std::uint64_t need = loaded_weight_bytes(weights.config, !spec.preset.empty());
+  {
+    CpuDevice host(1);
+    for (const auto& [qname, qparams] : quant_params)
+      need += estimate_model_bytes(*reg.create_quantization(qname, qparams, host), weights.config);
+  }
+  const std::uint64_t avail = machine_memory_bytes();
+  if (static_cast<double>(need) * 1.1 > static_cast<double>(avail))
     throw Error("bench: " + model_name + " with " + std::to_string(quants.size()) + " quantization(s) needs about " +
-                std::to_string(static_cast<long long>(need * 1.1 / (1 << 20))) + " MiB, this machine has " +
-                std::to_string(static_cast<long long>(avail / (1 << 20))) +
-                " MiB; allowed: a smaller --n-layers or fewer --quantization entries");
+                format_bytes(static_cast<std::uint64_t>(static_cast<double>(need) * 1.1)) + ", this machine has " +
+                format_bytes(avail) + "; allowed: a smaller --n-layers or fewer --quantization entries");
   DeviceKind device_kind = DeviceKind::kCpu;
   const std::string device_name = vm["device"].as<std::string>();
   if (!parse_device_kind(device_name, device_kind) || device_kind == DeviceKind::kSim)

@@ -31,59 +31,34 @@ namespace inferlab {
 namespace {
 
 constexpr std::uint64_t kF32 = sizeof(float);
-constexpr int kProbeRows = 64;
 
-// Bytes the strategy stores for an [out, in] linear named `name`: asked of the strategy on its
-// first min(out, 64) rows (storage and scales grow with the rows; groups run along `in`).
-std::uint64_t linear_bytes(Quantization& quant, const std::string& name, int out, int in) {
-  const int rows = std::min(out, kProbeRows);
-  std::vector<float> w(static_cast<std::size_t>(rows) * static_cast<std::size_t>(in));  // [rows, in]
-  std::uint32_t state = 0x9E3779B9u;
-  for (float& x : w) {  // xorshift values in [-1, 1): a strategy may treat zeros specially
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    x = static_cast<float>(state >> 8) / static_cast<float>(1u << 23) - 1.0f;
-  }
-  const std::unique_ptr<Linear> probe = quant.make_linear(name, std::move(w), rows, in);
-  return static_cast<std::uint64_t>(std::ceil(static_cast<double>(probe->weight_bytes()) * out / rows));
-}
+}  // namespace
 
 // The cell's model as Model builds it: fp32 norms and biases; quantized linears, each asked of
 // the strategy that builds it (per-layer rules give layers different methods), the embedding
 // table among them when the classifier is not tied (a tied lookup reads the classifier's rows).
-// Linears of one shape under one strategy are asked once (the classifier and the embedding each
-// on its own: skip_classifier keeps only the first in fp32).
-std::uint64_t variant_model_bytes(Quantization& quant, const ModelConfig& c) {
+// Linears of one shape and source type under one strategy are asked once (the classifier and
+// the embedding each on its own: skip_classifier keeps only the first in fp32).
+std::uint64_t estimate_model_bytes(Quantization& quant, const ModelConfig& c) {
   const std::uint64_t d = static_cast<std::uint64_t>(c.dim), kv = static_cast<std::uint64_t>(c.kv_dim());
   const auto* ruled = dynamic_cast<const RuledQuantization*>(&quant);
-  std::map<std::tuple<const Quantization*, int, int, std::string>, std::uint64_t> asked;
+  std::map<std::tuple<const Quantization*, int, int, std::string, std::int64_t>, std::uint64_t> asked;
   std::uint64_t bytes = d * kF32;  // final norm
   bytes += static_cast<std::uint64_t>(c.n_layers) * (2 * d * kF32 + (c.qkv_bias ? (d + 2 * kv) * kF32 : 0));
   for (const LinearSlot& l : model_linears(c)) {
     Quantization& q = ruled ? ruled->strategy_for(l.name) : quant;
     // The classifier may be stored apart (skip_classifier); the layers' linears by shape.
-    const auto key = std::make_tuple(&q, l.out, l.in, l.layer < 0 ? l.name : std::string());
+    const auto type = c.source_linear_types.find(l.name);
+    const auto key = std::make_tuple(&q, l.out, l.in, l.layer < 0 ? l.name : std::string(),
+                                     type == c.source_linear_types.end() ? std::int64_t{-1} : std::int64_t{type->second});
     auto it = asked.find(key);
-    if (it == asked.end()) it = asked.emplace(key, linear_bytes(q, l.name, l.out, l.in)).first;
+    if (it == asked.end()) it = asked.emplace(key, q.planned_bytes(l.name, l.out, l.in, c)).first;
     bytes += it->second;
   }
   return bytes;
 }
 
-// The loaded weights: every parameter in fp32, except a GGUF's block-quantized linears, held as
-// their blocks; plus, for those, the largest one dequantised while a model is built.
-std::uint64_t loaded_weight_bytes(const ModelConfig& c) {
-  std::uint64_t bytes = static_cast<std::uint64_t>(c.parameter_count()) * kF32, transient = 0;
-  for (const LinearSlot& l : model_linears(c)) {
-    const auto t = c.source_linear_types.find(l.name);
-    if (t == c.source_linear_types.end() || !ggml_type_supported(t->second) ||
-        !ggml_type_is_quantized(static_cast<GgmlType>(t->second)))
-      continue;
-    const std::uint64_t n = static_cast<std::uint64_t>(l.out) * static_cast<std::uint64_t>(l.in);
-    bytes -= n * kF32 - ggml_tensor_bytes(static_cast<GgmlType>(t->second), n);
-    transient = std::max(transient, n * kF32);
-  }
-  return bytes + transient;
-}
+namespace {
 
 std::int64_t int_param(const Params& p, const std::string& name, std::int64_t fallback) {
   const auto it = p.values().find(name);
@@ -99,6 +74,24 @@ std::string fixed(double v, int digits) {
 }
 
 }  // namespace
+
+std::uint64_t loaded_weight_bytes(const ModelConfig& c, bool seeded) {
+  std::uint64_t bytes = static_cast<std::uint64_t>(c.parameter_count()) * kF32, transient = 0;
+  for (const LinearSlot& l : model_linears(c)) {
+    const std::uint64_t n = static_cast<std::uint64_t>(l.out) * static_cast<std::uint64_t>(l.in);
+    const auto t = c.source_linear_types.find(l.name);
+    if (seeded) {
+      bytes -= n * kF32;
+    } else if (t != c.source_linear_types.end() && ggml_type_supported(t->second) &&
+               ggml_type_is_quantized(static_cast<GgmlType>(t->second))) {
+      bytes -= n * kF32 - ggml_tensor_bytes(static_cast<GgmlType>(t->second), n);
+    } else {
+      continue;
+    }
+    transient = std::max(transient, n * kF32);
+  }
+  return bytes + transient;
+}
 
 std::string format_bytes(std::uint64_t bytes) {
   static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -149,12 +142,12 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
   e.process = resident_bytes();
   if (spec.device.kind == "sim") return e;
 
-  e.source_weights = loaded_weight_bytes(model);
+  e.source_weights = loaded_weight_bytes(model, !spec.model.preset.empty());
   const std::uint64_t n = lengths.size();
   CpuDevice host(1);
   for (const ResolvedVariant& v : plan.variants) {
     auto quant = make_variant_quantization(registry, v, host);
-    const std::uint64_t weights = variant_model_bytes(*quant, model);
+    const std::uint64_t weights = estimate_model_bytes(*quant, model);
     if (weights > e.variant_weights) e.variant_weights = weights, e.weights_variant = v.name;
 
     const KvCacheConfig& kv = v.stack.kv;

@@ -1,11 +1,28 @@
 // Linear's optional interface (see inferlab/quantization.h).
 #include "inferlab/quantization.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "inferlab/error.h"
 
 namespace inferlab {
+
+std::uint64_t Quantization::planned_bytes(const std::string& name, int out, int in, const ModelConfig&) {
+  // Storage and scales grow with the rows and groups run along `in`, so a probe of the first
+  // rows, scaled, sizes the whole linear.
+  constexpr int kProbeRows = 64;
+  const int rows = std::min(out, kProbeRows);
+  std::vector<float> w(static_cast<std::size_t>(rows) * static_cast<std::size_t>(in));  // [rows, in]
+  std::uint32_t state = 0x9E3779B9u;
+  for (float& x : w) {  // xorshift values in [-1, 1): a strategy may treat zeros specially
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    x = static_cast<float>(state >> 8) / static_cast<float>(1u << 23) - 1.0f;
+  }
+  const std::unique_ptr<Linear> probe = make_linear(name, std::move(w), rows, in);
+  return static_cast<std::uint64_t>(std::ceil(static_cast<double>(probe->weight_bytes()) * out / rows));
+}
 
 void Linear::forward_act_blocks(const std::int8_t*, const float*, float*, int, Device&) const {
   throw Error("a [" + std::to_string(out_) + ", " + std::to_string(in_) +

@@ -4,7 +4,7 @@
 
 namespace inferlab {
 
-// Random fp32 weights of `spec`'s preset (shape c) must fit in this machine's memory; throws Error.
+// An fp32 model of `spec`'s preset (shape c) must fit in this machine's memory; throws Error.
 void check_preset_fits(const ModelSpec& spec, const ModelConfig& c);
 // A [[variant]] model's config, checked against the baseline's: the same vocabulary, a real
 // device (not "sim"), a preset that fits. Throws Error at the variant's model key.

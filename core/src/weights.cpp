@@ -50,12 +50,26 @@ inline float approx_normal(Rng& rng) {
   return static_cast<float>((static_cast<double>(sum) - kMean) * kScale);
 }
 
+// Chunk c of a tensor of n values (kChunk values per chunk, each from its own seed, so the split
+// and not the thread count fixes the stream): `constant` when stddev is 0, else stddev times
+// approximately normal draws.
+void fill_chunk(float* data, std::size_t n, std::size_t c, float stddev, float constant, std::uint64_t seed) {
+  const std::size_t lo = c * kChunk, hi = std::min(n, lo + kChunk);
+  if (stddev == 0.0f) {
+    for (std::size_t k = lo; k < hi; ++k) data[k] = constant;
+    return;
+  }
+  Rng rng(mix_seed(seed, c));
+  for (std::size_t k = lo; k < hi; ++k) data[k] = stddev * approx_normal(rng);
+}
+
 // One linear of the weights: its fp32 field, where its stored blocks live (map and key) and its
 // shape. F and M are const for const weights.
-template <typename F, typename M>
+template <typename F, typename M, typename S>
 struct LinearRef {
   F* field = nullptr;  // null: not a linear of these weights
   M* map = nullptr;
+  S* seeded_map = nullptr;
   std::string key;
   std::size_t rows = 0, cols = 0;
   std::shared_ptr<const SourceBlocks> shared() const {
@@ -64,22 +78,32 @@ struct LinearRef {
     return it == map->end() ? nullptr : it->second;
   }
   const SourceBlocks* blocks() const { return shared().get(); }
+  const SeededMatrix* seeded() const {
+    if (seeded_map == nullptr) return nullptr;
+    const auto it = seeded_map->find(key);
+    return it == seeded_map->end() ? nullptr : &it->second;
+  }
+  // Held only as blocks or a seed: the field is empty and something else gives the values.
+  bool lazy() const { return field->empty() && (blocks() != nullptr || seeded() != nullptr); }
 };
 
 // Resolves "layers.L.wq" .. "layers.L.w3", "classifier" and "embedding".
 template <typename W, bool kConst = std::is_const_v<W>,
           typename F = std::conditional_t<kConst, const std::vector<float>, std::vector<float>>,
           typename M = std::conditional_t<kConst, const std::map<std::string, std::shared_ptr<const SourceBlocks>>,
-                                          std::map<std::string, std::shared_ptr<const SourceBlocks>>>>
-LinearRef<F, M> resolve(W& w, const std::string& name) {
+                                          std::map<std::string, std::shared_ptr<const SourceBlocks>>>,
+          typename S = std::conditional_t<kConst, const std::map<std::string, SeededMatrix>,
+                                          std::map<std::string, SeededMatrix>>>
+LinearRef<F, M, S> resolve(W& w, const std::string& name) {
   const ModelConfig& c = w.config;
   // Shapes of a config that validate() would refuse (no heads) are not computed.
   const auto d = static_cast<std::size_t>(c.dim), h = static_cast<std::size_t>(c.hidden_dim),
              kv = c.n_heads > 0 ? static_cast<std::size_t>(c.kv_dim()) : 0, v = static_cast<std::size_t>(c.vocab_size);
-  LinearRef<F, M> r;
+  LinearRef<F, M, S> r;
   if (name == "classifier" || name == "embedding") {
     r.field = name == "embedding" || c.tied_classifier ? &w.token_embedding : &w.classifier;
     r.map = &w.table_blocks;
+    r.seeded_map = &w.table_seeded;
     // A tied table's blocks are the classifier's; an untied table's are the "embedding" linear's.
     r.key = c.tied_classifier ? "classifier" : name;
     r.rows = v;
@@ -109,6 +133,7 @@ LinearRef<F, M> resolve(W& w, const std::string& name) {
     if (field != shapes[i].name) continue;
     r.field = fields[i];
     r.map = &L.blocks;
+    r.seeded_map = &L.seeded;
     r.key = field;
     r.rows = shapes[i].rows;
     r.cols = shapes[i].cols;
@@ -151,26 +176,35 @@ void ModelWeights::set_source_blocks(const std::string& name, SourceBlocks block
   (*r.map)[r.key] = std::make_shared<const SourceBlocks>(std::move(blocks));
 }
 
+// The values of a lazy matrix: its blocks dequantised or its seeded values drawn.
+template <typename Ref>
+std::vector<float> lazy_values(const Ref& r, const std::string& name) {
+  if (const SourceBlocks* blocks = r.blocks()) return dequantized(*blocks, r.rows * r.cols, name);
+  const SeededMatrix& s = *r.seeded();
+  std::vector<float> out(r.rows * r.cols);
+  ThreadPool pool;
+  pool.parallel_for((out.size() + kChunk - 1) / kChunk, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t c = begin; c < end; ++c) fill_chunk(out.data(), out.size(), c, s.stddev, 0.0f, s.seed);
+  });
+  return out;
+}
+
 std::vector<float> ModelWeights::matrix(const std::string& name) const {
   const auto r = resolve(*this, name);
   check(r.field != nullptr, "model weights '" + config.name + "': no linear named '" + name + "'");
-  const SourceBlocks* blocks = r.blocks();
-  if (!r.field->empty() || blocks == nullptr) return *r.field;
-  return dequantized(*blocks, r.rows * r.cols, name);
+  return r.lazy() ? lazy_values(r, name) : *r.field;
 }
 
 bool ModelWeights::has_lazy_matrices() const {
-  for (const std::string& name : linear_names(*this)) {
-    const auto r = resolve(*this, name);
-    if (r.field->empty() && r.blocks() != nullptr) return true;
-  }
+  for (const std::string& name : linear_names(*this))
+    if (resolve(*this, name).lazy()) return true;
   return false;
 }
 
 void ModelWeights::materialize() {
   for (const std::string& name : linear_names(*this)) {
     const auto r = resolve(*this, name);
-    if (r.field->empty() && r.blocks() != nullptr) *r.field = dequantized(*r.blocks(), r.rows * r.cols, name);
+    if (r.lazy()) *r.field = lazy_values(r, name);
   }
 }
 
@@ -188,8 +222,9 @@ void ModelWeights::validate() const {
   // A matrix held only as blocks counts by the values its blocks encode.
   auto check_matrix = [&](const std::string& linear, const std::string& label) {
     const auto r = resolve(*this, linear);
+    if (!r.lazy()) return check_size(*r.field, r.rows * r.cols, label, c);
     const SourceBlocks* b = r.blocks();
-    if (!r.field->empty() || b == nullptr) return check_size(*r.field, r.rows * r.cols, label, c);
+    if (b == nullptr) return;  // seeded: drawn at the shape
     const auto type = static_cast<GgmlType>(b->ggml_type);
     const std::size_t n = r.rows * r.cols;
     check(ggml_type_supported(b->ggml_type) && n % ggml_block_elements(type) == 0 &&
@@ -216,7 +251,11 @@ void ModelWeights::validate() const {
   else check_matrix("classifier", "classifier");
 }
 
-ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed) {
+namespace {
+
+// Seeded random weights; `seeded_matrices`: the matrices as SeededMatrix entries (same ids,
+// so the same values when drawn).
+ModelWeights draw_weights(const ModelConfig& config, std::uint64_t seed, bool seeded_matrices) {
   config.validate();
   ModelWeights w;
   w.config = config;
@@ -233,28 +272,34 @@ ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed) {
     t.resize(size);
     jobs.push_back({&t, stddev, constant, mix_seed(seed, tensor_id++)});
   };
+  // A matrix: drawn now, or recorded under `key` of `seeded` to be drawn when asked.
+  auto matrix = [&](std::vector<float>& t, std::map<std::string, SeededMatrix>& seeded, const char* key,
+                    std::size_t size, float stddev) {
+    if (seeded_matrices) seeded[key] = SeededMatrix{mix_seed(seed, tensor_id++), stddev};
+    else add(t, size, stddev, 0.0f);
+  };
   // Embedding rows small as in GPT-2/Llama initialisation; pre-norm keeps the residual stream
   // bounded, and linears at 1/sqrt(fan_in) preserve the variance of their input.
-  add(w.token_embedding, v * d, 0.02f, 0.0f);
+  matrix(w.token_embedding, w.table_seeded, config.tied_classifier ? "classifier" : "embedding", v * d, 0.02f);
   w.layers.resize(static_cast<std::size_t>(config.n_layers));
   for (LayerWeights& l : w.layers) {
     add(l.attn_norm, d, 0.0f, 1.0f);
-    add(l.wq, d * d, linear_d, 0.0f);
-    add(l.wk, kv * d, linear_d, 0.0f);
-    add(l.wv, kv * d, linear_d, 0.0f);
-    add(l.wo, d * d, linear_d, 0.0f);
+    matrix(l.wq, l.seeded, "wq", d * d, linear_d);
+    matrix(l.wk, l.seeded, "wk", kv * d, linear_d);
+    matrix(l.wv, l.seeded, "wv", kv * d, linear_d);
+    matrix(l.wo, l.seeded, "wo", d * d, linear_d);
     if (config.qkv_bias) {
       add(l.bq, d, 0.02f, 0.0f);
       add(l.bk, kv, 0.02f, 0.0f);
       add(l.bv, kv, 0.02f, 0.0f);
     }
     add(l.ffn_norm, d, 0.0f, 1.0f);
-    add(l.w1, h * d, linear_d, 0.0f);
-    add(l.w2, d * h, linear_h, 0.0f);
-    add(l.w3, h * d, linear_d, 0.0f);
+    matrix(l.w1, l.seeded, "w1", h * d, linear_d);
+    matrix(l.w2, l.seeded, "w2", d * h, linear_h);
+    matrix(l.w3, l.seeded, "w3", h * d, linear_d);
   }
   add(w.final_norm, d, 0.0f, 1.0f);
-  if (!config.tied_classifier) add(w.classifier, v * d, linear_d, 0.0f);
+  if (!config.tied_classifier) matrix(w.classifier, w.table_seeded, "classifier", v * d, linear_d);
 
   // Flatten (tensor, chunk) pairs so threads share the work evenly.
   std::vector<std::pair<std::size_t, std::size_t>> chunks;  // (job, chunk index)
@@ -266,19 +311,17 @@ ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed) {
   pool.parallel_for(chunks.size(), [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       const FillJob& job = jobs[chunks[i].first];
-      const std::size_t c = chunks[i].second;
-      float* data = job.tensor->data();
-      const std::size_t lo = c * kChunk, hi = std::min(job.tensor->size(), lo + kChunk);
-      if (job.stddev == 0.0f) {
-        for (std::size_t k = lo; k < hi; ++k) data[k] = job.constant;
-        continue;
-      }
-      Rng rng(mix_seed(job.seed, c));
-      for (std::size_t k = lo; k < hi; ++k) data[k] = job.stddev * approx_normal(rng);
+      fill_chunk(job.tensor->data(), job.tensor->size(), chunks[i].second, job.stddev, job.constant, job.seed);
     }
   });
   w.source_bytes = 0;
   return w;
 }
+
+}  // namespace
+
+ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed) { return draw_weights(config, seed, false); }
+
+ModelWeights seeded_weights(const ModelConfig& config, std::uint64_t seed) { return draw_weights(config, seed, true); }
 
 }  // namespace inferlab

@@ -56,12 +56,16 @@ TEST(MemoryEstimate, EachTermFromThePlan) {
                                        "[[variant]]\nname = \"int4\"\nquantization = { name = \"int4\", group_size = 32 }\n");
   const MemoryEstimate& m = p.plan.memory;
   const ModelConfig& c = p.model;
-  EXPECT_EQ(m.source_weights, static_cast<std::uint64_t>(c.parameter_count()) * 4);
+  // A preset loads seeded: its norms in fp32, each matrix drawn while a model is built (the
+  // largest, the token table, once in fp32 then).
+  const auto d = static_cast<std::uint64_t>(c.dim), v = static_cast<std::uint64_t>(c.vocab_size);
+  const std::uint64_t norms = (2 * static_cast<std::uint64_t>(c.n_layers) + 1) * d;
+  EXPECT_EQ(m.source_weights, norms * 4 + v * d * 4);
   // Baseline (fp32): the norms and every linear; the tied classifier is the embedding too (the
-  // lookup reads its rows), so it is stored once, as in the source.
+  // lookup reads its rows), so it is stored once.
   EXPECT_EQ(m.weights_variant, "baseline");
   ASSERT_TRUE(c.tied_classifier);
-  EXPECT_EQ(m.variant_weights, m.source_weights);
+  EXPECT_EQ(m.variant_weights, static_cast<std::uint64_t>(c.parameter_count()) * 4);
   EXPECT_EQ(m.kv_pool, 10u * 16u * KvStorage::bytes_per_token(c, KvDtype::kF32));
   EXPECT_EQ(m.prompts, 3u * 8u * 4u + 3u * 4u * 12u);
   EXPECT_GT(m.activations, 0u);
@@ -83,7 +87,7 @@ TEST(MemoryEstimate, QuantizationStoresFewerBytes) {
   const double int4_linears = static_cast<double>(int4.variant_weights);
   EXPECT_NEAR(int8_linears / linears, 0.25, 0.03);
   EXPECT_NEAR(int4_linears / linears, 0.125 + 0.03, 0.04);
-  EXPECT_EQ(int4.source_weights, f32.source_weights);  // the fp32 load is the same
+  EXPECT_EQ(int4.source_weights, f32.source_weights);  // the load is the same
 }
 
 // A GGUF's block-quantized linears load as their blocks (ModelWeights::matrix dequantises one
@@ -111,6 +115,25 @@ TEST(MemoryEstimate, GgufLinearsCountAsTheirBlocks) {
   ASSERT_GT(quantized, 0);
   EXPECT_EQ(p.plan.memory.source_weights, expect + largest);
   EXPECT_LT(p.plan.memory.source_weights, static_cast<std::uint64_t>(c.parameter_count()) * 4);
+  // quantization/gguf's model is sized from the header's types (GgufQuantization::planned_bytes):
+  // the file's blocks, as the loaded weights hold them, not the fp32 a probe would build.
+  const Planned g = plan_text(dir, "[model]\npath = \"" + gguf +
+                                       "\"\n[workload]\nnum_requests = 2\nprompt_len = 8\noutput_len = 4\n"
+                                       "[baseline]\nquantization = \"gguf\"\n");
+  EXPECT_EQ(g.plan.memory.variant_weights, expect);  // the same bytes: blocks and fp32 norms, tied table once
+}
+
+// A preset's matrices are drawn while its model is built (seeded_weights), so an 8B preset is
+// sized by what its strategy stores: int4 g32 fits 12 GiB, fp32 (32 GB of linears) does not.
+// With every parameter loaded in fp32 first (before) neither would.
+TEST(MemoryEstimate, PresetsAreSizedByTheirStrategyNotAnFp32Copy) {
+  testing::TempDir dir("mem_seeded");
+  const std::string head = "[model]\npreset = \"llama-3-8b\"\n[workload]\nnum_requests = 1\nprompt_len = 8\n"
+                           "output_len = 4\n[baseline]\nquantization = ";
+  const Planned int4 = plan_text(dir, head + "{ name = \"int4\", group_size = 32 }\n", 12ull << 30);
+  EXPECT_LT(int4.plan.memory.source_weights, 3ull << 30);  // norms and one 2.1 GB token table
+  EXPECT_LT(int4.plan.memory.total(), 12ull << 30);
+  EXPECT_HAS(error_of([&] { plan_text(dir, head + "\"none\"\n", 12ull << 30); }), "--max-memory allows 12.0 GiB");
 }
 
 TEST(MemoryEstimate, EngineSizedKvPoolAndSimulatedRuns) {
@@ -128,7 +151,7 @@ TEST(MemoryEstimate, RefusesWithTheFigures) {
   testing::TempDir dir("mem_refuse");
   const std::string err = error_of([&] { plan_text(dir, kStories15m, 64ull << 20); });
   EXPECT_HAS(err, dir.file("exp.toml") + ": the run needs about ");
-  EXPECT_HAS(err, "weights 58.");  // 15.2M parameters in fp32
+  EXPECT_HAS(err, "+ 58.0 MiB (variant 'baseline')");  // 15.2M parameters in fp32
   EXPECT_HAS(err, "--max-memory allows 64.0 MiB");
   EXPECT_HAS(err, "lower [model] n_layers");
   EXPECT_NO_THROW(plan_text(dir, kStories15m, 1ull << 30));

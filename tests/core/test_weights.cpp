@@ -15,6 +15,7 @@
 #include "inferlab/error.h"
 #include "inferlab/model_config.h"
 #include "inferlab/weights.h"
+#include "model_fixtures.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -97,6 +98,33 @@ TEST(RandomWeights, DeterministicPerSeedAndDifferentAcrossSeeds) {
   EXPECT_EQ(a.layers[0].attn_norm, std::vector<float>(16, 1.0f));
   EXPECT_EQ(a.final_norm, std::vector<float>(16, 1.0f));
   EXPECT_EQ(a.source_bytes, 0u);
+}
+
+// seeded_weights holds the norms and biases now and every matrix as a seed: each drawn matrix,
+// and the whole set materialised, is random_weights' bit for bit (tied and untied, with QKV
+// biases between the matrices' ids), and a model built from either gives the same logits.
+TEST(SeededWeights, DrawRandomWeightsValuesOnDemand) {
+  for (bool tied : {true, false}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const ModelConfig c = tiny_config(tied, true);
+    const ModelWeights eager = random_weights(c, 7);
+    const ModelWeights lazy = seeded_weights(c, 7);
+    EXPECT_NO_THROW(lazy.validate());
+    EXPECT_TRUE(lazy.has_lazy_matrices());
+    EXPECT_TRUE(lazy.token_embedding.empty());
+    EXPECT_TRUE(lazy.layers[1].w2.empty());
+    EXPECT_EQ(lazy.layers[1].bk, eager.layers[1].bk);
+    EXPECT_EQ(lazy.matrix("layers.1.w2"), eager.layers[1].w2);
+    EXPECT_EQ(lazy.matrix("embedding"), eager.token_embedding);
+    EXPECT_EQ(lazy.matrix("classifier"), tied ? eager.token_embedding : eager.classifier);
+    ModelWeights dense = lazy;
+    dense.materialize();
+    EXPECT_FALSE(dense.has_lazy_matrices());
+    testing::expect_weights_equal(dense, eager);
+    const std::vector<int> tokens = {1, 5, 9, 30};
+    EXPECT_EQ(testing::cpu_logits(lazy, tokens), testing::cpu_logits(eager, tokens));
+  }
+  EXPECT_THROW((void)seeded_weights(tiny_config(true, false), 1).matrix("layers.2.wq"), Error);
 }
 
 TEST(RandomWeights, LinearsHaveUnitFanInScale) {

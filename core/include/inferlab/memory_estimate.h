@@ -3,11 +3,12 @@
 // of being killed hours in. What is counted (each term an upper bound of what the run holds at
 // once; cells run one after another, so the largest variant counts):
 //   source weights   the loaded weights, kept for every cell: every parameter in fp32, but a
-//                    GGUF's block-quantized linears as their blocks (plus the largest of them
-//                    dequantised while a model is built)
+//                    GGUF's block-quantized linears as their blocks and a preset's matrices not
+//                    at all (seeded_weights: drawn when a model is built); plus the largest such
+//                    matrix once in fp32, while a model is built
 //   variant weights  the cell's model: norms (and an untied embedding) in fp32, each linear as the variant's
-//                    quantization stores it (bits per weight and scales, asked of the strategy
-//                    itself on a probe of each linear's shape)
+//                    quantization stores it (Quantization::planned_bytes: by default asked of
+//                    the strategy itself on a probe of each linear's shape)
 //   KV pool          kv.num_blocks blocks (or the engine's own sizing: every request at once,
 //                    capped at kAutoKvPoolBytes) × bytes per token of the variant's KV dtype
 //   activations      the forward pass's scratch for the largest step the scheduler can form,
@@ -25,6 +26,7 @@
 
 namespace inferlab {
 
+class Quantization;
 class Registry;
 struct Plan;
 
@@ -46,6 +48,11 @@ struct MemoryEstimate {
 // The estimate for a planned run; reads the workload's lengths (no prompt is drawn), no weight.
 // A simulated run (device kind "sim") materialises no weights, KV or activations: prompts only.
 MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, const ModelConfig& model);
+// The terms it sums, for callers that build models outside a plan (inferlab bench):
+// the loaded weights of a model of config c (seeded: a preset's seeded_weights) ...
+std::uint64_t loaded_weight_bytes(const ModelConfig& c, bool seeded);
+// ... and the Model that `quant` builds of it (norms in fp32, each linear's planned_bytes).
+std::uint64_t estimate_model_bytes(Quantization& quant, const ModelConfig& c);
 
 // Physical memory of this machine (sysconf), the default limit.
 std::uint64_t machine_memory_bytes();

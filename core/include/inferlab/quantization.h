@@ -13,6 +13,7 @@
 namespace inferlab {
 
 class Linear;
+struct ModelConfig;
 
 // One member of a group of linears that read the same input (wq/wk/wv, w1/w3): its output
 // y [n, linear->out_features()].
@@ -114,6 +115,11 @@ class Quantization {
     (void)name;
     return true;
   }
+  // Bytes linear `name` ([out, in], of `model`) will store: what the memory estimate asks before
+  // any weights load. The default builds it with make_linear on a fixed probe of min(out, 64)
+  // rows and scales weight_bytes() by out / rows; a strategy whose size depends on the
+  // checkpoint rather than on values (quantization/gguf: the file's blocks) answers from `model`.
+  virtual std::uint64_t planned_bytes(const std::string& name, int out, int in, const ModelConfig& model);
   // What to collect for make_linear; nothing by default.
   virtual CalibrationNeeds calibration_needs() const { return {}; }
 };

@@ -78,6 +78,9 @@ class RuledQuantization : public Quantization {
                                       const LinearCalibration* calib) override;
   CalibrationNeeds calibration_needs() const override;
   bool needs_values(const std::string& name) const override { return strategy_for(name).needs_values(name); }
+  std::uint64_t planned_bytes(const std::string& name, int out, int in, const ModelConfig& model) override {
+    return strategy_for(name).planned_bytes(name, out, in, model);
+  }
   // The strategy that builds linear `name`.
   Quantization& strategy_for(const std::string& name) const;
 

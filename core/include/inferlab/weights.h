@@ -17,6 +17,13 @@ struct SourceBlocks {
   std::vector<std::uint8_t> bytes;  // [out rows of in / block_elements blocks]
 };
 
+// A matrix of seeded random weights drawn when asked (ModelWeights::matrix): the values
+// random_weights would hold, stddev · approx-normal draws from chunk seeds derived from `seed`.
+struct SeededMatrix {
+  std::uint64_t seed = 0;
+  float stddev = 0.0f;
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;  // [dim]
   std::vector<float> wq;         // [n_heads * head_dim, dim]  (row = output channel)
@@ -35,6 +42,9 @@ struct LayerWeights {
   // Shared and immutable: a copy of the weights (a draft's) or a linear built on them
   // (quantization/gguf) holds the same bytes, not a copy.
   std::map<std::string, std::shared_ptr<const SourceBlocks>> blocks;
+  // Matrices of seeded_weights, by field as `blocks`: the field stays empty, the values are
+  // drawn when a strategy asks for them.
+  std::map<std::string, SeededMatrix> seeded;
 };
 
 struct ModelWeights {
@@ -50,6 +60,8 @@ struct ModelWeights {
   // tied table, or a separate output.weight) and "embedding" (a table beside a separate
   // classifier). Their fp32 fields stay empty in the same way.
   std::map<std::string, std::shared_ptr<const SourceBlocks>> table_blocks;
+  // The tables' seeded matrices, keyed as table_blocks.
+  std::map<std::string, SeededMatrix> table_seeded;
 
   // The stored blocks of linear `name` ("layers.3.wq", "classifier", "embedding"), for
   // strategies that run them natively (quantization/gguf); null when it has none (other
@@ -60,13 +72,13 @@ struct ModelWeights {
   // Makes `blocks` the stored blocks of linear `name` (where source_blocks finds them); throws
   // Error for a name that is not a linear of these weights (mind the layer count).
   void set_source_blocks(const std::string& name, SourceBlocks blocks);
-  // The fp32 values of linear `name`, [out, in]: a copy of its field, or its blocks dequantised
-  // (bit for bit as ggml). Throws Error for an unknown name.
+  // The fp32 values of linear `name`, [out, in]: a copy of its field, its blocks dequantised
+  // (bit for bit as ggml), or its seeded values drawn. Throws Error for an unknown name.
   std::vector<float> matrix(const std::string& name) const;
-  // True when some matrix is held only as blocks (its field empty).
+  // True when some matrix is held only as blocks or a seed (its field empty).
   bool has_lazy_matrices() const;
-  // Dequantises every block-held matrix into its field (the blocks stay), for code that reads
-  // the fields directly; a no-op for weights without blocks.
+  // Fills every such matrix's field (the blocks and seeds stay), for code that reads the fields
+  // directly; a no-op when every field holds its values.
   void materialize();
 
   // Throws Error if a tensor's size disagrees with the config (a block-held matrix counts by
@@ -81,5 +93,10 @@ const ModelWeights& with_values(const ModelWeights& w, ModelWeights& storage);
 // Seeded random weights of the given shape: linears ~ N(0, 1/sqrt(fan_in)), norms = 1.
 // Deterministic for a (config, seed) pair whatever the thread count.
 ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed);
+// The same weights with every matrix (linears, embedding, classifier) left as a SeededMatrix:
+// norms and biases only are drawn now, a matrix when a strategy asks (ModelWeights::matrix gives
+// random_weights' values bit for bit). A preset then costs what its model's strategy stores, not
+// an fp32 copy on top: what `[model] preset` and `--preset` load.
+ModelWeights seeded_weights(const ModelConfig& config, std::uint64_t seed);
 
 }  // namespace inferlab

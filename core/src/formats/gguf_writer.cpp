@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "inferlab/bpe_tokenizer.h"
 #include "inferlab/error.h"
@@ -198,16 +199,15 @@ struct PendingTensor {
   std::string name;
   std::vector<std::uint64_t> dims;  // ne0 first
   GgmlType type;
-  const std::vector<float>* data;
+  std::function<std::vector<float>()> values;  // made when written: one matrix in memory at a time
   std::uint64_t offset = 0, bytes = 0;
 };
 
 }  // namespace
 
-GgufExportSummary write_gguf(const std::string& path, const ModelWeights& weights, const GgufExportOptions& o) {
-  ModelWeights storage;
-  const ModelWeights& w = with_values(weights, storage);  // a GGUF's block-held matrices, as fp32
+GgufExportSummary write_gguf(const std::string& path, const ModelWeights& w, const GgufExportOptions& o) {
   const ModelConfig& c = w.config;
+  w.validate();  // every tensor's size, lazy matrices included, before the file is opened
   GgufExportSummary summary;
   summary.architecture = c.qkv_bias ? "qwen2" : "llama";
   if (c.qkv_bias && c.rope_style != RopeStyle::kHalf)
@@ -232,58 +232,51 @@ GgufExportSummary write_gguf(const std::string& path, const ModelWeights& weight
   m.f32(a + ".attention.layer_norm_rms_epsilon", c.norm_eps);
   summary.tokenizer = write_tokenizer(m, w, o);
 
-  std::vector<std::vector<float>> permuted;  // Q/K rows in the interleaved layout (kept alive)
-  permuted.reserve(2 * w.layers.size());
+  // Matrices come from ModelWeights::matrix when written (a GGUF's blocks dequantised, a preset's
+  // seeded values drawn), so a model is never held in fp32 whole; vectors are copied.
   std::vector<PendingTensor> tensors;
   auto vector_tensor = [&](const std::string& name, const std::vector<float>& v) {
-    tensors.push_back({name, {v.size()}, GgmlType::kF32, &v});
+    tensors.push_back({name, {v.size()}, GgmlType::kF32, [&v] { return v; }});
   };
-  auto matrix = [&](const std::string& name, const std::vector<float>& v, int out, int in) {
+  auto matrix = [&](const std::string& name, const std::string& linear, int out, int in, int rope_heads = 0) {
     GgmlType t = o.type;
     if (static_cast<std::size_t>(in) % ggml_block_elements(t) != 0) {
       t = GgmlType::kF32;
       summary.kept_f32.push_back(name);
     }
-    tensors.push_back({name, {static_cast<std::uint64_t>(in), static_cast<std::uint64_t>(out)}, t, &v});
+    auto values = [&w, &c, linear, rope_heads] {
+      std::vector<float> v = w.matrix(linear);
+      return rope_heads > 0 ? interleave_rope_rows(v, rope_heads, c.head_dim(), c.dim) : v;
+    };
+    tensors.push_back({name, {static_cast<std::uint64_t>(in), static_cast<std::uint64_t>(out)}, t, values});
   };
-  matrix("token_embd.weight", w.token_embedding, c.vocab_size, c.dim);
+  matrix("token_embd.weight", c.tied_classifier ? "classifier" : "embedding", c.vocab_size, c.dim);
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
-    const std::string p = "blk." + std::to_string(l) + ".";
+    const std::string p = "blk." + std::to_string(l) + ".", e = "layers." + std::to_string(l) + ".";
     vector_tensor(p + "attn_norm.weight", L.attn_norm);
-    const std::vector<float>* wq = &L.wq;
-    const std::vector<float>* wk = &L.wk;
-    if (permute) {
-      permuted.push_back(interleave_rope_rows(L.wq, c.n_heads, c.head_dim(), c.dim));
-      wq = &permuted.back();
-      permuted.push_back(interleave_rope_rows(L.wk, c.n_kv_heads, c.head_dim(), c.dim));
-      wk = &permuted.back();
-    }
-    matrix(p + "attn_q.weight", *wq, c.n_heads * c.head_dim(), c.dim);
-    matrix(p + "attn_k.weight", *wk, c.kv_dim(), c.dim);
-    matrix(p + "attn_v.weight", L.wv, c.kv_dim(), c.dim);
-    matrix(p + "attn_output.weight", L.wo, c.dim, c.n_heads * c.head_dim());
+    matrix(p + "attn_q.weight", e + "wq", c.n_heads * c.head_dim(), c.dim, permute ? c.n_heads : 0);
+    matrix(p + "attn_k.weight", e + "wk", c.kv_dim(), c.dim, permute ? c.n_kv_heads : 0);
+    matrix(p + "attn_v.weight", e + "wv", c.kv_dim(), c.dim);
+    matrix(p + "attn_output.weight", e + "wo", c.dim, c.n_heads * c.head_dim());
     if (c.qkv_bias) {
       vector_tensor(p + "attn_q.bias", L.bq);
       vector_tensor(p + "attn_k.bias", L.bk);
       vector_tensor(p + "attn_v.bias", L.bv);
     }
     vector_tensor(p + "ffn_norm.weight", L.ffn_norm);
-    matrix(p + "ffn_gate.weight", L.w1, c.hidden_dim, c.dim);
-    matrix(p + "ffn_down.weight", L.w2, c.dim, c.hidden_dim);
-    matrix(p + "ffn_up.weight", L.w3, c.hidden_dim, c.dim);
+    matrix(p + "ffn_gate.weight", e + "w1", c.hidden_dim, c.dim);
+    matrix(p + "ffn_down.weight", e + "w2", c.dim, c.hidden_dim);
+    matrix(p + "ffn_up.weight", e + "w3", c.hidden_dim, c.dim);
   }
   vector_tensor("output_norm.weight", w.final_norm);
-  if (!c.tied_classifier) matrix("output.weight", w.classifier, c.vocab_size, c.dim);
+  if (!c.tied_classifier) matrix("output.weight", "classifier", c.vocab_size, c.dim);
 
   std::string infos;
   std::uint64_t offset = 0;
   for (PendingTensor& t : tensors) {
     std::uint64_t n = 1;
     for (auto d : t.dims) n *= d;
-    if (n != t.data->size())
-      throw Error("GGUF export: tensor '" + t.name + "' holds " + std::to_string(t.data->size()) +
-                  " values, its shape needs " + std::to_string(n));
     t.bytes = ggml_tensor_bytes(t.type, n);
     t.offset = offset;
     offset += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -302,7 +295,8 @@ GgufExportSummary write_gguf(const std::string& path, const ModelWeights& weight
   std::vector<std::uint8_t> buf;
   for (const PendingTensor& t : tensors) {
     buf.assign((t.bytes + kAlignment - 1) / kAlignment * kAlignment, 0);
-    quantize(t.type, t.data->data(), t.data->size(), buf.data());
+    const std::vector<float> values = t.values();
+    quantize(t.type, values.data(), values.size(), buf.data());
     f.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size()));
   }
   f.flush();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "inferlab/error.h"
@@ -37,7 +38,7 @@ std::vector<float> half_rope_rows(const std::vector<float>& w, int heads, int he
 struct Tensor {
   std::string name;
   std::vector<std::uint64_t> shape;
-  const std::vector<float>* data;
+  std::function<std::vector<float>()> values;  // made when written: one matrix in memory at a time
 };
 
 std::string number(double v) {
@@ -48,8 +49,8 @@ std::string number(double v) {
 
 }  // namespace
 
-HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, const HfExportOptions& o) {
-  const ModelConfig& c = weights.config;
+HfExportSummary write_hf(const std::string& dir, const ModelWeights& w, const HfExportOptions& o) {
+  const ModelConfig& c = w.config;
   if (o.dtype != "F32" && o.dtype != "F16" && o.dtype != "BF16")
     throw Error("Hugging Face export: dtype " + o.dtype + "; allowed: F32, F16, BF16");
   const fs::path folder(dir);
@@ -61,8 +62,7 @@ HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, co
   fs::create_directories(folder, ec);
   if (ec) throw Error("Hugging Face export: cannot create " + dir + ": " + ec.message());
 
-  ModelWeights storage;
-  const ModelWeights& w = with_values(weights, storage);  // a GGUF's block-held matrices, as fp32
+  w.validate();  // every tensor's size, lazy matrices included, before anything is written
   HfExportSummary summary;
   summary.model_type = c.qkv_bias ? "qwen2" : "llama";
   summary.permuted = c.rope_style == RopeStyle::kInterleaved;
@@ -70,35 +70,42 @@ HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, co
              kv = static_cast<std::uint64_t>(c.kv_dim()), v = static_cast<std::uint64_t>(c.vocab_size),
              qd = static_cast<std::uint64_t>(c.n_heads) * static_cast<std::uint64_t>(c.head_dim());
 
-  std::vector<std::vector<float>> permuted;  // Q/K rows (and biases) in the half-rotation order
-  permuted.reserve(4 * w.layers.size());
-  auto rope_rows = [&](const std::vector<float>& t, int heads, std::size_t row) -> const std::vector<float>* {
-    if (!summary.permuted || t.empty()) return &t;
-    permuted.push_back(half_rope_rows(t, heads, c.head_dim(), row));
-    return &permuted.back();
+  // Matrices come from ModelWeights::matrix when written (a GGUF's blocks dequantised, a preset's
+  // seeded values drawn), Q/K rows (and biases) moved to the half rotation then.
+  auto rows_of = [&](std::vector<float> t, int heads, std::size_t row) {
+    return summary.permuted && !t.empty() ? half_rope_rows(t, heads, c.head_dim(), row) : t;
   };
   std::vector<Tensor> tensors;
-  tensors.push_back({"model.embed_tokens.weight", {v, d}, &w.token_embedding});
+  auto vec = [&](const std::string& name, std::uint64_t n, const std::vector<float>& v, int rope_heads = 0) {
+    tensors.push_back({name, {n}, [&v, rope_heads, &rows_of] { return rope_heads ? rows_of(v, rope_heads, 1) : v; }});
+  };
+  auto mat = [&](const std::string& name, std::uint64_t out, std::uint64_t in, const std::string& linear,
+                 int rope_heads = 0) {
+    tensors.push_back({name, {out, in}, [&w, linear, rope_heads, d, &rows_of] {
+                         return rope_heads ? rows_of(w.matrix(linear), rope_heads, d) : w.matrix(linear);
+                       }});
+  };
+  mat("model.embed_tokens.weight", v, d, c.tied_classifier ? "classifier" : "embedding");
   for (std::size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& L = w.layers[l];
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    tensors.push_back({p + "input_layernorm.weight", {d}, &L.attn_norm});
-    tensors.push_back({p + "self_attn.q_proj.weight", {qd, d}, rope_rows(L.wq, c.n_heads, d)});
-    tensors.push_back({p + "self_attn.k_proj.weight", {kv, d}, rope_rows(L.wk, c.n_kv_heads, d)});
-    tensors.push_back({p + "self_attn.v_proj.weight", {kv, d}, &L.wv});
-    tensors.push_back({p + "self_attn.o_proj.weight", {d, qd}, &L.wo});
+    const std::string p = "model.layers." + std::to_string(l) + ".", e = "layers." + std::to_string(l) + ".";
+    vec(p + "input_layernorm.weight", d, L.attn_norm);
+    mat(p + "self_attn.q_proj.weight", qd, d, e + "wq", c.n_heads);
+    mat(p + "self_attn.k_proj.weight", kv, d, e + "wk", c.n_kv_heads);
+    mat(p + "self_attn.v_proj.weight", kv, d, e + "wv");
+    mat(p + "self_attn.o_proj.weight", d, qd, e + "wo");
     if (c.qkv_bias) {
-      tensors.push_back({p + "self_attn.q_proj.bias", {qd}, rope_rows(L.bq, c.n_heads, 1)});
-      tensors.push_back({p + "self_attn.k_proj.bias", {kv}, rope_rows(L.bk, c.n_kv_heads, 1)});
-      tensors.push_back({p + "self_attn.v_proj.bias", {kv}, &L.bv});
+      vec(p + "self_attn.q_proj.bias", qd, L.bq, c.n_heads);
+      vec(p + "self_attn.k_proj.bias", kv, L.bk, c.n_kv_heads);
+      vec(p + "self_attn.v_proj.bias", kv, L.bv);
     }
-    tensors.push_back({p + "post_attention_layernorm.weight", {d}, &L.ffn_norm});
-    tensors.push_back({p + "mlp.gate_proj.weight", {h, d}, &L.w1});
-    tensors.push_back({p + "mlp.down_proj.weight", {d, h}, &L.w2});
-    tensors.push_back({p + "mlp.up_proj.weight", {h, d}, &L.w3});
+    vec(p + "post_attention_layernorm.weight", d, L.ffn_norm);
+    mat(p + "mlp.gate_proj.weight", h, d, e + "w1");
+    mat(p + "mlp.down_proj.weight", d, h, e + "w2");
+    mat(p + "mlp.up_proj.weight", h, d, e + "w3");
   }
-  tensors.push_back({"model.norm.weight", {d}, &w.final_norm});
-  if (!c.tied_classifier) tensors.push_back({"lm_head.weight", {v, d}, &w.classifier});
+  vec("model.norm.weight", d, w.final_norm);
+  if (!c.tied_classifier) mat("lm_head.weight", v, d, "classifier");
 
   // safetensors: u64 header length, the JSON header (padded with spaces to 8 bytes), the data.
   const std::uint64_t esize = o.dtype == "F32" ? 4 : 2;
@@ -108,8 +115,6 @@ HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, co
   for (const Tensor& t : tensors) {
     std::uint64_t count = 1;
     for (std::uint64_t s : t.shape) count *= s;
-    check(t.data->size() == count, "Hugging Face export: " + t.name + " holds " + std::to_string(t.data->size()) +
-                                       " values, its shape needs " + std::to_string(count));
     header << ",\"" << t.name << "\":{\"dtype\":\"" << o.dtype << "\",\"shape\":[";
     for (std::size_t i = 0; i < t.shape.size(); ++i) header << (i ? "," : "") << t.shape[i];
     header << "],\"data_offsets\":[" << offset << "," << offset + count * esize << "]}";
@@ -128,13 +133,14 @@ HfExportSummary write_hf(const std::string& dir, const ModelWeights& weights, co
   out.write(json.data(), static_cast<std::streamsize>(json.size()));
   std::vector<std::uint16_t> halves;
   for (const Tensor& t : tensors) {
+    const std::vector<float> values = t.values();
     if (o.dtype == "F32") {
-      out.write(reinterpret_cast<const char*>(t.data->data()), static_cast<std::streamsize>(t.data->size() * 4));
+      out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
       continue;
     }
-    halves.resize(t.data->size());
+    halves.resize(values.size());
     for (std::size_t i = 0; i < halves.size(); ++i)
-      halves[i] = o.dtype == "BF16" ? ref::float_to_bf16((*t.data)[i]) : ref::float_to_f16((*t.data)[i]);
+      halves[i] = o.dtype == "BF16" ? ref::float_to_bf16(values[i]) : ref::float_to_f16(values[i]);
     out.write(reinterpret_cast<const char*>(halves.data()), static_cast<std::streamsize>(halves.size() * 2));
   }
   out.close();

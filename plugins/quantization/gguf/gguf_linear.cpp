@@ -155,6 +155,19 @@ bool GgufQuantization::needs_values(const std::string& name) const {
   return blocks == nullptr || blocks->ggml_type != t->second;  // else make_linear says what is missing
 }
 
+std::uint64_t GgufQuantization::planned_bytes(const std::string& name, int out, int in, const ModelConfig& model) {
+  const auto t = model.source_linear_types.find(name);
+  const auto n = static_cast<std::uint64_t>(out) * static_cast<std::uint64_t>(in);
+  if (t == model.source_linear_types.end() || !ggml_type_supported(t->second)) return n * sizeof(float);
+  const auto type = static_cast<GgmlType>(t->second);
+  if (!cpu::gguf_native_kernel(type) || static_cast<std::uint64_t>(in) % ggml_block_elements(type) != 0)
+    return n * sizeof(float);  // run in fp32
+  const std::uint64_t row = ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
+  if (!(int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type))) return row * out;
+  const std::uint64_t padded = (static_cast<std::uint64_t>(out) + 31) / 32 * 32 * row;
+  return (padded * 37 + 35) / 36;  // Q4_K's 148 per 144 and Q5_K's 180 per 176 are below 37/36
+}
+
 std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                       int in) {
   if (weights_ != nullptr) {

@@ -83,6 +83,9 @@ class GgufQuantization : public Quantization {
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
   // False for a linear that runs on its stored blocks.
   bool needs_values(const std::string& name) const override;
+  // From the header's types (model.source_linear_types), no weights needed: a native type's
+  // blocks (packed: rows padded to 32, K-quant scales widened, bounded by 37/36), else fp32.
+  std::uint64_t planned_bytes(const std::string& name, int out, int in, const ModelConfig& model) override;
 
  private:
   const ModelWeights* weights_;
