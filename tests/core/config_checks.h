@@ -27,8 +27,11 @@ inline void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.eos_id, b.eos_id);
 }
 
-// Every tensor of a equals e's, bit for bit.
-inline void expect_weights_equal(const ModelWeights& a, const ModelWeights& e) {
+// Every tensor of a equals e's, bit for bit; matrices held as blocks or seeds by their values.
+inline void expect_weights_equal(const ModelWeights& given, const ModelWeights& expected) {
+  ModelWeights storage_a, storage_e;
+  const ModelWeights& a = with_values(given, storage_a);
+  const ModelWeights& e = with_values(expected, storage_e);
   EXPECT_EQ(a.token_embedding, e.token_embedding);
   ASSERT_EQ(a.layers.size(), e.layers.size());
   for (std::size_t l = 0; l < e.layers.size(); ++l) {

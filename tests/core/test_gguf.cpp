@@ -191,31 +191,6 @@ TEST(Gguf, DequantizesEveryBlockTypeExactly) {
   EXPECT_FALSE(ggml_type_supported(6));   // Q5_0
 }
 
-// Field by field, block-held matrices as their dequantised values.
-void expect_weights_equal(const ModelWeights& given, const ModelWeights& expected) {
-  ModelWeights storage_a, storage_e;
-  const ModelWeights& a = with_values(given, storage_a);
-  const ModelWeights& e = with_values(expected, storage_e);
-  EXPECT_EQ(a.token_embedding, e.token_embedding);
-  ASSERT_EQ(a.layers.size(), e.layers.size());
-  for (std::size_t l = 0; l < e.layers.size(); ++l) {
-    EXPECT_EQ(a.layers[l].attn_norm, e.layers[l].attn_norm);
-    EXPECT_EQ(a.layers[l].wq, e.layers[l].wq);
-    EXPECT_EQ(a.layers[l].wk, e.layers[l].wk);
-    EXPECT_EQ(a.layers[l].wv, e.layers[l].wv);
-    EXPECT_EQ(a.layers[l].wo, e.layers[l].wo);
-    EXPECT_EQ(a.layers[l].bq, e.layers[l].bq);
-    EXPECT_EQ(a.layers[l].bk, e.layers[l].bk);
-    EXPECT_EQ(a.layers[l].bv, e.layers[l].bv);
-    EXPECT_EQ(a.layers[l].ffn_norm, e.layers[l].ffn_norm);
-    EXPECT_EQ(a.layers[l].w1, e.layers[l].w1);
-    EXPECT_EQ(a.layers[l].w2, e.layers[l].w2);
-    EXPECT_EQ(a.layers[l].w3, e.layers[l].w3);
-  }
-  EXPECT_EQ(a.final_norm, e.final_norm);
-  EXPECT_EQ(a.classifier, e.classifier);
-}
-
 TEST(Gguf, TinyModelWithEveryTensorTypeLoadsExactly) {
   TempDir dir("gguf");
   for (std::uint32_t version : {2u, 3u}) {
@@ -240,7 +215,7 @@ TEST(Gguf, TinyModelWithEveryTensorTypeLoadsExactly) {
       EXPECT_TRUE(c.tied_classifier);  // no output.weight
       EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
       EXPECT_EQ(m.weights.source_bytes, t.tensor_bytes);
-      expect_weights_equal(m.weights, t.expected);
+      testing::expect_weights_equal(m.weights, t.expected);
       testing::expect_same_config(read_model_config(path), c);  // the header alone
 
       const GgufFile f = GgufFile::open(path);
