@@ -44,9 +44,10 @@ TEST(SmolLM2, Q4_1GgufLoads) {
   EXPECT_EQ(c.eos_id, 2);
   EXPECT_EQ(m.weights.source_bytes, total);
   EXPECT_LT(m.weights.source_bytes, static_cast<std::uint64_t>(c.parameter_count()) * 4 / 3);
-  // Dequantised weights are finite and not all zero.
+  // Held as its Q4_1 blocks; dequantised, finite and not all zero.
+  EXPECT_TRUE(m.weights.layers[0].wq.empty());
   double sum = 0.0;
-  for (float x : m.weights.layers[0].wq) {
+  for (float x : m.weights.matrix("layers.0.wq")) {
     ASSERT_TRUE(std::isfinite(x));
     sum += std::fabs(x);
   }
