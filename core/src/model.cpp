@@ -20,8 +20,9 @@ struct Model::Layer {
 
 namespace {
 
-// Builds linear `name` from its fp32 values, dequantised from the checkpoint's blocks only now
-// (one matrix at a time) and not at all when the strategy runs the blocks themselves.
+// Builds linear `name` from its fp32 values, made only now for a lazy matrix (a GGUF's blocks
+// dequantised, a preset's seeded values drawn: one matrix at a time) and not at all when the
+// strategy runs the stored blocks themselves.
 std::unique_ptr<Linear> build(Quantization& quant, const CalibrationSet* calibration, const ModelWeights& weights,
                               const std::string& name, int out, int in) {
   std::vector<float> w = quant.needs_values(name) ? weights.matrix(name) : std::vector<float>{};

@@ -208,13 +208,6 @@ void ModelWeights::materialize() {
   }
 }
 
-const ModelWeights& with_values(const ModelWeights& w, ModelWeights& storage) {
-  if (!w.has_lazy_matrices()) return w;
-  storage = w;
-  storage.materialize();
-  return storage;
-}
-
 void ModelWeights::validate() const {
   const ModelConfig& c = config;
   c.validate();

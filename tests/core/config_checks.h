@@ -27,6 +27,15 @@ inline void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.eos_id, b.eos_id);
 }
 
+// `w` itself when every matrix holds its fp32 values, else `storage` = w materialised (matrices
+// held as blocks or seeds filled in), for comparisons field by field.
+inline const ModelWeights& with_values(const ModelWeights& w, ModelWeights& storage) {
+  if (!w.has_lazy_matrices()) return w;
+  storage = w;
+  storage.materialize();
+  return storage;
+}
+
 // Every tensor of a equals e's, bit for bit; matrices held as blocks or seeds by their values.
 inline void expect_weights_equal(const ModelWeights& given, const ModelWeights& expected) {
   ModelWeights storage_a, storage_e;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "config_checks.h"
 #include "format_writers.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
@@ -103,8 +104,8 @@ TEST(GgufExport, QuantisersErrorIsBoundedByTheScale) {
 template <typename Fn>
 void for_each_tensor(const ModelWeights& given_a, const ModelWeights& given_b, Fn fn) {
   ModelWeights storage_a, storage_b;
-  const ModelWeights& a = with_values(given_a, storage_a);
-  const ModelWeights& b = with_values(given_b, storage_b);
+  const ModelWeights& a = testing::with_values(given_a, storage_a);
+  const ModelWeights& b = testing::with_values(given_b, storage_b);
   fn("token_embd", a.token_embedding, b.token_embedding);
   fn("output_norm", a.final_norm, b.final_norm);
   fn("output", a.classifier, b.classifier);

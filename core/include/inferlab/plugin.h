@@ -32,9 +32,11 @@ namespace inferlab {
 // Linear::dequantize_row (pure: the tied embedding reads the classifier's rows) and
 // forward_act_blocks/reads_act_blocks (fused activation quantisation), Device::set_fuse and the
 // fused ops, SchedulerInput/KvCacheConfig reservation + max_seq_len (replacing reserve_full).
-// 6: a GGUF's block-quantized matrices are held only as blocks (LayerWeights::blocks,
-// ModelWeights::table_blocks; ModelWeights::source_blocks(name) and matrix(name) read them) and
-// Quantization::needs_values lets a strategy that runs the blocks skip their dequantisation.
+// 6: lazy matrices: a GGUF's block-quantized ones held only as shared blocks (LayerWeights::
+// blocks, ModelWeights::table_blocks), a preset's as seeds (LayerWeights::seeded,
+// ModelWeights::table_seeded), read by ModelWeights::source_blocks(name) / matrix(name);
+// Quantization::needs_values (a strategy that runs the blocks skips their dequantisation) and
+// Quantization::planned_bytes (the memory estimate's size of a linear).
 inline constexpr int kPluginAbiVersion = 6;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };

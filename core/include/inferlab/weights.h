@@ -86,11 +86,6 @@ struct ModelWeights {
   void validate() const;
 };
 
-// `w` itself when every matrix holds its fp32 values, else `storage` = w with every matrix
-// materialised: for code that reads every field at once (tests comparing weights field by
-// field). Costs the model in fp32; the writers and Model take one matrix at a time instead.
-const ModelWeights& with_values(const ModelWeights& w, ModelWeights& storage);
-
 // Seeded random weights of the given shape: linears ~ N(0, 1/sqrt(fan_in)), norms = 1.
 // Deterministic for a (config, seed) pair whatever the thread count.
 ModelWeights random_weights(const ModelConfig& config, std::uint64_t seed);

@@ -1,5 +1,7 @@
 #include "gguf_linear.h"
 
+#include <optional>
+
 #include "inferlab/error.h"
 #include "inferlab/float_linear.h"
 #include "kernels/cpu/matmul_gguf.h"
@@ -145,25 +147,33 @@ std::vector<std::string> gguf_strategy_problems(const ModelConfig& model) {
   return problems;
 }
 
+namespace {
+
+// The type linear `name` runs in natively: its header type when a kernel here runs it; none when
+// the linear is not in the file or runs in fp32 (float tensors, a table without a kernel).
+std::optional<GgmlType> native_type(const ModelConfig& model, const std::string& name) {
+  const auto t = model.source_linear_types.find(name);
+  if (t == model.source_linear_types.end() || !ggml_type_supported(t->second)) return std::nullopt;
+  const auto type = static_cast<GgmlType>(t->second);
+  return cpu::gguf_native_kernel(type) ? std::optional<GgmlType>(type) : std::nullopt;
+}
+
+}  // namespace
+
 bool GgufQuantization::needs_values(const std::string& name) const {
   if (weights_ == nullptr) return true;
-  const auto& types = weights_->config.source_linear_types;
-  const auto t = types.find(name);
-  if (t == types.end() || !gguf_strategy_accepts(t->second) || !cpu::gguf_native_kernel(static_cast<GgmlType>(t->second)))
-    return true;
+  const std::optional<GgmlType> type = native_type(weights_->config, name);
+  if (!type) return true;
   const SourceBlocks* blocks = weights_->source_blocks(name);
-  return blocks == nullptr || blocks->ggml_type != t->second;  // else make_linear says what is missing
+  return blocks == nullptr || blocks->ggml_type != static_cast<std::uint32_t>(*type);  // make_linear says what is missing
 }
 
 std::uint64_t GgufQuantization::planned_bytes(const std::string& name, int out, int in, const ModelConfig& model) {
-  const auto t = model.source_linear_types.find(name);
   const auto n = static_cast<std::uint64_t>(out) * static_cast<std::uint64_t>(in);
-  if (t == model.source_linear_types.end() || !ggml_type_supported(t->second)) return n * sizeof(float);
-  const auto type = static_cast<GgmlType>(t->second);
-  if (!cpu::gguf_native_kernel(type) || static_cast<std::uint64_t>(in) % ggml_block_elements(type) != 0)
-    return n * sizeof(float);  // run in fp32
-  const std::uint64_t row = ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
-  if (!(int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type))) return row * out;
+  const std::optional<GgmlType> type = native_type(model, name);
+  if (!type || static_cast<std::uint64_t>(in) % ggml_block_elements(*type) != 0) return n * sizeof(float);  // fp32
+  const std::uint64_t row = ggml_tensor_bytes(*type, static_cast<std::uint64_t>(in));
+  if (!(int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(*type))) return row * out;
   const std::uint64_t padded = (static_cast<std::uint64_t>(out) + 31) / 32 * 32 * row;
   return (padded * 37 + 35) / 36;  // Q4_K's 148 per 144 and Q5_K's 180 per 176 are below 37/36
 }

@@ -86,6 +86,10 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
                                          : type == GgmlType::kQ5_K ? padded / 176 * 180
                                                                    : padded;
       EXPECT_EQ(native->weight_bytes(), packs ? packed_bytes : blocks.size());
+      // The memory estimate's size, from the header's type alone: exact unpacked, within 37/36 above packed.
+      const std::uint64_t planned = q.planned_bytes("layers.0.w1", out, in, weights.config);
+      EXPECT_GE(planned, native->weight_bytes());
+      EXPECT_LE(planned, packs ? (native->weight_bytes() * 37 + 35) / 36 : native->weight_bytes());
       std::vector<float> row(static_cast<std::size_t>(in));  // the last row, decoded (tied embedding)
       native->dequantize_row(out - 1, row.data());
       EXPECT_TRUE(std::equal(row.begin(), row.end(), w.begin() + static_cast<std::ptrdiff_t>(out - 1) * in));
