@@ -36,8 +36,11 @@ for t in "${targets[@]}"; do
   seeds="tests/fuzz/corpus/$name"
   findings="$build/fuzz-findings/$name"
   mkdir -p "$work/$name" "$findings"
-  echo "fuzz: $t for ${seconds}s from $(ls "$seeds" | wc -l) seeds"
-  if ! "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  # A target's dictionary (tests/fuzz/<target>.dict: the keys and values its parser knows).
+  dict=()
+  [ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
+  echo "fuzz: $t for ${seconds}s from $(ls "$seeds" | wc -l) seeds${dict:+ with tests/fuzz/$name.dict}"
+  if ! "$bin" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$findings/" "$work/$name" "$seeds" >"$work/$name.log" 2>&1; then
     tail -n 40 "$work/$name.log"
     echo "fuzz: $t FOUND A PROBLEM; reproducer(s): $(ls "$findings")" >&2

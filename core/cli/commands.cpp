@@ -179,6 +179,7 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args, "usage: inferlab validate FILE [--set key=value]... [--max-memory SIZE]", o, &pos, vm)) return 0;
   Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files, memory
+  if (l.spec.device.kind == "cuda") require_visible_cuda(l.spec.source_path);  // as run refuses it
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
   std::cout << "  memory: about " << l.plan.memory.describe() << "\n";
@@ -203,6 +204,12 @@ int cmd_plugins(const std::vector<std::string>& args) {
   if (!parse_options(args, "usage: inferlab plugins [--kind K]", o, nullptr, vm)) return 0;
   std::vector<std::string> extra;
   if (vm.count("path")) extra = vm["path"].as<std::vector<std::string>>();
+  for (const std::string& p : extra) {  // as [plugins] paths in a TOML: a missing folder is an error
+    std::error_code ec;
+    if (!std::filesystem::is_directory(p, ec))
+      throw Error("--path " + quote_input(p) + ": " + (std::filesystem::exists(p, ec) ? "not a folder" : "no such folder") +
+                  "; allowed: an existing folder of plugin libraries");
+  }
   Registry reg(search_path(extra));
   std::vector<const PluginDescriptor*> list;
   if (vm.count("kind")) {
@@ -304,7 +311,14 @@ int cmd_generate(const std::vector<std::string>& args) {
   if (!s.loaded.tokenizer) throw Error(vm["model"].as<std::string>() + ": no tokenizer found; pass --tokenizer FILE");
   const Tokenizer& tok = *s.loaded.tokenizer;
   const int max_tokens = vm["max-tokens"].as<int>();
-  if (max_tokens < 1) throw Error("--max-tokens must be at least 1");
+  // The prompt and the output share the model's trained context: checked up front, since the
+  // scheduler would only say the request never fits its KV pool, after prefilling the prompt.
+  const std::string model_path = vm["model"].as<std::string>();
+  const int context = s.model->config().max_seq_len;
+  if (max_tokens < 1 || (context > 0 && max_tokens >= context))
+    throw Error("--max-tokens " + std::to_string(max_tokens) + " is out of range for " + model_path + " (context " +
+                std::to_string(context) + " tokens); allowed: 1 .. " + std::to_string(std::max(1, context - 1)) +
+                ", less the prompt's tokens");
 
   const std::string dn = vm["decoding"].as<std::string>();
   std::map<std::string, ParamValue> dp;
@@ -329,6 +343,10 @@ int cmd_generate(const std::vector<std::string>& args) {
     if (tok.bos_id() < 0) throw Error("generate: an empty prompt needs a BOS token, and the tokenizer has none");
     req.prompt.push_back(tok.bos_id());
   }
+  if (context > 0 && req.prompt.size() + static_cast<std::size_t>(max_tokens) > static_cast<std::size_t>(context))
+    throw Error("--prompt is " + std::to_string(req.prompt.size()) + " tokens and --max-tokens " +
+                std::to_string(max_tokens) + ": together more than " + model_path + "'s context of " +
+                std::to_string(context) + " tokens; allowed: prompt tokens + --max-tokens <= " + std::to_string(context));
   req.max_output = max_tokens;
   EngineOptions eo;
   eo.seed = seed;
@@ -365,15 +383,12 @@ int cmd_perplexity(const std::vector<std::string>& args) {
   if (vm["context"].as<int>() != 0) int_option(vm, "context", 2, 1 << 24, "0 (the model's context) or 2 .. 16777216");
   int_option(vm, "stride", 0, 1 << 24, "0 (= context) .. 16777216");
   int_option(vm, "max-tokens", 0, 1 << 30, "0 (all) or a positive count");
+  const std::string path = vm["text"].as<std::string>();
+  const std::string text = read_text_file(path, "--text");  // a FIFO or device is refused, not read
   ModelStack s = load_stack(vm);
   if (!s.loaded.tokenizer) throw Error(vm["model"].as<std::string>() + ": no tokenizer found; pass --tokenizer FILE");
-  const std::string path = vm["text"].as<std::string>();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open text file");
-  std::stringstream text;
-  text << in.rdbuf();
   const std::optional<bool> add_bos = vm.count("no-bos") ? std::optional<bool>(false) : std::nullopt;
-  auto tokens = quality_tokens(text.str(), s.loaded.tokenizer.get(), s.model->config().vocab_size, vm["max-tokens"].as<int>(),
+  auto tokens = quality_tokens(text, s.loaded.tokenizer.get(), s.model->config().vocab_size, vm["max-tokens"].as<int>(),
                                add_bos);
   if (tokens.size() < 2)
     throw Error(path + ": " + std::to_string(tokens.size()) +

@@ -1,6 +1,8 @@
 // inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate.
+#include <algorithm>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -8,6 +10,7 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 
 namespace {
 
@@ -52,6 +55,19 @@ std::string allowed_values(const std::string& option) {
   return "a value of the type --help shows";
 }
 
+// An error as printed: control bytes escaped (a message's own line breaks kept, as before a usage
+// text), each line cut after kMaxMessageChars characters.
+std::string shown(const char* what) {
+  const std::string_view text(what);
+  std::string out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    out += (start ? "\n" : "") + inferlab::quote_input(text.substr(start, end - start), inferlab::kMaxMessageChars);
+    start = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,17 +96,17 @@ int main(int argc, char** argv) {
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {
-    std::cerr << "inferlab " << cmd << ": " << e.what() << "; allowed: " << allowed_values(e.get_option_name())
+    std::cerr << "inferlab " << cmd << ": " << shown(e.what()) << "; allowed: " << allowed_values(e.get_option_name())
               << " (see inferlab " << cmd << " --help)\n";
     return 2;
   } catch (const boost::program_options::error& e) {
-    std::cerr << "inferlab " << cmd << ": " << e.what() << " (see inferlab " << cmd << " --help)\n";
+    std::cerr << "inferlab " << cmd << ": " << shown(e.what()) << " (see inferlab " << cmd << " --help)\n";
     return 2;
   } catch (const inferlab::Error& e) {
-    std::cerr << "inferlab: error: " << e.what() << "\n";
+    std::cerr << "inferlab: error: " << shown(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "inferlab: unexpected error: " << e.what() << "\n";
+    std::cerr << "inferlab: unexpected error: " << shown(e.what()) << "\n";
     return 1;
   }
 }

@@ -35,7 +35,12 @@ ModelSpec preset_model_spec(const po::variables_map& vm, const std::string& comm
     display_name = spec.path;
   } else {
     spec.preset = vm["preset"].as<std::string>();
-    display_name = preset_config(spec.preset).name + " (random weights, seed " + seed + ")";
+    const ModelConfig preset = preset_config(spec.preset);
+    // The limit a TOML's [model] n_layers has: a preset is not grown, only cut.
+    if (spec.n_layers > preset.n_layers)
+      throw Error(command + ": --n-layers = " + std::to_string(spec.n_layers) + ", but preset '" + spec.preset + "' has " +
+                  std::to_string(preset.n_layers) + " layers; allowed: 0 (all) .. " + std::to_string(preset.n_layers));
+    display_name = preset.name + " (random weights, seed " + seed + ")";
   }
   return spec;
 }

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/reproduce.h"
 
 namespace po = boost::program_options;
@@ -22,6 +23,9 @@ int cmd_reproduce(const std::vector<std::string>& args) {
   pos.add("file", -1);
   po::variables_map vm;
   if (!parse_options(args, "usage: inferlab reproduce [--class exact|cpu|gpu] [FILE...]", opts, &pos, vm)) return 0;
+  const std::string only = vm.count("class") ? vm["class"].as<std::string>() : "";
+  if (!only.empty() && only != "exact" && only != "cpu" && only != "gpu")
+    throw Error("--class " + quote_input(only) + " is not a claim class; allowed: exact, cpu, gpu");
   std::vector<std::string> files;
   if (vm.count("file")) files = vm["file"].as<std::vector<std::string>>();
   if (files.empty()) {
@@ -31,7 +35,6 @@ int cmd_reproduce(const std::vector<std::string>& args) {
       if (e.path().extension() == ".toml") files.push_back(e.path().string());
     std::sort(files.begin(), files.end());
   }
-  const std::string only = vm.count("class") ? vm["class"].as<std::string>() : "";
   Registry registry(Registry::default_search_path());
   int failed = 0, checked = 0;
   std::cout << "| file | claim | source | class | expected | measured | verdict |\n|---|---|---|---|---|---|---|\n";

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/log.h"
 
 namespace po = boost::program_options;
@@ -114,11 +115,7 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     texts.push_back(vm["prompt"].as<std::string>());
   } else {
     for (const std::string& path : vm["file"].as<std::vector<std::string>>()) {
-      std::ifstream in(path, std::ios::binary);
-      if (!in) throw Error(path + ": cannot open text file");
-      std::stringstream ss;
-      ss << in.rdbuf();
-      texts.push_back(ss.str());
+      texts.push_back(read_text_file(path, "--file"));
     }
   }
   const std::string model = vm["model"].as<std::string>();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,18 +61,26 @@ std::string data_root() {
 
 std::string resolve_data_path(const std::string& path, const std::string& base_dir, const std::string& where) {
   if (path.empty()) throw Error(where + ": empty path");
+  // fs::exists without an error code throws a bare filesystem_error on a symbolic link loop.
+  auto present = [&](const fs::path& t) {
+    std::error_code ec;
+    if (fs::exists(t, ec)) return true;
+    if (ec.value() == ELOOP)
+      throw Error(where + ": " + quote_input(t.string()) + ": a symbolic link loop; allowed: a path to an existing file");
+    return false;
+  };
   fs::path p(path);
   if (p.is_absolute()) {
-    if (fs::exists(p)) return p.string();
-    throw Error(where + ": file not found: " + path);
+    if (present(p)) return p.string();
+    throw Error(where + ": file not found: " + quote_input(path));
   }
   std::vector<fs::path> tries = {fs::path(base_dir) / p, fs::current_path() / p,
                                  fs::path(INFERLAB_SOURCE_DIR) / p, fs::path(data_root()) / p};
   for (const auto& t : tries)
-    if (fs::exists(t)) return fs::weakly_canonical(t).string();
+    if (present(t)) return fs::weakly_canonical(t).string();
   std::string looked;
   for (const auto& t : tries) looked += (looked.empty() ? "" : ", ") + t.lexically_normal().string();
-  throw Error(where + ": file not found: " + path + " (looked in " + looked + "; set INFERLAB_DATA for shared data)");
+  throw Error(where + ": file not found: " + quote_input(path) + " (looked in " + looked + "; set INFERLAB_DATA for shared data)");
 }
 
 namespace {
@@ -129,7 +138,7 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   if (auto v = t.get("reservation")) {
     std::string r = get_string(c, *v, "kv.reservation");
     if (!parse_kv_reservation(r, kv.reservation))
-      throw Error(c.at(*v) + ": kv.reservation = \"" + r + "\"; allowed: " + kKvReservationNames);
+      throw Error(c.at(*v) + ": kv.reservation = \"" + quote_input(r) + "\"; allowed: " + kKvReservationNames);
   }
   if (auto v = t.get("prefix_caching")) {
     auto b = v->as_boolean();
@@ -140,7 +149,7 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   if (auto v = t.get("dtype")) {
     const std::string d = get_string(c, *v, "kv.dtype");
     if (!parse_kv_dtypes(d, kv.format))
-      throw Error(c.at(*v) + ": kv.dtype = \"" + d + "\"; allowed: " + kKvDtypeNames);
+      throw Error(c.at(*v) + ": kv.dtype = \"" + quote_input(d) + "\"; allowed: " + kKvDtypeNames);
   }
   if (auto v = t.get("group_size")) kv.format.group_size = static_cast<int>(get_int(c, *v, "kv.group_size", 0, 4096));
   if (auto v = t.get("f32_first_layers"))
@@ -184,6 +193,20 @@ void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml:
   }
 }
 
+// Each distribution's keys: what a table with that dist must give, and what it may add. A
+// table missing one is refused, not completed from LengthSpec's defaults (a silent 64 tokens).
+struct LengthKeys {
+  const char* dist;
+  std::vector<std::string> required, optional;
+  const char* example;
+};
+const std::vector<LengthKeys> kLengthKeys = {
+    {"fixed", {"value"}, {}, "{ dist = \"fixed\", value = 64 }"},
+    {"uniform", {"min", "max"}, {}, "{ dist = \"uniform\", min = 16, max = 256 }"},
+    {"lognormal", {"mean", "sigma"}, {"min", "max"}, "{ dist = \"lognormal\", mean = 64, sigma = 0.8, min = 8, max = 256 }"},
+    {"trace", {}, {}, "{ dist = \"trace\" } with [workload] lengths_file"},
+};
+
 void parse_length(const Ctx& c, const toml::node& n, const std::string& key, LengthSpec& l) {
   if (n.as_integer()) {
     l.dist = "fixed";
@@ -192,23 +215,32 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
   }
   const auto& t = get_table(c, n, key);
   check_keys(c, t, key, {"dist", "value", "min", "max", "mean", "sigma"});
-  if (auto v = t.get("dist")) {
-    l.dist = get_string(c, *v, key + ".dist");
-    if (l.dist != "fixed" && l.dist != "uniform" && l.dist != "lognormal" && l.dist != "trace")
-      throw Error(c.at(*v) + ": " + key + ".dist = \"" + l.dist + "\"; allowed: fixed, uniform, lognormal, trace");
-  }
+  const toml::node* dist = t.get("dist");
+  if (!dist)
+    throw Error(c.at(n) + ": " + key + " table needs 'dist'; allowed: fixed, uniform, lognormal, trace, e.g. " + key +
+                " = { dist = \"fixed\", value = 64 } (or " + key + " = 64)");
+  l.dist = get_string(c, *dist, key + ".dist");
+  const LengthKeys* keys = nullptr;
+  for (const auto& k : kLengthKeys)
+    if (l.dist == k.dist) keys = &k;
+  if (!keys)
+    throw Error(c.at(*dist) + ": " + key + ".dist = \"" + quote_input(l.dist) + "\"; allowed: fixed, uniform, lognormal, trace");
+  std::vector<std::string> allowed = {"dist"};
+  allowed.insert(allowed.end(), keys->required.begin(), keys->required.end());
+  allowed.insert(allowed.end(), keys->optional.begin(), keys->optional.end());
+  std::vector<std::string> missing;
+  for (const auto& r : keys->required)
+    if (!t.get(r)) missing.push_back("'" + r + "'");
+  if (!missing.empty())
+    throw Error(c.at(n) + ": " + key + " with dist = \"" + l.dist + "\" needs " + join(missing) + "; allowed: " +
+                keys->example);
+  check_keys(c, t, key + " with dist = \"" + l.dist + "\"", allowed);
   if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, kMaxRequestTokens));
   if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, kMaxRequestTokens));
   if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, kMaxRequestTokens));
-  if (auto v = t.get("mean")) l.mean = get_float(c, *v, key + ".mean", 1.0);
-  if (auto v = t.get("sigma")) l.sigma = get_float(c, *v, key + ".sigma", 0.0);
+  if (auto v = t.get("mean")) l.mean = get_float(c, *v, key + ".mean", 1.0, static_cast<double>(kMaxRequestTokens));
+  if (auto v = t.get("sigma")) l.sigma = get_float(c, *v, key + ".sigma", 0.0, kMaxLengthSigma);
   if (l.min > l.max) throw Error(c.at(n) + ": " + key + ".min > " + key + ".max");
-  // Without these the defaults silently apply: a fixed 64 for a table without dist, and
-  // lengths up to 2^20 tokens (a run of hours) for a uniform without max.
-  if (!t.get("dist") && t.size() > (t.get("value") ? 1u : 0u))
-    throw Error(c.at(n) + ": " + key + " table needs 'dist'; allowed: fixed, uniform, lognormal, trace");
-  if (l.dist == "uniform" && !t.get("max"))
-    throw Error(c.at(n) + ": " + key + " with dist = \"uniform\" needs 'max'; allowed: { dist = \"uniform\", min = A, max = B }");
 }
 
 // An array of numbers >= 0, e.g. class_mix = [0.2, 0.8].
@@ -232,16 +264,16 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
     w.format = get_string(c, *v, "format");
     if (w.format != "auto" && w.format != "canonical" && w.format != "azure" && w.format != "mooncake" &&
         w.format != "vidur" && w.format != "burstgpt")
-      throw Error(c.at(*v) + ": format = \"" + w.format + "\"; allowed: auto, canonical, azure, mooncake, vidur, burstgpt");
+      throw Error(c.at(*v) + ": format = \"" + quote_input(w.format) + "\"; allowed: auto, canonical, azure, mooncake, vidur, burstgpt");
   }
   if (auto v = t.get("num_requests")) w.num_requests = static_cast<int>(get_int(c, *v, "num_requests", 1, 10000000));
   if (auto v = t.get("arrival")) {
     w.arrival = get_string(c, *v, "arrival");
     if (w.arrival != "all_at_once" && w.arrival != "poisson" && w.arrival != "gamma")
-      throw Error(c.at(*v) + ": arrival = \"" + w.arrival + "\"; allowed: all_at_once, poisson, gamma");
+      throw Error(c.at(*v) + ": arrival = \"" + quote_input(w.arrival) + "\"; allowed: all_at_once, poisson, gamma");
   }
-  if (auto v = t.get("rate")) w.rate = get_float(c, *v, "rate", 1e-9);
-  if (auto v = t.get("burstiness")) w.burstiness = get_float(c, *v, "burstiness", 1e-3);
+  if (auto v = t.get("rate")) w.rate = get_float(c, *v, "rate", kMinRate, kMaxRate);
+  if (auto v = t.get("burstiness")) w.burstiness = get_float(c, *v, "burstiness", kMinBurstiness, kMaxBurstiness);
   if (auto v = t.get("prompt_len")) parse_length(c, *v, "prompt_len", w.prompt_len);
   if (auto v = t.get("output_len")) parse_length(c, *v, "output_len", w.output_len);
   if (auto v = t.get("lengths_file"))
@@ -254,13 +286,13 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   if (auto v = t.get("prefix_block_tokens"))
     w.prefix_block_tokens = static_cast<int>(get_int(c, *v, "prefix_block_tokens", 1, 1 << 20));
   if (auto v = t.get("limit")) w.limit = static_cast<int>(get_int(c, *v, "limit", 0, 100000000));
-  if (auto v = t.get("time_scale")) w.time_scale = get_float(c, *v, "time_scale", 0.0);
+  if (auto v = t.get("time_scale")) w.time_scale = get_float(c, *v, "time_scale", 0.0, kMaxTimeScale);
   if (auto v = t.get("max_prompt")) w.max_prompt = static_cast<int>(get_int(c, *v, "max_prompt", 0, 1 << 24));
   if (auto v = t.get("max_output")) w.max_output = static_cast<int>(get_int(c, *v, "max_output", 0, 1 << 24));
   if (auto v = t.get("seed")) w.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
   if (auto v = t.get("class_mix")) w.class_mix = get_float_list(c, *v, "class_mix");
-  if (auto v = t.get("queue_timeout_s")) w.queue_timeout_s = get_float(c, *v, "queue_timeout_s", 0.0);
-  if (auto v = t.get("timeout_s")) w.timeout_s = get_float(c, *v, "timeout_s", 0.0);
+  if (auto v = t.get("queue_timeout_s")) w.queue_timeout_s = get_float(c, *v, "queue_timeout_s", 0.0, kMaxSeconds);
+  if (auto v = t.get("timeout_s")) w.timeout_s = get_float(c, *v, "timeout_s", 0.0, kMaxSeconds);
   if (auto v = t.get("shared_prefix"); v && w.trace.empty() && w.prompt_len.dist != "trace") {
     const int longest = w.prompt_len.dist == "fixed" ? w.prompt_len.value : w.prompt_len.max;
     if (w.shared_prefix > longest)
@@ -307,7 +339,7 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
   auto dot = key.find('.');
   std::string head = key.substr(0, dot);
   if (std::find(kStackKeys.begin(), kStackKeys.end(), head) == kStackKeys.end())
-    throw Error(c.at(v) + ": sweep key '" + key + "' must start with one of: " + join(kStackKeys));
+    throw Error(c.at(v) + ": sweep key '" + quote_input(key) + "' must start with one of: " + join(kStackKeys));
   if (dot == std::string::npos) {
     apply_stack_key(c, s, head, v);
     return;
@@ -316,7 +348,9 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
   if (head == "kv") {
     toml::table t;
     t.insert(rest, v);
-    parse_kv(c, t, s.kv);
+    Ctx copied = c;
+    copied.copied_at = c.at(v);
+    parse_kv(copied, t, s.kv);
     s.kv_where = c.at(v);
     return;
   }
@@ -327,6 +361,7 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
     return;
   }
   s.choice(k).params[rest] = to_param(c, v, rest);
+  s.choice(k).where = c.at(v);  // a bad value is reported at its line in [sweep]
 }
 
 }  // namespace
@@ -343,6 +378,8 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     buf << in.rdbuf();
     spec.source_text = buf.str();
   }
+  // TOML 1.0 allows a UTF-8 byte-order mark; the pre-scan would take it for a bare non-ASCII key.
+  if (spec.source_text.rfind("\xEF\xBB\xBF", 0) == 0) spec.source_text.erase(0, 3);
   check_toml_text(spec.source_text, path);  // toml++ recurses per key part: bound it first
   toml::table root;
   try {
@@ -352,7 +389,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
                 ": " + std::string(e.description()));
   }
   for (const auto& o : overrides) apply_override(root, o);
-  const Ctx c{path};
+  const Ctx c{path, {}};
   const std::string base_dir = fs::path(path).parent_path().string();
   check_keys(c, root, "the experiment file",
              {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality", "calibration",
@@ -370,7 +407,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       check(v->is_boolean(), c.at(*v) + ": 'isolate' must be true or false, got " + type_name(*v));
       spec.isolate = v->as_boolean()->get();
     }
-    if (auto v = t.get("cell_timeout_s")) spec.cell_timeout_s = get_float(c, *v, "cell_timeout_s", 0.0);
+    if (auto v = t.get("cell_timeout_s")) spec.cell_timeout_s = get_float(c, *v, "cell_timeout_s", 0.0, kMaxSeconds);
     if (auto v = t.get("cell_memory_mb")) spec.cell_memory_mb = get_int(c, *v, "cell_memory_mb", 0, INT64_MAX / (1 << 20));
   }
   if (spec.name.empty()) spec.name = fs::path(path).stem().string();
@@ -392,7 +429,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (auto v = t.get("kind")) {
       spec.device.kind = get_string(c, *v, "kind");
       if (spec.device.kind != "cpu" && spec.device.kind != "cuda" && spec.device.kind != "sim")
-        throw Error(c.at(*v) + ": device kind \"" + spec.device.kind + "\"; allowed: cpu, cuda, sim");
+        throw Error(c.at(*v) + ": device kind \"" + quote_input(spec.device.kind) + "\"; allowed: cpu, cuda, sim");
     }
     if (auto v = t.get("threads")) spec.device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
     if (auto v = t.get("fuse")) {
@@ -446,7 +483,12 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     spec.quality.text = resolve_data_path(get_string(c, *v, "text"), base_dir, c.at(*v));
     // An empty text (or a folder, /dev/null) gives fewer than the 2 tokens perplexity needs.
     std::error_code ec;
-    if (!fs::is_regular_file(spec.quality.text, ec) || fs::file_size(spec.quality.text, ec) == 0)
+    try {
+      check_text_file(spec.quality.text, "[quality] text");
+    } catch (const Error& e) {
+      throw Error(c.at(*v) + ": " + e.what());
+    }
+    if (fs::file_size(spec.quality.text, ec) == 0)
       throw Error(c.at(*v) + ": [quality] text " + spec.quality.text +
                   " is empty or not a regular file; allowed: a UTF-8 text file with at least one character");
     if (auto m = t.get("max_tokens")) spec.quality.max_tokens = static_cast<int>(get_int(c, *m, "max_tokens", 2, 1 << 24));
@@ -469,7 +511,12 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (!v) throw Error(c.at(*n) + ": [calibration] needs 'text' (a UTF-8 text file of at least 'tokens' tokens)");
     spec.calibration.text = resolve_data_path(get_string(c, *v, "text"), base_dir, c.at(*v));
     std::error_code ec;
-    if (!fs::is_regular_file(spec.calibration.text, ec) || fs::file_size(spec.calibration.text, ec) == 0)
+    try {
+      check_text_file(spec.calibration.text, "[calibration] text");
+    } catch (const Error& e) {
+      throw Error(c.at(*v) + ": " + e.what());
+    }
+    if (fs::file_size(spec.calibration.text, ec) == 0)
       throw Error(c.at(*v) + ": [calibration] text " + spec.calibration.text +
                   " is empty or not a regular file; allowed: a UTF-8 text file of at least 'tokens' tokens");
     // A token covers at least one byte (one more for the BOS), so a shorter file cannot hold
@@ -535,7 +582,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     std::vector<std::pair<std::string, std::vector<const toml::node*>>> axes;
     for (auto&& [k, v] : t) {
       auto arr = v.as_array();
-      if (!arr || arr->empty()) throw Error(c.at(v) + ": sweep '" + std::string(k.str()) + "' must be a non-empty array of values");
+      if (!arr || arr->empty()) throw Error(c.at(v) + ": sweep '" + quote_input(k.str()) + "' must be a non-empty array of values");
       std::vector<const toml::node*> values;
       for (const auto& x : *arr) values.push_back(&x);
       axes.emplace_back(std::string(k.str()), values);

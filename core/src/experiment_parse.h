@@ -2,6 +2,7 @@
 // node locations for errors, key checks, typed getters that name the key and what is allowed.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "experiment_override.h"
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/params.h"
 
 namespace inferlab::experiment_parse {
@@ -17,9 +19,13 @@ namespace inferlab::experiment_parse {
 // Locates nodes for error messages: "file:line:col", or "file (--set key)" for overrides.
 struct Ctx {
   std::string file;
+  // Where the nodes of a table built in code came from: toml++ copies no source region, so a
+  // [sweep] value copied into a table would otherwise read as a --set value.
+  std::string copied_at;
   std::string at(const toml::node& n) const { return at(n.source()); }
   std::string at(const toml::key& k) const { return at(k.source()); }
   std::string at(const toml::source_region& src) const {
+    if (src.begin.line == 0 && !copied_at.empty()) return copied_at;
     if (src.begin.line == 0 || (src.path && *src.path == kOverrideSource)) return file + " (--set)";
     return file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column);
   }
@@ -37,7 +43,7 @@ inline void check_keys(const Ctx& c, const toml::table& t, const std::string& se
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == k.str();
     (void)v;
-    if (!ok) throw Error(c.at(k) + ": unknown key '" + std::string(k.str()) + "' in " + section + "; allowed: " + join(allowed));
+    if (!ok) throw Error(c.at(k) + ": unknown key '" + quote_input(k.str()) + "' in " + section + "; allowed: " + join(allowed));
   }
 }
 
@@ -66,14 +72,18 @@ inline std::int64_t get_int(const Ctx& c, const toml::node& n, const std::string
                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return i->get();
 }
-inline double get_float(const Ctx& c, const toml::node& n, const std::string& key, double lo) {
+// A number in [lo, hi] (hi = infinity: no upper bound; NaN and infinities are refused).
+inline double get_float(const Ctx& c, const toml::node& n, const std::string& key, double lo,
+                        double hi = std::numeric_limits<double>::max()) {
   double d;
   if (auto f = n.as_floating_point()) d = f->get();
   else if (auto i = n.as_integer()) d = static_cast<double>(i->get());
   else throw Error(c.at(n) + ": '" + key + "' must be a number, got " + type_name(n));
-  if (!(d >= lo)) {
+  if (!(d >= lo && d <= hi)) {
     std::ostringstream os;  // to_string would print 1e-9 as 0.000000, contradicting a rejected 0
-    os << c.at(n) << ": '" << key << "' = " << d << " is out of range; allowed: >= " << lo;
+    os << c.at(n) << ": '" << key << "' = " << d << " is out of range; allowed: ";
+    if (hi == std::numeric_limits<double>::max()) os << ">= " << lo;
+    else os << lo << " .. " << hi;
     throw Error(os.str());
   }
   return d;
@@ -89,7 +99,7 @@ inline ParamValue to_param(const Ctx& c, const toml::node& n, const std::string&
   if (auto f = n.as_floating_point()) return f->get();
   if (auto b = n.as_boolean()) return b->get();
   if (auto s = n.as_string()) return s->get();
-  throw Error(c.at(n) + ": parameter '" + key + "' must be a string, number or boolean, got " + type_name(n));
+  throw Error(c.at(n) + ": parameter '" + quote_input(key) + "' must be a string, number or boolean, got " + type_name(n));
 }
 
 }  // namespace inferlab::experiment_parse

@@ -3,6 +3,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <sys/stat.h>
 
 #include "inferlab/error.h"
@@ -147,6 +149,41 @@ void require_regular_file(const std::string& path, const std::string& expected) 
                      : S_ISSOCK(st.st_mode) ? "a socket"
                                             : "a special file";
   throw Error(path + ": is " + std::string(kind) + ", not a regular file; expected " + expected);
+}
+
+void check_text_file(const std::string& path, const std::string& what, std::uint64_t max_bytes) {
+  require_regular_file(path, "a text file for " + what);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw Error(path + ": " + std::to_string(st.st_size) + " bytes; allowed for " + what + ": at most " +
+                std::to_string(max_bytes) + " bytes");
+}
+
+std::string read_text_file(const std::string& path, const std::string& what, std::uint64_t max_bytes) {
+  check_text_file(path, what, max_bytes);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open (" + what + "); expected a readable text file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string quote_input(std::string_view text, std::size_t max_chars) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  std::size_t chars = 0, i = 0;
+  for (; i < text.size() && chars < max_chars; ++i, ++chars) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b == '\n') out += "\\n";
+    else if (b == '\t') out += "\\t";
+    else if (b == '\r') out += "\\r";
+    else if (b < 0x20 || b == 0x7f) out += std::string("\\x") + hex[b >> 4] + hex[b & 15];
+    else out += static_cast<char>(b);
+  }
+  // A multi-byte UTF-8 character cut at the limit is completed, so the quote stays valid text.
+  while (i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) out += text[i++];
+  if (i < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
 }
 
 }  // namespace inferlab

@@ -1,13 +1,19 @@
 #include "inferlab/memory_estimate.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -18,6 +24,7 @@
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/kv_storage.h"
 #include "inferlab/quantization.h"
 #include "inferlab/quantization_rules.h"
@@ -27,6 +34,7 @@
 #include "inferlab/workload.h"
 
 namespace inferlab {
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -178,9 +186,69 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
   return e;
 }
 
-std::uint64_t machine_memory_bytes() {
-  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
+std::uint64_t cgroup_memory_limit(const std::string& proc_self_cgroup, const std::string& sys_root, std::string* file) {
+  std::uint64_t best = 0;
+  auto consider = [&](const fs::path& f) {
+    std::ifstream in(f);
+    std::string text;
+    if (!(in >> text) || text == "max") return;
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v == 0 || v >= (1ull << 62)) return;  // v1: "unlimited"
+    if (best == 0 || v < best) {
+      best = v;
+      if (file) *file = f.string();
+    }
+  };
+  std::istringstream lines(proc_self_cgroup);
+  for (std::string line; std::getline(lines, line);) {
+    // "0::/path" (v2) or "4:memory:/path" (v1; the controller list may hold others, "4:memory,foo:/p").
+    const auto c1 = line.find(':'), c2 = line.find(':', c1 == std::string::npos ? c1 : c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    const std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    fs::path group = fs::path(line.substr(c2 + 1)).relative_path();
+    bool v1_memory = false;
+    for (std::size_t b = 0; b <= controllers.size();) {
+      const std::size_t e = std::min(controllers.find(',', b), controllers.size());
+      v1_memory = v1_memory || controllers.substr(b, e - b) == "memory";
+      b = e + 1;
+    }
+    if (!controllers.empty() && !v1_memory) continue;
+    const fs::path root = controllers.empty() ? fs::path(sys_root) : fs::path(sys_root) / "memory";
+    const char* name = controllers.empty() ? "memory.max" : "memory.limit_in_bytes";
+    // The group and each ancestor: a parent's limit binds its children too. (Inside a cgroup
+    // namespace the path may not exist under sys_root; the root's own file is read all the same.)
+    for (fs::path g = group;; g = g.parent_path()) {
+      consider(root / g / name);
+      if (g.empty()) break;
+    }
+  }
+  return best;
 }
+
+MemoryLimit memory_limit() {
+  MemoryLimit m;
+  m.bytes = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE));
+  m.what = "this machine has " + format_bytes(m.bytes);
+  struct rlimit as {};
+  if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY && as.rlim_cur < m.bytes) {
+    m.bytes = as.rlim_cur;
+    m.what = "this process's address-space limit (RLIMIT_AS, ulimit -v) is " + format_bytes(m.bytes);
+    m.enforced = true;
+  }
+  std::ifstream in("/proc/self/cgroup");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string file;
+  if (const std::uint64_t cg = cgroup_memory_limit(text.str(), "/sys/fs/cgroup", &file); cg > 0 && cg < m.bytes) {
+    m.bytes = cg;
+    m.what = "its cgroup's memory limit (" + file + ") is " + format_bytes(m.bytes);
+    m.enforced = true;
+  }
+  return m;
+}
+
+std::uint64_t machine_memory_bytes() { return memory_limit().bytes; }
 
 std::uint64_t parse_memory_size(const std::string& text, const std::string& where) {
   const std::string allowed =
@@ -188,6 +256,14 @@ std::uint64_t parse_memory_size(const std::string& text, const std::string& wher
       "or K, M, G, T (powers of 1024), e.g. 16GiB or 512M";
   std::size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  // An exponent (1e3GiB) belongs to the number, not to the unit.
+  if (i > 0 && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    std::size_t k = i + 1 + (i + 1 < text.size() && (text[i + 1] == '+' || text[i + 1] == '-'));
+    if (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) {
+      while (k < text.size() && std::isdigit(static_cast<unsigned char>(text[k]))) ++k;
+      i = k;
+    }
+  }
   const std::string number = text.substr(0, i);
   std::size_t j = i;
   while (j < text.size() && text[j] == ' ') ++j;
@@ -195,13 +271,19 @@ std::uint64_t parse_memory_size(const std::string& text, const std::string& wher
   for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   double value = 0;
   std::size_t used = 0;
+  bool overflow = false;
   try {
     value = number.empty() ? 0 : std::stod(number, &used);
+  } catch (const std::out_of_range&) {  // 1e400: a number, too large for any memory
+    overflow = true;
+    used = number.size();
   } catch (const std::exception&) {
     used = 0;
   }
-  if (number.empty() || used != number.size() || !(value > 0))
-    throw Error(where + " " + text + ": not a positive number; " + allowed);
+  if (number.empty() || used != number.size() || !(overflow || value > 0))
+    throw Error(where + " " + quote_input(text) + ": not a positive number; " + allowed);
+  if (overflow || !std::isfinite(value))
+    throw Error(where + " " + quote_input(text) + ": out of range; " + allowed + " (at most 16 EiB)");
   static const std::pair<const char*, double> kUnits[] = {
       {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
       {"KIB", 1024.0}, {"MIB", 1048576.0}, {"GIB", 1073741824.0}, {"TIB", 1099511627776.0},
@@ -209,10 +291,10 @@ std::uint64_t parse_memory_size(const std::string& text, const std::string& wher
   for (const auto& [name, scale] : kUnits) {
     if (unit != name) continue;
     const double bytes = value * scale;
-    if (bytes < 1 || bytes > 1.8e19) throw Error(where + " " + text + ": out of range; " + allowed);
+    if (bytes < 1 || bytes > 1.8e19) throw Error(where + " " + quote_input(text) + ": out of range; " + allowed + " (at most 16 EiB)");
     return static_cast<std::uint64_t>(bytes);
   }
-  throw Error(where + " " + text + ": unknown unit '" + text.substr(j) + "'; " + allowed);
+  throw Error(where + " " + quote_input(text) + ": unknown unit '" + quote_input(text.substr(j)) + "'; " + allowed);
 }
 
 }  // namespace inferlab

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 
 namespace inferlab {
 
@@ -140,7 +141,7 @@ Params resolve_params(const std::vector<ParamSpec>& specs,
     const ParamSpec* spec = nullptr;
     for (const auto& s : specs)
       if (s.name == name) spec = &s;
-    if (!spec) throw Error(where + ": unknown parameter '" + name + "'; " + allowed_list(specs));
+    if (!spec) throw Error(where + ": unknown parameter '" + quote_input(name) + "'; " + allowed_list(specs));
     out[name] = coerce(*spec, value, where);
   }
   for (const auto& s : specs)

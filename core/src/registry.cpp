@@ -9,6 +9,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/log.h"
 
 namespace inferlab {
@@ -157,7 +158,7 @@ const Registry::Entry& Registry::entry(PluginKind kind, const std::string& name,
     std::size_t dist = edit_distance(name, d->name);
     if (dist < best) best = dist, closest = d->name;
   }
-  std::string msg = prefix + "unknown " + plugin_kind_name(kind) + " plugin '" + name + "'; available: " +
+  std::string msg = prefix + "unknown " + plugin_kind_name(kind) + " plugin '" + quote_input(name) + "'; available: " +
                     (available.empty() ? "(none found)" : available);
   if (!closest.empty() && best <= std::max<std::size_t>(2, name.size() / 2))
     msg += "; did you mean '" + closest + "'?";

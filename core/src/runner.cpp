@@ -22,6 +22,7 @@
 #include "inferlab/log.h"
 #include "inferlab/cuda_device.h"
 #include "inferlab/gpu_memory.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/manifest.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
@@ -50,11 +51,8 @@ void check_workload_files(const WorkloadSpec& w) {
 CalibrationSet calibrate(const ExperimentSpec& spec, const LoadedModel& loaded, const CalibrationNeeds& needs,
                          const Registry& registry, int threads) {
   const CalibrationSpec& c = spec.calibration;
-  std::ifstream in(c.text, std::ios::binary);
-  if (!in) throw Error("[calibration] text " + c.text + " cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), loaded.weights.config.vocab_size, 0);
+  const std::string text = read_text_file(c.text, "[calibration] text");
+  auto tokens = quality_tokens(text, loaded.tokenizer.get(), loaded.weights.config.vocab_size, 0);
   if (static_cast<int>(tokens.size()) < c.tokens)
     throw Error("[calibration] text " + c.text + " gives " + std::to_string(tokens.size()) +
                 " tokens, fewer than tokens = " + std::to_string(c.tokens) + "; allowed: a longer text or fewer tokens");
@@ -190,10 +188,16 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   if (spec.device.kind == "sim" && spec.quality.enabled)
     throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
   plan.memory = estimate_run_memory(plan, registry, model);
-  const std::uint64_t limit = max_memory_bytes > 0 ? max_memory_bytes : machine_memory_bytes();
+  // The least of physical memory, RLIMIT_AS and the cgroup limits (memory_limit): a run the
+  // process cannot allocate is refused here rather than failing in every cell.
+  const MemoryLimit machine = memory_limit();
+  // --max-memory may exceed physical memory (swap), not a limit the kernel enforces.
+  const std::uint64_t limit = max_memory_bytes == 0 ? machine.bytes
+                              : machine.enforced  ? std::min(max_memory_bytes, machine.bytes)
+                                                  : max_memory_bytes;
   if (plan.memory.total() > limit)
     throw Error(spec.source_path + ": the run needs about " + plan.memory.describe() + "; " +
-                (max_memory_bytes > 0 ? "--max-memory allows " : "this machine has ") + format_bytes(limit) +
+                (limit == max_memory_bytes ? "--max-memory allows " + format_bytes(limit) : machine.what) +
                 "; lower [model] n_layers, the workload's requests or lengths, or kv.num_blocks, or store fewer "
                 "bits per weight (quantization)");
   return plan;
@@ -229,9 +233,10 @@ std::string describe_device_without_init(DeviceKind kind, int threads) {
   return "cuda";
 }
 
-// Throws when a CUDA run could not make its device: asked in a forked child, so that the parent
-// (which forks the cells) never initialises CUDA itself. One clear error instead of every cell
-// failing with the same one.
+}  // namespace
+
+// Asked in a forked child, so that the parent (which forks the cells) never initialises CUDA
+// itself. One clear error instead of every cell failing with the same one.
 void require_visible_cuda(const std::string& where) {
   int fds[2];
   if (pipe(fds) != 0) return;  // cannot ask: the cells will say
@@ -259,6 +264,8 @@ void require_visible_cuda(const std::string& where) {
     throw Error(where + ": [device] kind = \"cuda\", but no CUDA device is visible (" + reason +
                 "); allowed on this machine: cpu, sim");
 }
+
+namespace {
 
 // One variant × repeat in this process. The device (and its thread pool) is made here, so an
 // isolated cell makes it inside its child. Throws on any failure.
@@ -537,10 +544,8 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
 
   std::unique_ptr<QualityEvaluator> quality;
   if (spec.quality.enabled) {
-    std::ifstream in(spec.quality.text, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto tokens = quality_tokens(text.str(), loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens,
+    const std::string text = read_text_file(spec.quality.text, "[quality] text");
+    auto tokens = quality_tokens(text, loaded.tokenizer.get(), weights.config.vocab_size, spec.quality.max_tokens,
                                  spec.model.add_bos);
     notes.push_back("quality: " + std::to_string(tokens.size()) + " tokens of " + spec.quality.text +
                     (loaded.tokenizer ? "" : " (UTF-8 bytes as ids: the model has no tokenizer)"));

@@ -3,6 +3,7 @@
 // lengths files behind LengthSpec "trace". Every malformed row is an Error naming path:line,
 // what is wrong and what is allowed. The JSONL side is a small scanner for one flat object per
 // line (numbers, strings, one integer array), not a general JSON parser.
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -104,7 +105,7 @@ struct Where {
 int count_field(const Where& w, std::string_view name, std::string_view raw) {
   long long v = 0;
   if (!parse_ll(raw, v))
-    fail(w.path, w.line, std::string(name) + " '" + std::string(raw) + "' is not an integer",
+    fail(w.path, w.line, std::string(name) + " '" + quote_input(raw) + "' is not an integer",
          "a non-negative integer token count");
   // Bounded here, at the row, before anything is built from it (a 1e8-token prompt would be
   // materialised as gigabytes before the scheduler could refuse it).
@@ -114,22 +115,32 @@ int count_field(const Where& w, std::string_view name, std::string_view raw) {
   return static_cast<int>(v);
 }
 
-double seconds_field(const Where& w, std::string_view name, std::string_view raw) {
+// A time in `unit`s (1 = seconds, 1000 = milliseconds), returned in seconds: at most
+// kMaxArrivalSeconds, so an arrival of 1e300 is refused at its row instead of reporting a
+// throughput of 1e-300 tokens per second.
+double seconds_field(const Where& w, std::string_view name, std::string_view raw, double unit = 1.0) {
+  const std::string allowed = "a number 0 .. " + std::string(unit == 1.0 ? "1e10 (seconds" : "1e13 (milliseconds") +
+                              ", until the year 2286)";
   double v = 0;
-  if (!parse_double(raw, v))
-    fail(w.path, w.line, std::string(name) + " '" + std::string(raw) + "' is not a number",
-         "a finite non-negative number");
-  if (v < 0)
-    fail(w.path, w.line, std::string(name) + " " + std::string(raw) + " is negative",
-         "a finite non-negative number");
-  return v;
+  if (!parse_double(raw, v)) fail(w.path, w.line, std::string(name) + " '" + quote_input(raw) + "' is not a number", allowed);
+  if (v < 0) fail(w.path, w.line, std::string(name) + " " + quote_input(raw) + " is negative", allowed);
+  if (v / unit > kMaxArrivalSeconds) fail(w.path, w.line, std::string(name) + " " + quote_input(raw) + " is out of range", allowed);
+  return v / unit;
 }
 
 int priority_field(const Where& w, std::string_view raw, std::string_view name = "priority") {
   long long v = 0;
-  if (!parse_ll(raw, v) || v < -1'000'000 || v > 1'000'000)
-    fail(w.path, w.line, std::string(name) + " '" + std::string(raw) + "' is not an integer",
-         "an integer " + std::string(name));
+  const std::string allowed = "an integer " + std::string(name) + " -1000000 .. 1000000";
+  if (!parse_ll(raw, v)) {
+    // Digits that overflow a 64-bit integer are still an integer: out of range, not malformed.
+    std::string_view digits = trim(raw);
+    if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+    const bool integer = !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+    fail(w.path, w.line, std::string(name) + " '" + quote_input(raw) + (integer ? "' is out of range" : "' is not an integer"),
+         allowed);
+  }
+  if (v < -1'000'000 || v > 1'000'000)
+    fail(w.path, w.line, std::string(name) + " " + std::to_string(v) + " is out of range", allowed);
   return static_cast<int>(v);
 }
 
@@ -145,7 +156,7 @@ std::vector<std::uint64_t> hash_list(const Where& w, std::string_view name, std:
     std::uint64_t v = 0;
     auto [p, ec] = std::from_chars(raw.data() + i, raw.data() + j, v);
     if (ec != std::errc() || p != raw.data() + j)
-      fail(w.path, w.line, std::string(name) + " element '" + std::string(raw.substr(i, j - i)) +
+      fail(w.path, w.line, std::string(name) + " element '" + quote_input(raw.substr(i, j - i)) +
                                "' is not a non-negative integer",
            "a list of non-negative integer block hashes");
     out.push_back(v);
@@ -251,13 +262,14 @@ bool parse_timestamp(std::string_view s, long long& whole, double& frac) {
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
     int oh, om;
     if (pos + 6 != s.size() || s[pos + 3] != ':' || !num(pos + 1, 2, oh) || !num(pos + 4, 2, om)) return false;
+    if (oh > 18 || om > 59 || (oh == 18 && om > 0)) return false;  // ISO 8601 offsets: +-18:00 at most
     offset = (s[pos] == '+' ? 1 : -1) * (oh * 3600LL + om * 60LL);
     pos += 6;
   }
   if (pos != s.size()) return false;
   long long days = std::chrono::sys_days(ymd).time_since_epoch().count();
   whole = days * 86400LL + h * 3600LL + mi * 60LL + sec - offset;
-  return true;
+  return whole >= 0 && static_cast<double>(whole) <= kMaxArrivalSeconds;
 }
 
 std::vector<TraceRow> read_azure(const std::string& path, const std::string& text) {
@@ -271,8 +283,9 @@ std::vector<TraceRow> read_azure(const std::string& path, const std::string& tex
              double frac = 0;
              std::string_view ts = f[t.find("TIMESTAMP")];
              if (!parse_timestamp(ts, whole, frac))
-               fail(path, w.line, "TIMESTAMP '" + std::string(ts) + "' is not a timestamp",
-                    "YYYY-MM-DD HH:MM:SS[.fraction] such as 2023-11-16 18:15:46.6805900");
+               fail(path, w.line, "TIMESTAMP '" + quote_input(ts) + "' is not a timestamp",
+                    "YYYY-MM-DD HH:MM:SS[.fraction][Z|+HH:MM|-HH:MM] such as 2023-11-16 18:15:46.6805900, from 1970 "
+                    "to 2286, with a UTC offset of at most 18:00");
              if (rows.empty()) {
                first_whole = whole;
                first_frac = frac;
@@ -338,10 +351,26 @@ JsonMembers scan_object(const Where& w, std::string_view s) {
   auto bad = [&](const std::string& what) {
     fail(w.path, w.line, what + " at column " + std::to_string(i + 1), expected);
   };
-  auto skip_string = [&] {  // s[i] == '"'
+  auto skip_string = [&] {  // s[i] == '"'; an escape JSON does not define is refused
     for (++i; i < s.size(); ++i) {
-      if (s[i] == '\\') ++i;
-      else if (s[i] == '"') {
+      if (s[i] == '\\') {
+        const char e = i + 1 < s.size() ? s[i + 1] : '\0';
+        if (e == 'u') {
+          bool hex = i + 5 < s.size();
+          for (std::size_t k = i + 2; hex && k < i + 6; ++k) hex = std::isxdigit(static_cast<unsigned char>(s[k])) != 0;
+          if (!hex) {
+            ++i;
+            bad("a \\u escape without 4 hex digits (" + quote_input(s.substr(i - 1, 6)) + ")");
+          }
+          i += 5;
+        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+          ++i;
+        } else {
+          ++i;
+          bad("an unknown escape '\\" + quote_input(s.substr(i, 1)) + "' in a string (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r "
+              "\\t \\uXXXX)");
+        }
+      } else if (s[i] == '"') {
         ++i;
         return true;
       }
@@ -459,7 +488,7 @@ std::vector<TraceRow> read_mooncake(const std::string& path, const std::string& 
       "one object per line with timestamp (ms), input_length, output_length[, hash_ids]";
   return read_jsonl(path, text, expected, [&](const Where& w, const JsonMembers& m) {
     TraceRow r;
-    r.arrival_s = seconds_field(w, "timestamp", required(w, m, "timestamp", expected)) / 1000.0;
+    r.arrival_s = seconds_field(w, "timestamp", required(w, m, "timestamp", expected), 1000.0);
     r.prompt_tokens = count_field(w, "input_length", required(w, m, "input_length", expected));
     r.output_tokens = count_field(w, "output_length", required(w, m, "output_length", expected));
     if (const auto* p = member(m, "hash_ids")) r.prefix_blocks = json_hashes(w, "hash_ids", *p);
@@ -498,7 +527,7 @@ std::string detect_format(const std::string& path, const std::string& text) {
     fail(path, lines.number(), "a length-only file (no arrival column)",
          "it as [workload] lengths_file with prompt_len/output_len dist = \"trace\" and synthetic arrivals, "
          "or a trace header");
-  fail(path, lines.number(), "unrecognised header '" + std::string(trim(first)) + "'",
+  fail(path, lines.number(), "unrecognised header '" + quote_input(trim(first)) + "'",
        "one of: arrival_s,prompt_tokens,output_tokens (canonical); TIMESTAMP,ContextTokens,GeneratedTokens "
        "(azure); arrived_at,num_prefill_tokens,num_decode_tokens (vidur); Timestamp,Model,Request tokens,"
        "Response tokens (burstgpt); JSON lines (canonical or mooncake)");

@@ -11,10 +11,12 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "inferlab/error.h"
+#include "inferlab/input_checks.h"
 #include "inferlab/log.h"
 #include "inferlab/rng.h"
 #include "inferlab/workload.h"
@@ -30,6 +32,12 @@ constexpr std::uint64_t kClassStream = 6;
 constexpr std::uint64_t kSharedPrefixStream = 5;
 
 // Exponential with mean 1: u in (0, 1] keeps the log finite.
+std::string number_text(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
 double exponential(Rng& rng) { return -std::log(1.0 - rng.uniform()); }
 
 // Gamma(shape k, scale 1). Marsaglia & Tsang (2000) for k >= 1; for k < 1 draw Gamma(k + 1) and
@@ -60,17 +68,21 @@ std::vector<double> synthetic_arrivals(const WorkloadSpec& spec) {
   if (spec.arrival == "all_at_once") return t;
   if (spec.arrival != "poisson" && spec.arrival != "gamma")
     throw Error("workload.arrival = '" + spec.arrival + "'; expected all_at_once, poisson or gamma");
-  check(spec.rate > 0 && std::isfinite(spec.rate),
-        "workload.rate = " + std::to_string(spec.rate) + "; expected a positive number of requests per second");
+  check(spec.rate >= kMinRate && spec.rate <= kMaxRate, [&] {
+    return "workload.rate = " + number_text(spec.rate) + "; expected " + number_text(kMinRate) + " .. " +
+           number_text(kMaxRate) + " requests per second";
+  });
   Rng rng(mix_seed(spec.seed, kArrivalStream));
   double now = 0;
   if (spec.arrival == "poisson") {
     for (double& x : t) x = (now += exponential(rng) / spec.rate);
     return t;
   }
-  check(spec.burstiness > 0 && std::isfinite(spec.burstiness),
-        "workload.burstiness = " + std::to_string(spec.burstiness) +
-            "; expected a positive coefficient of variation (1 = Poisson)");
+  // Outside this range the gamma shape 1/burstiness^2 degenerates (0 at 1e300: NaN arrivals).
+  check(spec.burstiness >= kMinBurstiness && spec.burstiness <= kMaxBurstiness, [&] {
+    return "workload.burstiness = " + number_text(spec.burstiness) + "; expected a coefficient of variation " +
+           number_text(kMinBurstiness) + " .. " + number_text(kMaxBurstiness) + " (1 = Poisson)";
+  });
   const double k = 1.0 / (spec.burstiness * spec.burstiness);
   const double scale = 1.0 / (spec.rate * k);
   for (double& x : t) x = (now += gamma_unit(rng, k) * scale);

@@ -204,8 +204,8 @@ TEST(Experiment, QualityTextMustHaveTextAndContextMustPredictSomething) {
   std::string path = write_toml("quality_bad.toml", std::string(kBase) + "[quality]\ntext = \"" + empty + "\"\n");
   std::string msg = error_of(path);
   EXPECT_NE(msg.find(path + ":19:8: [quality] text " + empty + " is empty or not a regular file"), std::string::npos) << msg;
-  EXPECT_NE(error_of(path, {"quality.text=\"/dev/null\""}).find("is empty or not a regular file"), std::string::npos);
-  EXPECT_NE(error_of(path, {"quality.text=\"/tmp\""}).find("is empty or not a regular file"), std::string::npos);
+  EXPECT_NE(error_of(path, {"quality.text=\"/dev/null\""}).find("is a character device, not a regular file"), std::string::npos);
+  EXPECT_NE(error_of(path, {"quality.text=\"/tmp\""}).find("is a directory, not a regular file"), std::string::npos);
   EXPECT_EQ(error_of(path, {"quality.text=\"" + text + "\""}), "");
   msg = error_of(path, {"quality.text=\"" + text + "\"", "quality.context=1"});
   EXPECT_NE(msg.find("'context' = 1 is out of range; allowed: 0 (the model's context) or >= 2"), std::string::npos) << msg;
@@ -248,9 +248,14 @@ TEST(Experiment, LengthTablesMustNotFallBackToDefaultsSilently) {
   EXPECT_NE(msg.find("prompt_len with dist = \"uniform\" needs 'max'"), std::string::npos) << msg;
   msg = error_of(path, {"workload.prompt_len={ min = 8, max = 64 }"});
   EXPECT_NE(msg.find("prompt_len table needs 'dist'; allowed: fixed, uniform"), std::string::npos) << msg;
-  EXPECT_EQ(error_of(path, {"workload.prompt_len={ value = 8 }"}), "");
+  // A table always names its dist and that dist's parameters (issue 42): no silent defaults.
+  msg = error_of(path, {"workload.prompt_len={ value = 8 }"});
+  EXPECT_NE(msg.find("prompt_len table needs 'dist'"), std::string::npos) << msg;
+  EXPECT_EQ(error_of(path, {"workload.prompt_len={ dist = \"fixed\", value = 8 }"}), "");
   EXPECT_EQ(error_of(path, {"workload.prompt_len={ dist = \"uniform\", min = 5, max = 9 }"}), "");
-  EXPECT_EQ(error_of(path, {"workload.prompt_len={ dist = \"lognormal\", mean = 20 }"}), "");
+  msg = error_of(path, {"workload.prompt_len={ dist = \"lognormal\", mean = 20 }"});
+  EXPECT_NE(msg.find("needs 'sigma'"), std::string::npos) << msg;
+  EXPECT_EQ(error_of(path, {"workload.prompt_len={ dist = \"lognormal\", mean = 20, sigma = 0.5 }"}), "");
 }
 
 TEST(Experiment, VariantNameMustBeNonEmptyAndPrintable) {

@@ -54,8 +54,25 @@ std::uint64_t loaded_weight_bytes(const ModelConfig& c, bool seeded);
 // ... and the Model that `quant` builds of it (norms in fp32, each linear's planned_bytes).
 std::uint64_t estimate_model_bytes(Quantization& quant, const ModelConfig& c);
 
-// Physical memory of this machine (sysconf), the default limit.
+// The memory this process may use: the least of physical memory (sysconf), its address-space
+// limit (RLIMIT_AS, inherited by every cell) and its cgroups' limits (cgroup_memory_limit).
+// `what` names the one that binds, for messages: "this machine has 16.0 GiB", "this process's
+// address-space limit (RLIMIT_AS, ulimit -v) is 5.6 GiB", "its cgroup's memory limit (...) is ...".
+struct MemoryLimit {
+  std::uint64_t bytes = 0;
+  std::string what;
+  bool enforced = false;  // RLIMIT_AS or a cgroup binds (not physical memory, which swap extends)
+};
+MemoryLimit memory_limit();
+
+// memory_limit().bytes: the default limit of a run's memory estimate.
 std::uint64_t machine_memory_bytes();
+
+// The tightest limit of the cgroups named by `proc_self_cgroup` (the text of /proc/self/cgroup),
+// read under sys_root (normally /sys/fs/cgroup): v2 memory.max and v1
+// memory/memory.limit_in_bytes of each group and its ancestors; "max" and the v1 "unlimited"
+// value (about 2^63) are no limit. 0 when none applies; `file` is set to the binding file.
+std::uint64_t cgroup_memory_limit(const std::string& proc_self_cgroup, const std::string& sys_root, std::string* file = nullptr);
 
 // "16GiB", "512 MB", "1.5G", "100000000": a positive number and an optional unit, B, KB, MB,
 // GB, TB (powers of 1000), KiB, MiB, GiB, TiB or K, M, G, T (powers of 1024; case-insensitive).

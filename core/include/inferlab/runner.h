@@ -84,6 +84,10 @@ struct RunOutcome {
   int interrupted = 0;     // the signal that stopped the run before every cell was done
 };
 
+// Throws, naming `where` and the reason, unless a CUDA device is visible to this process; run
+// and validate call it for a [device] kind = "cuda" plan. Does not initialise CUDA here.
+void require_visible_cuda(const std::string& where);
+
 // Runs the plan into a fresh results folder (or the missing cells of options.resume_dir). Each
 // cell runs in a child process when spec.isolate. A failing variant is a failed row, not a
 // throw; errors before the first row (weights, workload) throw Error. The manifest's "run" block

@@ -2,6 +2,7 @@
 // dequantised to fp32, and the embedded tokenizer. GGUF lists dimensions fastest-varying first,
 // so a [ne0 = in, ne1 = out] tensor is already our row-major [out, in]: no transposes.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -115,9 +116,12 @@ ModelConfig read_config(const GgufFile& f, const GgufModelReader& r, const std::
            std::to_string(c.dim));
   const int head_dim = c.dim / c.n_heads;
   const std::int64_t rot = r.int_key(arch + ".rope.dimension_count", head_dim, false);
+  if (rot > head_dim)
+    r.fail("rope.dimension_count " + std::to_string(rot) + " exceeds the head dim " + std::to_string(head_dim) +
+           " (embedding_length / head_count); allowed: " + std::to_string(head_dim));
   if (rot != head_dim)
     r.fail("partial rotary embeddings (rope.dimension_count " + std::to_string(rot) + " < head dim " +
-           std::to_string(head_dim) + ") are not supported");
+           std::to_string(head_dim) + ") are not supported; allowed: " + std::to_string(head_dim));
   const std::int64_t key_length = r.int_key(arch + ".attention.key_length", head_dim, false);
   if (key_length != head_dim)
     r.fail("attention.key_length " + std::to_string(key_length) + " differs from embedding_length / head_count (" +
@@ -155,7 +159,19 @@ ModelConfig gguf_config(const GgufFile& f, const GgufModelReader& r) {
   ModelConfig c = read_config(f, r, arch);
   c.tied_classifier = f.find_tensor("output.weight") == nullptr;
   c.validate();
-  // (A block_count beyond the tensor count is refused by load_gguf; no need to search for it.)
+  // block_count against the layers the file holds (blk.N. tensors): a header claiming a million
+  // layers is refused here, naming the mismatch, not later as a memory estimate of hundreds of GiB.
+  int in_file = 0;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    int l = 0;
+    const auto [end, ec] = std::from_chars(t.name.data() + 4, t.name.data() + t.name.size(), l);
+    if (ec == std::errc() && end < t.name.data() + t.name.size() && *end == '.') in_file = std::max(in_file, l + 1);
+  }
+  if (!f.tensors().empty() && c.n_layers > in_file)
+    r.fail("block_count " + std::to_string(c.n_layers) + ", but the file's tensors cover " + std::to_string(in_file) +
+           " layer(s) (blk.0 .. blk." + std::to_string(in_file - 1) + "); allowed: block_count <= " +
+           std::to_string(in_file));
   for (int l = 0; l < c.n_layers && static_cast<std::size_t>(l) < f.tensors().size(); ++l)
     for (const LinearTensorName& n : kLayerLinears)
       if (const GgufTensorInfo* t = f.find_tensor(gguf_linear_name(l, n.gguf)))
@@ -189,6 +205,21 @@ ModelConfig read_gguf_config(const std::string& path) {
   });
 }
 
+namespace {
+
+// tokenizer.ggml.token_type, each one of llama.cpp's types: 0 undefined, 1 normal, 2 unknown,
+// 3 control, 4 user-defined, 5 unused, 6 byte. Another value is a damaged file, not a normal token.
+const std::vector<std::int64_t>& checked_token_types(const GgufFile& f, const GgufValue& types) {
+  const auto& t = types.as_ints("tokenizer.ggml.token_type");
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (t[i] < 0 || t[i] > 6)
+      throw Error(f.path() + ": tokenizer.ggml.token_type of token " + std::to_string(i) + " is " + std::to_string(t[i]) +
+                  "; allowed: 0 .. 6 (undefined, normal, unknown, control, user-defined, unused, byte)");
+  return t;
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::string& pre_fallback) {
   const GgufValue* model = f.find("tokenizer.ggml.model");
   const GgufValue* tokens_v = f.find("tokenizer.ggml.tokens");
@@ -196,6 +227,11 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::str
   const std::string& kind = model->as_string("tokenizer.ggml.model");
   std::vector<std::string> tokens = tokens_v->as_strings("tokenizer.ggml.tokens");
   const auto n = static_cast<std::int64_t>(tokens.size());
+  // A vocabulary of empty strings encodes nothing: refused here, naming the file, rather than
+  // at the first encode as "no piece for input".
+  if (std::all_of(tokens.begin(), tokens.end(), [](const std::string& t) { return t.empty(); }))
+    throw Error(f.path() + ": tokenizer.ggml.tokens: all " + std::to_string(tokens.size()) +
+                " token strings are empty; allowed: a vocabulary of non-empty pieces");
   auto id_key = [&](const char* key, std::int64_t fallback) {
     const GgufValue* v = f.find(key);
     const std::int64_t id = v ? v->as_int(key) : fallback;
@@ -236,7 +272,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::str
     auto spm = std::make_unique<SentencePieceTokenizer>(std::move(tokens), std::move(scores), bos, eos);
     if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
       std::vector<int> control, user_defined;
-      const auto& t = types->as_ints("tokenizer.ggml.token_type");
+      const auto& t = checked_token_types(f, *types);
       for (std::size_t i = 0; i < t.size() && i < static_cast<std::size_t>(spm->vocab_size()); ++i) {
         if (t[i] == 3) control.push_back(static_cast<int>(i));
         if (t[i] == 4) user_defined.push_back(static_cast<int>(i));
@@ -264,7 +300,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const GgufFile& f, const std::str
     }
     opt.ignore_merges = find_pre_tokenizer_spec(pre_name)->ignore_merges;
     if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
-      const auto& t = types->as_ints("tokenizer.ggml.token_type");
+      const auto& t = checked_token_types(f, *types);
       for (std::size_t i = 0; i < t.size() && i < tokens.size(); ++i) {
         if (t[i] == 3) opt.special_ids.push_back(static_cast<int>(i));       // control
         if (t[i] == 4) opt.user_defined_ids.push_back(static_cast<int>(i));  // user-defined

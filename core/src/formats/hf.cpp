@@ -3,6 +3,7 @@
 // PyTorch stores a linear as [out, in], our row-major layout, so tensors are copied as they are;
 // Q/K rows are in the half-rotation RoPE order, hence rope_style = kHalf.
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -373,9 +374,38 @@ fs::path config_path(const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+// num_hidden_layers against the layers the checkpoint holds (model.layers.N. tensors): a
+// config.json claiming a million layers is refused naming the mismatch, not as a memory estimate.
+void check_layers_in_tensors(const ModelConfig& c, const TensorSet& set, const std::string& cfg_path) {
+  int in_file = 0;
+  const std::string prefix = "model.layers.";
+  for (const auto& [name, where] : set.index) {
+    (void)where;
+    if (name.rfind(prefix, 0) != 0) continue;
+    int l = 0;
+    const char* first = name.data() + prefix.size();
+    const auto [end, ec] = std::from_chars(first, name.data() + name.size(), l);
+    if (ec == std::errc() && end < name.data() + name.size() && *end == '.') in_file = std::max(in_file, l + 1);
+  }
+  if (c.n_layers > in_file)
+    throw Error(cfg_path + ": num_hidden_layers " + std::to_string(c.n_layers) + ", but the checkpoint's tensors cover " +
+                std::to_string(in_file) + " layer(s) (model.layers.0 .. " + std::to_string(in_file - 1) +
+                "); allowed: num_hidden_layers <= " + std::to_string(in_file));
+}
+
+}  // namespace
+
 ModelConfig read_hf_config(const std::string& path) {
   const std::string dir = snapshot_dir(path);
-  return read_config(dir, config_path(dir).string());
+  const std::string cfg_path = config_path(dir).string();
+  ModelConfig c = read_config(dir, cfg_path);
+  // The tensor headers only (no weights), when the folder has them: config.json alone is read as is.
+  if (fs::is_regular_file(fs::path(dir) / "model.safetensors") ||
+      fs::is_regular_file(fs::path(dir) / "model.safetensors.index.json"))
+    check_layers_in_tensors(c, open_tensors(dir), cfg_path);
+  return c;
 }
 
 LoadedModel load_hf(const std::string& path) {
@@ -387,9 +417,7 @@ LoadedModel load_hf(const std::string& path) {
   w.config = read_config(dir, cfg_path.string());
   const ModelConfig& c = w.config;
   const TensorSet set = open_tensors(dir);
-  if (static_cast<std::size_t>(c.n_layers) > set.index.size())  // before allocating layers
-    throw Error(cfg_path.string() + ": num_hidden_layers " + std::to_string(c.n_layers) + " exceeds the " +
-                std::to_string(set.index.size()) + " tensors of the checkpoint");
+  check_layers_in_tensors(c, set, cfg_path.string());  // before allocating layers
   HfReader r(set);
   const auto d = static_cast<std::uint64_t>(c.dim), h = static_cast<std::uint64_t>(c.hidden_dim),
              kv = static_cast<std::uint64_t>(c.kv_dim()), v = static_cast<std::uint64_t>(c.vocab_size);
