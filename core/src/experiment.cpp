@@ -193,18 +193,18 @@ void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml:
   }
 }
 
-// Each distribution's keys: what a table with that dist must give, and what it may add. A
-// table missing one is refused, not completed from LengthSpec's defaults (a silent 64 tokens).
+// The keys a table with each dist must give: a table missing one is refused, not completed from
+// LengthSpec's defaults (a silent 64 tokens).
 struct LengthKeys {
   const char* dist;
-  std::vector<std::string> required, optional;
+  std::vector<std::string> required;
   const char* example;
 };
 const std::vector<LengthKeys> kLengthKeys = {
-    {"fixed", {"value"}, {}, "{ dist = \"fixed\", value = 64 }"},
-    {"uniform", {"min", "max"}, {}, "{ dist = \"uniform\", min = 16, max = 256 }"},
-    {"lognormal", {"mean", "sigma"}, {"min", "max"}, "{ dist = \"lognormal\", mean = 64, sigma = 0.8, min = 8, max = 256 }"},
-    {"trace", {}, {}, "{ dist = \"trace\" } with [workload] lengths_file"},
+    {"fixed", {"value"}, "{ dist = \"fixed\", value = 64 }"},
+    {"uniform", {"min", "max"}, "{ dist = \"uniform\", min = 16, max = 256 }"},
+    {"lognormal", {"mean", "sigma"}, "{ dist = \"lognormal\", mean = 64, sigma = 0.8, min = 8, max = 256 } (min, max optional)"},
+    {"trace", {}, "{ dist = \"trace\" } with [workload] lengths_file"},
 };
 
 void parse_length(const Ctx& c, const toml::node& n, const std::string& key, LengthSpec& l) {
@@ -225,16 +225,13 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
     if (l.dist == k.dist) keys = &k;
   if (!keys)
     throw Error(c.at(*dist) + ": " + key + ".dist = \"" + quote_input(l.dist) + "\"; allowed: fixed, uniform, lognormal, trace");
-  std::vector<std::string> allowed = {"dist"};
-  allowed.insert(allowed.end(), keys->required.begin(), keys->required.end());
-  allowed.insert(allowed.end(), keys->optional.begin(), keys->optional.end());
+  // Keys of another distribution are still read (a resolved config.toml writes them all).
   std::vector<std::string> missing;
   for (const auto& r : keys->required)
     if (!t.get(r)) missing.push_back("'" + r + "'");
   if (!missing.empty())
     throw Error(c.at(n) + ": " + key + " with dist = \"" + l.dist + "\" needs " + join(missing) + "; allowed: " +
                 keys->example);
-  check_keys(c, t, key + " with dist = \"" + l.dist + "\"", allowed);
   if (auto v = t.get("value")) l.value = static_cast<int>(get_int(c, *v, key + ".value", 1, kMaxRequestTokens));
   if (auto v = t.get("min")) l.min = static_cast<int>(get_int(c, *v, key + ".min", 1, kMaxRequestTokens));
   if (auto v = t.get("max")) l.max = static_cast<int>(get_int(c, *v, key + ".max", 1, kMaxRequestTokens));
