@@ -803,5 +803,45 @@ TEST(BadInputs, FuzzDictionaryHasEveryExperimentKey) {
     }
 }
 
+TEST(BadInputs, ProbeHangsAndSilentAcceptancesAreQuickCliErrors) {
+  // The probe's hang, blow-up and silent-acceptance cases as a user meets them, through
+  // `inferlab validate` / `tokenize`: each a one-line error in under 2 s and 200 MB.
+  testing::TempDir dir("bad_inputs_probe");
+  auto file = [&](const std::string& name, const std::string& text) {
+    testing::write_file(dir.file(name), text);
+    return dir.file(name);
+  };
+  auto with_workload = [&](const std::string& name, const std::string& workload) {
+    return file(name, std::string(kModel) + "[workload]\n" + workload);
+  };
+  const std::string gamma = with_workload("gamma.toml", "arrival = \"gamma\"\nburstiness = 1e300\n");
+  issue42::expect_cli_error(dir, {"validate", gamma}, {gamma + ":5:14: 'burstiness' = 1e+300 is out of range; allowed: 0.001 .. 100"});
+  const std::string value = with_workload("value.toml", "prompt_len = { value = 5 }\n");
+  issue42::expect_cli_error(dir, {"validate", value}, {value + ":4:", "prompt_len table needs 'dist'"});
+  const std::string fixed = with_workload("fixed.toml", "prompt_len = { dist = \"fixed\" }\n");
+  issue42::expect_cli_error(dir, {"validate", fixed}, {fixed + ":4:", "needs 'value'"});
+  const struct {
+    const char* name;
+    std::string text, expect;
+  } traces[] = {
+      {"far.csv", "arrival_s,prompt_tokens,output_tokens\n0,4,4\n1e300,4,4\n", "far.csv:3: arrival_s 1e300 is out of range"},
+      {"azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46+25:00,3,4\n", "azure.csv:2: TIMESTAMP"},
+      {"escape.jsonl", "{\"arrival_s\": 0, \"prompt_tokens\": 4, \"output_tokens\": 4, \"n\": \"\\uZZZZ\"}\n",
+       "escape.jsonl:1: a \\u escape without 4 hex digits"},
+  };
+  for (const auto& t : traces) {
+    const std::string exp = with_workload(std::string(t.name) + ".toml", "trace = \"" + file(t.name, t.text) + "\"\n");
+    issue42::expect_cli_error(dir, {"validate", exp}, {t.expect});
+  }
+  // GGUF token_type 99 through tokenize (byte-patched tiny GGUF: the array's first element).
+  std::string gguf = testing::tiny_llama_gguf().bytes;
+  const std::string key = "tokenizer.ggml.token_type";
+  const std::uint32_t bad = 99;
+  std::memcpy(gguf.data() + gguf.find(key) + key.size() + 4 + 12, &bad, 4);
+  const std::string types = file("types.gguf", gguf);
+  issue42::expect_cli_error(dir, {"tokenize", "--model", types, "--prompt", "abc"},
+                            {"types.gguf: tokenizer.ggml.token_type of token 0 is 99"});
+}
+
 }  // namespace
 }  // namespace inferlab
