@@ -161,7 +161,8 @@ TEST(MemoryEstimate, RefusesWithTheFigures) {
     plan_text(dir, "[model]\npreset = \"llama-3-8b\"\n[workload]\nnum_requests = 100000\nprompt_len = 700000\n"
                    "output_len = 16\n[baseline]\nkv = { block_size = 16, num_blocks = 4000000 }\n");
   });
-  EXPECT_HAS(huge, "; this machine has ");
+  // Physical memory, or the RLIMIT_AS / cgroup limit that binds tighter here (memory_limit).
+  EXPECT_HAS(huge, "; " + memory_limit().what);
 }
 
 TEST(MemoryEstimate, ParsesSizesWithUnits) {
