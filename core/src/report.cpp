@@ -146,6 +146,12 @@ ResultWriter::ResultWriter(const std::string& out_root, const std::string& exper
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
   const std::string name = stamp + suffix;
   fs::path base = fs::path(out_root) / experiment;
+  // Every run folder is <out_root>/<experiment>/<stamp>: a name that is a path (".", "..",
+  // "a/b") would put it elsewhere. Lexical, so a results root reached through a symlink is fine.
+  const fs::path rel = (base / name).lexically_normal().lexically_relative(fs::path(out_root).lexically_normal());
+  if (std::distance(rel.begin(), rel.end()) != 2 || *rel.begin() == ".." || *rel.begin() == ".")
+    throw Error("experiment name '" + experiment + "' would put the results folder outside " + out_root +
+                "/<experiment>/; allowed: letters, digits and - _ . + = (not . or ..)");
   std::error_code ec;
   fs::create_directories(base, ec);
   if (ec) throw Error("cannot create results folder " + base.string() + ": " + ec.message());
