@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "inferlab/error.h"
+#include "inferlab/run_folder.h"
 #include "utf8.h"
 
 namespace inferlab {
@@ -111,15 +112,7 @@ std::string pretty(double v) {
 }
 
 void write_file(const fs::path& p, const std::string& text) {
-  fs::path tmp = p;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error("cannot write " + tmp.string());
-    out << text;
-    if (!out) throw Error("failed writing " + tmp.string());
-  }
-  fs::rename(tmp, p);  // readers never see a half-written file
+  write_file_atomically(p.string(), text);  // readers never see a half-written file
 }
 
 }  // namespace
@@ -254,7 +247,11 @@ void ResultWriter::rewrite() const {
         << "\n";
   }
   write_file(fs::path(dir_) / "requests.csv", req.str());
-  write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_, status_));
+  write_file(fs::path(dir_) / "summary.md", summary(status_));
+}
+
+std::string ResultWriter::summary(const std::string& status) const {
+  return summary_markdown(title_, description_, variant_order_, rows_, notes_, status);
 }
 
 const std::vector<std::string>& headline_metric_names() {

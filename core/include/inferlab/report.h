@@ -51,6 +51,8 @@ class ResultWriter {
   const std::vector<ResultRow>& rows() const { return rows_; }
   // Rewrites the four result files.
   void rewrite() const;
+  // summary.md as rewrite() writes it, with `status` under the title instead of the set one.
+  std::string summary(const std::string& status) const;
 
  private:
   ResultWriter() = default;
