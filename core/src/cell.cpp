@@ -302,7 +302,7 @@ std::optional<CellResult> run_cell_isolated(const std::function<CellResult()>& w
                        (sig == SIGKILL && limits.memory_mb > 0 ? "; cell_memory_mb = " + std::to_string(limits.memory_mb) : "");
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNoSpace) {
     fs::remove(scratch_path, ec);
-    throw Error("cell " + identity.variant + " repeat " + std::to_string(identity.repeat) + " could not write its result " +
+    throw Error("cell " + identity.variant + " repeat " + std::to_string(identity.repeat) + " could not write its result to " +
                 scratch_path + ": " + no_space_message(scratch_path));
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNoResult) {
     failed.row.error = "cell process could not write its result to " + scratch_path;
