@@ -18,6 +18,8 @@
 #include "inferlab/log.h"
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
+#include "inferlab/manifest.h"
+#include "inferlab/run_folder.h"
 #include "inferlab/runner.h"
 #include "inferlab/variant_quantization.h"
 #include "inferlab/shard.h"
@@ -127,6 +129,14 @@ int cmd_run(const std::vector<std::string>& args) {
     ro.force_config = vm["force-config"].as<bool>();
     const std::string config = ro.resume_dir + "/config.toml";
     if (!std::filesystem::exists(config)) throw Error(ro.resume_dir + ": no config.toml; not a results folder of inferlab run");
+    if (!ro.force_config) {  // an edit is named before it can fail planning (run_plan checks again, locked)
+      std::ifstream in(ro.resume_dir + "/manifest.json");
+      std::stringstream manifest;
+      manifest << in.rdbuf();
+      RunState recorded;
+      manifest_config_record(manifest.str(), recorded);
+      if (!recorded.config_hash.empty()) check_folder_config(ro.resume_dir, recorded, false);
+    }
     l.spec = load_experiment(config, {});
     l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
     l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));

@@ -198,6 +198,14 @@ TEST(RunFolder, EditedConfigIsRefusedNamingTheKeyAndForceConfigIsRecorded) {
             std::string::npos)
       << refused.err;
   EXPECT_NE(refused.err.find("--force-config"), std::string::npos) << refused.err;
+  {  // an edit that planning would refuse is named as an edit first
+    const std::string edited = slurp(dir / "config.toml");
+    std::ofstream(dir / "config.toml") << std::regex_replace(edited, std::regex("stories260k"), "no-such-preset");
+    const testing::CliResult r = testing::run_inferlab("run --resume " + dir.string() + " --log warn");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("model.preset ('stories260k' → 'no-such-preset')"), std::string::npos) << r.err;
+    std::ofstream(dir / "config.toml") << edited;
+  }
   EXPECT_EQ(read_csv(dir / "metrics.csv").size(), 5u);  // untouched
   EXPECT_EQ(manifest_of(dir).get<std::string>("run.status"), "complete");
 

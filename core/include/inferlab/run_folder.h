@@ -54,7 +54,8 @@ std::vector<std::string> changed_config_keys(const std::string& before, const st
 // cells' child processes too, which die with the run), a reserve of disk space (DIR/.reserve)
 // that a full disk cannot take from the final status, and handlers for SIGSEGV, SIGBUS, SIGFPE,
 // SIGILL and SIGABRT that write the "failed" status armed by set_crash_texts before the process
-// dies by the same signal.
+// dies by the same signal. The handlers are process-wide: one RunFolder per process at a time
+// (a run's; nested or concurrent ones would restore each other's handlers out of order).
 class RunFolder {
  public:
   // Takes the lock, or throws Error naming the pid and host of the process that holds it.
