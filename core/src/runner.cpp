@@ -443,7 +443,9 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
   io.started = true;  // from here on, whatever ends the run marks the folder
   io.crash_reason = std::string("crashed: killed by ") + RunFolder::kSignalPlaceholder + " in the run's own process" +
                     (spec.isolate ? "" : " (experiment.isolate = false: cells run in it)");
-  fs::create_directories(cells_dir);
+  if (std::error_code ec; !fs::create_directories(cells_dir, ec) && ec)
+    throw Error("cannot create " + cells_dir.string() + ": " +
+                (ec == std::errc::no_space_on_device ? no_space_message(cells_dir.string()) : ec.message()));
   if (manifest.find("\"git_commit\"") == std::string::npos) {  // fresh, or killed before it was written
     manifest = manifest_json(plan, registry, config, requests.size(), threads);
     if (!resuming) {
