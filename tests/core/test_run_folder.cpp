@@ -362,5 +362,17 @@ TEST(RunFolder, ResumeRedoesCellsThatFailedForTheRunsOwnReasons) {
     EXPECT_EQ(metrics[r][2], metrics[r][0] == "waits" && metrics[r][1] == "1" ? "failed" : "ok") << metrics[r][0];
 }
 
+TEST(RunFolder, ChangedConfigKeysNamesEachDottedKey) {
+  const std::string a = "[experiment]\nseed = 1\n[[variant]]\nname = \"v\"\nattention = \"flash\"\n"
+                        "[[variant]]\nname = \"w\"\nkv = { block_size = 16 }\n";
+  EXPECT_TRUE(changed_config_keys(a, "# a comment\n" + a).empty());  // the same meaning
+  const std::string b = "[experiment]\nseed = 1\nrepeats = 2\n[[variant]]\nname = \"v\"\nattention = \"naive\"\n"
+                        "[[variant]]\nname = \"w\"\nkv = { block_size = 32 }\n";
+  EXPECT_EQ(changed_config_keys(a, b),
+            (std::vector<std::string>{"variant.0.attention ('flash' → 'naive')", "variant.1.kv.block_size (16 → 32)",
+                                      "experiment.repeats (absent → 2)"}));
+  EXPECT_EQ(changed_config_keys(a, "[experiment\n").front().rfind("the whole file (it no longer parses", 0), 0u);
+}
+
 }  // namespace
 }  // namespace inferlab
