@@ -415,7 +415,13 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
   const FolderStatus before = resuming ? read_folder_status(options.resume_dir) : FolderStatus{};
   ResultWriter& out = io.out.emplace(resuming ? ResultWriter::reopen(options.resume_dir)
                                               : ResultWriter(options.out_root, spec.name, suffix));
-  io.folder.emplace(out.dir());  // one run per folder: Error naming the holder otherwise
+  try {
+    io.folder.emplace(out.dir());  // one run per folder: Error naming the holder otherwise
+  } catch (...) {
+    std::error_code ec;
+    if (!resuming) fs::remove_all(out.dir(), ec);  // the empty folder just made
+    throw;
+  }
   if (before.stale) log::warn(out.dir() + " was " + before.detail + ": resuming it as interrupted");
   const fs::path cells_dir = fs::path(out.dir()) / "cells";
   std::string& manifest = io.manifest;
