@@ -18,6 +18,8 @@
 #include "inferlab/log.h"
 #include "inferlab/quality.h"
 #include "inferlab/registry.h"
+#include "inferlab/manifest.h"
+#include "inferlab/run_folder.h"
 #include "inferlab/runner.h"
 #include "inferlab/variant_quantization.h"
 #include "inferlab/shard.h"
@@ -101,6 +103,7 @@ int cmd_run(const std::vector<std::string>& args) {
       "out", po::value<std::string>()->default_value("results"), "results root folder")(
       "repeats", po::value<int>(), "override [experiment] repeats")(
       "resume", po::value<std::string>(), "continue an interrupted run's folder: run only its missing cells")(
+      "force-config", po::bool_switch(), "with --resume: accept a config.toml edited since the folder's cells ran (recorded)")(
       "check-determinism", po::bool_switch(), "rerun each variant's first repeat; exit 4 if any output token differs")(
       "shard", po::value<std::string>(), "i/n: run only cells k = repeat*variants + variant with k mod n = i (0 <= i < n)")(
       "clock", po::value<std::string>()->default_value("wall"),
@@ -112,7 +115,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!parse_options(args,
              "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n]\n"
              "                     [--clock wall|thread-cpu] [--max-memory SIZE]\n"
-             "       inferlab run --resume RESULTS_DIR [--check-determinism] [--max-memory SIZE]",
+             "       inferlab run --resume RESULTS_DIR [--force-config] [--check-determinism] [--max-memory SIZE]",
              o, &pos, vm))
     return 0;
   RunOptions ro;
@@ -123,13 +126,23 @@ int cmd_run(const std::vector<std::string>& args) {
     if (vm.count("file") || vm.count("set") || vm.count("repeats") || vm.count("shard"))
       throw Error("--resume runs the folder's own config.toml (and shard); it takes no FILE, --set, --repeats or --shard");
     ro.resume_dir = vm["resume"].as<std::string>();
+    ro.force_config = vm["force-config"].as<bool>();
     const std::string config = ro.resume_dir + "/config.toml";
     if (!std::filesystem::exists(config)) throw Error(ro.resume_dir + ": no config.toml; not a results folder of inferlab run");
+    if (!ro.force_config) {  // an edit is named before it can fail planning (run_plan checks again, locked)
+      std::ifstream in(ro.resume_dir + "/manifest.json");
+      std::stringstream manifest;
+      manifest << in.rdbuf();
+      RunState recorded;
+      manifest_config_record(manifest.str(), recorded);
+      if (!recorded.config_hash.empty()) check_folder_config(ro.resume_dir, recorded, false);
+    }
     l.spec = load_experiment(config, {});
     l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
     l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));
   } else {
     if (!vm.count("file")) throw Error("run needs an experiment FILE or --resume DIR (see inferlab run --help)");
+    if (vm["force-config"].as<bool>()) throw Error("--force-config goes with --resume DIR only (a new run has nothing to accept)");
     l = load_and_plan(vm);
     if (vm.count("shard")) ro.shard = parse_shard(vm["shard"].as<std::string>());
   }

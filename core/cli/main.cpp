@@ -18,7 +18,7 @@ const char* kUsage =
     "usage: inferlab <command> [options]\n"
     "commands:\n"
     "  run FILE [--set key=value]... [--out DIR] [--repeats N]   run an experiment\n"
-    "  run --resume DIR                                          finish an interrupted run's missing cells\n"
+    "  run --resume DIR [--force-config]                         finish an interrupted run's missing cells\n"
     "  run FILE --shard i/n                                      run one shard of the variant x repeat cells\n"
     "  submit FILE --slurm [--array-size n] [--partition P] [--time T] [--dry-run]   shards as a Slurm job array + merge job\n"
     "  merge SHARD_DIR... --out DIR [--allow-partial]            combine shard folders into one results folder\n"

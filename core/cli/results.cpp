@@ -9,6 +9,7 @@
 #include "inferlab/compare.h"
 #include "inferlab/error.h"
 #include "inferlab/log.h"
+#include "inferlab/run_folder.h"
 
 namespace po = boost::program_options;
 
@@ -29,7 +30,12 @@ int cmd_compare(const std::vector<std::string>& args) {
   if (vm.count("metric")) metrics = vm["metric"].as<std::vector<std::string>>();
   const auto rows = compare_runs(read_metric_table(runs[0]), read_metric_table(runs[1]), metrics);
   if (rows.empty()) throw Error("compare: the two runs share no variant");
-  std::cout << comparison_markdown(runs[0], runs[1], rows) << std::flush;
+  // A run that did not finish is said so (a "running" one whose process is gone reads interrupted).
+  auto status = [](const std::string& dir) {
+    const FolderStatus s = read_folder_status(dir);
+    return s.status.empty() || s.status == "complete" ? std::string() : describe_status(s);
+  };
+  std::cout << comparison_markdown(runs[0], runs[1], rows, status(runs[0]), status(runs[1])) << std::flush;
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "inferlab/cell.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "inferlab/error.h"
+#include "inferlab/run_folder.h"
 
 namespace inferlab {
 
@@ -29,6 +31,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+// How a cell's child says it could not write its result: the disk is full, or another reason.
+constexpr int kExitNoSpace = 118, kExitNoResult = 119;
+// What a cell of an older build (no run_fault line) said when its child left no result.
+constexpr const char* kNoResult = "cell process exited without a result";
 
 std::uint64_t fnv_u64(std::uint64_t h, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) {
@@ -83,9 +89,13 @@ std::uint64_t address_space_bytes() {
 }
 
 [[noreturn]] void child_main(const std::function<CellResult()>& work, const CellLimits& limits,
-                             const std::string& scratch_path, const ResultRow& identity) {
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
+                             const std::string& scratch_path, const ResultRow& identity, pid_t parent) {
+  // The parent's crash marker is for the parent's own crash, not this cell's.
+  for (int sig : {SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
+  // A cell outlives no run: killed with it (it holds the folder's lock, and its result would be
+  // read by nobody).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(kExitNoResult);
   if (limits.memory_mb > 0) {
     const rlim_t cap = static_cast<rlim_t>(address_space_bytes() + static_cast<std::uint64_t>(limits.memory_mb) * (1ull << 20));
     rlimit rl{cap, cap};
@@ -119,8 +129,10 @@ std::uint64_t address_space_bytes() {
   }
   try {
     write_cell_file(scratch_path, r);
+  } catch (const Error& e) {
+    _exit(std::string(e.what()).find("no space left on device") != std::string::npos ? kExitNoSpace : kExitNoResult);
   } catch (...) {
-    _exit(2);
+    _exit(kExitNoResult);
   }
   std::fflush(nullptr);
   _exit(0);  // no atexit handlers, no flushing of buffers inherited from the parent
@@ -151,6 +163,7 @@ std::string serialize_cell(const CellResult& c) {
   o << "inferlab-cell 1\nvariant " << escape(c.row.variant) << "\nrepeat " << c.row.repeat << "\nok " << (c.row.ok ? 1 : 0)
     << "\nerror " << escape(c.row.error) << "\nwall_s " << exact(c.row.wall_s) << "\ntokens_hash "
     << hash_hex(c.row.tokens_hash) << "\n";
+  if (c.run_fault) o << "run_fault 1\n";
   for (const auto& [k, v] : c.row.metrics) o << "metric " << k << " " << exact(v) << "\n";
   for (const auto& r : c.requests)
     o << "request " << r.id << " " << exact(r.arrival_s) << " " << exact(r.first_token_s) << " " << exact(r.finish_s) << " "
@@ -168,13 +181,17 @@ std::optional<CellResult> parse_cell(const std::string& text) {
   CellResult c;
   try {
     while (std::getline(in, line)) {
-      if (line == "end") return c;
+      if (line == "end") {
+        c.run_fault = c.run_fault || (!c.row.ok && c.row.error == kNoResult);  // a cell of an older build
+        return c;
+      }
       if (auto v = field(line, "variant")) c.row.variant = unescape(*v);
       else if (auto v = field(line, "repeat")) c.row.repeat = std::stoi(*v);
       else if (auto v = field(line, "ok")) c.row.ok = *v == "1";
       else if (auto v = field(line, "error")) c.row.error = unescape(*v);
       else if (auto v = field(line, "wall_s")) c.row.wall_s = std::strtod(v->c_str(), nullptr);
       else if (auto v = field(line, "tokens_hash")) c.row.tokens_hash = std::stoull(*v, nullptr, 16);
+      else if (auto v = field(line, "run_fault")) c.run_fault = *v == "1";
       else if (auto v = field(line, "metric")) {
         const auto sp = v->find(' ');
         if (sp == std::string::npos) return std::nullopt;
@@ -207,16 +224,7 @@ std::optional<CellResult> parse_cell(const std::string& text) {
   return std::nullopt;  // no end marker: cut short
 }
 
-void write_cell_file(const std::string& path, const CellResult& cell) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error("cannot write " + tmp);
-    out << serialize_cell(cell);
-    if (!out.flush()) throw Error("failed writing " + tmp);
-  }
-  fs::rename(tmp, path);
-}
+void write_cell_file(const std::string& path, const CellResult& cell) { write_file_atomically(path, serialize_cell(cell)); }
 
 std::optional<CellResult> read_cell_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -248,9 +256,10 @@ std::optional<CellResult> run_cell_isolated(const std::function<CellResult()>& w
   std::error_code ec;
   fs::remove(scratch_path, ec);
   std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error(std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) child_main(work, limits, scratch_path, identity);
+  if (pid == 0) child_main(work, limits, scratch_path, identity, parent);
 
   const auto t0 = std::chrono::steady_clock::now();
   bool timed_out = false;
@@ -291,13 +300,21 @@ std::optional<CellResult> run_cell_isolated(const std::function<CellResult()>& w
     const int sig = WTERMSIG(status);
     failed.row.error = "crashed: killed by " + signal_name(sig) + " (signal " + std::to_string(sig) + ")" +
                        (sig == SIGKILL && limits.memory_mb > 0 ? "; cell_memory_mb = " + std::to_string(limits.memory_mb) : "");
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNoSpace) {
+    fs::remove(scratch_path, ec);
+    throw Error("cell " + identity.variant + " repeat " + std::to_string(identity.repeat) + " could not write its result to " +
+                scratch_path + ": " + no_space_message(scratch_path));
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNoResult) {
+    failed.row.error = "cell process could not write its result to " + scratch_path;
+    failed.run_fault = true;
   } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
     failed.row.error = "cell process exited with code " + std::to_string(WEXITSTATUS(status)) + " before writing its result";
   } else if (auto r = read_cell_file(scratch_path)) {
     fs::remove(scratch_path, ec);
     return r;
   } else {
-    failed.row.error = "cell process exited without a result";
+    failed.row.error = kNoResult;  // its result file was taken away: the run's trouble, not the cell's
+    failed.run_fault = true;
   }
   fs::remove(scratch_path, ec);
   return failed;

@@ -155,9 +155,11 @@ std::vector<Comparison> compare_runs(const MetricTable& a, const MetricTable& b,
   return out;
 }
 
-std::string comparison_markdown(const std::string& run_a, const std::string& run_b, const std::vector<Comparison>& rows) {
+std::string comparison_markdown(const std::string& run_a, const std::string& run_b, const std::vector<Comparison>& rows,
+                                const std::string& status_a, const std::string& status_b) {
   std::ostringstream md;
-  md << "# compare\n\nA: `" << run_a << "`\nB: `" << run_b << "`\n\n"
+  md << "# compare\n\nA: `" << run_a << "`" << (status_a.empty() ? "" : " — " + status_a) << "\nB: `" << run_b << "`"
+     << (status_b.empty() ? "" : " — " + status_b) << "\n\n"
      << "Mean ± 95% CI half-width over ok repeats (n); ratio = B/A; p = two-sided Welch t-test (both runs need >= 2 "
         "repeats); **changed** when p < 0.05.\n\n"
      << "| variant | metric | A (n) | B (n) | B/A | p | |\n|---|---|---|---|---|---|---|\n";

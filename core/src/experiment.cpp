@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -300,6 +301,47 @@ void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_
   if (auto v = t.get("max_new_tokens")) w.max_new_tokens = static_cast<int>(get_int(c, *v, "max_new_tokens", 0, 1 << 24));
 }
 
+// Experiment, variant and sweep names name folders or sit beside them in results: a name is a
+// name, never a path.
+constexpr std::size_t kMaxNameLength = 128;
+constexpr const char* kNameAllowed = "1 to 128 letters, digits and - _ . + = (not . or ..)";
+
+bool name_char(char ch) {
+  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == '+' || ch == '=';
+}
+
+bool is_safe_name(const std::string& name) {
+  return !name.empty() && name.size() <= kMaxNameLength && name != "." && name != ".." &&
+         std::all_of(name.begin(), name.end(), name_char);
+}
+
+// A byte of a name as a message shows it: itself when printable ASCII, else \xNN.
+std::string shown_byte(char ch) {
+  const auto b = static_cast<unsigned char>(ch);
+  if (b > 0x20 && b < 0x7f) return std::string(1, ch);
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "\\x%02x", b);
+  return hex;
+}
+
+// Throws, at `where`, naming `what` (the key) and the allowed set, unless is_safe_name(name).
+void check_name(const std::string& where, const std::string& what, const std::string& name) {
+  if (is_safe_name(name)) return;
+  std::string shown;  // at most 40 characters
+  for (std::size_t i = 0; i < name.size() && i < 40; ++i) shown += name[i] == ' ' ? " " : shown_byte(name[i]);
+  if (name.size() > 40) shown += "...";
+  std::string problem;
+  if (name.empty()) problem = "is empty";
+  else if (name == "." || name == "..") problem = "is a path, not a name";
+  else if (name.size() > kMaxNameLength) problem = "has " + std::to_string(name.size()) + " characters";
+  else {
+    const auto bad = std::find_if_not(name.begin(), name.end(), name_char);
+    problem = "has " + (*bad == ' ' ? std::string("a space") : "'" + shown_byte(*bad) + "'") + " at position " +
+              std::to_string(bad - name.begin() + 1);
+  }
+  throw Error(where + ": " + what + " '" + shown + "' " + problem + "; allowed: " + kNameAllowed);
+}
+
 std::vector<std::string> expand_sweep_names(const std::vector<std::pair<std::string, std::vector<const toml::node*>>>& axes,
                                             std::vector<std::vector<const toml::node*>>& points) {
   std::vector<std::string> names;
@@ -311,11 +353,11 @@ std::vector<std::string> expand_sweep_names(const std::vector<std::pair<std::str
     for (std::size_t a = 0; a < axes.size(); ++a) {
       const toml::node* n = axes[a].second[idx[a]];
       std::ostringstream os;
-      if (auto s = n->as_string()) os << s->get();
+      if (auto s = n->as_string(); s && is_safe_name(s->get())) os << s->get();
       else if (auto i = n->as_integer()) os << i->get();
       else if (auto f = n->as_floating_point()) os << f->get();
       else if (auto b = n->as_boolean()) os << (b->get() ? "true" : "false");
-      else os << "#" << idx[a] + 1;  // a table or array (a rule list): its position on the axis
+      else os << "#" << idx[a] + 1;  // a table, an array (a rule list) or a string that is no name: its position
       name += (name.empty() ? "" : ",") + axes[a].first + "=" + os.str();
       point.push_back(n);
     }
@@ -396,7 +438,10 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     const auto& t = get_table(c, *n, "experiment");
     check_keys(c, t, "[experiment]",
                {"name", "description", "seed", "repeats", "isolate", "cell_timeout_s", "cell_memory_mb"});
-    if (auto v = t.get("name")) spec.name = get_string(c, *v, "name");
+    if (auto v = t.get("name")) {
+      spec.name = get_string(c, *v, "name");
+      check_name(c.at(*v), "[experiment] name", spec.name);
+    }
     if (auto v = t.get("description")) spec.description = get_string(c, *v, "description");
     if (auto v = t.get("seed")) spec.seed = static_cast<std::uint64_t>(get_int(c, *v, "seed", 0, INT64_MAX));
     if (auto v = t.get("repeats")) spec.repeats = static_cast<int>(get_int(c, *v, "repeats", 1, kMaxRepeats));
@@ -407,10 +452,10 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (auto v = t.get("cell_timeout_s")) spec.cell_timeout_s = get_float(c, *v, "cell_timeout_s", 0.0, kMaxSeconds);
     if (auto v = t.get("cell_memory_mb")) spec.cell_memory_mb = get_int(c, *v, "cell_memory_mb", 0, INT64_MAX / (1 << 20));
   }
-  if (spec.name.empty()) spec.name = fs::path(path).stem().string();
-  for (char ch : spec.name)
-    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'))
-      throw Error(path + ": experiment name '" + spec.name + "' may only use letters, digits, '-', '_' and '.'");
+  if (spec.name.empty()) {
+    spec.name = fs::path(path).stem().string();
+    check_name(path, "the experiment name (the file's stem, as no [experiment] name is set)", spec.name);
+  }
   spec.model.seed = spec.seed;
   spec.workload.seed = spec.seed;
 
@@ -559,10 +604,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       auto nm = t.get("name");
       if (!nm) throw Error(c.at(item) + ": [[variant]] needs a 'name'");
       v.name = get_string(c, *nm, "name");
-      bool printable = !v.name.empty();
-      for (char ch : v.name) printable = printable && !std::iscntrl(static_cast<unsigned char>(ch));
-      if (!printable)
-        throw Error(c.at(*nm) + ": variant name '" + v.name + "' is not allowed; allowed: a non-empty name without control characters");
+      check_name(c.at(*nm), "[[variant]] name", v.name);
       if (!names.insert(v.name).second) throw Error(c.at(*nm) + ": duplicate variant name '" + v.name + "'");
       for (auto&& [k, val] : t)
         if (k.str() == "model") {
@@ -580,6 +622,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     for (auto&& [k, v] : t) {
       auto arr = v.as_array();
       if (!arr || arr->empty()) throw Error(c.at(v) + ": sweep '" + quote_input(k.str()) + "' must be a non-empty array of values");
+      check_name(c.at(v), "[sweep] key", std::string(k.str()));  // it names every point of its axis
       std::vector<const toml::node*> values;
       for (const auto& x : *arr) values.push_back(&x);
       axes.emplace_back(std::string(k.str()), values);

@@ -8,6 +8,10 @@
 #include <sstream>
 #include <thread>
 
+#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree includes the old boost/bind.hpp
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+
 #include "inferlab/report.h"
 #include "inferlab/rng.h"
 #include "inferlab/tokenizer.h"
@@ -120,12 +124,26 @@ std::string manifest_with_state(const std::string& manifest, const RunState& sta
   std::ostringstream m;
   m << base << kRunKey << "{\"status\": " << json_quote(state.status);
   if (!state.signal.empty()) m << ", \"signal\": " << json_quote(state.signal);
+  if (!state.reason.empty()) m << ", \"reason\": " << json_quote(state.reason);
+  if (state.pid > 0) m << ", \"pid\": " << state.pid << ", \"host\": " << json_quote(state.host);
   m << ", \"cells_total\": " << state.done.size() + state.missing.size() << ", \"cells_done\": " << state.done.size()
     << ", \"resumes\": " << state.resumes << ",\n    \"done\": " << cells_json(state.done)
     << ",\n    \"missing\": " << cells_json(state.missing);
   if (state.shard.count > 1)
     m << ",\n    \"shard\": {\"index\": " << state.shard.index << ", \"count\": " << state.shard.count << "}";
   if (!state.merged_from.empty()) m << ",\n    \"merged_from\": " << state.merged_from;
+  if (!state.config_hash.empty()) m << ",\n    \"config_toml_hash\": " << json_quote(state.config_hash);
+  if (!state.config_forced.empty()) {
+    m << ",\n    \"config_forced\": [";
+    for (std::size_t i = 0; i < state.config_forced.size(); ++i) {
+      const ConfigChange& c = state.config_forced[i];
+      m << (i ? ", " : "") << "{\"resume\": " << c.resume << ", \"from\": " << json_quote(c.from)
+        << ", \"to\": " << json_quote(c.to) << ", \"changed\": [";
+      for (std::size_t k = 0; k < c.keys.size(); ++k) m << (k ? ", " : "") << json_quote(c.keys[k]);
+      m << "]}";
+    }
+    m << "]";
+  }
   if (!state.determinism.empty()) {
     m << ",\n    \"determinism\": {";
     for (std::size_t i = 0; i < state.determinism.size(); ++i)
@@ -151,6 +169,29 @@ Shard manifest_shard(const std::string& manifest) {
   const auto c = manifest.find("\"count\": ", at);
   if (c != std::string::npos) s.count = std::atoi(manifest.c_str() + c + 9);
   return s;
+}
+
+void manifest_config_record(const std::string& manifest, RunState& state) {
+  namespace pt = boost::property_tree;
+  pt::ptree m;
+  try {
+    std::istringstream in(manifest);
+    pt::read_json(in, m);
+  } catch (const std::exception&) {
+    return;  // an unreadable manifest records nothing to compare with
+  }
+  state.config_hash = m.get<std::string>("run.config_toml_hash", "");
+  state.config_forced.clear();
+  if (auto forced = m.get_child_optional("run.config_forced"))
+    for (const auto& [k, v] : *forced) {
+      ConfigChange c;
+      c.resume = v.get<int>("resume", 0);
+      c.from = v.get<std::string>("from", "");
+      c.to = v.get<std::string>("to", "");
+      if (auto keys = v.get_child_optional("changed"))
+        for (const auto& [i, key] : *keys) c.keys.push_back(key.data());
+      state.config_forced.push_back(std::move(c));
+    }
 }
 
 }  // namespace inferlab

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "inferlab/error.h"
+#include "inferlab/run_folder.h"
 #include "utf8.h"
 
 namespace inferlab {
@@ -111,15 +112,7 @@ std::string pretty(double v) {
 }
 
 void write_file(const fs::path& p, const std::string& text) {
-  fs::path tmp = p;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error("cannot write " + tmp.string());
-    out << text;
-    if (!out) throw Error("failed writing " + tmp.string());
-  }
-  fs::rename(tmp, p);  // readers never see a half-written file
+  write_file_atomically(p.string(), text);  // readers never see a half-written file
 }
 
 }  // namespace
@@ -146,6 +139,12 @@ ResultWriter::ResultWriter(const std::string& out_root, const std::string& exper
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
   const std::string name = stamp + suffix;
   fs::path base = fs::path(out_root) / experiment;
+  // Every run folder is <out_root>/<experiment>/<stamp>: a name that is a path (".", "..",
+  // "a/b") would put it elsewhere. Lexical, so a results root reached through a symlink is fine.
+  const fs::path rel = (base / name).lexically_normal().lexically_relative(fs::path(out_root).lexically_normal());
+  if (std::distance(rel.begin(), rel.end()) != 2 || *rel.begin() == ".." || *rel.begin() == ".")
+    throw Error("experiment name '" + experiment + "' would put the results folder outside " + out_root +
+                "/<experiment>/; allowed: letters, digits and - _ . + = (not . or ..)");
   std::error_code ec;
   fs::create_directories(base, ec);
   if (ec) throw Error("cannot create results folder " + base.string() + ": " + ec.message());
@@ -248,7 +247,11 @@ void ResultWriter::rewrite() const {
         << "\n";
   }
   write_file(fs::path(dir_) / "requests.csv", req.str());
-  write_file(fs::path(dir_) / "summary.md", summary_markdown(title_, description_, variant_order_, rows_, notes_, status_));
+  write_file(fs::path(dir_) / "summary.md", summary(status_));
+}
+
+std::string ResultWriter::summary(const std::string& status) const {
+  return summary_markdown(title_, description_, variant_order_, rows_, notes_, status);
 }
 
 const std::vector<std::string>& headline_metric_names() {

@@ -27,6 +27,7 @@
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
 #include "inferlab/report.h"
+#include "inferlab/run_folder.h"
 #include "inferlab/sim.h"
 #include "inferlab/variant_quantization.h"
 #include "inferlab/workload.h"
@@ -397,7 +398,11 @@ void show_progress(std::size_t done, std::size_t total, const std::string& varia
 
 }  // namespace
 
-RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options) {
+namespace {
+
+// run_plan's work; `io` (the folder, its lock and state) outlives it, so that run_plan marks the
+// folder failed whatever ends it.
+RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOptions& options, RunIo& io) {
   const ExperimentSpec& spec = plan.spec;
   const bool resuming = !options.resume_dir.empty();
   DeviceKind device_kind = DeviceKind::kCpu;
@@ -413,12 +418,25 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   const bool root_existed = fs::exists(options.out_root), base_existed = fs::exists(fs::path(options.out_root) / spec.name);
   const std::string suffix = options.shard.count > 1 ? "-shard" + std::to_string(options.shard.index) + "of" +
                                                            std::to_string(options.shard.count) : "";
-  ResultWriter out = resuming ? ResultWriter::reopen(options.resume_dir) : ResultWriter(options.out_root, spec.name, suffix);
+  // A stale "running" (its process killed) is read before the lock is ours: afterwards it is held.
+  const FolderStatus before = resuming ? read_folder_status(options.resume_dir) : FolderStatus{};
+  ResultWriter& out = io.out.emplace(resuming ? ResultWriter::reopen(options.resume_dir)
+                                              : ResultWriter(options.out_root, spec.name, suffix));
+  try {
+    io.folder.emplace(out.dir());  // one run per folder: Error naming the holder otherwise
+  } catch (...) {
+    std::error_code ec;
+    if (!resuming) fs::remove_all(out.dir(), ec);  // the empty folder just made
+    throw;
+  }
+  if (before.stale) log::warn(out.dir() + " was " + before.detail + ": resuming it as interrupted");
   const fs::path cells_dir = fs::path(out.dir()) / "cells";
-  fs::create_directories(cells_dir);
-  std::string manifest;
-  RunState state;
+  std::string& manifest = io.manifest;
+  RunState& state = io.state;
   state.shard = options.shard;
+  state.pid = getpid();
+  state.host = host_name();
+  std::vector<std::string> notes;
   if (resuming) {
     std::ifstream in(fs::path(out.dir()) / "manifest.json");
     std::stringstream text;
@@ -426,32 +444,38 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     manifest = text.str();
     state.resumes = manifest_resumes(manifest) + 1;
     state.shard = manifest_shard(manifest);
+    manifest_config_record(manifest, state);
+    if (std::string note = check_folder_config(out.dir(), state, options.force_config); !note.empty()) {
+      log::warn(note);
+      notes.push_back(note);
+    }
   }
+  for (const ConfigChange& c : state.config_forced)
+    if (c.resume != state.resumes)
+      notes.push_back("config: edited config.toml accepted by --force-config at resume " + std::to_string(c.resume));
+  io.started = true;  // from here on, whatever ends the run marks the folder
+  io.crash_reason = std::string("crashed: killed by ") + RunFolder::kSignalPlaceholder + " in the run's own process" +
+                    (spec.isolate ? "" : " (experiment.isolate = false: cells run in it)");
+  if (std::error_code ec; !fs::create_directories(cells_dir, ec) && ec)
+    throw Error("cannot create " + cells_dir.string() + ": " +
+                (ec == std::errc::no_space_on_device ? no_space_message(cells_dir.string()) : ec.message()));
   if (manifest.find("\"git_commit\"") == std::string::npos) {  // fresh, or killed before it was written
     manifest = manifest_json(plan, registry, config, requests.size(), threads);
-    if (!resuming) out.write_text("config.toml", resolved_config_toml(plan));
+    if (!resuming) {
+      const std::string resolved = resolved_config_toml(plan);
+      out.write_text("config.toml", resolved);
+      record_folder_config(out.dir(), resolved, state);
+    }
   }
   std::vector<std::string> names;
   for (const auto& v : plan.variants) names.push_back(v.name);
   // Repeats outermost so slow drift of a shared machine spreads over all variants alike.
   const CellGrid grid = read_cells(cells_dir.string(), names, plan.repeats, state.shard, resuming);
-  std::vector<std::string> notes;
   out.set_header(spec.name, spec.description, names, notes);
   write_results_from_cells(out, grid);
   for (const auto& [g, c] : grid.done) state.done.push_back({names[g.vi], g.rep});
   for (const auto& g : grid.missing) state.missing.push_back({names[g.vi], g.rep});
-  auto write_state = [&] {
-    out.write_text("manifest.json", manifest_with_state(manifest, state));
-    std::string status;
-    if (state.status == "interrupted")
-      status = "Interrupted by " + state.signal + ": " + std::to_string(state.done.size()) + " of " +
-               std::to_string(state.done.size() + state.missing.size()) + " cells done; `inferlab run --resume " + out.dir() +
-               "` runs the rest.";
-    else if (state.status == "running")
-      status = "Running: " + std::to_string(state.done.size()) + " of " + std::to_string(state.done.size() + state.missing.size()) +
-               " cells done.";
-    out.set_status(status);
-  };
+  auto write_state = [&] { io.write_state(); };
   write_state();
   out.rewrite();
 
@@ -459,6 +483,8 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   // while loading leaves config.toml and a manifest that says "running".
   auto abandon = [&] {
     if (resuming) return;
+    io.abandoned = true;
+    io.folder.reset();  // the lock goes with the folder
     std::error_code ec;
     fs::remove_all(out.dir(), ec);
     if (!base_existed) fs::remove(fs::path(options.out_root) / spec.name, ec);
@@ -500,6 +526,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   log::info("workload: " + std::to_string(requests.size()) + " requests");
   // Described by a device made and dropped here: an isolated run forks with no threads held.
   const bool sim = device_kind == DeviceKind::kSim;
+  const std::vector<std::string> config_notes = notes;
   notes = {"model: " + weights.config.name +
                (sim ? " (simulated: no weights)" : spec.model.preset.empty() ? " (checkpoint)" : " (seeded random weights)") +
                ", " + std::to_string(weights.config.parameter_count()) + " parameters",
@@ -509,6 +536,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
                                    " x pp " + std::to_string(spec.device.pp) + ", cost model of docs/simulation.md"
                              : describe_device_without_init(device_kind, spec.device.threads)) + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
+  notes.insert(notes.end(), config_notes.begin(), config_notes.end());
   if (state.shard.count > 1)
     notes.push_back("shard " + std::to_string(state.shard.index) + "/" + std::to_string(state.shard.count) +
                     ": this folder holds only the cells k = repeat × variants + variant index with k mod " +
@@ -572,6 +600,7 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   const RunContext cx{plan,     registry,      options,     weights,           variant_weights,
                       requests, quality.get(), device_kind, calibration.get()};
   RunOutcome outcome;
+  std::vector<std::string> run_faults;  // cells whose child could not hand over a result
   const auto t_cells = std::chrono::steady_clock::now();
   for (const GridCell& cell : grid.missing) {
     if (cx.stopping()) break;
@@ -580,8 +609,12 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
     if (!c) break;
     write_cell_file((cells_dir / cell_file_name(cell.vi, cell.rep)).string(), *c);
     ++outcome.ran;
-    state.done.push_back({names[cell.vi], cell.rep});
-    std::erase_if(state.missing, [&](const CellRef& m) { return m.variant == names[cell.vi] && m.repeat == cell.rep; });
+    if (c->run_fault) {  // a failed row now, still missing for the next resume
+      run_faults.push_back(names[cell.vi] + " repeat " + std::to_string(cell.rep) + ": " + c->row.error);
+    } else {
+      state.done.push_back({names[cell.vi], cell.rep});
+      std::erase_if(state.missing, [&](const CellRef& m) { return m.variant == names[cell.vi] && m.repeat == cell.rep; });
+    }
     write_state();
     out.add(c->row, c->requests);
   }
@@ -613,16 +646,33 @@ RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions
   if (outcome.interrupted) {
     state.status = "interrupted";
     state.signal = signal_name(outcome.interrupted);
+  } else if (!run_faults.empty()) {
+    state.status = "failed";
+    state.reason = std::to_string(run_faults.size()) + " cell(s) could not hand over their results (" + run_faults.front() +
+                   (run_faults.size() > 1 ? "; …" : "") + ")";
   } else {
     state.status = state.missing.empty() ? "complete" : "interrupted";
     if (!state.missing.empty()) state.signal = "a signal to a cell's process";
   }
   write_state();
   out.rewrite();
+  remove_temp_files(out.dir());
   outcome.dir = out.dir();
   outcome.rows = out.rows().size();
   for (const ResultRow& row : out.rows()) outcome.failed += !row.ok;
   return outcome;
+}
+
+}  // namespace
+
+RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options) {
+  RunIo io;
+  try {
+    return run_plan_in(plan, registry, options, io);
+  } catch (const std::exception& e) {
+    if (io.started && !io.abandoned) io.mark_failed(e.what());
+    throw;
+  }
 }
 
 }  // namespace inferlab

@@ -18,6 +18,7 @@
 #include "inferlab/error.h"
 #include "inferlab/manifest.h"
 #include "inferlab/report.h"
+#include "inferlab/run_folder.h"
 
 namespace inferlab {
 
@@ -52,7 +53,9 @@ CellGrid read_cells(const std::string& cells_dir, const std::vector<std::string>
     for (std::size_t vi = 0; vi < variants.size(); ++vi) {
       if (!shard.owns(vi, rep, variants.size())) continue;
       auto c = read ? read_cell_file((fs::path(cells_dir) / cell_file_name(vi, rep)).string()) : std::nullopt;
-      if (c && c->row.variant == variants[vi] && c->row.repeat == rep) grid.done.push_back({{vi, rep}, std::move(*c)});
+      // A cell failed by its run's own trouble (not the plugin's) is run again.
+      if (c && c->row.variant == variants[vi] && c->row.repeat == rep && !c->run_fault)
+        grid.done.push_back({{vi, rep}, std::move(*c)});
       else grid.missing.push_back({vi, rep});
     }
   return grid;
@@ -153,7 +156,7 @@ MergeOutcome merge_shards(const MergeOptions& options) {
       if (++failed <= 3) errors += (failed > 1 ? "; " : ": ") + names[cell.vi] + " repeat " + std::to_string(cell.rep) + ": " + c.row.error;
       else if (failed == 4) errors += "; …";
     }
-    const std::string status = s.manifest.get<std::string>("run.status", "unknown");
+    const std::string status = read_folder_status(s.dir).status;  // a stale "running" reads interrupted
     outcome.report.push_back("shard " + std::to_string(i) + "/" + std::to_string(count) + " (" + s.dir + "): " + status +
                              ", " + std::to_string(g.done.size()) + " of " + std::to_string(g.done.size() + g.missing.size()) +
                              " cells" + (failed ? ", " + std::to_string(failed) + " failed" + errors : ""));

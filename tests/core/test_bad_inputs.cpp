@@ -38,6 +38,7 @@
 #include "inferlab/log.h"
 #include "inferlab/memory_estimate.h"
 #include "inferlab/registry.h"
+#include "inferlab/report.h"
 #include "inferlab/runner.h"
 #include "inferlab/tokenizer.h"
 #include "inferlab/workload.h"
@@ -841,6 +842,61 @@ TEST(BadInputs, ProbeHangsAndSilentAcceptancesAreQuickCliErrors) {
   const std::string types = file("types.gguf", gguf);
   issue42::expect_cli_error(dir, {"tokenize", "--model", types, "--prompt", "abc"},
                             {"types.gguf: tokenizer.ggml.token_type of token 0 is 99"});
+// ---- names that are paths (issue 42) ----------------------------------------------------------
+
+// Experiment, variant and sweep names are names: letters, digits and - _ . + =, never "." or
+// "..", no separator. `name = ".."` once wrote the results into the parent of --out, and "."
+// the stamp folder straight into the results root.
+TEST(BadInputs, NamesThatArePathsAreRefusedAtValidate) {
+  testing::TempDir dir("bad_inputs_names");
+  const std::string allowed = "allowed: 1 to 128 letters, digits and - _ . + = (not . or ..)";
+  const std::vector<ConfigCase> cases = {
+      {"experiment ..", std::string(kModel) + "[experiment]\nname = \"..\"\n", {}, {":4:8: [experiment] name '..' is a path", allowed}},
+      {"experiment .", std::string(kModel) + "[experiment]\nname = \".\"\n", {}, {":4:8: [experiment] name '.' is a path", allowed}},
+      {"experiment a/b", std::string(kModel) + "[experiment]\nname = \"a/b\"\n", {},
+       {":4:8: [experiment] name 'a/b' has '/' at position 2", allowed}},
+      {"experiment ../x by --set", std::string(kModel), {"experiment.name=\"../x\""}, {"(--set)", "[experiment] name '../x' has '/'"}},
+      {"experiment with a backslash", std::string(kModel) + "[experiment]\nname = 'a\\b'\n", {}, {"has '\\' at position 2"}},
+      {"empty experiment name", std::string(kModel) + "[experiment]\nname = \"\"\n", {}, {"[experiment] name '' is empty"}},
+      {"variant ..", std::string(kModel) + "[[variant]]\nname = \"..\"\n", {}, {":4:8: [[variant]] name '..' is a path", allowed}},
+      {"variant a/b", std::string(kModel) + "[[variant]]\nname = \"a/b\"\n", {}, {"[[variant]] name 'a/b' has '/' at position 2"}},
+      {"variant with a newline", std::string(kModel) + "[[variant]]\nname = \"a\\nb\"\n", {}, {"'a\\x0ab' has '\\x0a' at position 2"}},
+      {"variant with a space", std::string(kModel) + "[[variant]]\nname = \"flash int8\"\n", {}, {"has a space at position 6"}},
+      {"long variant name", std::string(kModel) + "[[variant]]\nname = \"" + std::string(300, 'v') + "\"\n", {},
+       {"'" + std::string(40, 'v') + "...' has 300 characters"}},
+      {"sweep key with a slash", std::string(kModel) + "[sweep]\n\"attention/x\" = [\"naive\"]\n", {},
+       {":4:17: [sweep] key 'attention/x' has '/'"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir.file("exp.toml");
+    testing::write_file(path, c.toml);
+    const std::string err = bounded_error([&] { load_experiment(path, c.overrides); });
+    ASSERT_FALSE(err.empty()) << "accepted";
+    for (const auto& part : c.expect) EXPECT_HAS(err, part);
+  }
+  // The file's stem names an experiment without [experiment] name: a stem that is no name is refused.
+  const std::string spaced = dir.file("my run.toml");
+  testing::write_file(spaced, kModel);
+  EXPECT_HAS(bounded_error([&] { load_experiment(spaced, {}); }), spaced + ": the experiment name (the file's stem");
+  // validate says the same, and exits 1.
+  const std::string dots = dir.file("dots.toml");
+  testing::write_file(dots, std::string(kModel) + "[experiment]\nname = \"..\"\n");
+  const Cli v = run_cli("validate " + dots);
+  EXPECT_EQ(v.code, 1) << v.err;
+  EXPECT_HAS(v.err, dots + ":4:8: [experiment] name '..' is a path, not a name; " + allowed);
+  // Names in the allowed set pass; a sweep string that is no name names its point by position.
+  const std::string ok = dir.file("ok.toml");
+  testing::write_file(ok, std::string(kModel) + "[experiment]\nname = \"a.b+c=d_e-f\"\n[[variant]]\nname = \"x=1,y\"\n");
+  EXPECT_HAS(bounded_error([&] { load_experiment(ok, {}); }), "[[variant]] name 'x=1,y' has ','");
+  testing::write_file(ok, std::string(kModel) + "[experiment]\nname = \"a.b+c=d_e-f\"\n[sweep]\n\"decoding.while_exists\" = [\"/tmp/g\", \"g\"]\n");
+  const ExperimentSpec spec = load_experiment(ok, {});
+  ASSERT_EQ(spec.variants.size(), 3u);
+  EXPECT_EQ(spec.variants[1].name, "decoding.while_exists=#1");
+  EXPECT_EQ(spec.variants[2].name, "decoding.while_exists=g");
+  // The library path that skips validation still cannot leave --out.
+  for (const char* name : {"..", ".", "a/b", ""})
+    EXPECT_HAS(error_of([&] { ResultWriter w(dir.file("out"), name); }), "would put the results folder outside");
 }
 
 }  // namespace

@@ -18,6 +18,9 @@ namespace inferlab {
 struct CellResult {
   ResultRow row;
   std::vector<RequestTimeline> requests;  // without token_times (metrics are computed already)
+  // Failed by the run's own trouble, not the cell's (its child could not hand over a result):
+  // kept as a failed row, and run again by `run --resume`.
+  bool run_fault = false;
 };
 
 // FNV-1a over the token ids' 32-bit little-endian bytes: equal ids give equal hashes on every
@@ -46,7 +49,9 @@ struct CellLimits {
 // into a failed row, writes its result to `scratch_path` and _exits. The parent polls every
 // few milliseconds: when `stop()` turns true it kills the child and returns nullopt; a child
 // killed by a signal, past the time limit, or gone without a result gives a failed row naming
-// the signal or limit. `identity` supplies the variant and repeat of such rows.
+// the signal or limit. `identity` supplies the variant and repeat of such rows. A child that
+// could not write its result (its own failure, not the plugin's) gives a row marked run_fault,
+// or throws Error when the disk is full. The child dies with the parent (PR_SET_PDEATHSIG).
 std::optional<CellResult> run_cell_isolated(const std::function<CellResult()>& work, const CellLimits& limits,
                                             const std::string& scratch_path, const std::function<bool()>& stop,
                                             const ResultRow& identity);

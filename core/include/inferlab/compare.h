@@ -34,6 +34,8 @@ struct Comparison {
 // Every variant in both runs (A's order) × each metric (empty = the summary's headline metrics
 // that either run records as non-zero).
 std::vector<Comparison> compare_runs(const MetricTable& a, const MetricTable& b, const std::vector<std::string>& metrics);
-std::string comparison_markdown(const std::string& run_a, const std::string& run_b, const std::vector<Comparison>& rows);
+// status_a/b: said beside a run that did not complete ("" = complete).
+std::string comparison_markdown(const std::string& run_a, const std::string& run_b, const std::vector<Comparison>& rows,
+                                const std::string& status_a = "", const std::string& status_b = "");
 
 }  // namespace inferlab

@@ -22,9 +22,20 @@ struct CellRef {
   std::string variant;
   int repeat = 0;
 };
+// A `run --resume --force-config` that accepted an edited config.toml.
+struct ConfigChange {
+  int resume = 0;                 // the resume that accepted it (1 = the first)
+  std::vector<std::string> keys;  // changed_config_keys: "key (old → new)"
+  std::string from, to;           // text_hash of config.toml before and after
+};
 struct RunState {
-  std::string status = "running";  // running, complete or interrupted
+  std::string status = "running";  // running, complete, interrupted, failed (or partial: merge)
   std::string signal;               // the signal that interrupted it ("SIGINT")
+  std::string reason;               // failed: why ("cannot write …: no space left on device (…)")
+  long long pid = 0;                // the process that last ran the folder, and its host
+  std::string host;
+  std::string config_hash;          // text_hash of the config.toml its cells were made with
+  std::vector<ConfigChange> config_forced;
   std::vector<CellRef> done, missing;
   int resumes = 0;                  // times `run --resume` continued this folder
   // --check-determinism: per variant, "same" or "differs" with both hashes.
@@ -38,6 +49,8 @@ std::string manifest_with_state(const std::string& manifest, const RunState& sta
 int manifest_resumes(const std::string& manifest);
 // The run block's "shard" ({0, 1} when absent).
 Shard manifest_shard(const std::string& manifest);
+// The run block's config record: config_hash ("" in folders of older builds) and config_forced.
+void manifest_config_record(const std::string& manifest, RunState& state);
 
 // The CPU's model name from /proc/cpuinfo; "unknown" where there is none.
 std::string cpu_model();

@@ -32,7 +32,8 @@ struct RequestRow {
 class ResultWriter {
  public:
   // Creates <out_root>/<experiment>/<stamp><suffix>[-N]/ (stamp = UTC YYYYMMDDTHHMMSSZ; a shard's
-  // suffix is "-shard<i>of<n>").
+  // suffix is "-shard<i>of<n>"). Throws Error when the experiment name would put it anywhere
+  // else ("..", ".", "a/b").
   ResultWriter(const std::string& out_root, const std::string& experiment, const std::string& suffix = "");
   // Writes into an existing run folder (resume); rows start empty.
   static ResultWriter reopen(const std::string& dir);
@@ -50,6 +51,8 @@ class ResultWriter {
   const std::vector<ResultRow>& rows() const { return rows_; }
   // Rewrites the four result files.
   void rewrite() const;
+  // summary.md as rewrite() writes it, with `status` under the title instead of the set one.
+  std::string summary(const std::string& status) const;
 
  private:
   ResultWriter() = default;

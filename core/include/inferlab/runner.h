@@ -64,6 +64,9 @@ struct RunOptions {
   std::string out_root = "results";
   std::function<double()> clock;  // injected in tests; steady clock otherwise
   std::string resume_dir;         // continue this results folder: run only its missing cells
+  // A resumed folder whose config.toml was edited since its cells ran is refused (naming the
+  // changed keys) unless this is set; the acceptance is recorded in the manifest.
+  bool force_config = false;
   bool check_determinism = false; // rerun each variant's repeat 0 and compare output token hashes
   // Run only this shard's cells (shard.h) into a folder named <stamp>-shard<i>of<n>; a resume
   // takes the shard from the folder's manifest instead.
@@ -91,7 +94,9 @@ void require_visible_cuda(const std::string& where);
 // Runs the plan into a fresh results folder (or the missing cells of options.resume_dir). Each
 // cell runs in a child process when spec.isolate. A failing variant is a failed row, not a
 // throw; errors before the first row (weights, workload) throw Error. The manifest's "run" block
-// and the summary say whether the run is complete or interrupted and which cells are done.
+// and the summary say whether the run is complete, interrupted or failed (with the reason: a
+// full disk, a crash of this process) and which cells are done. The folder's lock is held
+// throughout (run_folder.h): a second run on the same folder throws Error naming the holder.
 RunOutcome run_plan(const Plan& plan, const Registry& registry, const RunOptions& options);
 
 }  // namespace inferlab
