@@ -842,6 +842,8 @@ TEST(BadInputs, ProbeHangsAndSilentAcceptancesAreQuickCliErrors) {
   const std::string types = file("types.gguf", gguf);
   issue42::expect_cli_error(dir, {"tokenize", "--model", types, "--prompt", "abc"},
                             {"types.gguf: tokenizer.ggml.token_type of token 0 is 99"});
+}
+
 // ---- names that are paths (issue 42) ----------------------------------------------------------
 
 // Experiment, variant and sweep names are names: letters, digits and - _ . + =, never "." or
