@@ -177,6 +177,15 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     plan.variants.push_back(std::move(rv));
   }
   check_workload_files(spec.workload);
+  if (spec.calibration.enabled) {  // the section acts only through a method that calibrates
+    CpuDevice host(1);
+    bool any = false;
+    for (const ResolvedVariant& rv : plan.variants)
+      any = any || make_variant_quantization(registry, rv, host)->calibration_needs().any();
+    if (!any)
+      throw Error(spec.source_path + ": [calibration] does nothing: no variant's quantization (nor a rule's "
+                  "method) calibrates; it feeds gptq, awq and smoothquant: drop the section or use one of them");
+  }
   if (spec.device.kind == "sim" && is_calibrated_profile(spec.device.profile)) {
     // The fit must be of this model's shape and of every variant's stack.
     const CalibratedCostModel cm = read_cost_model(spec.device.profile.substr(kCalibratedProfile.size()));
