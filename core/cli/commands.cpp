@@ -13,6 +13,7 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment_keys.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/interrupt.h"
 #include "inferlab/log.h"
@@ -125,7 +126,7 @@ int cmd_run(const std::vector<std::string>& args) {
     ro.resume_dir = vm["resume"].as<std::string>();
     const std::string config = ro.resume_dir + "/config.toml";
     if (!std::filesystem::exists(config)) throw Error(ro.resume_dir + ": no config.toml; not a results folder of inferlab run");
-    l.spec = load_experiment(config, {});
+    l.spec = load_resolved_config(config);
     l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
     l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));
   } else {

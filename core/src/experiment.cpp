@@ -324,7 +324,21 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
 
 }  // namespace
 
+namespace {
+
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides, bool refuse_inert);
+
+}  // namespace
+
 ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  return load(path, overrides, true);
+}
+
+ExperimentSpec load_resolved_config(const std::string& path) { return load(path, {}, false); }
+
+namespace {
+
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides, bool refuse_inert) {
   ExperimentSpec spec;
   spec.source_path = path;
   spec.overrides = overrides;
@@ -543,8 +557,10 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       spec.variants.push_back(std::move(v));
     }
   }
-  refuse_inert_keys(c, root, spec);
+  if (refuse_inert) refuse_inert_keys(c, root, spec);
   return spec;
 }
+
+}  // namespace
 
 }  // namespace inferlab

@@ -362,6 +362,16 @@ TEST(ExperimentKeys, EveryKeyActsOrIsRefusedOnCuda) {
   walk("cuda");
 }
 
+// A config.toml written before the refusals (every length key, prefix_block_tokens without a
+// trace) still resumes: those keys did nothing in that run.
+TEST(ExperimentKeys, AnOlderResolvedConfigStillReloads) {
+  const std::string old = write("old_config.toml", "[model]\npreset = \"stories260k\"\n[workload]\nnum_requests = 2\n"
+                                                   "prefix_block_tokens = 512\nprompt_len = { dist = \"fixed\", value = 8, "
+                                                   "min = 1, max = 1048576, mean = 64.0, sigma = 0.5 }\n");
+  EXPECT_THROW(load_experiment(old, {}), Error);
+  EXPECT_EQ(load_resolved_config(old).workload.prompt_len.value, 8);
+}
+
 // What the issue reported, through the CLI: validate says which key, the device and the remedy.
 TEST(ExperimentKeys, ValidateRefusesSimulationKeysOnTheCpu) {
   const std::string file = base_file("cpu");

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/experiment.h"
+
 namespace inferlab {
 
 struct ExperimentTable {
@@ -22,5 +24,11 @@ struct ExperimentTable {
 const std::vector<ExperimentTable>& experiment_tables();
 // One table's keys; throws Error for a table not in experiment_tables().
 const std::vector<std::string>& experiment_keys(const std::string& table);
+
+// A results folder's config.toml (`run --resume`): load_experiment without the refusal of keys
+// that do nothing where they land. A config written before those refusals existed holds such
+// keys (a fixed length with min and max, prefix_block_tokens without a trace, ...); they did
+// nothing in that run and do nothing in its resume.
+ExperimentSpec load_resolved_config(const std::string& path);
 
 }  // namespace inferlab
