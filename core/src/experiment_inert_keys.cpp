@@ -47,13 +47,17 @@ void refuse_device_keys(const Ctx& c, const toml::table* dev, const ExperimentSp
                 "threads = 0, or add one of those sections");
 }
 
-// A model table's seed and add_bos where nothing reads them.
+// A model table's seed, tokenizer and add_bos where nothing reads them.
 void refuse_model_keys(const Ctx& c, const toml::table* t, const std::string& section, const ModelSpec& m,
                        const ExperimentSpec& spec) {
   if (!m.path.empty())
     refuse(c, t, section, "seed", "for a checkpoint 'path' (its weights come from the file); it seeds a preset's random weights");
-  if (spec.device.kind == "sim")
+  if (spec.device.kind == "sim") {
     refuse(c, t, section, "seed", "on kind = \"sim\": a simulated run makes no weights; use [device] kind = \"cpu\" or \"cuda\"");
+    refuse(c, t, section, "tokenizer",
+           "on kind = \"sim\": a simulated run reads only the model's shape, no weights or tokenizer; use [device] kind = "
+           "\"cpu\" or \"cuda\"");
+  }
   if (!spec.quality.enabled)
     refuse(c, t, section, "add_bos", "without [quality]: it decides whether [quality]'s text starts with BOS; add [quality]");
 }
