@@ -60,8 +60,11 @@ const std::vector<std::string>& plugins_under_test() { return under_test(); }
 std::string builtin_plugin_dir() { return Registry::default_search_path().back(); }
 
 const Registry& conformance_registry() {
+  // Named libraries first (one under test wins a name clash), then the built-ins; without any,
+  // the registry's default path: $INFERLAB_PLUGIN_PATH's folders, then the built-ins.
   static const Registry registry([] {
-    std::vector<std::string> path = under_test();  // first: a plugin under test wins a name clash
+    if (under_test().empty()) return Registry::default_search_path();
+    std::vector<std::string> path = under_test();
     path.push_back(builtin_plugin_dir());
     return path;
   }());

@@ -41,8 +41,9 @@ const std::vector<std::string>& plugins_under_test();
 const std::set<std::string>& plugin_labels_under_test();
 
 // The registry over the plugins under test and the built-in plugins' folder (whose plugins the
-// suites run beside the one under test), loaded once for the whole binary (objects it creates
-// keep their libraries loaded).
+// suites run beside the one under test); with none named, over $INFERLAB_PLUGIN_PATH's folders
+// and the built-ins, all under test. Loaded once for the whole binary (objects it creates keep
+// their libraries loaded).
 const Registry& conformance_registry();
 // The built-in plugins' folder: inferlab/ beside the loaded libinferlab_core (build/lib/inferlab,
 // <prefix>/lib/inferlab), the last entry of the registry's default search path.

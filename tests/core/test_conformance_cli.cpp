@@ -2,6 +2,7 @@
 // library, in the tree or out of it. The attention example of docs/writing-a-plugin.md (one pass,
 // online softmax; tests/install/onepass_attention, built here as a test plugin) passes; its copy
 // that drops the last K/V block of every context fails, and the output names the failing cases.
+#include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -33,6 +34,16 @@ TEST(ConformanceCli, DroppingTheLastKvBlockFailsNamingTheCase) {
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("[  FAILED  ] Plugins/AttentionConformance.ContextsAroundBlockEdgesMatchReference/onepass_cpu_default"),
             std::string::npos) << r.out;
+}
+
+// Without named libraries test_conformance covers $INFERLAB_PLUGIN_PATH's folders too (ctest
+// points it at the build's plugins).
+TEST(ConformanceCli, TestConformanceCoversThePluginPath) {
+  const std::string cmd = "INFERLAB_PLUGIN_PATH=" + testing::binary_dir() + "/test_plugins/onepass " + testing::binary_dir() +
+                          "/bin/test_conformance --gtest_filter='*onepass*' > " + testing::binary_dir() + "/onepass_path.out 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = testing::slurp(testing::binary_dir() + "/onepass_path.out");
+  EXPECT_NE(out.find("[  PASSED  ] 8 tests."), std::string::npos) << out;
 }
 
 TEST(ConformanceCli, AnInTreePluginRunsOnlyItsOwnCases) {
