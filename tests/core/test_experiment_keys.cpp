@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
