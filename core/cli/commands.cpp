@@ -13,6 +13,7 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment_keys.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/interrupt.h"
 #include "inferlab/log.h"
@@ -137,7 +138,7 @@ int cmd_run(const std::vector<std::string>& args) {
       manifest_config_record(manifest.str(), recorded);
       if (!recorded.config_hash.empty()) check_folder_config(ro.resume_dir, recorded, false);
     }
-    l.spec = load_experiment(config, {});
+    l.spec = load_resolved_config(config);
     l.registry = std::make_unique<Registry>(search_path(l.spec.plugin_paths));
     l.plan = plan_experiment(l.spec, *l.registry, experiment_model_config(l.spec.model), max_memory(vm));
   } else {

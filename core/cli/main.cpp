@@ -1,4 +1,4 @@
-// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate.
+// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate, conformance.
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -26,6 +26,7 @@ const char* kUsage =
     "  plot RUN_DIR                                              PNG figures beside the results (matplotlib)\n"
     "  validate FILE [--set key=value]...                        check an experiment without running it\n"
     "  plugins [--kind K]                                        list plugins and their parameters\n"
+    "  conformance PLUGIN.so... [--filter PATTERN]               run the conformance suites of its kind on a plugin\n"
     "  generate --model M [--prompt P] [--temperature X] ...     stream text from a model\n"
     "  perplexity --model M --text FILE [--context N] [--stride S] [--no-bos]\n"
     "  tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] [--check]\n"
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
     if (cmd == "reproduce") return inferlab::cli::cmd_reproduce(args);
     if (cmd == "calibrate") return inferlab::cli::cmd_calibrate(args);
     if (cmd == "export") return inferlab::cli::cmd_export(args);
+    if (cmd == "conformance") return inferlab::cli::cmd_conformance(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {

@@ -13,11 +13,13 @@
 
 #include <toml++/toml.h>
 
+#include "experiment_inert_keys.h"
 #include "experiment_model.h"
 #include "experiment_override.h"
 #include "experiment_parse.h"
 #include "experiment_quant_rules.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment_keys.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/model_config.h"
 #include "inferlab/sim.h"
@@ -115,8 +117,7 @@ PluginChoice parse_choice(const Ctx& c, const toml::node& n, const std::string& 
 
 void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
   const auto& t = get_table(c, n, "kv");
-  check_keys(c, t, "kv", {"enabled", "block_size", "num_blocks", "gpu_memory_fraction", "reservation", "prefix_caching",
-                          "dtype", "group_size", "f32_first_layers", "f32_last_layers", "memory_mb"});
+  check_keys(c, t, "kv", experiment_keys("kv"));
   if (auto v = t.get("enabled")) {
     auto b = v->as_boolean();
     if (!b) throw Error(c.at(*v) + ": 'kv.enabled' must be true or false, got " + type_name(*v));
@@ -175,12 +176,7 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     throw Error(c.at(n) + ": kv.prefix_caching needs the KV cache; it cannot be combined with kv.enabled = false");
 }
 
-const std::vector<std::string> kStackKeys = [] {
-  std::vector<std::string> keys;
-  for (PluginKind k : kStackKinds) keys.push_back(stack_key(k));
-  keys.push_back("kv");
-  return keys;
-}();
+const std::vector<std::string>& kStackKeys = experiment_keys("stack");
 
 void apply_stack_key(const Ctx& c, Stack& s, const std::string& key, const toml::node& v) {
   PluginKind k = PluginKind::kAttention;
@@ -215,7 +211,7 @@ void parse_length(const Ctx& c, const toml::node& n, const std::string& key, Len
     return;
   }
   const auto& t = get_table(c, n, key);
-  check_keys(c, t, key, {"dist", "value", "min", "max", "mean", "sigma"});
+  check_keys(c, t, key, experiment_keys("length"));
   const toml::node* dist = t.get("dist");
   if (!dist)
     throw Error(c.at(n) + ": " + key + " table needs 'dist'; allowed: fixed, uniform, lognormal, trace, e.g. " + key +
@@ -251,10 +247,7 @@ std::vector<double> get_float_list(const Ctx& c, const toml::node& n, const std:
 }
 
 void parse_workload(const Ctx& c, const toml::table& t, const std::string& base_dir, WorkloadSpec& w) {
-  check_keys(c, t, "[workload]",
-             {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len",
-              "lengths_file", "prefix_block_tokens", "shared_prefix", "limit", "time_scale", "max_prompt", "max_output", "seed",
-              "class_mix", "queue_timeout_s", "timeout_s", "max_new_tokens", "trace_model", "trace_log_type"});
+  check_keys(c, t, "[workload]", experiment_keys("workload"));
   if (auto v = t.get("trace_model")) w.trace_model = get_string(c, *v, "trace_model");
   if (auto v = t.get("trace_log_type")) w.trace_log_type = get_string(c, *v, "trace_log_type");
   if (auto v = t.get("trace")) w.trace = resolve_data_path(get_string(c, *v, "trace"), base_dir, c.at(*v));
@@ -405,7 +398,21 @@ void apply_sweep_value(const Ctx& c, Stack& s, const std::string& key, const tom
 
 }  // namespace
 
+namespace {
+
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides, bool refuse_inert);
+
+}  // namespace
+
 ExperimentSpec load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  return load(path, overrides, true);
+}
+
+ExperimentSpec load_resolved_config(const std::string& path) { return load(path, {}, false); }
+
+namespace {
+
+ExperimentSpec load(const std::string& path, const std::vector<std::string>& overrides, bool refuse_inert) {
   ExperimentSpec spec;
   spec.source_path = path;
   spec.overrides = overrides;
@@ -430,14 +437,11 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   for (const auto& o : overrides) apply_override(root, o);
   const Ctx c{path, {}};
   const std::string base_dir = fs::path(path).parent_path().string();
-  check_keys(c, root, "the experiment file",
-             {"experiment", "model", "device", "workload", "baseline", "variant", "sweep", "plugins", "slo", "quality", "calibration",
-              "claim"});
+  check_keys(c, root, "the experiment file", experiment_keys("file"));
 
   if (auto n = root.get("experiment")) {
     const auto& t = get_table(c, *n, "experiment");
-    check_keys(c, t, "[experiment]",
-               {"name", "description", "seed", "repeats", "isolate", "cell_timeout_s", "cell_memory_mb"});
+    check_keys(c, t, "[experiment]", experiment_keys("experiment"));
     if (auto v = t.get("name")) {
       spec.name = get_string(c, *v, "name");
       check_name(c.at(*v), "[experiment] name", spec.name);
@@ -467,7 +471,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("device")) {
     const auto& t = get_table(c, *n, "device");
-    check_keys(c, t, "[device]", {"kind", "threads", "fuse", "profile", "tp", "pp"});
+    check_keys(c, t, "[device]", experiment_keys("device"));
     if (auto v = t.get("kind")) {
       spec.device.kind = get_string(c, *v, "kind");
       if (spec.device.kind != "cpu" && spec.device.kind != "cuda" && spec.device.kind != "sim")
@@ -507,7 +511,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("slo")) {
     const auto& t = get_table(c, *n, "slo");
-    check_keys(c, t, "[slo]", {"ttft_ms", "tpot_ms", "e2e_ms", "class_ttft_ms", "class_tpot_ms", "class_e2e_ms"});
+    check_keys(c, t, "[slo]", experiment_keys("slo"));
     if (auto v = t.get("class_ttft_ms")) spec.slo.class_ttft_ms = get_float_list(c, *v, "class_ttft_ms");
     if (auto v = t.get("class_tpot_ms")) spec.slo.class_tpot_ms = get_float_list(c, *v, "class_tpot_ms");
     if (auto v = t.get("class_e2e_ms")) spec.slo.class_e2e_ms = get_float_list(c, *v, "class_e2e_ms");
@@ -518,7 +522,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("quality")) {
     const auto& t = get_table(c, *n, "quality");
-    check_keys(c, t, "[quality]", {"text", "max_tokens", "context"});
+    check_keys(c, t, "[quality]", experiment_keys("quality"));
     spec.quality.enabled = true;
     auto v = t.get("text");
     if (!v) throw Error(c.at(*n) + ": [quality] needs 'text' (a UTF-8 text file)");
@@ -544,7 +548,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
   spec.calibration.seed = spec.seed;
   if (auto n = root.get("calibration")) {
     const auto& t = get_table(c, *n, "calibration");
-    check_keys(c, t, "[calibration]", {"text", "tokens", "seq_len", "seed"});
+    check_keys(c, t, "[calibration]", experiment_keys("calibration"));
     spec.calibration.enabled = true;
     if (auto m = t.get("tokens")) spec.calibration.tokens = static_cast<int>(get_int(c, *m, "tokens", 2, 1 << 20));
     if (auto m = t.get("seq_len")) spec.calibration.seq_len = static_cast<int>(get_int(c, *m, "seq_len", 2, 1 << 16));
@@ -572,7 +576,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
 
   if (auto n = root.get("plugins")) {
     const auto& t = get_table(c, *n, "plugins");
-    check_keys(c, t, "[plugins]", {"paths"});
+    check_keys(c, t, "[plugins]", experiment_keys("plugins"));
     if (auto v = t.get("paths")) {
       auto arr = v->as_array();
       if (!arr) throw Error(c.at(*v) + ": plugins.paths must be an array of folders");
@@ -596,10 +600,7 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
     if (!arr) throw Error(c.at(*n) + ": variants are written [[variant]] (an array of tables)");
     for (const auto& item : *arr) {
       const auto& t = get_table(c, item, "variant");
-      std::vector<std::string> allowed = kStackKeys;
-      allowed.insert(allowed.begin(), "name");
-      allowed.push_back("model");
-      check_keys(c, t, "[[variant]]", allowed);
+      check_keys(c, t, "[[variant]]", experiment_keys("variant"));
       Variant v{"", baseline.stack};
       auto nm = t.get("name");
       if (!nm) throw Error(c.at(item) + ": [[variant]] needs a 'name'");
@@ -643,7 +644,10 @@ ExperimentSpec load_experiment(const std::string& path, const std::vector<std::s
       spec.variants.push_back(std::move(v));
     }
   }
+  if (refuse_inert) refuse_inert_keys(c, root, spec);
   return spec;
 }
+
+}  // namespace
 
 }  // namespace inferlab

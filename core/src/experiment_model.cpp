@@ -1,6 +1,7 @@
 // Model tables of an experiment file (see experiment_model.h).
 #include "experiment_model.h"
 
+#include "inferlab/experiment_keys.h"
 #include "inferlab/model_config.h"
 
 namespace inferlab {
@@ -12,7 +13,7 @@ ModelSpec parse_model_table(const Ctx& c, const toml::node& node, const std::str
   ModelSpec m;
   m.seed = seed;
   const auto& t = get_table(c, node, section);
-  check_keys(c, t, section, {"preset", "path", "tokenizer", "format", "n_layers", "seed", "add_bos"});
+  check_keys(c, t, section, experiment_keys("model"));
   if (auto v = t.get("preset")) {
     m.preset = get_string(c, *v, "preset");
     try {

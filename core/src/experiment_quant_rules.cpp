@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "inferlab/experiment_keys.h"
+
 namespace inferlab {
 
 using namespace experiment_parse;
@@ -45,7 +47,7 @@ LayerSelector parse_layers(const Ctx& c, const toml::node& n) {
 
 QuantRule parse_rule(const Ctx& c, const toml::node& n) {
   const auto& t = get_table(c, n, "rules[]");
-  check_keys(c, t, "a quantization rule", {"match", "layers", "method"});
+  check_keys(c, t, "a quantization rule", experiment_keys("rule"));
   QuantRule r;
   r.where = c.at(n);
   if (auto v = t.get("match")) {

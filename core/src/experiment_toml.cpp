@@ -60,7 +60,10 @@ std::string resolved_config_toml(const Plan& plan) {
   if (!s.model.tokenizer.empty()) t << "tokenizer = " << json_quote(s.model.tokenizer) << "\n";
   if (s.model.n_layers) t << "n_layers = " << s.model.n_layers << "\n";
   if (s.model.add_bos) t << "add_bos = " << (*s.model.add_bos ? "true" : "false") << "\n";
-  t << "seed = " << s.model.seed << "\n\n[device]\nkind = " << json_quote(s.device.kind)
+  // The weights seed only where it seeds something (a preset's weights on a real device): the
+  // parser refuses it elsewhere, and this file must reload.
+  if (!s.model.preset.empty() && s.device.kind != "sim") t << "seed = " << s.model.seed << "\n";
+  t << "\n[device]\nkind = " << json_quote(s.device.kind)
     << "\nthreads = " << s.device.threads;
   if (s.device.fuse) t << "\nfuse = true";
   if (s.device.kind == "sim") t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
@@ -72,27 +75,49 @@ std::string resolved_config_toml(const Plan& plan) {
   }
   t << "[workload]\n";
   const auto& w = s.workload;
+  // Only the keys that act on this workload (experiment_inert_keys.cpp refuses the others).
   if (!w.trace.empty()) {
     t << "trace = " << json_quote(w.trace) << "\nformat = " << json_quote(w.format) << "\n";
+    if (!w.trace_model.empty()) t << "trace_model = " << json_quote(w.trace_model) << "\n";
+    if (!w.trace_log_type.empty()) t << "trace_log_type = " << json_quote(w.trace_log_type) << "\n";
+    t << "prefix_block_tokens = " << w.prefix_block_tokens << "\n";
   } else {
     auto len = [](const LengthSpec& l) {
       std::ostringstream o;
-      o << "{ dist = \"" << l.dist << "\", value = " << l.value << ", min = " << l.min << ", max = " << l.max
-        << ", mean = " << toml_float(l.mean) << ", sigma = " << toml_float(l.sigma) << " }";
+      o << "{ dist = \"" << l.dist << "\"";
+      if (l.dist == "fixed") o << ", value = " << l.value;
+      if (l.dist == "lognormal") o << ", mean = " << toml_float(l.mean) << ", sigma = " << toml_float(l.sigma);
+      if (l.dist == "uniform" || l.dist == "lognormal") o << ", min = " << l.min << ", max = " << l.max;
+      o << " }";
       return o.str();
     };
-    t << "num_requests = " << w.num_requests << "\narrival = " << json_quote(w.arrival) << "\nrate = " << toml_float(w.rate)
-      << "\nburstiness = " << toml_float(w.burstiness) << "\nprompt_len = " << len(w.prompt_len)
-      << "\noutput_len = " << len(w.output_len) << "\n";
+    t << "num_requests = " << w.num_requests << "\narrival = " << json_quote(w.arrival) << "\n";
+    if (w.arrival != "all_at_once") t << "rate = " << toml_float(w.rate) << "\n";
+    if (w.arrival == "gamma") t << "burstiness = " << toml_float(w.burstiness) << "\n";
+    t << "prompt_len = " << len(w.prompt_len) << "\noutput_len = " << len(w.output_len) << "\n";
     if (!w.lengths_file.empty()) t << "lengths_file = " << json_quote(w.lengths_file) << "\n";
+    t << "shared_prefix = " << w.shared_prefix << "\n";
   }
-  t << "prefix_block_tokens = " << w.prefix_block_tokens << "\nshared_prefix = " << w.shared_prefix
-    << "\nlimit = " << w.limit
-    << "\ntime_scale = " << toml_float(w.time_scale) << "\nmax_prompt = " << w.max_prompt
-    << "\nmax_output = " << w.max_output << "\nseed = " << w.seed << "\n";
-  if (s.slo.ttft_ms || s.slo.tpot_ms || s.slo.e2e_ms)
-    t << "\n[slo]\nttft_ms = " << toml_float(s.slo.ttft_ms) << "\ntpot_ms = " << toml_float(s.slo.tpot_ms)
-      << "\ne2e_ms = " << toml_float(s.slo.e2e_ms) << "\n";
+  if (!w.trace.empty() || w.arrival != "all_at_once") t << "time_scale = " << toml_float(w.time_scale) << "\n";
+  auto floats = [](const std::vector<double>& xs) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < xs.size(); ++i) out += (i ? ", " : "") + toml_float(xs[i]);
+    return out + "]";
+  };
+  t << "limit = " << w.limit << "\nmax_prompt = " << w.max_prompt << "\nmax_output = " << w.max_output
+    << "\nseed = " << w.seed << "\n";
+  if (!w.class_mix.empty()) t << "class_mix = " << floats(w.class_mix) << "\n";
+  t << "queue_timeout_s = " << toml_float(w.queue_timeout_s) << "\ntimeout_s = " << toml_float(w.timeout_s)
+    << "\nmax_new_tokens = " << w.max_new_tokens << "\n";
+  const SloSpec& slo = s.slo;
+  if (slo.ttft_ms || slo.tpot_ms || slo.e2e_ms || !slo.class_ttft_ms.empty() || !slo.class_tpot_ms.empty() ||
+      !slo.class_e2e_ms.empty()) {
+    t << "\n[slo]\nttft_ms = " << toml_float(slo.ttft_ms) << "\ntpot_ms = " << toml_float(slo.tpot_ms)
+      << "\ne2e_ms = " << toml_float(slo.e2e_ms) << "\n";
+    if (!slo.class_ttft_ms.empty()) t << "class_ttft_ms = " << floats(slo.class_ttft_ms) << "\n";
+    if (!slo.class_tpot_ms.empty()) t << "class_tpot_ms = " << floats(slo.class_tpot_ms) << "\n";
+    if (!slo.class_e2e_ms.empty()) t << "class_e2e_ms = " << floats(slo.class_e2e_ms) << "\n";
+  }
   if (s.quality.enabled)
     t << "\n[quality]\ntext = " << json_quote(s.quality.text) << "\nmax_tokens = " << s.quality.max_tokens
       << "\ncontext = " << s.quality.context << "\n";
@@ -130,7 +155,8 @@ std::string resolved_config_toml(const Plan& plan) {
       if (!m->tokenizer.empty()) t << ", tokenizer = " << json_quote(m->tokenizer);
       if (m->n_layers) t << ", n_layers = " << m->n_layers;
       if (m->add_bos) t << ", add_bos = " << (*m->add_bos ? "true" : "false");
-      t << ", seed = " << m->seed << " }\n";
+      if (!m->preset.empty()) t << ", seed = " << m->seed;
+      t << " }\n";
     }
     stack(plan.variants[i]);
   }

@@ -65,6 +65,11 @@ Registry::Registry(const std::vector<std::string>& search_path) {
   for (const auto& dir : search_path) {
     std::error_code ec;
     fs::path canon = fs::weakly_canonical(dir, ec);
+    // An entry that is a file is that library alone (test_conformance's plugins under test).
+    if (!ec && fs::is_regular_file(canon)) {
+      if (seen_libs.insert(canon.string()).second) load_library(canon.string());
+      continue;
+    }
     if (ec || !fs::is_directory(canon)) {
       log::debug("plugin search path entry not a directory: " + dir);
       continue;

@@ -147,7 +147,8 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
       throw Error(v.model_where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
                   "' calibrates on the baseline model's activations, which do not fit a substituted model; allowed: "
                   "a quantization without calibration for a variant with its own model");
-    if (quant->calibration_needs().any() && !spec.calibration.enabled)
+    // A simulated run builds no linears, so it never calibrates (and refuses [calibration] below).
+    if (quant->calibration_needs().any() && !spec.calibration.enabled && spec.device.kind != "sim")
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
                   v.stack.quantization.name +
                   "' calibrates on the float model's activations and needs a [calibration] section "
@@ -176,6 +177,18 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     plan.variants.push_back(std::move(rv));
   }
   check_workload_files(spec.workload);
+  if (spec.calibration.enabled) {  // the section acts only through a method that calibrates
+    if (spec.device.kind == "sim")
+      throw Error(spec.source_path + ": [calibration] does nothing on kind = \"sim\": a simulated run builds no "
+                                     "linears, so no method calibrates; drop the section or use kind = \"cpu\" or \"cuda\"");
+    CpuDevice host(1);
+    bool any = false;
+    for (const ResolvedVariant& rv : plan.variants)
+      any = any || make_variant_quantization(registry, rv, host)->calibration_needs().any();
+    if (!any)
+      throw Error(spec.source_path + ": [calibration] does nothing: no variant's quantization (nor a rule's "
+                  "method) calibrates; it feeds gptq, awq and smoothquant: drop the section or use one of them");
+  }
   if (spec.device.kind == "sim" && is_calibrated_profile(spec.device.profile)) {
     // The fit must be of this model's shape and of every variant's stack.
     const CalibratedCostModel cm = read_cost_model(spec.device.profile.substr(kCalibratedProfile.size()));

@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "inferlab/error.h"
@@ -15,8 +17,57 @@ void PrintTo(const PluginCase& c, std::ostream* os) {
   for (const auto& [name, value] : c.given) *os << ", " << name << " = " << param_value_to_string(value);
 }
 
+namespace {
+
+std::vector<std::string>& under_test() {
+  static std::vector<std::string> libraries;
+  return libraries;
+}
+
+}  // namespace
+
+const std::set<std::string>& plugin_labels_under_test() {
+  static const std::set<std::string> labels = [] {
+    std::set<std::string> out;
+    const Registry libs(under_test());
+    for (const PluginDescriptor* d : libs.list()) out.insert(std::string(plugin_kind_name(d->kind)) + "/" + d->name);
+    return out;
+  }();
+  return labels;
+}
+
+std::string set_plugins_under_test(const std::vector<std::string>& libraries) {
+  under_test().clear();
+  for (const std::string& lib : libraries) {
+    std::error_code ec;
+    const std::string canon = std::filesystem::weakly_canonical(lib, ec).string();
+    if (ec || !std::filesystem::is_regular_file(canon)) return lib + ": no such file; allowed: a plugin library (lib*.so)";
+    under_test().push_back(canon);
+  }
+  for (const PluginLoadRecord& r : conformance_registry().load_log())
+    for (const std::string& lib : under_test())
+      if (r.path == lib && !r.ok) return lib + ": not loaded as a plugin: " + r.message;
+  for (const std::string& lib : under_test()) {
+    bool loaded = false;
+    for (const PluginLoadRecord& r : conformance_registry().load_log()) loaded = loaded || (r.path == lib && r.ok);
+    if (!loaded) return lib + ": not loaded as a plugin";
+  }
+  return "";
+}
+
+const std::vector<std::string>& plugins_under_test() { return under_test(); }
+
+std::string builtin_plugin_dir() { return Registry::default_search_path().back(); }
+
 const Registry& conformance_registry() {
-  static const Registry registry({plugin_dir()});
+  // Named libraries first (one under test wins a name clash), then the built-ins; without any,
+  // the registry's default path: $INFERLAB_PLUGIN_PATH's folders, then the built-ins.
+  static const Registry registry([] {
+    if (under_test().empty()) return Registry::default_search_path();
+    std::vector<std::string> path = under_test();
+    path.push_back(builtin_plugin_dir());
+    return path;
+  }());
   return registry;
 }
 
@@ -77,6 +128,7 @@ std::string sanitize(const std::string& text) {
 std::vector<PluginCase> cases(PluginKind kind, bool with_settings) {
   std::vector<PluginCase> out;
   for (const PluginDescriptor* d : conformance_registry().list(kind)) {
+    if (!under_test().empty() && !plugin_labels_under_test().count(std::string(plugin_kind_name(kind)) + "/" + d->name)) continue;
     for (DeviceKind device : d->devices) {
       PluginCase base;
       base.kind = kind;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,23 @@ struct PluginCase {
 // GoogleTest prints the parameter in failure messages: "attention/flash on cpu, tile = 1".
 void PrintTo(const PluginCase& c, std::ostream* os);
 
-// The registry over plugin_dir(), loaded once for the whole binary (objects it creates keep
+// The plugin libraries under test, named on test_conformance's command line (what `inferlab
+// conformance LIB.so...` runs): the suites are instantiated for their plugins only. Set before
+// GoogleTest is initialised (which is when the suites list their cases); returns "" or, for a
+// library that does not load as a plugin, the registry's reason. Unset: every built-in plugin.
+std::string set_plugins_under_test(const std::vector<std::string>& libraries);
+const std::vector<std::string>& plugins_under_test();
+// "attention/onepass" for each plugin those libraries hold.
+const std::set<std::string>& plugin_labels_under_test();
+
+// The registry over the plugins under test and the built-in plugins' folder (whose plugins the
+// suites run beside the one under test); with none named, over $INFERLAB_PLUGIN_PATH's folders
+// and the built-ins, all under test. Loaded once for the whole binary (objects it creates keep
 // their libraries loaded).
 const Registry& conformance_registry();
+// The built-in plugins' folder: inferlab/ beside the loaded libinferlab_core (build/lib/inferlab,
+// <prefix>/lib/inferlab), the last entry of the registry's default search path.
+std::string builtin_plugin_dir();
 
 // Every plugin of `kind` × every device kind it declares × its default parameters and, for
 // each declared parameter, its range's min and max (numbers), the other value (bools) and every

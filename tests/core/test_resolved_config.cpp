@@ -53,7 +53,6 @@ rate = 0.123456789
 burstiness = 2.0000001
 prompt_len = { dist = "lognormal", mean = 33.3333333, sigma = 0.7777777, min = 2, max = 90 }
 output_len = 9
-prefix_block_tokens = 64
 time_scale = 0.00123456789
 max_prompt = 80
 

@@ -120,7 +120,12 @@ TEST(TokenizerConventions, PreTokenizerComesFromTheFile) {
 TEST(TokenizerConventions, ExperimentKeyOverridesBos) {
   const fs::path dir = fs::temp_directory_path() / "inferlab_tokenizer_conventions";
   fs::create_directories(dir);
-  const std::string base = "[experiment]\nname = \"t\"\n[model]\npreset = \"stories260k\"\n";
+  std::ofstream(dir / "text.txt") << "some text\n";
+  // add_bos decides how [quality]'s text is tokenized: without [quality] it does nothing and is refused.
+  const std::string quality = "[quality]\ntext = \"" + (dir / "text.txt").string() + "\"\n";
+  const std::string base = quality + "[experiment]\nname = \"t\"\n[model]\npreset = \"stories260k\"\n";
+  std::ofstream(dir / "noquality.toml") << "[model]\npreset = \"stories260k\"\nadd_bos = false\n";
+  EXPECT_THROW(load_experiment((dir / "noquality.toml").string(), {}), Error);
   std::ofstream(dir / "bos.toml") << base << "add_bos = false\n";
   EXPECT_EQ(load_experiment((dir / "bos.toml").string(), {}).model.add_bos, std::optional<bool>(false));
   std::ofstream(dir / "nobos.toml") << base;

@@ -2,7 +2,10 @@
 # The installed package end to end: installs this build into a temporary prefix, builds
 # example_plugin/ against it with find_package(inferlab) and inferlab_add_plugin alone, then runs
 # the installed CLI on a tiny experiment whose variant uses that plugin (found through
-# [plugins] paths) and whose baseline uses built-in plugins (found beside the installed core).
+# [plugins] paths) and whose baseline uses built-in plugins (found beside the installed core); then
+# builds the attention example of docs/writing-a-plugin.md (onepass_attention/) the same way and
+# runs the installed `inferlab conformance` on it (it passes) and on a copy that drops the last
+# K/V block (it fails, naming the case).
 # Usage: out_of_tree_plugin.sh <build dir> <cmake> <generator> <c++ compiler>
 set -euo pipefail
 build=$(cd "$1" && pwd) cmake=$2 generator=$3 cxx=$4
@@ -27,7 +30,9 @@ step install "$cmake" --install "$build" --prefix "$prefix"
 [[ -x $prefix/bin/inferlab ]] || fail "no $prefix/bin/inferlab"
 ls "$prefix"/lib*/inferlab/libinferlab_scheduling_continuous.so > /dev/null || fail "built-in plugins not installed"
 ls "$prefix"/lib*/cmake/inferlab/inferlabConfig.cmake > /dev/null || fail "no CMake package"
-if readelf -d "$prefix/bin/inferlab" "$prefix"/lib*/libinferlab_core.so | grep -q "$build"; then
+[[ -x $prefix/libexec/inferlab/test_conformance ]] || fail "no $prefix/libexec/inferlab/test_conformance"
+if readelf -d "$prefix/bin/inferlab" "$prefix"/lib*/libinferlab_core.so "$prefix/libexec/inferlab/test_conformance" |
+   grep -q "$build"; then
   fail "installed binaries keep a run path into the build tree"
 fi
 
@@ -77,4 +82,25 @@ csv=$(find "$tmp/results" -name metrics.csv)
 [[ -n $csv ]] || fail "no metrics.csv"
 grep -q '^fcfs,0,ok,' "$csv" || { cat "$csv"; fail "no ok row for variant fcfs"; }
 grep -q '^baseline,0,ok,' "$csv" || { cat "$csv"; fail "no ok row for the baseline"; }
-echo "ok: out-of-tree plugin built against $prefix and run by the installed CLI"
+
+# The conformance suites on an out-of-tree attention plugin, through the installed CLI.
+onepass=$here/onepass_attention
+step configure_onepass "$cmake" -S "$onepass" -B "$tmp/onepass-build" -G "$generator" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix"
+step build_onepass "$cmake" --build "$tmp/onepass-build"
+step conformance_onepass "$prefix/bin/inferlab" conformance "$tmp/onepass-build/libinferlab_attention_onepass.so"
+grep -q 'OK \] Plugins/AttentionConformance.ContextsAroundBlockEdgesMatchReference/onepass_cpu_default' \
+  "$tmp/conformance_onepass.log" || { cat "$tmp/conformance_onepass.log"; fail "onepass: no passing conformance case"; }
+mkdir -p "$tmp/broken"
+cp "$onepass/CMakeLists.txt" "$tmp/broken/"
+sed 's/for (int b = 0; b \* bs <= pos; ++b)/for (int b = 0; (b + 1) * bs <= pos; ++b)/' "$onepass/onepass.cpp" > "$tmp/broken/onepass.cpp"
+cmp -s "$onepass/onepass.cpp" "$tmp/broken/onepass.cpp" && fail "the broken copy of onepass.cpp is unchanged (its block loop moved?)"
+step configure_broken "$cmake" -S "$tmp/broken" -B "$tmp/broken-build" -G "$generator" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix"
+step build_broken "$cmake" --build "$tmp/broken-build"
+rc=0
+"$prefix/bin/inferlab" conformance "$tmp/broken-build/libinferlab_attention_onepass.so" > "$tmp/conformance_broken.log" 2>&1 || rc=$?
+((rc == 1)) || { cat "$tmp/conformance_broken.log"; fail "the broken onepass exited $rc, not 1"; }
+grep -q 'FAILED  \] Plugins/AttentionConformance.ContextsAroundBlockEdgesMatchReference/onepass_cpu_default' \
+  "$tmp/conformance_broken.log" || { cat "$tmp/conformance_broken.log"; fail "the broken onepass's failing case is not named"; }
+echo "ok: out-of-tree plugins built against $prefix and run by the installed CLI; conformance passes onepass and fails its broken copy"
