@@ -33,6 +33,7 @@
 #include "inferlab/cuda_device.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
+#include "inferlab/experiment_keys.h"
 #include "inferlab/formats.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/log.h"
@@ -775,24 +776,17 @@ TEST(BadInputs, ErrorsQuoteAtMost80CharactersEscaped) {
 }
 
 TEST(BadInputs, FuzzDictionaryHasEveryExperimentKey) {
-  // Every key list the experiment parser checks (check_keys(c, table, section, {...})) is in
+  // Every key of every table the experiment parser checks (experiment_tables()) is in
   // tests/fuzz/experiment.dict, so a key added to the parser is added to the fuzzer's words too.
   const std::string dict = testing::slurp(testing::source_dir() + "/tests/fuzz/experiment.dict");
   ASSERT_FALSE(dict.empty());
   int keys = 0;
-  for (const char* file : {"experiment.cpp", "experiment_model.cpp", "experiment_quant_rules.cpp"}) {
-    const std::string src = testing::slurp(testing::source_dir() + "/core/src/" + file);
-    for (std::size_t at = src.find("check_keys(c, "); at != std::string::npos; at = src.find("check_keys(c, ", at + 1)) {
-      const std::size_t open = src.find('{', at), end = src.find(");", at);
-      if (open == std::string::npos || open > end) continue;  // a list held in a variable
-      const std::string list = src.substr(open, src.find('}', open) - open);
-      for (std::size_t q = list.find('"'); q != std::string::npos; q = list.find('"', list.find('"', q + 1) + 1)) {
-        const std::string key = list.substr(q + 1, list.find('"', q + 1) - q - 1);
-        EXPECT_HAS(dict, "=\"" + key + "\"\n");
-        ++keys;
-      }
+  for (const auto& table : experiment_tables())
+    for (const auto& key : table.keys) {
+      SCOPED_TRACE(table.name);
+      EXPECT_HAS(dict, "=\"" + key + "\"\n");
+      ++keys;
     }
-  }
   EXPECT_GT(keys, 60);
   for (const char* key : {"attention", "quantization", "scheduler", "decoding", "kv"}) EXPECT_HAS(dict, "=\"" + std::string(key) + "\"\n");
   // libFuzzer's format: name="value" lines (or comments); a malformed line fails the whole run.
