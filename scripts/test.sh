@@ -4,8 +4,8 @@
 # under ASan + UBSan and the libFuzzer targets (scripts/test_sanitized.sh;
 # INFERLAB_SKIP_SANITIZERS=1 skips that part). docs/testing.md describes each step.
 # Two cores are kept busy: downloads and package installs run beside the release build, and the
-# portable and sanitizer builds run at the lowest priority beside the release tests, taking only
-# the CPU the tests leave idle. Their logs: build/test-downloads.log, build/test-builds.log.
+# portable and sanitizer builds run at the lowest priority beside the release build and tests,
+# taking only the CPU those leave idle. Their logs: build/test-downloads.log, build/test-builds.log.
 # Shared data is read from $INFERLAB_DATA (default ../shared); missing files skip visibly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,23 @@ trap 'for p in "${background[@]}"; do kill -- -"$p" 2>/dev/null || true; done' E
 
 bash scripts/setup.sh --test
 mkdir -p build
+# The portable build (-DINFERLAB_NATIVE=OFF: baseline x86-64, so the CPU kernels' non-SIMD
+# fallbacks) is what scripts/pack_gpu_build.sh carries to a GPU machine; compile its CPU code
+# (core, kernels, plugins, the CLI; no CUDA, no test binaries) so it cannot rot between the rare
+# sessions lent a GPU. Then the sanitizer build. Both at nice 19 from the start: the release build
+# and tests below keep the CPU, and these take what they leave idle (links, configures, waits).
+skip_san="${INFERLAB_SKIP_SANITIZERS:-0}"
+setsid nice -n 19 bash -c '
+  set -euo pipefail
+  s=$(date +%s)
+  cmake -S . -B build-portable-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERLAB_NATIVE=OFF \
+    -DINFERLAB_CUDA=OFF -DINFERLAB_TESTS=OFF -DINFERLAB_BENCH=OFF >/dev/null
+  cmake --build build-portable-check -j "$1" --target inferlab_core inferlab_plugins inferlab
+  echo "test: portable build took $(( $(date +%s) - s )) s"
+  if [ "$2" != 1 ]; then bash scripts/test_sanitized.sh build; fi' _ "$jobs" "$skip_san" >build/test-builds.log 2>&1 &
+builds=$!
+background+=("$builds")
+
 # The SmolLM2 model (real-model tests), Slurm and MUNGE (the Slurm test; ctest label slurm: it
 # skips, or fails on CI, without them) and llama.cpp's tokenizer vectors wait on the network.
 setsid bash -c '
@@ -31,22 +48,6 @@ bash scripts/build.sh
 echo "test: release build done at $(elapsed)"
 wait "$downloads" || true
 cat build/test-downloads.log
-
-# The portable build (-DINFERLAB_NATIVE=OFF: baseline x86-64, so the CPU kernels' non-SIMD
-# fallbacks) is what scripts/pack_gpu_build.sh carries to a GPU machine; compile its CPU code
-# (core, kernels, plugins, the CLI; no CUDA, no test binaries) so it cannot rot between the rare
-# sessions lent a GPU. Then the sanitizer build. Both at nice 19, beside the tests below.
-skip_san="${INFERLAB_SKIP_SANITIZERS:-0}"
-setsid nice -n 19 bash -c '
-  set -euo pipefail
-  s=$(date +%s)
-  cmake -S . -B build-portable-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERLAB_NATIVE=OFF \
-    -DINFERLAB_CUDA=OFF -DINFERLAB_TESTS=OFF -DINFERLAB_BENCH=OFF >/dev/null
-  cmake --build build-portable-check -j "$1" --target inferlab_core inferlab_plugins inferlab
-  echo "test: portable build took $(( $(date +%s) - s )) s"
-  if [ "$2" != 1 ]; then bash scripts/test_sanitized.sh build; fi' _ "$jobs" "$skip_san" >build/test-builds.log 2>&1 &
-builds=$!
-background+=("$builds")
 
 data="${INFERLAB_DATA:-$(cd .. && pwd)/shared}"
 if [ ! -f "$data/models/stories260K/stories260K.bin" ]; then
