@@ -14,8 +14,8 @@
 - and the other way round, every key the parser allows is described in docs/experiment-format.md.
 
 docs/history/ is not checked: it records what was true on its dates.
---self-test renames the first path, key and command the README names, one at a time, and
-fails unless the check reports each rename (so the check cannot quietly pass everything).
+--self-test renames the first path, key, command and option the README names, one at a time,
+and fails unless the check reports each rename (so the check cannot quietly pass everything).
 Usage: check_docs.py --root SRC --inferlab BIN [--self-test]
 """
 import argparse
@@ -39,8 +39,8 @@ NOT_EXPERIMENT_KEYS = {"attention.head_count", "attention.head_count_kv", "atten
 OUTPUT_PREFIXES = ("build", "results/", "models/", "/", "~", "$", "tl-", "smol-")
 SHELL_SEPARATORS = re.compile(r"\s(?:\||&&|;|#|>)\s")
 
-# The tables the parser checks and how to reach each with `inferlab validate --set` on the
-# base experiment (experiments/quickstart.toml, plus a variant); the probe key never exists.
+# The tables the parser checks and how to reach each with `inferlab validate --set` on
+# BASE_EXPERIMENT; the probe key never exists.
 TABLE_PROBES = {
     "": "zz_probe.a",
     "experiment": "experiment.zz_probe", "model": "model.zz_probe", "device": "device.zz_probe",
@@ -49,6 +49,17 @@ TABLE_PROBES = {
     "baseline": "baseline.zz_probe", "variant": "variant.0.zz_probe", "kv": "baseline.kv.zz_probe",
     "length": "workload.prompt_len.zz_probe",
 }
+# The smallest valid experiment with every table a probe goes through (a length table, a variant).
+BASE_EXPERIMENT = """[experiment]
+name = "zz_probe"
+[model]
+preset = "stories15m"
+[workload]
+num_requests = 1
+prompt_len = { dist = "fixed", value = 8 }
+[[variant]]
+name = "zz_probe_variant"
+"""
 FREE_TABLES = {"sweep", "claim"}  # any key: a sweep's axes, a reproduction's claims
 PLUGIN_KIND_OF = {"attention": "attention", "quantization": "quantization", "scheduler": "scheduling",
                   "decoding": "decoding"}
@@ -95,10 +106,8 @@ class Facts:
         keys = {}
         with tempfile.TemporaryDirectory() as tmp:
             base = os.path.join(tmp, "base.toml")
-            with open(os.path.join(self.root, "experiments", "quickstart.toml")) as f:
-                text = f.read()
             with open(base, "w") as f:
-                f.write(text + '\n[[variant]]\nname = "zz_probe_variant"\n')
+                f.write(BASE_EXPERIMENT)
             for table, probe in TABLE_PROBES.items():
                 out = run([self.inferlab, "validate", base, "--set", probe + "=1", "--log", "quiet"])
                 m = re.search(r"unknown key 'zz_probe' in [^;]*; allowed: (.*)", out.stderr + out.stdout)
@@ -161,7 +170,7 @@ class Checker:
     def __init__(self, facts):
         self.f = facts
         self.problems = []
-        self.seen = {"path": [], "key": [], "command": []}  # what was checked, for --self-test
+        self.seen = {"path": [], "key": [], "command": [], "option": []}  # what was checked, for --self-test
 
     def report(self, where, what):
         self.problems.append(f"{where}: {what}")
@@ -292,6 +301,7 @@ class Checker:
                 continue
             rest = SHELL_SEPARATORS.split(code[m.end():])[0]
             for flag in re.findall(r"(?:^|\s)(--[a-z][a-z0-9-]*)", rest):
+                self.seen["option"].append(flag)
                 if flag not in self.f.options[cmd]:
                     self.report(where, f"'inferlab {cmd} {flag}': no such option in `inferlab {cmd} --help`")
 
@@ -330,7 +340,7 @@ def self_test(facts, readme):
         print("\n".join(first.problems))
         return 1
     failed = 0
-    for kind in ("path", "key", "command"):
+    for kind in ("path", "key", "command", "option"):
         seen = [s for s in first.seen[kind] if s in readme]
         if not seen:
             print(f"self-test: the README names no {kind} to rename")
@@ -341,6 +351,8 @@ def self_test(facts, readme):
             new = re.sub(r"(\.[a-z]+)?$", lambda m: "_renamed" + (m.group(1) or ""), old.rstrip("/"), count=1)
         elif kind == "key":
             new = old + "_renamed"
+        elif kind == "option":
+            new = old + "-renamed"
         else:
             new = old + "x"
         token = f"inferlab {old}" if kind == "command" else old
