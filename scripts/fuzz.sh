@@ -5,7 +5,8 @@
 # crash, a sanitizer report, an exception other than inferlab::Error, an input slower than
 # 10 s or a process past 2 GB; the reproducer is written to <build>/fuzz-findings/<target>/.
 # Fix it, add a regression test to the normal suite, and keep the file in the target's corpus.
-# Usage: scripts/fuzz.sh [build_dir] [target ...]  (INFERLAB_FUZZ_SECONDS per target, default 30)
+# Usage: scripts/fuzz.sh [build_dir] [target ...]  (INFERLAB_FUZZ_SECONDS per target, default 30;
+# INFERLAB_JOBS targets at once, default 2: each fuzzer is one process on one core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build-san}"
@@ -29,26 +30,37 @@ export INFERLAB_PLUGIN_PATH="$PWD/$build/lib/inferlab"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-failed=()
-for t in "${targets[@]}"; do
-  bin="$build/bin/$t"
-  name="${t#fuzz_}"
-  seeds="tests/fuzz/corpus/$name"
-  findings="$build/fuzz-findings/$name"
+# One target: its report goes to $work/<name>.report and its verdict to $work/<name>.failed.
+fuzz_one() {
+  local t="$1" name="${1#fuzz_}"
+  local bin="$build/bin/$t" seeds="tests/fuzz/corpus/$name" findings="$build/fuzz-findings/$name"
   mkdir -p "$work/$name" "$findings"
   # A target's dictionary (tests/fuzz/<target>.dict: the keys and values its parser knows).
-  dict=()
+  local dict=()
   [ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
-  echo "fuzz: $t for ${seconds}s from $(ls "$seeds" | wc -l) seeds${dict:+ with tests/fuzz/$name.dict}"
-  if ! "$bin" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-      -artifact_prefix="$findings/" "$work/$name" "$seeds" >"$work/$name.log" 2>&1; then
-    tail -n 40 "$work/$name.log"
-    echo "fuzz: $t FOUND A PROBLEM; reproducer(s): $(ls "$findings")" >&2
-    failed+=("$t")
-    continue
-  fi
-  echo "fuzz: $t ok: $(grep -E "^stat::(number_of_executed_units|new_units_added|peak_rss_mb)" "$work/$name.log" |
-    sed 's/^stat:://; s/: */=/' | tr '\n' ' ')$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$work/$name.log" | tail -n 1)"
+  {
+    echo "fuzz: $t for ${seconds}s from $(ls "$seeds" | wc -l) seeds${dict:+ with tests/fuzz/$name.dict}"
+    if ! "$bin" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$findings/" "$work/$name" "$seeds" >"$work/$name.log" 2>&1; then
+      tail -n 40 "$work/$name.log"
+      echo "fuzz: $t FOUND A PROBLEM; reproducer(s): $(ls "$findings")"
+      touch "$work/$name.failed"
+    else
+      echo "fuzz: $t ok: $(grep -E "^stat::(number_of_executed_units|new_units_added|peak_rss_mb)" "$work/$name.log" |
+        sed 's/^stat:://; s/: */=/' | tr '\n' ' ')$(grep -oE "cov: [0-9]+ ft: [0-9]+" "$work/$name.log" | tail -n 1)"
+    fi
+  } >"$work/$name.report" 2>&1
+}
+jobs="${INFERLAB_JOBS:-2}"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  cat "$work/${t#fuzz_}.report"
+  [ -e "$work/${t#fuzz_}.failed" ] && failed+=("$t")
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz: findings in ${failed[*]} (see $build/fuzz-findings)" >&2

@@ -5,24 +5,35 @@
 # its test (-fno-sanitize-recover). The kernel-parity and conformance suites are not rebuilt
 # here (their float-heavy loops take longest under the sanitizers and read no user input);
 # ctest lists them as <target>_NOT_BUILT and skips them.
+#   scripts/test_sanitized.sh         build, fuzz, then run the tests
+#   scripts/test_sanitized.sh build   only build (scripts/test.sh builds beside the release tests)
+#   scripts/test_sanitized.sh run     only fuzz and run the tests of an existing build-san
 # Env: INFERLAB_JOBS (default 2), INFERLAB_FUZZ_SECONDS (per fuzz target, default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${INFERLAB_JOBS:-2}"
-cxx="${INFERLAB_SANITIZE_CXX:-$(command -v clang++ || command -v clang++-14 || true)}"
-if [ -z "$cxx" ]; then
-  echo "test: clang++ not found; the sanitizer pass and fuzzing need it (or set INFERLAB_SKIP_SANITIZERS=1)" >&2
-  exit 1
+step="${1:-all}"
+if [[ ! "$step" =~ ^(all|build|run)$ ]]; then
+  echo "test_sanitized: unknown step '$step' (allowed: build, run, or none for both)" >&2
+  exit 2
 fi
 start=$(date +%s)
-cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DINFERLAB_CUDA=OFF \
-  -DINFERLAB_BENCH=OFF -DINFERLAB_SANITIZE=address,undefined -DINFERLAB_FUZZ=ON >/dev/null
-plugin_tests=$(ninja -C build-san -t targets all | sed -n 's/^\(test_\(attention\|quantization\|scheduling\|decoding\)_[a-z0-9_]*\): .*/\1/p' | sort -u)
-cmake --build build-san -j "$jobs" --target test_core inferlab_fuzzers $plugin_tests
-echo "test: sanitizer build took $(( $(date +%s) - start )) s"
+if [ "$step" != run ]; then
+  cxx="${INFERLAB_SANITIZE_CXX:-$(command -v clang++ || command -v clang++-14 || true)}"
+  if [ -z "$cxx" ]; then
+    echo "test: clang++ not found; the sanitizer pass and fuzzing need it (or set INFERLAB_SKIP_SANITIZERS=1)" >&2
+    exit 1
+  fi
+  cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" -DINFERLAB_CUDA=OFF \
+    -DINFERLAB_BENCH=OFF -DINFERLAB_SANITIZE=address,undefined -DINFERLAB_FUZZ=ON >/dev/null
+  plugin_tests=$(ninja -C build-san -t targets all | sed -n 's/^\(test_\(attention\|quantization\|scheduling\|decoding\)_[a-z0-9_]*\): .*/\1/p' | sort -u)
+  cmake --build build-san -j "$jobs" --target test_core inferlab_fuzzers $plugin_tests
+  echo "test: sanitizer build took $(( $(date +%s) - start )) s"
+fi
+[ "$step" = build ] && exit 0
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
-echo "test: fuzzing every target for ${INFERLAB_FUZZ_SECONDS:-30} s"
+echo "test: fuzzing every target for ${INFERLAB_FUZZ_SECONDS:-30} s, $jobs at once"
 bash scripts/fuzz.sh build-san
 echo "test: the core, loader and plugin tests under ASan + UBSan"
 ctest --test-dir build-san --output-on-failure -j "$jobs" --timeout 900 -E '_NOT_BUILT$'

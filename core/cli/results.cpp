@@ -70,7 +70,7 @@ int cmd_plot(const std::vector<std::string>& args) {
       break;
     }
   if (python.empty())
-    throw Error("plot needs python3 with matplotlib (Debian: apt-get install python3-matplotlib; scripts/setup.sh "
+    throw Error("plot needs python3 with matplotlib (Debian: apt-get install python3-matplotlib; scripts/setup.sh --test "
                 "installs it; or set INFERLAB_PYTHON)");
   const int status = std::system((quote(python) + " " + quote(script) + " " + quote(run)).c_str());
   if (status != 0) throw Error("plot: " + script + " failed (status " + std::to_string(status) + ")");

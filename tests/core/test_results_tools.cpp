@@ -247,7 +247,7 @@ std::pair<std::uint32_t, std::uint32_t> png_size(const fs::path& p) {
 TEST(ResultsTools, PlotWritesFiguresAndLinksThem) {
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0 &&
       std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "python3 with matplotlib is missing (apt-get install python3-matplotlib; scripts/setup.sh)";
+    GTEST_SKIP() << "python3 with matplotlib is missing (apt-get install python3-matplotlib; scripts/setup.sh --test)";
   const fs::path out = fresh_dir("plot");
   const Cli local = run_cli("run " + write_tiny(out).string() + " --out " + (out / "runs").string() + " --log warn");
   ASSERT_EQ(local.code, 0) << local.err;
