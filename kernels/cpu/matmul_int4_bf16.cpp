@@ -5,10 +5,10 @@
 // 1 + c/16 (exact): one shift and one ternary-logic op per 32 codes, no conversion. vdpbf16ps
 // pairs words 2i and 2i+1 into fp32 lane i, so lane i sees codes 8i .. 8i+7 of the chunk and,
 // every group size dividing 128 or a multiple of it being a multiple of 8, lies in one group.
-// Per chunk and token row: sum over q of x·(1 + c/16), minus the lane's sum of x (prepared once
-// per call), is (x·c)/16 per lane; one FMA by the lanes' group scales accumulates it. The zero
-// point is applied once per row from the groups' sums of x (int4_zero_term), as y = 16 * sum
-// - sum_g s_g z_g X_g. The activations are laid out once per call in that order, each as two
+// Per chunk and token row, sum over q of x·(1 + c/16) per lane is scaled by the lanes' group
+// scales in one FMA. With w = s (c - z) = s (16 (1 + c/16) - 16 - z), the offset and the zero
+// point come off once per row from the groups' sums X_g of x: y = 16 * sum - sum_g s_g z_g X_g
+// (int4_zero_term) - 16 sum_g s_g X_g. The activations are laid out once per call in that order, each as two
 // bfloat16 (hi = round(x), lo = round(x - hi)), zero past `in` so that the masked last chunk
 // contributes nothing.
 #include "kernels/cpu/matmul_int4_bf16.h"
@@ -52,18 +52,16 @@ constexpr int kWords = 32;             // bfloat16 per plane
 // The activations of one call in the kernel's order (thread-local buffers of the calling thread).
 struct Prepared {
   const std::uint16_t* xb;  // [n, chunks, 4 planes, hi/lo, 32]
-  const float* lane;        // [n, chunks, 16]: each lane's sum of (hi + lo) over its 8 codes
   const float* gx;          // [n, groups]: each group's sum of (hi + lo)
   std::size_t chunks, groups;
 };
 
 Prepared prepare(const float* x, int n, int in, int group_size) {
   thread_local std::vector<std::uint16_t> xb;
-  thread_local std::vector<float> lane, gx;
+  thread_local std::vector<float> gx;
   const std::size_t chunks = static_cast<std::size_t>((in + kChunk - 1) / kChunk);
   const std::size_t groups = static_cast<std::size_t>(ref::int4_groups(in, group_size));
   xb.assign(static_cast<std::size_t>(n) * chunks * 8 * kWords, 0);
-  lane.assign(static_cast<std::size_t>(n) * chunks * 16, 0.0f);
   gx.assign(static_cast<std::size_t>(n) * groups, 0.0f);
   for (int r = 0; r < n; ++r)
     for (int k = 0; k < in; ++k) {
@@ -74,11 +72,9 @@ Prepared prepare(const float* x, int n, int in, int group_size) {
       const int p = k % kChunk, q = p % 4, j = p / 4;
       xb[(rc * 8 + 2 * q) * kWords + j] = hi;
       xb[(rc * 8 + 2 * q + 1) * kWords + j] = lo;
-      const float used = ref::bf16_to_float(hi) + ref::bf16_to_float(lo);
-      lane[rc * 16 + p / 8] += used;
-      gx[static_cast<std::size_t>(r) * groups + k / group_size] += used;
+      gx[static_cast<std::size_t>(r) * groups + k / group_size] += ref::bf16_to_float(hi) + ref::bf16_to_float(lo);
     }
-  return {xb.data(), lane.data(), gx.data(), chunks, groups};
+  return {xb.data(), gx.data(), chunks, groups};
 }
 
 // The weight matrix and what the row kernel needs of its geometry.
@@ -101,16 +97,34 @@ inline __m512i plane(__m512i v) {
   return _mm512_ternarylogic_epi32(s, _mm512_set1_epi16(0x0078), _mm512_set1_epi16(0x3F80), 0xEA);
 }
 
-// Lane i's group scale for chunk c (lane i holds codes 8i .. 8i+7 of the chunk).
-inline __m512 chunk_scales(const float* sw, const Matrix& m, std::size_t c) {
-  const int k0 = static_cast<int>(c) * kChunk;
-  if (m.group_size >= kChunk) return _mm512_set1_ps(sw[k0 / m.group_size]);
-  const int g0 = k0 / m.group_size, per = kChunk / m.group_size;
-  const int count = std::min(per, m.groups - g0);
-  const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1u);
-  const int shift = __builtin_ctz(static_cast<unsigned>(m.group_size / 8));  // lane -> group: i >> shift
-  const __m512i idx = _mm512_maskz_srli_epi32(0xFFFF, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), shift);
-  return _mm512_maskz_permutexvar_ps(0xFFFF, idx, _mm512_maskz_loadu_ps(mask, sw + g0));
+// Walks a weight row's group scales chunk by chunk, without divisions: lane i of a chunk holds
+// codes 8i .. 8i+7, so with groups smaller than a chunk (per = 128 / group_size of them) lane i
+// takes scale i >> log2(group_size / 8) of the chunk's groups; with larger groups all lanes take
+// one scale, the next every group_size / 128 chunks.
+struct ScaleWalk {
+  int per = 0;             // groups per chunk (group_size < 128), else 0
+  int chunks_per_group = 1;  // group_size / 128 (group_size >= 128)
+  __m512i idx;             // lane -> group within the chunk
+  explicit ScaleWalk(int group_size) : idx(_mm512_setzero_si512()) {
+    if (group_size < kChunk) {
+      per = kChunk / group_size;
+      const int shift = __builtin_ctz(static_cast<unsigned>(group_size / 8));
+      idx = _mm512_maskz_srli_epi32(0xFFFF, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                    shift);
+    } else {
+      chunks_per_group = group_size / kChunk;
+    }
+  }
+};
+
+// sum_g s_g X_g (masked tail).
+inline float scaled_sum(const float* s, const float* gx, int groups) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int g = 0; g < groups; g += 16) {
+    const __mmask16 m = groups - g >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (groups - g)) - 1);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, s + g), _mm512_maskz_loadu_ps(m, gx + g), acc);
+  }
+  return hsum(acc);
 }
 
 inline __m512bh as_bh(__m512i v) { return reinterpret_cast<__m512bh&>(v); }
@@ -118,12 +132,14 @@ inline __m512bh load_bh(const std::uint16_t* p) { return as_bh(_mm512_loadu_si51
 
 // y[r * ys] = x[r, :] · W[o, :] for R token rows (Prepared rows r0 .. r0 + R).
 template <int R>
-void row_tile(const Prepared& a, int r0, const Matrix& m, int o, float* y, std::size_t ys, int ahead) {
+void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk, int o, float* y, std::size_t ys,
+              int ahead, int ahead_scales) {
   const std::uint8_t* row = m.packed + static_cast<std::size_t>(o) * m.row_bytes;
   const float* sw = m.scale + static_cast<std::size_t>(o) * m.groups;
   const std::size_t full = m.row_bytes / kChunkBytes;
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int g = 0, in_group = 0;  // the chunk's first group; chunks of it passed (group_size >= 128)
   for (std::size_t c = 0; c < a.chunks; ++c) {
     const std::uint8_t* p = row + c * kChunkBytes;
     __m512i v;
@@ -134,9 +150,18 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, int o, float* y, std::
       v = _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, p);
     }
     prefetch_ahead(p, kChunkBytes, ahead);
-    if ((c & 3) == 0) prefetch_ahead(sw + c * kChunk / static_cast<std::size_t>(m.group_size), 64, ahead * 8 / m.group_size);
+    if ((c & 3) == 0) prefetch_ahead(sw + g, 64, ahead_scales);
     const __m512bh w0 = as_bh(plane<0>(v)), w1 = as_bh(plane<1>(v)), w2 = as_bh(plane<2>(v)), w3 = as_bh(plane<3>(v));
-    const __m512 sv = chunk_scales(sw, m, c);
+    __m512 sv;
+    if (walk.per > 0) {
+      const int count = std::min(walk.per, m.groups - g);
+      sv = _mm512_maskz_permutexvar_ps(0xFFFF, walk.idx,
+                                       _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u), sw + g));
+      g += walk.per;
+    } else {
+      sv = _mm512_set1_ps(sw[g]);
+      if (++in_group == walk.chunks_per_group) in_group = 0, ++g;
+    }
     for (int r = 0; r < R; ++r) {
       const std::size_t rc = static_cast<std::size_t>(r0 + r) * a.chunks + c;
       const std::uint16_t* xp = a.xb + rc * 8 * kWords;
@@ -148,27 +173,29 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, int o, float* y, std::
       lo = _mm512_dpbf16_ps(lo, load_bh(xp + 5 * kWords), w2);
       hi = _mm512_dpbf16_ps(hi, load_bh(xp + 6 * kWords), w3);
       lo = _mm512_dpbf16_ps(lo, load_bh(xp + 7 * kWords), w3);
-      const __m512 xc = _mm512_sub_ps(_mm512_add_ps(hi, lo), _mm512_loadu_ps(a.lane + rc * 16));  // (x·c)/16
-      acc[r] = _mm512_fmadd_ps(xc, sv, acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_add_ps(hi, lo), sv, acc[r]);
     }
   }
   const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o) * m.groups : nullptr;
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < R; ++r) {
+    const float* gx = a.gx + static_cast<std::size_t>(r0 + r) * a.groups;
     y[static_cast<std::size_t>(r) * ys] =
-        16.0f * hsum(acc[r]) - int4_zero_term(sw, zo, a.gx + static_cast<std::size_t>(r0 + r) * a.groups, m.groups);
+        16.0f * (hsum(acc[r]) - scaled_sum(sw, gx, m.groups)) - int4_zero_term(sw, zo, gx, m.groups);
+  }
 }
 
 // Channels [o0, o1) of all n token rows: each weight row once, tiles of up to 4 token rows.
 void run_rows(const Prepared& a, const Matrix& m, float* y, int n, int out, int o0, int o1) {
   const std::size_t ys = static_cast<std::size_t>(out);
-  const int ahead = decode_prefetch_bytes();
+  const int ahead = decode_prefetch_bytes(), ahead_scales = ahead * 8 / m.group_size;  // scales: 8/gs of the codes' bytes
+  const ScaleWalk walk(m.group_size);
   for (int o = o0; o < o1; ++o) {
     int r = 0;
-    for (; r + 4 <= n; r += 4) row_tile<4>(a, r, m, o, y + r * ys + o, ys, ahead);
+    for (; r + 4 <= n; r += 4) row_tile<4>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales);
     switch (n - r) {
-      case 3: row_tile<3>(a, r, m, o, y + r * ys + o, ys, ahead); break;
-      case 2: row_tile<2>(a, r, m, o, y + r * ys + o, ys, ahead); break;
-      case 1: row_tile<1>(a, r, m, o, y + r * ys + o, ys, ahead); break;
+      case 3: row_tile<3>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); break;
+      case 2: row_tile<2>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); break;
+      case 1: row_tile<1>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); break;
       default: break;
     }
   }
