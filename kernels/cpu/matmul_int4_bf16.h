@@ -1,7 +1,7 @@
 // The few-row (decode) path of matmul_int4 on CPUs with AVX-512 BF16: the int4 codes are turned
 // into bfloat16 in registers and multiplied by the activations with vdpbf16ps (32 multiply-adds
 // per instruction, twice fp32 FMA's), the activations split into two bfloat16 halves (hi + lo,
-// ~17 significant bits: the result matches fp32 activations to ~1e-6 of sum |x w|), so it stays
+// ~17 significant bits: the result is fp32 activations' within 1e-5 of sum |x w|, asserted), so it stays
 // a weight-only (fp32-activation) kernel. Each weight row is read once, front to back, for all
 // token rows (tiles of up to 4), 128 codes per 64-byte load, prefetched ahead. Internal to
 // kernels/cpu; contract of the arguments: matmul_int4.h.
@@ -12,7 +12,7 @@
 
 namespace inferlab::cpu {
 
-// Token rows up to which matmul_int4 takes this path. Each token row reads 4.5 bytes of prepared
+// Token rows up to which matmul_int4 takes this path. Each token row reads 4 bytes of prepared
 // activations per code against the weights' 0.5, so from 8 rows on dequantizing a block of weight
 // rows once into floats shared by every row was faster (2026-12-05, Xeon, 16 rows: 0.6x the time).
 constexpr int kInt4Bf16MaxRows = 7;
