@@ -18,6 +18,12 @@ void check_int4_group_size(int group_size, const std::string& who) {
             std::to_string(group_size));
 }
 
+bool int4_int8_activations(const std::string& activations, int group_size) {
+  check(activations == "auto" || activations == "fp32" || activations == "int8",
+        "int4 activations = \"" + activations + "\"; allowed: auto, fp32, int8");
+  return activations == "int8" || (activations == "auto" && group_size % ref::kActBlock == 0);
+}
+
 int Int4Grid::code(float w) const {
   return static_cast<int>(std::clamp((scale > 0.0f ? std::lround(w / scale) : 0L) + zero, 0L, 15L));
 }

@@ -3,16 +3,16 @@
 // group's zero point and scaled in registers once per tile and feeds R FMAs; from
 // kDequantOnceRows rows on (and always without AVX2), a block of C weight rows is dequantized
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
-// otherwise. Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
+// otherwise. With AVX-512 BF16, up to kInt4Bf16MaxRows token rows go to matmul_int4_bf16 instead.
+// Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
-#include "kernels/cpu/int4_zero_term.h"
+#include "kernels/cpu/matmul_int4_bf16.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "inferlab/error.h"
@@ -21,9 +21,6 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define INFERLAB_MATMUL_INT4_AVX2 1
-#endif
-#if defined(__AVX512F__)
-#define INFERLAB_MATMUL_INT4_AVX512 1
 #endif
 
 namespace inferlab::cpu {
@@ -176,109 +173,6 @@ constexpr int kDequantOnceRows = 8;
 constexpr int kDequantOnceRows = 1;  // no in-register path: always dequantize once
 #endif
 
-#if INFERLAB_MATMUL_INT4_AVX512
-// Decode path (n < kDequantOnceRows, group_size a multiple of 32): each weight row is read front
-// to back, one sequential stream per thread, and 32 codes (16 bytes) at a time are unpacked
-// without reordering: byte j holds codes 2j (low nibble) and 2j + 1 (high nibble), so the low
-// nibbles meet the even inputs and the high nibbles the odd ones. x is deinterleaved once per
-// call into that order (stream_x), the codes stay in place. The zero point is pulled
-// out: x · W[o] = sum_g s_g (u_g · x_g) - sum_g s_g z_g sum(x_g) (int4_zero_term, with the group
-// sums of x taken once per call), so per 32 codes: one widening load, a mask, a shift, two
-// conversions and two multiply-adds, and per group one FMA by its scale.
-constexpr int kChunk = 32;
-
-// The per-call activation layout of row_stream (thread-local buffers of the calling thread).
-struct StreamX {
-  const float* x;   // [n, in] as given (the tail past the last full chunk)
-  const float* xd;  // [n, in]: per full chunk, its 16 even inputs then its 16 odd ones
-  const float* gx;  // [n, groups]: sum of x over each group's full chunks
-  std::size_t xs, gs;  // row strides
-};
-
-StreamX stream_x(const float* x, int n, int in, int group_size) {
-  thread_local std::vector<float> xd, gx;
-  const int groups = ref::int4_groups(in, group_size);
-  const std::size_t s = static_cast<std::size_t>(in), gs = static_cast<std::size_t>(groups);
-  xd.resize(static_cast<std::size_t>(n) * s);
-  gx.assign(static_cast<std::size_t>(n) * gs, 0.0f);
-  for (int r = 0; r < n; ++r)
-    for (int k = 0; k + kChunk <= in; k += kChunk) {
-      float sum = 0.0f;
-      for (int i = 0; i < kChunk / 2; ++i) {
-        xd[r * s + k + i] = x[r * s + k + 2 * i];
-        xd[r * s + k + kChunk / 2 + i] = x[r * s + k + 2 * i + 1];
-        sum += x[r * s + k + 2 * i] + x[r * s + k + 2 * i + 1];
-      }
-      gx[r * gs + static_cast<std::size_t>(k / group_size)] += sum;
-    }
-  return {x, xd.data(), gx.data(), s, gs};
-}
-
-// y[r * ys] = x[r, :] · W[o, :] for R token rows. Two accumulators per row alternate between
-// groups to hide the FMA latency.
-template <int R>
-inline void row_stream(const StreamX& a, const Int4Matrix& m, int o, float* y, std::size_t ys) {
-  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
-  const std::uint8_t* row = m.row(o);
-  const float* sw = m.scale + static_cast<std::size_t>(o) * m.groups;
-  const __m512i nibble = _mm512_set1_epi32(0xF);
-  __m512 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  const int full = m.in / kChunk * kChunk;  // inputs covered by whole chunks
-  // Group g into accumulator A = g % 2 (a compile-time index, so the accumulators stay in registers).
-  auto group = [&](auto parity, int g, int k0) {
-    constexpr int A = decltype(parity)::value;
-    const int k1 = std::min(full, k0 + m.group_size);
-    __m512 ga[R];
-    for (int r = 0; r < R; ++r) ga[r] = _mm512_setzero_ps();
-    for (int k = k0; k < k1; k += kChunk) {
-      const __m512i b = _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2)));
-      const __m512 ue = _mm512_maskz_cvtepi32_ps(kAll, _mm512_and_si512(b, nibble));           // codes k, k+2, ..
-      const __m512 uo = _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_srli_epi32(kAll, b, 4));  // codes k+1, k+3, ..
-      for (int r = 0; r < R; ++r) {
-        ga[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a.xd + r * a.xs + k), ue, ga[r]);
-        ga[r] = _mm512_fmadd_ps(_mm512_loadu_ps(a.xd + r * a.xs + k + kChunk / 2), uo, ga[r]);
-      }
-    }
-    const __m512 sv = _mm512_set1_ps(sw[g]);
-    for (int r = 0; r < R; ++r) acc[r][A] = _mm512_fmadd_ps(ga[r], sv, acc[r][A]);
-  };
-  int g = 0, k0 = 0;
-  for (; k0 + m.group_size < full; k0 += 2 * m.group_size, g += 2) {
-    group(std::integral_constant<int, 0>{}, g, k0);
-    group(std::integral_constant<int, 1>{}, g + 1, k0 + m.group_size);
-  }
-  if (k0 < full) group(std::integral_constant<int, 0>{}, g, k0);
-  const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o) * m.groups : nullptr;
-  for (int r = 0; r < R; ++r) {
-    float t = hsum(_mm512_add_ps(acc[r][0], acc[r][1])) -
-              int4_zero_term(sw, zo, a.gx + r * a.gs, static_cast<int>(m.groups));
-    for (int k = full; k < m.in; ++k) {  // the last group's tail: at most 31 inputs
-      const int gk = k / m.group_size;
-      t += a.x[r * a.xs + k] * (static_cast<float>(code_at(row, k) - m.zero_of(o, gk)) * m.scale_of(o, gk));
-    }
-    y[r * ys] = t;
-  }
-}
-
-// Channels [o0, o1) of n token rows through row_stream, 4 rows at a time.
-void run_rows_streamed(const StreamX& a, const Int4Matrix& m, float* y, int n, int out, int o0, int o1) {
-  const std::size_t ys = static_cast<std::size_t>(out);
-  for (int o = o0; o < o1; ++o) {
-    StreamX at = a;
-    int r = 0;
-    for (; r + 4 <= n; r += 4, at.x += 4 * at.xs, at.xd += 4 * at.xs, at.gx += 4 * at.gs)
-      row_stream<4>(at, m, o, y + r * ys + o, ys);
-    switch (n - r) {
-      case 3: row_stream<3>(at, m, o, y + r * ys + o, ys); break;
-      case 2: row_stream<2>(at, m, o, y + r * ys + o, ys); break;
-      case 1: row_stream<1>(at, m, o, y + r * ys + o, ys); break;
-      default: break;
-    }
-  }
-}
-#endif
-
 // All n token rows against C weight rows already dequantized into w: [C, in].
 template <int C>
 void rows_f32(const float* x, std::size_t xs, const float* w, float* y, std::size_t ys, int n,
@@ -332,15 +226,10 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                                     static_cast<std::size_t>(std::max(in, 1)) *
                                     static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
-#if INFERLAB_MATMUL_INT4_AVX512
-  if (n < kDequantOnceRows && group_size % kChunk == 0) {
-    const StreamX a = stream_x(x, n, in, group_size);
-    pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-      run_rows_streamed(a, m, y, n, out, static_cast<int>(begin) * kUnit, std::min(out, static_cast<int>(end) * kUnit));
-    }, grain);
+  if (n <= kInt4Bf16MaxRows && int4_bf16_supported(group_size)) {
+    matmul_int4_bf16(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;
   }
-#endif
   pool.parallel_for(
       units,
       [&](std::size_t begin, std::size_t end) {

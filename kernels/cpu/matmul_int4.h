@@ -7,11 +7,12 @@
 // multiply-add instead of fp32's 4. Unpacking is the price: 8 codes are one 32-bit load,
 // broadcast, shifted per lane, masked, offset by the zero point, converted and scaled in
 // registers, then feed up to 4 token rows. From kDequantOnceRows token rows on, a block of
-// weight rows is dequantized once into a float buffer shared by every token row. With AVX-512,
-// fewer than 8 token rows and group_size a multiple of 32 (decode), each weight row is read front
-// to back instead: 32 codes per step unpacked in place against x deinterleaved once per call, the
-// zero point applied once per row from group sums of x. Threads split the output channels. `inferlab_bench --benchmark_filter=matmul_` compares it with int8 and
-// fp32; parity with the reference is tested in tests/kernels/test_matmul_int4.cpp.
+// weight rows is dequantized once into a float buffer shared by every token row. With AVX-512
+// BF16 and up to kInt4Bf16MaxRows token rows (decode, speculative verification, a few sequences)
+// the codes become bfloat16 in registers and meet the activations (split into two bfloat16) in
+// vdpbf16ps, each weight row read once for all token rows (matmul_int4_bf16.h). Threads split
+// the output channels. `inferlab_bench --benchmark_filter=matmul_` compares it with int8 and fp32;
+// parity with the reference is tested in tests/kernels/test_matmul_int4.cpp.
 #pragma once
 #include <cstdint>
 

@@ -128,32 +128,49 @@ inline float tail_block(const StreamActs& a, const std::uint8_t* row, const floa
          static_cast<float>(ux - z * a.xsum[r * a.xss + static_cast<std::size_t>(a.full)]);
 }
 
+// Two 32-code blocks per step in 512 bits (2026-12-05; one block per 256-bit step before, with a
+// scalar product and a broadcast per block and row): their 32 code bytes become [low nibbles of
+// b, high of b, low of b + 1, high of b + 1], which meets the two blocks' stored activations as
+// one 64-byte load, one vpdpbusd and one conversion per token row; the lanes' weight x activation
+// scales are two broadcasts blended. A last odd block takes the 256-bit step.
 template <int R>
 inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
                        float* y, std::size_t ys) {
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  auto block = [&](auto parity, int b) {
-    constexpr int A = decltype(parity)::value;
+  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  int b = 0;
+  for (; b + 2 <= a.full; b += 2) {
+    const __m512i two = _mm512_maskz_broadcast_i64x4(
+        0xFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + static_cast<std::size_t>(b) * 16)));
+    const __m512i lanes = _mm512_maskz_shuffle_i64x2(0xFF, two, two, _MM_SHUFFLE(1, 1, 0, 0));  // b, b, b+1, b+1
+    const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(lanes, 0xFF00FF00, lanes, 4), mask);
+    const __m512 ws = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(sw[a.block_group[b]]),
+                                           _mm512_set1_ps(sw[a.block_group[b + 1]]));
+    for (int r = 0; r < R; ++r) {
+      const float* xs = a.xs + r * a.xss + static_cast<std::size_t>(b);
+      const __m512i xv = _mm512_loadu_si512(a.xd + r * a.xds + static_cast<std::size_t>(b) * 32);
+      const __m512i d = _mm512_maskz_dpbusd_epi32(kAll, _mm512_setzero_si512(), u, xv);
+      const __m512 sx = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(xs[0]), _mm512_set1_ps(xs[1]));
+      acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d), _mm512_mul_ps(ws, sx), acc[r]);
+    }
+  }
+  __m256 last[R];
+  for (int r = 0; r < R; ++r) last[r] = _mm256_setzero_ps();
+  if (b < a.full) {
+    const __m128i m = _mm_set1_epi8(0x0F);
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b) * 16));
-    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
+    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), _mm_and_si128(bytes, m));
     const float s = sw[a.block_group[b]];
     for (int r = 0; r < R; ++r) {
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + r * a.xds + static_cast<std::size_t>(b) * 32));
       const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xv);
-      acc[r][A] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s * a.xs[r * a.xss + static_cast<std::size_t>(b)]),
-                                  acc[r][A]);
+      last[r] = _mm256_mul_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s * a.xs[r * a.xss + static_cast<std::size_t>(b)]));
     }
-  };
-  int b = 0;
-  for (; b + 2 <= a.full; b += 2) {
-    block(std::integral_constant<int, 0>{}, b);
-    block(std::integral_constant<int, 1>{}, b + 1);
   }
-  if (b < a.full) block(std::integral_constant<int, 0>{}, b);
   for (int r = 0; r < R; ++r) {
-    float t = hsum(_mm256_add_ps(acc[r][0], acc[r][1]));
+    float t = hsum(acc[r]) + hsum(last[r]);
     t -= int4_zero_term(sw, zero, a.zc + r * static_cast<std::size_t>(a.groups), a.groups);
     y[r * ys] = t + tail_block(a, row, sw, zero, r);
   }

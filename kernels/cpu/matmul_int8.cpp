@@ -5,6 +5,7 @@
 // kWidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
 // thread). AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline: matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -77,18 +78,20 @@ inline __m512 widen16(const std::int8_t* p) {
 }
 
 // y[r * ys] = scale * x[r, :] · q[0, in) for R token rows and ONE weight row, read front to
-// back: a single sequential stream per thread, which the hardware prefetcher keeps ahead of
-// (the C-row tiles above walk C interleaved streams 8 bytes at a time and stall on their loads
-// at decode). U independent accumulators per token row hide the FMA latency.
+// back: a single sequential stream per thread (the C-row tiles above walk C interleaved streams
+// 8 bytes at a time and stall on their loads at decode), prefetched `ahead` bytes on
+// (decode_prefetch.h: with ~3 vector instructions per 16 bytes the out-of-order window alone kept
+// too few lines in flight). 4 independent accumulators per token row hide the FMA latency.
 template <int R>
 inline void row_stream(const float* x, std::size_t xs, const std::int8_t* q, float scale, float* y, std::size_t ys,
-                       int in) {
-  constexpr int U = R == 1 ? 4 : 2;
+                       int in, int ahead) {
+  constexpr int U = 4;
   __m512 acc[R][U];
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) acc[r][u] = _mm512_setzero_ps();
   int k = 0;
   for (; k + 16 * U <= in; k += 16 * U) {
+    prefetch_ahead(q + k, 16 * U, ahead);
     __m512 w[U];
     for (int u = 0; u < U; ++u) w[u] = widen16(q + k + 16 * u);
     for (int r = 0; r < R; ++r)
@@ -111,14 +114,15 @@ inline void row_stream(const float* x, std::size_t xs, const std::int8_t* q, flo
 void run_rows_streamed(const float* x, const std::int8_t* q, const float* scale, float* y, int n, int out, int in,
                        int o0, int o1) {
   const std::size_t xs = static_cast<std::size_t>(in), ys = static_cast<std::size_t>(out);
+  const int ahead = decode_prefetch_bytes();
   for (int o = o0; o < o1; ++o) {
     const std::int8_t* qo = q + static_cast<std::size_t>(o) * xs;
     int r = 0;
-    for (; r + 4 <= n; r += 4) row_stream<4>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in);
+    for (; r + 4 <= n; r += 4) row_stream<4>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in, ahead);
     switch (n - r) {
-      case 3: row_stream<3>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in); break;
-      case 2: row_stream<2>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in); break;
-      case 1: row_stream<1>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in); break;
+      case 3: row_stream<3>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in, ahead); break;
+      case 2: row_stream<2>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in, ahead); break;
+      case 1: row_stream<1>(x + r * xs, xs, qo, scale[o], y + r * ys + o, ys, in, ahead); break;
       default: break;
     }
   }

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
+#include "inferlab/int4_linear.h"
 #include "inferlab/rng.h"
 #include "kernels/ref/half.h"
 #include "plugin_cases.h"
@@ -200,11 +201,17 @@ TEST_P(QuantizationConformance, LinearMatchesFloatReferenceWithinItsPrecision) {
         const std::vector<float> x = random_matrix(n, s.in, ++seed, true);
         const std::vector<float> y = forward(*linear, x, n);
         // Strategies that quantize activations too (W8A8) pay an 8-bit activation error here:
-        // smoothquant (unless its quantize = false) and any strategy given activations = "int8".
+        // smoothquant (unless its quantize = false) and any strategy whose resolved activations
+        // are "int8" (gguf's default), or "auto" where that means int8 (int4, gptq and awq with
+        // group_size a multiple of 32: inferlab/int4_linear.h).
         const auto& given = GetParam().given;
-        const bool int8_activations = given.count("activations") &&
-                                      std::holds_alternative<std::string>(given.at("activations")) &&
-                                      std::get<std::string>(given.at("activations")) == "int8";
+        const Params resolved = resolve_case(GetParam());
+        const auto act = resolved.values().find("activations");
+        const bool int8_activations =
+            act != resolved.values().end() && std::holds_alternative<std::string>(act->second) &&
+            (std::get<std::string>(act->second) == "int8" ||
+             (std::get<std::string>(act->second) == "auto" &&
+              int4_int8_activations("auto", static_cast<int>(resolved.get_int("group_size")))));
         const bool quantizes_activations =
             int8_activations || (GetParam().plugin == "smoothquant" &&
                                  !(given.count("quantize") && !std::get<bool>(given.at("quantize"))));

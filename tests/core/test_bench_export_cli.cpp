@@ -207,16 +207,17 @@ TEST(ExportCli, WritesThePresetsWeightsAndBenchRunsTheFile) {
                               "--bandwidth 10 -o csv");
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_NE(b.out.find(dir.file("m.gguf")), std::string::npos);
-  // NAME:KEY=VALUE hands the plugin its parameters: with int8 activations the gguf strategy packs
-  // its Q4_0 blocks for cpu::gemm_gguf where the build has it, padding out to whole panels of 32
-  // rows (w1/w3: 172 -> 192), so it holds more bytes than the file's blocks.
+  // NAME:KEY=VALUE hands the plugin its parameters: with int8 activations (the default) the gguf
+  // strategy packs its Q4_0 blocks for cpu::gemm_gguf where the build has it, padding out to whole
+  // panels of 32 rows (w1/w3: 172 -> 192), so it holds more bytes than the file's blocks, which
+  // activations = fp32 runs as they are.
   const auto g = run_inferlab("bench --model " + dir.file("m.gguf") + " -p 4 -n '' -r 1 -t 1 --quantization "
-                              "gguf,gguf:activations=int8 --bandwidth 10 -o csv");
+                              "gguf:activations=fp32,gguf --bandwidth 10 -o csv");
   ASSERT_EQ(g.code, 0) << g.err;
   const auto rows = csv_rows(g.out, dir);
   ASSERT_EQ(rows.size(), 3u) << g.out;
-  EXPECT_EQ(rows[1][6], "gguf");
-  EXPECT_EQ(rows[2][6], "gguf:activations=int8");
+  EXPECT_EQ(rows[1][6], "gguf:activations=fp32");
+  EXPECT_EQ(rows[2][6], "gguf");
   if (cpu::gemm_gguf_available())
     EXPECT_GT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
   else

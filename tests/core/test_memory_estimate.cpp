@@ -116,11 +116,15 @@ TEST(MemoryEstimate, GgufLinearsCountAsTheirBlocks) {
   EXPECT_EQ(p.plan.memory.source_weights, expect + largest);
   EXPECT_LT(p.plan.memory.source_weights, static_cast<std::uint64_t>(c.parameter_count()) * 4);
   // quantization/gguf's model is sized from the header's types (GgufQuantization::planned_bytes):
-  // the file's blocks, as the loaded weights hold them, not the fp32 a probe would build.
-  const Planned g = plan_text(dir, "[model]\npath = \"" + gguf +
-                                       "\"\n[workload]\nnum_requests = 2\nprompt_len = 8\noutput_len = 4\n"
-                                       "[baseline]\nquantization = \"gguf\"\n");
+  // the file's blocks, as the loaded weights hold them, not the fp32 a probe would build. With
+  // activations = "fp32" the linears run those blocks; with the default int8 activations they are
+  // repacked into panels (rows padded to 32 where the build packs), never fewer bytes.
+  const std::string gguf_run = "[model]\npath = \"" + gguf +
+                               "\"\n[workload]\nnum_requests = 2\nprompt_len = 8\noutput_len = 4\n[baseline]\n";
+  const Planned g = plan_text(dir, gguf_run + "quantization = { name = \"gguf\", activations = \"fp32\" }\n");
   EXPECT_EQ(g.plan.memory.variant_weights, expect);  // the same bytes: blocks and fp32 norms, tied table once
+  const Planned packed = plan_text(dir, gguf_run + "quantization = \"gguf\"\n");
+  EXPECT_GE(packed.plan.memory.variant_weights, expect);
 }
 
 // A preset's matrices are drawn while its model is built (seeded_weights), so an 8B preset is

@@ -109,16 +109,20 @@ TEST(MatmulInt4, RefMatchesHandPackedCodes) {
 
 TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
   ThreadPool pool1(1), pool2(2);
-  const int ns[] = {1, 2, 3, 4, 5, 8, 17, 129};
+  const int ns[] = {1, 2, 3, 4, 5, 7, 8, 16, 17, 129};
   const int outs[] = {1, 3, 13, 129};
-  const int ins[] = {1, 7, 8, 9, 33, 100, 257};
-  const int group_sizes[] = {8, 32, 40, 64};  // 32, 64: the AVX-512 decode stream (n < 8)
+  // 257, 300, 576: several 128-code chunks of the BF16 path and a partial last one.
+  const int ins[] = {1, 7, 8, 9, 33, 100, 257, 300, 576};
+  // With AVX-512 BF16 and n <= 7, group sizes dividing 128 or multiples of it take the BF16
+  // path (matmul_int4_bf16.h); group size 40 the AVX2 tiles; 8+ rows the dequantize-once path.
+  const int group_sizes[] = {8, 32, 40, 64, 128, 256};
   for (int n : ns)
     for (int out : outs)
       for (int in : ins)
         for (int gs : group_sizes)
           for (bool symmetric : {false, true}) {
             if (n == 129 && out == 129 && in > 100) continue;  // keep the reference cheap
+            if (in > 257 && (n > 7 || out > 13)) continue;
             std::uint64_t seed = static_cast<std::uint64_t>(n * 10007 + out * 101 + in + gs);
             std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, seed);
             std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, seed + 1, 0.05);

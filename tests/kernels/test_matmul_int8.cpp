@@ -70,9 +70,9 @@ TEST(MatmulInt8, RefMatchesDequantizedDot) {
 
 TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
   ThreadPool pool1(1), pool2(2);
-  const int ns[] = {1, 2, 3, 4, 5, 7, 16, 17};
+  const int ns[] = {1, 2, 3, 4, 5, 7, 16, 17, 129};
   const int outs[] = {1, 3, 8, 13, 129};
-  const int ins[] = {1, 7, 8, 9, 33, 48, 257};
+  const int ins[] = {1, 7, 8, 9, 33, 48, 200, 257};  // 200, 257: 64-byte steps, then 16s, then a tail
   for (int n : ns)
     for (int out : outs)
       for (int in : ins) {

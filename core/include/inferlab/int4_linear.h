@@ -11,6 +11,12 @@
 
 namespace inferlab {
 
+// A strategy's `activations` parameter for its int4 linears: "int8" (W4A8: activations
+// quantised per 32-block, integer dot products), "fp32" (weight-only, W4A16) or "auto" (the
+// default of quantization/int4, gptq and awq: int8 where group_size is a multiple of 32, being
+// the fast path at every row count, else fp32). Returns whether the linears quantise activations.
+bool int4_int8_activations(const std::string& activations, int group_size);
+
 class Int4Linear : public Linear {
  public:
   // weight: [out, in] fp32, quantized here by round-to-nearest. group_size: a multiple of 8 in

@@ -110,6 +110,7 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
   }
   if (search) *search = s;
   auto best = std::make_unique<Int4Linear>(best_ws, out, in, o.group_size, false);  // Q(W diag(s))
+  best->set_int8_activations(o.int8_activations);
   return std::make_unique<AwqLinear>(std::move(best), std::move(best_inv), s.alpha);
 }
 
@@ -129,6 +130,7 @@ std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, st
   if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
   if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0) {
     auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
+    plain->set_int8_activations(options_.int8_activations);
     plain->place_on(device_);
     return plain;
   }

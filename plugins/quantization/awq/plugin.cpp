@@ -13,7 +13,8 @@ inferlab::PluginDescriptor describe() {
   d.version = "1.0.0";
   d.summary =
       "AWQ (Lin et al. 2023): per-input-channel scales mean|x|^alpha from [calibration] activations, alpha "
-      "grid-searched per linear on calibration rows, then int4 group-wise; fp32 activations and KV";
+      "grid-searched per linear on calibration rows, then int4 group-wise; int8-block (W4A8, default where "
+      "group_size % 32 == 0) or fp32 activations; fp32 KV";
   d.params = {
       {"group_size", ParamType::kInt, std::int64_t{64}, 8.0, 4096.0, {},
        "Input channels per scale (a multiple of 8; AWQ's usual choice is 128)"},
@@ -22,11 +23,17 @@ inferlab::PluginDescriptor describe() {
        "Calibration rows (sampled with the [calibration] seed) the output error is measured on"},
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
+      {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt, {"auto", "fp32", "int8"},
+       "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only (W4A16); int8: "
+       "activations quantised per 32-block (W4A8, quantization/int4's kernels; group_size a multiple of 32)"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     if (q.params.get_int("group_size") % 8 != 0)
       reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
+    if (q.params.get_string("activations") == "int8" && q.params.get_int("group_size") % 32 != 0)
+      reasons.push_back("activations = \"int8\" needs group_size a multiple of 32, got " +
+                        std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
   d.devices = {inferlab::DeviceKind::kCpu};
@@ -38,6 +45,7 @@ inferlab::PluginDescriptor describe() {
     o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
     o.grid = static_cast<int>(ctx.params.get_int("grid"));
     o.samples = static_cast<int>(ctx.params.get_int("samples"));
+    o.int8_activations = int4_int8_activations(ctx.params.get_string("activations"), o.group_size);
     return std::make_unique<AwqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
   return d;

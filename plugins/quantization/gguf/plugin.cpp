@@ -13,9 +13,10 @@ inferlab::PluginDescriptor describe() {
   d.version = "1.0.0";
   d.summary = "a GGUF checkpoint's own Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K blocks run natively (float tensors fp32); "
               "fp32 or int8-block activations";
-  d.params = {{"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
-               "fp32: codes widened to float against fp32 activations (the dequantised model's results up to "
-               "rounding); int8: activations quantised per 32-block, integer dot products (llama.cpp's arithmetic)"},
+  d.params = {{"activations", ParamType::kString, std::string("int8"), std::nullopt, std::nullopt, {"fp32", "int8"},
+               "int8 (default): activations quantised per 32-block, integer dot products (llama.cpp's arithmetic, "
+               "the fast path); fp32: codes widened to float against fp32 activations (the dequantised model's "
+               "results up to rounding; 3-6x slower decode)"},
               {"unpack", ParamType::kBool, true, std::nullopt, std::nullopt, {},
                "with activations = int8: prefill unpacks each packed panel's codes once per thread before its token "
                "tiles pass (false: the tiles read the packed panels, as batched decode does); same results, so "

@@ -136,6 +136,8 @@ TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
   // Through the registry, as validate asks.
   Registry reg({testing::plugin_dir()});
   const Params params = reg.resolve(PluginKind::kQuantization, "gguf", {}, "t");
+  // Fast by default: int8-block activations (llama.cpp's arithmetic); fp32 is asked for by name.
+  EXPECT_EQ(params.get_string("activations"), "int8");
   const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{q5_0, DeviceKind::kCpu, {}, params});
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_NE(reasons[0].find("layers.1.w2"), std::string::npos);

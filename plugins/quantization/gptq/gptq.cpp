@@ -149,6 +149,7 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
   if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
   if (calib == nullptr || calib->hessian.empty()) {
     auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
+    plain->set_int8_activations(options_.int8_activations);
     plain->place_on(device_);
     return plain;
   }
@@ -166,6 +167,7 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
     it = factors_.end() - 1;
   }
   auto linear = gptq_quantize(weight, out, it->factor, options_);
+  linear->set_int8_activations(options_.int8_activations);
   linear->place_on(device_);
   return linear;
 }

@@ -13,7 +13,8 @@ inferlab::PluginDescriptor describe() {
   d.version = "1.0.0";
   d.summary =
       "GPTQ (Frantar et al. 2022): int4 group-wise weights chosen column by column with Hessian error "
-      "feedback from [calibration] activations; the int4 group format and kernel; fp32 activations and KV";
+      "feedback from [calibration] activations; the int4 group format and kernels; int8-block (W4A8, default "
+      "where group_size % 32 == 0) or fp32 activations; fp32 KV";
   d.params = {
       {"group_size", ParamType::kInt, std::int64_t{64}, 8.0, 4096.0, {},
        "Input channels per scale (a multiple of 8; 32, 64, 128 are the usual choices)"},
@@ -24,11 +25,17 @@ inferlab::PluginDescriptor describe() {
        "Columns per lazy batch update (rounded up to whole groups); changes speed, not results"},
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
+      {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt, {"auto", "fp32", "int8"},
+       "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only (W4A16); int8: "
+       "activations quantised per 32-block (W4A8, quantization/int4's kernels; group_size a multiple of 32)"},
   };
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     if (q.params.get_int("group_size") % 8 != 0)
       reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
+    if (q.params.get_string("activations") == "int8" && q.params.get_int("group_size") % 32 != 0)
+      reasons.push_back("activations = \"int8\" needs group_size a multiple of 32, got " +
+                        std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
   d.devices = {inferlab::DeviceKind::kCpu};
@@ -41,6 +48,7 @@ inferlab::PluginDescriptor describe() {
     o.damp = ctx.params.get_float("damp");
     o.act_order = ctx.params.get_bool("act_order");
     o.block_size = static_cast<int>(ctx.params.get_int("block_size"));
+    o.int8_activations = int4_int8_activations(ctx.params.get_string("activations"), o.group_size);
     return std::make_unique<GptqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
   return d;

@@ -21,11 +21,12 @@ inferlab::PluginDescriptor describe() {
        "true: scale = max|w|/7, q in [-7, 7]; false: min/max range with a 4-bit zero point"},
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
-      {"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
-       "fp32: weight-only; int8: activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32; "
-       "groups of 32 on AVX-512 VNNI builds are stored as Q4_0/Q4_1 blocks with fp16 scales)"},
+      {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt, {"auto", "fp32", "int8"},
+       "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only (W4A16); int8: "
+       "activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32; groups of 32 on AVX-512 "
+       "VNNI builds are stored as Q4_0/Q4_1 blocks with fp16 scales)"},
       {"q4_blocks", ParamType::kBool, true, std::nullopt, std::nullopt, {},
-       "With activations = \"int8\" and group_size 32 on AVX-512 VNNI builds: true stores Q4_0/Q4_1 blocks with "
+       "With int8 activations and group_size 32 on AVX-512 VNNI builds: true stores Q4_0/Q4_1 blocks with "
        "fp16 scales (cpu::gemm_gguf); false keeps the fp32-scale format (matmul_int4_act). No effect otherwise"},
   };
   d.supports = [](const SupportQuery& q) {
@@ -46,7 +47,9 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
                                               ctx.params.get_bool("skip_classifier"),
-                                              ctx.params.get_string("activations") == "int8", &ctx.device,
+                                              int4_int8_activations(ctx.params.get_string("activations"),
+                                                                    static_cast<int>(ctx.params.get_int("group_size"))),
+                                              &ctx.device,
                                               ctx.params.get_bool("q4_blocks"));
   };
   return d;

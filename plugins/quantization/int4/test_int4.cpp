@@ -2,13 +2,18 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "inferlab/device.h"
 #include "inferlab/error.h"
+#include "inferlab/registry.h"
 #include "inferlab/rng.h"
 #include "int4.h"
 #include "int4_test_helpers.h"
 #include "kernels/ref/ops.h"
+#include "test_support.h"
 
 namespace inferlab {
 using namespace plugins;
@@ -98,7 +103,8 @@ TEST(Int4Quantization, SymmetricChangesResultsAndLosesOnOffsetWeights) {
 }
 
 // Weights that are already on a group's grid come back exactly, and the layer then computes
-// the fp32 product (up to fp32 accumulation).
+// the fp32 product up to 1e-5 of sum |x w| (fp32 accumulation; the AVX-512 BF16 decode path
+// carries the activations as two bfloat16, ~17 significant bits: matmul_int4_bf16.h).
 TEST(Int4Quantization, WeightsOnTheGridRoundTripExactly) {
   const int out = 6, in = 70, gs = 16;  // groups 16, 16, 16, 16, 6
   Rng rng(9);
@@ -125,7 +131,12 @@ TEST(Int4Quantization, WeightsOnTheGridRoundTripExactly) {
     std::vector<float> y_fp32(static_cast<std::size_t>(n) * out);
     ref::matmul(x.data(), w.data(), y_fp32.data(), n, out, in);
     std::vector<float> y = run(*linear, x, n);
-    for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], y_fp32[i], 1e-5);
+    for (int r = 0; r < n; ++r)
+      for (int o = 0; o < out; ++o) {
+        double mag = 0;
+        for (int i = 0; i < in; ++i) mag += std::fabs(x[r * in + i] * w[o * in + i]);
+        EXPECT_NEAR(y[r * out + o], y_fp32[r * out + o], 1e-5 * mag);
+      }
   }
 }
 
@@ -187,6 +198,50 @@ TEST(Int4Quantization, RejectsBadGroupSizeAndMismatchedWeight) {
   EXPECT_THROW(Int4Quantization(8192, false, false), Error);
   EXPECT_THROW(Int4Quantization(32, false, false).make_linear("w", std::vector<float>(10), 3, 4),
                Error);
+}
+
+// Fast by default: int4, gptq and awq resolve activations = "auto", which is the W4A8 path (the
+// same bits as asking for "int8") where group_size is a multiple of 32 and the weight-only path
+// (the bits of "fp32") otherwise; bad values name the allowed ones.
+TEST(Int4Quantization, DefaultActivationsAreInt8WhereTheGroupsAllowIt) {
+  EXPECT_TRUE(int4_int8_activations("auto", 32));
+  EXPECT_TRUE(int4_int8_activations("auto", 128));
+  EXPECT_FALSE(int4_int8_activations("auto", 16));
+  EXPECT_FALSE(int4_int8_activations("fp32", 64));
+  EXPECT_TRUE(int4_int8_activations("int8", 64));
+  try {
+    int4_int8_activations("bf16", 32);
+    ADD_FAILURE() << "bf16 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed: auto, fp32, int8"), std::string::npos) << e.what();
+  }
+  Registry reg({testing::plugin_dir()});
+  CpuDevice device(2);
+  const int out = 40, in = 128, n = 3;
+  const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 21, 0.05);
+  const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 22, 1.0);
+  auto forward = [&](const std::string& plugin, std::int64_t gs, const char* acts) {
+    std::map<std::string, ParamValue> given = {{"group_size", ParamValue(gs)}};
+    if (acts != nullptr) given["activations"] = ParamValue(std::string(acts));
+    const Params params = reg.resolve(PluginKind::kQuantization, plugin, given, "t");
+    if (acts == nullptr) {
+      EXPECT_EQ(params.get_string("activations"), "auto") << plugin;
+    }
+    auto q = reg.create_quantization(plugin, params, device);
+    return run(*q->make_linear("layers.0.wq", w, out, in), x, n);
+  };
+  for (const char* plugin : {"int4", "gptq", "awq"})
+    for (std::int64_t gs : {32, 64, 16}) {
+      SCOPED_TRACE(std::string(plugin) + " group_size " + std::to_string(gs));
+      const std::vector<float> by_default = forward(plugin, gs, nullptr);
+      const std::vector<float> fp32 = forward(plugin, gs, "fp32");
+      if (gs % 32 == 0) {
+        EXPECT_EQ(by_default, forward(plugin, gs, "int8"));
+        EXPECT_NE(by_default, fp32);
+      } else {
+        EXPECT_EQ(by_default, fp32);
+      }
+    }
 }
 
 }  // namespace
