@@ -10,6 +10,7 @@
 
 #include "inferlab/batch.h"
 #include "inferlab/error.h"
+#include "inferlab/sim.h"
 #include "step_loop.h"
 
 namespace inferlab {
@@ -459,7 +460,8 @@ RunResult StepLoop::run() {
   // A simulated device charges modelled seconds: its steps' time is the modelled time.
   if (device_.kind() == DeviceKind::kSim) {
     step_wall_s = modelled_s;
-    result_.timeline.draft_s = 0;  // drafting's host seconds are not part of the modelled time
+    // Drafting's host seconds are not part of the modelled time; a draft's modelled passes are.
+    result_.timeline.draft_s = static_cast<const SimDevice&>(device_).draft_seconds();
   }
   tl.step_wall_s = std::max(step_wall_s, timed);
   tl.time_s[static_cast<std::size_t>(TimeCategory::kFramework)] += tl.step_wall_s - timed;
