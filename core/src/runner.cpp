@@ -91,6 +91,8 @@ SimOptions sim_options(const DeviceSpec& device, const std::string& attention_na
   const AttentionTraffic t = sim_attention_traffic(attention, model, attention_name);
   o.attn_score_bytes = t.score_bytes;
   o.attn_partial_bytes = t.partial_bytes;
+  o.attn_partial_bytes_per_key = t.partial_bytes_per_key;
+  o.attn_partial_max_rows = t.partial_max_rows;
   return o;
 }
 

@@ -66,17 +66,23 @@ StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& b
                                : roofline(2 * lin_params * rows / tp, (lin_params * wb + lin_act) / tp, p, p.eff_linear);
   // Attention of one layer: a row at position t attends to t + 1 keys; QK^T and PV cost 2 FLOPs
   // per (head, head_dim, key) each. Each sequence's K/V context is read once; q in, out out.
-  double keys = 0, kv_read = 0;
+  double keys = 0, kv_read = 0, split_rows = 0, split_keys = 0;
   for (int s = 0; s < batch.n_seqs(); ++s) {
     const double q = batch.query_start[static_cast<std::size_t>(s) + 1] - batch.query_start[static_cast<std::size_t>(s)];
     const double ctx = batch.context_len[static_cast<std::size_t>(s)];
-    keys += q * ctx - q * (q - 1) / 2;
+    const double k = q * ctx - q * (q - 1) / 2;
+    keys += k;
     kv_read += ctx * 2 * kv * kvb;
+    if (o.attn_partial_max_rows <= 0 || q <= o.attn_partial_max_rows) {
+      split_rows += q;
+      split_keys += k;
+    }
   }
   // A strategy that materialises scores or merges partial results moves them too (declared by
   // the attention plugin: Attention::traffic).
   const double heads = m.n_heads;
-  const double extra = keys * heads * o.attn_score_bytes + rows * heads * o.attn_partial_bytes;
+  const double extra = keys * heads * o.attn_score_bytes +
+                       heads * (split_rows * o.attn_partial_bytes + split_keys * o.attn_partial_bytes_per_key);
   const double att = roofline(4 * d * keys / tp, (kv_read + rows * 2 * d * ab + extra) / tp, p, p.eff_attention);
   // Elementwise of one layer (bandwidth bound): 2 RMSNorms (in + out), RoPE on q and k, the
   // K/V write, 2 residual adds (x, y in, x out), SwiGLU (gate, up in, out).

@@ -58,9 +58,13 @@ struct AttentionTraffic {
   // scores S and probabilities P (fp32: S written, read, P written, read = 16); 0 for a tiled
   // online softmax that keeps them on chip.
   double score_bytes = 0;
-  // Bytes per (query row, head) of partial results written and read back to be combined
-  // (split-K: each split's output and softmax statistics).
+  // Partial results written and read back to be combined (split-K: each split's output and
+  // softmax statistics), for sequences of at most partial_max_rows query rows (0 = any): bytes
+  // per (query row, head), and per (query row, head, attended key) when the split count grows
+  // with the context.
   double partial_bytes = 0;
+  double partial_bytes_per_key = 0;
+  int partial_max_rows = 0;
 };
 
 class Attention {

@@ -67,10 +67,11 @@ struct SimOptions {
   // The variant's linears (sim_linears); unset: every weight weight_bytes, multiplied at the
   // float rate, nothing to unpack.
   std::optional<SimLinears> linears;
-  // The attention strategy's traffic beyond Q, K/V and the output (Attention::traffic): bytes
-  // per (query row, head, attended key) and per (query row, head). 0: a tiled online softmax.
+  // The attention strategy's traffic beyond Q, K/V and the output (Attention::traffic, whose
+  // fields these are). All 0: a tiled online softmax.
   double attn_score_bytes = 0;
-  double attn_partial_bytes = 0;
+  double attn_partial_bytes = 0, attn_partial_bytes_per_key = 0;
+  int attn_partial_max_rows = 0;
   int kernels_per_layer = 12;  // launches per layer: 2 norms, q/k/v, rope, kv write, attention,
                                // o, 2 adds, gate/up, act, down (fused counts as 12 here)
   // A calibrated cost model of one plugin stack (`profile = "calibrated:PATH"`): when set, a
