@@ -10,6 +10,7 @@
 
 #include "inferlab/batch.h"
 #include "inferlab/error.h"
+#include "inferlab/sim.h"
 #include "step_loop.h"
 
 namespace inferlab {
@@ -96,8 +97,19 @@ void StepLoop::enqueue(Seq* s, bool front) {
   if (s->timeline->preemptions == 0)
     s->timeline->cached_prompt_tokens = std::min(matched, static_cast<int>(s->req->prompt.size()));
   s->where = Seq::Where::kWaiting;
-  if (front) waiting_.push_front(s);
-  else waiting_.push_back(s);
+  // Its view is fixed until it is admitted or dropped (see waiting_queue.h).
+  const SeqView view = view_of(*s, blocks_held(*s), std::max(1, width_));
+  if (front) waiting_.push_front(s, view);
+  else waiting_.push_back(s, view);
+  // Only a prefix-cache hit holds blocks while it waits.
+  s->waiting_past_final = kv_config_.prefix_caching ? slots_past_final(*s) : 0;
+  waiting_past_final_ += s->waiting_past_final;
+}
+
+void StepLoop::unqueue(Seq* s) {
+  if (!waiting_.erase(s)) throw Error("request " + std::to_string(s->req->id) + " is not in the waiting queue");
+  waiting_past_final_ -= s->waiting_past_final;
+  s->waiting_past_final = 0;
 }
 
 void StepLoop::admit_arrivals() {
@@ -107,14 +119,12 @@ void StepLoop::admit_arrivals() {
 
 ScheduleDecision StepLoop::schedule() {
   running_views_.clear();
-  waiting_views_.clear();
   const int branches = std::max(1, width_);
   for (Seq* s : running_) running_views_.push_back(view_of(*s, blocks_held(*s), branches));
-  for (Seq* s : waiting_) waiting_views_.push_back(view_of(*s, blocks_held(*s), branches));
   SchedulerInput input;
   input.now_s = now_;
   input.running = running_views_;
-  input.waiting = waiting_views_;
+  input.waiting = waiting_.views();
   input.free_blocks = blocks_.free_blocks();
   input.block_size = kv_config_.block_size;
   input.reservation = kv_config_.reservation;
@@ -125,7 +135,7 @@ ScheduleDecision StepLoop::schedule() {
 }
 
 void StepLoop::drop(Seq* s, RequestStatus status) {
-  if (s->where == Seq::Where::kWaiting) waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+  if (s->where == Seq::Where::kWaiting) unqueue(s);
   if (s->where == Seq::Where::kRunning) running_.erase(std::find(running_.begin(), running_.end(), s));
   s->where = Seq::Where::kDone;
   free_kv(*s);
@@ -137,7 +147,7 @@ void StepLoop::drop(Seq* s, RequestStatus status) {
 
 double StepLoop::next_timeout() const {
   double t = std::numeric_limits<double>::infinity();
-  for (const Seq* s : waiting_) {
+  for (const Seq* s : waiting_.items()) {
     if (options_.timeout_s > 0) t = std::min(t, s->req->arrival_s + options_.timeout_s);
     if (options_.queue_timeout_s > 0 && s->timeline->first_scheduled_s < 0)
       t = std::min(t, s->req->arrival_s + options_.queue_timeout_s);
@@ -156,7 +166,7 @@ void StepLoop::expire_timeouts() {
   };
   for (Seq* s : running_)
     if (late(s)) expired.push_back(s);
-  for (Seq* s : waiting_)
+  for (Seq* s : waiting_.items())
     if (late(s)) expired.push_back(s);
   for (Seq* s : expired) drop(s, RequestStatus::kAborted);
 }
@@ -223,7 +233,7 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
                                 : std::to_string(blocks_.blocks_needed(s->req->id, target))) +
                   " blocks, " + std::to_string(blocks_.free_blocks()) + " free");
     if (is_waiting) {
-      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+      unqueue(s);
       running_.push_back(s);
       s->where = Seq::Where::kRunning;
     }
@@ -450,7 +460,8 @@ RunResult StepLoop::run() {
   // A simulated device charges modelled seconds: its steps' time is the modelled time.
   if (device_.kind() == DeviceKind::kSim) {
     step_wall_s = modelled_s;
-    result_.timeline.draft_s = 0;  // drafting's host seconds are not part of the modelled time
+    // Drafting's host seconds are not part of the modelled time; a draft's modelled passes are.
+    result_.timeline.draft_s = static_cast<const SimDevice&>(device_).draft_seconds();
   }
   tl.step_wall_s = std::max(step_wall_s, timed);
   tl.time_s[static_cast<std::size_t>(TimeCategory::kFramework)] += tl.step_wall_s - timed;

@@ -1,6 +1,7 @@
 // Reading and checking published claims (see inferlab/reproduce.h, docs/reproductions.md).
 #include "inferlab/reproduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -303,7 +304,14 @@ double measure(const Claim& c, const Registry& registry) {
   if (c.quantity == "ratio") {
     const SimRun& run = sim_run(c, spec, registry, model);
     const std::string metric = name_arg(c, "metric");
-    return mean_metric(run.dir, name_arg(c, "numerator"), metric) / mean_metric(run.dir, name_arg(c, "denominator"), metric);
+    // Optionally each side times a second metric (e2e_ms_mean × time_linear_frac: a request's
+    // seconds in the linears).
+    const auto times = c.names.find("times");
+    const auto value = [&](const std::string& variant) {
+      const double v = mean_metric(run.dir, variant, metric);
+      return times == c.names.end() ? v : v * mean_metric(run.dir, variant, times->second);
+    };
+    return value(name_arg(c, "numerator")) / value(name_arg(c, "denominator"));
   }
   if (c.quantity == "difference") {
     const SimRun& run = sim_run(c, spec, registry, model);
@@ -326,6 +334,38 @@ double measure(const Claim& c, const Registry& registry) {
       }
     throw Error(c.file + ": no variant '" + variant + "'");
   }
+  if (c.quantity == "spec_speedup_over_theorem") {
+    // Output throughput of a speculative variant (Bernoulli(α) acceptance, its draft's passes
+    // charged by the draft's own shape) over the `denominator` variant's, divided by Theorem
+    // 3.8's E / (γc + 1) with c = the draft's one-token step over the target's, both at batch 1
+    // and `context` keys on the file's profile (bf16 weights: draft_quantization must be none).
+    const SimRun& run = sim_run(c, spec, registry, model);
+    const std::string variant = name_arg(c, "numerator");
+    for (const ResolvedVariant& v : run.plan.variants)
+      if (v.name == variant) {
+        if (v.stack.decoding.name != "speculative") throw Error(c.file + ": variant '" + variant + "' does not decode speculatively");
+        if (v.decoding.get_string("draft_quantization") != "none")
+          throw Error(c.file + ": variant '" + variant + "': the theorem's c is taken with bf16 weights; allowed: draft_quantization = none");
+        const double alpha = v.decoding.get_float("sim_accept_prob");
+        const int gamma = static_cast<int>(v.decoding.get_int("num_draft"));
+        const std::string draft_name = v.decoding.get_string("draft_model");
+        ModelConfig draft = model;
+        if (draft_name.empty()) {
+          const int layers = static_cast<int>(v.decoding.get_int("draft_layers"));
+          if (layers > 0) draft.n_layers = std::min(layers, model.n_layers);
+        } else {
+          draft = preset_config(draft_name);
+        }
+        SimOptions so = sim_options(spec.device, v.stack.attention.name, v.stack.quantization.name);
+        const int context = static_cast<int>(arg(c, "context"));
+        const double cost = sequence_step_cost(draft, so, 1, context).total() / sequence_step_cost(model, so, 1, context).total();
+        const double theorem = spec_expected_tokens(alpha, gamma) / (gamma * cost + 1);
+        const double measured = mean_metric(run.dir, variant, "throughput_out_tok_s") /
+                                mean_metric(run.dir, name_arg(c, "denominator"), "throughput_out_tok_s");
+        return measured / theorem;
+      }
+    throw Error(c.file + ": no variant '" + variant + "'");
+  }
   if (c.quantity == "tp_speedup") return tp_speedup(c, registry);
   if (c.quantity == "capacity_ratio") {
     if (spec.device.kind != "sim") throw Error(c.file + ": a capacity claim runs its experiment, which must be simulated");
@@ -333,7 +373,7 @@ double measure(const Claim& c, const Registry& registry) {
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +
               "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, difference, metric, "
-              "spec_tokens_over_eq1, attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, "
+              "spec_tokens_over_eq1, spec_speedup_over_theorem, attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, "
               "radix_dfs_optimal_fraction, attention_io_exponent, sarathi_max_decodes, quant_decode_speedup");
 }
 

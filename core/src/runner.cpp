@@ -82,6 +82,19 @@ SimOptions sim_options(const DeviceSpec& device, const std::string& attention, c
   return o;
 }
 
+SimOptions sim_options(const DeviceSpec& device, const std::string& attention_name, const std::string& quantization_name,
+                       const ModelConfig& model, Quantization& quantization, const Attention& attention) {
+  SimOptions o = sim_options(device, attention_name, quantization_name);
+  if (o.calibrated) return o;  // the measured stack already holds both strategies' costs
+  o.linears = sim_linears(quantization, model, o.weight_bytes);
+  const AttentionTraffic t = sim_attention_traffic(attention, model, attention_name);
+  o.attn_score_bytes = t.score_bytes;
+  o.attn_partial_bytes = t.partial_bytes;
+  o.attn_partial_bytes_per_key = t.partial_bytes_per_key;
+  o.attn_partial_max_rows = t.partial_max_rows;
+  return o;
+}
+
 std::string sim_device_description(const DeviceSpec& device) {
   if (!is_calibrated_profile(device.profile)) return hw_profile(device.profile).description;
   const std::string path = device.profile.substr(kCalibratedProfile.size());
@@ -162,6 +175,25 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
         if (!ruled.count(l.name)) own.push_back(l);
       check_group_size_fits(rv.quantization, own, v.stack.quantization.where + ": variant '" + v.name +
                                                       "': quantization '" + v.stack.quantization.name + "'");
+    }
+    if (device_kind == DeviceKind::kSim && !is_calibrated_profile(spec.device.profile)) {
+      // The simulator charges each strategy by what it declares: one it cannot charge is
+      // refused here, with the reason, not silently costed as the baseline.
+      const auto checked = [&](const PluginChoice& ch, PluginKind k, auto&& fn) {
+        try {
+          fn();
+        } catch (const Error& e) {
+          throw Error(ch.where + ": variant '" + v.name + "': " + plugin_kind_name(k) + " '" + ch.name +
+                      "' cannot run this: " + e.what());
+        }
+      };
+      checked(v.stack.quantization, PluginKind::kQuantization, [&] {
+        sim_linears(*make_variant_quantization(registry, rv, host), vmodel);
+      });
+      checked(v.stack.attention, PluginKind::kAttention, [&] {
+        sim_attention_traffic(*registry.create_attention(v.stack.attention.name, rv.attention, host), vmodel,
+                              v.stack.attention.name);
+      });
     }
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
@@ -296,6 +328,16 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   device->set_fuse(spec.device.fuse);  // cpu only (validated at the [device] line)
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = make_variant_quantization(cx.registry, v, *device, &weights);
+  std::shared_ptr<const SimOptions> sim_opts;
+  if (sim) {  // before the decoder: a speculative draft charges its passes by the same model
+    // Planned bytes are asked of the strategy on the host (its probe builds a linear there).
+    CpuDevice host(1);
+    sim_opts = std::make_shared<const SimOptions>(sim_options(spec.device, v.stack.attention.name,
+                                                              v.stack.quantization.name, weights.config,
+                                                              *make_variant_quantization(cx.registry, v, host, &weights),
+                                                              *attention));
+    static_cast<SimDevice&>(*device).set_options(sim_opts);
+  }
   auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
   auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
   // A simulated run never materialises the model: the executor needs only its config.
@@ -304,7 +346,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   EngineOptions eo;
   eo.kv = v.stack.kv;
   if (sim) {
-    const SimOptions so = sim_options(spec.device, v.stack.attention.name, v.stack.quantization.name);
+    const SimOptions& so = *sim_opts;
     executor = std::make_unique<SimExecutor>(weights.config, so, static_cast<SimDevice&>(*device));
     // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks or
     // kv.memory_mb says); a calibrated run sizes it as the real run on this machine does (the

@@ -2,8 +2,10 @@
 // one engine step, the host-memory SimDevice, and the SimExecutor that returns modelled step
 // durations and synthetic greedy logits.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "inferlab/batch.h"
 #include "inferlab/error.h"
@@ -26,6 +28,21 @@ double roofline(double flops, double bytes, const HwProfile& p, double efficienc
 
 double& at(StepCost& c, TimeCategory cat) { return c.seconds[static_cast<std::size_t>(cat)]; }
 
+// Rows of a step one unpacking of a quantized weight serves (a GEMM tile's rows): unpacking
+// is repeated for every kDequantRowTile rows.
+constexpr double kDequantRowTile = 128;
+
+// A linear (or the sum of a layer's) as its quantization stores and multiplies it: `params`
+// weights in `bytes`, `int8_params` of them on int8 tensor cores and the rest at the float
+// rate, `dequant_ops` unpacking ops per tile of rows, `act_bytes` of activations in and out.
+double linear_time(const HwProfile& p, double rows, double params, double bytes, double int8_params,
+                   double dequant_ops, double act_bytes, double tp) {
+  double compute = 2 * (params - int8_params) * rows / p.peak_flops;
+  if (int8_params > 0) compute += 2 * int8_params * rows / p.int8_ops;
+  if (dequant_ops > 0 && rows > 0) compute += dequant_ops * std::ceil(rows / kDequantRowTile) / p.vector_ops;
+  return std::max(compute / tp, (bytes + act_bytes) / tp / p.mem_bw) / p.eff_linear;
+}
+
 }  // namespace
 
 StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& batch) {
@@ -42,18 +59,31 @@ StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& b
   // Linears of one layer: q, k, v, o, gate, up, down. 2 FLOPs per weight per row; every weight
   // is read once per step; activations in and out: [rows, 6d + 2kv + 3h].
   const double lin_params = 2 * d * d + 2 * kv * d + 3 * h * d;
-  const double lin = roofline(2 * lin_params * rows / tp, (lin_params * wb + rows * (6 * d + 2 * kv + 3 * h) * ab) / tp,
-                              p, p.eff_linear);
+  const double lin_act = rows * (6 * d + 2 * kv + 3 * h) * ab;
+  const double lin = o.linears ? linear_time(p, rows, lin_params, o.linears->layer_bytes / layers,
+                                             o.linears->layer_int8_params / layers,
+                                             o.linears->layer_dequant_ops / layers, lin_act, tp)
+                               : roofline(2 * lin_params * rows / tp, (lin_params * wb + lin_act) / tp, p, p.eff_linear);
   // Attention of one layer: a row at position t attends to t + 1 keys; QK^T and PV cost 2 FLOPs
   // per (head, head_dim, key) each. Each sequence's K/V context is read once; q in, out out.
-  double keys = 0, kv_read = 0;
+  double keys = 0, kv_read = 0, split_rows = 0, split_keys = 0;
   for (int s = 0; s < batch.n_seqs(); ++s) {
     const double q = batch.query_start[static_cast<std::size_t>(s) + 1] - batch.query_start[static_cast<std::size_t>(s)];
     const double ctx = batch.context_len[static_cast<std::size_t>(s)];
-    keys += q * ctx - q * (q - 1) / 2;
+    const double k = q * ctx - q * (q - 1) / 2;
+    keys += k;
     kv_read += ctx * 2 * kv * kvb;
+    if (o.attn_partial_max_rows <= 0 || q <= o.attn_partial_max_rows) {
+      split_rows += q;
+      split_keys += k;
+    }
   }
-  const double att = roofline(4 * d * keys / tp, (kv_read + rows * 2 * d * ab) / tp, p, p.eff_attention);
+  // A strategy that materialises scores or merges partial results moves them too (declared by
+  // the attention plugin: Attention::traffic).
+  const double heads = m.n_heads;
+  const double extra = keys * heads * o.attn_score_bytes +
+                       heads * (split_rows * o.attn_partial_bytes + split_keys * o.attn_partial_bytes_per_key);
+  const double att = roofline(4 * d * keys / tp, (kv_read + rows * 2 * d * ab + extra) / tp, p, p.eff_attention);
   // Elementwise of one layer (bandwidth bound): 2 RMSNorms (in + out), RoPE on q and k, the
   // K/V write, 2 residual adds (x, y in, x out), SwiGLU (gate, up in, out).
   const double elt_bytes = rows * ((4 * d + 2 * (d + kv) + 6 * d + 3 * h) * ab + 2 * kv * kvb);
@@ -67,7 +97,9 @@ StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& b
   // Embedding gather, final norm on the logit rows, classifier [vocab, d] read once.
   at(c, TimeCategory::kNormRopeAct) += roofline(0, rows * d * ab + logit_rows * 2 * d * ab, p, p.eff_elementwise);
   at(c, TimeCategory::kLinear) +=
-      roofline(2 * vocab * d * logit_rows / tp, (vocab * d * wb + logit_rows * vocab * 4) / tp, p, p.eff_linear);
+      o.linears ? linear_time(p, logit_rows, vocab * d, o.linears->classifier_bytes, o.linears->classifier_int8_params,
+                              o.linears->classifier_dequant_ops, logit_rows * vocab * 4, tp)
+                : roofline(2 * vocab * d * logit_rows / tp, (vocab * d * wb + logit_rows * vocab * 4) / tp, p, p.eff_linear);
   at(c, TimeCategory::kFramework) += 3 * p.launch_s;
   // Pipeline parallel, one batch in flight (the engine runs one step at a time): the stages run
   // one after another, so the step's compute is unchanged and (pp - 1) activation sends are
@@ -77,6 +109,15 @@ StepCost step_cost(const ModelConfig& m, const SimOptions& o, const StepBatch& b
   return c;
 }
 
+StepCost sequence_step_cost(const ModelConfig& m, const SimOptions& o, int new_tokens, int context) {
+  thread_local StepBatch b;
+  b.tokens.assign(static_cast<std::size_t>(new_tokens), 0);
+  b.query_start = {0, new_tokens};
+  b.context_len = {context};
+  b.logit_rows = {new_tokens - 1};
+  return step_cost(m, o, b);
+}
+
 double kv_bytes_per_token(const ModelConfig& m, const SimOptions& o) {
   if (o.calibrated) return o.calibrated->kv_bytes_per_token;
   return 2.0 * m.n_layers * m.n_kv_heads * m.head_dim() * o.kv_bytes / (o.tp * o.pp);
@@ -84,7 +125,16 @@ double kv_bytes_per_token(const ModelConfig& m, const SimOptions& o) {
 
 double sim_weight_bytes(const ModelConfig& m, const SimOptions& o) {
   if (o.calibrated) return o.calibrated->weight_bytes;
-  return static_cast<double>(m.parameter_count()) * o.weight_bytes / (o.tp * o.pp);
+  if (!o.linears) return static_cast<double>(m.parameter_count()) * o.weight_bytes / (o.tp * o.pp);
+  // Norms (and biases) at weight_bytes, the linears as their strategy stores them.
+  const double d = m.dim, vocab = m.vocab_size;
+  const double linear_params = m.n_layers * (2 * d * d + 2 * static_cast<double>(m.kv_dim()) * d +
+                                             3 * static_cast<double>(m.hidden_dim) * d) +
+                               vocab * d * (m.tied_classifier ? 1 : 2);
+  const SimLinears& l = *o.linears;
+  return ((static_cast<double>(m.parameter_count()) - linear_params) * o.weight_bytes + l.layer_bytes +
+          l.classifier_bytes + l.embedding_bytes) /
+         (o.tp * o.pp);
 }
 
 int sim_kv_blocks(const ModelConfig& m, const SimOptions& o, int block_size, double mem_fraction) {
@@ -118,6 +168,13 @@ void SimDevice::charge(const StepCost& cost) {
   for (std::size_t c = 0; c < cost.seconds.size(); ++c) times_.seconds[c] += cost.seconds[c];
 }
 
+void SimDevice::charge_draft(const StepCost& cost) {
+  for (std::size_t c = 0; c < cost.seconds.size(); ++c) pending_draft_.seconds[c] += cost.seconds[c];
+  draft_seconds_ += cost.total();
+}
+
+StepCost SimDevice::take_draft_cost() { return std::exchange(pending_draft_, StepCost{}); }
+
 namespace {
 [[noreturn]] void no_ops(const char* op) {
   throw Error(std::string("sim device: '") + op + "' is not available in simulation (no model runs; a plugin called a device op)");
@@ -147,7 +204,9 @@ SimExecutor::SimExecutor(ModelConfig model, SimOptions options, SimDevice& devic
 
 std::uint64_t SimExecutor::weight_bytes() const {
   if (options_.calibrated) return static_cast<std::uint64_t>(options_.calibrated->weight_bytes);
-  return static_cast<std::uint64_t>(static_cast<double>(model_.parameter_count()) * options_.weight_bytes);
+  SimOptions whole = options_;  // every device's share
+  whole.tp = whole.pp = 1;
+  return static_cast<std::uint64_t>(sim_weight_bytes(model_, whole));
 }
 
 std::uint64_t SimExecutor::kv_bytes_per_block(int block_size) const {
@@ -163,6 +222,9 @@ double SimExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> c
         options_.calibrated ? static_cast<double>(copies.size()) * options_.calibrated->block_copy_s
                             : bytes / options_.profile.mem_bw / options_.profile.eff_elementwise;
   }
+  // A speculative draft's passes for this step ran before it, one after another.
+  const StepCost draft = device_.take_draft_cost();
+  for (std::size_t c = 0; c < cost.seconds.size(); ++c) cost.seconds[c] += draft.seconds[c];
   device_.charge(cost);
   // Synthetic logits: all mass on next_token(row's token, row's position).
   const std::size_t vocab = static_cast<std::size_t>(logits_config_.vocab_size);

@@ -4,13 +4,13 @@
 // per-step KV memory breakdown.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "inferlab/block_manager.h"
 #include "inferlab/engine.h"
+#include "waiting_queue.h"
 
 namespace inferlab::detail {
 
@@ -28,6 +28,9 @@ struct Seq {
   const Request* req = nullptr;
   Where where = Where::kNotArrived;
   long long scheduled_in = -1;  // the last step (StepLoop::step_index_) that scheduled it
+  // While waiting with a prefix-cache hit: its slots past its final length (constant while it
+  // waits), counted in StepLoop::waiting_past_final_ instead of walking the queue each step.
+  long long waiting_past_final = 0;
   std::vector<int> tokens;  // prompt + generated (a branching request: its first live branch's)
   int num_computed = 0;     // tokens whose K/V are in the cache (every live branch alike)
   int generated = 0;
@@ -90,6 +93,10 @@ class StepLoop {
   // The step's KV memory breakdown beyond the stats (step_loop_kv_breakdown.cpp): reserved
   // slots no token will ever be written to, and free slots no waiting request can use.
   void measure_kv_breakdown(StepTimeline& st) const;
+  // Slots of the request's K/V past the last position it will ever write (internal fragmentation).
+  long long slots_past_final(const Seq& s) const;
+  // Takes a waiting request out of the queue (admitted or dropped).
+  void unqueue(Seq* s);
 
   // Branching (step_loop_branches.cpp). A request is in its branched phase once its first
   // token exists; before that it is one sequence under its own id, like any other.
@@ -122,7 +129,8 @@ class StepLoop {
   std::vector<Seq> seqs_;
   std::unordered_map<int, Seq*> by_id_;
   std::vector<std::size_t> order_;   // request indices by arrival
-  std::deque<Seq*> waiting_;         // arrived, not admitted (preempted ones pushed to the front)
+  WaitingQueue waiting_;             // arrived, not admitted (preempted ones pushed to the front)
+  long long waiting_past_final_ = 0; // Σ Seq::waiting_past_final over the queue
   std::vector<Seq*> running_;        // admission order
   std::size_t next_arrival_ = 0, finished_ = 0;
   double now_ = 0;
@@ -133,7 +141,7 @@ class StepLoop {
   std::vector<float> logits_;
   std::vector<Work> work_;
   std::vector<BlockCopy> copies_;
-  std::vector<SeqView> running_views_, waiting_views_;
+  std::vector<SeqView> running_views_;
   std::vector<int> accepted_;
   std::vector<BranchStep> next_branches_;
   // The step's emitted tokens: request `seq` emitted emitted_tokens_[begin, end).

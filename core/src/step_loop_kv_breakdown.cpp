@@ -9,27 +9,31 @@
 
 namespace inferlab::detail {
 
-void StepLoop::measure_kv_breakdown(StepTimeline& st) const {
+long long StepLoop::slots_past_final(const Seq& s) const {
   const int bs = kv_config_.block_size;
   long long internal = 0;
   // Slots of one K/V sequence past the last position its request will ever write: prompt +
   // max_output - 1 (the last output token is never fed back).
-  auto past_final = [&](int kv, const Seq& s) {
+  auto past_final = [&](int kv) {
     if (!blocks_.has(kv)) return;
     const int final_len = static_cast<int>(s.req->prompt.size()) + s.req->max_output - 1;
     const int cap = static_cast<int>(blocks_.block_table(kv).size()) * bs;
     internal += std::max(0, cap - std::max(final_len, blocks_.length(kv)));
   };
-  auto add = [&](const Seq* s) {
-    if (width_ > 0 && !s->branches.empty())
-      for (const Branch& b : s->branches) past_final(b.kv, *s);
-    else
-      past_final(s->req->id, *s);
-  };
-  for (const Seq* s : running_) add(s);
-  // Only a prefix-cache hit holds blocks while it waits (and a long queue is not walked per step).
-  if (kv_config_.prefix_caching)
-    for (const Seq* s : waiting_) add(s);
+  if (width_ > 0 && !s.branches.empty())
+    for (const Branch& b : s.branches) past_final(b.kv);
+  else
+    past_final(s.req->id);
+  return internal;
+}
+
+void StepLoop::measure_kv_breakdown(StepTimeline& st) const {
+  const int bs = kv_config_.block_size;
+  long long internal = 0;
+  for (const Seq* s : running_) internal += slots_past_final(*s);
+  // Only a prefix-cache hit holds blocks while it waits: its share is kept as it enters and
+  // leaves the queue (constant meanwhile), so a long queue is not walked per step.
+  internal += waiting_past_final_;
   // Branches share blocks: never count more than the reserved slots left beyond token states.
   const long long spare = static_cast<long long>(st.kv_blocks_reserved) * bs - st.kv_tokens;
   st.kv_slots_internal = std::clamp(internal, 0LL, std::max(0LL, spare));

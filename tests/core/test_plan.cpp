@@ -18,12 +18,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string plan_error(const std::string& name, const std::string& text) {
+// The plan's error ("" when it plans), plugins from the build and `test_plugins` folders of
+// tests/plugins.
+std::string plan_error(const std::string& name, const std::string& text, const std::string& test_plugins = "") {
   fs::path dir = fs::temp_directory_path() / "inferlab_plan_tests";
   fs::create_directories(dir);
   const fs::path p = dir / name;
   std::ofstream(p) << text;
-  Registry reg({testing::plugin_dir()});
+  std::vector<std::string> dirs = {testing::plugin_dir()};
+  if (!test_plugins.empty()) dirs.push_back(testing::binary_dir() + "/test_plugins/" + test_plugins);
+  Registry reg(dirs);
   const ExperimentSpec spec = load_experiment(p.string(), {});
   try {
     plan_experiment(spec, reg, experiment_model_config(spec.model));
@@ -140,6 +144,24 @@ TEST(Plan, RunCountsFailedRows) {
   EXPECT_EQ(outcome.rows, 4u);  // 2 variants x 2 repeats
   EXPECT_EQ(outcome.failed, 2u);
   EXPECT_TRUE(fs::exists(fs::path(outcome.dir) / "metrics.csv"));
+}
+
+// The simulator charges an attention or quantization by what it declares (docs/simulation.md,
+// "What a strategy costs"); one that declares nothing is refused on sim, and runs on the CPU.
+TEST(Plan, StrategiesTheSimulatorCannotChargeAreRefusedOnSimWithTheReason) {
+  const auto with = [](const std::string& device, const std::string& variant) {
+    return "[model]\npreset = \"stories260k\"\n[device]\nkind = \"" + device +
+           "\"\n[workload]\nnum_requests = 2\n[[variant]]\nname = \"v\"\n" + variant + "\n";
+  };
+  const std::string att = plan_error("undeclared.toml", with("sim", "attention = \"undeclared_attention\""), "undeclared");
+  EXPECT_NE(att.find("attention 'undeclared_attention' cannot run this"), std::string::npos) << att;
+  EXPECT_NE(att.find("declares no memory traffic"), std::string::npos) << att;
+  const std::string quant =
+      plan_error("undeclared.toml", with("sim", "quantization = \"undeclared_quantization\""), "undeclared");
+  EXPECT_NE(quant.find("quantization 'undeclared_quantization' cannot run this"), std::string::npos) << quant;
+  EXPECT_NE(quant.find("declares no arithmetic"), std::string::npos) << quant;
+  EXPECT_EQ(plan_error("undeclared.toml", with("cpu", "attention = \"undeclared_attention\""), "undeclared"), "");
+  EXPECT_EQ(plan_error("undeclared.toml", with("cpu", "quantization = \"undeclared_quantization\""), "undeclared"), "");
 }
 
 }  // namespace

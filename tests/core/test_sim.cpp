@@ -189,6 +189,7 @@ TEST(SimEngine, BernoulliDraftsYieldEquationOneTokensPerStep) {
   int k = 0;
   for (double alpha : {0.5, 0.8}) {
     SimDevice dev;
+    dev.set_options(std::make_shared<const SimOptions>(o));  // the draft's passes are charged by it
     SimExecutor ex(m, o, dev);
     ModelWeights w;
     w.config = m;

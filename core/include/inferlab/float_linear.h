@@ -43,6 +43,9 @@ class NoQuantization : public Quantization {
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 
+  // The model's own weights (a simulated GPU serves them in bf16).
+  LinearArithmetic arithmetic(const std::string&, const ModelConfig&) const override { return {true, true, false, 0}; }
+
  private:
   Device* device_;
 };

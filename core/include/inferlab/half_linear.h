@@ -48,6 +48,9 @@ class HalfQuantization : public Quantization {
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 
+  // Two bytes per weight (planned_bytes), multiplied at the float tensor rate as they are.
+  LinearArithmetic arithmetic(const std::string&, const ModelConfig&) const override { return {true, false, false, 0}; }
+
  private:
   cpu::HalfFormat format_;
   Device& device_;

@@ -36,8 +36,10 @@ namespace inferlab {
 // blocks, ModelWeights::table_blocks), a preset's as seeds (LayerWeights::seeded,
 // ModelWeights::table_seeded), read by ModelWeights::source_blocks(name) / matrix(name);
 // Quantization::needs_values (a strategy that runs the blocks skips their dequantisation) and
-// Quantization::planned_bytes (the memory estimate's size of a linear).
-inline constexpr int kPluginAbiVersion = 6;
+// Quantization::planned_bytes (the memory estimate's size of a linear). 7: what the simulator
+// charges a strategy: Quantization::arithmetic (LinearArithmetic) and Attention::traffic
+// (AttentionTraffic), new virtuals.
+inline constexpr int kPluginAbiVersion = 7;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

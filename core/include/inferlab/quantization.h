@@ -92,6 +92,22 @@ struct LinearCalibration {
   int sample_rows = 0;
 };
 
+// How a strategy's linear multiplies, as the simulator charges it (docs/simulation.md, "What a
+// strategy costs"); what the linear reads is planned_bytes. A strategy that does not declare it
+// (the default) cannot be simulated: `validate` refuses it on [device] kind = "sim".
+struct LinearArithmetic {
+  bool declared = false;
+  // Unquantised: the model's own weights, which a simulated GPU serves in bf16 (planned_bytes
+  // is the CPU's fp32 then, and not what the simulator charges).
+  bool native = false;
+  // The multiply runs on int8 tensor cores (W8A8, W4A8: activations quantised per row); false:
+  // at the float (bf16) tensor rate, weights unpacked to float first when quantized.
+  bool int8_mma = false;
+  // Scalar ops per weight to unpack it (shift, mask, subtract a zero point, scale) before the
+  // multiply; done once per weight for every 128 rows of a step (a GEMM tile's rows).
+  double dequant_ops = 0;
+};
+
 class Quantization {
  public:
   virtual ~Quantization() = default;
@@ -122,6 +138,12 @@ class Quantization {
   virtual std::uint64_t planned_bytes(const std::string& name, int out, int in, const ModelConfig& model);
   // What to collect for make_linear; nothing by default.
   virtual CalibrationNeeds calibration_needs() const { return {}; }
+  // How linear `name` of `model` multiplies (see LinearArithmetic); undeclared by default.
+  virtual LinearArithmetic arithmetic(const std::string& name, const ModelConfig& model) const {
+    (void)name;
+    (void)model;
+    return {};
+  }
 };
 
 }  // namespace inferlab

@@ -81,6 +81,9 @@ class RuledQuantization : public Quantization {
   std::uint64_t planned_bytes(const std::string& name, int out, int in, const ModelConfig& model) override {
     return strategy_for(name).planned_bytes(name, out, in, model);
   }
+  LinearArithmetic arithmetic(const std::string& name, const ModelConfig& model) const override {
+    return strategy_for(name).arithmetic(name, model);
+  }
   // The strategy that builds linear `name`.
   Quantization& strategy_for(const std::string& name) const;
 

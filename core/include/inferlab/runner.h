@@ -52,6 +52,11 @@ ModelConfig experiment_model_config(const ModelSpec& spec);
 // attention and quantization (a calibrated profile holds one fit per stack; Error when absent).
 struct SimOptions;
 SimOptions sim_options(const DeviceSpec& device, const std::string& attention, const std::string& quantization);
+// ... and, unless the profile is calibrated, what the variant's strategies cost: each linear's
+// bytes and arithmetic (sim_linears) and the attention's traffic. Error naming a strategy the
+// simulator cannot charge.
+SimOptions sim_options(const DeviceSpec& device, const std::string& attention_name, const std::string& quantization_name,
+                       const ModelConfig& model, Quantization& quantization, const Attention& attention);
 // What a simulated run's device is called in reports.
 std::string sim_device_description(const DeviceSpec& device);
 // Float weights (and the tokenizer when the checkpoint has one) for the experiment.

@@ -5,9 +5,11 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "inferlab/attention.h"
 #include "inferlab/engine.h"
 #include "inferlab/sim_cost_model.h"
 
@@ -18,6 +20,8 @@ struct HwProfile {
   std::string name;            // "h100"
   std::string description;     // "NVIDIA H100 SXM5 80GB"
   double peak_flops = 0;       // dense bf16/fp16 tensor FLOP/s (no sparsity)
+  double int8_ops = 0;         // dense int8 tensor ops/s (W8A8 multiplies)
+  double vector_ops = 0;       // fp32/int32 ops/s off the tensor cores (unpacking quantized weights)
   double mem_bw = 0;           // HBM bytes/s
   double mem_bytes = 0;        // HBM capacity
   double link_bw = 0;          // GPU-to-GPU link (NVLink, or a NIC) bytes/s per direction per GPU
@@ -32,6 +36,27 @@ struct HwProfile {
 const HwProfile& hw_profile(const std::string& name);
 std::vector<std::string> hw_profile_names();
 
+class Quantization;
+
+// The model's linears as a variant's quantization stores and multiplies them, summed over the
+// whole model (one device holds 1 / (tp · pp) of it): Quantization::planned_bytes and
+// Quantization::arithmetic of every linear (sim_linears).
+struct SimLinears {
+  double layer_bytes = 0;             // every layer's q, k, v, o, gate, up, down
+  double layer_int8_params = 0;       // of their parameters, those multiplied on int8 tensor cores
+  double layer_dequant_ops = 0;       // Σ parameters × unpacking ops per weight
+  double classifier_bytes = 0, classifier_int8_params = 0, classifier_dequant_ops = 0;
+  double embedding_bytes = 0;         // an untied table: rows gathered, never multiplied
+};
+
+// The linears of `model` under `quant` (a RuledQuantization answers per linear): bytes from
+// planned_bytes, except an unquantised ("native") linear, which a simulated GPU holds in
+// `native_bytes` per weight (bf16: 2). Throws Error naming the first linear whose strategy does
+// not declare its arithmetic.
+SimLinears sim_linears(Quantization& quant, const ModelConfig& model, double native_bytes = 2);
+// attention.traffic(head_dim), or Error naming `name` when it declares none.
+AttentionTraffic sim_attention_traffic(const Attention& attention, const ModelConfig& model, const std::string& name);
+
 struct SimOptions {
   HwProfile profile;
   int tp = 1;              // tensor parallel: per-layer work / tp, two ring all-reduces per layer
@@ -39,6 +64,14 @@ struct SimOptions {
   double weight_bytes = 2; // bytes per weight (bf16; a quantized format's bytes with its scales)
   int act_bytes = 2;       // bytes per activation value
   int kv_bytes = 2;        // bytes per K/V value
+  // The variant's linears (sim_linears); unset: every weight weight_bytes, multiplied at the
+  // float rate, nothing to unpack.
+  std::optional<SimLinears> linears;
+  // The attention strategy's traffic beyond Q, K/V and the output (Attention::traffic, whose
+  // fields these are). All 0: a tiled online softmax.
+  double attn_score_bytes = 0;
+  double attn_partial_bytes = 0, attn_partial_bytes_per_key = 0;
+  int attn_partial_max_rows = 0;
   int kernels_per_layer = 12;  // launches per layer: 2 norms, q/k/v, rope, kv write, attention,
                                // o, 2 adds, gate/up, act, down (fused counts as 12 here)
   // A calibrated cost model of one plugin stack (`profile = "calibrated:PATH"`): when set, a
@@ -58,6 +91,9 @@ struct StepCost {
 // for every op class time = max(flops / peak, bytes / bw) / efficiency. Pure: tests check it
 // against hand arithmetic.
 StepCost step_cost(const ModelConfig& model, const SimOptions& options, const StepBatch& batch);
+// The cost of a step of one sequence: `new_tokens` rows ending at context `context`, logits for
+// the last (a speculative draft's pass).
+StepCost sequence_step_cost(const ModelConfig& model, const SimOptions& options, int new_tokens, int context);
 
 // KV bytes per token on one device for this model: 2 (K and V) × layers × kv_heads × head_dim
 // × kv_bytes / (tp × pp) (heads split over tp, layers over pp stages); calibrated: what the
@@ -75,6 +111,10 @@ int sim_kv_blocks(const ModelConfig& model, const SimOptions& options, int block
 class SimDevice final : public Device {
  public:
   explicit SimDevice(std::string description = "sim");
+  // The run's cost model, for strategies that charge work of their own (a speculative draft's
+  // passes); null until set_options.
+  void set_options(std::shared_ptr<const SimOptions> options) { options_ = std::move(options); }
+  const SimOptions* options() const { return options_.get(); }
   DeviceKind kind() const override { return DeviceKind::kSim; }
   std::string describe() const override { return description_; }
   void* allocate(std::size_t bytes) override;
@@ -87,6 +127,11 @@ class SimDevice final : public Device {
   double timer_overhead_s() const override { return 0; }
   // Adds modelled seconds to the categories (the executor calls it once per step).
   void charge(const StepCost& cost);
+  // A draft model's modelled seconds, run before the step's target pass: the executor adds them
+  // to the step it executes next (take_draft_cost), and they count as drafting time.
+  void charge_draft(const StepCost& cost);
+  StepCost take_draft_cost();
+  double draft_seconds() const { return draft_seconds_; }  // over the run so far
 
   void embedding(const float*, const int*, int, int, float*) override;
   void rmsnorm(const float*, const float*, float*, int, int, float) override;
@@ -100,6 +145,9 @@ class SimDevice final : public Device {
 
  private:
   std::string description_;
+  std::shared_ptr<const SimOptions> options_;
+  StepCost pending_draft_;
+  double draft_seconds_ = 0;
 };
 
 // The logits width of a simulated run: synthetic tokens are drawn from [3, kSimVocab) (or the

@@ -24,6 +24,8 @@ class FlashAttention final : public Attention {
   // Work items (sequence, kv head, query-row tile) are split over the pool's threads.
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
                Device& device) override;
+  // Online softmax over K/V tiles: scores stay on chip; nothing beyond Q, K/V and the output.
+  AttentionTraffic traffic(int) const override { return {true, 0, 0}; }
 
   int tile() const { return tile_; }
   int query_rows() const { return query_rows_; }

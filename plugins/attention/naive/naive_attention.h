@@ -13,6 +13,9 @@ class NaiveAttention final : public Attention {
   // Work items (row, head) are split over the pool's threads.
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
                Device& device) override;
+  // Materialises every score row: S and P in fp32, each written and read back (16 bytes per
+  // row, head and key).
+  AttentionTraffic traffic(int) const override { return {true, 16, 0}; }
 
  private:
 #if INFERLAB_HAVE_CUDA

@@ -37,6 +37,15 @@ class SplitKAttention final : public Attention {
   // least min_split_tokens tokens (but at least 1); never more than the context length.
   std::vector<int> plan(const AttentionBatch& batch, int threads) const;
 
+  // No score rows; each split of a sequence of at most max_query_rows rows leaves a partial
+  // (head_dim outputs, running max and denominator, fp32) written and read back by the merge:
+  // `splits` per (row, head), or with automatic splits one per min_split_tokens keys.
+  AttentionTraffic traffic(int head_dim) const override {
+    const double partial = (head_dim + 2) * 4.0 * 2;
+    if (splits_ > 0) return {true, 0, splits_ * partial, 0, max_query_rows_};
+    return {true, 0, 0, partial / min_split_tokens_, max_query_rows_};
+  }
+
   int splits() const { return splits_; }
   int min_split_tokens() const { return min_split_tokens_; }
   int max_query_rows() const { return max_query_rows_; }

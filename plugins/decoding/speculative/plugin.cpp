@@ -3,6 +3,7 @@
 
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
+#include "inferlab/float_linear.h"
 #include "inferlab/plugin.h"
 #include "inferlab/registry.h"
 #include "inferlab/sampling.h"
@@ -22,6 +23,19 @@ inferlab::plugins::SpeculativeParams params_of(const inferlab::Params& p) {
   s.draft_quantization = p.get_string("draft_quantization");
   s.adaptive = p.get_bool("adaptive");
   return s;
+}
+
+// The draft's shape: the target's first draft_layers layers (self-draft), or draft_model's.
+inferlab::ModelConfig sim_draft_config(const inferlab::plugins::SpeculativeParams& s, const inferlab::ModelConfig& target) {
+  using namespace inferlab;
+  if (s.draft_model.empty()) {
+    ModelConfig c = target;
+    if (s.draft_layers > 0) c.n_layers = std::min(s.draft_layers, target.n_layers);
+    return c;
+  }
+  const auto presets = preset_names();
+  return std::find(presets.begin(), presets.end(), s.draft_model) != presets.end() ? preset_config(s.draft_model)
+                                                                                      : read_model_config(s.draft_model);
 }
 
 inferlab::PluginDescriptor describe() {
@@ -86,8 +100,31 @@ inferlab::PluginDescriptor describe() {
       const double alpha = ctx.params.get_float("sim_accept_prob");
       if (alpha <= 0.0) throw Error("decoding 'speculative' on a simulated device needs sim_accept_prob > 0");
       if (ctx.weights == nullptr) throw Error("decoding 'speculative' in simulation needs the run's model config");
-      return std::make_unique<plugins::SimulatedDraftDecoder>(static_cast<int>(ctx.params.get_int("num_draft")), alpha,
-                                                              std::min(ctx.weights->config.vocab_size, kSimVocab));
+      auto& sim = static_cast<SimDevice&>(ctx.device);
+      if (sim.options() == nullptr)
+        throw Error("decoding 'speculative' in simulation needs the run's cost model (SimDevice::set_options) to "
+                    "charge its draft");
+      const auto s = params_of(ctx.params);
+      const ModelConfig draft = sim_draft_config(s, ctx.weights->config);
+      SimOptions options = *sim.options();
+      if (options.calibrated)
+        throw Error("decoding 'speculative' cannot charge its draft under a calibrated profile (the fit is of the "
+                    "target's steps only); use a hardware profile");
+      // The draft's linears as draft_quantization stores them (asked on the host, where its
+      // planned_bytes probe can build a linear).
+      CpuDevice host(1);
+      std::shared_ptr<Quantization> quant = std::make_shared<NoQuantization>(&host);
+      if (s.draft_quantization != "none") {
+        if (ctx.registry == nullptr) throw Error("decoding 'speculative': draft_quantization needs the plugin registry");
+        quant = ctx.registry->create_quantization(
+            s.draft_quantization,
+            ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, {}, "decoding 'speculative' draft_quantization"),
+            host);
+      }
+      options.linears = sim_linears(*quant, draft, options.weight_bytes);
+      return std::make_unique<plugins::SimulatedDraftDecoder>(s.num_draft, alpha,
+                                                              std::min(ctx.weights->config.vocab_size, kSimVocab), sim,
+                                                              draft, options);
     }
     if (ctx.weights == nullptr || ctx.attention == nullptr)
       throw Error("decoding 'speculative' needs the run's model weights and attention to build its draft");

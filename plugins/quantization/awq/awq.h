@@ -67,6 +67,13 @@ class AwqQuantization : public Quantization {
                                       const LinearCalibration* calib) override;
   CalibrationNeeds calibration_needs() const override;
 
+  // quantization/int4's weight-only format: nibbles unpacked, offset and scaled (3 ops per
+  // weight) for a float multiply; a skipped classifier is fp32.
+  LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
+    if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
+    return {true, false, false, 3};
+  }
+
  private:
   AwqOptions options_;
   bool skip_classifier_;

@@ -178,6 +178,13 @@ std::uint64_t GgufQuantization::planned_bytes(const std::string& name, int out, 
   return (padded * 37 + 35) / 36;  // Q4_K's 148 per 144 and Q5_K's 180 per 176 are below 37/36
 }
 
+LinearArithmetic GgufQuantization::arithmetic(const std::string& name, const ModelConfig& model) const {
+  const std::optional<GgmlType> type = native_type(model, name);
+  if (!type || !ggml_type_is_quantized(*type)) return {true, true, false, 0};
+  const bool k_quant = *type == GgmlType::kQ4_K || *type == GgmlType::kQ5_K || *type == GgmlType::kQ6_K;
+  return {true, false, int8_activations_, k_quant ? 5.0 : 3.0};
+}
+
 std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                       int in) {
   if (weights_ != nullptr) {

@@ -87,6 +87,11 @@ class GgufQuantization : public Quantization {
   // blocks (packed: rows padded to 32, K-quant scales widened, bounded by 37/36), else fp32.
   std::uint64_t planned_bytes(const std::string& name, int out, int in, const ModelConfig& model) override;
 
+  // A linear on its stored blocks: unpacked per block (3 ops per weight for Q4_0/Q4_1/Q8_0, 5
+  // for the K-quants' sub-block scales) for a float multiply, or for an int8 one with int8
+  // activations; a float tensor runs as the model's own weights.
+  LinearArithmetic arithmetic(const std::string& name, const ModelConfig& model) const override;
+
  private:
   const ModelWeights* weights_;
   bool int8_activations_;

@@ -68,6 +68,12 @@ class Int8Quantization : public Quantization {
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
 
+  // W8A8 on int8 tensor cores; weight-only: each weight converted and scaled (2 ops), then a
+  // float multiply.
+  LinearArithmetic arithmetic(const std::string&, const ModelConfig&) const override {
+    return int8_activations_ ? LinearArithmetic{true, false, true, 0} : LinearArithmetic{true, false, false, 2};
+  }
+
  private:
   bool int8_activations_ = false;
   Device* device_ = nullptr;

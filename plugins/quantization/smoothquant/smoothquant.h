@@ -69,6 +69,13 @@ class SmoothQuantQuantization : public Quantization {
                                       const LinearCalibration* calib) override;
   CalibrationNeeds calibration_needs() const override;
 
+  // W8A8 on int8 tensor cores; without quantize (smoothing only) or for a skipped classifier,
+  // fp32 weights.
+  LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
+    if (!quantize_ || (skip_classifier_ && name == "classifier")) return {true, true, false, 0};
+    return {true, false, true, 0};
+  }
+
  private:
   double alpha_;
   bool quantize_, skip_classifier_;
