@@ -79,6 +79,7 @@ std::string stories() { return testing::data_path("models/stories260K/stories260
 struct SpecRun {
   RunResult result;
   int draft_free = 0, draft_total = 0;
+  long long draft_forwards = 0;
 };
 
 SpecRun run_speculative(const ModelWeights& w, const std::vector<Request>& reqs, const SpeculativeParams& p) {
@@ -95,6 +96,7 @@ SpecRun run_speculative(const ModelWeights& w, const std::vector<Request>& reqs,
   run.result = Engine(model, attention, sched, dec, eo).run(reqs);
   run.draft_free = dec.draft_free_blocks();
   run.draft_total = dec.draft_total_blocks();
+  run.draft_forwards = dec.draft_forwards();
   return run;
 }
 
@@ -188,6 +190,31 @@ TEST(Speculative, GreedyIsLosslessOnSmolLM2ForInt4AndTruncatedDrafts) {
     EXPECT_GT(got.timeline.spec_proposed, 0);
     EXPECT_EQ(dec.draft_free_blocks(), dec.draft_total_blocks());
   }
+}
+
+// The three stories decode side by side (max_batch 8): each step's draft passes run all of them
+// as one batch, so a step makes at most γ draft forwards whatever the batch — one sequence at a
+// time it made one per proposed draft, about three times as many — and the output is still
+// exactly the plain greedy one.
+TEST(Speculative, DraftPassesOfAStepRunAsOneBatch) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  const auto reqs = testing::story_requests(*m.tokenizer, 40);
+  SpeculativeParams one;
+  one.num_draft = 1;
+  one.draft_layers = 0;  // γ 1 with the target itself as the draft: always accepted, the greedy tokens
+  const SpecRun want = run_speculative(m.weights, reqs, one);
+  SpeculativeParams p;
+  p.num_draft = 4;
+  p.draft_layers = 1;
+  const SpecRun got = run_speculative(m.weights, reqs, p);
+  EXPECT_EQ(got.result.outputs, want.result.outputs);
+  const long long steps = static_cast<long long>(got.result.timeline.steps.size());
+  EXPECT_GT(got.draft_forwards, 0);
+  EXPECT_LE(got.draft_forwards, p.num_draft * steps);
+  // One sequence at a time, every proposed draft costs its own pass.
+  EXPECT_LT(2 * got.draft_forwards, got.result.timeline.spec_proposed);
+  EXPECT_EQ(got.draft_free, got.draft_total);
 }
 
 // Sampling: seeded runs repeat, drafts are accepted sometimes, and the draft's time shows.
