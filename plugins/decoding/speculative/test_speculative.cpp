@@ -217,6 +217,45 @@ TEST(Speculative, DraftPassesOfAStepRunAsOneBatch) {
   EXPECT_EQ(got.draft_free, got.draft_total);
 }
 
+double metric_of(const MetricRow& row, const std::string& name) {
+  for (const auto& [n, v] : row)
+    if (n == name) return v;
+  ADD_FAILURE() << "no metric " << name;
+  return 0;
+}
+
+// The row's Theorem 3.8 prediction from the timeline's counts: γ̄ = 40 drafts / 10 drafting
+// steps = 4, α = 32 / 40 = 0.8, a draft pass 0.2 s / 10 / 4 = 5 ms against a verify step of
+// 1.0 s / 10 = 100 ms (c = 0.05): E = (1 − 0.8^5) / 0.2 = 3.3616 and E / (4 · 0.05 + 1).
+TEST(Speculative, RowsReportTheoremThreeEightFromTheMeasuredCosts) {
+  RunTimeline tl;
+  tl.spec_proposed = 40;
+  tl.spec_accepted = 32;
+  tl.spec_seq_steps = 10;
+  tl.spec_steps = 10;
+  tl.spec_verify_s = 1.0;
+  tl.draft_s = 0.2;
+  const MetricRow row = compute_metrics(tl, {});
+  EXPECT_DOUBLE_EQ(metric_of(row, "spec_gamma_mean"), 4.0);
+  EXPECT_NEAR(metric_of(row, "spec_draft_ms"), 5.0, 1e-9);
+  EXPECT_NEAR(metric_of(row, "spec_verify_ms"), 100.0, 1e-9);
+  EXPECT_NEAR(metric_of(row, "spec_cost_ratio"), 0.05, 1e-12);
+  EXPECT_NEAR(metric_of(row, "spec_predicted_speedup"), 3.3616 / 1.2, 1e-9);
+  // A real run fills them in: the draft's time is charged in the row.
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  SpeculativeParams p;
+  p.num_draft = 3;
+  p.draft_layers = 1;
+  const SpecRun run = run_speculative(m.weights, testing::story_requests(*m.tokenizer, 20), p);
+  const MetricRow real = compute_metrics(run.result.timeline, {});
+  EXPECT_GT(metric_of(real, "spec_draft_ms"), 0.0);
+  EXPECT_GT(metric_of(real, "spec_verify_ms"), 0.0);
+  EXPECT_GT(metric_of(real, "spec_predicted_speedup"), 0.0);
+  EXPECT_GT(metric_of(real, "spec_gamma_mean"), 1.0);
+  EXPECT_LE(metric_of(real, "spec_gamma_mean"), 3.0);
+}
+
 // Sampling: seeded runs repeat, drafts are accepted sometimes, and the draft's time shows.
 TEST(Speculative, SampledRunsRepeatPerSeedAndAcceptSome) {
   INFERLAB_REQUIRE_FILE(stories());
