@@ -69,6 +69,10 @@ inferlab::PluginDescriptor describe() {
     if (q.device != DeviceKind::kSim && alpha > 0.0)
       reasons.push_back("sim_accept_prob = " + std::to_string(alpha) +
                         " applies only to a simulated run ([device] kind = \"sim\"); a real run verifies its draft model");
+    if (s.draft_quantization == "none" &&
+        (q.params.get_int("draft_group_size") > 0 || !q.params.get_string("draft_activations").empty()))
+      reasons.push_back("draft_group_size and draft_activations configure the draft's quantization plugin; set "
+                        "draft_quantization (e.g. \"int8\", \"int4\") or leave them unset");
     if (s.draft_model.empty()) {
       if (s.draft_layers > q.model.n_layers)
         reasons.push_back("draft_layers = " + std::to_string(s.draft_layers) + " but the model has " +

@@ -352,6 +352,24 @@ TEST(Speculative, ImpossibleDraftsAreClearErrors) {
                                          SupportQuery{m.weights.config, DeviceKind::kCpu, KvDtype::kF32, bad});
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_NE(reasons[0].find("vocabulary of 32000"), std::string::npos) << reasons[0];
+  // The draft's quantization parameters without a draft quantization would be ignored: refused.
+  for (const auto& [key, value] : {std::pair<std::string, ParamValue>{"draft_group_size", std::int64_t{32}},
+                                   std::pair<std::string, ParamValue>{"draft_activations", std::string("int8")}}) {
+    const Params loose = reg.resolve(PluginKind::kDecoding, "speculative", {{key, value}}, "t");
+    const auto why = reg.check_support(PluginKind::kDecoding, "speculative",
+                                       SupportQuery{m.weights.config, DeviceKind::kCpu, KvDtype::kF32, loose});
+    ASSERT_EQ(why.size(), 1u) << key;
+    EXPECT_NE(why[0].find("set draft_quantization"), std::string::npos) << why[0];
+  }
+  // With one, they reach the plugin, which refuses what it does not declare.
+  const Params wrong = reg.resolve(PluginKind::kDecoding, "speculative",
+                                   {{"draft_quantization", std::string("f16")}, {"draft_group_size", std::int64_t{32}}}, "t");
+  try {
+    reg.create_decoder("speculative", wrong, device, &m.weights, &attention);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("group_size"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
