@@ -197,6 +197,11 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
   ++step_index_;
   // Checks below throw without check(): a message built per scheduled sequence per step was a
   // measurable share of a simulated run's time.
+  // Pass 1: check what the scheduler asked for and collect the decodes that draft.
+  step_draft_s_ = -1;
+  scheduled_.clear();
+  scheduled_.reserve(decision.scheduled.size());  // draft_requests_ point into it
+  draft_requests_.clear();
   for (const ScheduledSeq& sch : decision.scheduled) {
     auto found = by_id_.find(sch.id);
     if (found == by_id_.end()) throw Error("scheduler scheduled unknown request " + std::to_string(sch.id));
@@ -212,23 +217,38 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     if (sch.num_tokens < 1 || sch.num_tokens > limit)
       throw Error("scheduler asked for " + std::to_string(sch.num_tokens) + " tokens of request " + std::to_string(sch.id) +
                   " which allows 1.." + std::to_string(limit));
-    Work w{s, std::min(sch.num_tokens, pending), {}, -1};
+    s->scheduled_in = step_index_;
+    scheduled_.push_back(Work{s, std::min(sch.num_tokens, pending), {}, -1});
     const int remaining = s->req->max_output - s->generated;
-    if (decode && sch.num_tokens > 1 && remaining > 1) {
-      // A draft model's ops inside propose are timed in their own categories (linear, ...);
-      // the whole call is also measured for draft_time_frac.
-      OpScope timed(device_, TimeCategory::kSampling);
-      const double d0 = steady_seconds();
-      decoder_.propose_for(s->req->id, s->tokens, std::min(sch.num_tokens - 1, remaining - 1), s->rng, w.drafts);
-      result_.timeline.draft_s += steady_seconds() - d0;
-    }
+    if (decode && sch.num_tokens > 1 && remaining > 1)
+      draft_requests_.push_back({s->req->id, s->tokens, std::min(sch.num_tokens - 1, remaining - 1), &s->rng,
+                                 &scheduled_.back().drafts});
+  }
+  if (!draft_requests_.empty()) {
+    // Every sequence's drafts in one call (a draft model batches its passes over them). Its
+    // ops are timed in their own categories (linear, ...); the whole call is also measured for
+    // draft_time_frac. The drafts vectors live in scheduled_, which is not resized below.
+    OpScope timed(device_, TimeCategory::kSampling);
+    const double d0 = steady_seconds();
+    decoder_.propose_batch(draft_requests_);
+    step_draft_s_ = steady_seconds() - d0;
+    result_.timeline.spec_seq_steps += static_cast<long long>(draft_requests_.size());
+    result_.timeline.draft_s += step_draft_s_;
+  }
+  // Pass 2: reserve K/V and admit.
+  for (Work& w : scheduled_) {
+    Seq* s = w.seq;
+    const bool is_waiting = s->where == Seq::Where::kWaiting;
     const int target = std::max(s->num_computed + w.n_real + static_cast<int>(w.drafts.size()), reservation_target(*s));
     const bool reserved = branched(*s) ? reserve_branches(*s) : blocks_.reserve(s->req->id, target, copies_);
     // A contiguous cache shows schedulers its largest hole; blocks a scheduler freed by
     // preempting need not join it, so such an admission waits for a later step.
-    if (!reserved && kv_config_.contiguous() && is_waiting) continue;
+    if (!reserved && kv_config_.contiguous() && is_waiting) {
+      s->scheduled_in = -1;
+      continue;
+    }
     if (!reserved)
-      throw Error("scheduler overcommitted the KV pool: request " + std::to_string(sch.id) + " needs " +
+      throw Error("scheduler overcommitted the KV pool: request " + std::to_string(s->req->id) + " needs " +
                   (branched(*s) ? "up to " + std::to_string(s->branches.size()) + " (one per branch)"
                                 : std::to_string(blocks_.blocks_needed(s->req->id, target))) +
                   " blocks, " + std::to_string(blocks_.free_blocks()) + " free");
@@ -237,7 +257,6 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
       running_.push_back(s);
       s->where = Seq::Where::kRunning;
     }
-    s->scheduled_in = step_index_;
     if (s->timeline->first_scheduled_s < 0) s->timeline->first_scheduled_s = now_;
     work_.push_back(std::move(w));
   }
@@ -445,7 +464,12 @@ RunResult StepLoop::run() {
     modelled_s += std::max(0.0, modelled);
     record_step(now_, duration);
     finish_requests();
-    step_wall_s += steady_seconds() - wall0;
+    const double wall = steady_seconds() - wall0;
+    step_wall_s += wall;
+    if (step_draft_s_ >= 0) {  // a drafting step: the rest of its time is the verify pass and its bookkeeping
+      ++result_.timeline.spec_steps;
+      result_.timeline.spec_verify_s += modelled >= 0 ? modelled : wall - step_draft_s_;
+    }
   }
   RunTimeline& tl = result_.timeline;
   tl.kv_blocks_peak = blocks_.peak_blocks_reserved();

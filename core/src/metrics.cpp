@@ -202,6 +202,8 @@ std::vector<std::string> metric_names() {
   names.emplace_back("step_overhead_frac");
   names.emplace_back("timer_overhead_frac");
   names.emplace_back("draft_time_frac");
+  for (const char* n : {"spec_gamma_mean", "spec_draft_ms", "spec_verify_ms", "spec_cost_ratio", "spec_predicted_speedup"})
+    names.emplace_back(n);
   names.emplace_back("beam_blocks_saved_frac");
   names.emplace_back("beam_logprob_mean");
   for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("queue_ms") + s);
@@ -328,6 +330,27 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
   row.emplace_back("step_overhead_frac", wall > 0 ? 1.0 - frac(model_ops) : 0.0);
   row.emplace_back("timer_overhead_frac", frac(run.timer_overhead_s));
   row.emplace_back("draft_time_frac", frac(run.draft_s));
+  // Leviathan et al.'s Theorem 3.8 from what the run measured: γ̄ drafts per drafting
+  // (sequence, step), α the accept fraction, c = one draft pass over one verify step (the
+  // drafting steps' draft seconds / γ̄ over their other seconds). E(α, γ̄) / (γ̄ c + 1) is the
+  // speedup over a baseline whose step costs what a verify step costs; against a one-row
+  // baseline the measured speedup is that times (one-row step / verify step).
+  const double gamma = run.spec_seq_steps > 0 ? static_cast<double>(run.spec_proposed) /
+                                                    static_cast<double>(run.spec_seq_steps)
+                                              : 0.0;
+  const double verify_s = run.spec_steps > 0 ? run.spec_verify_s / static_cast<double>(run.spec_steps) : 0.0;
+  const double draft_pass_s =
+      run.spec_steps > 0 && gamma > 0 ? run.draft_s / static_cast<double>(run.spec_steps) / gamma : 0.0;
+  const double c = verify_s > 0 ? draft_pass_s / verify_s : 0.0;
+  const double alpha = run.spec_proposed > 0 ? static_cast<double>(run.spec_accepted) /
+                                                   static_cast<double>(run.spec_proposed)
+                                             : 0.0;
+  const double expected = alpha < 1.0 ? (1.0 - std::pow(alpha, gamma + 1.0)) / (1.0 - alpha) : gamma + 1.0;
+  row.emplace_back("spec_gamma_mean", gamma);
+  row.emplace_back("spec_draft_ms", draft_pass_s * 1e3);
+  row.emplace_back("spec_verify_ms", verify_s * 1e3);
+  row.emplace_back("spec_cost_ratio", c);
+  row.emplace_back("spec_predicted_speedup", gamma > 0 ? expected / (gamma * c + 1.0) : 0.0);
   row.emplace_back("beam_blocks_saved_frac",
                    run.branch_blocks_unshared > 0 ? 1.0 - static_cast<double>(run.branch_blocks_held) /
                                                               static_cast<double>(run.branch_blocks_unshared)

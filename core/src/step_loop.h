@@ -140,6 +140,9 @@ class StepLoop {
   StepBatch batch_;
   std::vector<float> logits_;
   std::vector<Work> work_;
+  double step_draft_s_ = -1;  // this step's seconds in Decoder::propose_batch, -1 when it drafted nothing
+  std::vector<Work> scheduled_;  // apply(): the scheduled work before reservation
+  std::vector<Decoder::DraftRequest> draft_requests_;  // apply(): the decodes that draft, into scheduled_
   std::vector<BlockCopy> copies_;
   std::vector<SeqView> running_views_;
   std::vector<int> accepted_;

@@ -57,6 +57,20 @@ class Decoder {
     (void)rng;
     propose(tokens, max_draft, drafts);
   }
+  // One sequence's drafting in a step's batch (see propose_batch).
+  struct DraftRequest {
+    int seq;
+    std::span<const int> tokens;
+    int max_draft;
+    Rng* rng;
+    std::vector<int>* drafts;
+  };
+  // Drafts for every decoding sequence of one step at once, so that a draft model runs each of
+  // its passes as one batch over all of them rather than one sequence at a time. The default
+  // calls propose_for per request, in order.
+  virtual void propose_batch(std::span<const DraftRequest> requests) {
+    for (const DraftRequest& r : requests) propose_for(r.seq, r.tokens, r.max_draft, *r.rng, *r.drafts);
+  }
   virtual void accept_for(int seq, std::span<const int> tokens, std::span<const int> drafts,
                           const float* logits, int vocab, Rng& rng, std::vector<int>& out) {
     (void)seq;

@@ -77,7 +77,12 @@ struct RunTimeline {
   double step_wall_s = 0;
   std::array<double, kTimeCategories> time_s{};
   double timer_overhead_s = 0;
-  double draft_s = 0;  // real seconds inside Decoder::propose (a draft model's forward passes)
+  double draft_s = 0;  // real seconds inside Decoder::propose_batch (a draft model's forward passes)
+  // Steps that drafted, and their seconds outside drafting: the target's verify pass over
+  // 1 + γ rows per sequence plus the step's bookkeeping (modelled seconds on a simulated device).
+  long long spec_steps = 0;
+  long long spec_seq_steps = 0;  // (sequence, step) pairs that drafted
+  double spec_verify_s = 0;
   // Branching decoders (beam search, n > 1 samples). Per step that runs a branched request:
   // branch_blocks_unshared adds the blocks its live branches would hold each owning a full
   // copy (the sum of their block tables), branch_blocks_held the distinct blocks they hold.
@@ -116,7 +121,11 @@ std::vector<double> percentiles(std::vector<double> values, std::span<const doub
 // duration-weighted sums over steps, the four summing to 1, all 0 when nothing was reserved); preemptions; prefix_hit_frac; spec_proposed; spec_accepted;
 // spec_accept_frac; spec_tokens_per_step; weights_bytes; kv_bytes_per_token; time_<category>_frac for every
 // TimeCategory (summing to 1); step_overhead_frac (1 - linear - attention - norm_rope_act);
-// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose);
+// timer_overhead_frac; draft_time_frac (share of step time inside Decoder::propose_batch);
+// spec_gamma_mean (drafts per drafting sequence and step), spec_draft_ms (one draft pass: a
+// drafting step's draft seconds / spec_gamma_mean), spec_verify_ms (a drafting step's other
+// seconds), spec_cost_ratio c (their ratio) and spec_predicted_speedup (Leviathan et al.'s
+// Theorem 3.8, E(α, γ) / (γc + 1), with α = spec_accept_frac; all 0 without drafting);
 // beam_blocks_saved_frac (1 - branch_blocks_held / branch_blocks_unshared: the KV blocks that
 // sharing saves over every beam or sample owning a full copy, 0 without branching);
 // beam_logprob_mean (mean log-probability of the returned sequences, 0 without branching); queue_ms

@@ -1,5 +1,7 @@
 // Plugin descriptor for decoding/speculative (class in speculative.h).
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
@@ -55,6 +57,11 @@ inferlab::PluginDescriptor describe() {
        "Another draft: a preset name or a checkpoint path with the target's vocabulary (\"\" = self-draft)"},
       {"draft_quantization", ParamType::kString, std::string("none"), std::nullopt, std::nullopt, {},
        "Quantization plugin that stores the draft's linears (e.g. int8, int4: the target itself quantised)"},
+      {"draft_activations", ParamType::kString, std::string(""), std::nullopt, std::nullopt, {},
+       "Passed to the draft's quantization plugin as its `activations` (e.g. int8: its int8-activation path); "
+       "\"\" = that plugin's default"},
+      {"draft_group_size", ParamType::kInt, std::int64_t{0}, 0.0, 4096.0, {},
+       "Passed to the draft's quantization plugin as its `group_size`; 0 = that plugin's default"},
       {"adaptive", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "γ per sequence from its running acceptance rate (ceil(α̂ / (1 − α̂)), 1 .. num_draft)"},
       {"draft_kv_tokens", ParamType::kInt, std::int64_t{16384}, 16.0, 1048576.0, {},
@@ -76,6 +83,10 @@ inferlab::PluginDescriptor describe() {
     if (q.device != DeviceKind::kSim && alpha > 0.0)
       reasons.push_back("sim_accept_prob = " + std::to_string(alpha) +
                         " applies only to a simulated run ([device] kind = \"sim\"); a real run verifies its draft model");
+    if (s.draft_quantization == "none" &&
+        (q.params.get_int("draft_group_size") > 0 || !q.params.get_string("draft_activations").empty()))
+      reasons.push_back("draft_group_size and draft_activations configure the draft's quantization plugin; set "
+                        "draft_quantization (e.g. \"int8\", \"int4\") or leave them unset");
     if (s.draft_model.empty()) {
       if (s.draft_layers > q.model.n_layers)
         reasons.push_back("draft_layers = " + std::to_string(s.draft_layers) + " but the model has " +
@@ -132,9 +143,12 @@ inferlab::PluginDescriptor describe() {
     std::shared_ptr<Quantization> quant;
     if (s.draft_quantization != "none") {
       if (ctx.registry == nullptr) throw Error("decoding 'speculative': draft_quantization needs the plugin registry");
+      std::map<std::string, ParamValue> qp;
+      if (const std::string a = ctx.params.get_string("draft_activations"); !a.empty()) qp["activations"] = a;
+      if (const auto g = ctx.params.get_int("draft_group_size"); g > 0) qp["group_size"] = g;
       quant = ctx.registry->create_quantization(
           s.draft_quantization,
-          ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, {}, "decoding 'speculative' draft_quantization"),
+          ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, qp, "decoding 'speculative' draft_quantization"),
           ctx.device);
     }
     return std::make_unique<plugins::SpeculativeDecoder>(s, *ctx.weights, *ctx.attention, ctx.device, std::move(quant));

@@ -119,58 +119,101 @@ SpeculativeDecoder::SpeculativeDecoder(const SpeculativeParams& params, const Mo
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;
 
-bool SpeculativeDecoder::draft_step(int seq, std::span<const int> tokens, int start) {
-  const int end = start + static_cast<int>(tokens.size());
-  copies_.clear();
-  if (!blocks_.reserve(seq, end, copies_)) return false;  // the draft cache is full: no drafts
-  batch_.clear();
-  const int n = static_cast<int>(tokens.size());
-  batch_.add_sequence(tokens, start, blocks_.block_table(seq), kDraftBlock, n - 1, n);
-  draft_->forward(batch_, storage_, attention_, logits_);
-  blocks_.set_length(seq, end);
-  ++draft_forwards_;
-  return true;
-}
-
 void SpeculativeDecoder::propose_for(int seq, std::span<const int> tokens, int max_draft, Rng& rng,
                                      std::vector<int>& drafts) {
-  drafts.clear();
-  auto& q = proposed_q_[seq];
-  q.clear();
-  if (params_.adaptive) max_draft = std::min(max_draft, gamma_for(seq));
-  if (max_draft > 0) {
+  const DraftRequest one{seq, tokens, max_draft, &rng, &drafts};
+  propose_batch(std::span(&one, 1));
+}
+
+void SpeculativeDecoder::propose_batch(std::span<const DraftRequest> requests) {
+  // Pass 0 runs each sequence's tokens the draft has not cached yet (at least the last known
+  // one) and pass i > 0 the draft chosen in pass i - 1, every sequence still drafting in one
+  // batch: γ draft passes per step whatever the batch, each reading the draft's weights once.
+  batch_.clear();
+  lanes_.clear();
+  for (std::size_t r = 0; r < requests.size(); ++r) {
+    const DraftRequest& req = requests[r];
+    req.drafts->clear();
+    proposed_q_[req.seq].clear();
+    const int max_draft = params_.adaptive ? std::min(req.max_draft, gamma_for(req.seq)) : req.max_draft;
+    if (max_draft <= 0) continue;
     gamma_sum_ += max_draft;
     ++proposals_;
+    const int n = static_cast<int>(req.tokens.size());
+    std::vector<int>& cached = cached_[req.seq];
+    // Keep the longest cached prefix that still matches (rejected drafts roll back here), but
+    // always re-run the last known token so that its logits are at hand.
+    int keep = 0;
+    while (keep < static_cast<int>(cached.size()) && keep < n - 1 &&
+           cached[static_cast<std::size_t>(keep)] == req.tokens[static_cast<std::size_t>(keep)])
+      ++keep;
+    if (blocks_.has(req.seq)) blocks_.truncate(req.seq, std::min(keep, blocks_.length(req.seq)), false);
+    cached.assign(req.tokens.begin(), req.tokens.begin() + keep);
+    copies_.clear();
+    if (!blocks_.reserve(req.seq, n, copies_)) continue;  // the draft cache is full: no drafts
+    batch_.add_sequence(req.tokens.subspan(static_cast<std::size_t>(keep)), keep, blocks_.block_table(req.seq),
+                        kDraftBlock, n - keep - 1, n - keep);
+    cached.assign(req.tokens.begin(), req.tokens.end());
+    lanes_.push_back({r, max_draft, n});
   }
-  const int n = static_cast<int>(tokens.size());
-  std::vector<int>& cached = cached_[seq];
-  // Keep the longest cached prefix that still matches (rejected drafts roll back here), but
-  // always re-run the last known token so that its logits are at hand.
-  int keep = 0;
-  while (keep < static_cast<int>(cached.size()) && keep < n - 1 && cached[static_cast<std::size_t>(keep)] == tokens[static_cast<std::size_t>(keep)])
-    ++keep;
-  if (blocks_.has(seq)) blocks_.truncate(seq, std::min(keep, blocks_.length(seq)), false);
-  cached.assign(tokens.begin(), tokens.begin() + keep);
-  if (!draft_step(seq, tokens.subspan(static_cast<std::size_t>(keep)), keep)) return;
-  cached.assign(tokens.begin(), tokens.end());
   const int vocab = draft_->config().vocab_size;
   const bool greedy = params_.sampling.temperature == 0.0;
-  for (int i = 0; i < max_draft; ++i) {
-    std::vector<float> probs;
-    token_probs(logits_.data(), vocab, params_.sampling, probs, scratch_);
-    const int x = greedy ? argmax(logits_.data(), vocab) : sample_from(probs, rng);
-    drafts.push_back(x);
-    q.push_back(std::move(probs));
-    if (i + 1 == max_draft) break;
-    const int token[1] = {x};
-    if (!draft_step(seq, token, n + i)) break;
-    cached.push_back(x);
+  while (!lanes_.empty()) {
+    draft_->forward(batch_, storage_, attention_, logits_);
+    ++draft_forwards_;
+    batch_.clear();
+    std::size_t next = 0;
+    for (std::size_t l = 0; l < lanes_.size(); ++l) {
+      Lane lane = lanes_[l];
+      const DraftRequest& req = requests[lane.request];
+      blocks_.set_length(req.seq, lane.position);
+      const float* row = logits_.data() + l * static_cast<std::size_t>(vocab);
+      // Greedy verification needs only the draft's argmax, not its distribution.
+      int x;
+      if (greedy) {
+        x = argmax(row, vocab);
+      } else {
+        std::vector<float> probs;
+        token_probs(row, vocab, params_.sampling, probs, scratch_);
+        x = sample_from(probs, *req.rng);
+        proposed_q_[req.seq].push_back(std::move(probs));
+      }
+      req.drafts->push_back(x);
+      if (static_cast<int>(req.drafts->size()) == lane.max_draft) continue;
+      copies_.clear();
+      if (!blocks_.reserve(req.seq, lane.position + 1, copies_)) continue;
+      const int token[1] = {x};
+      batch_.add_sequence(token, lane.position, blocks_.block_table(req.seq), kDraftBlock, 0, 1);
+      cached_[req.seq].push_back(x);
+      ++lane.position;
+      lanes_[next++] = lane;
+    }
+    lanes_.resize(next);
   }
 }
 
 void SpeculativeDecoder::accept_for(int seq, std::span<const int> tokens, std::span<const int> drafts,
                                     const float* logits, int vocab, Rng& rng, std::vector<int>& out) {
   (void)tokens;
+  const bool greedy = params_.sampling.temperature == 0.0;
+  const std::size_t before = out.size();
+  if (greedy) {  // keep drafts while they are the target's argmax, then the argmax after them
+    for (std::size_t r = 0; r <= drafts.size(); ++r) {
+      const int best = argmax(logits + r * static_cast<std::size_t>(vocab), vocab);
+      out.push_back(best);
+      if (r == drafts.size() || drafts[r] != best) break;
+    }
+  } else {
+    verify_sampled(seq, drafts, logits, vocab, rng, out);
+  }
+  if (params_.adaptive && !drafts.empty()) {  // the kept drafts plus one token were appended
+    const int kept = static_cast<int>(out.size() - before) - 1;
+    gamma_.try_emplace(seq, params_.num_draft).first->second.observe(kept, static_cast<int>(drafts.size()));
+  }
+}
+
+void SpeculativeDecoder::verify_sampled(int seq, std::span<const int> drafts, const float* logits, int vocab, Rng& rng,
+                                        std::vector<int>& out) {
   target_rows_.resize(drafts.size() + 1);
   for (std::size_t r = 0; r <= drafts.size(); ++r)
     token_probs(logits + r * static_cast<std::size_t>(vocab), vocab, params_.sampling, target_rows_[r], scratch_);
@@ -178,13 +221,7 @@ void SpeculativeDecoder::accept_for(int seq, std::span<const int> tokens, std::s
   const auto found = proposed_q_.find(seq);
   const auto& q = drafts.empty() || found == proposed_q_.end() ? kNone : found->second;
   check(drafts.empty() || q.size() >= drafts.size(), "decoding 'speculative': asked to verify drafts it did not propose");
-  const std::size_t before = out.size();
-  verify_drafts(target_rows_, drafts, std::span(q).first(drafts.size()), params_.sampling.temperature == 0.0, rng,
-                out);
-  if (params_.adaptive && !drafts.empty()) {  // verify_drafts appends the kept drafts plus one token
-    const int kept = static_cast<int>(out.size() - before) - 1;
-    gamma_.try_emplace(seq, params_.num_draft).first->second.observe(kept, static_cast<int>(drafts.size()));
-  }
+  verify_drafts(target_rows_, drafts, std::span(q).first(drafts.size()), false, rng, out);
 }
 
 void SpeculativeDecoder::accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits,

@@ -77,6 +77,8 @@ class SpeculativeDecoder : public Decoder {
 
   int max_draft_tokens() const override { return params_.num_draft; }
   void propose_for(int seq, std::span<const int> tokens, int max_draft, Rng& rng, std::vector<int>& drafts) override;
+  // Every sequence's drafts of a step: each of the γ draft passes is one batch over them all.
+  void propose_batch(std::span<const DraftRequest> requests) override;
   void accept_for(int seq, std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab,
                   Rng& rng, std::vector<int>& out) override;
   void accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab, Rng& rng,
@@ -87,6 +89,7 @@ class SpeculativeDecoder : public Decoder {
   // Draft KV blocks free now and in all (a finished run must have given every block back).
   int draft_free_blocks() const { return blocks_.free_blocks(); }
   int draft_total_blocks() const { return blocks_.num_blocks(); }
+  // Draft forward passes so far (one per drafted position, for the whole batch of sequences).
   long long draft_forwards() const { return draft_forwards_; }
   // Adaptive γ: the γ a sequence would draft next (num_draft when not adaptive), and the mean
   // γ over every proposal so far.
@@ -94,8 +97,16 @@ class SpeculativeDecoder : public Decoder {
   double mean_gamma() const { return proposals_ ? static_cast<double>(gamma_sum_) / static_cast<double>(proposals_) : 0.0; }
 
  private:
-  // Runs `tokens` at positions [start, ...) of seq through the draft; logits of the last row.
-  bool draft_step(int seq, std::span<const int> tokens, int start);
+  // Modified rejection sampling of the drafts against the target rows (temperature > 0).
+  void verify_sampled(int seq, std::span<const int> drafts, const float* logits, int vocab, Rng& rng,
+                      std::vector<int>& out);
+
+  // A sequence still drafting in propose_batch: its request, its γ, the position of its next row.
+  struct Lane {
+    std::size_t request;
+    int max_draft;
+    int position;
+  };
 
   SpeculativeParams params_;
   Attention& attention_;
@@ -105,6 +116,7 @@ class SpeculativeDecoder : public Decoder {
   KvStorage storage_;
   StepBatch batch_;
   std::vector<float> logits_;
+  std::vector<Lane> lanes_;
   std::vector<BlockCopy> copies_;
   std::vector<std::pair<float, int>> scratch_;
   std::unordered_map<int, std::vector<int>> cached_;  // per sequence: tokens whose K/V the draft holds

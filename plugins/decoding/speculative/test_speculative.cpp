@@ -79,6 +79,7 @@ std::string stories() { return testing::data_path("models/stories260K/stories260
 struct SpecRun {
   RunResult result;
   int draft_free = 0, draft_total = 0;
+  long long draft_forwards = 0;
 };
 
 SpecRun run_speculative(const ModelWeights& w, const std::vector<Request>& reqs, const SpeculativeParams& p) {
@@ -95,6 +96,7 @@ SpecRun run_speculative(const ModelWeights& w, const std::vector<Request>& reqs,
   run.result = Engine(model, attention, sched, dec, eo).run(reqs);
   run.draft_free = dec.draft_free_blocks();
   run.draft_total = dec.draft_total_blocks();
+  run.draft_forwards = dec.draft_forwards();
   return run;
 }
 
@@ -188,6 +190,70 @@ TEST(Speculative, GreedyIsLosslessOnSmolLM2ForInt4AndTruncatedDrafts) {
     EXPECT_GT(got.timeline.spec_proposed, 0);
     EXPECT_EQ(dec.draft_free_blocks(), dec.draft_total_blocks());
   }
+}
+
+// The three stories decode side by side (max_batch 8): each step's draft passes run all of them
+// as one batch, so a step makes at most γ draft forwards whatever the batch — one sequence at a
+// time it made one per proposed draft, about three times as many — and the output is still
+// exactly the plain greedy one.
+TEST(Speculative, DraftPassesOfAStepRunAsOneBatch) {
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  const auto reqs = testing::story_requests(*m.tokenizer, 40);
+  SpeculativeParams one;
+  one.num_draft = 1;
+  one.draft_layers = 0;  // γ 1 with the target itself as the draft: always accepted, the greedy tokens
+  const SpecRun want = run_speculative(m.weights, reqs, one);
+  SpeculativeParams p;
+  p.num_draft = 4;
+  p.draft_layers = 1;
+  const SpecRun got = run_speculative(m.weights, reqs, p);
+  EXPECT_EQ(got.result.outputs, want.result.outputs);
+  const long long steps = static_cast<long long>(got.result.timeline.steps.size());
+  EXPECT_GT(got.draft_forwards, 0);
+  EXPECT_LE(got.draft_forwards, p.num_draft * steps);
+  // One sequence at a time, every proposed draft costs its own pass.
+  EXPECT_LT(2 * got.draft_forwards, got.result.timeline.spec_proposed);
+  EXPECT_EQ(got.draft_free, got.draft_total);
+}
+
+double metric_of(const MetricRow& row, const std::string& name) {
+  for (const auto& [n, v] : row)
+    if (n == name) return v;
+  ADD_FAILURE() << "no metric " << name;
+  return 0;
+}
+
+// The row's Theorem 3.8 prediction from the timeline's counts: γ̄ = 40 drafts / 10 drafting
+// steps = 4, α = 32 / 40 = 0.8, a draft pass 0.2 s / 10 / 4 = 5 ms against a verify step of
+// 1.0 s / 10 = 100 ms (c = 0.05): E = (1 − 0.8^5) / 0.2 = 3.3616 and E / (4 · 0.05 + 1).
+TEST(Speculative, RowsReportTheoremThreeEightFromTheMeasuredCosts) {
+  RunTimeline tl;
+  tl.spec_proposed = 40;
+  tl.spec_accepted = 32;
+  tl.spec_seq_steps = 10;
+  tl.spec_steps = 10;
+  tl.spec_verify_s = 1.0;
+  tl.draft_s = 0.2;
+  const MetricRow row = compute_metrics(tl, {});
+  EXPECT_DOUBLE_EQ(metric_of(row, "spec_gamma_mean"), 4.0);
+  EXPECT_NEAR(metric_of(row, "spec_draft_ms"), 5.0, 1e-9);
+  EXPECT_NEAR(metric_of(row, "spec_verify_ms"), 100.0, 1e-9);
+  EXPECT_NEAR(metric_of(row, "spec_cost_ratio"), 0.05, 1e-12);
+  EXPECT_NEAR(metric_of(row, "spec_predicted_speedup"), 3.3616 / 1.2, 1e-9);
+  // A real run fills them in: the draft's time is charged in the row.
+  INFERLAB_REQUIRE_FILE(stories());
+  const LoadedModel m = load_model(stories());
+  SpeculativeParams p;
+  p.num_draft = 3;
+  p.draft_layers = 1;
+  const SpecRun run = run_speculative(m.weights, testing::story_requests(*m.tokenizer, 20), p);
+  const MetricRow real = compute_metrics(run.result.timeline, {});
+  EXPECT_GT(metric_of(real, "spec_draft_ms"), 0.0);
+  EXPECT_GT(metric_of(real, "spec_verify_ms"), 0.0);
+  EXPECT_GT(metric_of(real, "spec_predicted_speedup"), 0.0);
+  EXPECT_GT(metric_of(real, "spec_gamma_mean"), 1.0);
+  EXPECT_LE(metric_of(real, "spec_gamma_mean"), 3.0);
 }
 
 // Sampling: seeded runs repeat, drafts are accepted sometimes, and the draft's time shows.
@@ -286,6 +352,24 @@ TEST(Speculative, ImpossibleDraftsAreClearErrors) {
                                          SupportQuery{m.weights.config, DeviceKind::kCpu, KvDtype::kF32, bad});
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_NE(reasons[0].find("vocabulary of 32000"), std::string::npos) << reasons[0];
+  // The draft's quantization parameters without a draft quantization would be ignored: refused.
+  for (const auto& [key, value] : {std::pair<std::string, ParamValue>{"draft_group_size", std::int64_t{32}},
+                                   std::pair<std::string, ParamValue>{"draft_activations", std::string("int8")}}) {
+    const Params loose = reg.resolve(PluginKind::kDecoding, "speculative", {{key, value}}, "t");
+    const auto why = reg.check_support(PluginKind::kDecoding, "speculative",
+                                       SupportQuery{m.weights.config, DeviceKind::kCpu, KvDtype::kF32, loose});
+    ASSERT_EQ(why.size(), 1u) << key;
+    EXPECT_NE(why[0].find("set draft_quantization"), std::string::npos) << why[0];
+  }
+  // With one, they reach the plugin, which refuses what it does not declare.
+  const Params wrong = reg.resolve(PluginKind::kDecoding, "speculative",
+                                   {{"draft_quantization", std::string("f16")}, {"draft_group_size", std::int64_t{32}}}, "t");
+  try {
+    reg.create_decoder("speculative", wrong, device, &m.weights, &attention);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("group_size"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
