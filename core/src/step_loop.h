@@ -65,6 +65,11 @@ class StepLoop {
   void enqueue(Seq* s, bool front);
   void admit_arrivals();
   ScheduleDecision schedule();
+  // The scheduler's views: a waiting request's shows its prefix-cache hit (and records the
+  // blocks it wants); a running request's counts the blocks a preemption would not free.
+  // Waiting views first: running views read what they want. `input` gives the pool's shape.
+  SeqView waiting_view(Seq& s, const SchedulerInput& input);
+  SeqView running_view(const Seq& s);
   // Preempts, checks and reserves the scheduled work; false when nothing was scheduled and the
   // loop must wait for an arrival (throws when nothing can ever be scheduled).
   bool apply(const ScheduleDecision& decision);
@@ -134,6 +139,10 @@ class StepLoop {
   std::vector<Work> work_;
   std::vector<BlockCopy> copies_;
   std::vector<SeqView> running_views_, waiting_views_;
+  std::vector<int> matched_, held_;          // prefix caching: a view's matched / held blocks
+  std::vector<int> kv_ids_;                  // a branching request's K/V ids
+  std::vector<long long> wanted_;            // [num_blocks] = wanted_stamp_: a waiting view shares it
+  long long wanted_stamp_ = 0;
   std::vector<int> accepted_;
   std::vector<BranchStep> next_branches_;
   // The step's emitted tokens: request `seq` emitted emitted_tokens_[begin, end).

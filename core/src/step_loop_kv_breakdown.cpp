@@ -26,10 +26,7 @@ void StepLoop::measure_kv_breakdown(StepTimeline& st) const {
     else
       past_final(s->req->id, *s);
   };
-  for (const Seq* s : running_) add(s);
-  // Only a prefix-cache hit holds blocks while it waits (and a long queue is not walked per step).
-  if (kv_config_.prefix_caching)
-    for (const Seq* s : waiting_) add(s);
+  for (const Seq* s : running_) add(s);  // waiting requests hold no blocks
   // Branches share blocks: never count more than the reserved slots left beyond token states.
   const long long spare = static_cast<long long>(st.kv_blocks_reserved) * bs - st.kv_tokens;
   st.kv_slots_internal = std::clamp(internal, 0LL, std::max(0LL, spare));

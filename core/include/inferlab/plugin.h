@@ -37,7 +37,7 @@ namespace inferlab {
 // ModelWeights::table_seeded), read by ModelWeights::source_blocks(name) / matrix(name);
 // Quantization::needs_values (a strategy that runs the blocks skips their dequantisation) and
 // Quantization::planned_bytes (the memory estimate's size of a linear).
-inline constexpr int kPluginAbiVersion = 6;
+inline constexpr int kPluginAbiVersion = 7;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);
