@@ -131,6 +131,36 @@ int BlockManager::blocks_needed(int seq, int tokens) const {
   return needed;
 }
 
+int BlockManager::blocks_needed(std::span<const int> seqs, int tokens) const {
+  int needed = 0;
+  std::vector<int> touched;  // shared blocks the writes touch, once per writer
+  for (int seq : seqs) {
+    const auto it = seqs_.find(seq);
+    if (it == seqs_.end()) {
+      needed += blocks_for(tokens);
+      continue;
+    }
+    const SeqBlocks& sb = it->second;
+    const int have = static_cast<int>(sb.blocks.size());
+    needed += std::max(0, blocks_for(tokens) - have);
+    if (tokens <= sb.length) continue;
+    const int last = std::min(have - 1, (tokens - 1) / config_.block_size);
+    for (int b = sb.length / config_.block_size; b <= last; ++b)
+      if (pool_.ref_count(sb.blocks[static_cast<std::size_t>(b)]) > 1) touched.push_back(sb.blocks[static_cast<std::size_t>(b)]);
+  }
+  // w writers of a block with r references copy it w times, or w - 1 when they hold every
+  // reference (the last one then writes in place).
+  std::sort(touched.begin(), touched.end());
+  for (std::size_t i = 0; i < touched.size();) {
+    std::size_t j = i;
+    while (j < touched.size() && touched[j] == touched[i]) ++j;
+    const int writers = static_cast<int>(j - i);
+    needed += pool_.ref_count(touched[i]) > writers ? writers : writers - 1;
+    i = j;
+  }
+  return needed;
+}
+
 bool BlockManager::reserve(int seq, int tokens, std::vector<BlockCopy>& copies) {
   const int needed = blocks_needed(seq, tokens);
   if (!can_allocate(needed)) return false;
@@ -323,35 +353,51 @@ void BlockManager::release_block(int block) {
   }
 }
 
+void BlockManager::match_prefix(std::span<const int> tokens, int max_tokens, std::vector<int>& blocks) const {
+  blocks.clear();
+  if (!config_.prefix_caching) return;
+  const int bs = config_.block_size;
+  const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
+  std::uint64_t chain = 0;
+  for (int b = 0; (b + 1) * bs <= limit; ++b) {
+    const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b * bs), static_cast<std::size_t>(bs));
+    chain = chain_hash(chain, block_tokens);
+    const auto found = prefix_index_.find(chain);
+    if (found == prefix_index_.end()) break;
+    const CachedBlock& entry = cached_.at(found->second);
+    if (!std::equal(entry.tokens.begin(), entry.tokens.end(), block_tokens.begin())) break;
+    blocks.push_back(found->second);
+  }
+}
+
 int BlockManager::acquire_prefix(int seq, std::span<const int> tokens, int max_tokens) {
   if (!config_.prefix_caching) return 0;
   check(!has(seq), [&] { return "BlockManager::acquire_prefix: seq " + std::to_string(seq) + " already exists"; });
-  const int bs = config_.block_size;
-  const int limit = std::min<int>(max_tokens, static_cast<int>(tokens.size()));
   SeqBlocks sb;
-  for (int b = 0; (b + 1) * bs <= limit; ++b) {
-    const auto block_tokens = tokens.subspan(static_cast<std::size_t>(b * bs), static_cast<std::size_t>(bs));
-    const std::uint64_t h = chain_hash(sb.chain, block_tokens);
-    auto found = prefix_index_.find(h);
-    if (found == prefix_index_.end()) break;
-    CachedBlock& entry = cached_.at(found->second);
-    if (!std::equal(entry.tokens.begin(), entry.tokens.end(), block_tokens.begin())) break;
-    pool_.retain(found->second);
+  match_prefix(tokens, max_tokens, sb.blocks);
+  if (sb.blocks.empty()) return 0;
+  const int bs = config_.block_size;
+  for (int block : sb.blocks) {
+    pool_.retain(block);
+    CachedBlock& entry = cached_.at(block);
     if (entry.evictable) {
       evictable_.erase(entry.where);
       entry.evictable = false;
     }
-    sb.blocks.push_back(found->second);
-    change_holder(found->second, 0, bs);
-    sb.chain = h;
+    change_holder(block, 0, bs);
+    sb.chain = entry.hash;
   }
   const int matched = static_cast<int>(sb.blocks.size()) * bs;
-  if (matched == 0) return 0;
   sb.length = matched;
   sb.published = static_cast<int>(sb.blocks.size());
   seqs_.emplace(seq, std::move(sb));
   note_peak();
   return matched;
+}
+
+int BlockManager::seq_refs(int block) const {
+  const auto it = cached_.find(block);
+  return pool_.ref_count(block) - (it != cached_.end() ? 1 : 0);
 }
 
 void BlockManager::publish_prefix(int seq, std::span<const int> tokens) {

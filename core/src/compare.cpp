@@ -1,6 +1,7 @@
 // Comparing two results folders (see compare.h).
 #include "inferlab/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,30 @@ std::string sig(double v) {
   return os.str();
 }
 
+// The distinct hashes of a variant's ok repeats, sorted, as "h1, h2".
+std::string hash_set(const MetricTable& t, const std::string& variant, std::size_t& n) {
+  const auto it = t.tokens_hash.find(variant);
+  std::vector<std::string> h = it == t.tokens_hash.end() ? std::vector<std::string>{} : it->second;
+  n = h.size();
+  std::sort(h.begin(), h.end());
+  h.erase(std::unique(h.begin(), h.end()), h.end());
+  std::string joined;
+  for (const auto& x : h) joined += (joined.empty() ? "" : ", ") + x;
+  return joined;
+}
+
+Comparison compare_hashes(const MetricTable& a, const MetricTable& b, const std::string& variant) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Comparison c;
+  c.variant = variant;
+  c.metric = "tokens_hash";
+  c.mean_a = c.half_a = c.mean_b = c.half_b = c.ratio = c.p = nan;
+  c.hashes_a = hash_set(a, variant, c.n_a);
+  c.hashes_b = hash_set(b, variant, c.n_b);
+  c.flagged = c.n_a > 0 && c.n_b > 0 && c.hashes_a != c.hashes_b;
+  return c;
+}
+
 }  // namespace
 
 MetricTable read_metric_table(const std::string& run_dir) {
@@ -70,6 +95,7 @@ MetricTable read_metric_table(const std::string& run_dir) {
   MetricTable t;
   for (std::size_t c = fixed_cols.size(); c < header.size(); ++c)
     if (header[c] != "tokens_hash") t.metrics.push_back(header[c]);
+    else t.has_tokens_hash = true;
   for (int lineno = 2; std::getline(in, line); ++lineno) {
     if (line.empty()) continue;
     const auto f = csv_fields(line);
@@ -79,7 +105,11 @@ MetricTable read_metric_table(const std::string& run_dir) {
     if (std::find(t.variants.begin(), t.variants.end(), f[0]) == t.variants.end()) t.variants.push_back(f[0]);
     if (f[2] != "ok") continue;
     for (std::size_t c = fixed_cols.size(); c < header.size(); ++c) {
-      if (header[c] == "tokens_hash" || f[c].empty()) continue;
+      if (f[c].empty()) continue;
+      if (header[c] == "tokens_hash") {
+        t.tokens_hash[f[0]].push_back(f[c]);
+        continue;
+      }
       try {
         t.values[f[0]][header[c]].push_back(std::stod(f[c]));
       } catch (const std::exception&) {
@@ -121,10 +151,12 @@ std::vector<Comparison> compare_runs(const MetricTable& a, const MetricTable& b,
             for (double x : it->second) nonzero = nonzero || x != 0.0;
       if (nonzero) chosen.push_back(h);
     }
-  for (const auto& m : chosen)
-    if (std::find(a.metrics.begin(), a.metrics.end(), m) == a.metrics.end() &&
-        std::find(b.metrics.begin(), b.metrics.end(), m) == b.metrics.end())
+  for (const auto& m : chosen) {
+    if (m == "tokens_hash" ? !a.has_tokens_hash && !b.has_tokens_hash
+                           : std::find(a.metrics.begin(), a.metrics.end(), m) == a.metrics.end() &&
+                                 std::find(b.metrics.begin(), b.metrics.end(), m) == b.metrics.end())
       throw Error("--metric " + m + ": neither run records it");
+  }
   std::vector<Comparison> out;
   static const std::vector<double> kNone;
   auto get = [](const MetricTable& t, const std::string& v, const std::string& m) -> const std::vector<double>& {
@@ -136,6 +168,10 @@ std::vector<Comparison> compare_runs(const MetricTable& a, const MetricTable& b,
   for (const auto& v : a.variants) {
     if (std::find(b.variants.begin(), b.variants.end(), v) == b.variants.end()) continue;
     for (const auto& m : chosen) {
+      if (m == "tokens_hash") {
+        out.push_back(compare_hashes(a, b, v));
+        continue;
+      }
       const auto& xa = get(a, v, m);
       const auto& xb = get(b, v, m);
       Comparison c;
@@ -166,8 +202,12 @@ std::string comparison_markdown(const std::string& run_a, const std::string& run
   std::size_t flagged = 0;
   for (const auto& c : rows) {
     flagged += c.flagged;
-    md << "| " << c.variant << " | " << c.metric << " | " << sig(c.mean_a) << " ± " << sig(c.half_a) << " (" << c.n_a
-       << ") | " << sig(c.mean_b) << " ± " << sig(c.half_b) << " (" << c.n_b << ") | " << fixed(c.ratio, 3) << " | "
+    auto side = [&](double mean, double half, const std::string& hashes) {
+      if (c.metric == "tokens_hash") return hashes.empty() ? std::string("–") : "`" + hashes + "`";
+      return sig(mean) + " ± " + sig(half);
+    };
+    md << "| " << c.variant << " | " << c.metric << " | " << side(c.mean_a, c.half_a, c.hashes_a) << " (" << c.n_a
+       << ") | " << side(c.mean_b, c.half_b, c.hashes_b) << " (" << c.n_b << ") | " << fixed(c.ratio, 3) << " | "
        << (std::isnan(c.p) ? std::string("–") : sig(c.p)) << " | " << (c.flagged ? "**changed**" : "") << " |\n";
   }
   md << "\n" << flagged << " change(s) flagged of " << rows.size() << " comparison(s).\n";

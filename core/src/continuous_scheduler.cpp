@@ -19,10 +19,6 @@ int fit_tokens(const SchedulerInput& in, const SeqView& s, int want, int min_tok
   return in.blocks_to_grow(s, n) <= free_blocks ? n : 0;  // an ahead reservation may still refuse
 }
 
-// Tokens a request feeds through the model over its whole life: its prompt and every
-// generated token but the last.
-int lifetime_tokens(const SeqView& s) { return s.prompt_len + std::max(s.max_output, 1) - 1; }
-
 // Per-step bookkeeping for the running requests (indices into input.running).
 struct StepState {
   const SchedulerInput& in;
@@ -46,7 +42,7 @@ struct StepState {
     for (int v = static_cast<int>(tokens.size()) - 1; v >= 0; --v) {
       if (preempted[v]) continue;
       preempted[v] = 1;
-      free_blocks += in.running[v].blocks_held + grown[v];
+      free_blocks += in.running[v].blocks_freed() + grown[v];
       budget += tokens[v];
       tokens[v] = grown[v] = 0;
       --live;
@@ -144,14 +140,11 @@ ScheduleDecision ContinuousScheduler::step(const SchedulerInput& in, bool with_d
   // 3. Admit waiting requests, first come first served. Blocks for the whole remaining prompt
   // are set aside (not just this step's chunk) so requests admitted together cannot starve
   // each other's prefill; a request whose whole life exceeds the pool is never admitted.
-  int pool_total = in.free_blocks;
-  for (const SeqView& s : in.running) pool_total += s.blocks_held;
   int batch = st.live;
   for (const SeqView& w : in.waiting) {
     if (batch >= max_batch_ || st.budget < 1) break;
     int pending = w.pending();
-    int life = std::max(lifetime_tokens(w) - w.num_computed, pending);
-    if (in.blocks_to_grow(w, life) > pool_total) break;
+    if (in.never_fits(w)) break;
     int need = in.blocks_to_grow(w, pending);
     if (need > st.free_blocks) break;
     int n;

@@ -89,27 +89,21 @@ void StepLoop::setup() {
   now_ = requests_.empty() ? 0.0 : requests_[order_[0]].arrival_s;
 }
 
-// A request entering the queue (on arrival, or preempted) takes the longest cached prefix of
-// its known tokens; at least one token is left to compute so that it produces logits.
+// A request entering the queue (on arrival, or preempted) holds no blocks while it waits (a
+// queue that pinned cached blocks could hold memory no running request may take back); the
+// prefix cache is consulted when it is viewed and taken when it is admitted.
 void StepLoop::enqueue(Seq* s, bool front) {
-  const int matched = blocks_.acquire_prefix(s->req->id, s->tokens, static_cast<int>(s->tokens.size()) - 1);
-  s->num_computed = matched;
-  if (s->timeline->preemptions == 0)
-    s->timeline->cached_prompt_tokens = std::min(matched, static_cast<int>(s->req->prompt.size()));
+  s->num_computed = 0;
   s->where = Seq::Where::kWaiting;
-  // Its view is fixed until it is admitted or dropped (see waiting_queue.h).
-  const SeqView view = view_of(*s, blocks_held(*s), std::max(1, width_));
+  // Without prefix caching its view is fixed until it is admitted or dropped (waiting_queue.h);
+  // with it, schedule() views it against the cache as it is at that step.
+  const SeqView view = view_of(*s, 0, std::max(1, width_));
   if (front) waiting_.push_front(s, view);
   else waiting_.push_back(s, view);
-  // Only a prefix-cache hit holds blocks while it waits.
-  s->waiting_past_final = kv_config_.prefix_caching ? slots_past_final(*s) : 0;
-  waiting_past_final_ += s->waiting_past_final;
 }
 
 void StepLoop::unqueue(Seq* s) {
   if (!waiting_.erase(s)) throw Error("request " + std::to_string(s->req->id) + " is not in the waiting queue");
-  waiting_past_final_ -= s->waiting_past_final;
-  s->waiting_past_final = 0;
 }
 
 void StepLoop::admit_arrivals() {
@@ -117,19 +111,74 @@ void StepLoop::admit_arrivals() {
     enqueue(&seqs_[order_[next_arrival_++]], false);
 }
 
-ScheduleDecision StepLoop::schedule() {
-  running_views_.clear();
+// The longest cached prefix of a waiting request's known tokens (at least one token is left to
+// compute so that it produces logits): its num_computed, and blocks_held = the matched blocks
+// running requests hold, which are marked wanted so that no preemption is credited with them
+// (unless the request can never run: its wants would only cost preemptions).
+SeqView StepLoop::waiting_view(Seq& s, const SchedulerInput& input) {
   const int branches = std::max(1, width_);
-  for (Seq* s : running_) running_views_.push_back(view_of(*s, blocks_held(*s), branches));
+  if (!kv_config_.prefix_caching) return view_of(s, 0, branches);
+  blocks_.match_prefix(s.tokens, static_cast<int>(s.tokens.size()) - 1, matched_);
+  s.num_computed = static_cast<int>(matched_.size()) * kv_config_.block_size;
+  SeqView v = view_of(s, 0, branches);
+  const bool admissible = !input.never_fits(v);
+  for (int b : matched_)
+    if (blocks_.seq_refs(b) > 0) {
+      if (admissible) wanted_[static_cast<std::size_t>(b)] = wanted_stamp_;
+      ++v.blocks_held;
+    }
+  v.blocks_shared = v.blocks_held;
+  return v;
+}
+
+// A running request's view; with prefix caching, blocks_shared counts the blocks it holds that
+// another request holds too or that a waiting view wants.
+SeqView StepLoop::running_view(const Seq& s) {
+  SeqView v = view_of(s, blocks_held(s), std::max(1, width_));
+  if (!kv_config_.prefix_caching) return v;
+  held_.clear();
+  if (width_ == 0 || s.branches.size() <= 1) {
+    const int kv = s.branches.empty() ? s.req->id : s.branches.front().kv;
+    if (blocks_.has(kv)) held_.assign(blocks_.block_table(kv).begin(), blocks_.block_table(kv).end());
+  } else {
+    for (const Branch& b : s.branches)
+      if (blocks_.has(b.kv)) held_.insert(held_.end(), blocks_.block_table(b.kv).begin(), blocks_.block_table(b.kv).end());
+    std::sort(held_.begin(), held_.end());
+  }
+  for (std::size_t i = 0; i < held_.size();) {  // a block its own branches hold k times: k references
+    std::size_t j = i;
+    while (j < held_.size() && held_[j] == held_[i]) ++j;
+    const int b = held_[i];
+    if (blocks_.seq_refs(b) > static_cast<int>(j - i) || wanted_[static_cast<std::size_t>(b)] == wanted_stamp_)
+      ++v.blocks_shared;
+    i = j;
+  }
+  return v;
+}
+
+ScheduleDecision StepLoop::schedule() {
   SchedulerInput input;
   input.now_s = now_;
-  input.running = running_views_;
-  input.waiting = waiting_.views();
   input.free_blocks = blocks_.free_blocks();
+  input.total_blocks = kv_config_.num_blocks;
   input.block_size = kv_config_.block_size;
   input.reservation = kv_config_.reservation;
   input.max_seq_len = kv_config_.max_seq_len;
   input.max_draft_tokens = max_draft_;
+  running_views_.clear();
+  if (kv_config_.prefix_caching) {
+    // A waiting request's cached prefix changes as the cache does: viewed afresh each step (the
+    // views mark the blocks they want before the running views count what a preemption frees).
+    wanted_.resize(static_cast<std::size_t>(kv_config_.num_blocks), 0);
+    ++wanted_stamp_;
+    waiting_views_.clear();
+    for (Seq* s : waiting_.items()) waiting_views_.push_back(waiting_view(*s, input));
+    input.waiting = waiting_views_;
+  } else {
+    input.waiting = waiting_.views();  // made once, at enqueue
+  }
+  for (Seq* s : running_) running_views_.push_back(running_view(*s));
+  input.running = running_views_;
   OpScope timed(device_, TimeCategory::kScheduler);
   return scheduler_.schedule(input);
 }
@@ -192,6 +241,16 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
     enqueue(s, true);  // recompute prompt + generated tokens (minus any cached prefix) when readmitted
   }
 
+  // Admissions take the prefix their views showed before any block is allocated this step, so
+  // no allocation evicts a block the scheduler counted on.
+  if (kv_config_.prefix_caching)
+    for (const ScheduledSeq& sch : decision.scheduled) {
+      auto found = by_id_.find(sch.id);
+      if (found == by_id_.end() || found->second->where != Seq::Where::kWaiting || blocks_.has(sch.id)) continue;
+      Seq* s = found->second;
+      const int matched = blocks_.acquire_prefix(sch.id, s->tokens, static_cast<int>(s->tokens.size()) - 1);
+      check(matched == s->num_computed, "prefix cache changed between a request's view and its admission");
+    }
   work_.clear();
   copies_.clear();
   ++step_index_;
@@ -253,6 +312,8 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
                                 : std::to_string(blocks_.blocks_needed(s->req->id, target))) +
                   " blocks, " + std::to_string(blocks_.free_blocks()) + " free");
     if (is_waiting) {
+      if (s->timeline->preemptions == 0)
+        s->timeline->cached_prompt_tokens = std::min(s->num_computed, static_cast<int>(s->req->prompt.size()));
       unqueue(s);
       running_.push_back(s);
       s->where = Seq::Where::kRunning;
@@ -262,7 +323,10 @@ bool StepLoop::apply(const ScheduleDecision& decision) {
   }
   if (!work_.empty()) return true;
   if (!decision.reject.empty()) return false;  // schedule again without them
-  if (!running_.empty() || !decision.preempt.empty())
+  // A scheduler may preempt every running request, itself included, and run nothing (a request
+  // whose growth found no room): schedule again with their blocks back in the pool.
+  if (running_.empty() && !decision.preempt.empty()) return false;
+  if (!running_.empty())
     throw Error("scheduler made no progress with " + std::to_string(running_.size()) + " running requests");
   // Nothing fits yet: wait for the next arrival or the next timeout, whichever comes first.
   double wake = next_timeout();

@@ -77,8 +77,10 @@ std::string resolve_data_path(const std::string& path, const std::string& base_d
     if (present(p)) return p.string();
     throw Error(where + ": file not found: " + quote_input(path));
   }
-  std::vector<fs::path> tries = {fs::path(base_dir) / p, fs::current_path() / p,
-                                 fs::path(INFERLAB_SOURCE_DIR) / p, fs::path(data_root()) / p};
+  std::vector<fs::path> tries;
+  if (!base_dir.empty()) tries.push_back(fs::path(base_dir) / p);
+  for (const fs::path& dir : {fs::current_path(), fs::path(INFERLAB_SOURCE_DIR), fs::path(data_root())})
+    tries.push_back(dir / p);
   for (const auto& t : tries)
     if (present(t)) return fs::weakly_canonical(t).string();
   std::string looked;

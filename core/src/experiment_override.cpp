@@ -93,7 +93,7 @@ void apply_override(toml::table& root, const std::string& text) {
     if (!next->is_table()) throw Error("--set " + quote_input(text) + ": '" + quote_input(parts[i]) + "' is not a table");
     t = next->as_table();
   }
-  check_toml_text(value, "--set " + quote_input(key));
+  check_toml_text("v = " + value, "--set " + quote_input(key));  // checked as the value it is: "[...]" is an array
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + value, std::string_view(kOverrideSource));

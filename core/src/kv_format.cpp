@@ -80,6 +80,21 @@ std::string kv_format_problem(const KvFormat& f, const ModelConfig& model) {
   return "";
 }
 
+std::string kv_format_waste(const KvFormat& f, const ModelConfig& model) {
+  if (f.keys != KvDtype::kInt4 && f.values != KvDtype::kInt4) return "";
+  KvFormat as_int8 = f;
+  for (KvDtype* side : {&as_int8.keys, &as_int8.values})
+    if (*side == KvDtype::kInt4) *side = KvDtype::kInt8;
+  const std::uint64_t int4 = kv_bytes_per_token(model, f), int8 = kv_bytes_per_token(model, as_int8);
+  if (int4 < int8) return "";
+  const int hd = model.head_dim();
+  return "kv.group_size = " + std::to_string(f.group_size) + " gives int4 KV " + std::to_string(int4) +
+         " bytes/token, no smaller than int8's " + std::to_string(int8) + " (model '" + model.name + "', head_dim " +
+         std::to_string(hd) + "): each group of " + std::to_string(kv_group(f, hd)) +
+         " values carries an 8-byte (scale, min) pair; " +
+         (hd > 8 ? "use a group_size of 16 or more that divides head_dim" : "use kv.dtype int8 on this model");
+}
+
 std::size_t kv_code_bytes(KvDtype dtype, int d) {
   switch (dtype) {
     case KvDtype::kInt8: return static_cast<std::size_t>(d);

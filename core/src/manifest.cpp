@@ -12,8 +12,10 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 
+#include "inferlab/formats.h"
 #include "inferlab/report.h"
 #include "inferlab/rng.h"
+#include "inferlab/sha256.h"
 #include "inferlab/tokenizer.h"
 #include "inferlab/variant_quantization.h"
 
@@ -72,7 +74,8 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
     << ",\n  \"model\": {\"name\": " << json_quote(model.name) << ", \"preset\": " << json_quote(spec.model.preset)
     << ", \"path\": " << json_quote(spec.model.path)
     << ", \"hash\": " << json_quote(spec.model.path.empty() ? "" : file_hash(spec.model.path))
-    << ", \"parameters\": " << model.parameter_count() << ", \"weights_seed\": " << spec.model.seed << "},\n"
+    << ", \"parameters\": " << model.parameter_count() << ", \"weights_seed\": " << spec.model.seed
+    << ", \"reference_note\": " << json_quote(quantized_source_note(model.source_linear_types)) << "},\n"
     << "  \"tokenization\": " << tokenization_json(tokenizer, spec.model.add_bos) << ",\n"
     << "  \"workload\": {\"trace\": " << json_quote(spec.workload.trace)
     << ", \"trace_hash\": " << json_quote(spec.workload.trace.empty() ? "" : file_hash(spec.workload.trace))
@@ -81,7 +84,8 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
   bool first = true;
   for (const auto* d : registry.list()) {
     m << (first ? "\n" : ",\n") << "    {\"kind\": \"" << plugin_kind_name(d->kind) << "\", \"name\": " << json_quote(d->name)
-      << ", \"version\": " << json_quote(d->version) << "}";
+      << ", \"version\": " << json_quote(d->version) << ", \"library\": " << json_quote(registry.library_path(*d))
+      << ", \"sha256\": " << json_quote(file_sha256(registry.library_path(*d))) << "}";
     first = false;
   }
   m << "\n  ],\n  \"stacks\": [";

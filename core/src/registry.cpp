@@ -10,6 +10,7 @@
 
 #include "inferlab/error.h"
 #include "inferlab/input_checks.h"
+#include "inferlab/experiment.h"
 #include "inferlab/log.h"
 
 namespace inferlab {
@@ -178,12 +179,28 @@ const PluginDescriptor& Registry::find(PluginKind kind, const std::string& name,
   return *entry(kind, name, where).desc;
 }
 
+const std::string& Registry::library_path(const PluginDescriptor& d) const {
+  for (const auto& e : entries_)
+    if (e->desc == &d) return e->path;
+  throw Error(std::string("Registry::library_path: ") + plugin_kind_name(d.kind) + " '" + d.name + "' is not registered here");
+}
+
 Params Registry::resolve(PluginKind kind, const std::string& name,
                          const std::map<std::string, ParamValue>& given,
-                         const std::string& where) const {
+                         const std::string& where, const std::string& base_dir) const {
   const auto& d = find(kind, name, where);
   std::string w = (where.empty() ? "" : where + ": ") + plugin_kind_name(kind) + " '" + name + "'";
-  return resolve_params(d.params, given, w);
+  Params resolved = resolve_params(d.params, given, w);
+  std::map<std::string, ParamValue> values = resolved.values();
+  bool changed = false;
+  for (const ParamSpec& spec : d.params) {
+    if (!spec.path || spec.type != ParamType::kString) continue;
+    std::string& value = std::get<std::string>(values.at(spec.name));
+    if (value.empty() || std::find(spec.names.begin(), spec.names.end(), value) != spec.names.end()) continue;
+    value = resolve_data_path(value, base_dir, w + ": " + spec.name);
+    changed = true;
+  }
+  return changed ? Params(std::move(values)) : resolved;
 }
 
 std::vector<std::string> Registry::check_support(PluginKind kind, const std::string& name,

@@ -19,6 +19,7 @@
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment_toml.h"
+#include "inferlab/formats.h"
 #include "inferlab/log.h"
 #include "inferlab/cuda_device.h"
 #include "inferlab/gpu_memory.h"
@@ -135,7 +136,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     for (PluginKind k : kStackKinds) {
       const PluginChoice& ch = v.stack.choice(k);
       const std::string where = ch.where + ": variant '" + v.name + "'";
-      rv.params(k) = registry.resolve(k, ch.name, ch.params, where);
+      rv.params(k) = registry.resolve(k, ch.name, ch.params, where, fs::path(spec.source_path).parent_path().string());
     }
     // The [kv] format must fit the model (int4 group size, f32 layers) and be readable by the
     // attention plugin (checked with the other plugin checks below). The quantization strategy
@@ -143,6 +144,9 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     if (const std::string problem = kv_format_problem(v.stack.kv.format, model); !problem.empty())
       throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
                   "' cannot run this: " + problem);
+    // Allowed, but it saves no memory over int8 (a small head_dim: stories260K has 8).
+    if (const std::string waste = kv_format_waste(v.stack.kv.format, model); !waste.empty())
+      log::warn(v.stack.kv_where + ": variant '" + v.name + "': " + waste);
     if (!v.stack.kv.format.all_f32() && spec.device.kind != "cpu")
       throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
                   "' is stored on the CPU only (device kind \"" + spec.device.kind + "\"; allowed there: f32)");
@@ -592,6 +596,8 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
                              : describe_device_without_init(device_kind, spec.device.threads)) + ", " + cpu_model(),
            std::string("cells: ") + (spec.isolate ? "each in its own process" : "in the run's process")};
   notes.insert(notes.end(), config_notes.begin(), config_notes.end());
+  if (const std::string note = quantized_source_note(weights.config.source_linear_types); !note.empty())
+    notes.push_back("reference: " + note);
   if (state.shard.count > 1)
     notes.push_back("shard " + std::to_string(state.shard.index) + "/" + std::to_string(state.shard.count) +
                     ": this folder holds only the cells k = repeat × variants + variant index with k mod " +

@@ -28,9 +28,6 @@ struct Seq {
   const Request* req = nullptr;
   Where where = Where::kNotArrived;
   long long scheduled_in = -1;  // the last step (StepLoop::step_index_) that scheduled it
-  // While waiting with a prefix-cache hit: its slots past its final length (constant while it
-  // waits), counted in StepLoop::waiting_past_final_ instead of walking the queue each step.
-  long long waiting_past_final = 0;
   std::vector<int> tokens;  // prompt + generated (a branching request: its first live branch's)
   int num_computed = 0;     // tokens whose K/V are in the cache (every live branch alike)
   int generated = 0;
@@ -68,6 +65,11 @@ class StepLoop {
   void enqueue(Seq* s, bool front);
   void admit_arrivals();
   ScheduleDecision schedule();
+  // The scheduler's views: a waiting request's shows its prefix-cache hit (and records the
+  // blocks it wants); a running request's counts the blocks a preemption would not free.
+  // Waiting views first: running views read what they want. `input` gives the pool's shape.
+  SeqView waiting_view(Seq& s, const SchedulerInput& input);
+  SeqView running_view(const Seq& s);
   // Preempts, checks and reserves the scheduled work; false when nothing was scheduled and the
   // loop must wait for an arrival (throws when nothing can ever be scheduled).
   bool apply(const ScheduleDecision& decision);
@@ -130,7 +132,6 @@ class StepLoop {
   std::unordered_map<int, Seq*> by_id_;
   std::vector<std::size_t> order_;   // request indices by arrival
   WaitingQueue waiting_;             // arrived, not admitted (preempted ones pushed to the front)
-  long long waiting_past_final_ = 0; // Σ Seq::waiting_past_final over the queue
   std::vector<Seq*> running_;        // admission order
   std::size_t next_arrival_ = 0, finished_ = 0;
   double now_ = 0;
@@ -144,7 +145,11 @@ class StepLoop {
   std::vector<Work> scheduled_;  // apply(): the scheduled work before reservation
   std::vector<Decoder::DraftRequest> draft_requests_;  // apply(): the decodes that draft, into scheduled_
   std::vector<BlockCopy> copies_;
-  std::vector<SeqView> running_views_;
+  std::vector<SeqView> running_views_, waiting_views_;  // waiting_views_: with prefix caching only
+  std::vector<int> matched_, held_;          // prefix caching: a view's matched / held blocks
+  std::vector<int> kv_ids_;                  // a branching request's K/V ids
+  std::vector<long long> wanted_;            // [num_blocks] = wanted_stamp_: a waiting view shares it
+  long long wanted_stamp_ = 0;
   std::vector<int> accepted_;
   std::vector<BranchStep> next_branches_;
   // The step's emitted tokens: request `seq` emitted emitted_tokens_[begin, end).

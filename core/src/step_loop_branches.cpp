@@ -45,9 +45,9 @@ int StepLoop::blocks_held(const Seq& s) const {
 bool StepLoop::reserve_branches(Seq& s) {
   int target = s.num_computed + 1;
   target = std::max(target, reservation_target(s));
-  int need = 0;
-  for (const Branch& b : s.branches) need += blocks_.blocks_needed(b.kv, target);
-  if (!blocks_.can_allocate(need)) return false;
+  kv_ids_.clear();
+  for (const Branch& b : s.branches) kv_ids_.push_back(b.kv);
+  if (!blocks_.can_allocate(blocks_.blocks_needed(kv_ids_, target))) return false;
   for (const Branch& b : s.branches)
     if (!blocks_.reserve(b.kv, target, copies_)) return false;  // cannot happen: counted above
   return true;

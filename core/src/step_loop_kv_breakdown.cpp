@@ -31,9 +31,7 @@ void StepLoop::measure_kv_breakdown(StepTimeline& st) const {
   const int bs = kv_config_.block_size;
   long long internal = 0;
   for (const Seq* s : running_) internal += slots_past_final(*s);
-  // Only a prefix-cache hit holds blocks while it waits: its share is kept as it enters and
-  // leaves the queue (constant meanwhile), so a long queue is not walked per step.
-  internal += waiting_past_final_;
+  // Waiting requests hold no blocks (a prefix-cache hit is taken at admission).
   // Branches share blocks: never count more than the reserved slots left beyond token states.
   const long long spare = static_cast<long long>(st.kv_blocks_reserved) * bs - st.kv_tokens;
   st.kv_slots_internal = std::clamp(internal, 0LL, std::max(0LL, spare));

@@ -52,6 +52,10 @@ class BlockManager {
   // Blocks that must be newly allocated for `seq` to hold `tokens` tokens and to write
   // positions [length(seq), tokens) (including copies of shared blocks to be written).
   int blocks_needed(int seq, int tokens) const;
+  // The same for every seq in `seqs` growing to `tokens` in turn (a request's branches): a
+  // shared block that only they hold is copied by every writer but the last, which then holds
+  // it alone and writes in place.
+  int blocks_needed(std::span<const int> seqs, int tokens) const;
   bool can_allocate(int blocks) const { return free_blocks() >= blocks; }
   // Blocks a reservation can take: free ones plus cached ones no sequence holds (evicted least
   // recently released first). A contiguous cache (config.contiguous()): the largest run of free
@@ -83,6 +87,12 @@ class BlockManager {
   // blocks at the start of tokens[0, max_tokens); returns the tokens matched (a multiple of
   // block_size, 0 when nothing matched, in which case seq is not created).
   int acquire_prefix(int seq, std::span<const int> tokens, int max_tokens);
+  // The blocks acquire_prefix would give now, in order, without taking them (`blocks` is
+  // cleared first; empty when prefix caching is off). Only an eviction or a publish changes it.
+  void match_prefix(std::span<const int> tokens, int max_tokens, std::vector<int>& blocks) const;
+  // Sequences holding `block` (its references less the prefix cache's own): 0 for a free or an
+  // evictable block. Freeing every holder makes it allocatable (free_blocks counts it).
+  int seq_refs(int block) const;
   // Indexes seq's full blocks among its first length(seq) tokens; `tokens` are its token ids.
   void publish_prefix(int seq, std::span<const int> tokens);
   void free(int seq);

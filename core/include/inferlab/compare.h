@@ -14,6 +14,8 @@ struct MetricTable {
   std::vector<std::string> variants;  // in file (run) order
   std::vector<std::string> metrics;   // numeric metric columns in file order
   std::map<std::string, std::map<std::string, std::vector<double>>> values;  // variant -> metric -> repeats
+  bool has_tokens_hash = false;                                 // the tokens_hash column exists
+  std::map<std::string, std::vector<std::string>> tokens_hash;  // variant -> ok repeats' hashes
 };
 // Throws Error when the folder has no readable metrics.csv.
 MetricTable read_metric_table(const std::string& run_dir);
@@ -30,9 +32,12 @@ struct Comparison {
   double ratio = 0;  // mean_b / mean_a (NaN when mean_a is 0)
   double p = 0;      // welch_p_value (NaN when untested)
   bool flagged = false;
+  // metric tokens_hash: each side's distinct hashes ("a, b"); flagged when the sets differ.
+  std::string hashes_a, hashes_b;
 };
 // Every variant in both runs (A's order) × each metric (empty = the summary's headline metrics
-// that either run records as non-zero).
+// that either run records as non-zero). "tokens_hash" compares the output tokens' hashes:
+// changed when the two runs' sets of hashes differ (no mean, ratio or test).
 std::vector<Comparison> compare_runs(const MetricTable& a, const MetricTable& b, const std::vector<std::string>& metrics);
 // status_a/b: said beside a run that did not complete ("" = complete).
 std::string comparison_markdown(const std::string& run_a, const std::string& run_b, const std::vector<Comparison>& rows,

@@ -47,6 +47,10 @@ bool ggml_type_supported(std::uint32_t type);
 std::string ggml_supported_type_names();
 // True for the block-quantized types (Q*), false for F32, F16, BF16.
 bool ggml_type_is_quantized(GgmlType type);
+// For a checkpoint whose linears are stored block-quantized (source_linear_types: a GGUF's
+// Q4_1, ...): "linears stored as Q4_1: the fp32 reference (quantization none) is the dequantised
+// file, not a float checkpoint, so quality metrics are measured against it"; "" otherwise.
+std::string quantized_source_note(const std::map<std::string, std::uint32_t>& source_linear_types);
 // Elements per block (1 for float types) and bytes per block.
 std::size_t ggml_block_elements(GgmlType type);
 std::size_t ggml_block_bytes(GgmlType type);

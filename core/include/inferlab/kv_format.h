@@ -74,6 +74,11 @@ inline constexpr const char* kKvDtypeNames = "f32, int8, int4, int8-keys, int4-k
 // than the model has, f16); empty when it can.
 std::string kv_format_problem(const KvFormat& format, const ModelConfig& model);
 
+// Why an int4 side of `format` saves nothing over int8 on `model` (its group size leaves the
+// (scale, min) pairs as large as the codes saved: group_size <= 8), naming the group size and
+// both formats' bytes per token; empty when int4 is smaller or no side is int4.
+std::string kv_format_waste(const KvFormat& format, const ModelConfig& model);
+
 // Bytes of one token-head's codes and params (scales) in `dtype`, head_dim `d`, group `g` (> 0).
 std::size_t kv_code_bytes(KvDtype dtype, int d);
 std::size_t kv_param_floats(KvDtype dtype, int d, int g);

@@ -1,6 +1,7 @@
 // manifest.json of a results folder: everything needed to tell two runs apart — the config file
 // and its hash, --set overrides, git commit and dirty flag, compiler, CPU, threads, model and
-// trace hashes, every plugin's version, each variant's stack and the per-repeat seeds.
+// trace hashes, every plugin's version, library path and SHA-256, each variant's stack, the
+// per-repeat seeds, and a note when the model's fp32 reference is a dequantised quantized file.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -27,6 +27,12 @@ struct ParamSpec {
   std::optional<double> min, max;    // inclusive range for kInt / kFloat
   std::vector<std::string> choices;  // allowed values for kString (empty = any)
   std::string doc;
+  // A file (kString): Registry::resolve turns a relative value into the file found by
+  // resolve_data_path (the TOML's folder, the working directory, the source tree, the data
+  // root; its error lists each place tried). "" and the values in `names` (e.g. model presets)
+  // are not paths and stay as given.
+  bool path = false;
+  std::vector<std::string> names;
 };
 
 // Resolved parameter values: every declared parameter present, typed as declared.

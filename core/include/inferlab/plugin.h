@@ -38,7 +38,8 @@ namespace inferlab {
 // Quantization::needs_values (a strategy that runs the blocks skips their dequantisation) and
 // Quantization::planned_bytes (the memory estimate's size of a linear). 7: what the simulator
 // charges a strategy: Quantization::arithmetic (LinearArithmetic) and Attention::traffic
-// (AttentionTraffic), new virtuals.
+// (AttentionTraffic), new virtuals; the scheduler's KV view counts shared blocks
+// (SeqView::blocks_shared, SchedulerInput::total_blocks) and ParamSpec can declare a path.
 inline constexpr int kPluginAbiVersion = 7;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };

@@ -32,14 +32,19 @@ class Registry {
   static std::vector<std::string> default_search_path();
 
   const std::vector<PluginLoadRecord>& load_log() const { return log_; }
+  // The library file that registered `d` (a descriptor from list() or find()).
+  const std::string& library_path(const PluginDescriptor& d) const;
   std::vector<const PluginDescriptor*> list() const;
   std::vector<const PluginDescriptor*> list(PluginKind kind) const;
   // Throws Error naming the available plugins of that kind and the closest match.
   const PluginDescriptor& find(PluginKind kind, const std::string& name,
                                const std::string& where = "") const;
   // Resolved, type-checked parameters for that plugin (throws Error listing allowed ones).
+  // Path parameters (ParamSpec::path) become the file found by resolve_data_path, searched
+  // first in base_dir (the experiment's folder; "" = none).
   Params resolve(PluginKind kind, const std::string& name,
-                 const std::map<std::string, ParamValue>& given, const std::string& where) const;
+                 const std::map<std::string, ParamValue>& given, const std::string& where,
+                 const std::string& base_dir = "") const;
   // Reasons the plugin cannot run here (device, KV dtype, its own supports()).
   std::vector<std::string> check_support(PluginKind kind, const std::string& name,
                                          const SupportQuery& query) const;

@@ -20,7 +20,15 @@ struct SeqView {
   int num_tokens = 0;    // prompt + generated so far
   int num_computed = 0;  // tokens whose K/V are in the cache
   int generated = 0;
-  int blocks_held = 0;   // KV blocks currently allocated to it (shared ones once)
+  // KV blocks it holds (shared ones once). A waiting request holds none: its view shows the
+  // prefix-cache hit it would take if admitted now (num_computed = the tokens matched) and
+  // counts here the matched blocks running requests hold, which it shares for free; the other
+  // matched blocks are evictable, counted in free_blocks, and cost one each (blocks_to_grow).
+  int blocks_held = 0;
+  // Of blocks_held, those that preempting it would not return to free_blocks: held by another
+  // request too, or matched by a waiting request's prefix (which counted them as free to share).
+  // 0 without prefix caching. A scheduler credits a preemption with blocks_freed().
+  int blocks_shared = 0;
   // Sequences it runs after its prompt (beam width, n samples; 1 for plain decoding). Its
   // branches share the prompt's full blocks and each holds the rest on its own (at most).
   int branches = 1;
@@ -28,6 +36,7 @@ struct SeqView {
   // the (rest of the) prompt, or 1 in the decode phase.
   int pending() const { return num_tokens - num_computed; }
   bool in_decode() const { return pending() == 1 && num_computed > 0; }
+  int blocks_freed() const { return blocks_held - blocks_shared; }
 };
 
 struct SchedulerInput {
@@ -37,10 +46,30 @@ struct SchedulerInput {
   // Blocks a reservation can take. Under a contiguous reservation policy this is the largest
   // run of free blocks, so any set of admissions whose blocks sum to it fits (in that run).
   int free_blocks = 0;
+  // Blocks in the pool (the engine sets it): a request whose whole life needs more can never run.
+  int total_blocks = 0;
   int block_size = 16;
   KvReservation reservation = KvReservation::kOnDemand;  // ahead policies reserve at admission
   int max_seq_len = 0;        // the model's, for the kMax / kPow2 policies
   int max_draft_tokens = 0;   // a decode step may take 1 + this many tokens (speculation)
+
+  // total_blocks, or where it is unset (a hand-built input) free_blocks plus what the running
+  // requests hold.
+  int pool_blocks() const {
+    if (total_blocks > 0) return total_blocks;
+    int total = free_blocks;
+    for (const SeqView& s : running) total += s.blocks_held;
+    return total;
+  }
+
+  // Whether `s` can never run: its whole life (prompt and every output but the last, or the
+  // reservation policy's) needs more blocks than pool_blocks() even alone, whatever it shares.
+  bool never_fits(const SeqView& s) const {
+    SeqView alone = s;
+    alone.num_computed = alone.blocks_held = 0;
+    const int life = s.prompt_len + (s.max_output > 1 ? s.max_output : 1) - 1;
+    return blocks_to_grow(alone, life > s.num_tokens ? life : s.num_tokens) > pool_blocks();
+  }
 
   // Blocks `s` needs beyond what it holds to process `new_tokens` more tokens, under the
   // cache's reservation policy. A scheduler sums these against free_blocks.
@@ -80,7 +109,8 @@ struct ScheduleDecision {
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  // Must respect free_blocks (counting blocks freed by its own preemptions). Returning nothing
+  // Must respect free_blocks (counting blocks freed by its own preemptions: blocks_freed() of
+  // each, plus what it had granted them this step). Returning nothing
   // while requests wait and nothing runs means they can never fit: the engine reports it.
   virtual ScheduleDecision schedule(const SchedulerInput& input) = 0;
 };

@@ -4,6 +4,7 @@
 // (d * sc) * q - dmin * m), so the results equal ggml's dequantize_row_* bit for bit.
 #include <bit>
 #include <cstring>
+#include <set>
 
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
@@ -40,6 +41,18 @@ void dequantize_q6_k(const std::uint8_t* blk, float* y) {
 }
 
 }  // namespace
+
+std::string quantized_source_note(const std::map<std::string, std::uint32_t>& source_linear_types) {
+  std::set<std::string> quantized;
+  for (const auto& [name, type] : source_linear_types)
+    if (ggml_type_is_quantized(static_cast<GgmlType>(type))) quantized.insert(ggml_type_name(type));
+  if (quantized.empty()) return "";
+  std::string names;
+  for (const auto& q : quantized) names += (names.empty() ? "" : ", ") + q;
+  return "linears stored as " + names +
+         ": the fp32 reference (quantization none) is the dequantised file, not a float checkpoint, so quality "
+         "metrics (kl_vs_baseline, top1_agree_frac, perplexity ratios) are measured against it";
+}
 
 std::string ggml_type_name(std::uint32_t type) {
   static const char* const kNames[] = {

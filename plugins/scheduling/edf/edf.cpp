@@ -47,8 +47,6 @@ double EdfScheduler::deadline(const SeqView& s) const {
 }
 
 ScheduleDecision EdfScheduler::schedule(const SchedulerInput& in) {
-  int pool = in.free_blocks;
-  for (const SeqView& s : in.running) pool += s.blocks_held;
   ScheduleDecision d;
   using Rank = std::tuple<int, int, double, double, int>;  // (never fits, fresh, deadline, arrival, position)
   std::vector<std::pair<Rank, int>> ranked;
@@ -59,9 +57,8 @@ ScheduleDecision EdfScheduler::schedule(const SchedulerInput& in) {
       d.reject.push_back(s.id);
       continue;
     }
-    const int life = std::max(s.prompt_len + std::max(s.max_output, 1) - 1 - s.num_computed, s.pending());
     const bool fresh = s.generated == 0;
-    ranked.push_back({{in.blocks_to_grow(s, life) > pool, fresh, fresh ? dl : 0.0, fresh ? s.arrival_s : 0.0, i}, i});
+    ranked.push_back({{in.never_fits(s), fresh, fresh ? dl : 0.0, fresh ? s.arrival_s : 0.0, i}, i});
   }
   std::sort(ranked.begin(), ranked.end());
   std::vector<SeqView> waiting;

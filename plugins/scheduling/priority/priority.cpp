@@ -11,18 +11,6 @@ namespace inferlab::plugins {
 
 namespace {
 
-int pool_blocks(const SchedulerInput& in) {
-  int total = in.free_blocks;
-  for (const SeqView& s : in.running) total += s.blocks_held;
-  return total;
-}
-
-// Whether `s` could ever run alone in the pool (prompt + max_output - 1 tokens).
-bool fits_pool(const SchedulerInput& in, const SeqView& s, int pool) {
-  int life = std::max(s.prompt_len + std::max(s.max_output, 1) - 1 - s.num_computed, s.pending());
-  return in.blocks_to_grow(s, life) <= pool;
-}
-
 bool scheduled(const ScheduleDecision& d, int id) {
   return std::any_of(d.scheduled.begin(), d.scheduled.end(), [&](const ScheduledSeq& s) { return s.id == id; });
 }
@@ -42,14 +30,13 @@ int PriorityScheduler::effective_class(const SeqView& s, double now_s) const {
 }
 
 std::vector<int> PriorityScheduler::admission_order(const SchedulerInput& in) const {
-  const int pool = pool_blocks(in);
   using Rank = std::tuple<int, int, int, double, int>;  // (never fits, class, fresh, arrival, position)
   const int n = static_cast<int>(in.waiting.size());
   std::vector<Rank> ranks(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     const SeqView& s = in.waiting[static_cast<std::size_t>(i)];
     const bool fresh = s.generated == 0;  // preempted ones with output keep the engine's order
-    ranks[static_cast<std::size_t>(i)] = {fits_pool(in, s, pool) ? 0 : 1, effective_class(s, in.now_s), fresh,
+    ranks[static_cast<std::size_t>(i)] = {in.never_fits(s) ? 1 : 0, effective_class(s, in.now_s), fresh,
                                           fresh ? s.arrival_s : 0.0, i};
   }
   std::vector<int> order(static_cast<std::size_t>(n));
@@ -75,7 +62,7 @@ ScheduleDecision PriorityScheduler::schedule(const SchedulerInput& in) {
   // requests run, preempt them (least urgent, newest first) until its prompt's blocks and a
   // batch slot are free, then redo the step without them.
   const SeqView& head = waiting.front();
-  if (scheduled(d, head.id) || !fits_pool(in, head, pool_blocks(in))) return d;
+  if (scheduled(d, head.id) || in.never_fits(head)) return d;
   const int need = in.blocks_to_grow(head, head.pending());
   const bool memory_short = need > in.free_blocks;
   const bool batch_full = static_cast<int>(running.size()) >= max_batch_;
@@ -86,7 +73,7 @@ ScheduleDecision PriorityScheduler::schedule(const SchedulerInput& in) {
   while (keep > 0 && running[keep - 1].priority > head.priority &&
          (free_blocks < need || static_cast<int>(keep) >= max_batch_)) {
     --keep;
-    free_blocks += running[keep].blocks_held;
+    free_blocks += running[keep].blocks_freed();
     victims.push_back(running[keep].id);
   }
   if (victims.empty() || free_blocks < need || static_cast<int>(keep) >= max_batch_) return d;

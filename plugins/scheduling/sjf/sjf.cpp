@@ -32,9 +32,6 @@ int SjfScheduler::length_of(const SeqView& s) const {
 }
 
 std::vector<int> SjfScheduler::admission_order(const SchedulerInput& in) const {
-  int pool_total = in.free_blocks;
-  for (const SeqView& s : in.running) pool_total += s.blocks_held;
-
   // (class as documented in the header, then what orders within the class). Positions keep
   // the engine's order where no other order applies.
   using Rank = std::tuple<int, double, double, int>;
@@ -42,10 +39,8 @@ std::vector<int> SjfScheduler::admission_order(const SchedulerInput& in) const {
   std::vector<Rank> ranks(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     const SeqView& s = in.waiting[static_cast<std::size_t>(i)];
-    // Tokens it feeds through the model over its remaining life (the last output never is).
-    int life = std::max(s.prompt_len + std::max(s.max_output, 1) - 1 - s.num_computed, s.pending());
     Rank& r = ranks[static_cast<std::size_t>(i)];
-    if (in.blocks_to_grow(s, life) > pool_total)
+    if (in.never_fits(s))
       r = {3, i, 0, 0};
     else if (s.generated > 0)
       r = {0, i, 0, 0};
