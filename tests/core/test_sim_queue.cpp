@@ -5,7 +5,9 @@
 // caching; timeouts; rejection; speculation; beams) through a recording wrapper, and compares a
 // digest of every step's input and decision with the one the rebuilding engine gave (recorded at
 // commit 88559d1, before the change; the speculative case again once its draft's passes were
-// charged, which moves its steps' times). A digest that moves means a scheduler decided differently:
+// charged, which moves its steps' times; prefix-caching-timeout again when waiting requests
+// stopped holding prefix-cache blocks and sjf's admission stopped counting shared blocks as
+// freed, the KV-pressure fix). A digest that moves means a scheduler decided differently:
 // print it with --gtest_filter='SimQueue.*' and look at why before updating it.
 #include <cstdint>
 #include <cstdio>
@@ -152,7 +154,7 @@ TEST(SimQueue, SchedulersDecideAsWhenTheQueueWasRebuiltEachStep) {
       {"beam", 0xd5ee6357dd7f47bfull, "continuous", {{"max_batch", std::int64_t{8}}}, "beam", {{"width", std::int64_t{2}}}, 128},
       {"prefix-caching", 0x001e31380abba496ull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, true},
       {"queue-timeout", 0x325c3d4da4a5767aull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, false, 0.02},
-      {"prefix-caching-timeout", 0xfb76f3b5a3567282ull, "sjf", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 64, true, 0.02},
+      {"prefix-caching-timeout", 0xdb2d51a183105d73ull, "sjf", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 64, true, 0.02},
       {"contiguous-pow2", 0xac60ee9d1eca4addull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, false, 0,
        KvReservation::kPow2},
   };
