@@ -356,6 +356,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
     c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
   }
   c.requests = std::move(r.timeline.requests);
+  c.steps = sample_steps(r.timeline.steps);
   for (std::size_t i = 0; i < c.requests.size(); ++i) {
     c.requests[i].output_hash = tokens_hash(r.outputs[i]);
     std::vector<double>().swap(c.requests[i].token_times);  // its memory back, not only its size
@@ -629,7 +630,7 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
       std::erase_if(state.missing, [&](const CellRef& m) { return m.variant == names[cell.vi] && m.repeat == cell.rep; });
     }
     write_state();
-    out.add(c->row, c->requests);
+    out.add(c->row, c->requests, true, c->steps);
   }
 
   if (options.progress) std::fputs("\r\033[K", stderr);
