@@ -4,9 +4,14 @@
 Writes into RUN_DIR/figures/:
   latency_cdf.png     TTFT, TPOT and end-to-end latency CDFs per variant (requests.csv, all repeats)
   headline.png        headline metrics, mean per variant with 95% CI whiskers (metrics.csv)
+  kv_blocks.png       KV blocks used, reserved and cached over time per variant (steps.csv, repeat 0)
+  request_timeline.png  per-request timeline for a sample of requests per variant (requests.csv,
+                      repeat 0): queued (arrival to first scheduled), prefill (first scheduled to
+                      first token: every prompt chunk), decode (to finish), preemptions marked
   sweep_<axis>.png    for sweeps (variants named "axis=value,..."): headline metrics along each
-                      numeric axis, one line per setting of the other axes
-KV blocks over time are not recorded per step in a results folder, so that figure is skipped.
+                      numeric axis, mean with a 95% CI band, one line per setting of the others
+  quality.png         when metrics.csv has perplexity: perplexity and kl_vs_baseline against
+                      weights_bytes per variant (the quantization trade-off)
 Appends (or replaces) a "## Figures" section in summary.md linking them. Needs matplotlib
 (Debian: python3-matplotlib); uses only the standard library otherwise.
 """
@@ -155,8 +160,10 @@ def sweep_plots(vals, variants, figdir):
                     lines[rest].append((num(p[axis]), mean, half))
             for rest, pts in lines.items():
                 pts.sort()
-                ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o",
-                            capsize=3, label=rest)
+                xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+                line, = ax.plot(xs, ys, marker="o", label=rest)
+                ax.fill_between(xs, [y - p[2] for y, p in zip(ys, pts)], [y + p[2] for y, p in zip(ys, pts)],
+                                color=line.get_color(), alpha=0.2)
             ax.set_xlabel(axis)
             ax.set_title(m, fontsize=9)
             ax.grid(alpha=0.3)
@@ -167,6 +174,96 @@ def sweep_plots(vals, variants, figdir):
         plt.close(fig)
         written.append(name)
     return written
+
+
+def first_repeat(rows, variant):
+    """The rows of a variant's lowest repeat (one cell: times on one clock)."""
+    reps = sorted({int(r["repeat"]) for r in rows if r["variant"] == variant})
+    return [r for r in rows if r["variant"] == variant and int(r["repeat"]) == reps[0]] if reps else []
+
+
+def kv_over_time(steps, variants, out):
+    shown = [v for v in variants if first_repeat(steps, v)]
+    if not shown:
+        return False
+    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 2.6 * len(shown)), squeeze=False, sharex=True)
+    for ax, v in zip(axes[:, 0], shown):
+        rows = first_repeat(steps, v)
+        t = [num(r["start_s"]) + num(r["duration_s"]) for r in rows]
+        for col, label in [("kv_blocks_used", "used"), ("kv_blocks_reserved", "reserved"),
+                           ("kv_blocks_cached", "cached (free)")]:
+            ax.step(t, [num(r[col]) for r in rows], where="post", label=label)
+        ax.set_title(v, fontsize=9)
+        ax.set_ylabel("KV blocks")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    axes[-1][0].set_xlabel("time since the engine's start (s)")
+    fig.suptitle("KV cache blocks over time (repeat 0; steps.csv)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def request_timeline(requests, variants, out, sample=24):
+    shown = [v for v in variants if first_repeat(requests, v)][:4]
+    if not shown:
+        return False
+    fig, axes = plt.subplots(1, len(shown), figsize=(5 * len(shown), 6), squeeze=False)
+    for ax, v in zip(axes[0], shown):
+        rows = first_repeat(requests, v)
+        step = max(1, len(rows) // sample)
+        rows = rows[::step][:sample]
+        for y, r in enumerate(rows):
+            arrival, sched = num(r["arrival_s"]), num(r.get("first_scheduled_s"))
+            first, fin = num(r["first_token_s"]), num(r["finish_s"])
+            if sched is not None:
+                ax.barh(y, sched - arrival, left=arrival, color="tab:gray", label="queued" if y == 0 else None)
+                if first is not None:
+                    ax.barh(y, first - sched, left=sched, color="tab:orange", label="prefill" if y == 0 else None)
+            if first is not None and fin is not None:
+                ax.barh(y, fin - first, left=first, color="tab:blue", label="decode" if y == 0 else None)
+            if int(r["preemptions"]) > 0:
+                end = fin if fin is not None else (first if first is not None else arrival)
+                ax.plot(end, y, "rx")
+                ax.annotate(f"{r['preemptions']}\u00d7 preempted", (end, y), fontsize=6, color="red")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels([r["request_id"] for r in rows], fontsize=6)
+        ax.set_xlabel("time since the engine's start (s)")
+        ax.set_ylabel("request id")
+        ax.set_title(v, fontsize=9)
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+    axes[0][0].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Request timelines (repeat 0, every {step}th request)" if step > 1 else "Request timelines (repeat 0)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def quality_tradeoff(vals, variants, out):
+    pts = [v for v in variants if vals[v].get("perplexity") and vals[v].get("weights_bytes")]
+    if not pts:
+        return False
+    metrics = [m for m in ("perplexity", "kl_vs_baseline") if any(vals[v].get(m) for v in pts)]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        for v in pts:
+            if not vals[v].get(m):
+                continue
+            x = mean_ci(vals[v]["weights_bytes"])[0] / 2**20
+            y, half = mean_ci(vals[v][m])
+            ax.errorbar([x], [y], yerr=[half], marker="o", capsize=3, linestyle="none")
+            ax.annotate(v, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        ax.set_xlabel("weights (MiB)")
+        ax.set_ylabel(m)
+        ax.grid(alpha=0.3)
+    fig.suptitle("Quality against weight bytes")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
 
 
 def link_figures(run, names):
@@ -190,12 +287,22 @@ def main():
     written = []
     req_path = os.path.join(run, "requests.csv")
     if os.path.exists(req_path):
-        latency_cdfs(read_csv(req_path), variants, os.path.join(figdir, "latency_cdf.png"))
+        requests = read_csv(req_path)
+        latency_cdfs(requests, variants, os.path.join(figdir, "latency_cdf.png"))
         written.append("latency_cdf.png")
+        if requests and "first_scheduled_s" in requests[0] and request_timeline(
+                requests, variants, os.path.join(figdir, "request_timeline.png")):
+            written.append("request_timeline.png")
+    steps_path = os.path.join(run, "steps.csv")
+    if os.path.exists(steps_path) and kv_over_time(read_csv(steps_path), variants,
+                                                    os.path.join(figdir, "kv_blocks.png")):
+        written.append("kv_blocks.png")
     vals = values_by(metrics, variants)
     if headline_bars(vals, variants, os.path.join(figdir, "headline.png")):
         written.append("headline.png")
     written += sweep_plots(vals, variants, figdir)
+    if quality_tradeoff(vals, variants, os.path.join(figdir, "quality.png")):
+        written.append("quality.png")
     link_figures(run, written)
     for n in written:
         print(os.path.join(figdir, n))

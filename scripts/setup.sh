@@ -4,12 +4,12 @@
 #   scripts/setup.sh          what building and running the CLI and the plugins needs (quickstart)
 #   scripts/setup.sh --test   also GoogleTest, Google Benchmark, clang's sanitizer and libFuzzer
 #                             runtimes with llvm-symbolizer (scripts/test_sanitized.sh), python3 (the
-#                             docs check) and matplotlib (`inferlab plot`)
+#                             docs check), matplotlib (`inferlab plot`) and chromium (the report.html test)
 set -euo pipefail
 packages=(cmake ninja-build g++ ccache libboost-dev libboost-program-options-dev
           libtomlplusplus-dev libeigen3-dev libpcre2-dev pkg-config)
 if [ "${1:-}" = --test ]; then
-  packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-matplotlib clang libclang-rt-14-dev
+  packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-matplotlib chromium clang libclang-rt-14-dev
             llvm-14)
 elif [ -n "${1:-}" ]; then
   echo "setup: unknown argument '$1' (allowed: --test)" >&2

@@ -109,13 +109,14 @@ int cmd_run(const std::vector<std::string>& args) {
       "shard", po::value<std::string>(), "i/n: run only cells k = repeat*variants + variant with k mod n = i (0 <= i < n)")(
       "clock", po::value<std::string>()->default_value("wall"),
       "what times a step: wall, or thread-cpu (one-thread CPU device; what a calibration with --clock thread-cpu predicts)")(
-      "max-memory", po::value<std::string>(), kMaxMemoryHelp);
+      "max-memory", po::value<std::string>(), kMaxMemoryHelp)(
+      "no-report", po::bool_switch(), "write no report.html at the end (it is written by default: figures drawn when stdout is a terminal)");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args,
              "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n]\n"
-             "                     [--clock wall|thread-cpu] [--max-memory SIZE]\n"
+             "                     [--clock wall|thread-cpu] [--max-memory SIZE] [--no-report]\n"
              "       inferlab run --resume RESULTS_DIR [--force-config] [--check-determinism] [--max-memory SIZE]",
              o, &pos, vm))
     return 0;
@@ -155,6 +156,15 @@ int cmd_run(const std::vector<std::string>& args) {
   const RunOutcome outcome = run_plan(l.plan, *l.registry, ro);
   std::ifstream summary(outcome.dir + "/summary.md");
   std::cout << summary.rdbuf() << "\nresults: " << outcome.dir << "/summary.md\n" << std::flush;
+  if (!vm["no-report"].as<bool>() && !outcome.interrupted) {
+    try {  // the results are written: a report that cannot be made is a warning, not a failed run
+      // Figures cost seconds of matplotlib: drawn for a person at a terminal, not for scripts and jobs.
+      const bool draw = isatty(STDOUT_FILENO) != 0;
+      std::cout << "report: " << write_run_report({outcome.dir}, outcome.dir + "/report.html", draw) << "\n" << std::flush;
+    } catch (const Error& e) {
+      log::warn(std::string("report.html not written: ") + e.what());
+    }
+  }
   if (outcome.interrupted) return 128 + outcome.interrupted;  // the shell's convention: 130 for SIGINT
   // A failed variant is recorded in the results; the exit code says so too.
   if (outcome.failed > 0) return 3;

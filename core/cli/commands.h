@@ -41,6 +41,14 @@ int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_merge(const std::vector<std::string>& args);
 int cmd_compare(const std::vector<std::string>& args);
 int cmd_plot(const std::vector<std::string>& args);
+int cmd_report(const std::vector<std::string>& args);
+// The first python3 that imports matplotlib ("" when none).
+std::string plot_python();
+// Runs the plotting script on a results folder (its figure list to /dev/null when quiet).
+void plot_run(const std::string& run, const std::string& python, const std::string& script, bool quiet);
+// Draws each run's figures (when `plot` and matplotlib is there) and writes report.html of
+// `runs` to `out`; returns `out`.
+std::string write_run_report(const std::vector<std::string>& runs, const std::string& out, bool plot);
 int cmd_reproduce(const std::vector<std::string>& args);
 int cmd_submit(const std::vector<std::string>& args);
 int cmd_calibrate(const std::vector<std::string>& args);

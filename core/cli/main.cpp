@@ -1,4 +1,4 @@
-// inferlab: run, submit, merge, compare, plot, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate, conformance.
+// inferlab: run, submit, merge, compare, plot, report, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate, conformance.
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -24,6 +24,7 @@ const char* kUsage =
     "  merge SHARD_DIR... --out DIR [--allow-partial]            combine shard folders into one results folder\n"
     "  compare RUN_A RUN_B [--metric m]...                       means, ratios B/A and Welch t-tests per variant\n"
     "  plot RUN_DIR                                              PNG figures beside the results (matplotlib)\n"
+    "  report RUN_DIR...                                         one self-contained report.html (table, figures, manifest)\n"
     "  validate FILE [--set key=value]...                        check an experiment without running it\n"
     "  plugins [--kind K]                                        list plugins and their parameters\n"
     "  conformance PLUGIN.so... [--filter PATTERN]               run the conformance suites of its kind on a plugin\n"
@@ -91,6 +92,7 @@ int main(int argc, char** argv) {
     if (cmd == "merge") return inferlab::cli::cmd_merge(args);
     if (cmd == "compare") return inferlab::cli::cmd_compare(args);
     if (cmd == "plot") return inferlab::cli::cmd_plot(args);
+    if (cmd == "report") return inferlab::cli::cmd_report(args);
     if (cmd == "reproduce") return inferlab::cli::cmd_reproduce(args);
     if (cmd == "calibrate") return inferlab::cli::cmd_calibrate(args);
     if (cmd == "export") return inferlab::cli::cmd_export(args);

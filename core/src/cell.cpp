@@ -126,6 +126,7 @@ std::uint64_t address_space_bytes() {
   if (!r.row.ok) {
     r.row.metrics.clear();
     r.requests.clear();
+    r.steps.clear();
   }
   try {
     write_cell_file(scratch_path, r);
@@ -152,6 +153,16 @@ std::uint64_t cell_tokens_hash(const std::vector<RequestTimeline>& requests) {
   return h;
 }
 
+std::vector<StepTimeline> sample_steps(const std::vector<StepTimeline>& steps) {
+  const std::size_t n = steps.size();
+  if (n <= 2 * kStepsKeptWhole) return steps;
+  const std::size_t k = (n - kStepsKeptWhole + kStepsKeptWhole - 1) / kStepsKeptWhole;
+  std::vector<StepTimeline> kept(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(kStepsKeptWhole));
+  for (std::size_t i = kStepsKeptWhole; i < n; i += k) kept.push_back(steps[i]);
+  if ((n - 1 - kStepsKeptWhole) % k != 0) kept.push_back(steps.back());
+  return kept;
+}
+
 std::string hash_hex(std::uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
@@ -170,6 +181,13 @@ std::string serialize_cell(const CellResult& c) {
       << r.prompt_tokens << " " << r.output_tokens << " " << r.cached_prompt_tokens << " " << r.preemptions << " "
       << hash_hex(r.output_hash) << " " << static_cast<int>(r.status) << " " << r.priority << " " << r.slo_class << " "
       << exact(r.first_scheduled_s) << "\n";
+  for (const auto& st : c.steps) {
+    o << "step " << exact(st.start_s) << " " << exact(st.duration_s) << " " << st.seqs << " " << st.rows << " "
+      << st.prefill_tokens << " " << st.decode_tokens << " " << st.kv_blocks_reserved << " " << st.kv_blocks_used << " "
+      << st.kv_blocks_free << " " << st.kv_blocks_cached << " " << st.kv_tokens << " " << st.preemptions;
+    for (double t : st.time_s) o << " " << exact(t);
+    o << "\n";
+  }
   o << "end\n";
   return o.str();
 }
@@ -214,6 +232,21 @@ std::optional<CellResult> parse_cell(const std::string& text) {
           r.first_scheduled_s = std::strtod(scheduled.c_str(), nullptr);
         }
         c.requests.push_back(r);
+      } else if (auto v = field(line, "step")) {
+        std::istringstream f(*v);
+        StepTimeline st;
+        std::string start, duration;
+        f >> start >> duration >> st.seqs >> st.rows >> st.prefill_tokens >> st.decode_tokens >> st.kv_blocks_reserved >>
+            st.kv_blocks_used >> st.kv_blocks_free >> st.kv_blocks_cached >> st.kv_tokens >> st.preemptions;
+        st.start_s = std::strtod(start.c_str(), nullptr);
+        st.duration_s = std::strtod(duration.c_str(), nullptr);
+        for (double& t : st.time_s) {
+          std::string x;
+          f >> x;
+          t = std::strtod(x.c_str(), nullptr);
+        }
+        if (!f) return std::nullopt;
+        c.steps.push_back(st);
       } else {
         return std::nullopt;
       }

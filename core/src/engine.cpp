@@ -482,6 +482,17 @@ void StepLoop::record_step(double step_start, double duration) {
   st.kv_blocks_reserved = ks.blocks_reserved;
   st.kv_blocks_used = ks.blocks_used;
   st.kv_tokens = ks.tokens_stored;
+  st.kv_blocks_free = ks.blocks_free;
+  st.kv_blocks_cached = ks.blocks_cached;
+  st.preemptions = tl.preemptions - preemptions_seen_;
+  preemptions_seen_ = tl.preemptions;
+  const OpTimes& ops = device_.op_times();
+  double timed = 0;
+  for (std::size_t c = 0; c < st.time_s.size(); ++c) {
+    st.time_s[c] = ops.seconds[c] - step_ops0_.seconds[c];
+    timed += st.time_s[c];
+  }
+  st.time_s[static_cast<std::size_t>(TimeCategory::kFramework)] += std::max(0.0, duration - timed);
   measure_kv_breakdown(st);
   tl.steps.push_back(st);
   now_ = end;
@@ -520,6 +531,7 @@ RunResult StepLoop::run() {
     }
     const double wall0 = steady_seconds();
     const double t0 = options_.clock();
+    step_ops0_ = device_.op_times();
     if (!apply(schedule())) continue;
     build_batch();
     const double modelled = executor_.execute(batch_, copies_, logits_);

@@ -177,7 +177,8 @@ void ResultWriter::set_header(const std::string& title, const std::string& descr
   notes_ = notes;
 }
 
-void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>& requests, bool rewrite_files) {
+void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>& requests, bool rewrite_files,
+                       const std::vector<StepTimeline>& steps) {
   // Run order whatever order cells finish in (a resumed run fills gaps).
   auto order = [this](const std::string& variant, int repeat) {
     const auto it = std::find(variant_order_.begin(), variant_order_.end(), variant);
@@ -191,6 +192,10 @@ void ResultWriter::add(const ResultRow& row, const std::vector<RequestTimeline>&
   std::vector<RequestRow> add;
   for (const auto& r : requests) add.push_back({row.variant, row.repeat, r});
   requests_.insert(rat, add.begin(), add.end());
+  auto sat = std::find_if(steps_.begin(), steps_.end(), [&](const StepRow& r) { return order(r.variant, r.repeat) > key; });
+  std::vector<StepRow> add_steps;
+  for (std::size_t i = 0; i < steps.size(); ++i) add_steps.push_back({row.variant, row.repeat, static_cast<int>(i), steps[i]});
+  steps_.insert(sat, add_steps.begin(), add_steps.end());
   if (rewrite_files) rewrite();
 }
 
@@ -234,7 +239,7 @@ void ResultWriter::rewrite() const {
 
   std::ostringstream req;
   req << "variant,repeat,request_id,arrival_s,first_token_s,finish_s,prompt_tokens,output_tokens,"
-         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms,output_hash,status\n";
+         "cached_prompt_tokens,preemptions,ttft_ms,e2e_ms,output_hash,status,first_scheduled_s\n";
   for (const auto& rr : requests_) {
     const auto& r = rr.request;
     bool done = r.finish_s >= 0;
@@ -243,11 +248,30 @@ void ResultWriter::rewrite() const {
         << r.prompt_tokens << "," << r.output_tokens << "," << r.cached_prompt_tokens << "," << r.preemptions << ","
         << (r.first_token_s >= 0 ? num((r.first_token_s - r.arrival_s) * 1e3) : "") << ","
         << (done ? num((r.finish_s - r.arrival_s) * 1e3) : "") << "," << hex64(r.output_hash) << ","
-        << (r.status != RequestStatus::kOk ? request_status_name(r.status) : done ? "finished" : "unfinished")
-        << "\n";
+        << (r.status != RequestStatus::kOk ? request_status_name(r.status) : done ? "finished" : "unfinished") << ","
+        << (r.first_scheduled_s >= 0 ? num(r.first_scheduled_s) : "") << "\n";
   }
   write_file(fs::path(dir_) / "requests.csv", req.str());
+  write_file(fs::path(dir_) / "steps.csv", steps_csv());
   write_file(fs::path(dir_) / "summary.md", summary(status_));
+}
+
+std::string ResultWriter::steps_csv() const {
+  std::ostringstream csv;
+  csv << "variant,repeat,step,start_s,duration_s,seqs,rows,prefill_tokens,decode_tokens,kv_blocks_reserved,"
+         "kv_blocks_used,kv_blocks_free,kv_blocks_cached,kv_tokens,preemptions";
+  for (int c = 0; c < kTimeCategories; ++c) csv << ",time_" << time_category_name(static_cast<TimeCategory>(c)) << "_s";
+  csv << "\n";
+  for (const auto& sr : steps_) {
+    const StepTimeline& s = sr.timeline;
+    csv << csv_field(sr.variant) << "," << sr.repeat << "," << sr.step << "," << num(s.start_s) << ","
+        << num(s.duration_s) << "," << s.seqs << "," << s.rows << "," << s.prefill_tokens << "," << s.decode_tokens << ","
+        << s.kv_blocks_reserved << "," << s.kv_blocks_used << "," << s.kv_blocks_free << "," << s.kv_blocks_cached << ","
+        << s.kv_tokens << "," << s.preemptions;
+    for (double t : s.time_s) csv << "," << num(t);
+    csv << "\n";
+  }
+  return csv.str();
 }
 
 std::string ResultWriter::summary(const std::string& status) const {

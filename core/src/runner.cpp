@@ -402,6 +402,7 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
     c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
   }
   c.requests = std::move(r.timeline.requests);
+  c.steps = sample_steps(r.timeline.steps);
   for (std::size_t i = 0; i < c.requests.size(); ++i) {
     c.requests[i].output_hash = tokens_hash(r.outputs[i]);
     std::vector<double>().swap(c.requests[i].token_times);  // its memory back, not only its size
@@ -443,13 +444,21 @@ std::optional<CellResult> run_cell_guarded(const RunContext& cx, std::size_t vi,
   return c;
 }
 
-// "\r[3/8] variant repeat 1 · 12 s, ~20 s left" on the terminal, rewritten in place.
+// What the finished cells of this run produced, for the progress line.
+struct ProgressTotals {
+  long long requests = 0, tokens = 0;  // finished requests, output tokens
+};
+
+// "\r[3/8 cells] int8 repeat 1 · 144 requests · 812 tok/s · 12 s, ~20 s left" on the terminal,
+// rewritten in place before each cell (tok/s: output tokens of the finished cells per second).
 void show_progress(std::size_t done, std::size_t total, const std::string& variant, int rep,
-                   std::chrono::steady_clock::time_point t0) {
+                   std::chrono::steady_clock::time_point t0, const ProgressTotals& totals) {
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::ostringstream line;
-  line << "\r\033[K[" << done << "/" << total << " cells] " << variant << " repeat " << rep << " · "
-       << static_cast<long long>(el) << " s";
+  line << "\r\033[K[" << done << "/" << total << " cells] " << variant << " repeat " << rep << " · " << totals.requests
+       << " requests";
+  if (el > 0 && done > 0) line << " · " << static_cast<long long>(static_cast<double>(totals.tokens) / el) << " tok/s";
+  line << " · " << static_cast<long long>(el) << " s";
   if (done > 0) line << ", ~" << static_cast<long long>(el / static_cast<double>(done) * static_cast<double>(total - done)) << " s left";
   std::fputs(line.str().c_str(), stderr);
   std::fflush(stderr);
@@ -663,13 +672,18 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
   RunOutcome outcome;
   std::vector<std::string> run_faults;  // cells whose child could not hand over a result
   const auto t_cells = std::chrono::steady_clock::now();
+  ProgressTotals totals;
   for (const GridCell& cell : grid.missing) {
     if (cx.stopping()) break;
-    if (options.progress) show_progress(outcome.ran, grid.missing.size(), names[cell.vi], cell.rep, t_cells);
+    if (options.progress) show_progress(outcome.ran, grid.missing.size(), names[cell.vi], cell.rep, t_cells, totals);
     auto c = run_cell_guarded(cx, cell.vi, cell.rep, (cells_dir / ("." + cell_file_name(cell.vi, cell.rep) + ".child")).string());
     if (!c) break;
     write_cell_file((cells_dir / cell_file_name(cell.vi, cell.rep)).string(), *c);
     ++outcome.ran;
+    for (const RequestTimeline& r : c->requests) {
+      totals.requests += r.finish_s >= 0;
+      totals.tokens += r.output_tokens;
+    }
     if (c->run_fault) {  // a failed row now, still missing for the next resume
       run_faults.push_back(names[cell.vi] + " repeat " + std::to_string(cell.rep) + ": " + c->row.error);
     } else {
@@ -677,7 +691,7 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
       std::erase_if(state.missing, [&](const CellRef& m) { return m.variant == names[cell.vi] && m.repeat == cell.rep; });
     }
     write_state();
-    out.add(c->row, c->requests);
+    out.add(c->row, c->requests, true, c->steps);
   }
 
   if (options.progress) std::fputs("\r\033[K", stderr);

@@ -225,7 +225,7 @@ MergeOutcome merge_shards(const MergeOptions& options) {
 }
 
 void write_results_from_cells(ResultWriter& out, const CellGrid& grid) {
-  for (const auto& [cell, c] : grid.done) out.add(c.row, c.requests, false);
+  for (const auto& [cell, c] : grid.done) out.add(c.row, c.requests, false, c.steps);
   out.rewrite();
 }
 

@@ -135,6 +135,8 @@ class StepLoop {
   std::vector<Seq*> running_;        // admission order
   std::size_t next_arrival_ = 0, finished_ = 0;
   double now_ = 0;
+  OpTimes step_ops0_;                // the device's op times when the current step began
+  int preemptions_seen_ = 0;         // timeline preemptions recorded by earlier steps
   int next_kv_ = 0;                  // K/V ids for forked branches (above every request id)
 
   // Per-step scratch, reused.

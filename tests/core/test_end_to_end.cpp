@@ -49,8 +49,14 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
   fs::path dir = only_run_dir(out, "quickstart");
   EXPECT_NE(c.out.find("results: " + dir.string() + "/summary.md"), std::string::npos) << c.out;
 
-  for (const char* f : {"config.toml", "manifest.json", "metrics.csv", "metrics.json", "requests.csv", "summary.md"})
+  for (const char* f : {"config.toml", "manifest.json", "metrics.csv", "metrics.json", "requests.csv", "steps.csv",
+                        "summary.md", "report.html"})
     EXPECT_TRUE(fs::exists(dir / f)) << f;
+  EXPECT_NE(c.out.find("report: " + dir.string() + "/report.html"), std::string::npos) << c.out;
+  const std::string html = slurp(dir / "report.html");
+  for (const char* s : {"<table class=\"summary sortable\"", "continuous+flash+int8", "Figures unavailable: not drawn here",
+                        "class=\"manifest\""})
+    EXPECT_NE(html.find(s), std::string::npos) << s;
 
   // config.toml is valid TOML and fully resolved (plugin defaults written out).
   toml::table cfg = toml::parse_file((dir / "config.toml").string());
@@ -84,9 +90,16 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
   auto req = read_csv(dir / "requests.csv");
   EXPECT_EQ(req.size(), 1u + 48 * 3 * 3);
   EXPECT_EQ(req[0][0], "variant");
-  EXPECT_EQ(req[0].back(), "status");
-  EXPECT_EQ(req[0][req[0].size() - 2], "output_hash");
-  EXPECT_EQ(req[1].back(), "finished");
+  EXPECT_EQ(req[0].back(), "first_scheduled_s");
+  EXPECT_EQ(req[0][req[0].size() - 2], "status");
+  EXPECT_EQ(req[1][req[1].size() - 2], "finished");
+  EXPECT_EQ(req[1].back(), "0");  // the first request arrives at 0 and runs in the first step
+  // steps.csv: every cell's steps (fewer than 4000 here: none sampled away), component times.
+  auto steps = read_csv(dir / "steps.csv");
+  ASSERT_GT(steps.size(), 9u * 48);
+  EXPECT_EQ(steps[0][0], "variant");
+  EXPECT_EQ(steps[0].back(), "time_framework_s");
+  EXPECT_EQ(steps[1][2], "0");
 
   const std::string md = slurp(dir / "summary.md");
   for (const char* s : {"baseline", "continuous+flash+int8", "±", "(×", "ttft_ms_p50"}) EXPECT_NE(md.find(s), std::string::npos) << s;

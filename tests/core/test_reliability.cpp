@@ -104,6 +104,15 @@ TEST(Reliability, CellFileRoundTripsAndRefusesATruncatedOne) {
   r.output_tokens = 9;
   r.output_hash = tokens_hash(std::vector<int>{1, 2, 3});
   c.requests = {r};
+  StepTimeline st;
+  st.start_s = 0.5;
+  st.duration_s = 1.0 / 7.0;
+  st.seqs = 3;
+  st.kv_blocks_free = 11;
+  st.kv_blocks_cached = 4;
+  st.preemptions = 2;
+  st.time_s[1] = 1e-5;
+  c.steps = {st, st};
   const std::string text = serialize_cell(c);
   auto back = parse_cell(text);
   ASSERT_TRUE(back);
@@ -115,8 +124,35 @@ TEST(Reliability, CellFileRoundTripsAndRefusesATruncatedOne) {
   ASSERT_EQ(back->requests.size(), 1u);
   EXPECT_EQ(back->requests[0].first_token_s, 1e-7);
   EXPECT_EQ(back->requests[0].output_hash, r.output_hash);
+  ASSERT_EQ(back->steps.size(), 2u);
+  EXPECT_EQ(back->steps[1].duration_s, 1.0 / 7.0);
+  EXPECT_EQ(back->steps[1].kv_blocks_free, 11);
+  EXPECT_EQ(back->steps[1].kv_blocks_cached, 4);
+  EXPECT_EQ(back->steps[1].preemptions, 2);
+  EXPECT_EQ(back->steps[1].time_s[1], 1e-5);
   EXPECT_FALSE(parse_cell(text.substr(0, text.size() - 4)));  // no end marker: a missing cell
   EXPECT_NE(tokens_hash(std::vector<int>{1, 2, 3}), tokens_hash(std::vector<int>{1, 3, 2}));
+}
+
+// steps.csv stays bounded: a cell keeps every step up to 2 * kStepsKeptWhole, then the first
+// kStepsKeptWhole, every k-th of the rest and the last, evenly spread.
+TEST(Reliability, SampleStepsBoundsLongRuns) {
+  auto steps_of = [](std::size_t n) {
+    std::vector<StepTimeline> s(n);
+    for (std::size_t i = 0; i < n; ++i) s[i].seqs = static_cast<int>(i);
+    return s;
+  };
+  EXPECT_EQ(sample_steps(steps_of(2 * kStepsKeptWhole)).size(), 2 * kStepsKeptWhole);
+  for (std::size_t n : {2 * kStepsKeptWhole + 1, 7 * kStepsKeptWhole + 3, 100 * kStepsKeptWhole}) {
+    const auto kept = sample_steps(steps_of(n));
+    EXPECT_LE(kept.size(), 2 * kStepsKeptWhole + 1) << n;
+    EXPECT_GE(kept.size(), kStepsKeptWhole + kStepsKeptWhole / 2) << n;
+    EXPECT_EQ(kept[kStepsKeptWhole - 1].seqs, static_cast<int>(kStepsKeptWhole - 1)) << n;
+    EXPECT_EQ(kept.back().seqs, static_cast<int>(n - 1)) << n;
+    const int k = kept[kStepsKeptWhole + 1].seqs - kept[kStepsKeptWhole].seqs;
+    for (std::size_t i = kStepsKeptWhole + 1; i + 1 < kept.size(); ++i)
+      EXPECT_EQ(kept[i].seqs - kept[i - 1].seqs, k) << n << " at " << i;
+  }
 }
 
 // A segfault, an abort and a hang each fail only their own cells, named; the other variants'

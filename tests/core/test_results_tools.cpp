@@ -143,6 +143,16 @@ TEST(ResultsTools, ShardedRunMergesIntoTheLocalRun) {
   EXPECT_EQ(cells(merged).size(), 4u);
   EXPECT_EQ(request_keys(merged), request_keys(ldir));
   EXPECT_EQ(request_keys(merged).size(), 12u);
+  // steps.csv: every cell's kept steps, merged row for row from the shards' cells.
+  std::multiset<std::vector<std::string>> shard_steps;
+  for (const auto& d : shard_dirs) {
+    const auto csv = read_csv(d / "steps.csv");
+    ASSERT_GT(csv.size(), 1u) << d;
+    EXPECT_EQ(csv[0], read_csv(merged / "steps.csv")[0]);
+    shard_steps.insert(csv.begin() + 1, csv.end());
+  }
+  const auto merged_steps = read_csv(merged / "steps.csv");
+  EXPECT_EQ(std::multiset<std::vector<std::string>>(merged_steps.begin() + 1, merged_steps.end()), shard_steps);
   EXPECT_EQ(slurp(merged / "config.toml"), slurp(ldir / "config.toml"));
   EXPECT_EQ(read_csv(merged / "metrics.csv")[0], read_csv(ldir / "metrics.csv")[0]);
   for (int rep = 0; rep < 2; ++rep)

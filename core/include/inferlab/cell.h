@@ -18,6 +18,7 @@ namespace inferlab {
 struct CellResult {
   ResultRow row;
   std::vector<RequestTimeline> requests;  // without token_times (metrics are computed already)
+  std::vector<StepTimeline> steps;        // sample_steps of the engine's steps (steps.csv)
   // Failed by the run's own trouble, not the cell's (its child could not hand over a result):
   // kept as a failed row, and run again by `run --resume`.
   bool run_fault = false;
@@ -29,6 +30,13 @@ std::uint64_t tokens_hash(std::span<const int> tokens);
 // The hash of a whole cell: FNV-1a over its requests' output hashes, in request order.
 std::uint64_t cell_tokens_hash(const std::vector<RequestTimeline>& requests);
 std::string hash_hex(std::uint64_t h);
+
+// The steps a cell keeps for steps.csv, bounded for long runs: all of them up to
+// kStepsKeptWhole * 2; beyond, the first kStepsKeptWhole, then every k-th of the rest with
+// k = ceil((n - kStepsKeptWhole) / kStepsKeptWhole), and always the last step (so at most
+// 2 * kStepsKeptWhole + 1 rows per cell, evenly spread in step order).
+inline constexpr std::size_t kStepsKeptWhole = 2000;
+std::vector<StepTimeline> sample_steps(const std::vector<StepTimeline>& steps);
 
 // Line-based text with an end marker; parse_cell returns nullopt for anything incomplete or
 // malformed (a file cut short is a missing cell, never a wrong one).

@@ -53,6 +53,12 @@ struct StepTimeline {
   // Contiguous reservations: free slots in holes too small for the region of the request at
   // the head of the queue (external fragmentation); 0 when nothing waits or the cache is paged.
   long long kv_slots_external = 0;
+  int kv_blocks_free = 0;    // allocatable after the step (cached blocks held by no sequence included)
+  int kv_blocks_cached = 0;  // prefix-cached blocks held by no sequence (counted in kv_blocks_free)
+  int preemptions = 0;       // requests preempted by this step's schedule
+  // Seconds of this step per TimeCategory as the device timed them; framework is the rest of
+  // duration_s (0 when the timed ops exceed it).
+  std::array<double, kTimeCategories> time_s{};
 };
 
 struct RunTimeline {

@@ -1,5 +1,5 @@
 // Writes one run's results into results/<experiment>/<UTC stamp>/: config.toml, manifest.json,
-// metrics.csv, metrics.json, requests.csv, summary.md (the runner adds cells/, one file per
+// metrics.csv, metrics.json, requests.csv, steps.csv, summary.md (the runner adds cells/, one file per
 // finished cell). Files are rewritten (temp file + rename) after every variant × repeat, so a
 // crash, a failing variant or an interrupt never loses the rows before it. A run directory is
 // created fresh (runs never overwrite each other) or reopened by `run --resume`.
@@ -29,6 +29,13 @@ struct RequestRow {
   RequestTimeline request;
 };
 
+struct StepRow {
+  std::string variant;
+  int repeat = 0;
+  int step = 0;  // index in the cell's kept steps (sample_steps)
+  StepTimeline timeline;
+};
+
 class ResultWriter {
  public:
   // Creates <out_root>/<experiment>/<stamp><suffix>[-N]/ (stamp = UTC YYYYMMDDTHHMMSSZ; a shard's
@@ -40,9 +47,11 @@ class ResultWriter {
   const std::string& dir() const { return dir_; }
 
   void write_text(const std::string& file, const std::string& text) const;
-  // Adds a row (kept in run order: repeat, then variant order) and rewrites metrics.csv, metrics.json, requests.csv and summary.md
+  // Adds a row (kept in run order: repeat, then variant order) with its requests and its kept
+  // steps, and rewrites metrics.csv, metrics.json, requests.csv, steps.csv and summary.md
   // (unless rewrite_files is false: the caller calls rewrite() once after many rows).
-  void add(const ResultRow& row, const std::vector<RequestTimeline>& requests, bool rewrite_files = true);
+  void add(const ResultRow& row, const std::vector<RequestTimeline>& requests, bool rewrite_files = true,
+           const std::vector<StepTimeline>& steps = {});
   // Title and description for summary.md; variant order (baseline first).
   void set_header(const std::string& title, const std::string& description,
                   const std::vector<std::string>& variants, const std::vector<std::string>& notes);
@@ -51,6 +60,8 @@ class ResultWriter {
   const std::vector<ResultRow>& rows() const { return rows_; }
   // Rewrites the four result files.
   void rewrite() const;
+  // steps.csv: one row per kept step of every cell, in run order.
+  std::string steps_csv() const;
   // summary.md as rewrite() writes it, with `status` under the title instead of the set one.
   std::string summary(const std::string& status) const;
 
@@ -61,6 +72,7 @@ class ResultWriter {
   std::vector<std::string> variant_order_, notes_;
   std::vector<ResultRow> rows_;
   std::vector<RequestRow> requests_;
+  std::vector<StepRow> steps_;
 };
 
 // Markdown summary: per variant, mean ± 95% CI over repeats and the ratio to the baseline.
