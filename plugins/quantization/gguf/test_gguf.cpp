@@ -126,17 +126,17 @@ TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
   ASSERT_EQ(not_gguf.size(), 1u);
   EXPECT_NE(not_gguf[0].find("not a GGUF checkpoint"), std::string::npos);
 
-  ModelConfig q5_0;
-  q5_0.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}, {"layers.1.w2", 6 /* Q5_0 */}, {"classifier", 14}};
-  const auto problems = gguf_strategy_problems(q5_0);
+  ModelConfig iq2;
+  iq2.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}, {"layers.1.w2", 16 /* IQ2_XXS */}, {"classifier", 14}};
+  const auto problems = gguf_strategy_problems(iq2);
   ASSERT_EQ(problems.size(), 1u);
-  for (const char* part : {"layers.1.w2", "Q5_0", "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"})
+  for (const char* part : {"layers.1.w2", "IQ2_XXS", "allowed: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K"})
     EXPECT_NE(problems[0].find(part), std::string::npos) << problems[0];
 
   // Through the registry, as validate asks.
   Registry reg({testing::plugin_dir()});
   const Params params = reg.resolve(PluginKind::kQuantization, "gguf", {}, "t");
-  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{q5_0, DeviceKind::kCpu, {}, params});
+  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{iq2, DeviceKind::kCpu, {}, params});
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_NE(reasons[0].find("layers.1.w2"), std::string::npos);
 }
