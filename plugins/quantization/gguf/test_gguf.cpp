@@ -64,8 +64,9 @@ double relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
   const int out = 24, in = 512, n = 5;
-  for (GgmlType type :
-       {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                        GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                        GgmlType::kQ6_K, GgmlType::kIQ4_XS})
     for (bool int8 : {false, true}) {
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + (int8 ? " int8" : " fp32"));
       std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 7);

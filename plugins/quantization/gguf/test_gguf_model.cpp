@@ -18,6 +18,7 @@
 
 #include "gguf_linear.h"
 #include "inferlab/checkpoint.h"
+#include "inferlab/error.h"
 #include "inferlab/experiment.h"
 #include "inferlab/float_linear.h"
 #include "inferlab/formats.h"
