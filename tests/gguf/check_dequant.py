@@ -24,8 +24,13 @@ try:
     from gguf import GGMLQuantizationType as Q
 except ImportError:
     other = os.environ.get("INFERLAB_GGUF_PYTHON")
-    if other and os.path.realpath(other) != os.path.realpath(sys.executable):
-        os.execv(other, [other] + sys.argv)
+    if other and not os.environ.get("INFERLAB_GGUF_REEXEC"):  # once: a venv's python may be a symlink to this one
+        os.environ["INFERLAB_GGUF_REEXEC"] = "1"
+        try:
+            os.execv(other, [other] + sys.argv)
+        except OSError as e:
+            print("SKIP: INFERLAB_GGUF_PYTHON=%s cannot run: %s" % (other, e))
+            sys.exit(77)
     print("SKIP: the `gguf` Python package is not installed (pip install gguf numpy, or set "
           "INFERLAB_GGUF_PYTHON to a python3 that has it)")
     sys.exit(77)
