@@ -1,6 +1,7 @@
 // Native GGUF-block matmuls (see matmul_gguf.h). One Format per block type says how to get a
 // block's half-chunk scales/offsets and a chunk's 32 codes; one kernel template runs them all.
 #include "kernels/cpu/matmul_gguf.h"
+#include "kernels/cpu/matmul_gguf_formats.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -12,180 +13,10 @@
 #include "kernels/ref/gguf_blocks.h"
 #include "kernels/ref/matmul_int8.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define INFERLAB_GGUF_AVX2 1
-#endif
-
 namespace inferlab::cpu {
 namespace {
 
-constexpr int kChunk = 32;  // codes per chunk (= activation block)
-constexpr int kHalf = 16;   // values per scale/offset
-
-inline float half_at(const std::uint8_t* p) {
-#if defined(__F16C__)
-  return _cvtsh_ss(ref::load_le16(p));
-#else
-  return fp16_to_fp32(ref::load_le16(p));
-#endif
-}
-
-// Scale and offset of each half-chunk of one block: w = s[h] * code + o[h], h = 2 * chunk + half.
-struct HalfScales {
-  float s[2 * ref::kGgufSuper / kChunk];
-  float o[2 * ref::kGgufSuper / kChunk];
-};
-
-inline void set_chunk(HalfScales& hs, int c, float s, float o) {
-  hs.s[2 * c] = hs.s[2 * c + 1] = s;
-  hs.o[2 * c] = hs.o[2 * c + 1] = o;
-}
-
-// A K-quant super-block's integer scales, for the int8 path: w = D * sc[h] * code + M * mn[h] for
-// the 16 values of half-chunk h, so a row's dot over the block is
-// dx * (D * sum_h sc[h] sum c x + M * sum_h mn[h] sum x), all sums in integers.
-struct KIntScales {
-  float D, M;
-  std::int16_t sc[16], mn[16];
-};
-
-#if INFERLAB_GGUF_AVX2
-inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-// Bytes shifted right by `bits` (< 8) and masked: the codes a packed byte array holds there.
-inline __m256i bits_at(__m256i bytes, int bits, int mask) {
-  return _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(bits)), _mm256_set1_epi8(static_cast<char>(mask)));
-}
-// Q4_0 / Q4_1 order: codes 0..15 are the low nibbles of the 16 bytes, 16..31 the high ones.
-inline __m256i nibbles_split(const std::uint8_t* p) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i mask = _mm_set1_epi8(0x0F);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), mask), _mm_and_si128(bytes, mask));
-}
-inline __m256i load32(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-#endif
-
-struct FormatQ8_0 {
-  static constexpr int kElems = 32;
-  static constexpr std::size_t kBytes = 34;
-  static constexpr bool kSigned = true, kOffsets = false;
-  static void scales(const std::uint8_t* b, HalfScales& hs) { set_chunk(hs, 0, half_at(b), 0.0f); }
-  static int code(const std::uint8_t* b, int, int i) { return static_cast<std::int8_t>(b[2 + i]); }
-#if INFERLAB_GGUF_AVX2
-  static __m256i codes(const std::uint8_t* b, int) { return load32(b + 2); }
-#endif
-};
-
-struct FormatQ4_0 {
-  static constexpr int kElems = 32;
-  static constexpr std::size_t kBytes = 18;
-  static constexpr bool kSigned = false, kOffsets = true;
-  static void scales(const std::uint8_t* b, HalfScales& hs) {
-    const float d = half_at(b);
-    set_chunk(hs, 0, d, -8.0f * d);
-  }
-  static int code(const std::uint8_t* b, int, int i) { return i < 16 ? b[2 + i] & 0x0F : b[2 + i - 16] >> 4; }
-#if INFERLAB_GGUF_AVX2
-  static __m256i codes(const std::uint8_t* b, int) { return nibbles_split(b + 2); }
-#endif
-};
-
-struct FormatQ4_1 {
-  static constexpr int kElems = 32;
-  static constexpr std::size_t kBytes = 20;
-  static constexpr bool kSigned = false, kOffsets = true;
-  static void scales(const std::uint8_t* b, HalfScales& hs) { set_chunk(hs, 0, half_at(b), half_at(b + 2)); }
-  static int code(const std::uint8_t* b, int, int i) { return i < 16 ? b[4 + i] & 0x0F : b[4 + i - 16] >> 4; }
-#if INFERLAB_GGUF_AVX2
-  static __m256i codes(const std::uint8_t* b, int) { return nibbles_split(b + 4); }
-#endif
-};
-
-struct FormatQ4_K {
-  static constexpr int kElems = ref::kGgufSuper;
-  static constexpr std::size_t kBytes = ref::kQ4KBytes;
-  static constexpr bool kSigned = false, kOffsets = true;
-  static void scales(const std::uint8_t* b, HalfScales& hs) {
-    const float d = half_at(b), dmin = half_at(b + 2);
-    for (int j = 0; j < 8; ++j) {
-      std::uint8_t sc = 0, m = 0;
-      ref::kq_scale_min(b + 4, j, sc, m);
-      set_chunk(hs, j, d * static_cast<float>(sc), -dmin * static_cast<float>(m));
-    }
-  }
-  static void int_scales(const std::uint8_t* b, KIntScales& ks) {
-    ks.D = half_at(b);
-    ks.M = -half_at(b + 2);
-    for (int j = 0; j < 8; ++j) {
-      std::uint8_t sc = 0, m = 0;
-      ref::kq_scale_min(b + 4, j, sc, m);
-      ks.sc[2 * j] = ks.sc[2 * j + 1] = sc;
-      ks.mn[2 * j] = ks.mn[2 * j + 1] = m;
-    }
-  }
-  // Sub-block c: nibbles of qs[32 (c / 2) ..], low for even c.
-  static int code(const std::uint8_t* b, int c, int i) { return ref::q4k_code(b, c, i); }
-#if INFERLAB_GGUF_AVX2
-  static __m256i codes(const std::uint8_t* b, int c) { return bits_at(load32(b + 16 + 32 * (c / 2)), 4 * (c & 1), 0x0F); }
-#endif
-};
-
-// Q5_K: Q4_K's scales and nibbles (qs at byte 48) plus a fifth bit per code: bit c of qh[i]
-// (bytes 16..47) for element i of sub-block c.
-struct FormatQ5_K {
-  static constexpr int kElems = ref::kGgufSuper;
-  static constexpr std::size_t kBytes = ref::kQ5KBytes;
-  static constexpr bool kSigned = false, kOffsets = true;
-  static void scales(const std::uint8_t* b, HalfScales& hs) { FormatQ4_K::scales(b, hs); }
-  static void int_scales(const std::uint8_t* b, KIntScales& ks) { FormatQ4_K::int_scales(b, ks); }
-  static int code(const std::uint8_t* b, int c, int i) { return ref::q5k_code(b, c, i); }
-#if INFERLAB_GGUF_AVX2
-  static __m256i codes(const std::uint8_t* b, int c) {
-    const __m256i lo = bits_at(load32(b + 48 + 32 * (c / 2)), 4 * (c & 1), 0x0F);
-    return _mm256_or_si256(lo, _mm256_slli_epi16(bits_at(load32(b + 16), c, 1), 4));  // bit <= 1: stays in its byte
-  }
-#endif
-};
-
-struct FormatQ6_K {
-  static constexpr int kElems = ref::kGgufSuper;
-  static constexpr std::size_t kBytes = ref::kQ6KBytes;
-  static constexpr bool kSigned = false, kOffsets = true;
-  static void scales(const std::uint8_t* b, HalfScales& hs) {
-    const float d = half_at(b + 208);
-    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
-    for (int c = 0; c < 8; ++c)  // chunk c = 32 k + l of half h = c / 4, k = c % 4
-      for (int half = 0; half < 2; ++half) {
-        const float s = d * static_cast<float>(sc[8 * (c / 4) + 2 * (c % 4) + half]);
-        hs.s[2 * c + half] = s;
-        hs.o[2 * c + half] = -32.0f * s;
-      }
-  }
-  static void int_scales(const std::uint8_t* b, KIntScales& ks) {
-    ks.D = ks.M = half_at(b + 208);
-    const auto* sc = reinterpret_cast<const std::int8_t*>(b + 192);
-    for (int c = 0; c < 8; ++c)
-      for (int half = 0; half < 2; ++half) {
-        const int s = sc[8 * (c / 4) + 2 * (c % 4) + half];
-        ks.sc[2 * c + half] = static_cast<std::int16_t>(s);
-        ks.mn[2 * c + half] = static_cast<std::int16_t>(-32 * s);
-      }
-  }
-  static int code(const std::uint8_t* b, int c, int i) { return ref::q6k_code(b, c, i); }
-#if INFERLAB_GGUF_AVX2
-  static __m256i codes(const std::uint8_t* b, int c) {
-    const int h = c / 4, k = c % 4;
-    const __m256i lo = bits_at(load32(b + 64 * h + 32 * (k & 1)), 4 * (k >> 1), 0x0F);
-    const __m256i hi = bits_at(load32(b + 128 + 32 * h), 2 * k, 3);
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));  // hi <= 3: shifting stays inside each byte
-  }
-#endif
-};
+using namespace gguf_formats;  // NOLINT: the format table below is this file's vocabulary
 
 // The activations of one call as each kernel variant reads them.
 struct FloatActs {
@@ -306,7 +137,9 @@ void row_dot_k(const std::uint8_t* row, int blocks, const BlockActs& a, float* y
       __m256i isum = _mm256_setzero_si256();
       for (int c = 0; c < kChunks; ++c) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + c * kChunk));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], xv), sv[c]));
+        const __m256i prod = F::kSigned ? _mm256_maddubs_epi16(_mm256_sign_epi8(u[c], u[c]), _mm256_sign_epi8(xv, u[c]))
+                                        : _mm256_maddubs_epi16(u[c], xv);  // maddubs wants unsigned left
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(prod, sv[c]));
       }
       dot = hsum_i32(isum);
 #else
@@ -315,7 +148,8 @@ void row_dot_k(const std::uint8_t* row, int blocks, const BlockActs& a, float* y
 #endif
       const int* s16 = a.sum16 + r * a.sum_stride + static_cast<std::size_t>(blk) * (2 * kChunks);
       int mins = 0;
-      for (int h = 0; h < 2 * kChunks; ++h) mins += ks.mn[h] * s16[h];
+      if constexpr (F::kOffsets)
+        for (int h = 0; h < 2 * kChunks; ++h) mins += ks.mn[h] * s16[h];
       acc[r] += a.xs[r * a.scale_stride + static_cast<std::size_t>(blk)] *
                 (ks.D * static_cast<float>(dot) + ks.M * static_cast<float>(mins));
     }
@@ -360,11 +194,13 @@ void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out,
   }, grain);
 }
 
+constexpr const char* kNativeNames = "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS";
+
 template <class Acts>
 void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
   const std::size_t per = ggml_block_elements(type);
   check(gguf_native_kernel(type), "matmul_gguf: no native kernel for GGML type " +
-                                      ggml_type_name(static_cast<std::uint32_t>(type)) + " (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
+                                      ggml_type_name(static_cast<std::uint32_t>(type)) + " (" + kNativeNames + ")");
   check(in > 0 && static_cast<std::size_t>(in) % per == 0,
         "matmul_gguf: in = " + std::to_string(in) + " is not a multiple of the " +
             ggml_type_name(static_cast<std::uint32_t>(type)) + " block of " + std::to_string(per));
@@ -375,6 +211,12 @@ void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, 
     case GgmlType::kQ4_K: return run_rows<FormatQ4_K>(w, acts, y, n, out, in, pool);
     case GgmlType::kQ5_K: return run_rows<FormatQ5_K>(w, acts, y, n, out, in, pool);
     case GgmlType::kQ6_K: return run_rows<FormatQ6_K>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ5_0: return run_rows<FormatQ5_0>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ5_1: return run_rows<FormatQ5_1>(w, acts, y, n, out, in, pool);
+    case GgmlType::kIQ4_NL: return run_rows<FormatIQ4_NL>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ2_K: return run_rows<FormatQ2_K>(w, acts, y, n, out, in, pool);
+    case GgmlType::kQ3_K: return run_rows<FormatQ3_K>(w, acts, y, n, out, in, pool);
+    case GgmlType::kIQ4_XS: return run_rows<FormatIQ4_XS>(w, acts, y, n, out, in, pool);
     default: break;
   }
 }
@@ -389,6 +231,12 @@ bool gguf_native_kernel(GgmlType type) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ4_XS:
       return true;
     default:
       return false;
@@ -396,8 +244,7 @@ bool gguf_native_kernel(GgmlType type) {
 }
 
 int gguf_act_block(GgmlType type) {
-  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K ? ref::kGgufSuper
-                                                                                        : ref::kActBlock;
+  return gguf_native_kernel(type) && ggml_block_elements(type) == ref::kGgufSuper ? ref::kGgufSuper : ref::kActBlock;
 }
 
 void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,

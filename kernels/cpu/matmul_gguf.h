@@ -1,5 +1,6 @@
 // Native matmuls over a GGUF checkpoint's own blocks (kernels/ref/gguf_blocks.h): Q8_0, Q4_0,
-// Q4_1, Q4_K and Q6_K rows are read as stored, never dequantised into an fp32 copy.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS rows are read as stored,
+// never dequantised into an fp32 copy (matmul_gguf_formats.h: one struct per format).
 //
 // Every format is seen as chunks of 32 codes c_i (unsigned 0..63, or signed int8 for Q8_0) with,
 // per half-chunk of 16, a scale s and offset o such that w_i = s * c_i + o (Q4_0: s = d,
@@ -23,7 +24,8 @@
 
 namespace inferlab::cpu {
 
-// True for the types these kernels run: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K.
+// True for the types these kernels run: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_XS.
 bool gguf_native_kernel(GgmlType type);
 
 // y[n, out] = x[n, in] · Wᵀ. w: W [out, in] as `out` rows of ggml_tensor_bytes(type, in) bytes;
@@ -31,7 +33,7 @@ bool gguf_native_kernel(GgmlType type);
 void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,
                  ThreadPool& pool);
 
-// Values per activation block matmul_gguf_act wants for `type`: 32, or 256 for Q4_K and Q6_K,
+// Values per activation block matmul_gguf_act wants for `type`: 32, or 256 for the 256-blocks,
 // whose super-block then meets one activation scale and sums its 8 sub-block dots in integers
 // weighted by their integer scales (as llama.cpp's Q8_K blocks).
 int gguf_act_block(GgmlType type);

@@ -251,17 +251,21 @@ void add_prefill_shapes(benchmark::internal::Benchmark* b, std::initializer_list
 }
 
 // Args {type, n, out, in, cold} at SmolLM2's MLP shapes; K-quants (ffn_down only: 576 is not a
-// whole number of super-blocks) when asked.
-void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill = false) {
+// whole number of super-blocks) when asked; with row_types also the types only matmul_gguf runs
+// (Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS: what llama-quantize's presets put in a SmolLM2 file).
+void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill = false, bool row_types = false) {
   for (int cold : {1, 0})
     for (int n : {1, 16, 128}) {
-      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                         GgmlType::kIQ4_NL}) {
+        if (!row_types && !inferlab::cpu::gemm_gguf_packs(t)) continue;
         b->Args({static_cast<int>(t), n, 1536, 576, cold});
         b->Args({static_cast<int>(t), n, 576, 1536, cold});
       }
       if (k_quants)
-        for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
-          b->Args({static_cast<int>(t), n, 576, 1536, cold});
+        for (GgmlType t : {GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                           GgmlType::kIQ4_XS})
+          if (row_types || inferlab::cpu::gemm_gguf_packs(t)) b->Args({static_cast<int>(t), n, 576, 1536, cold});
     }
   // TinyLlama-1.1B's MLP at decode, cold: Q4_0 / Q8_0 and the K-quants Q4_K_M / Q5_K_M files mix.
   if (k_quants)
@@ -274,7 +278,7 @@ void add_shapes(benchmark::internal::Benchmark* b, bool k_quants, bool prefill =
   if (prefill) add_prefill_shapes(b, {8, 16, 32, 128, 512});
   b->ArgNames({"type", "n", "out", "in", "cold"})->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 }
-void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true); }
+void gguf_shapes(benchmark::internal::Benchmark* b) { add_shapes(b, true, false, true); }
 
 BENCHMARK(matmul_gguf)->Apply(gguf_shapes);
 BENCHMARK(matmul_gguf_act)->Apply(gguf_shapes);

@@ -187,8 +187,11 @@ TEST(Gguf, DequantizesEveryBlockTypeExactly) {
   EXPECT_EQ(ggml_type_name(12), "Q4_K");
   EXPECT_EQ(ggml_type_name(30), "BF16");
   EXPECT_TRUE(ggml_type_supported(12));   // Q4_K (tests/core/test_gguf_kquants.cpp checks its values)
-  EXPECT_FALSE(ggml_type_supported(10));  // Q2_K
-  EXPECT_FALSE(ggml_type_supported(6));   // Q5_0
+  EXPECT_TRUE(ggml_type_supported(10));   // Q2_K (tests/gguf/check_dequant.py checks its values)
+  EXPECT_TRUE(ggml_type_supported(6));    // Q5_0
+  EXPECT_TRUE(ggml_type_supported(23));   // IQ4_XS
+  EXPECT_FALSE(ggml_type_supported(16));  // IQ2_XXS
+  EXPECT_FALSE(ggml_type_supported(9));   // Q8_1
 }
 
 TEST(Gguf, TinyModelWithEveryTensorTypeLoadsExactly) {

@@ -46,13 +46,13 @@ TEST(Gguf, RejectsBadMagicVersionAndTypes) {
               std::string::npos);
   }
 
-  // A Q2_K attention matrix: named in the error, both when loading and when reading it.
+  // An IQ2_XXS matrix (66 bytes per 256): named in the error, both when loading and when reading it.
   GgufBuilder g;
   g.string("general.architecture", "llama");
-  g.tensor_raw_type("token_embd.weight", {256, 4}, 10, std::string(4 * 84, '\0'));
+  g.tensor_raw_type("token_embd.weight", {256, 4}, 16, std::string(4 * 66, '\0'));
   testing::write_file(path, g.build());
   const GgufFile f = GgufFile::open(path);
-  EXPECT_NE(error_of([&] { f.read_f32(f.tensors()[0]); }).find("unsupported type Q2_K"), std::string::npos);
+  EXPECT_NE(error_of([&] { f.read_f32(f.tensors()[0]); }).find("unsupported type IQ2_XXS"), std::string::npos);
   GgufBuilder m;
   m.string("general.architecture", "mamba");
   testing::write_file(path, m.build());
@@ -62,19 +62,19 @@ TEST(Gguf, RejectsBadMagicVersionAndTypes) {
 }
 
 TEST(Gguf, RejectsUnsupportedTensorTypeInModel) {
-  // Rewrite the type id of blk.0.attn_q.weight (Q4_0 = 2) to Q5_0 (6) in place.
+  // Rewrite the type id of blk.0.attn_q.weight (Q4_0 = 2) to Q8_1 (9, an activation type) in place.
   TinyGguf t = tiny_llama_gguf();
   const std::string name = "blk.0.attn_q.weight";
   const std::size_t at = t.bytes.find(name);
   ASSERT_NE(at, std::string::npos);
   const std::size_t type_at = at + name.size() + 4 + 2 * 8;  // n_dims, two dims
   ASSERT_EQ(t.bytes[type_at], 2);
-  t.bytes[type_at] = 6;
+  t.bytes[type_at] = 9;
   TempDir dir("gguf_type");
   testing::write_file(dir.file("t.gguf"), t.bytes);
   const std::string err = error_of([&] { load_gguf(dir.file("t.gguf")); });
   EXPECT_NE(err.find("t.gguf"), std::string::npos) << err;
-  EXPECT_NE(err.find("'blk.0.attn_q.weight' has unsupported type Q5_0"), std::string::npos) << err;
+  EXPECT_NE(err.find("'blk.0.attn_q.weight' has unsupported type Q8_1"), std::string::npos) << err;
 }
 
 TEST(Gguf, RejectsShapeDisagreeingWithConfig) {

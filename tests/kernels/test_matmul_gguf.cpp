@@ -21,8 +21,9 @@
 namespace inferlab {
 namespace {
 
-constexpr GgmlType kNative[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                                GgmlType::kQ6_K};
+constexpr GgmlType kNative[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,  GgmlType::kQ5_0,
+                                GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K,
+                                GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,  GgmlType::kIQ4_XS};
 
 std::vector<float> gaussian(std::size_t count, std::uint64_t seed) {
   Rng rng(seed);
@@ -56,7 +57,7 @@ TEST_P(MatmulGguf, MatchesDequantizedMatmulForBothActivationPaths) {
   const int block = static_cast<int>(ggml_block_elements(type));
   ThreadPool pool(2);
   std::uint64_t seed = 40;
-  for (Case c : {Case{1, block}, Case{13, 2 * block}, Case{33, 3 * block}})
+  for (Case c : {Case{1, block}, Case{13, 2 * block}, Case{33, 3 * block}, Case{7, 9 * block}})
     for (int n : {1, 3, 4, 9}) {
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(c.out) + "x" +
                    std::to_string(c.in) + ", " + std::to_string(n) + " rows");
@@ -98,18 +99,25 @@ TEST(MatmulGgufErrors, RefusesTypesWithoutKernelAndPartialBlocks) {
   ThreadPool pool(1);
   std::vector<std::uint8_t> w(1024);
   std::vector<float> x(512), y(4);
-  const auto q2_k = static_cast<GgmlType>(10);  // a K-quant inferlab does not read
-  EXPECT_FALSE(cpu::gguf_native_kernel(q2_k));
+  const auto iq2 = static_cast<GgmlType>(16);  // IQ2_XXS: a type inferlab does not read
+  EXPECT_FALSE(cpu::gguf_native_kernel(iq2));
   EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kF32));
   EXPECT_FALSE(cpu::gguf_native_kernel(GgmlType::kF16));
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ4_K), 256);
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ5_K), 256);
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ6_K), 256);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ2_K), 256);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ3_K), 256);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kIQ4_XS), 256);
   EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ4_1), 32);
-  EXPECT_THROW(cpu::matmul_gguf(q2_k, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kQ5_0), 32);
+  EXPECT_EQ(cpu::gguf_act_block(GgmlType::kIQ4_NL), 32);
+  EXPECT_EQ(cpu::gguf_act_block(iq2), 32);
+  EXPECT_THROW(cpu::matmul_gguf(iq2, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kF16, w.data(), x.data(), y.data(), 1, 1, 256, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ4_K, w.data(), x.data(), y.data(), 1, 1, 128, pool), Error);
   EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ4_0, w.data(), x.data(), y.data(), 1, 1, 48, pool), Error);
+  EXPECT_THROW(cpu::matmul_gguf(GgmlType::kQ3_K, w.data(), x.data(), y.data(), 1, 1, 128, pool), Error);
 }
 
 }  // namespace

@@ -26,11 +26,24 @@ inline std::vector<std::uint8_t> random_gguf_blocks(GgmlType type, int out, int 
   for (std::size_t at = 0; at < b.size(); at += bytes) switch (type) {
       case GgmlType::kQ8_0:
       case GgmlType::kQ4_0:
+      case GgmlType::kQ5_0:
+      case GgmlType::kIQ4_NL:
         put_half(at, 0.001, 0.02);  // d
         break;
       case GgmlType::kQ4_1:
+      case GgmlType::kQ5_1:
         put_half(at, 0.001, 0.02);   // d
         put_half(at + 2, -0.1, 0.0);  // m
+        break;
+      case GgmlType::kQ2_K:
+        put_half(at + 80, 1e-4, 1e-3);  // d, dmin (at the end)
+        put_half(at + 82, 1e-4, 1e-3);
+        break;
+      case GgmlType::kQ3_K:
+        put_half(at + 108, 1e-4, 1e-3);  // d (at the end)
+        break;
+      case GgmlType::kIQ4_XS:
+        put_half(at, 1e-4, 1e-3);  // d
         break;
       case GgmlType::kQ4_K:
       case GgmlType::kQ5_K:

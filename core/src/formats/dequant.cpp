@@ -1,5 +1,6 @@
 // GGML tensor types: names, block sizes, and dequantisation of the block layouts inferlab loads
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K; kernels/ref/gguf_blocks.h describes
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS;
+// kernels/ref/gguf_blocks.h describes
 // them). Each value is computed with ggml's own float expression (e.g. Q4_K's
 // (d * sc) * q - dmin * m), so the results equal ggml's dequantize_row_* bit for bit.
 #include <bit>
@@ -40,6 +41,43 @@ void dequantize_q6_k(const std::uint8_t* blk, float* y) {
       y[32 * c + l] = d * static_cast<float>(sc[2 * c + l / 16]) * static_cast<float>(ref::q6k_code(blk, c, l) - 32);
 }
 
+void dequantize_q5(const std::uint8_t* blk, bool q5_1, float* y) {
+  const float d = fp16_to_fp32(load_le16(blk));
+  if (q5_1) {
+    const float m = fp16_to_fp32(load_le16(blk + 2));
+    for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(ref::q5_code(blk + 4, i)) + m;
+  } else {
+    for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(ref::q5_code(blk + 2, i) - 16);
+  }
+}
+
+void dequantize_q2_k(const std::uint8_t* blk, float* y) {
+  const float d = fp16_to_fp32(load_le16(blk + 80)), dmin = fp16_to_fp32(load_le16(blk + 82));
+  for (int c = 0; c < 8; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const std::uint8_t sm = blk[2 * c + l / 16];
+      const float dl = d * static_cast<float>(sm & 0x0F), ml = dmin * static_cast<float>(sm >> 4);
+      y[32 * c + l] = dl * static_cast<float>(ref::q2k_code(blk, c, l)) - ml;
+    }
+}
+
+void dequantize_q3_k(const std::uint8_t* blk, float* y) {
+  const float d = fp16_to_fp32(load_le16(blk + 108));
+  for (int c = 0; c < 8; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const float dl = d * static_cast<float>(ref::q3k_scale(blk, 2 * c + l / 16) - 32);
+      y[32 * c + l] = dl * static_cast<float>(ref::q3k_code(blk, c, l) - 4);
+    }
+}
+
+void dequantize_iq4_xs(const std::uint8_t* blk, float* y) {
+  const float d = fp16_to_fp32(load_le16(blk));
+  for (int c = 0; c < 8; ++c) {
+    const float dl = d * static_cast<float>(ref::iq4xs_scale(blk, c) - 32);
+    for (int l = 0; l < 32; ++l) y[32 * c + l] = dl * static_cast<float>(ref::kIq4Values[ref::split_nibble(blk + 8 + 16 * c, l)]);
+  }
+}
+
 }  // namespace
 
 std::string quantized_source_note(const std::map<std::string, std::uint32_t>& source_linear_types) {
@@ -73,15 +111,23 @@ bool ggml_type_supported(std::uint32_t type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS:
       return true;
   }
   return false;
 }
 
-std::string ggml_supported_type_names() { return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"; }
+std::string ggml_supported_type_names() {
+  return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS";
+}
 
 bool ggml_type_is_quantized(GgmlType type) { return ggml_block_elements(type) > 1; }
 
@@ -94,10 +140,16 @@ std::size_t ggml_block_elements(GgmlType type) {
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
       return kQk;
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_XS:
       return ref::kGgufSuper;
   }
   throw Error("unsupported GGML tensor type " + ggml_type_name(static_cast<std::uint32_t>(type)));
@@ -111,6 +163,12 @@ std::size_t ggml_block_bytes(GgmlType type) {
     case GgmlType::kQ8_0: return 2 + kQk;          // d, qs[32]
     case GgmlType::kQ4_0: return 2 + kQk / 2;      // d, qs[16]
     case GgmlType::kQ4_1: return 2 + 2 + kQk / 2;  // d, m, qs[16]
+    case GgmlType::kQ5_0: return ref::kQ5_0Bytes;
+    case GgmlType::kQ5_1: return ref::kQ5_1Bytes;
+    case GgmlType::kIQ4_NL: return ref::kIq4NlBytes;
+    case GgmlType::kQ2_K: return ref::kQ2KBytes;
+    case GgmlType::kQ3_K: return ref::kQ3KBytes;
+    case GgmlType::kIQ4_XS: return ref::kIq4XsBytes;
     case GgmlType::kQ4_K: return ref::kQ4KBytes;
     case GgmlType::kQ5_K: return ref::kQ5KBytes;
     case GgmlType::kQ6_K: return ref::kQ6KBytes;
@@ -233,6 +291,29 @@ void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* ds
     case GgmlType::kQ6_K:
       for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b)
         dequantize_q6_k(src + b * ref::kQ6KBytes, dst + b * ref::kGgufSuper);
+      return;
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+      for (std::size_t b = 0; b < n / kQk; ++b)
+        dequantize_q5(src + b * ggml_block_bytes(type), type == GgmlType::kQ5_1, dst + b * kQk);
+      return;
+    case GgmlType::kIQ4_NL:
+      for (std::size_t b = 0; b < n / kQk; ++b) {
+        const std::uint8_t* blk = src + b * ref::kIq4NlBytes;
+        const float d = fp16_to_fp32(load_le16(blk));
+        for (std::size_t j = 0; j < kQk; ++j)
+          dst[b * kQk + j] = d * static_cast<float>(ref::kIq4Values[ref::split_nibble(blk + 2, static_cast<int>(j))]);
+      }
+      return;
+    case GgmlType::kQ2_K:
+      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b) dequantize_q2_k(src + b * ref::kQ2KBytes, dst + b * ref::kGgufSuper);
+      return;
+    case GgmlType::kQ3_K:
+      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b) dequantize_q3_k(src + b * ref::kQ3KBytes, dst + b * ref::kGgufSuper);
+      return;
+    case GgmlType::kIQ4_XS:
+      for (std::size_t b = 0; b < n / ref::kGgufSuper; ++b)
+        dequantize_iq4_xs(src + b * ref::kIq4XsBytes, dst + b * ref::kGgufSuper);
       return;
   }
   throw Error("unsupported GGML tensor type " + ggml_type_name(static_cast<std::uint32_t>(type)));

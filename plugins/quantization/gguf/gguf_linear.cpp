@@ -14,7 +14,8 @@ namespace {
 std::string type_name(std::uint32_t t) { return ggml_type_name(t); }
 
 constexpr const char* kAllowed =
-    "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K (native kernels), F32, F16, BF16 (fp32)";
+    "allowed: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (native kernels), F32, F16, "
+    "BF16 (fp32)";
 
 // x [n, in] quantised per `block` (32; 256 for unpacked K-quants) into this thread's scratch, so
 // linears on different devices never share: xq [n, in], xs [n, in / block].

@@ -1,6 +1,7 @@
 // Runs a GGUF checkpoint's linears on their own blocks (no dequantise-requantise): Q8_0, Q4_0,
-// Q4_1, Q4_K, Q5_K and Q6_K rows go to the native kernels of kernels/cpu/matmul_gguf (packed for
-// kernels/cpu/gemm_gguf with int8 activations on VNNI builds); F32/F16/BF16 tensors stay fp32.
+// Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS rows go to the native kernels
+// of kernels/cpu/matmul_gguf (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K packed for kernels/cpu/gemm_gguf
+// with int8 activations on VNNI builds); F32/F16/BF16 tensors stay fp32.
 // So inferlab and llama.cpp can be compared on identical bytes.
 #pragma once
 #include <cstdint>

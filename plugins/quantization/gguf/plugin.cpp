@@ -11,7 +11,8 @@ inferlab::PluginDescriptor describe() {
   d.kind = PluginKind::kQuantization;
   d.name = "gguf";
   d.version = "1.0.0";
-  d.summary = "a GGUF checkpoint's own Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K blocks run natively (float tensors fp32); "
+  d.summary = "a GGUF checkpoint's own Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q2_K-Q6_K/IQ4_XS blocks run natively "
+              "(float tensors fp32); "
               "fp32 or int8-block activations";
   d.params = {{"activations", ParamType::kString, std::string("int8"), std::nullopt, std::nullopt, {"fp32", "int8"},
                "int8 (default): activations quantised per 32-block, integer dot products (llama.cpp's arithmetic, "

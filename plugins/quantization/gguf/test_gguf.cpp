@@ -64,8 +64,9 @@ double relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
   const int out = 24, in = 512, n = 5;
-  for (GgmlType type :
-       {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                        GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                        GgmlType::kQ6_K, GgmlType::kIQ4_XS})
     for (bool int8 : {false, true}) {
       SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + (int8 ? " int8" : " fp32"));
       std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 7);
@@ -126,11 +127,11 @@ TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
   ASSERT_EQ(not_gguf.size(), 1u);
   EXPECT_NE(not_gguf[0].find("not a GGUF checkpoint"), std::string::npos);
 
-  ModelConfig q5_0;
-  q5_0.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}, {"layers.1.w2", 6 /* Q5_0 */}, {"classifier", 14}};
-  const auto problems = gguf_strategy_problems(q5_0);
+  ModelConfig iq2;
+  iq2.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}, {"layers.1.w2", 16 /* IQ2_XXS */}, {"classifier", 14}};
+  const auto problems = gguf_strategy_problems(iq2);
   ASSERT_EQ(problems.size(), 1u);
-  for (const char* part : {"layers.1.w2", "Q5_0", "allowed: Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K"})
+  for (const char* part : {"layers.1.w2", "IQ2_XXS", "allowed: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K"})
     EXPECT_NE(problems[0].find(part), std::string::npos) << problems[0];
 
   // Through the registry, as validate asks.
@@ -138,7 +139,7 @@ TEST(GgufQuantization, RefusesModelsItCannotRunWithTheReason) {
   const Params params = reg.resolve(PluginKind::kQuantization, "gguf", {}, "t");
   // Fast by default: int8-block activations (llama.cpp's arithmetic); fp32 is asked for by name.
   EXPECT_EQ(params.get_string("activations"), "int8");
-  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{q5_0, DeviceKind::kCpu, {}, params});
+  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{iq2, DeviceKind::kCpu, {}, params});
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_NE(reasons[0].find("layers.1.w2"), std::string::npos);
 }
