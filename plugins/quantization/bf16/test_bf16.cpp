@@ -57,7 +57,7 @@ TEST(BF16Plugin, DescribesCpuAndCuda) {
   EXPECT_EQ(d.devices, (std::vector<DeviceKind>{DeviceKind::kCpu, DeviceKind::kCuda}));
   CpuDevice device(2);
   const Params params = registry.resolve(PluginKind::kQuantization, "bf16", {}, "test");
-  EXPECT_EQ(params.get_string("amx"), "split");  // the default: AMX prefill within the format's bound
+  EXPECT_EQ(params.get_string("amx"), "bf16");  // the default: both operands bf16, the format's own rounding
   EXPECT_THROW(registry.resolve(PluginKind::kQuantization, "bf16", {{"amx", ParamValue(std::string("on"))}}, "test"),
                Error);
   auto quant = registry.create_quantization("bf16", params, device);
