@@ -41,8 +41,12 @@ HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::H
     cuda_ = &device;
     return;
   }
+  const bool amx_runs = amx != HalfAmx::kOff && cpu::amx_bf16_enabled();
+  if (amx_runs && amx == HalfAmx::kBf16 && format == cpu::HalfFormat::kF16)
+    for (std::uint16_t& b : bits)  // converted once to bf16: every path (and dequantize_row) applies those weights
+      b = ref::float_to_f16(ref::bf16_to_float(ref::float_to_bf16(ref::f16_to_float(b))));
   panels_ = cpu::pack_panels_half(bits.data(), out, in, format);
-  if (amx != HalfAmx::kOff && cpu::amx_bf16_enabled()) {
+  if (amx_runs) {
     const bool exact_weights = amx == HalfAmx::kSplit && format == cpu::HalfFormat::kF16;  // bf16 is one term
     amx_ = cpu::pack_amx_bf16(bits.data(), out, in, format, exact_weights ? 2 : 1);
     amx_x_terms_ = amx == HalfAmx::kSplit ? 2 : 1;
