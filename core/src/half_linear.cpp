@@ -2,6 +2,7 @@
 #include "inferlab/half_linear.h"
 
 #include "inferlab/error.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/ref/half.h"
 #if INFERLAB_HAVE_CUDA
 #include "inferlab/cuda_device.h"
@@ -12,7 +13,18 @@ namespace inferlab {
 
 const char* half_format_name(cpu::HalfFormat format) { return format == cpu::HalfFormat::kF16 ? "f16" : "bf16"; }
 
-HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device)
+const char* half_amx_name(HalfAmx mode) {
+  return mode == HalfAmx::kOff ? "off" : mode == HalfAmx::kBf16 ? "bf16" : "split";
+}
+
+HalfAmx half_amx_from_name(const std::string& name) {
+  for (HalfAmx m : {HalfAmx::kOff, HalfAmx::kBf16, HalfAmx::kSplit})
+    if (name == half_amx_name(m)) return m;
+  throw Error("amx: '" + name + "' is not one of \"split\", \"bf16\", \"off\"");
+}
+
+HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device,
+                       HalfAmx amx)
     : Linear(out, in), format_(format), built_for_(device.kind()) {
   check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * static_cast<std::size_t>(in),
         std::string("quantization '") + half_format_name(format) + "': weight holds " + std::to_string(weight.size()) +
@@ -29,7 +41,20 @@ HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::H
     cuda_ = &device;
     return;
   }
+  const bool amx_runs = amx != HalfAmx::kOff && cpu::amx_bf16_enabled();
+  if (amx_runs && amx == HalfAmx::kBf16 && format == cpu::HalfFormat::kF16)
+    for (std::uint16_t& b : bits)  // converted once to bf16: every path (and dequantize_row) applies those weights
+      b = ref::float_to_f16(ref::bf16_to_float(ref::float_to_bf16(ref::f16_to_float(b))));
   panels_ = cpu::pack_panels_half(bits.data(), out, in, format);
+  if (amx_runs) {
+    const bool exact_weights = amx == HalfAmx::kSplit && format == cpu::HalfFormat::kF16;  // bf16 is one term
+    amx_ = cpu::pack_amx_bf16(bits.data(), out, in, format, exact_weights ? 2 : 1);
+    amx_x_terms_ = amx == HalfAmx::kSplit ? 2 : 1;
+  }
+}
+
+bool HalfLinear::uses_amx(int n) const {
+  return !amx_.data.empty() && n >= cpu::kAmxBf16MinRows && cpu::amx_bf16_enabled();
 }
 
 void HalfLinear::forward(const float* x, float* y, int n, Device& device) const {
@@ -47,7 +72,8 @@ void HalfLinear::forward(const float* x, float* y, int n, Device& device) const 
     return;
   }
 #endif
-  cpu::gemm_panels_half(x, panels_, y, n, cpu_pool(device, "half linear"));
+  if (uses_amx(n)) cpu::gemm_amx_bf16(x, amx_, amx_x_terms_, y, n, cpu_pool(device, "half linear"));
+  else cpu::gemm_panels_half(x, panels_, y, n, cpu_pool(device, "half linear"));
 }
 
 std::uint64_t HalfLinear::weight_bytes() const {
@@ -78,7 +104,7 @@ void HalfLinear::dequantize_row(int row, float* out) const {
 std::unique_ptr<Linear> HalfQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                       int in) {
   (void)name;  // every linear, the classifier included, is stored in the half type
-  return std::make_unique<HalfLinear>(weight, out, in, format_, device_);
+  return std::make_unique<HalfLinear>(weight, out, in, format_, device_, amx_);
 }
 
 }  // namespace inferlab

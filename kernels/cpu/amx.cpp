@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if INFERLAB_AMX_INT8
+#if INFERLAB_AMX_INT8 || INFERLAB_AMX_BF16
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@ namespace {
 
 // Whether the kernel grants this process the tile data state (asked once).
 bool os_grants_tiles() {
-#if INFERLAB_AMX_INT8
+#if INFERLAB_AMX_INT8 || INFERLAB_AMX_BF16
   static const bool granted = [] {
     constexpr long kReqXcompPerm = 0x1023;  // arch_prctl ARCH_REQ_XCOMP_PERM
     constexpr long kXtiledata = 18;         // XFEATURE_XTILEDATA
@@ -33,6 +33,26 @@ std::atomic<int>& state() {  // -1: not decided yet, 0: off, 1: on
   return s;
 }
 
+std::atomic<int>& bf16_state() {  // the same for the bf16 tiles
+  static std::atomic<int> s{-1};
+  return s;
+}
+
+bool amx_wanted() {
+  const char* env = std::getenv("INFERLAB_AMX");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+bool decide(std::atomic<int>& st, bool built) {
+  int s = st.load(std::memory_order_relaxed);
+  if (s < 0) {
+    s = amx_wanted() && built && os_grants_tiles() ? 1 : 0;
+    int expected = -1;
+    if (!st.compare_exchange_strong(expected, s)) s = expected;
+  }
+  return s == 1;
+}
+
 }  // namespace
 
 bool amx_int8_built() {
@@ -43,17 +63,7 @@ bool amx_int8_built() {
 #endif
 }
 
-bool amx_int8_enabled() {
-  int s = state().load(std::memory_order_relaxed);
-  if (s < 0) {
-    const char* env = std::getenv("INFERLAB_AMX");
-    const bool wanted = env == nullptr || std::strcmp(env, "0") != 0;
-    s = wanted && amx_int8_built() && os_grants_tiles() ? 1 : 0;
-    int expected = -1;
-    if (!state().compare_exchange_strong(expected, s)) s = expected;
-  }
-  return s == 1;
-}
+bool amx_int8_enabled() { return decide(state(), amx_int8_built()); }
 
 bool set_amx_int8(bool on) {
   const bool before = amx_int8_enabled();
@@ -61,14 +71,30 @@ bool set_amx_int8(bool on) {
   return before;
 }
 
+bool amx_bf16_built() {
+#if INFERLAB_AMX_BF16
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool amx_bf16_enabled() { return decide(bf16_state(), amx_bf16_built()); }
+
+bool set_amx_bf16(bool on) {
+  const bool before = amx_bf16_enabled();
+  bf16_state().store(on && amx_bf16_built() && os_grants_tiles() ? 1 : 0);
+  return before;
+}
+
 void AmxConfig::load() const {
-#if INFERLAB_AMX_INT8
+#if INFERLAB_AMX_INT8 || INFERLAB_AMX_BF16
   _tile_loadconfig(this);
 #endif
 }
 
 void AmxConfig::release() {
-#if INFERLAB_AMX_INT8
+#if INFERLAB_AMX_INT8 || INFERLAB_AMX_BF16
   _tile_release();
 #endif
 }

@@ -8,13 +8,18 @@
 //  - each thread loads its own tile configuration (AmxConfig::load) before its first tile
 //    instruction; tile state is per thread.
 // INFERLAB_AMX=0 in the environment, or set_amx_int8(false), keeps the kernels on AVX-512 VNNI
-// (the A/B of `inferlab_bench`, the parity tests).
+// (the A/B of `inferlab_bench`, the parity tests); INFERLAB_AMX=0 or set_amx_bf16(false) keeps
+// the half-precision linears on their fp32 panels.
 #pragma once
 #include <cstdint>
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
     defined(__AVX512VNNI__)
 #define INFERLAB_AMX_INT8 1
+#endif
+// The bf16 tiles (`tdpbf16ps`, gemm_amx_bf16.h) with AVX-512 BF16 for rounding x to bf16.
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__) && defined(__AVX512BF16__)
+#define INFERLAB_AMX_BF16 1
 #endif
 
 namespace inferlab::cpu {
@@ -26,6 +31,10 @@ bool amx_int8_enabled();
 // Switches them on (when amx_int8_built() and the kernel grants the state) or off, process-wide;
 // returns the previous amx_int8_enabled().
 bool set_amx_int8(bool on);
+// The same three for the bf16 tiles (the same INFERLAB_AMX=0 switch, a separate setter).
+bool amx_bf16_built();
+bool amx_bf16_enabled();
+bool set_amx_bf16(bool on);
 
 // A tile configuration (palette 1): rows and bytes per row of each of the 8 tiles.
 struct alignas(64) AmxConfig {

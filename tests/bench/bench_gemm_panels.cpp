@@ -16,6 +16,7 @@
 
 #include "bench_support.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_half.h"
 #include "kernels/cpu/gemm_panels_int8.h"
@@ -129,6 +130,28 @@ void BM_MatmulRowMajorF16(benchmark::State& state) {
   set_counters(state, p.n, p.out, p.in, 2.0 * p.out * p.in);
 }
 
+// The AMX bf16 tiles of HalfLinear's prefill (gemm_amx_bf16.h): f16 weights as two bf16 terms
+// and x split (amx = split, f16's default), bf16 weights with x split (bf16's default) or rounded
+// once (amx = bf16). peak_fraction is over the fp32 FMA peak, as for GemmPanelsF16.
+template <inferlab::cpu::HalfFormat F, int XTerms>
+void BM_GemmAmxHalf(benchmark::State& state) {
+  if (!inferlab::cpu::amx_bf16_enabled()) {
+    state.SkipWithError("the AMX bf16 tiles do not run here");
+    return;
+  }
+  F32Problem p(state);
+  std::vector<std::uint16_t> h(p.w.size());
+  for (std::size_t i = 0; i < h.size(); ++i)
+    h[i] = F == inferlab::cpu::HalfFormat::kF16 ? inferlab::ref::float_to_f16(p.w[i]) : inferlab::ref::float_to_bf16(p.w[i]);
+  const int w_terms = F == inferlab::cpu::HalfFormat::kF16 && XTerms == 2 ? 2 : 1;
+  const auto packed = inferlab::cpu::pack_amx_bf16(h.data(), p.out, p.in, F, w_terms);
+  time_calls(state, [&] { inferlab::cpu::gemm_amx_bf16(p.x.data(), packed, XTerms, p.y.data(), p.n, pool()); }, p.y.data());
+  set_counters(state, p.n, p.out, p.in, 2.0 * w_terms * p.out * p.in);
+}
+void BM_GemmAmxF16Split(benchmark::State& state) { BM_GemmAmxHalf<inferlab::cpu::HalfFormat::kF16, 2>(state); }
+void BM_GemmAmxBf16Split(benchmark::State& state) { BM_GemmAmxHalf<inferlab::cpu::HalfFormat::kBF16, 2>(state); }
+void BM_GemmAmxBf16Rounded(benchmark::State& state) { BM_GemmAmxHalf<inferlab::cpu::HalfFormat::kBF16, 1>(state); }
+
 // W8A8: activations quantised per 32-block outside the timed loop (both kernels take them).
 struct Int8Problem {
   int n, out, in;
@@ -210,6 +233,9 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_GemmPanelsF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmAmxF16Split)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmAmxBf16Split)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmAmxBf16Rounded)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8PerToken)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -21,14 +21,19 @@ inline double half_unit_roundoff(cpu::HalfFormat f) { return f == cpu::HalfForma
 // Runs y = x W^T through HalfLinear on `device` for awkward shapes and checks, element-wise,
 // |y - x W^T| <= u_total · Σ_k |x_k W_k| + 1e-6 where u_total = u (weights) on the CPU and 2u
 // (weights and activations rounded) on CUDA; the fp32 accumulation adds far less than that.
-inline void check_half_linear(cpu::HalfFormat format, Device& device) {
-  const double u = half_unit_roundoff(format) * (device.kind() == DeviceKind::kCuda ? 2.02 : 1.01);
+// The CPU's AMX modes (n = 17 runs on the tiles where they run): kSplit keeps the CPU's u
+// (x to about 2^-16), kBf16 rounds x and (for f16) the weights to bf16: 2 · 2^-8.
+inline void check_half_linear(cpu::HalfFormat format, Device& device, HalfAmx amx = HalfAmx::kOff) {
+  const double u = device.kind() == DeviceKind::kCuda ? half_unit_roundoff(format) * 2.02
+                   : amx == HalfAmx::kBf16           ? half_unit_roundoff(cpu::HalfFormat::kBF16) * 2.02
+                   : amx == HalfAmx::kSplit          ? half_unit_roundoff(format) * 1.05
+                                                     : half_unit_roundoff(format) * 1.01;
   for (auto [n, out, in] : {std::tuple{1, 3, 129}, std::tuple{3, 37, 67}, std::tuple{17, 129, 256}}) {
     Rng rng(static_cast<std::uint64_t>(n * 1000 + out));
     std::vector<float> x(static_cast<std::size_t>(n) * in), w(static_cast<std::size_t>(out) * in);
     for (float& v : x) v = static_cast<float>(rng.normal());
     for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
-    HalfQuantization quant(format, device);
+    HalfQuantization quant(format, device, amx);
     auto linear = quant.make_linear("layers.0.w1", w, out, in);
     EXPECT_EQ(linear->weight_bytes(), 2u * static_cast<std::uint64_t>(out) * in);
     const std::size_t ny = static_cast<std::size_t>(n) * out;

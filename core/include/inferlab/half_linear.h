@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "inferlab/quantization.h"
+#include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/cpu/gemm_panels_half.h"
 
 namespace inferlab {
@@ -18,10 +19,21 @@ namespace inferlab {
 // "f16" or "bf16".
 const char* half_format_name(cpu::HalfFormat format);
 
+// CPU prefill on the AMX bf16 tiles (kernels/cpu/gemm_amx_bf16.h), from 16 rows where the tiles
+// run (fewer rows, INFERLAB_AMX=0, no AMX, or the kernel refusing the tile state: the panels).
+//  kSplit: weights exact (f16 as two bf16 terms), x as two bf16 terms (about 2^-16): within the
+//          format's CPU bound; kBf16: weights and x rounded once to bf16 (2^-8 each: within
+//          bf16's two-operand bound, outside f16's); kOff: the fp32 panels always.
+enum class HalfAmx { kOff, kBf16, kSplit };
+// "off", "bf16", "split"; half_amx_from_name throws inferlab::Error naming the allowed values.
+const char* half_amx_name(HalfAmx mode);
+HalfAmx half_amx_from_name(const std::string& name);
+
 class HalfLinear : public Linear {
  public:
   // weight: [out, in] fp32, rounded to `format`. `device`: where forward runs (CUDA: uploaded).
-  HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device);
+  HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device,
+             HalfAmx amx = HalfAmx::kOff);
   // y[n, out] = x[n, in] · W_half^T. On the CPU x stays fp32; on CUDA x is rounded to the half
   // type first (the tensor-core GEMM multiplies halves), so CUDA results carry the activation
   // rounding too.
@@ -30,6 +42,8 @@ class HalfLinear : public Linear {
   // The row widened to fp32 (read back from device memory when the weights live on CUDA).
   void dequantize_row(int row, float* out) const override;
   cpu::HalfFormat format() const { return format_; }
+  // Whether a forward of n rows runs on the AMX tiles now.
+  bool uses_amx(int n) const;
   // The stored weights widened back to fp32 [out, in] (tests; host copies only on the CPU).
   std::vector<float> dequantized() const;
 
@@ -37,13 +51,17 @@ class HalfLinear : public Linear {
   cpu::HalfFormat format_;
   DeviceKind built_for_;
   cpu::PackedPanelsHalf panels_;  // [out, in] in panels on the host (CPU; empty on CUDA)
+  // With AMX: the same weights as B tiles (a second copy: 2 more bytes per weight and term).
+  cpu::PackedAmxBf16 amx_;
+  int amx_x_terms_ = 1;
   Buffer device_weight_;          // [out, in] row-major in CUDA device memory
   Device* cuda_ = nullptr;        // the CUDA device holding device_weight_, or null
 };
 
 class HalfQuantization : public Quantization {
  public:
-  HalfQuantization(cpu::HalfFormat format, Device& device) : format_(format), device_(device) {}
+  HalfQuantization(cpu::HalfFormat format, Device& device, HalfAmx amx = HalfAmx::kOff)
+      : format_(format), device_(device), amx_(amx) {}
   using Quantization::make_linear;
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
@@ -54,6 +72,7 @@ class HalfQuantization : public Quantization {
  private:
   cpu::HalfFormat format_;
   Device& device_;
+  HalfAmx amx_;
 };
 
 }  // namespace inferlab

@@ -1,12 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "half_checks.h"
+#include "kernels/cpu/amx.h"
 #include "inferlab/error.h"
 #include "inferlab/half_linear.h"
 #include "inferlab/registry.h"
+#include "inferlab/rng.h"
 #include "inferlab/sim.h"
 #include "test_support.h"
 
@@ -23,6 +26,50 @@ TEST(F16Linear, CpuWithinTheFormatsRoundingBound) {
 TEST(F16Linear, CpuMatchesReferenceOnTheStoredWeights) {
   CpuDevice device(2);
   testing::check_half_linear_matches_reference(kFormat, device);
+}
+
+// The AMX prefill modes (n = 17 of the shapes runs on the tiles where they run; elsewhere the
+// panels, which meet the same bounds).
+TEST(F16Linear, CpuAmxSplitWithinTheFormatsRoundingBound) {
+  CpuDevice device(2);
+  testing::check_half_linear(kFormat, device, HalfAmx::kSplit);
+}
+
+TEST(F16Linear, CpuAmxBf16WithinTheTwoOperandBf16Bound) {
+  CpuDevice device(2);
+  testing::check_half_linear(kFormat, device, HalfAmx::kBf16);
+}
+
+// Why amx = "bf16" is not f16's default: rounding weights and activations to bf16 leaves f16's
+// CPU bound (2^-11 of Σ|x·w|) on some output of a 32-row prefill (4 inputs: little averaging of
+// the roundings), while "split" stays inside it.
+TEST(F16Linear, CpuAmxBf16LeavesF16sBoundSplitDoesNot) {
+  if (!cpu::amx_bf16_enabled()) GTEST_SKIP() << "AMX bf16 tiles not running here";
+  CpuDevice device(2);
+  const int n = 32, out = 64, in = 4;
+  Rng rng(5);
+  std::vector<float> x(n * in), w(out * in);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
+  double worst[2] = {0, 0};  // max |y - x·W_f16| / Σ|x·w| for split, bf16
+  for (int m = 0; m < 2; ++m) {
+    const HalfLinear linear(w, out, in, kFormat, device, m == 0 ? HalfAmx::kSplit : HalfAmx::kBf16);
+    ASSERT_TRUE(linear.uses_amx(n));
+    const std::vector<float> stored = linear.dequantized();
+    std::vector<float> y(n * out);
+    linear.forward(x.data(), y.data(), n, device);
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < out; ++c) {
+        double exact = 0, mag = 0;
+        for (int k = 0; k < in; ++k) {
+          exact += static_cast<double>(x[r * in + k]) * stored[c * in + k];
+          mag += std::fabs(static_cast<double>(x[r * in + k]) * stored[c * in + k]);
+        }
+        worst[m] = std::max(worst[m], std::fabs(y[r * out + c] - exact) / mag);
+      }
+  }
+  EXPECT_LT(worst[0], 0x1p-11);
+  EXPECT_GT(worst[1], 0x1p-11);
 }
 
 TEST(F16Linear, CudaWithinTheFormatsRoundingBound) {
@@ -45,6 +92,9 @@ TEST(F16Plugin, DescribesCpuAndCuda) {
   EXPECT_EQ(d.devices, (std::vector<DeviceKind>{DeviceKind::kCpu, DeviceKind::kCuda}));
   CpuDevice device(2);
   const Params params = registry.resolve(PluginKind::kQuantization, "f16", {}, "test");
+  EXPECT_EQ(params.get_string("amx"), "split");  // the default: AMX prefill within the format's bound
+  EXPECT_THROW(registry.resolve(PluginKind::kQuantization, "f16", {{"amx", ParamValue(std::string("on"))}}, "test"),
+               Error);
   auto quant = registry.create_quantization("f16", params, device);
   EXPECT_EQ(quant->make_linear("classifier", std::vector<float>(12, 0.5f), 3, 4)->weight_bytes(), 24u);
 }
