@@ -252,6 +252,8 @@ class Checker:
             table = "baseline"
         else:
             return  # not an experiment key (a file name, a C++ member)
+        if len(parts) < 2:
+            return  # a table on its own (`variant=[...]`), not a key
         self.seen["key"].append(key)
         name = parts[1]
         if name not in k[table]:
