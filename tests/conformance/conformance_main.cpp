@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
     }
   }
   int n = static_cast<int>(args.size());
+  args.push_back(nullptr);  // argv[argc] is null: InitGoogleTest moves it down with the flags it takes
   ::testing::InitGoogleTest(&n, args.data());  // the suites list their cases here
   if (!libraries.empty()) {  // the check of the built-in plugins' folder is not about these
     std::string filter = GTEST_FLAG_GET(filter);
