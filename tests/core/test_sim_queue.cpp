@@ -7,7 +7,9 @@
 // commit 88559d1, before the change; the speculative case again once its draft's passes were
 // charged, which moves its steps' times; prefix-caching-timeout again when waiting requests
 // stopped holding prefix-cache blocks and sjf's admission stopped counting shared blocks as
-// freed, the KV-pressure fix). A digest that moves means a scheduler decided differently:
+// freed, the KV-pressure fix; and the cases with unfinished requests when their finish time
+// of -1 was hashed through int64: UBSan caught the old conversion). A digest that moves
+// means a scheduler decided differently:
 // print it with --gtest_filter='SimQueue.*' and look at why before updating it.
 #include <cstdint>
 #include <cstdio>
@@ -68,7 +70,7 @@ class RecordingScheduler final : public Scheduler {
       mix(static_cast<std::uint64_t>(r.status));
       mix(static_cast<std::uint64_t>(r.preemptions));
       mix(static_cast<std::uint64_t>(r.cached_prompt_tokens));
-      mix(static_cast<std::uint64_t>(r.finish_s * 1e9));
+      mix(static_cast<std::uint64_t>(static_cast<std::int64_t>(r.finish_s * 1e9)));  // -1: not finished
     }
   }
   std::uint64_t digest() const { return hash_; }
@@ -146,15 +148,15 @@ TEST(SimQueue, SchedulersDecideAsWhenTheQueueWasRebuiltEachStep) {
       {"static", 0x4b3bc465388ad3dfull, "static", {{"max_batch", std::int64_t{8}}}},
       {"sjf", 0xf93dc71d9aca35baull, "sjf", {{"max_batch", std::int64_t{16}}, {"starvation_s", 0.01}}},
       {"priority", 0x829da01e81f4e770ull, "priority", {{"max_batch", std::int64_t{16}}, {"preempt_lower", true}}},
-      {"edf-reject", 0x0fed46771e81824cull, "edf", {{"max_batch", std::int64_t{16}}, {"ttft_slo_ms", std::string("5,20")}, {"reject_late", true}}},
+      {"edf-reject", 0xdcc656d2c99223a7ull, "edf", {{"max_batch", std::int64_t{16}}, {"ttft_slo_ms", std::string("5,20")}, {"reject_late", true}}},
       {"sarathi", 0xee59cb081bf6d0c3ull, "sarathi", {{"max_batch", std::int64_t{16}}, {"max_tokens", std::int64_t{128}}}},
       {"bucketed", 0x4eb7fd8cf638699dull, "bucketed", {{"max_batch", std::int64_t{8}}}},
       {"speculative", 0x5293d007d9476adcull, "continuous", {{"max_batch", std::int64_t{16}}}, "speculative",
        {{"sim_accept_prob", 0.7}, {"num_draft", std::int64_t{3}}}},
       {"beam", 0xd5ee6357dd7f47bfull, "continuous", {{"max_batch", std::int64_t{8}}}, "beam", {{"width", std::int64_t{2}}}, 128},
       {"prefix-caching", 0x001e31380abba496ull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, true},
-      {"queue-timeout", 0x325c3d4da4a5767aull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, false, 0.02},
-      {"prefix-caching-timeout", 0xdb2d51a183105d73ull, "sjf", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 64, true, 0.02},
+      {"queue-timeout", 0x4ff94ff40dc99e81ull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, false, 0.02},
+      {"prefix-caching-timeout", 0xa6361da0bab416b4ull, "sjf", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 64, true, 0.02},
       {"contiguous-pow2", 0xac60ee9d1eca4addull, "continuous", {{"max_batch", std::int64_t{16}}}, "sampling", {}, 96, false, 0,
        KvReservation::kPow2},
   };
