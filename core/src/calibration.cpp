@@ -11,10 +11,10 @@
 #include <cmath>
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
 #include "inferlab/rng.h"
+#include "kernels/cpu/gemm_panels_f32.h"
 
 namespace inferlab {
 
@@ -28,16 +28,28 @@ struct Accumulator {
 
 class RecordingLinear : public Linear {
  public:
-  RecordingLinear(std::vector<float> weight, int out, int in, std::shared_ptr<Accumulator> acc, bool owner,
+  // The weights are packed for the fp32 panel GEMM (kernels/cpu/gemm_panels_f32.h), the kernel
+  // quantization 'none' runs on the CPU, so the recorded pass computes what the float model does.
+  RecordingLinear(const std::vector<float>& weight, int out, int in, std::shared_ptr<Accumulator> acc, bool owner,
                   const CalibrationNeeds& needs)
-      : Linear(out, in), float_(std::move(weight), out, in), acc_(std::move(acc)), owner_(owner), needs_(needs) {}
+      : Linear(out, in), acc_(std::move(acc)), owner_(owner), needs_(needs) {
+    check(weight.size() == static_cast<std::size_t>(out) * static_cast<std::size_t>(in),
+          "calibration: weight holds " + std::to_string(weight.size()) + " values, expected out*in = " +
+              std::to_string(out) + "*" + std::to_string(in));
+    panels_ = cpu::pack_panels_f32(weight.data(), out, in);
+  }
 
   void forward(const float* x, float* y, int n, Device& device) const override {
     if (owner_ && n > 0) record(x, n);
-    float_.forward(x, y, n, device);
+    cpu::gemm_panels_f32(x, panels_, y, n, cpu_pool(device, "calibration"));
   }
-  std::uint64_t weight_bytes() const override { return float_.weight_bytes(); }
-  void dequantize_row(int row, float* out) const override { float_.dequantize_row(row, out); }
+  std::uint64_t weight_bytes() const override {
+    return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * sizeof(float);
+  }
+  void dequantize_row(int row, float* out) const override {
+    check_linear_row(*this, row, "calibration linear");
+    cpu::unpack_panel_row_f32(panels_, row, out);
+  }
 
  private:
   // x: [n, in] host memory (calibration runs on the CPU).
@@ -72,7 +84,7 @@ class RecordingLinear : public Linear {
     s.tokens += n;
   }
 
-  FloatLinear float_;
+  cpu::PackedPanelsF32 panels_;  // [out, in]
   std::shared_ptr<Accumulator> acc_;
   bool owner_;
   CalibrationNeeds needs_;
@@ -110,7 +122,7 @@ class RecordingQuantization : public Quantization {
     }
     check(acc->stats.in == in, "calibration: " + name + " and " + owner + " read inputs of different widths");
     names_[name] = owner;
-    return std::make_unique<RecordingLinear>(std::move(weight), out, in, acc, is_owner, needs_);
+    return std::make_unique<RecordingLinear>(weight, out, in, acc, is_owner, needs_);
   }
 
   CalibrationSet finish() {

@@ -1,6 +1,5 @@
 // Layer skipping and early exit plans (see inferlab/layer_plan.h).
 #include "inferlab/layer_plan.h"
-#include "inferlab/layer_plan_plugin.h"
 
 #include <algorithm>
 #include <cmath>
@@ -80,44 +79,6 @@ void add_layer_plan_metrics(const LayerPlan& plan, int n_layers, MetricRow& row)
   const double rows = static_cast<double>(plan.logit_rows);
   row.emplace_back("mean_exit_layer", rows > 0 ? plan.layers_run_sum / rows : std::nan(""));
   row.emplace_back("exit_early_frac", rows > 0 ? static_cast<double>(plan.exited_rows) / rows : std::nan(""));
-}
-
-void LayerPlanDecoder::accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab,
-                              Rng& rng, std::vector<int>& out) {
-  (void)tokens;
-  check(drafts.empty(), "a layer-plan decoder never drafts, yet was asked to verify drafts");
-  out.push_back(sample_token(logits, vocab, sampling_, rng, scratch_));
-}
-
-}  // namespace inferlab
-
-namespace inferlab {
-
-PluginDescriptor layer_plan_decoding_descriptor(LayerPlanPluginSpec spec) {
-  PluginDescriptor d;
-  d.kind = PluginKind::kDecoding;
-  d.name = spec.name;
-  d.version = spec.version;
-  d.summary = spec.summary;
-  d.params = spec.params;
-  add_sampling_param_specs(d.params);
-  auto plan_of = spec.plan_of;
-  d.supports = [plan_of, sim_reason = spec.sim_reason](const SupportQuery& q) {
-    std::vector<std::string> reasons;
-    if (q.device == DeviceKind::kSim) reasons.push_back(sim_reason);
-    try {
-      plan_of(q.params, q.model.n_layers);
-    } catch (const Error& e) {
-      reasons.push_back(e.what());
-    }
-    return reasons;
-  };
-  d.make_decoder = [plan_of, name = spec.name](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
-    if (ctx.weights == nullptr) throw Error("decoding '" + name + "' needs the run's model to know its depth");
-    return std::make_unique<LayerPlanDecoder>(sampling_params_from(ctx.params),
-                                              plan_of(ctx.params, ctx.weights->config.n_layers));
-  };
-  return d;
 }
 
 }  // namespace inferlab

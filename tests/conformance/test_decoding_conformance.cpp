@@ -12,11 +12,11 @@
 #include <gtest/gtest.h>
 
 #include "engine_runs.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 #include "inferlab/weights.h"
 #include "model_fixtures.h"
 #include "plugin_cases.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab::testing {
 namespace {

@@ -10,10 +10,10 @@
 #include <map>
 
 #include "inferlab/engine.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/weights.h"
 #include "model_fixtures.h"
 #include "plugin_cases.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::testing {
 namespace {

@@ -21,12 +21,12 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/int4_linear.h"
 #include "inferlab/rng.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/ref/half.h"
 #include "plugin_cases.h"
+#include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab::testing {
 namespace {
@@ -205,7 +205,7 @@ TEST_P(QuantizationConformance, LinearMatchesFloatReferenceWithinItsPrecision) {
         // Strategies that quantize activations too (W8A8) pay an 8-bit activation error here:
         // smoothquant (unless its quantize = false) and any strategy whose resolved activations
         // are "int8" (gguf's default), or "auto" where that means int8 (int4, gptq and awq with
-        // group_size a multiple of 32: inferlab/int4_linear.h).
+        // group_size a multiple of 32: plugins/common/quantization/int4_linear.h).
         const auto& given = GetParam().given;
         const Params resolved = resolve_case(GetParam());
         const auto act = resolved.values().find("activations");

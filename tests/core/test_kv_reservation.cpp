@@ -15,10 +15,10 @@
 
 #include "engine_harness.h"
 #include "inferlab/block_manager.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
 #include "inferlab/metrics.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/int4_linear.h"
 #include "inferlab/model.h"
 #include "inferlab/weights.h"
 #include "model_fixtures.h"
+#include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab {
 namespace {

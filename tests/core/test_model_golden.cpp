@@ -11,9 +11,9 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
 #include "inferlab/model.h"
-#include "inferlab/sampling.h"
 #include "kernels/ref/ops.h"
 #include "model_fixtures.h"
+#include "plugins/common/decoding/sampling.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
-#include "inferlab/int4_linear.h"
 #include "inferlab/model.h"
 #include "inferlab/rng.h"
 #include "inferlab/weights.h"
 #include "linear_group_checks.h"
 #include "model_fixtures.h"
+#include "plugins/common/quantization/float_linear.h"
+#include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab {
 namespace {

@@ -13,13 +13,13 @@
 
 #include "inferlab/calibration.h"
 #include "inferlab/checkpoint.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/formats.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
 #include "inferlab/quantization_rules.h"
 #include "inferlab/registry.h"
 #include "model_fixtures.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -11,9 +11,9 @@
 #include <string>
 
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/metrics.h"
 #include "inferlab/report.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {
 namespace {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace inferlab {
 namespace {

@@ -11,10 +11,10 @@
 
 #include "cuda_fixtures.h"
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/kv_storage.h"
 #include "inferlab/rng.h"
 #include "kernels/ref/ops.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab {
 namespace {

@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "inferlab/checkpoint.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/formats.h"
 #include "inferlab/model.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
 #include "model_fixtures.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"
 
 namespace inferlab {

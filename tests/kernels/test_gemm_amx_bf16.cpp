@@ -13,12 +13,12 @@
 
 #include "inferlab/device.h"
 #include "inferlab/error.h"
-#include "inferlab/half_linear.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/ref/half.h"
 #include "matmul_checks.h"
+#include "plugins/common/quantization/half_linear.h"
 
 namespace inferlab {
 namespace {

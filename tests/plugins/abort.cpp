@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "inferlab/plugin.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace {
 class AbortDecoder final : public inferlab::Decoder {

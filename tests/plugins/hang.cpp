@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "inferlab/plugin.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace {
 class HangDecoder final : public inferlab::Decoder {

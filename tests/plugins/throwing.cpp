@@ -2,7 +2,7 @@
 // recorded with its error while the other variants still run and are written.
 #include "inferlab/error.h"
 #include "inferlab/plugin.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace {
 class ThrowingDecoder final : public inferlab::Decoder {

@@ -1,7 +1,7 @@
 // A quantization strategy that does not declare its arithmetic (Quantization::arithmetic): the
 // simulator cannot charge it, so `validate` must refuse it on [device] kind = "sim".
-#include "inferlab/float_linear.h"
 #include "inferlab/plugin.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace {
 class UndeclaredQuantization final : public inferlab::Quantization {

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "inferlab/device.h"
-#include "inferlab/half_linear.h"
 #include "inferlab/rng.h"
 #include "kernels/ref/half.h"
 #include "kernels/ref/ops.h"
+#include "plugins/common/quantization/half_linear.h"
 
 namespace inferlab::testing {
 

@@ -5,11 +5,11 @@
 #include <cmath>
 
 #include "attention_fixtures.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/layer_plan.h"
 #include "inferlab/model.h"
 #include "inferlab/registry.h"
 #include "model_fixtures.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "test_support.h"
 
 namespace inferlab::testing {

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "inferlab/error.h"
-#include "inferlab/sampling.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/attention.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace inferlab::testing {
 namespace {

@@ -6,14 +6,10 @@
 // does. The plan also counts where logit rows exited, for the mean_exit_layer metric.
 #pragma once
 #include <cstdint>
-#include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "inferlab/decoder.h"
 #include "inferlab/metrics.h"
-#include "inferlab/sampling.h"
 
 namespace inferlab {
 
@@ -57,20 +53,5 @@ std::vector<int> parse_layer_list(const std::string& text, int n_layers, const s
 // mean_exit_layer (mean 1-based depth at which logit rows took their logits; n_layers for rows
 // that never exited) and exit_early_frac (share of logit rows that exited before the top).
 void add_layer_plan_metrics(const LayerPlan& plan, int n_layers, MetricRow& row);
-
-// A decoder that samples one token per step (as decoding 'sampling') from logits computed under
-// its LayerPlan. The layer_skip and early_exit strategies are this with different plans.
-class LayerPlanDecoder : public Decoder {
- public:
-  LayerPlanDecoder(const SamplingParams& sampling, LayerPlan plan) : sampling_(sampling), plan_(std::move(plan)) {}
-  void accept(std::span<const int> tokens, std::span<const int> drafts, const float* logits, int vocab, Rng& rng,
-              std::vector<int>& out) override;
-  LayerPlan* layer_plan() override { return &plan_; }
-
- private:
-  SamplingParams sampling_;
-  LayerPlan plan_;
-  std::vector<std::pair<float, int>> scratch_;
-};
 
 }  // namespace inferlab

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "inferlab/error.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace inferlab::plugins {
 

@@ -10,13 +10,13 @@
 
 #include "beam_search.h"
 #include "inferlab/checkpoint.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
 #include "inferlab/metrics.h"
 #include "inferlab/registry.h"
-#include "inferlab/sampling.h"
 #include "model_fixtures.h"
+#include "plugins/common/decoding/sampling.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -1,6 +1,6 @@
 // Plugin descriptor for decoding/early_exit (plan in early_exit.h).
 #include "early_exit.h"
-#include "inferlab/layer_plan_plugin.h"
+#include "plugins/common/decoding/layer_plan_plugin.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Plugin descriptor for decoding/layer_skip (plan in layer_skip.h).
-#include "inferlab/layer_plan_plugin.h"
 #include "layer_skip.h"
+#include "plugins/common/decoding/layer_plan_plugin.h"
 
 namespace {
 

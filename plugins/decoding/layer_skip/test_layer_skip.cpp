@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "inferlab/checkpoint.h"
-#include "inferlab/continuous_scheduler.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"

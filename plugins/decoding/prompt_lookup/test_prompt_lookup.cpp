@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 #include "prompt_lookup.h"
 
 namespace inferlab {

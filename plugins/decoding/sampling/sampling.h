@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "inferlab/decoder.h"
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace inferlab::plugins {
 

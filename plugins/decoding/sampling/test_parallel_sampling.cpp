@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/checkpoint.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/engine.h"
-#include "inferlab/sampling.h"
 #include "model_fixtures.h"
+#include "plugins/common/decoding/sampling.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "sampling.h"
 #include "test_support.h"
 

@@ -5,11 +5,11 @@
 
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/plugin.h"
 #include "inferlab/registry.h"
-#include "inferlab/sampling.h"
 #include "inferlab/sim.h"
+#include "plugins/common/decoding/sampling.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "simulated_draft.h"
 #include "speculative.h"
 

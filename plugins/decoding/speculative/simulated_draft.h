@@ -16,8 +16,8 @@
 
 #include "inferlab/decoder.h"
 #include "inferlab/model_config.h"
-#include "inferlab/sampling.h"
 #include "inferlab/sim.h"
+#include "plugins/common/decoding/sampling.h"
 
 namespace inferlab::plugins {
 

@@ -21,11 +21,11 @@
 #include "inferlab/batch.h"
 #include "inferlab/decoder.h"
 #include "inferlab/device.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/kv_cache.h"
 #include "inferlab/model.h"
-#include "inferlab/sampling.h"
 #include "inferlab/weights.h"
+#include "plugins/common/decoding/sampling.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 

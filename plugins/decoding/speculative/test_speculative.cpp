@@ -10,12 +10,12 @@
 #include <numeric>
 
 #include "inferlab/checkpoint.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/engine.h"
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
 #include "layer_plan_fixtures.h"
 #include "model_fixtures.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "speculative.h"
 #include "test_support.h"
 

@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 

@@ -1,6 +1,7 @@
-// Plugin descriptor for quantization/bf16: bfloat16 weights (1-8-7 bits, fp32's range) (inferlab/half_linear.h).
-#include "inferlab/half_linear.h"
+// Plugin descriptor for quantization/bf16: bfloat16 weights (1-8-7 bits, fp32's range)
+// (plugins/common/quantization/half_linear.h).
 #include "inferlab/plugin.h"
+#include "plugins/common/quantization/half_linear.h"
 
 namespace {
 

@@ -5,9 +5,9 @@
 
 #include "half_checks.h"
 #include "inferlab/error.h"
-#include "inferlab/half_linear.h"
 #include "inferlab/registry.h"
 #include "inferlab/sim.h"
+#include "plugins/common/quantization/half_linear.h"
 #include "test_support.h"
 
 namespace inferlab {

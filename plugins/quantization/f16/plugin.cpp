@@ -1,6 +1,7 @@
-// Plugin descriptor for quantization/f16: IEEE binary16 weights (1-5-10 bits, range ±65504) (inferlab/half_linear.h).
-#include "inferlab/half_linear.h"
+// Plugin descriptor for quantization/f16: IEEE binary16 weights (1-5-10 bits, range ±65504)
+// (plugins/common/quantization/half_linear.h).
 #include "inferlab/plugin.h"
+#include "plugins/common/quantization/half_linear.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include "half_checks.h"
 #include "kernels/cpu/amx.h"
 #include "inferlab/error.h"
-#include "inferlab/half_linear.h"
+#include "plugins/common/quantization/half_linear.h"
 #include "inferlab/registry.h"
 #include "inferlab/rng.h"
 #include "inferlab/sim.h"

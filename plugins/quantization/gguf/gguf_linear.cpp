@@ -3,9 +3,9 @@
 #include <optional>
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 

@@ -12,9 +12,9 @@
 #include "gguf_linear.h"
 #include "inferlab/device.h"
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/registry.h"
 #include "inferlab/rng.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"
 
 namespace inferlab::plugins {

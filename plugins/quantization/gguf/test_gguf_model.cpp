@@ -20,7 +20,6 @@
 #include "inferlab/checkpoint.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment.h"
-#include "inferlab/float_linear.h"
 #include "inferlab/formats.h"
 #include "inferlab/model.h"
 #include "inferlab/quality.h"
@@ -28,6 +27,7 @@
 #include "inferlab/rng.h"
 #include "inferlab/runner.h"
 #include "kernels/cpu/matmul_gguf.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"
 
 namespace inferlab::plugins {

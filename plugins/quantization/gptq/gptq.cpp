@@ -12,8 +12,8 @@
 #include <numeric>
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "kernels/ref/matmul_int4.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/int4_linear.h"
 #include "inferlab/quantization.h"
+#include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab::plugins {
 

@@ -1,7 +1,7 @@
 #include "int4.h"
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "q4_panel_linear.h"
 
 namespace inferlab::plugins {

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/int4_linear.h"
 #include "inferlab/quantization.h"
+#include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab::plugins {
 
-// The linear itself lives in core (inferlab/int4_linear.h), shared with gptq and awq.
+// The linear itself lives in plugins/common/quantization/int4_linear.h, shared with gptq and awq.
 using inferlab::Int4Linear;
 
 class Int4Quantization : public Quantization {

@@ -1,6 +1,6 @@
 // Plugin descriptor for quantization/none.
 #include "inferlab/plugin.h"
-#include "inferlab/float_linear.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace {
 

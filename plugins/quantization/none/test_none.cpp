@@ -6,7 +6,7 @@
 #include "inferlab/error.h"
 #include "inferlab/rng.h"
 #include "kernels/ref/ops.h"
-#include "inferlab/float_linear.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab {
 namespace {

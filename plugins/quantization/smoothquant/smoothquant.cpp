@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "inferlab/error.h"
-#include "inferlab/float_linear.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 

@@ -1,6 +1,6 @@
 // Plugin descriptor for scheduling/continuous.
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/plugin.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/scheduler.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab::plugins {
 

@@ -8,9 +8,9 @@
 
 #include "edf.h"
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 #include "inferlab/metrics.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {
 using namespace plugins;

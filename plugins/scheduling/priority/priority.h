@@ -1,5 +1,5 @@
 // Strict priority classes on top of continuous (iteration-level) batching. Each step runs the
-// continuous step (inferlab/continuous_scheduler.h) over a reordered view:
+// continuous step (plugins/common/scheduling/continuous_scheduler.h) over a reordered view:
 //   - waiting requests by class (SeqView::priority, lower = more urgent; with aging a request
 //     moves up one class per aging_s it has waited), then within a class preempted-with-output
 //     first, then by arrival; requests that can never fit the pool go last so they block no one;
@@ -11,8 +11,8 @@
 #pragma once
 #include <vector>
 
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/scheduler.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab::plugins {
 

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 #include "inferlab/metrics.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "priority.h"
 
 namespace inferlab {

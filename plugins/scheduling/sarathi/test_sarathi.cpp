@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 #include "inferlab/metrics.h"
 #include "inferlab/registry.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {
 namespace {

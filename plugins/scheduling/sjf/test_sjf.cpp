@@ -8,9 +8,9 @@
 #include <string>
 
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "sjf.h"
 
 namespace inferlab {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "engine_harness.h"
-#include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 #include "static.h"
 
 namespace inferlab {

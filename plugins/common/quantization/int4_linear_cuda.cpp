@@ -1,8 +1,8 @@
 // Int4Linear's CUDA half: uploading the codes and the forward on a CUDA device.
 #include "inferlab/device_upload.h"
 #include "inferlab/error.h"
-#include "inferlab/int4_linear.h"
 #include "kernels/ref/matmul_int8.h"
+#include "plugins/common/quantization/int4_linear.h"
 #if INFERLAB_HAVE_CUDA
 #include "inferlab/cuda_device.h"
 #include "kernels/cuda/quant_linear.h"

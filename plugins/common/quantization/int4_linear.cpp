@@ -1,4 +1,4 @@
-#include "inferlab/int4_linear.h"
+#include "plugins/common/quantization/int4_linear.h"
 
 #include <algorithm>
 #include <cmath>

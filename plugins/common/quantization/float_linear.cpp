@@ -1,4 +1,4 @@
-#include "inferlab/float_linear.h"
+#include "plugins/common/quantization/float_linear.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Token selection from one row of logits: greedy, temperature, top-k, top-p.
-#include "inferlab/sampling.h"
+#include "plugins/common/decoding/sampling.h"
 
 #include <algorithm>
 #include <cmath>

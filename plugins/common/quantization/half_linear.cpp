@@ -1,5 +1,5 @@
-// Half-precision linears (see inferlab/half_linear.h).
-#include "inferlab/half_linear.h"
+// Half-precision linears (see half_linear.h).
+#include "plugins/common/quantization/half_linear.h"
 
 #include "inferlab/error.h"
 #include "kernels/cpu/amx.h"

@@ -3,8 +3,9 @@
 // requests leave and waiting ones join between any two steps. Long prompts are split into
 // budget-sized chunks (chunked prefill, Sarathi: Agrawal et al. 2023) and a decode request
 // that cannot grow its KV preempts the most recently admitted one (recompute-style).
-// Lives in core because other strategies build on its step (scheduling/sjf reorders its
-// admissions); the plugin scheduling/continuous exposes it as is.
+// Lives in plugins/common (the library inferlab_common_scheduling) because other strategies
+// build on its step (scheduling/sjf reorders its admissions); the plugin scheduling/continuous
+// exposes it as is.
 #pragma once
 #include <vector>
 

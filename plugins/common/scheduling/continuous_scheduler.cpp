@@ -1,4 +1,4 @@
-#include "inferlab/continuous_scheduler.h"
+#include "plugins/common/scheduling/continuous_scheduler.h"
 
 #include <algorithm>
 #include <string>
