@@ -41,6 +41,10 @@ std::string json_problem(std::string_view text, std::size_t at, const json::erro
   if (ec != error::syntax) return ec.message();
   if (at >= text.size()) return "unexpected end of text";
   const auto c = static_cast<unsigned char>(text[at]);
+  // A high surrogate escape (\uD800-\uDBFF) must be followed by a low one.
+  if (at >= 6 && text[at - 6] == '\\' && text[at - 5] == 'u' && (text[at - 4] == 'd' || text[at - 4] == 'D') &&
+      std::string_view("89abAB").find(text[at - 3]) != std::string_view::npos)
+    return "a \\u escape of a lone UTF-16 surrogate";
   if (at > 0 && text[at - 1] == '\\')
     return "an unknown escape '\\" + std::string(1, static_cast<char>(c)) +
            "' in a string (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)";
@@ -107,6 +111,28 @@ const json::object& json_object(const json::value& v, const std::string& what) {
 
 const json::value* json_find(const json::value& v, std::string_view key) {
   return v.is_object() ? v.get_object().if_contains(key) : nullptr;
+}
+
+const json::value* json_find_path(const json::value& v, std::string_view dotted) {
+  const json::value* at = &v;
+  while (at && !dotted.empty()) {
+    const std::size_t dot = dotted.find('.');
+    at = json_find(*at, dotted.substr(0, dot));
+    if (dot == std::string_view::npos) break;
+    dotted.remove_prefix(dot + 1);
+  }
+  return at;
+}
+
+std::string json_text_at(const json::value& v, std::string_view dotted, const std::string& fallback) {
+  const json::value* at = json_find_path(v, dotted);
+  if (!at || at->is_null()) return fallback;
+  return at->is_string() ? std::string(at->get_string()) : json::serialize(*at);
+}
+
+std::int64_t json_int_at(const json::value& v, std::string_view dotted, std::int64_t fallback) {
+  const json::value* at = json_find_path(v, dotted);
+  return at && at->is_int64() ? at->get_int64() : fallback;
 }
 
 }  // namespace inferlab::formats

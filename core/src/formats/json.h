@@ -43,4 +43,12 @@ const json::object& json_object(const json::value& v, const std::string& what);
 // Member `key` of an object; null when absent or when `v` is no object.
 const json::value* json_find(const json::value& v, std::string_view key);
 
+// The value at a dotted path of nested objects ("run.shard.index"; "" is `v`); null when a step is absent.
+const json::value* json_find_path(const json::value& v, std::string_view dotted);
+// Lenient reads of a document this program wrote (manifest.json): the text at the path (a
+// string's characters, another scalar as JSON writes it) or the integer there; `fallback` when
+// the path is absent, null or (for the integer) not an integer.
+std::string json_text_at(const json::value& v, std::string_view dotted, const std::string& fallback);
+std::int64_t json_int_at(const json::value& v, std::string_view dotted, std::int64_t fallback);
+
 }  // namespace inferlab::formats
