@@ -1,9 +1,10 @@
 // The core's JSON layer over Boost.JSON (core/src/formats/json.h, json_line.h): parse errors
 // name the file, line, column and the problem in words; typed getters name the key; a JSON-lines
 // reader keeps each value's text as written. And through the readers that use it: a trace line,
-// tokenizer.json and a safetensors header.
+// tokenizer.json and manifest.json read back.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "core/src/formats/json.h"
@@ -11,6 +12,8 @@
 #include "format_writers.h"
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
+#include "inferlab/manifest.h"
+#include "inferlab/shard.h"
 #include "inferlab/workload.h"
 
 namespace inferlab {
@@ -156,6 +159,48 @@ TEST(Json, TokenizerJsonErrorsNameFileLineAndColumn) {
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), path + ": invalid JSON: unexpected character '}' at line 4:22");
+  }
+}
+
+TEST(Json, ManifestReadBack) {
+  const std::string manifest =
+      "{\n  \"experiment\": \"x\", \"note\": \"\\\"resumes\\\": 9\",\n  \"run\": {\"status\": \"running\", \"resumes\": 3, "
+      "\"shard\": {\"index\": 1, \"count\": 4}, \"config_toml_hash\": \"abc\", \"config_forced\": [{\"resume\": 2, "
+      "\"from\": \"abc\", \"to\": \"def\", \"changed\": [\"repeats (1 \\u2192 2)\"]}]}\n}\n";
+  EXPECT_EQ(manifest_resumes(manifest), 3);
+  const Shard shard = manifest_shard(manifest);
+  EXPECT_EQ(shard.index, 1);
+  EXPECT_EQ(shard.count, 4);
+  RunState state;
+  manifest_config_record(manifest, state);
+  EXPECT_EQ(state.config_hash, "abc");
+  ASSERT_EQ(state.config_forced.size(), 1u);
+  EXPECT_EQ(state.config_forced[0].resume, 2);
+  EXPECT_EQ(state.config_forced[0].to, "def");
+  EXPECT_EQ(state.config_forced[0].keys, std::vector<std::string>{"repeats (1 \u2192 2)"});
+  // Not JSON (a manifest cut short): nothing recorded, nothing thrown.
+  EXPECT_EQ(manifest_resumes("{\"run\": {\"resumes\": 3"), 0);
+  EXPECT_EQ(manifest_shard("{\"run\": {\"shard\": ").count, 1);
+}
+
+TEST(Json, MergeRefusesAManifestWithoutStacks) {
+  testing::TempDir dir("json_merge");
+  const std::string shard = dir.file("shard0");
+  std::filesystem::create_directories(shard);
+  testing::write_file(shard + "/manifest.json", "{\"experiment\": \"x\", \"run\": {\"status\": \"complete\"}}\n");
+  testing::write_file(shard + "/config.toml", "[experiment]\nname = \"x\"\n");
+  try {
+    merge_shards(MergeOptions{{shard}, dir.file("out"), false});
+    ADD_FAILURE() << "merged";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), "manifest.json has no \"stacks\" list");
+  }
+  testing::write_file(shard + "/manifest.json", "{\"experiment\": \"x\",\n \"run\": }\n");
+  try {
+    merge_shards(MergeOptions{{shard}, dir.file("out"), false});
+    ADD_FAILURE() << "merged";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), shard + "/manifest.json: invalid JSON: unexpected character '}' at line 2:9");
   }
 }
 
