@@ -6,11 +6,14 @@
 #                             runtimes with llvm-symbolizer (scripts/test_sanitized.sh), python3 (the
 #                             docs check), matplotlib (`inferlab plot`) and chromium (the report.html test)
 set -euo pipefail
-packages=(cmake ninja-build g++ ccache libboost-dev libboost-program-options-dev
+# Boost 1.81, not Debian's default 1.74: Boost.JSON (header-only here) needs 1.75+. Its -dev
+# packages replace 1.74's (they conflict), so python3-munkres is named for matplotlib's fonttools,
+# whose other choice (scipy, through pythran) would pull libboost-dev 1.74 back.
+packages=(cmake ninja-build g++ ccache libboost1.81-dev libboost-program-options1.81-dev
           libtomlplusplus-dev libeigen3-dev libpcre2-dev pkg-config)
 if [ "${1:-}" = --test ]; then
-  packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-matplotlib chromium clang libclang-rt-14-dev
-            llvm-14)
+  packages+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-munkres python3-matplotlib chromium clang
+            libclang-rt-14-dev llvm-14)
 elif [ -n "${1:-}" ]; then
   echo "setup: unknown argument '$1' (allowed: --test)" >&2
   exit 2

@@ -8,10 +8,8 @@
 #include <sstream>
 #include <thread>
 
-#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree includes the old boost/bind.hpp
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
-
+#include "formats/json.h"
+#include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "inferlab/report.h"
 #include "inferlab/rng.h"
@@ -158,44 +156,47 @@ std::string manifest_with_state(const std::string& manifest, const RunState& sta
   return m.str();
 }
 
+namespace {
+
+// The manifest read back (null when it is not valid JSON: it then records nothing to compare with).
+formats::json::value read_manifest(const std::string& manifest) {
+  try {
+    return formats::parse_json(manifest, "manifest.json");
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 int manifest_resumes(const std::string& manifest) {
-  const auto at = manifest.find("\"resumes\": ", manifest.find(kRunKey) == std::string::npos ? 0 : manifest.find(kRunKey));
-  return at == std::string::npos ? 0 : std::atoi(manifest.c_str() + at + 11);
+  return static_cast<int>(formats::json_int_at(read_manifest(manifest), "run.resumes", 0));
 }
 
 Shard manifest_shard(const std::string& manifest) {
-  const auto run = manifest.find(kRunKey);
-  if (run == std::string::npos) return {};
-  const auto at = manifest.find("\"shard\": {\"index\": ", run);
-  if (at == std::string::npos) return {};
-  Shard s;
-  s.index = std::atoi(manifest.c_str() + at + 19);
-  const auto c = manifest.find("\"count\": ", at);
-  if (c != std::string::npos) s.count = std::atoi(manifest.c_str() + c + 9);
-  return s;
+  const formats::json::value m = read_manifest(manifest);
+  if (!formats::json_find_path(m, "run.shard")) return {};
+  return Shard{static_cast<int>(formats::json_int_at(m, "run.shard.index", 0)),
+               static_cast<int>(formats::json_int_at(m, "run.shard.count", 1))};
 }
 
 void manifest_config_record(const std::string& manifest, RunState& state) {
-  namespace pt = boost::property_tree;
-  pt::ptree m;
-  try {
-    std::istringstream in(manifest);
-    pt::read_json(in, m);
-  } catch (const std::exception&) {
-    return;  // an unreadable manifest records nothing to compare with
-  }
-  state.config_hash = m.get<std::string>("run.config_toml_hash", "");
+  const formats::json::value m = read_manifest(manifest);
+  if (m.is_null()) return;
+  state.config_hash = formats::json_text_at(m, "run.config_toml_hash", "");
   state.config_forced.clear();
-  if (auto forced = m.get_child_optional("run.config_forced"))
-    for (const auto& [k, v] : *forced) {
-      ConfigChange c;
-      c.resume = v.get<int>("resume", 0);
-      c.from = v.get<std::string>("from", "");
-      c.to = v.get<std::string>("to", "");
-      if (auto keys = v.get_child_optional("changed"))
-        for (const auto& [i, key] : *keys) c.keys.push_back(key.data());
-      state.config_forced.push_back(std::move(c));
-    }
+  const formats::json::value* forced = formats::json_find_path(m, "run.config_forced");
+  if (!forced || !forced->is_array()) return;
+  for (const formats::json::value& v : forced->get_array()) {
+    ConfigChange c;
+    c.resume = static_cast<int>(formats::json_int_at(v, "resume", 0));
+    c.from = formats::json_text_at(v, "from", "");
+    c.to = formats::json_text_at(v, "to", "");
+    if (const formats::json::value* keys = formats::json_find(v, "changed"); keys && keys->is_array())
+      for (const formats::json::value& key : keys->get_array())
+        c.keys.push_back(formats::json_text_at(key, "", ""));
+    state.config_forced.push_back(std::move(c));
+  }
 }
 
 }  // namespace inferlab

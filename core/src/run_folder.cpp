@@ -7,6 +7,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -17,11 +18,9 @@
 #include <memory>
 #include <sstream>
 
-#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree includes the old boost/bind.hpp
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <toml++/toml.h>
 
+#include "formats/json.h"
 #include "inferlab/error.h"
 #include "inferlab/log.h"
 
@@ -204,24 +203,23 @@ FolderStatus read_folder_status(const std::string& dir) {
   FolderStatus s;
   const std::string text = slurp(fs::path(dir) / "manifest.json");
   if (text.empty()) return s;
-  boost::property_tree::ptree m;
+  formats::json::value m;
   try {
-    std::istringstream in(text);
-    boost::property_tree::read_json(in, m);
-  } catch (const std::exception&) {
+    m = formats::parse_json(text, "manifest.json");
+  } catch (const Error&) {
     s.status = "unreadable";
     s.detail = "manifest.json is not valid JSON";
     return s;
   }
-  s.status = m.get<std::string>("run.status", "running");
-  s.cells_done = m.get<std::size_t>("run.cells_done", 0);
-  s.cells_total = m.get<std::size_t>("run.cells_total", 0);
-  s.detail = s.status == "failed" ? m.get<std::string>("run.reason", "") : m.get<std::string>("run.signal", "");
+  s.status = formats::json_text_at(m, "run.status", "running");
+  s.cells_done = static_cast<std::size_t>(std::max<std::int64_t>(0, formats::json_int_at(m, "run.cells_done", 0)));
+  s.cells_total = static_cast<std::size_t>(std::max<std::int64_t>(0, formats::json_int_at(m, "run.cells_total", 0)));
+  s.detail = formats::json_text_at(m, s.status == "failed" ? "run.reason" : "run.signal", "");
   if (s.status == "running" && folder_lock_holder(dir).empty()) {
     // No live process holds the folder (the lock dies with its holder): the run was killed.
     s.status = "interrupted";
     s.stale = true;
-    const std::string pid = m.get<std::string>("run.pid", ""), host = m.get<std::string>("run.host", "");
+    const std::string pid = formats::json_text_at(m, "run.pid", ""), host = formats::json_text_at(m, "run.host", "");
     s.detail = "left \"running\" by " + (pid.empty() ? std::string("a run") : "pid " + pid + " on host " + host) +
                ", which is gone";
   }

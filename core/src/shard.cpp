@@ -10,11 +10,9 @@
 #include <sstream>
 #include <tuple>
 
-#define BOOST_BIND_GLOBAL_PLACEHOLDERS  // property_tree includes the old boost/bind.hpp, which otherwise prints a pragma note
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 #include <toml++/toml.h>
 
+#include "formats/json.h"
 #include "inferlab/error.h"
 #include "inferlab/manifest.h"
 #include "inferlab/report.h"
@@ -23,7 +21,9 @@
 namespace inferlab {
 
 namespace fs = std::filesystem;
-namespace pt = boost::property_tree;
+namespace json = formats::json;
+using formats::json_int_at;
+using formats::json_text_at;
 
 Shard parse_shard(const std::string& text) {
   const auto slash = text.find('/');
@@ -73,7 +73,7 @@ std::string slurp(const fs::path& p) {
 // One shard folder as merge sees it.
 struct ShardFolder {
   std::string dir, manifest_text, config_text;
-  pt::ptree manifest;
+  json::value manifest;
   Shard shard;
   std::vector<std::string> notes;  // summary.md's "## Notes" items
 };
@@ -85,14 +85,9 @@ ShardFolder read_shard_folder(const std::string& dir) {
     throw Error(dir + ": no manifest.json or config.toml; not a results folder of inferlab run");
   f.manifest_text = slurp(fs::path(dir) / "manifest.json");
   f.config_text = slurp(fs::path(dir) / "config.toml");
-  try {
-    std::istringstream in(f.manifest_text);
-    pt::read_json(in, f.manifest);
-  } catch (const std::exception& e) {
-    throw Error(dir + "/manifest.json: not valid JSON (" + std::string(e.what()) + ")");
-  }
-  f.shard.index = f.manifest.get<int>("run.shard.index", 0);
-  f.shard.count = f.manifest.get<int>("run.shard.count", 1);
+  f.manifest = formats::parse_json(f.manifest_text, dir + "/manifest.json");
+  f.shard.index = static_cast<int>(json_int_at(f.manifest, "run.shard.index", 0));
+  f.shard.count = static_cast<int>(json_int_at(f.manifest, "run.shard.count", 1));
   std::istringstream md(slurp(fs::path(dir) / "summary.md"));
   bool in_notes = false;
   for (std::string line; std::getline(md, line);) {
@@ -117,9 +112,9 @@ MergeOutcome merge_shards(const MergeOptions& options) {
   if (options.shard_dirs.empty()) throw Error("merge: no shard folders given");
   std::vector<ShardFolder> shards;
   for (const auto& d : options.shard_dirs) shards.push_back(read_shard_folder(d));
-  require_same(shards, "config hash", [](const ShardFolder& s) { return s.manifest.get<std::string>("config_hash", ""); });
+  require_same(shards, "config hash", [](const ShardFolder& s) { return json_text_at(s.manifest, "config_hash", ""); });
   require_same(shards, "resolved config.toml", [](const ShardFolder& s) { return text_hash(s.config_text); });
-  require_same(shards, "git commit", [](const ShardFolder& s) { return s.manifest.get<std::string>("git_commit", ""); });
+  require_same(shards, "git commit", [](const ShardFolder& s) { return json_text_at(s.manifest, "git_commit", ""); });
   require_same(shards, "shard count", [](const ShardFolder& s) { return std::to_string(s.shard.count); });
   std::map<int, const ShardFolder*> by_index;
   for (const auto& s : shards)
@@ -129,8 +124,11 @@ MergeOutcome merge_shards(const MergeOptions& options) {
   const int count = shards.front().shard.count;
 
   std::vector<std::string> names;
-  for (const auto& [k, v] : shards.front().manifest.get_child("stacks")) names.push_back(v.get<std::string>("variant"));
-  const int repeats = shards.front().manifest.get<int>("repeats", 1);
+  const json::value* stacks = formats::json_find(shards.front().manifest, "stacks");
+  if (!stacks || !stacks->is_array())
+    throw Error("merge: " + shards.front().dir + "/manifest.json has no \"stacks\" list; not a manifest of inferlab run");
+  for (const json::value& v : stacks->get_array()) names.push_back(json_text_at(v, "variant", ""));
+  const int repeats = static_cast<int>(json_int_at(shards.front().manifest, "repeats", 1));
 
   MergeOutcome outcome;
   CellGrid all;
@@ -163,14 +161,15 @@ MergeOutcome merge_shards(const MergeOptions& options) {
     outcome.report_ok.push_back(status == "complete" && failed == 0 && g.missing.empty());
     sources << (i ? ", " : "") << "\n    {\"dir\": " << json_quote(fs::absolute(s.dir).string()) << ", \"index\": " << i
             << ", \"count\": " << count << ", \"status\": " << json_quote(status)
-            << ", \"git_commit\": " << json_quote(s.manifest.get<std::string>("git_commit", ""))
-            << ", \"git_dirty\": " << s.manifest.get<std::string>("git_dirty", "false")
-            << ", \"cpu\": " << json_quote(s.manifest.get<std::string>("cpu", ""))
-            << ", \"hardware_threads\": " << s.manifest.get<int>("hardware_threads", 0)
-            << ", \"threads\": " << s.manifest.get<int>("threads", 0) << ", \"cells_done\": " << g.done.size()
-            << ", \"cells_failed\": " << failed << ", \"resumes\": " << s.manifest.get<int>("run.resumes", 0) << "}";
-    if (auto det = s.manifest.get_child_optional("run.determinism"))
-      for (const auto& [variant, verdict] : *det) state.determinism.emplace_back(variant, verdict.data());
+            << ", \"git_commit\": " << json_quote(json_text_at(s.manifest, "git_commit", ""))
+            << ", \"git_dirty\": " << (json_text_at(s.manifest, "git_dirty", "false") == "true" ? "true" : "false")
+            << ", \"cpu\": " << json_quote(json_text_at(s.manifest, "cpu", ""))
+            << ", \"hardware_threads\": " << json_int_at(s.manifest, "hardware_threads", 0)
+            << ", \"threads\": " << json_int_at(s.manifest, "threads", 0) << ", \"cells_done\": " << g.done.size()
+            << ", \"cells_failed\": " << failed << ", \"resumes\": " << json_int_at(s.manifest, "run.resumes", 0) << "}";
+    if (const json::value* det = formats::json_find_path(s.manifest, "run.determinism"); det && det->is_object())
+      for (const auto& verdict : det->get_object())
+        state.determinism.emplace_back(std::string(verdict.key()), json_text_at(verdict.value(), "", ""));
     for (const auto& n : s.notes)
       if (n.rfind("shard ", 0) != 0 && std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
     for (auto& d : g.done) all.done.push_back(std::move(d));
@@ -204,7 +203,7 @@ MergeOutcome merge_shards(const MergeOptions& options) {
   } catch (const std::exception&) {
   }
   notes.push_back("merged from " + std::to_string(shards.size()) + " of " + std::to_string(count) + " shard(s)");
-  out.set_header(shards.front().manifest.get<std::string>("experiment", ""), description, names, notes);
+  out.set_header(json_text_at(shards.front().manifest, "experiment", ""), description, names, notes);
   for (const auto& [cell, c] : all.done) {
     write_cell_file((fs::path(options.out_dir) / "cells" / cell_file_name(cell.vi, cell.rep)).string(), c);
     state.done.push_back({names[cell.vi], cell.rep});

@@ -1,9 +1,8 @@
 // Trace readers: canonical CSV/JSONL, Azure LLM inference 2023/2024 CSV, Mooncake JSONL, Vidur /
 // Splitwise CSV, BurstGPT CSV, detection from the header, and the
 // lengths files behind LengthSpec "trace". Every malformed row is an Error naming path:line,
-// what is wrong and what is allowed. The JSONL side is a small scanner for one flat object per
-// line (numbers, strings, one integer array), not a general JSON parser.
-#include <cctype>
+// what is wrong and what is allowed. JSON lines are read with Boost.JSON (formats/json_line.h),
+// which keeps each value's text as written so that errors quote it.
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/json_line.h"
 #include "inferlab/error.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/workload.h"
@@ -144,7 +144,17 @@ int priority_field(const Where& w, std::string_view raw, std::string_view name =
   return static_cast<int>(v);
 }
 
-// Block hashes: a JSON array body or a CSV field, numbers separated by ',', ';' or spaces.
+// One block hash: a non-negative integer that fits 64 bits.
+std::uint64_t hash_value(const Where& w, std::string_view name, std::string_view raw) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(raw.data(), raw.data() + raw.size(), v);
+  if (ec != std::errc() || p != raw.data() + raw.size() || raw.empty())
+    fail(w.path, w.line, std::string(name) + " element '" + quote_input(raw) + "' is not a non-negative integer",
+         "a list of non-negative integer block hashes");
+  return v;
+}
+
+// Block hashes of a CSV field: numbers separated by ',', ';' or spaces.
 std::vector<std::uint64_t> hash_list(const Where& w, std::string_view name, std::string_view raw) {
   std::vector<std::uint64_t> out;
   std::size_t i = 0;
@@ -153,13 +163,7 @@ std::vector<std::uint64_t> hash_list(const Where& w, std::string_view name, std:
     if (i >= raw.size()) break;
     std::size_t j = i;
     while (j < raw.size() && raw[j] != ' ' && raw[j] != ',' && raw[j] != ';' && raw[j] != '\t') ++j;
-    std::uint64_t v = 0;
-    auto [p, ec] = std::from_chars(raw.data() + i, raw.data() + j, v);
-    if (ec != std::errc() || p != raw.data() + j)
-      fail(w.path, w.line, std::string(name) + " element '" + quote_input(raw.substr(i, j - i)) +
-                               "' is not a non-negative integer",
-           "a list of non-negative integer block hashes");
-    out.push_back(v);
+    out.push_back(hash_value(w, name, raw.substr(i, j - i)));
     i = j;
   }
   return out;
@@ -338,131 +342,40 @@ std::vector<TraceRow> read_burstgpt(const std::string& path, const std::string& 
 
 // ---- JSONL --------------------------------------------------------------------------------
 
-// The members of one flat JSON object: key and the raw text of its value (arrays keep their
-// brackets, strings their quotes). Nested values are skipped over, never interpreted.
-using JsonMembers = std::vector<std::pair<std::string_view, std::string_view>>;
+using JsonMember = formats::JsonLineReader::Member;
 
-JsonMembers scan_object(const Where& w, std::string_view s) {
-  const std::string expected = "one JSON object per line, such as {\"key\": 1, \"list\": [1, 2]}";
-  std::size_t i = 0;
-  auto ws = [&] {
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) ++i;
-  };
-  auto bad = [&](const std::string& what) {
-    fail(w.path, w.line, what + " at column " + std::to_string(i + 1), expected);
-  };
-  auto skip_string = [&] {  // s[i] == '"'; an escape JSON does not define is refused
-    for (++i; i < s.size(); ++i) {
-      if (s[i] == '\\') {
-        const char e = i + 1 < s.size() ? s[i + 1] : '\0';
-        if (e == 'u') {
-          bool hex = i + 5 < s.size();
-          for (std::size_t k = i + 2; hex && k < i + 6; ++k) hex = std::isxdigit(static_cast<unsigned char>(s[k])) != 0;
-          if (!hex) {
-            ++i;
-            bad("a \\u escape without 4 hex digits (" + quote_input(s.substr(i - 1, 6)) + ")");
-          }
-          i += 5;
-        } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
-          ++i;
-        } else {
-          ++i;
-          bad("an unknown escape '\\" + quote_input(s.substr(i, 1)) + "' in a string (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r "
-              "\\t \\uXXXX)");
-        }
-      } else if (s[i] == '"') {
-        ++i;
-        return true;
-      }
-    }
-    return false;
-  };
-  JsonMembers members;
-  ws();
-  if (i >= s.size() || s[i] != '{') bad("no '{'");
-  ++i;
-  ws();
-  if (i < s.size() && s[i] == '}') {
-    ++i;
-  } else {
-    while (true) {
-      ws();
-      if (i >= s.size() || s[i] != '"') bad("no key string");
-      std::size_t key_start = i + 1;
-      if (!skip_string()) bad("unterminated key");
-      std::string_view key = s.substr(key_start, i - 1 - key_start);
-      ws();
-      if (i >= s.size() || s[i] != ':') bad("no ':' after key");
-      ++i;
-      ws();
-      std::size_t v = i;
-      if (i < s.size() && s[i] == '"') {
-        if (!skip_string()) bad("unterminated string");
-      } else if (i < s.size() && (s[i] == '[' || s[i] == '{')) {
-        int depth = 0;
-        while (i < s.size()) {
-          char c = s[i];
-          if (c == '"') {
-            if (!skip_string()) bad("unterminated string");
-            continue;
-          }
-          if (c == '[' || c == '{') ++depth;
-          if (c == ']' || c == '}') --depth;
-          ++i;
-          if (depth == 0) break;
-        }
-        if (depth != 0) bad("unbalanced brackets");
-      } else {
-        while (i < s.size() && s[i] != ',' && s[i] != '}' && s[i] != ' ' && s[i] != '\t') ++i;
-        if (i == v) bad("no value");
-      }
-      members.emplace_back(key, s.substr(v, i - v));
-      ws();
-      if (i < s.size() && s[i] == ',') {
-        ++i;
-        continue;
-      }
-      if (i < s.size() && s[i] == '}') {
-        ++i;
-        break;
-      }
-      bad("no ',' or '}' after a value");
-    }
-  }
-  ws();
-  if (i != s.size()) bad("text after the object");
-  return members;
-}
-
-const std::string_view* member(const JsonMembers& m, std::string_view key) {
-  const std::string_view* found = nullptr;
-  for (const auto& [k, v] : m)
-    if (k == key) found = &v;  // last one wins, as in most JSON readers
-  return found;
-}
-
-std::string_view required(const Where& w, const JsonMembers& m, std::string_view key,
+std::string_view required(const Where& w, const formats::JsonLineReader& m, std::string_view key,
                           const std::string& expected) {
-  const std::string_view* v = member(m, key);
+  const JsonMember* v = m.find(key);
   if (!v) fail(w.path, w.line, "missing key \"" + std::string(key) + "\"", expected);
-  return *v;
+  return v->text;
 }
 
-std::vector<std::uint64_t> json_hashes(const Where& w, std::string_view key, std::string_view raw) {
-  if (raw.size() < 2 || raw.front() != '[' || raw.back() != ']')
-    fail(w.path, w.line, std::string(key) + " is not an array", "an array of non-negative integers");
-  return hash_list(w, key, raw.substr(1, raw.size() - 2));
+std::vector<std::uint64_t> json_hashes(const Where& w, std::string_view key, const JsonMember& v) {
+  if (!v.is_array) fail(w.path, w.line, std::string(key) + " is not an array", "an array of non-negative integers");
+  std::vector<std::uint64_t> out;
+  out.reserve(v.elements.size());
+  for (std::string_view e : v.elements) out.push_back(hash_value(w, key, e));
+  return out;
 }
 
+// Reads one JSON object per non-blank line with Boost.JSON (formats/json_line.h) and hands each
+// line's members to row().
 template <class RowFn>
 std::vector<TraceRow> read_jsonl(const std::string& path, const std::string& text, const std::string& expected,
                                  RowFn row) {
   std::vector<TraceRow> rows;
   LineReader lines(text);
+  formats::JsonLineReader reader;
+  std::string problem;
+  std::size_t column = 0;
   std::string_view line;
   while (lines.next(line)) {
     Where w{path, lines.number()};
-    rows.push_back(row(w, scan_object(w, line)));
+    if (!reader.parse(line, &problem, &column))
+      fail(path, w.line, problem + " at column " + std::to_string(column),
+           "one JSON object per line, such as {\"key\": 1, \"list\": [1, 2]}");
+    rows.push_back(row(w, reader));
   }
   if (rows.empty()) fail(path, 1, "empty file", expected);
   return rows;
@@ -471,14 +384,14 @@ std::vector<TraceRow> read_jsonl(const std::string& path, const std::string& tex
 std::vector<TraceRow> read_canonical_jsonl(const std::string& path, const std::string& text) {
   const std::string expected =
       "one object per line with arrival_s, prompt_tokens, output_tokens[, priority][, slo_class][, prefix_blocks]";
-  return read_jsonl(path, text, expected, [&](const Where& w, const JsonMembers& m) {
+  return read_jsonl(path, text, expected, [&](const Where& w, const formats::JsonLineReader& m) {
     TraceRow r;
     r.arrival_s = seconds_field(w, "arrival_s", required(w, m, "arrival_s", expected));
     r.prompt_tokens = count_field(w, "prompt_tokens", required(w, m, "prompt_tokens", expected));
     r.output_tokens = count_field(w, "output_tokens", required(w, m, "output_tokens", expected));
-    if (const auto* p = member(m, "priority")) r.priority = priority_field(w, *p);
-    if (const auto* p = member(m, "slo_class")) r.slo_class = priority_field(w, *p, "slo_class");
-    if (const auto* p = member(m, "prefix_blocks")) r.prefix_blocks = json_hashes(w, "prefix_blocks", *p);
+    if (const auto* p = m.find("priority")) r.priority = priority_field(w, p->text);
+    if (const auto* p = m.find("slo_class")) r.slo_class = priority_field(w, p->text, "slo_class");
+    if (const auto* p = m.find("prefix_blocks")) r.prefix_blocks = json_hashes(w, "prefix_blocks", *p);
     return r;
   });
 }
@@ -486,12 +399,12 @@ std::vector<TraceRow> read_canonical_jsonl(const std::string& path, const std::s
 std::vector<TraceRow> read_mooncake(const std::string& path, const std::string& text) {
   const std::string expected =
       "one object per line with timestamp (ms), input_length, output_length[, hash_ids]";
-  return read_jsonl(path, text, expected, [&](const Where& w, const JsonMembers& m) {
+  return read_jsonl(path, text, expected, [&](const Where& w, const formats::JsonLineReader& m) {
     TraceRow r;
     r.arrival_s = seconds_field(w, "timestamp", required(w, m, "timestamp", expected), 1000.0);
     r.prompt_tokens = count_field(w, "input_length", required(w, m, "input_length", expected));
     r.output_tokens = count_field(w, "output_length", required(w, m, "output_length", expected));
-    if (const auto* p = member(m, "hash_ids")) r.prefix_blocks = json_hashes(w, "hash_ids", *p);
+    if (const auto* p = m.find("hash_ids")) r.prefix_blocks = json_hashes(w, "hash_ids", *p);
     return r;
   });
 }

@@ -22,7 +22,14 @@ namespace fs = std::filesystem;
 
 namespace inferlab {
 
-using formats::Json;
+namespace json = formats::json;
+using formats::json_array;
+using formats::json_bool;
+using formats::json_find;
+using formats::json_int;
+using formats::json_number;
+using formats::json_object;
+using formats::json_string;
 using formats::SafeTensor;
 using formats::SafetensorsFile;
 
@@ -33,7 +40,7 @@ std::string read_text(const std::string& path) {
   return r.get_string(r.size(), "file");
 }
 
-Json read_json(const std::string& path) { return Json::parse(read_text(path), path); }
+json::value read_json(const std::string& path) { return formats::parse_json(read_text(path), path); }
 
 std::string shape_string(const std::vector<std::uint64_t>& s) {
   std::string out = "[";
@@ -42,43 +49,43 @@ std::string shape_string(const std::vector<std::uint64_t>& s) {
 }
 
 // A token id in config.json: an integer, a list (the first is taken) or null.
-int token_id(const Json& cfg, const char* key, int fallback, const std::string& where) {
-  const Json* v = cfg.find(key);
+int token_id(const json::value& cfg, const char* key, int fallback, const std::string& where) {
+  const json::value* v = json_find(cfg, key);
   if (!v || v->is_null()) return fallback;
   if (v->is_array()) {
-    const auto& a = v->as_array(where + ": " + key);
-    return a.empty() ? fallback : static_cast<int>(a[0].as_int(where + ": " + key));
+    const auto& a = v->get_array();
+    return a.empty() ? fallback : static_cast<int>(json_int(a[0], where + ": " + key));
   }
-  return static_cast<int>(v->as_int(where + ": " + key));
+  return static_cast<int>(json_int(*v, where + ": " + key));
 }
 
 ModelConfig read_config(const std::string& dir, const std::string& cfg_path) {
-  const Json cfg = read_json(cfg_path);
+  const json::value cfg = read_json(cfg_path);
   auto num = [&](const char* key, bool required, double fallback) -> double {
-    const Json* v = cfg.find(key);
+    const json::value* v = json_find(cfg, key);
     if (!v || v->is_null()) {
       if (required) throw Error(cfg_path + ": missing '" + key + "'");
       return fallback;
     }
-    return v->as_number(cfg_path + ": '" + key + "'");
+    return json_number(*v, cfg_path + ": '" + key + "'");
   };
   auto integer = [&](const char* key, bool required, std::int64_t fallback) -> int {
-    const Json* v = cfg.find(key);
+    const json::value* v = json_find(cfg, key);
     if (!v || v->is_null()) {
       if (required) throw Error(cfg_path + ": missing '" + key + "'");
       return static_cast<int>(fallback);
     }
-    const std::int64_t x = v->as_int(cfg_path + ": '" + key + "'");
+    const std::int64_t x = json_int(*v, cfg_path + ": '" + key + "'");
     if (x < 0 || x > (1ll << 30)) throw Error(cfg_path + ": '" + key + "' = " + std::to_string(x) + " is out of range");
     return static_cast<int>(x);
   };
   auto flag = [&](const char* key, bool fallback) {
-    const Json* v = cfg.find(key);
-    return v && !v->is_null() ? v->as_bool(cfg_path + ": '" + key + "'") : fallback;
+    const json::value* v = json_find(cfg, key);
+    return v && !v->is_null() ? json_bool(*v, cfg_path + ": '" + key + "'") : fallback;
   };
-  const Json* type_v = cfg.find("model_type");
+  const json::value* type_v = json_find(cfg, "model_type");
   if (!type_v) throw Error(cfg_path + ": missing 'model_type'");
-  const std::string type = type_v->as_string(cfg_path + ": 'model_type'");
+  const std::string type = json_string(*type_v, cfg_path + ": 'model_type'");
   if (type != "llama" && type != "qwen2")
     throw Error(cfg_path + ": model_type '" + type + "' is not supported (llama, qwen2)");
 
@@ -107,10 +114,10 @@ ModelConfig read_config(const std::string& dir, const std::string& cfg_path) {
   }
   if (type == "llama" && (flag("attention_bias", false) || flag("mlp_bias", false)))
     throw Error(cfg_path + ": attention_bias / mlp_bias are not supported for llama");
-  const std::string act = cfg.find("hidden_act") && cfg.find("hidden_act")->is_string()
-                              ? cfg.find("hidden_act")->as_string("hidden_act") : "silu";
+  const json::value* act_v = json_find(cfg, "hidden_act");
+  const std::string act = act_v && act_v->is_string() ? std::string(act_v->get_string()) : "silu";
   if (act != "silu") throw Error(cfg_path + ": hidden_act '" + act + "' is not supported (silu)");
-  if (const Json* rs = cfg.find("rope_scaling"); rs && !rs->is_null())
+  if (const json::value* rs = json_find(cfg, "rope_scaling"); rs && !rs->is_null())
     log::warn(cfg_path + ": rope_scaling is ignored (plain RoPE with rope_theta is used)");
   const bool bos_ok = c.bos_id >= 0 && c.bos_id < c.vocab_size, eos_ok = c.eos_id >= 0 && c.eos_id < c.vocab_size;
   if (!bos_ok) c.bos_id = 0;
@@ -136,11 +143,12 @@ TensorSet open_tensors(const std::string& dir) {
   std::vector<std::string> files;
   std::map<std::string, std::string> expected;  // tensor -> shard, from the index
   if (fs::is_regular_file(index_path)) {
-    const Json index = read_json(index_path.string());
-    const Json* map = index.find("weight_map");
+    const json::value index = read_json(index_path.string());
+    const json::value* map = json_find(index, "weight_map");
     if (!map) throw Error(index_path.string() + ": missing 'weight_map'");
-    for (const auto& [tensor, shard_v] : map->members(index_path.string() + ": weight_map")) {
-      const std::string& shard = shard_v.as_string(index_path.string() + ": weight_map['" + tensor + "']");
+    for (const auto& member : json_object(*map, index_path.string() + ": weight_map")) {
+      const std::string tensor(member.key());
+      const std::string shard = json_string(member.value(), index_path.string() + ": weight_map['" + tensor + "']");
       if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
         throw Error(index_path.string() + ": shard name '" + shard + "' is not a file in the folder");
       expected.emplace(tensor, shard);
@@ -201,36 +209,36 @@ class HfReader {
 // The regex sequence of a tokenizer.json `pre_tokenizer` section: Split{Regex, Isolated} is its
 // pattern, ByteLevel{use_regex} the GPT-2 pattern, Digits \p{N} (individual) or \p{N}+.
 // Sets *byte_level when a ByteLevel step is present; other steps are an Error naming them.
-void pre_tokenizer_patterns(const Json* pre, const std::string& path, std::vector<std::string>& patterns,
+void pre_tokenizer_patterns(const json::value* pre, const std::string& path, std::vector<std::string>& patterns,
                             bool* byte_level) {
   if (!pre || pre->is_null()) return;
-  const Json* type = pre->find("type");
-  const std::string t = type && type->is_string() ? type->as_string("type") : "";
+  const json::value* type = json_find(*pre, "type");
+  const std::string t = type && type->is_string() ? std::string(type->get_string()) : "";
   auto flag = [&](const char* key, bool fallback) {
-    const Json* v = pre->find(key);
-    return v && v->kind() == Json::Kind::kBool ? v->as_bool(key) : fallback;
+    const json::value* v = json_find(*pre, key);
+    return v && v->is_bool() ? v->get_bool() : fallback;
   };
   if (t == "Sequence") {
-    if (const Json* list = pre->find("pretokenizers"); list && list->is_array())
-      for (const Json& p : list->as_array("pretokenizers")) pre_tokenizer_patterns(&p, path, patterns, byte_level);
+    if (const json::value* list = json_find(*pre, "pretokenizers"); list && list->is_array())
+      for (const json::value& p : list->get_array()) pre_tokenizer_patterns(&p, path, patterns, byte_level);
   } else if (t == "ByteLevel") {
     *byte_level = true;
     if (flag("use_regex", true)) patterns.push_back(kGpt2Pattern);
   } else if (t == "Digits") {
     patterns.push_back(flag("individual_digits", false) ? "\\p{N}" : "\\p{N}+");
   } else if (t == "Split") {
-    const Json* behavior = pre->find("behavior");
-    const Json* pattern = pre->find("pattern");
-    const Json* regex = pattern ? pattern->find("Regex") : nullptr;
-    const Json* literal = pattern ? pattern->find("String") : nullptr;
-    const bool isolated = behavior && behavior->is_string() && behavior->as_string("behavior") == "Isolated";
+    const json::value* behavior = json_find(*pre, "behavior");
+    const json::value* pattern = json_find(*pre, "pattern");
+    const json::value* regex = pattern ? json_find(*pattern, "Regex") : nullptr;
+    const json::value* literal = pattern ? json_find(*pattern, "String") : nullptr;
+    const bool isolated = behavior && behavior->is_string() && behavior->get_string() == "Isolated";
     if (!isolated || flag("invert", false) || !(regex || literal))
       throw Error(path + ": pre_tokenizer Split is supported with behavior Isolated, invert false and a Regex or "
                   "String pattern");
     if (regex) {
-      patterns.push_back(regex->as_string(path + ": Split pattern"));
+      patterns.push_back(json_string(*regex, path + ": Split pattern"));
     } else {
-      std::string quoted = "\\Q" + literal->as_string(path + ": Split pattern") + "\\E";
+      std::string quoted = "\\Q" + json_string(*literal, path + ": Split pattern") + "\\E";
       patterns.push_back(quoted);
     }
   } else {
@@ -240,22 +248,22 @@ void pre_tokenizer_patterns(const Json* pre, const std::string& path, std::vecto
 
 // add_bos/add_eos from tokenizer_config.json when it says, else whether the post_processor's
 // TemplateProcessing puts a special token before/after the text.
-TokenizerConventions hf_conventions(const Json& doc, const Json* config) {
+TokenizerConventions hf_conventions(const json::value& doc, const json::value* config) {
   TokenizerConventions c{false, false, false};
-  if (const Json* pp = doc.find("post_processor"); pp && pp->is_object()) {
-    const Json* type = pp->find("type");
-    const Json* single = pp->find("single");
-    if (type && type->is_string() && type->as_string("type") == "TemplateProcessing" && single && single->is_array()) {
-      const auto& items = single->as_array("single");
+  if (const json::value* pp = json_find(doc, "post_processor"); pp && pp->is_object()) {
+    const json::value* type = json_find(*pp, "type");
+    const json::value* single = json_find(*pp, "single");
+    if (type && type->is_string() && type->get_string() == "TemplateProcessing" && single && single->is_array()) {
+      const auto& items = single->get_array();
       if (!items.empty()) {
-        c.add_bos = items.front().find("SpecialToken") != nullptr;
-        c.add_eos = items.back().find("SpecialToken") != nullptr;
+        c.add_bos = json_find(items.front(), "SpecialToken") != nullptr;
+        c.add_eos = json_find(items.back(), "SpecialToken") != nullptr;
       }
     }
   }
   if (config) {
     auto flag = [&](const char* key, bool& value) {
-      if (const Json* v = config->find(key); v && v->kind() == Json::Kind::kBool) value = v->as_bool(key);
+      if (const json::value* v = json_find(*config, key); v && v->is_bool()) value = v->get_bool();
     };
     flag("add_bos_token", c.add_bos);
     flag("add_eos_token", c.add_eos);
@@ -265,31 +273,31 @@ TokenizerConventions hf_conventions(const Json& doc, const Json* config) {
 
 // The byte-level BPE of a tokenizer.json document, or null (with the reason in *why) when the
 // document holds another kind of tokenizer. bos/eos of -1 are looked up in tokenizer_config.json.
-std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& path, int bos, int eos,
+std::unique_ptr<Tokenizer> bpe_from_json(const json::value& doc, const std::string& path, int bos, int eos,
                                          std::string* why) {
-  const Json* model = doc.find("model");
-  const Json* type = model ? model->find("type") : nullptr;
-  if (!type || !type->is_string() || type->as_string("type") != "BPE") {
+  const json::value* model = json_find(doc, "model");
+  const json::value* type = model ? json_find(*model, "type") : nullptr;
+  if (!type || !type->is_string() || type->get_string() != "BPE") {
     *why = "only BPE tokenizer models are supported";
     return nullptr;
   }
   BpeOptions opt;
   std::vector<std::string> patterns;
   bool byte_level = false;
-  pre_tokenizer_patterns(doc.find("pre_tokenizer"), path, patterns, &byte_level);
+  pre_tokenizer_patterns(json_find(doc, "pre_tokenizer"), path, patterns, &byte_level);
   if (!byte_level) {
     *why = "only byte-level BPE (a ByteLevel pre-tokenizer) is supported";
     return nullptr;
   }
   opt.pre_tokenizer = std::make_shared<const PreTokenizer>("tokenizer.json", std::move(patterns));
-  if (const Json* im = model->find("ignore_merges"); im && im->kind() == Json::Kind::kBool)
-    opt.ignore_merges = im->as_bool("ignore_merges");
+  if (const json::value* im = json_find(*model, "ignore_merges"); im && im->is_bool())
+    opt.ignore_merges = im->get_bool();
 
-  const Json* vocab = model->find("vocab");
+  const json::value* vocab = json_find(*model, "vocab");
   if (!vocab || !vocab->is_object()) throw Error(path + ": model.vocab must be an object");
-  const auto& entries = vocab->members(path + ": model.vocab");
-  const Json* added = doc.find("added_tokens");
-  const std::size_t n_added = added && added->is_array() ? added->as_array("added_tokens").size() : 0;
+  const json::object& entries = vocab->get_object();
+  const json::value* added = json_find(doc, "added_tokens");
+  const std::size_t n_added = added && added->is_array() ? added->get_array().size() : 0;
   const std::size_t max_id = entries.size() + n_added + 1024;  // ids are dense in practice
   std::vector<std::string> tokens;
   auto place = [&](std::int64_t id, const std::string& text) {
@@ -298,29 +306,29 @@ std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& pat
     if (tokens.size() <= static_cast<std::size_t>(id)) tokens.resize(static_cast<std::size_t>(id) + 1);
     tokens[static_cast<std::size_t>(id)] = text;
   };
-  for (const auto& [text, id] : entries) place(id.as_int(path + ": vocab id"), text);
+  for (const auto& entry : entries) place(json_int(entry.value(), path + ": vocab id"), std::string(entry.key()));
   if (n_added > 0)
-    for (const Json& a : added->as_array("added_tokens")) {
-      const Json* id = a.find("id");
-      const Json* content = a.find("content");
+    for (const json::value& a : added->get_array()) {
+      const json::value* id = json_find(a, "id");
+      const json::value* content = json_find(a, "content");
       if (!id || !content) throw Error(path + ": added token without id or content");
-      place(id->as_int(path + ": added token id"), content->as_string(path + ": added token content"));
-      const Json* special = a.find("special");
-      const bool control = !special || special->kind() != Json::Kind::kBool || special->as_bool("special");
-      (control ? opt.special_ids : opt.user_defined_ids).push_back(static_cast<int>(id->as_int("id")));
+      place(json_int(*id, path + ": added token id"), json_string(*content, path + ": added token content"));
+      const json::value* special = json_find(a, "special");
+      const bool control = !special || !special->is_bool() || special->get_bool();
+      (control ? opt.special_ids : opt.user_defined_ids).push_back(static_cast<int>(json_int(*id, "id")));
     }
   if (tokens.empty()) throw Error(path + ": empty vocabulary");
 
   std::vector<std::pair<std::string, std::string>> merges;
-  if (const Json* m = model->find("merges"); m && m->is_array()) {
-    for (const Json& item : m->as_array("merges")) {
+  if (const json::value* m = json_find(*model, "merges"); m && m->is_array()) {
+    for (const json::value& item : m->get_array()) {
       if (item.is_string()) {
-        auto split = ByteLevelBpeTokenizer::split_merges({item.as_string("merge")});
+        auto split = ByteLevelBpeTokenizer::split_merges({std::string(item.get_string())});
         if (!split.empty()) merges.push_back(std::move(split[0]));
       } else {
-        const auto& pair = item.as_array(path + ": merge");
+        const auto& pair = json_array(item, path + ": merge");
         if (pair.size() != 2) throw Error(path + ": a merge must be \"a b\" or [a, b]");
-        merges.emplace_back(pair[0].as_string(path + ": merge"), pair[1].as_string(path + ": merge"));
+        merges.emplace_back(json_string(pair[0], path + ": merge"), json_string(pair[1], path + ": merge"));
       }
     }
   }
@@ -328,16 +336,16 @@ std::unique_ptr<Tokenizer> bpe_from_json(const Json& doc, const std::string& pat
     auto it = std::find(tokens.begin(), tokens.end(), text);
     return it == tokens.end() ? -1 : static_cast<int>(it - tokens.begin());
   };
-  if (const Json* unk = model->find("unk_token"); unk && unk->is_string()) opt.unk_id = id_of(unk->as_string("unk_token"));
+  if (const json::value* unk = json_find(*model, "unk_token"); unk && unk->is_string()) opt.unk_id = id_of(std::string(unk->get_string()));
   const fs::path tc = fs::path(path).parent_path() / "tokenizer_config.json";
-  std::optional<Json> cfg_doc;
+  std::optional<json::value> cfg_doc;
   if (fs::is_regular_file(tc)) cfg_doc = read_json(tc.string());
   if ((bos < 0 || eos < 0) && cfg_doc) {
-    const Json& cfg = *cfg_doc;
+    const json::value& cfg = *cfg_doc;
     auto lookup = [&](const char* key) {
-      const Json* v = cfg.find(key);
-      if (v && v->is_object()) v = v->find("content");
-      return v && v->is_string() ? id_of(v->as_string(key)) : -1;
+      const json::value* v = json_find(cfg, key);
+      if (v && v->is_object()) v = json_find(*v, "content");
+      return v && v->is_string() ? id_of(std::string(v->get_string())) : -1;
     };
     if (bos < 0) bos = lookup("bos_token");
     if (eos < 0) eos = lookup("eos_token");

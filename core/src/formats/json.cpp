@@ -1,259 +1,138 @@
-// Recursive-descent JSON parser (RFC 8259): every read is checked against the end of the text,
-// nesting is limited, \u escapes (with surrogate pairs) become UTF-8.
+// Boost.JSON, compiled here once (header-only mode: no libboost_json to link, install or pack for
+// the GPU machine), and the error wording its users share.
+#include <boost/json/src.hpp>
+
 #include "json.h"
 
-#include "../utf8.h"
-
 #include <cmath>
+#include <cstdio>
 #include <sstream>
-#include <cstdlib>
 
 #include "inferlab/error.h"
 
 namespace inferlab::formats {
 
-class JsonParser {
- public:
-  JsonParser(std::string_view text, const std::string& where) : s_(text), where_(where) {}
-
-  Json document() {
-    Json v = value(0);
-    skip_ws();
-    if (i_ != s_.size()) fail("unexpected data after the JSON value");
-    return v;
-  }
-
- private:
-  static constexpr int kMaxDepth = 256;
-
-  [[noreturn]] void fail(const std::string& problem) const {
-    std::size_t line = 1, col = 1;
-    for (std::size_t k = 0; k < i_ && k < s_.size(); ++k) {
-      if (s_[k] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    throw Error(where_ + ": invalid JSON: " + problem + " at line " + std::to_string(line) + ":" +
-                std::to_string(col));
-  }
-
-  void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
-  }
-  char peek() {
-    if (i_ >= s_.size()) fail("unexpected end of text");
-    return s_[i_];
-  }
-  void expect_word(std::string_view w) {
-    if (s_.substr(i_, w.size()) != w) fail("unexpected character");
-    i_ += w.size();
-  }
-
-  Json value(int depth) {
-    if (depth > kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth));
-    skip_ws();
-    Json v;
-    const char c = peek();
-    if (c == '{') {
-      v.kind_ = Json::Kind::kObject;
-      ++i_;
-      skip_ws();
-      if (peek() == '}') {
-        ++i_;
-        return v;
-      }
-      while (true) {
-        skip_ws();
-        if (peek() != '"') fail("expected a string key");
-        std::string key = string();
-        skip_ws();
-        if (peek() != ':') fail("expected ':'");
-        ++i_;
-        v.object_.emplace_back(std::move(key), value(depth + 1));
-        skip_ws();
-        const char d = peek();
-        ++i_;
-        if (d == '}') return v;
-        if (d != ',') fail("expected ',' or '}'");
-      }
-    }
-    if (c == '[') {
-      v.kind_ = Json::Kind::kArray;
-      ++i_;
-      skip_ws();
-      if (peek() == ']') {
-        ++i_;
-        return v;
-      }
-      while (true) {
-        v.array_.push_back(value(depth + 1));
-        skip_ws();
-        const char d = peek();
-        ++i_;
-        if (d == ']') return v;
-        if (d != ',') fail("expected ',' or ']'");
-      }
-    }
-    if (c == '"') {
-      v.kind_ = Json::Kind::kString;
-      v.string_ = string();
-      return v;
-    }
-    if (c == 't') {
-      expect_word("true");
-      v.kind_ = Json::Kind::kBool;
-      v.bool_ = true;
-      return v;
-    }
-    if (c == 'f') {
-      expect_word("false");
-      v.kind_ = Json::Kind::kBool;
-      return v;
-    }
-    if (c == 'n') {
-      expect_word("null");
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      v.kind_ = Json::Kind::kNumber;
-      v.number_ = number();
-      return v;
-    }
-    fail("unexpected character");
-  }
-
-  double number() {
-    const std::size_t start = i_;
-    auto digits = [&] {
-      const std::size_t d0 = i_;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-      if (i_ == d0) fail("malformed number");
-    };
-    if (s_[i_] == '-') ++i_;
-    if (i_ < s_.size() && s_[i_] == '0') ++i_;
-    else digits();
-    if (i_ < s_.size() && s_[i_] == '.') {
-      ++i_;
-      digits();
-    }
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-      digits();
-    }
-    const std::string text(s_.substr(start, i_ - start));
-    return std::strtod(text.c_str(), nullptr);
-  }
-
-  unsigned hex4() {
-    if (s_.size() - i_ < 4) fail("truncated \\u escape");
-    unsigned v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char h = s_[i_++];
-      v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<unsigned>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<unsigned>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<unsigned>(h - 'A' + 10);
-      else fail("bad hex digit in \\u escape");
-    }
-    return v;
-  }
-
-
-
-  std::string string() {
-    ++i_;  // opening quote
-    std::string out;
-    while (true) {
-      if (i_ >= s_.size()) fail("unterminated string");
-      const char c = s_[i_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character in string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) fail("unterminated escape");
-      const char e = s_[i_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xD800 && cp < 0xDC00 && s_.size() - i_ >= 6 && s_[i_] == '\\' && s_[i_ + 1] == 'u') {
-            const std::size_t save = i_;
-            i_ += 2;
-            const unsigned lo = hex4();
-            if (lo >= 0xDC00 && lo < 0xE000) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            else i_ = save;  // lone high surrogate: keep as is, reparse the next escape
-          }
-          utf8::append(out, static_cast<char32_t>(cp));
-          break;
-        }
-        default: fail("unknown escape");
-      }
+TextPosition text_position(std::string_view text, std::size_t at) {
+  TextPosition p;
+  for (std::size_t k = 0; k < at && k < text.size(); ++k) {
+    if (text[k] == '\n') {
+      ++p.line;
+      p.column = 1;
+    } else {
+      ++p.column;
     }
   }
-
-  std::string_view s_;
-  const std::string& where_;
-  std::size_t i_ = 0;
-};
-
-Json Json::parse(std::string_view text, const std::string& where) {
-  return JsonParser(text, where).document();
+  return p;
 }
 
-bool Json::as_bool(const std::string& what) const {
-  if (kind_ != Kind::kBool) throw Error(what + " must be true or false");
-  return bool_;
+std::string json_problem(std::string_view text, std::size_t at, const json::error_code& ec) {
+  using json::error;
+  if (ec == error::incomplete) return "unexpected end of text";
+  if (ec == error::extra_data) return "unexpected data after the JSON value";
+  if (ec == error::too_deep) return "nesting deeper than " + std::to_string(kJsonMaxDepth);
+  if (ec == error::exponent_overflow) return "a number's exponent is out of range";
+  if (ec == error::expected_hex_digit) {
+    const std::size_t slash = text.rfind('\\', at);
+    return "a \\u escape without 4 hex digits (" + std::string(text.substr(slash, 6)) + ")";
+  }
+  if (ec == error::illegal_leading_surrogate || ec == error::illegal_trailing_surrogate ||
+      ec == error::expected_utf16_escape)
+    return "a \\u escape of a lone UTF-16 surrogate";
+  if (ec != error::syntax) return ec.message();
+  if (at >= text.size()) return "unexpected end of text";
+  const auto c = static_cast<unsigned char>(text[at]);
+  // A high surrogate escape (\uD800-\uDBFF) must be followed by a low one.
+  if (at >= 6 && text[at - 6] == '\\' && text[at - 5] == 'u' && (text[at - 4] == 'd' || text[at - 4] == 'D') &&
+      std::string_view("89abAB").find(text[at - 3]) != std::string_view::npos)
+    return "a \\u escape of a lone UTF-16 surrogate";
+  if (at > 0 && text[at - 1] == '\\')
+    return "an unknown escape '\\" + std::string(1, static_cast<char>(c)) +
+           "' in a string (allowed: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)";
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(c));
+  if (c < 0x20) return std::string("a raw control character (") + hex + "), which a JSON string must escape";
+  if (c >= 0x80) return std::string("a byte that is not UTF-8 (") + hex + ")";
+  return "unexpected character '" + std::string(1, static_cast<char>(c)) + "'";
 }
 
-double Json::as_number(const std::string& what) const {
-  if (kind_ != Kind::kNumber) throw Error(what + " must be a number");
-  return number_;
+json::value parse_json(std::string_view text, const std::string& where) {
+  json::parse_options options;
+  options.max_depth = kJsonMaxDepth;
+  json::parser p({}, options);
+  json::error_code ec;
+  const std::size_t at = p.write(text.data(), text.size(), ec);
+  if (ec) {
+    const TextPosition pos = text_position(text, at);
+    throw Error(where + ": invalid JSON: " + json_problem(text, at, ec) + " at line " + std::to_string(pos.line) +
+                ":" + std::to_string(pos.column));
+  }
+  return p.release();
 }
 
-std::int64_t Json::as_int(const std::string& what) const {
-  if (kind_ != Kind::kNumber || std::floor(number_) != number_) throw Error(what + " must be an integer");
+bool json_bool(const json::value& v, const std::string& what) {
+  if (!v.is_bool()) throw Error(what + " must be true or false");
+  return v.get_bool();
+}
+
+double json_number(const json::value& v, const std::string& what) {
+  if (!v.is_number()) throw Error(what + " must be a number");
+  return v.to_number<double>();
+}
+
+std::int64_t json_int(const json::value& v, const std::string& what) {
+  const bool whole = v.is_int64() || v.is_uint64() || (v.is_double() && std::floor(v.get_double()) == v.get_double());
+  if (!whole) throw Error(what + " must be an integer");
   // Beyond 2^53 a double no longer holds every integer: such a value is out of range, not a non-integer.
-  if (std::fabs(number_) > 9.0e15) {
+  const double magnitude = v.is_int64() ? std::fabs(static_cast<double>(v.get_int64()))
+                           : v.is_uint64() ? static_cast<double>(v.get_uint64())
+                                           : std::fabs(v.get_double());
+  if (magnitude > 9.0e15) {
     std::ostringstream os;
-    os << what << " = " << number_ << " is out of range; allowed: an integer of magnitude at most 9e15";
+    os << what << " = " << json::serialize(v) << " is out of range; allowed: an integer of magnitude at most 9e15";
     throw Error(os.str());
   }
-  return static_cast<std::int64_t>(number_);
+  return v.is_int64() ? v.get_int64() : static_cast<std::int64_t>(v.get_double());
 }
 
-const std::string& Json::as_string(const std::string& what) const {
-  if (kind_ != Kind::kString) throw Error(what + " must be a string");
-  return string_;
+std::string json_string(const json::value& v, const std::string& what) {
+  if (!v.is_string()) throw Error(what + " must be a string");
+  return std::string(v.get_string());
 }
 
-const std::vector<Json>& Json::as_array(const std::string& what) const {
-  if (kind_ != Kind::kArray) throw Error(what + " must be an array");
-  return array_;
+const json::array& json_array(const json::value& v, const std::string& what) {
+  if (!v.is_array()) throw Error(what + " must be an array");
+  return v.get_array();
 }
 
-const std::vector<std::pair<std::string, Json>>& Json::members(const std::string& what) const {
-  if (kind_ != Kind::kObject) throw Error(what + " must be an object");
-  return object_;
+const json::object& json_object(const json::value& v, const std::string& what) {
+  if (!v.is_object()) throw Error(what + " must be an object");
+  return v.get_object();
 }
 
-const Json* Json::find(std::string_view key) const {
-  if (kind_ != Kind::kObject) return nullptr;
-  for (const auto& [k, v] : object_)
-    if (k == key) return &v;
-  return nullptr;
+const json::value* json_find(const json::value& v, std::string_view key) {
+  return v.is_object() ? v.get_object().if_contains(key) : nullptr;
+}
+
+const json::value* json_find_path(const json::value& v, std::string_view dotted) {
+  const json::value* at = &v;
+  while (at && !dotted.empty()) {
+    const std::size_t dot = dotted.find('.');
+    at = json_find(*at, dotted.substr(0, dot));
+    if (dot == std::string_view::npos) break;
+    dotted.remove_prefix(dot + 1);
+  }
+  return at;
+}
+
+std::string json_text_at(const json::value& v, std::string_view dotted, const std::string& fallback) {
+  const json::value* at = json_find_path(v, dotted);
+  if (!at || at->is_null()) return fallback;
+  return at->is_string() ? std::string(at->get_string()) : json::serialize(*at);
+}
+
+std::int64_t json_int_at(const json::value& v, std::string_view dotted, std::int64_t fallback) {
+  const json::value* at = json_find_path(v, dotted);
+  return at && at->is_int64() ? at->get_int64() : fallback;
 }
 
 }  // namespace inferlab::formats

@@ -1,48 +1,54 @@
-// A small, strict JSON reader for config.json, tokenizer.json and safetensors headers.
-// Bounds-checked and depth-limited: malformed input throws Error("<where>: ... at line L:C").
-// Private to core.
+// The core's one JSON reader is Boost.JSON (config.json, tokenizer.json, safetensors headers,
+// manifests, JSON-lines traces); this header adds what its users share: parse errors that name
+// the file, line and column, and typed getters whose errors name the key. Private to core.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
+
+#include <boost/json/error.hpp>
+#include <boost/json/value.hpp>
 
 namespace inferlab::formats {
 
-class Json {
- public:
-  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+namespace json = boost::json;
 
-  // Parses a whole document; `where` (a file name) prefixes error messages.
-  static Json parse(std::string_view text, const std::string& where);
+// Nesting allowed in a document (Boost.JSON's parser is not recursive; its default is 32).
+inline constexpr std::size_t kJsonMaxDepth = 256;
 
-  Kind kind() const { return kind_; }
-  bool is_null() const { return kind_ == Kind::kNull; }
-  bool is_number() const { return kind_ == Kind::kNumber; }
-  bool is_string() const { return kind_ == Kind::kString; }
-  bool is_array() const { return kind_ == Kind::kArray; }
-  bool is_object() const { return kind_ == Kind::kObject; }
+// Parses a whole document (RFC 8259, strict UTF-8); malformed text throws
+// Error("<where>: invalid JSON: <problem> at line L:C"). A key given twice keeps its last value.
+json::value parse_json(std::string_view text, const std::string& where);
 
-  // Typed access; `what` names the value in the Error thrown on a type mismatch.
-  bool as_bool(const std::string& what) const;
-  double as_number(const std::string& what) const;
-  std::int64_t as_int(const std::string& what) const;  // integral numbers only
-  const std::string& as_string(const std::string& what) const;
-  const std::vector<Json>& as_array(const std::string& what) const;
-  const std::vector<std::pair<std::string, Json>>& members(const std::string& what) const;
+// What went wrong in `text` at byte `at` (where a Boost.JSON parser stopped with `ec`), in words:
+// "unexpected end of text", "an unknown escape '\q'", "unexpected character ','", ...
+std::string json_problem(std::string_view text, std::size_t at, const json::error_code& ec);
 
-  // Member of an object by key (the first when repeated); null when absent or not an object.
-  const Json* find(std::string_view key) const;
-
- private:
-  friend class JsonParser;
-  Kind kind_ = Kind::kNull;
-  bool bool_ = false;
-  double number_ = 0.0;
-  std::string string_;
-  std::vector<Json> array_;
-  std::vector<std::pair<std::string, Json>> object_;
+// The 1-based line and column of byte `at` of `text`.
+struct TextPosition {
+  std::size_t line = 1, column = 1;
 };
+TextPosition text_position(std::string_view text, std::size_t at);
+
+// Typed access; `what` names the value in the Error thrown on a type mismatch.
+bool json_bool(const json::value& v, const std::string& what);
+double json_number(const json::value& v, const std::string& what);
+// Integral numbers only (3.0 counts), of magnitude at most 9e15.
+std::int64_t json_int(const json::value& v, const std::string& what);
+std::string json_string(const json::value& v, const std::string& what);
+const json::array& json_array(const json::value& v, const std::string& what);
+const json::object& json_object(const json::value& v, const std::string& what);
+
+// Member `key` of an object; null when absent or when `v` is no object.
+const json::value* json_find(const json::value& v, std::string_view key);
+
+// The value at a dotted path of nested objects ("run.shard.index"; "" is `v`); null when a step is absent.
+const json::value* json_find_path(const json::value& v, std::string_view dotted);
+// Lenient reads of a document this program wrote (manifest.json): the text at the path (a
+// string's characters, another scalar as JSON writes it) or the integer there; `fallback` when
+// the path is absent, null or (for the integer) not an integer.
+std::string json_text_at(const json::value& v, std::string_view dotted, const std::string& fallback);
+std::int64_t json_int_at(const json::value& v, std::string_view dotted, std::int64_t fallback);
 
 }  // namespace inferlab::formats

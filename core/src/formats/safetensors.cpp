@@ -1,5 +1,5 @@
-// safetensors reader: header parsed with the private JSON reader, every offset checked
-// against the file before any tensor is read.
+// safetensors reader: header parsed with Boost.JSON (json.h; a tensor named twice keeps its last
+// entry, as in the reference reader), every offset checked against the file before any tensor is read.
 #include "safetensors.h"
 
 #include <cstring>
@@ -43,22 +43,24 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const std::string header = r.get_string(header_len, "header");
   const std::uint64_t data_start = r.pos();
   const std::uint64_t data_size = r.size() - data_start;
-  const Json doc = Json::parse(header, path + " (header)");
+  const json::value doc = parse_json(header, path + " (header)");
   if (!doc.is_object()) r.fail("header is not a JSON object");
-  for (const auto& [name, entry] : doc.members("header")) {
+  for (const auto& member : doc.get_object()) {
+    const std::string name(member.key());
+    const json::value& entry = member.value();
     if (name == "__metadata__") continue;
     const std::string what = path + ": tensor '" + name + "'";
     if (!entry.is_object()) r.fail("tensor '" + name + "' entry is not an object");
-    const Json* dtype = entry.find("dtype");
-    const Json* shape = entry.find("shape");
-    const Json* offsets = entry.find("data_offsets");
+    const json::value* dtype = json_find(entry, "dtype");
+    const json::value* shape = json_find(entry, "shape");
+    const json::value* offsets = json_find(entry, "data_offsets");
     if (!dtype || !shape || !offsets) r.fail("tensor '" + name + "' lacks dtype, shape or data_offsets");
     SafeTensor t;
     t.name = name;
-    t.dtype = dtype->as_string(what + " dtype");
+    t.dtype = json_string(*dtype, what + " dtype");
     std::uint64_t elements = 1;
-    for (const Json& d : shape->as_array(what + " shape")) {
-      const std::int64_t n = d.as_int(what + " shape");
+    for (const json::value& d : json_array(*shape, what + " shape")) {
+      const std::int64_t n = json_int(d, what + " shape");
       if (n < 0 || n > (1ll << 40)) r.fail("tensor '" + name + "' has an absurd dimension " + std::to_string(n));
       const auto un = static_cast<std::uint64_t>(n);
       if (un != 0 && elements > (std::uint64_t{1} << 42) / un)
@@ -66,9 +68,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       elements *= un;
       t.shape.push_back(un);
     }
-    const auto& off = offsets->as_array(what + " data_offsets");
+    const auto& off = json_array(*offsets, what + " data_offsets");
     if (off.size() != 2) r.fail("tensor '" + name + "' data_offsets must be [begin, end]");
-    const std::int64_t begin = off[0].as_int(what + " data_offsets"), end = off[1].as_int(what + " data_offsets");
+    const std::int64_t begin = json_int(off[0], what + " data_offsets"), end = json_int(off[1], what + " data_offsets");
     if (begin < 0 || end < begin || static_cast<std::uint64_t>(end) > data_size)
       r.fail("tensor '" + name + "' data [" + std::to_string(begin) + ", " + std::to_string(end) +
              ") lies outside the " + std::to_string(data_size) + " data bytes (truncated file?)");
@@ -78,7 +80,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (esize != 0 && t.bytes != elements * esize)
       r.fail("tensor '" + name + "' has " + std::to_string(t.bytes) + " bytes, its " + t.dtype + " shape needs " +
              std::to_string(elements * esize));
-    if (!f.tensors_.emplace(name, std::move(t)).second) r.fail("duplicate tensor '" + name + "'");
+    f.tensors_.emplace(name, std::move(t));
   }
   return f;
 }
