@@ -1,5 +1,5 @@
-// KV cache formats: names, sizes, and the shared quantise / dequantise routines (see
-// inferlab/kv_format.h for the byte layouts).
+// KV cache formats: parsing, names and sizes of KvFormat (the dtypes' layouts and row routines
+// are in base/src/paged_kv.cpp).
 #include "inferlab/kv_format.h"
 
 #include <algorithm>
@@ -9,26 +9,6 @@
 #include "inferlab/model_config.h"
 
 namespace inferlab {
-
-const char* kv_dtype_name(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kF16: return "f16";
-    case KvDtype::kInt8: return "int8";
-    case KvDtype::kInt4: return "int4";
-  }
-  return "unknown";
-}
-
-int kv_dtype_bits(KvDtype dtype) {
-  switch (dtype) {
-    case KvDtype::kF32: return 32;
-    case KvDtype::kF16: return 16;
-    case KvDtype::kInt8: return 8;
-    case KvDtype::kInt4: return 4;
-  }
-  return 0;
-}
 
 std::string KvFormat::dtype_name() const {
   if (keys == values) return kv_dtype_name(keys);
@@ -95,21 +75,6 @@ std::string kv_format_waste(const KvFormat& f, const ModelConfig& model) {
          (hd > 8 ? "use a group_size of 16 or more that divides head_dim" : "use kv.dtype int8 on this model");
 }
 
-std::size_t kv_code_bytes(KvDtype dtype, int d) {
-  switch (dtype) {
-    case KvDtype::kInt8: return static_cast<std::size_t>(d);
-    case KvDtype::kInt4: return static_cast<std::size_t>(d) / 2;
-    case KvDtype::kF16: return 2 * static_cast<std::size_t>(d);
-    case KvDtype::kF32: break;
-  }
-  return 4 * static_cast<std::size_t>(d);
-}
-
-std::size_t kv_param_floats(KvDtype dtype, int d, int g) {
-  if (dtype == KvDtype::kInt8) return static_cast<std::size_t>(d / g);
-  if (dtype == KvDtype::kInt4) return 2 * static_cast<std::size_t>(d / g);
-  return 0;
-}
 
 std::uint64_t kv_bytes_per_token(const ModelConfig& model, const KvFormat& format, const std::vector<bool>& skipped) {
   const int d = model.head_dim(), h = model.n_kv_heads;
@@ -124,63 +89,5 @@ std::uint64_t kv_bytes_per_token(const ModelConfig& model, const KvFormat& forma
   return total;
 }
 
-void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, float* params) {
-  if (dtype == KvDtype::kInt8) {  // per group of g: symmetric, scale = max|x| / 127
-    auto* q = static_cast<signed char*>(codes);
-    for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
-      float amax = 0.0f;
-      for (int c = g0; c < g0 + g; ++c) amax = std::max(amax, std::fabs(x[c]));
-      const float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
-      params[gi] = s;
-      for (int c = g0; c < g0 + g; ++c) q[c] = static_cast<signed char>(std::clamp(std::lround(x[c] * inv), -127L, 127L));
-    }
-    return;
-  }
-  // int4: per group of g, asymmetric min/max over 16 levels.
-  auto* q = static_cast<unsigned char*>(codes);
-  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
-    float lo = x[g0], hi = x[g0];
-    for (int c = g0; c < g0 + g; ++c) lo = std::min(lo, x[c]), hi = std::max(hi, x[c]);
-    const float s = (hi - lo) / 15.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
-    params[2 * gi] = s;
-    params[2 * gi + 1] = lo;
-    for (int c = g0; c < g0 + g; c += 2) {
-      const long a = std::clamp(std::lround((x[c] - lo) * inv), 0L, 15L);
-      const long b = std::clamp(std::lround((x[c + 1] - lo) * inv), 0L, 15L);
-      q[c / 2] = static_cast<unsigned char>(a | (b << 4));
-    }
-  }
-}
-
-void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out) {
-  if (dtype == KvDtype::kInt8) {
-    const auto* q = static_cast<const signed char*>(codes);
-    for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
-      const float s = params[gi];
-      for (int c = g0; c < g0 + g; ++c) out[c] = s * static_cast<float>(q[c]);
-    }
-    return;
-  }
-  const auto* q = static_cast<const unsigned char*>(codes);
-  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
-    const float s = params[2 * gi], lo = params[2 * gi + 1];
-    for (int c = g0; c < g0 + g; c += 2) {
-      const unsigned char b = q[c / 2];
-      out[c] = lo + s * static_cast<float>(b & 0x0F);
-      out[c + 1] = lo + s * static_cast<float>(b >> 4);
-    }
-  }
-}
-
-float kv_row_error_bound(KvDtype dtype, int g, const float* x, int d) {
-  if (dtype != KvDtype::kInt8 && dtype != KvDtype::kInt4) return 0.0f;
-  float worst = 0.0f;
-  for (int g0 = 0; g0 < d; g0 += g) {
-    float lo = x[g0], hi = x[g0], amax = 0.0f;
-    for (int c = g0; c < g0 + g; ++c) lo = std::min(lo, x[c]), hi = std::max(hi, x[c]), amax = std::max(amax, std::fabs(x[c]));
-    worst = std::max(worst, dtype == KvDtype::kInt8 ? 0.5f * amax / 127.0f : 0.5f * (hi - lo) / 15.0f);
-  }
-  return worst;
-}
 
 }  // namespace inferlab

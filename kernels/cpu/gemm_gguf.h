@@ -65,7 +65,7 @@
 #include <span>
 #include <vector>
 
-#include "inferlab/formats.h"
+#include "inferlab/ggml_types.h"
 #include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
 

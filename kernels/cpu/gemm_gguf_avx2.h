@@ -2,7 +2,7 @@
 // packed panels (gemm_gguf_layout.h) and activation tiles (act_tiles.h), read with `vpmaddubsw`
 // instead of `vpdpbusd`. Internal to kernels/cpu: gemm_gguf.cpp's group dispatch calls it.
 #pragma once
-#include "inferlab/formats.h"
+#include "inferlab/ggml_types.h"
 #include "kernels/cpu/act_tiles.h"
 #include "kernels/cpu/gemm_gguf.h"
 

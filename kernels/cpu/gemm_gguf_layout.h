@@ -4,7 +4,7 @@
 #pragma once
 #include <cstddef>
 
-#include "inferlab/formats.h"
+#include "inferlab/ggml_types.h"
 
 namespace inferlab::cpu::gguf_panels {
 

@@ -7,7 +7,7 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/gemm_gguf_layout.h"
-#include "kernels/ref/gguf_blocks.h"
+#include "inferlab/gguf_blocks.h"
 
 namespace inferlab::cpu {
 
@@ -30,7 +30,7 @@ SourceBlock source_block(GgmlType t) {
 }
 // Sub-block c (< 8) of a K-quant super-block: its 32 codes (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63),
 // with Q4_K's / Q5_K's 6-bit scale and min or Q6_K's two int8 scales (codes 0-15, 16-31), per
-// kernels/ref/gguf_blocks.h.
+// inferlab/gguf_blocks.h.
 struct KSub {
   std::uint8_t code[kBlock];
   std::uint8_t sc[2], m;

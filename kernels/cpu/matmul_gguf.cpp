@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "kernels/ref/gguf_blocks.h"
+#include "inferlab/gguf_blocks.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace inferlab::cpu {

@@ -1,4 +1,4 @@
-// Native matmuls over a GGUF checkpoint's own blocks (kernels/ref/gguf_blocks.h): Q8_0, Q4_0,
+// Native matmuls over a GGUF checkpoint's own blocks (inferlab/gguf_blocks.h): Q8_0, Q4_0,
 // Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS rows are read as stored,
 // never dequantised into an fp32 copy (matmul_gguf_formats.h: one struct per format).
 //
@@ -19,7 +19,7 @@
 #pragma once
 #include <cstdint>
 
-#include "inferlab/formats.h"
+#include "inferlab/ggml_types.h"
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {

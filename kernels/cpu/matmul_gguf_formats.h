@@ -8,14 +8,14 @@
 //                           int8-activation path against one activation scale per super-block
 //   code(b, c, i)           code i (< 32) of chunk c, scalar
 //   codes(b, c)             the chunk's 32 codes as bytes (AVX2)
-// The codes are the ones kernels/ref/gguf_blocks.h defines (the loader's dequantiser reads them
+// The codes are the ones inferlab/gguf_blocks.h defines (the loader's dequantiser reads them
 // from the same helpers), so only the arithmetic differs from dequantise-then-matmul.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "inferlab/formats.h"
-#include "kernels/ref/gguf_blocks.h"
+#include "inferlab/ggml_types.h"
+#include "inferlab/gguf_blocks.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>

@@ -6,7 +6,7 @@
 #pragma once
 #include <cstddef>
 
-#include "inferlab/model_config.h"
+#include "inferlab/rope_style.h"
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {

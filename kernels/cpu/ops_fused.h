@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "inferlab/model_config.h"
+#include "inferlab/rope_style.h"
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {

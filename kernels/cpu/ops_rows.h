@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "inferlab/model_config.h"
+#include "inferlab/rope_style.h"
 #include "kernels/cpu/vec_exp.h"
 
 namespace inferlab::cpu::row_ops {

@@ -1,5 +1,5 @@
 // Launchers of the CUDA paged-attention kernels (attention_naive.cu, attention_flash.cu,
-// attention_split_k.cu) and their host side (attention_plan.cu). Plain C++ declarations, called
+// attention_split_k.cu) and, in core, their host side (core/src/attention_plan_cuda.cpp). Plain C++ declarations, called
 // from the plugins' .cpp files under #if INFERLAB_HAVE_CUDA; every pointer is device memory of
 // the current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
 // inferlab/attention.h (query rows per sequence, causal by position, GQA head h -> kv head
@@ -9,8 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "inferlab/attention.h"
-#include "inferlab/kv_cache.h"
+#include "inferlab/paged_kv.h"
 
 struct CUstream_st;  // cudaStream_t = CUstream_st*: no CUDA header needed to include this file
 
@@ -99,36 +98,5 @@ struct AttentionMerge {
 // merges: [n_merges] device array. Grid (n_merges, n_kv_heads).
 void merge_partial_attention(const PagedBatch& batch, const AttentionMerge* merges, int n_merges,
                              PartialState state, float* out, CUstream_st* stream);
-
-}  // namespace inferlab::cuda
-
-// ---- host side (attention_plan.cu): what the plugins' CUDA paths share --------------------
-namespace inferlab {
-class CudaDevice;
-}  // namespace inferlab
-
-namespace inferlab::cuda {
-
-// A host copy of a batch whose arrays are device memory (its host_* arrays when it carries them,
-// else three synchronising downloads), so that
-// the CPU's checks (check_attention_batch) and work planning run unchanged. `view` is the batch
-// with its spans over the vectors below.
-struct HostBatchMirror {
-  std::vector<int> query_start, context_len, block_table;
-  AttentionBatch view;
-};
-HostBatchMirror mirror_batch(const AttentionBatch& device_batch, CudaDevice& device);
-
-PagedBatch paged_batch(const AttentionBatch& device_batch);
-// Throws Error naming `who` for a KV dtype the kernels do not read (f16, int4).
-PagedKv paged_kv(const KvLayerView& kv, const char* who);
-
-// Uploads items (and merges) to the device's workspace, with partial states for
-// `partial_vectors` vectors, then runs the tiled kernel and, when merges is not empty, the merge
-// kernel. q, out: [rows, n_heads, head_dim] device memory.
-void run_tiled_attention(CudaDevice& device, const AttentionBatch& device_batch, const KvLayerView& kv,
-                         const float* q, float* out, const std::vector<AttentionItem>& items,
-                         const std::vector<AttentionMerge>& merges, long long partial_vectors, int max_item_rows,
-                         int tile, const char* who);
 
 }  // namespace inferlab::cuda

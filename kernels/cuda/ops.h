@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "inferlab/model_config.h"
+#include "inferlab/rope_style.h"
 
 struct CUstream_st;
 

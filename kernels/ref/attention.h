@@ -3,8 +3,7 @@
 // block table), applies a max-subtracted softmax and sums V, all accumulated in double.
 // Semantics (positions, causality, GQA) are those of inferlab/attention.h.
 #pragma once
-#include "inferlab/attention.h"
-#include "inferlab/kv_cache.h"
+#include "inferlab/paged_kv.h"
 
 namespace inferlab::ref {
 

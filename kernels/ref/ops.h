@@ -3,7 +3,7 @@
 // accumulation over speed.
 #pragma once
 
-#include "inferlab/model_config.h"
+#include "inferlab/rope_style.h"
 
 namespace inferlab::ref {
 

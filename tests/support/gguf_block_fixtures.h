@@ -7,7 +7,7 @@
 
 #include "inferlab/formats.h"
 #include "inferlab/rng.h"
-#include "kernels/ref/gguf_blocks.h"
+#include "inferlab/gguf_blocks.h"
 
 namespace inferlab::testing {
 

@@ -12,41 +12,6 @@
 
 namespace inferlab {
 
-struct AttentionBatch {
-  // Sequence s owns query rows [query_start[s], query_start[s+1]). Its context holds
-  // context_len[s] tokens (this step's included); query row i of s sits at position
-  // context_len[s] - n_q(s) + i and attends causally to positions [0, that position].
-  std::span<const int> query_start;  // [n_seqs + 1]
-  std::span<const int> context_len;  // [n_seqs]
-  // Row s holds sequence s's physical blocks in order, padded with -1 to max_blocks.
-  std::span<const int> block_table;  // [n_seqs, max_blocks]
-  int max_blocks = 0;
-  // When the three arrays above are device memory (a CUDA step): the same arrays on the host,
-  // if whoever built the batch kept them (Model::forward does: they are what it uploaded);
-  // empty otherwise. A CUDA strategy plans its launches from these instead of downloading the
-  // arrays, which costs three synchronising copies per layer (cuda::mirror_batch).
-  std::span<const int> host_query_start;
-  std::span<const int> host_context_len;
-  std::span<const int> host_block_table;
-  int n_heads = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
-
-  int n_seqs() const { return static_cast<int>(context_len.size()); }
-  int rows() const { return query_start.empty() ? 0 : query_start.back(); }
-  // Sequence s's row of the block table (max_blocks entries, the used ones first).
-  std::span<const int> table(int s) const {
-    return block_table.subspan(static_cast<std::size_t>(s) * static_cast<std::size_t>(max_blocks),
-                               static_cast<std::size_t>(max_blocks));
-  }
-};
-
-// Throws inferlab::Error naming `who` and the first inconsistency: array sizes, head counts,
-// a sequence with more query rows than context, a block table too short for its context or a
-// block outside the pool. Cheap (O(n_seqs)); every attention strategy calls it before touching
-// memory.
-void check_attention_batch(const AttentionBatch& batch, const KvLayerView& kv, const char* who);
 
 // The memory a strategy moves beyond reading Q, each sequence's K/V once (in the KV format's
 // bytes) and writing its output: what the simulator charges it (docs/simulation.md, "What a

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "inferlab/checkpoint.h"
+#include "inferlab/ggml_types.h"
 #include "inferlab/tokenizer.h"
 
 namespace inferlab {
@@ -24,44 +25,10 @@ namespace inferlab {
 // ---------------------------------------------------------------------------------------------
 // GGML tensor types and dequantisation
 
-// GGML type ids as stored in GGUF tensor infos (only the ones named here are loadable).
-enum class GgmlType : std::uint32_t {
-  kF32 = 0,
-  kF16 = 1,
-  kQ4_0 = 2,   // blocks of 32: fp16 d, 16 bytes of nibbles; x = (q - 8) * d
-  kQ4_1 = 3,   // blocks of 32: fp16 d, fp16 m, 16 bytes of nibbles; x = q * d + m
-  kQ5_0 = 6,   // blocks of 32: fp16 d, 4 bytes of fifth bits, 16 of nibbles; x = (q - 16) * d
-  kQ5_1 = 7,   // blocks of 32: fp16 d, fp16 m, fifth bits, nibbles; x = q * d + m
-  kQ8_0 = 8,   // blocks of 32: fp16 d, 32 int8; x = q * d
-  kIQ4_NL = 20,  // blocks of 32: fp16 d, 16 bytes of nibbles into a 16-value non-linear grid
-  // K-quants: super-blocks of 256 in sub-blocks with their own 6- or 8-bit scales
-  // (kernels/ref/gguf_blocks.h spells out the layouts).
-  kQ2_K = 10,  // 84 bytes: 16 scale/min nibble pairs, 64 of 2-bit codes, fp16 d, dmin
-  kQ3_K = 11,  // 110 bytes: 32 of high bits, 64 of 2-bit codes, 12 of 6-bit scales, fp16 d
-  kQ4_K = 12,  // 144 bytes: fp16 d, dmin, 12 bytes of 6-bit scales/mins, 128 of nibbles
-  kQ5_K = 13,  // 176 bytes: as Q4_K plus 32 bytes of fifth bits
-  kQ6_K = 14,  // 210 bytes: 128 of low nibbles, 64 of high 2 bits, 16 int8 scales, fp16 d
-  kIQ4_XS = 23,  // 136 bytes: fp16 d, 6-bit scales per 32, 128 of nibbles into IQ4_NL's grid
-  kBF16 = 30,
-};
-
-// "F32", "Q4_K", ... for any GGML type id, "type <n>" for an unknown one.
-std::string ggml_type_name(std::uint32_t type);
-// True for the types dequantize() handles.
-bool ggml_type_supported(std::uint32_t type);
-// "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, ...": the supported types, for messages.
-std::string ggml_supported_type_names();
-// True for the block-quantized types (Q*), false for F32, F16, BF16.
-bool ggml_type_is_quantized(GgmlType type);
 // For a checkpoint whose linears are stored block-quantized (source_linear_types: a GGUF's
 // Q4_1, ...): "linears stored as Q4_1: the fp32 reference (quantization none) is the dequantised
 // file, not a float checkpoint, so quality metrics are measured against it"; "" otherwise.
 std::string quantized_source_note(const std::map<std::string, std::uint32_t>& source_linear_types);
-// Elements per block (1 for float types) and bytes per block.
-std::size_t ggml_block_elements(GgmlType type);
-std::size_t ggml_block_bytes(GgmlType type);
-// Bytes of n elements; throws Error unless n is a multiple of the block size.
-std::uint64_t ggml_tensor_bytes(GgmlType type, std::uint64_t n);
 // dst[0..n) = the n elements encoded in src (ggml_tensor_bytes(type, n) bytes).
 void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* dst);
 
@@ -72,10 +39,6 @@ void dequantize(GgmlType type, const std::uint8_t* src, std::size_t n, float* ds
 bool ggml_type_quantizable(GgmlType type);  // F32, F16, Q8_0, Q4_0
 void quantize(GgmlType type, const float* src, std::size_t n, std::uint8_t* dst);
 
-// IEEE half and bfloat16 conversions (exact for every input; to-half rounds to nearest even).
-float fp16_to_fp32(std::uint16_t h);
-std::uint16_t fp32_to_fp16(float f);
-float bf16_to_fp32(std::uint16_t b);
 
 // ---------------------------------------------------------------------------------------------
 // GGUF

@@ -41,49 +41,6 @@ struct BlockCopy {
   int to = 0;
 };
 
-// Read-only view of one layer's storage for attention kernels (device memory). Each side
-// (K, V) has its own dtype (kv_format.h has the layouts); on a CUDA device only f32 exists.
-struct KvLayerView {
-  KvDtype k_dtype = KvDtype::kF32;
-  KvDtype v_dtype = KvDtype::kF32;
-  const void* k = nullptr;  // codes [num_blocks * block_size, n_kv_heads, kv_code_bytes(k_dtype, head_dim)]
-  const void* v = nullptr;  // codes [num_blocks * block_size, n_kv_heads, kv_code_bytes(v_dtype, head_dim)]
-  const float* k_params = nullptr;  // [num_blocks * block_size, n_kv_heads, kv_param_floats] quantized; else null
-  const float* v_params = nullptr;
-  int group_size = 0;  // quantized sides: head_dim values per scale (int8) or (scale, min) (int4)
-  int num_blocks = 0;
-  int block_size = 0;
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  bool all_f32() const { return k_dtype == KvDtype::kF32 && v_dtype == KvDtype::kF32; }
-  // f32 sides only: start of the K (or V) vector of `kv_head` at a physical slot
-  // (block * block_size + offset).
-  const float* k_at(int slot, int kv_head) const {
-    return static_cast<const float*>(k) + (static_cast<std::size_t>(slot) * n_kv_heads + kv_head) * head_dim;
-  }
-  const float* v_at(int slot, int kv_head) const {
-    return static_cast<const float*>(v) + (static_cast<std::size_t>(slot) * n_kv_heads + kv_head) * head_dim;
-  }
-  // Any stored dtype, host memory: the K (V) vector of `kv_head` at `slot` as floats — a
-  // pointer into f32 storage, or the codes dequantized by kv_dequantize_row into `scratch`
-  // [head_dim] and `scratch` returned. Attention kernels call it per position of a tile, so
-  // quantized KV is dequantized in the tile loop, by the one routine all plugins share.
-  const float* k_row(int slot, int kv_head, float* scratch) const {
-    return row(k_dtype, k, k_params, slot, kv_head, scratch);
-  }
-  const float* v_row(int slot, int kv_head, float* scratch) const {
-    return row(v_dtype, v, v_params, slot, kv_head, scratch);
-  }
-
- private:
-  const float* row(KvDtype dtype, const void* base, const float* params, int slot, int kv_head, float* scratch) const {
-    const std::size_t cell = static_cast<std::size_t>(slot) * n_kv_heads + kv_head;
-    if (dtype == KvDtype::kF32) return static_cast<const float*>(base) + cell * head_dim;
-    kv_dequantize_row(dtype, group_size, static_cast<const unsigned char*>(base) + cell * kv_code_bytes(dtype, head_dim),
-                      params + cell * kv_param_floats(dtype, head_dim, group_size), head_dim, scratch);
-    return scratch;
-  }
-};
 
 struct KvStats {
   int blocks_total = 0;

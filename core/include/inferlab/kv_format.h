@@ -1,39 +1,18 @@
-// KV cache storage formats: what each side (K, V) of each layer is stored as, the byte layout
-// of the quantized formats, and the one quantise / dequantise routine every writer and every
-// attention plugin shares (a new format is one case here plus its bytes).
-//
-// Per layer and side, for `slots` = num_blocks * block_size token slots, H = n_kv_heads,
-// D = head_dim, g = group size along head_dim, G = D / g groups per token-head:
-//   f32   codes [slots, H, D] float                                       4·D bytes per token-head
-//   int8  codes [slots, H, D] int8 (symmetric, q in [-127, 127]),
-//         params [slots, H, G] float, per group of g along D: scale = max|x| / 127, x ≈ scale·q
-//                                                                          D + 4·G bytes per token-head
-//         (g = D is the classic one scale per token-head)
-//   int4  codes [slots, H, D/2] uint8, two 4-bit codes per byte (element 2i in the low nibble),
-//         params [slots, H, G, 2] float (scale, min) per group of g along D:
-//         scale = (max - min) / 15, q = round((x - min) / scale) in [0, 15], x ≈ min + scale·q
-//                                                                          D/2 + 8·G bytes per token-head
-// Every value is quantized once, when its token is written, from that token's own values only
-// (per token, along head_dim), so paged blocks, prefix sharing and copy-on-write need nothing
-// special: a slot's codes never change. (KIVI's per-channel keys need the scale of a channel over
-// many tokens, which a paged cache cannot know when the first token of a block arrives; see
-// docs/architecture.md, "KV formats".)
+// KV cache formats: what each side (K, V) of each layer is stored as (KvFormat, parsed from
+// [kv] dtype and friends), and their sizes. The byte layouts of the dtypes and the one
+// quantise / dequantise routine every writer and attention plugin shares are in the base
+// library's paged_kv.h (below kernels and core).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "inferlab/paged_kv.h"
+
 namespace inferlab {
 
 struct ModelConfig;
-
-// How one side of one layer's K/V is stored. f16 is named (the simulator and the sizes speak
-// of it) but no storage implements it.
-enum class KvDtype { kF32, kF16, kInt8, kInt4 };
-const char* kv_dtype_name(KvDtype dtype);
-// Bits per stored element (scales not included).
-int kv_dtype_bits(KvDtype dtype);
 
 // The cache's format: a dtype per side, an int4 group size, and layers kept in f32 (the first
 // and last few, whose K/V errors cost the most). Implicitly built from one dtype for both sides.
@@ -79,23 +58,10 @@ std::string kv_format_problem(const KvFormat& format, const ModelConfig& model);
 // both formats' bytes per token; empty when int4 is smaller or no side is int4.
 std::string kv_format_waste(const KvFormat& format, const ModelConfig& model);
 
-// Bytes of one token-head's codes and params (scales) in `dtype`, head_dim `d`, group `g` (> 0).
-std::size_t kv_code_bytes(KvDtype dtype, int d);
-std::size_t kv_param_floats(KvDtype dtype, int d, int g);
 // The group size a format uses for `head_dim` (group_size, or head_dim when 0).
 inline int kv_group(const KvFormat& f, int head_dim) { return f.group_size > 0 ? f.group_size : head_dim; }
 // K and V of one token over all layers, params included. skipped: [n_layers] or empty; a layer
 // marked skipped (by a layer plan) stores nothing.
 std::uint64_t kv_bytes_per_token(const ModelConfig& model, const KvFormat& format, const std::vector<bool>& skipped = {});
-
-// One token-head: x [d] -> codes [kv_code_bytes] and params [kv_param_floats] (quantized
-// dtypes only).
-void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, float* params);
-// The inverse: out [d] = the values the codes stand for. The routine every attention plugin's
-// tile loop runs (through KvLayerView::k_row / v_row).
-void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out);
-// The largest |x - dequantize(quantize(x))| over the row for `dtype`: half a quantization step
-// of the coarsest group (0 for f32). Tests derive their tolerances from it.
-float kv_row_error_bound(KvDtype dtype, int g, const float* x, int d);
 
 }  // namespace inferlab

@@ -5,12 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace inferlab {
+#include "inferlab/rope_style.h"
 
-enum class RopeStyle {
-  kInterleaved,  // rotate pairs (2i, 2i+1): llama2.c and GGUF "llama"
-  kHalf,         // rotate (i, i + head_dim/2): Hugging Face / NeoX layout
-};
+namespace inferlab {
 
 struct ModelConfig {
   std::string name;           // preset or file name, for reports

@@ -293,7 +293,7 @@ TEST(GgufPerplexitySmolLM2, NativeQ4_1BlocksGiveTheDequantizedPerplexity) {
 
 // The same file requantised by llama-quantize (scripts/requantize_smollm2.sh): its 576-wide rows
 // make llama.cpp mix Q5_0 / Q5_1 / Q8_0 / IQ4_NL into the K-quant presets, so these need every
-// type of kernels/ref/gguf_blocks.h. Skipped, naming the file, where it was not made.
+// type of inferlab/gguf_blocks.h. Skipped, naming the file, where it was not made.
 class GgufPerplexitySmolLM2Requantized : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(GgufPerplexitySmolLM2Requantized, LoadsAndNativeBlocksGiveTheDequantizedPerplexity) {

@@ -6,7 +6,7 @@
 #include "inferlab/error.h"
 #include "inferlab/formats.h"
 #include "kernels/cpu/matmul_int8_act.h"
-#include "kernels/ref/gguf_blocks.h"
+#include "inferlab/gguf_blocks.h"
 
 namespace inferlab::plugins {
 

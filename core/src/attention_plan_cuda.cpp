@@ -1,12 +1,13 @@
 // Host side of the CUDA attention paths (no kernels here): mirroring a device-resident batch to
 // the host for the CPU's checks and planning, converting the views to the kernels' structs, and
 // laying out one workspace for the work items, merges and partial states.
+#if INFERLAB_HAVE_CUDA
 #include <algorithm>
 #include <string>
 
+#include "inferlab/attention_plan_cuda.h"
 #include "inferlab/cuda_device.h"
 #include "inferlab/error.h"
-#include "kernels/cuda/attention.h"
 
 namespace inferlab::cuda {
 
@@ -107,3 +108,5 @@ void run_tiled_attention(CudaDevice& device, const AttentionBatch& device_batch,
 }
 
 }  // namespace inferlab::cuda
+
+#endif  // INFERLAB_HAVE_CUDA

@@ -1,0 +1,136 @@
+// Paged KV in the base library: the dtypes' row routines and the attention-batch contract check
+// (inferlab/paged_kv.h).
+#include "inferlab/paged_kv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+
+const char* kv_dtype_name(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32: return "f32";
+    case KvDtype::kF16: return "f16";
+    case KvDtype::kInt8: return "int8";
+    case KvDtype::kInt4: return "int4";
+  }
+  return "unknown";
+}
+
+int kv_dtype_bits(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF32: return 32;
+    case KvDtype::kF16: return 16;
+    case KvDtype::kInt8: return 8;
+    case KvDtype::kInt4: return 4;
+  }
+  return 0;
+}
+
+std::size_t kv_code_bytes(KvDtype dtype, int d) {
+  switch (dtype) {
+    case KvDtype::kInt8: return static_cast<std::size_t>(d);
+    case KvDtype::kInt4: return static_cast<std::size_t>(d) / 2;
+    case KvDtype::kF16: return 2 * static_cast<std::size_t>(d);
+    case KvDtype::kF32: break;
+  }
+  return 4 * static_cast<std::size_t>(d);
+}
+
+std::size_t kv_param_floats(KvDtype dtype, int d, int g) {
+  if (dtype == KvDtype::kInt8) return static_cast<std::size_t>(d / g);
+  if (dtype == KvDtype::kInt4) return 2 * static_cast<std::size_t>(d / g);
+  return 0;
+}
+
+void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, float* params) {
+  if (dtype == KvDtype::kInt8) {  // per group of g: symmetric, scale = max|x| / 127
+    auto* q = static_cast<signed char*>(codes);
+    for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
+      float amax = 0.0f;
+      for (int c = g0; c < g0 + g; ++c) amax = std::max(amax, std::fabs(x[c]));
+      const float s = amax / 127.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+      params[gi] = s;
+      for (int c = g0; c < g0 + g; ++c) q[c] = static_cast<signed char>(std::clamp(std::lround(x[c] * inv), -127L, 127L));
+    }
+    return;
+  }
+  // int4: per group of g, asymmetric min/max over 16 levels.
+  auto* q = static_cast<unsigned char*>(codes);
+  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
+    float lo = x[g0], hi = x[g0];
+    for (int c = g0; c < g0 + g; ++c) lo = std::min(lo, x[c]), hi = std::max(hi, x[c]);
+    const float s = (hi - lo) / 15.0f, inv = s > 0.0f ? 1.0f / s : 0.0f;
+    params[2 * gi] = s;
+    params[2 * gi + 1] = lo;
+    for (int c = g0; c < g0 + g; c += 2) {
+      const long a = std::clamp(std::lround((x[c] - lo) * inv), 0L, 15L);
+      const long b = std::clamp(std::lround((x[c + 1] - lo) * inv), 0L, 15L);
+      q[c / 2] = static_cast<unsigned char>(a | (b << 4));
+    }
+  }
+}
+
+void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out) {
+  if (dtype == KvDtype::kInt8) {
+    const auto* q = static_cast<const signed char*>(codes);
+    for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
+      const float s = params[gi];
+      for (int c = g0; c < g0 + g; ++c) out[c] = s * static_cast<float>(q[c]);
+    }
+    return;
+  }
+  const auto* q = static_cast<const unsigned char*>(codes);
+  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
+    const float s = params[2 * gi], lo = params[2 * gi + 1];
+    for (int c = g0; c < g0 + g; c += 2) {
+      const unsigned char b = q[c / 2];
+      out[c] = lo + s * static_cast<float>(b & 0x0F);
+      out[c + 1] = lo + s * static_cast<float>(b >> 4);
+    }
+  }
+}
+
+float kv_row_error_bound(KvDtype dtype, int g, const float* x, int d) {
+  if (dtype != KvDtype::kInt8 && dtype != KvDtype::kInt4) return 0.0f;
+  float worst = 0.0f;
+  for (int g0 = 0; g0 < d; g0 += g) {
+    float lo = x[g0], hi = x[g0], amax = 0.0f;
+    for (int c = g0; c < g0 + g; ++c) lo = std::min(lo, x[c]), hi = std::max(hi, x[c]), amax = std::max(amax, std::fabs(x[c]));
+    worst = std::max(worst, dtype == KvDtype::kInt8 ? 0.5f * amax / 127.0f : 0.5f * (hi - lo) / 15.0f);
+  }
+  return worst;
+}
+
+void check_attention_batch(const AttentionBatch& batch, const KvLayerView& kv, const char* who) {
+  const std::string where = std::string(who) + ": ";
+  const int n_seqs = batch.n_seqs();
+  check(static_cast<int>(batch.query_start.size()) == n_seqs + 1, where + "query_start needs n_seqs + 1 entries");
+  check(batch.max_blocks >= 0 && batch.block_table.size() ==
+                                     static_cast<std::size_t>(n_seqs) * static_cast<std::size_t>(batch.max_blocks),
+        where + "block_table needs n_seqs * max_blocks entries");
+  check(batch.n_heads > 0 && batch.n_kv_heads > 0 && batch.n_heads % batch.n_kv_heads == 0,
+        where + "n_heads must be a positive multiple of n_kv_heads");
+  check(batch.n_kv_heads == kv.n_kv_heads && batch.head_dim == kv.head_dim,
+        where + "batch and KV view disagree on n_kv_heads/head_dim");
+  check(batch.head_dim > 0 && kv.block_size > 0, where + "head_dim and block_size must be > 0");
+  for (int s = 0; s < n_seqs; ++s) {
+    const int n_q = batch.query_start[s + 1] - batch.query_start[s];
+    check(n_q >= 0 && n_q <= batch.context_len[s],
+          where + "seq " + std::to_string(s) + " has more query rows than context");
+    const long long blocks_needed = (static_cast<long long>(batch.context_len[s]) + kv.block_size - 1) / kv.block_size;
+    check(blocks_needed <= batch.max_blocks, where + "seq " + std::to_string(s) + " block table too short");
+    const auto table = batch.table(s);
+    for (long long b = 0; b < blocks_needed; ++b) {
+      const int block = table[static_cast<std::size_t>(b)];
+      check(block >= 0 && (kv.num_blocks <= 0 || block < kv.num_blocks),
+            where + "seq " + std::to_string(s) + " reads block " + std::to_string(block) + " outside the pool");
+    }
+  }
+}
+
+}  // namespace inferlab
