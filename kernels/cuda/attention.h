@@ -1,5 +1,5 @@
 // Launchers of the CUDA paged-attention kernels (attention_naive.cu, attention_flash.cu,
-// attention_split_k.cu) and, in core, their host side (core/src/attention_plan_cuda.cpp). Plain C++ declarations, called
+// attention_split_k.cu) and their host side (plugins/common/attention/attention_plan_cuda.cpp). Plain C++ declarations, called
 // from the plugins' .cpp files under #if INFERLAB_HAVE_CUDA; every pointer is device memory of
 // the current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
 // inferlab/attention.h (query rows per sequence, causal by position, GQA head h -> kv head

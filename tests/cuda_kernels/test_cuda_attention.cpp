@@ -18,7 +18,7 @@
 #include "cuda_test_support.h"
 #include "inferlab/cuda_device.h"
 #include "inferlab/registry.h"
-#include "inferlab/attention_plan_cuda.h"
+#include "plugins/common/attention/attention_plan_cuda.h"
 #include "kernels/ref/attention.h"
 #include "test_support.h"
 

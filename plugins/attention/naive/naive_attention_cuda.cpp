@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "inferlab/cuda_device.h"
-#include "inferlab/attention_plan_cuda.h"
+#include "plugins/common/attention/attention_plan_cuda.h"
 
 namespace inferlab::plugins {
 

@@ -13,7 +13,7 @@
 
 #include "inferlab/cuda_device.h"
 #include "inferlab/error.h"
-#include "inferlab/attention_plan_cuda.h"
+#include "plugins/common/attention/attention_plan_cuda.h"
 #include "partial_attention.h"
 
 namespace inferlab::plugins {

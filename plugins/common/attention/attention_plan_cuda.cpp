@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "inferlab/attention_plan_cuda.h"
+#include "plugins/common/attention/attention_plan_cuda.h"
 #include "inferlab/cuda_device.h"
 #include "inferlab/error.h"
 

@@ -1,7 +1,7 @@
 // Host side of the CUDA attention paths, shared by the attention plugins' CUDA classes: mirroring
 // a device-resident batch to the host, turning the engine's views into the kernels' launch
 // structs (kernels/cuda/attention.h), and running the tiled kernel from a CudaDevice's workspace.
-// No device code here; compiled only in a CUDA build (core/src/attention_plan_cuda.cpp).
+// No device code here; compiled only in a CUDA build (attention_plan_cuda.cpp).
 #pragma once
 #include <vector>
 
