@@ -17,7 +17,6 @@
 #include "experiment_model.h"
 #include "experiment_override.h"
 #include "experiment_parse.h"
-#include "experiment_quant_rules.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment_keys.h"
 #include "inferlab/input_checks.h"

@@ -11,6 +11,7 @@
 
 #include "experiment_override.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/params.h"
 
@@ -103,3 +104,19 @@ inline ParamValue to_param(const Ctx& c, const toml::node& n, const std::string&
 }
 
 }  // namespace inferlab::experiment_parse
+
+namespace inferlab {
+
+// The `rules` of a quantization choice (defined with the rest of the per-layer rules in
+// quantization_rules.cpp; the model-dependent checks are at planning, plan_quantization_rules).
+// rules = [ { match = "layers.0.*", layers = "first:2" | [0, 3] | 5, method = "int8" |
+// { name = "int4", group_size = 32 } }, ... ]: each rule needs a method and match and/or layers.
+std::vector<QuantRule> parse_quantization_rules(const experiment_parse::Ctx& c, const toml::node& n);
+
+// After `quantization = node` was applied to s.quantization (whose plugin was `before`): a
+// table's `rules` replace the stack's; naming another plugin (or a bare string) without rules
+// drops the inherited ones; a table of parameters for the same plugin keeps them.
+void apply_quantization_rules(const experiment_parse::Ctx& c, const toml::node& node, const std::string& before,
+                              Stack& s);
+
+}  // namespace inferlab

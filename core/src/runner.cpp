@@ -30,7 +30,7 @@
 #include "inferlab/report.h"
 #include "inferlab/run_folder.h"
 #include "inferlab/sim.h"
-#include "inferlab/variant_quantization.h"
+#include "inferlab/quantization_rules.h"
 #include "inferlab/workload.h"
 #include "runner_models.h"
 
