@@ -1,4 +1,5 @@
-// Plan (every variant checked before any work) and run (variant x repeat into a results folder).
+// Run (variant x repeat into a results folder; see inferlab/runner.h). Planning is in
+// runner_plan.cpp.
 #include "inferlab/runner.h"
 
 #include <algorithm>
@@ -39,14 +40,6 @@ namespace inferlab {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Reads the trace and lengths files through, so a malformed row is a located error at plan
-// time (validate and run alike), before any weights are loaded.
-void check_workload_files(const WorkloadSpec& w) {
-  if (!w.trace.empty()) read_trace(w.trace, w.format);
-  if (!w.lengths_file.empty() && (w.prompt_len.dist == "trace" || w.output_len.dist == "trace"))
-    read_lengths_file(w.lengths_file);
-}
 
 // The calibration tokens (exactly spec.calibration.tokens of the text) through the float model,
 // with the reference attention on the host.
@@ -102,155 +95,6 @@ std::string sim_device_description(const DeviceSpec& device) {
   const CalibratedCostModel m = read_cost_model(path);
   return "calibrated cost model of " + m.model + " on " + m.machine + ", " + std::to_string(m.threads) + " threads, " +
          m.clock + " clock (" + path + ")";
-}
-
-Params& ResolvedVariant::params(PluginKind kind) {
-  switch (kind) {
-    case PluginKind::kAttention: return attention;
-    case PluginKind::kQuantization: return quantization;
-    case PluginKind::kScheduling: return scheduler;
-    case PluginKind::kDecoding: return decoding;
-  }
-  return attention;
-}
-const Params& ResolvedVariant::params(PluginKind kind) const { return const_cast<ResolvedVariant*>(this)->params(kind); }
-
-Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model,
-                     std::uint64_t max_memory_bytes) {
-  Plan plan;
-  plan.spec = spec;
-  plan.repeats = spec.repeats;
-#if !INFERLAB_HAVE_CUDA
-  // Before any plugin is asked: in a build without CUDA no plugin lists the device, and the
-  // first plugin's refusal would hide the reason.
-  if (spec.device.kind == "cuda") {
-    std::string reason;
-    cuda_device_visible(reason);
-    throw Error(spec.source_path + ": [device] kind = \"cuda\", but " + reason + "; allowed on this machine: cpu, sim");
-  }
-#endif
-  for (const Variant& v : spec.variants) {
-    ResolvedVariant rv{v.name, v.stack, {}, {}, {}, {}, v.model, v.model_where};
-    // A substituted model: its shape is what the plugins are asked about.
-    const ModelConfig vmodel = v.model ? substituted_model_config(spec, v, model) : model;
-    for (PluginKind k : kStackKinds) {
-      const PluginChoice& ch = v.stack.choice(k);
-      const std::string where = ch.where + ": variant '" + v.name + "'";
-      rv.params(k) = registry.resolve(k, ch.name, ch.params, where, fs::path(spec.source_path).parent_path().string());
-    }
-    // The [kv] format must fit the model (int4 group size, f32 layers) and be readable by the
-    // attention plugin (checked with the other plugin checks below). The quantization strategy
-    // is made on a one-thread host device: planning allocates nothing.
-    if (const std::string problem = kv_format_problem(v.stack.kv.format, model); !problem.empty())
-      throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
-                  "' cannot run this: " + problem);
-    // Allowed, but it saves no memory over int8 (a small head_dim: stories260K has 8).
-    if (const std::string waste = kv_format_waste(v.stack.kv.format, model); !waste.empty())
-      log::warn(v.stack.kv_where + ": variant '" + v.name + "': " + waste);
-    if (!v.stack.kv.format.all_f32() && spec.device.kind != "cpu")
-      throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
-                  "' is stored on the CPU only (device kind \"" + spec.device.kind + "\"; allowed there: f32)");
-    DeviceKind device_kind = DeviceKind::kCpu;
-    check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
-    CpuDevice host(1);
-    std::shared_ptr<Quantization> quant;
-    try {  // a constructor's check (int4 group_size = 12) gets the choice's file:line
-      quant = registry.create_quantization(v.stack.quantization.name, rv.quantization, host);
-    } catch (const Error& e) {
-      throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
-                  "' cannot run this: " + e.what());
-    }
-    if (quant->calibration_needs().any() && v.model)
-      throw Error(v.model_where + ": variant '" + v.name + "': quantization '" + v.stack.quantization.name +
-                  "' calibrates on the baseline model's activations, which do not fit a substituted model; allowed: "
-                  "a quantization without calibration for a variant with its own model");
-    // A simulated run builds no linears, so it never calibrates (and refuses [calibration] below).
-    if (quant->calibration_needs().any() && !spec.calibration.enabled && spec.device.kind != "sim")
-      throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
-                  v.stack.quantization.name +
-                  "' calibrates on the float model's activations and needs a [calibration] section "
-                  "(text, tokens, seq_len, seed)");
-    plan_quantization_rules(spec, registry, vmodel, device_kind, rv);
-    {  // the linears no rule took are the variant's method's
-      std::vector<LinearSlot> own;
-      std::set<std::string> ruled;
-      for (const auto& names : rv.rule_assignment.by_rule) ruled.insert(names.begin(), names.end());
-      for (const LinearSlot& l : model_linears(vmodel))
-        if (!ruled.count(l.name)) own.push_back(l);
-      check_group_size_fits(rv.quantization, own, v.stack.quantization.where + ": variant '" + v.name +
-                                                      "': quantization '" + v.stack.quantization.name + "'");
-    }
-    if (device_kind == DeviceKind::kSim && !is_calibrated_profile(spec.device.profile)) {
-      // The simulator charges each strategy by what it declares: one it cannot charge is
-      // refused here, with the reason, not silently costed as the baseline.
-      const auto checked = [&](const PluginChoice& ch, PluginKind k, auto&& fn) {
-        try {
-          fn();
-        } catch (const Error& e) {
-          throw Error(ch.where + ": variant '" + v.name + "': " + plugin_kind_name(k) + " '" + ch.name +
-                      "' cannot run this: " + e.what());
-        }
-      };
-      checked(v.stack.quantization, PluginKind::kQuantization, [&] {
-        sim_linears(*make_variant_quantization(registry, rv, host), vmodel);
-      });
-      checked(v.stack.attention, PluginKind::kAttention, [&] {
-        sim_attention_traffic(*registry.create_attention(v.stack.attention.name, rv.attention, host), vmodel,
-                              v.stack.attention.name);
-      });
-    }
-    for (PluginKind k : kStackKinds) {
-      const PluginChoice& ch = v.stack.choice(k);
-      SupportQuery q{vmodel, device_kind, v.stack.kv.format, rv.params(k)};
-      auto reasons = registry.check_support(k, ch.name, q);
-      if (!reasons.empty()) {
-        std::string all;
-        for (const auto& r : reasons) all += (all.empty() ? "" : "; ") + r;
-        throw Error(ch.where + ": variant '" + v.name + "': " + plugin_kind_name(k) + " '" + ch.name +
-                    "' cannot run this: " + all);
-      }
-    }
-    plan.variants.push_back(std::move(rv));
-  }
-  check_workload_files(spec.workload);
-  if (spec.calibration.enabled) {  // the section acts only through a method that calibrates
-    if (spec.device.kind == "sim")
-      throw Error(spec.source_path + ": [calibration] does nothing on kind = \"sim\": a simulated run builds no "
-                                     "linears, so no method calibrates; drop the section or use kind = \"cpu\" or \"cuda\"");
-    CpuDevice host(1);
-    bool any = false;
-    for (const ResolvedVariant& rv : plan.variants)
-      any = any || make_variant_quantization(registry, rv, host)->calibration_needs().any();
-    if (!any)
-      throw Error(spec.source_path + ": [calibration] does nothing: no variant's quantization (nor a rule's "
-                  "method) calibrates; it feeds gptq, awq and smoothquant: drop the section or use one of them");
-  }
-  if (spec.device.kind == "sim" && is_calibrated_profile(spec.device.profile)) {
-    // The fit must be of this model's shape and of every variant's stack.
-    const CalibratedCostModel cm = read_cost_model(spec.device.profile.substr(kCalibratedProfile.size()));
-    cm.check_model(model, spec.source_path + ": [device] profile");
-    for (const Variant& v : spec.variants) try {
-        cm.stack(v.stack.attention.name, v.stack.quantization.name);
-      } catch (const Error& e) {
-        throw Error(spec.source_path + ": [device] profile: variant '" + v.name + "': " + e.what());
-      }
-  }
-  if (spec.device.kind == "sim" && spec.quality.enabled)
-    throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
-  plan.memory = estimate_run_memory(plan, registry, model);
-  // The least of physical memory, RLIMIT_AS and the cgroup limits (memory_limit): a run the
-  // process cannot allocate is refused here rather than failing in every cell.
-  const MemoryLimit machine = memory_limit();
-  // --max-memory may exceed physical memory (swap), not a limit the kernel enforces.
-  const std::uint64_t limit = max_memory_bytes == 0 ? machine.bytes
-                              : machine.enforced  ? std::min(max_memory_bytes, machine.bytes)
-                                                  : max_memory_bytes;
-  if (plan.memory.total() > limit)
-    throw Error(spec.source_path + ": the run needs about " + plan.memory.describe() + "; " +
-                (limit == max_memory_bytes ? "--max-memory allows " + format_bytes(limit) : machine.what) +
-                "; lower [model] n_layers, the workload's requests or lengths, or kv.num_blocks, or store fewer "
-                "bits per weight (quantization)");
-  return plan;
 }
 
 namespace {
