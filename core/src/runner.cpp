@@ -1,5 +1,5 @@
 // Run (variant x repeat into a results folder; see inferlab/runner.h). Planning is in
-// runner_plan.cpp.
+// runner_plan.cpp, one cell in runner_cell.cpp.
 #include "inferlab/runner.h"
 
 #include <algorithm>
@@ -33,6 +33,7 @@
 #include "inferlab/sim.h"
 #include "inferlab/quantization_rules.h"
 #include "inferlab/workload.h"
+#include "runner_cell.h"
 #include "runner_models.h"
 
 namespace inferlab {
@@ -61,57 +62,7 @@ CalibrationSet calibrate(const ExperimentSpec& spec, const LoadedModel& loaded, 
 
 }  // namespace
 
-SimOptions sim_options(const DeviceSpec& device, const std::string& attention, const std::string& quantization) {
-  SimOptions o;
-  o.tp = device.tp;
-  o.pp = device.pp;
-  if (is_calibrated_profile(device.profile)) {
-    const std::string path = device.profile.substr(kCalibratedProfile.size());
-    o.calibrated = std::make_shared<const CalibratedStack>(read_cost_model(path).stack(attention, quantization));
-    o.profile.name = "calibrated";
-    o.profile.description = sim_device_description(device);
-    return o;
-  }
-  o.profile = hw_profile(device.profile);
-  return o;
-}
-
-SimOptions sim_options(const DeviceSpec& device, const std::string& attention_name, const std::string& quantization_name,
-                       const ModelConfig& model, Quantization& quantization, const Attention& attention) {
-  SimOptions o = sim_options(device, attention_name, quantization_name);
-  if (o.calibrated) return o;  // the measured stack already holds both strategies' costs
-  o.linears = sim_linears(quantization, model, o.weight_bytes);
-  const AttentionTraffic t = sim_attention_traffic(attention, model, attention_name);
-  o.attn_score_bytes = t.score_bytes;
-  o.attn_partial_bytes = t.partial_bytes;
-  o.attn_partial_bytes_per_key = t.partial_bytes_per_key;
-  o.attn_partial_max_rows = t.partial_max_rows;
-  return o;
-}
-
-std::string sim_device_description(const DeviceSpec& device) {
-  if (!is_calibrated_profile(device.profile)) return hw_profile(device.profile).description;
-  const std::string path = device.profile.substr(kCalibratedProfile.size());
-  const CalibratedCostModel m = read_cost_model(path);
-  return "calibrated cost model of " + m.model + " on " + m.machine + ", " + std::to_string(m.threads) + " threads, " +
-         m.clock + " clock (" + path + ")";
-}
-
 namespace {
-
-// What every cell of a run shares.
-struct RunContext {
-  const Plan& plan;
-  const Registry& registry;
-  const RunOptions& options;
-  const ModelWeights& weights;
-  const std::vector<const ModelWeights*>& variant_weights;  // per variant; null = `weights`
-  const std::vector<Request>& requests;
-  QualityEvaluator* quality;
-  DeviceKind device_kind;
-  const CalibrationSet* calibration;  // null when no variant calibrates
-  bool stopping() const { return options.interrupted && options.interrupted() != 0; }
-};
 
 // The device line of the results header. A CUDA device is not made here: CUDA initialised in
 // the parent would be unusable in the cells it forks; the GPU's name comes from the driver's
@@ -160,133 +111,6 @@ void require_visible_cuda(const std::string& where) {
 }
 
 namespace {
-
-// One variant × repeat in this process. The device (and its thread pool) is made here, so an
-// isolated cell makes it inside its child. Throws on any failure.
-CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
-  const ExperimentSpec& spec = cx.plan.spec;
-  const ResolvedVariant& v = cx.plan.variants[vi];
-  CellResult c;
-  c.row.variant = v.name;
-  c.row.repeat = rep;
-  const ModelWeights& weights = cx.variant_weights[vi] ? *cx.variant_weights[vi] : cx.weights;
-  const bool sim = cx.device_kind == DeviceKind::kSim;
-  std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
-                                       : make_device(cx.device_kind, spec.device.threads);
-  device->set_fuse(spec.device.fuse);  // cpu only (validated at the [device] line)
-  auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
-  auto quant = make_variant_quantization(cx.registry, v, *device, &weights);
-  std::shared_ptr<const SimOptions> sim_opts;
-  if (sim) {  // before the decoder: a speculative draft charges its passes by the same model
-    // Planned bytes are asked of the strategy on the host (its probe builds a linear there).
-    CpuDevice host(1);
-    sim_opts = std::make_shared<const SimOptions>(sim_options(spec.device, v.stack.attention.name,
-                                                              v.stack.quantization.name, weights.config,
-                                                              *make_variant_quantization(cx.registry, v, host, &weights),
-                                                              *attention));
-    static_cast<SimDevice&>(*device).set_options(sim_opts);
-  }
-  auto scheduler = cx.registry.create_scheduler(v.stack.scheduler.name, v.scheduler, *device);
-  auto decoder = cx.registry.create_decoder(v.stack.decoding.name, v.decoding, *device, &weights, attention.get());
-  // A simulated run never materialises the model: the executor needs only its config.
-  std::optional<Model> model;
-  std::unique_ptr<StepExecutor> executor;
-  EngineOptions eo;
-  eo.kv = v.stack.kv;
-  if (sim) {
-    const SimOptions& so = *sim_opts;
-    executor = std::make_unique<SimExecutor>(weights.config, so, static_cast<SimDevice&>(*device));
-    // The pool is what fits beside the weights on the profile's memory (unless kv.num_blocks or
-    // kv.memory_mb says); a calibrated run sizes it as the real run on this machine does (the
-    // engine's rule).
-    if (eo.kv.num_blocks <= 0 && eo.kv.memory_mb <= 0 && !so.calibrated)
-      eo.kv.num_blocks = sim_kv_blocks(weights.config, so, eo.kv.block_size);
-  } else {
-    model.emplace(weights, *quant, *device, v.model ? nullptr : cx.calibration);
-    model->set_layer_plan(decoder->layer_plan());  // layer skipping / early exit, quality included
-    executor = std::make_unique<ModelExecutor>(*model, *attention, v.stack.kv.format);
-  }
-  std::optional<GpuMemoryPlan> gpu_memory;
-  if (eo.kv.gpu_memory_fraction > 0) {
-    // The largest step: every prompt at once (an upper bound on what any scheduler batches).
-    long long rows = 0;
-    for (const Request& r : cx.requests) rows += static_cast<long long>(r.prompt.size());
-    gpu_memory = plan_gpu_kv_pool(*device, eo.kv.gpu_memory_fraction, cx.weights.config, model ? model->weight_bytes() : 0,
-                                  static_cast<int>(std::clamp<long long>(rows, 1, 1 << 16)),
-                                  static_cast<int>(std::clamp<std::size_t>(cx.requests.size(), 1, 1 << 16)),
-                                  executor->kv_bytes_per_block(eo.kv.block_size));
-    eo.kv.num_blocks = gpu_memory->kv_blocks;
-  }
-  eo.seed = mix_seed(spec.seed, static_cast<std::uint64_t>(rep));
-  eo.clock = cx.options.clock;
-  eo.stop = [&cx] { return cx.stopping(); };
-  eo.queue_timeout_s = spec.workload.queue_timeout_s;
-  eo.timeout_s = spec.workload.timeout_s;
-  eo.max_new_tokens = spec.workload.max_new_tokens;
-  Engine engine(*executor, *scheduler, *decoder, eo);
-  const std::string what = "run " + v.name + " repeat " + std::to_string(rep);
-  if (cx.options.progress) log::debug(what);  // the progress line says it
-  else log::info(what);
-  RunResult r = engine.run(cx.requests);
-  c.row.metrics = compute_metrics(r.timeline, spec.slo);
-  if (LayerPlan* plan = decoder->layer_plan(); plan != nullptr && !sim) {
-    add_layer_plan_metrics(*plan, weights.config.n_layers, c.row.metrics);
-    plan->reset_counters();  // the quality pass below counts its own rows
-  }
-  if (device->kind() == DeviceKind::kCuda) {
-    // The memory breakdown; without a fraction the pool is what the engine sized.
-    if (!gpu_memory) gpu_memory = measured_gpu_memory(cuda_memory_info(*device), model->weight_bytes(),
-                                                      static_cast<std::uint64_t>(r.timeline.kv_blocks_total) *
-                                                          executor->kv_bytes_per_block(eo.kv.block_size));
-    for (auto& [name, value] : gpu_memory_metrics(*gpu_memory)) c.row.metrics.emplace_back(name, value);
-  }
-  if (cx.quality) {
-    // Quality is deterministic: measured once per variant, repeated in every row.
-    auto q = cx.quality->evaluate(v.name, *model, *attention, vi == 0, v.stack.kv.format);
-    c.row.metrics.insert(c.row.metrics.end(), q.begin(), q.end());
-  }
-  c.requests = std::move(r.timeline.requests);
-  c.steps = sample_steps(r.timeline.steps);
-  for (std::size_t i = 0; i < c.requests.size(); ++i) {
-    c.requests[i].output_hash = tokens_hash(r.outputs[i]);
-    std::vector<double>().swap(c.requests[i].token_times);  // its memory back, not only its size
-  }
-  c.row.tokens_hash = cell_tokens_hash(c.requests);
-  return c;
-}
-
-// A cell in a child process (spec.isolate) or here; nullopt when interrupted.
-std::optional<CellResult> run_cell_guarded(const RunContext& cx, std::size_t vi, int rep, const std::string& scratch) {
-  const ExperimentSpec& spec = cx.plan.spec;
-  ResultRow id;
-  id.variant = cx.plan.variants[vi].name;
-  id.repeat = rep;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::optional<CellResult> c;
-  if (spec.isolate) {
-    c = run_cell_isolated([&] { return run_cell(cx, vi, rep); }, {spec.cell_timeout_s, spec.cell_memory_mb}, scratch,
-                          [&cx] { return cx.stopping(); }, id);
-  } else {
-    try {
-      c = run_cell(cx, vi, rep);
-    } catch (const Interrupted&) {
-      return std::nullopt;
-    } catch (const std::exception& e) {
-      c = CellResult{id, {}};
-      c->row.ok = false;
-      c->row.error = e.what();
-    }
-  }
-  if (!c) return c;
-  if (cx.stopping() && !c->row.ok) return std::nullopt;  // killed by the interrupt, not failed
-  c->row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!c->row.ok && cx.options.progress) std::fputs("\r\033[K", stderr);  // the error on a line of its own
-  if (!c->row.ok)
-    log::error("variant '" + id.variant + "' repeat " + std::to_string(rep) + " failed: " + c->row.error);
-  else if (cx.quality)
-    cx.quality->remember(id.variant, c->row.metrics);
-  return c;
-}
 
 // What the finished cells of this run produced, for the progress line.
 struct ProgressTotals {
