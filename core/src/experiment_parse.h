@@ -94,6 +94,21 @@ inline const toml::table& get_table(const Ctx& c, const toml::node& n, const std
   throw Error(c.at(n) + ": '" + key + "' must be a table, got " + type_name(n));
 }
 
+// An array of numbers >= 0, e.g. class_mix = [0.2, 0.8].
+inline std::vector<double> get_float_list(const Ctx& c, const toml::node& n, const std::string& key) {
+  const auto* arr = n.as_array();
+  if (!arr) throw Error(c.at(n) + ": " + key + " must be an array of numbers >= 0, e.g. [0.2, 0.8]");
+  std::vector<double> out;
+  for (const toml::node& e : *arr) out.push_back(get_float(c, e, key, 0.0));
+  return out;
+}
+
+// Experiment, variant and sweep names name folders or sit beside them in results: a name is a
+// name, never a path (1 to 128 letters, digits and - _ . + =, not . or ..).
+bool is_safe_name(const std::string& name);
+// Throws, at `where`, naming `what` (the key) and the allowed set, unless is_safe_name(name).
+void check_name(const std::string& where, const std::string& what, const std::string& name);
+
 // A plugin parameter's value: a string, number or boolean.
 inline ParamValue to_param(const Ctx& c, const toml::node& n, const std::string& key) {
   if (auto i = n.as_integer()) return i->get();
