@@ -22,7 +22,7 @@
 #include "inferlab/manifest.h"
 #include "inferlab/run_folder.h"
 #include "inferlab/runner.h"
-#include "inferlab/variant_quantization.h"
+#include "inferlab/quantization_rules.h"
 #include "inferlab/shard.h"
 #include "inferlab/workload.h"
 

@@ -11,6 +11,7 @@
 
 #include "experiment_override.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment.h"
 #include "inferlab/input_checks.h"
 #include "inferlab/params.h"
 
@@ -93,6 +94,21 @@ inline const toml::table& get_table(const Ctx& c, const toml::node& n, const std
   throw Error(c.at(n) + ": '" + key + "' must be a table, got " + type_name(n));
 }
 
+// An array of numbers >= 0, e.g. class_mix = [0.2, 0.8].
+inline std::vector<double> get_float_list(const Ctx& c, const toml::node& n, const std::string& key) {
+  const auto* arr = n.as_array();
+  if (!arr) throw Error(c.at(n) + ": " + key + " must be an array of numbers >= 0, e.g. [0.2, 0.8]");
+  std::vector<double> out;
+  for (const toml::node& e : *arr) out.push_back(get_float(c, e, key, 0.0));
+  return out;
+}
+
+// Experiment, variant and sweep names name folders or sit beside them in results: a name is a
+// name, never a path (1 to 128 letters, digits and - _ . + =, not . or ..).
+bool is_safe_name(const std::string& name);
+// Throws, at `where`, naming `what` (the key) and the allowed set, unless is_safe_name(name).
+void check_name(const std::string& where, const std::string& what, const std::string& name);
+
 // A plugin parameter's value: a string, number or boolean.
 inline ParamValue to_param(const Ctx& c, const toml::node& n, const std::string& key) {
   if (auto i = n.as_integer()) return i->get();
@@ -103,3 +119,19 @@ inline ParamValue to_param(const Ctx& c, const toml::node& n, const std::string&
 }
 
 }  // namespace inferlab::experiment_parse
+
+namespace inferlab {
+
+// The `rules` of a quantization choice (defined with the rest of the per-layer rules in
+// quantization_rules.cpp; the model-dependent checks are at planning, plan_quantization_rules).
+// rules = [ { match = "layers.0.*", layers = "first:2" | [0, 3] | 5, method = "int8" |
+// { name = "int4", group_size = 32 } }, ... ]: each rule needs a method and match and/or layers.
+std::vector<QuantRule> parse_quantization_rules(const experiment_parse::Ctx& c, const toml::node& n);
+
+// After `quantization = node` was applied to s.quantization (whose plugin was `before`): a
+// table's `rules` replace the stack's; naming another plugin (or a bare string) without rules
+// drops the inherited ones; a table of parameters for the same plugin keeps them.
+void apply_quantization_rules(const experiment_parse::Ctx& c, const toml::node& node, const std::string& before,
+                              Stack& s);
+
+}  // namespace inferlab

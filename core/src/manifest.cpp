@@ -15,7 +15,7 @@
 #include "inferlab/rng.h"
 #include "inferlab/sha256.h"
 #include "inferlab/tokenizer.h"
-#include "inferlab/variant_quantization.h"
+#include "inferlab/quantization_rules.h"
 
 namespace inferlab {
 

@@ -30,7 +30,6 @@
 #include "inferlab/quantization_rules.h"
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
-#include "inferlab/variant_quantization.h"
 #include "inferlab/workload.h"
 
 namespace inferlab {

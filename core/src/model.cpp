@@ -111,11 +111,83 @@ float* Model::scratch(Buffer& buffer, std::size_t floats) {
   return buffer.as<float>();
 }
 
+// One forward's working state: the scratch activations of its rows (device memory), the batch's
+// arrays as the attention reads them, and the fused and early-exit bookkeeping its stages share.
+struct Model::Pass {
+  explicit Pass(Device& device) : dev(device) {}
+  Device& dev;
+  int rows = 0;
+  std::size_t srows = 0;
+  float *x = nullptr, *xn = nullptr;             // [rows, dim] residual stream, normed input of a block
+  float *q = nullptr, *k = nullptr, *v = nullptr;  // [rows, n_heads | n_kv_heads, head_dim]
+  float *att = nullptr, *tmp = nullptr;          // [rows, dim]
+  float *h1 = nullptr, *h3 = nullptr;            // [rows, hidden]
+  const int* positions = nullptr;                // [rows] device memory
+  const int* slots = nullptr;                    // [rows] device memory
+  AttentionBatch ab;
+  // [device] fuse = true: RMSNorm takes the residual add before it and, when every linear reading
+  // its output takes int8 activation blocks, the quantisation after it (one quantisation for
+  // wq/wk/wv, one for w1/w3); SwiGLU quantises for w2; RoPE writes K/V. Same results.
+  bool fuse = false;
+  std::int8_t* act_q = nullptr;  // [rows, max(dim, hidden)] int8 activation blocks
+  float* act_s = nullptr;        // [rows, act_blocks(max(dim, hidden))] their scales
+  // Fused: the output of the last FFN not yet added to x (the next RMSNorm adds it).
+  const float* pending = nullptr;
+  // Early exit: whether the plan has exits, the hidden state each exited row left with
+  // ([rows, dim]) and the next index into plan_->exit_after.
+  bool exits = false;
+  float* frozen = nullptr;
+  std::size_t next_exit = 0;
+
+  void linear(const Linear& lin, const float* in, float* out) {
+    OpScope t(dev, TimeCategory::kLinear);
+    lin.forward(in, out, rows, dev);
+  }
+  void blocks_linear(const Linear& lin, float* out) {
+    OpScope t(dev, TimeCategory::kLinear);
+    lin.forward_act_blocks(act_q, act_s, out, rows, dev);
+  }
+  // The linears reading one input (wq/wk/wv, w1/w3) as one group: one pool dispatch where their
+  // family can (Linear::try_forward_group: the CPU's packed int8-activation panels), else one
+  // forward each, as on a CUDA device. Same results either way.
+  void group_linear(std::span<const GroupMember> members, bool act_blocks) {
+    OpScope t(dev, TimeCategory::kLinear);
+    if (act_blocks)
+      forward_group_act_blocks(members, act_q, act_s, rows, dev);
+    else
+      forward_group(members, xn, rows, dev);
+  }
+};
+
 void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits) {
+  check_step_batch(batch, kv);
+  const std::size_t n_logits = batch.logit_rows.size();
+  logits.resize(n_logits * static_cast<std::size_t>(config_.vocab_size));
+  if (batch.rows() == 0) return;
+  Pass p = begin_pass(batch);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    if (plan_ != nullptr && plan_->skips(static_cast<int>(l))) continue;  // no compute, no K/V
+    if (!attention_block(p, static_cast<int>(l), kv, attention)) continue;
+    feed_forward_block(p, static_cast<int>(l));
+    add_residual_and_exit(p, static_cast<int>(l), batch, logits);
+  }
+  if (p.pending != nullptr) {
+    OpScope t(device_, TimeCategory::kNormRopeAct);
+    device_.add(p.x, p.pending, p.srows * static_cast<std::size_t>(config_.dim));
+  }
+  if (plan_ != nullptr && p.exits) {
+    for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
+    plan_->logit_rows += static_cast<long long>(n_logits);
+  }
+  remaining_logits(batch, p.x, logits);
+}
+
+// Throws Error unless the batch is well formed for this model and `kv` (one position and slot
+// per row, offsets and block table of n_seqs, tokens in the vocabulary, slots in the cache,
+// logit rows ascending).
+void Model::check_step_batch(const StepBatch& batch, const KvStorage& kv) const {
   const int rows = batch.rows(), n_seqs = batch.n_seqs();
-  const int d = config_.dim, h = config_.hidden_dim, kvd = config_.kv_dim(), hd = config_.head_dim();
-  const std::size_t sd = static_cast<std::size_t>(d), skv = static_cast<std::size_t>(kvd),
-                    sh = static_cast<std::size_t>(h), srows = static_cast<std::size_t>(rows);
+  const std::size_t srows = static_cast<std::size_t>(rows);
   check(&kv.device() == &device_, "model forward: the KV storage lives on another device");
   check(batch.positions.size() == srows && batch.slots.size() == srows,
         "step batch: tokens, positions and slots must have one entry per row");
@@ -135,173 +207,165 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     check(r > last && r < rows, "step batch: logit_rows must be ascending rows of the batch");
     last = r;
   }
-  const std::size_t n_logits = batch.logit_rows.size();
-  logits.resize(n_logits * static_cast<std::size_t>(config_.vocab_size));
-  if (rows == 0) return;
+}
 
-  // Scratch only grows; after warm-up at the largest batch no step allocates.
-  float* x = scratch(x_, srows * sd);      // [rows, dim] residual stream
-  float* xn = scratch(xn_, srows * sd);    // [rows, dim] normed input of a block
-  float* q = scratch(q_, srows * sd);      // [rows, n_heads, head_dim]
-  float* k = scratch(k_, srows * skv);     // [rows, n_kv_heads, head_dim]
-  float* v = scratch(v_, srows * skv);     // [rows, n_kv_heads, head_dim]
-  float* att = scratch(att_, srows * sd);  // [rows, n_heads, head_dim]
-  float* h1 = scratch(h1_, srows * sh);    // [rows, hidden]
-  float* h3 = scratch(h3_, srows * sh);    // [rows, hidden]
-  float* tmp = scratch(tmp_, srows * sd);  // [rows, dim]
-
-  const int* positions = upload(batch.positions, d_positions_);
-  const int* slots = upload(batch.slots, d_slots_);
-  AttentionBatch ab = batch.attention(config_.n_heads, config_.n_kv_heads, hd);
+// The pass over a non-empty batch: scratch bound (it only grows; after warm-up at the largest
+// batch no step allocates), the batch's arrays on the device, the tokens embedded into x, and
+// the fused and early-exit state reset.
+Model::Pass Model::begin_pass(const StepBatch& batch) {
+  Pass p(device_);
+  p.rows = batch.rows();
+  p.srows = static_cast<std::size_t>(p.rows);
+  const std::size_t sd = static_cast<std::size_t>(config_.dim), skv = static_cast<std::size_t>(config_.kv_dim()),
+                    sh = static_cast<std::size_t>(config_.hidden_dim), srows = p.srows;
+  p.x = scratch(x_, srows * sd);
+  p.xn = scratch(xn_, srows * sd);
+  p.q = scratch(q_, srows * sd);
+  p.k = scratch(k_, srows * skv);
+  p.v = scratch(v_, srows * skv);
+  p.att = scratch(att_, srows * sd);
+  p.h1 = scratch(h1_, srows * sh);
+  p.h3 = scratch(h3_, srows * sh);
+  p.tmp = scratch(tmp_, srows * sd);
+  p.positions = upload(batch.positions, d_positions_);
+  p.slots = upload(batch.slots, d_slots_);
+  p.ab = batch.attention(config_.n_heads, config_.n_kv_heads, config_.head_dim());
   if (device_.kind() != DeviceKind::kCpu) {
-    ab.query_start = {upload(batch.query_start, d_query_start_), batch.query_start.size()};
-    ab.context_len = {upload(batch.context_len, d_context_len_), batch.context_len.size()};
-    ab.block_table = {upload(batch.block_table, d_block_table_), batch.block_table.size()};
-    ab.host_query_start = batch.query_start;
-    ab.host_context_len = batch.context_len;
-    ab.host_block_table = batch.block_table;
+    p.ab.query_start = {upload(batch.query_start, d_query_start_), batch.query_start.size()};
+    p.ab.context_len = {upload(batch.context_len, d_context_len_), batch.context_len.size()};
+    p.ab.block_table = {upload(batch.block_table, d_block_table_), batch.block_table.size()};
+    p.ab.host_query_start = batch.query_start;
+    p.ab.host_context_len = batch.context_len;
+    p.ab.host_block_table = batch.block_table;
   }
-
-  Device& dev = device_;
-  const float eps = config_.norm_eps;
   {
-    OpScope t(dev, TimeCategory::kNormRopeAct);
-    embed(batch.tokens, x);
+    OpScope t(device_, TimeCategory::kNormRopeAct);
+    embed(batch.tokens, p.x);
   }
-  auto linear = [&](const Linear& lin, const float* in, float* out) {
-    OpScope t(dev, TimeCategory::kLinear);
-    lin.forward(in, out, rows, dev);
-  };
-  // [device] fuse = true: RMSNorm takes the residual add before it and, when every linear reading
-  // its output takes int8 activation blocks, the quantisation after it (one quantisation for
-  // wq/wk/wv, one for w1/w3); SwiGLU quantises for w2; RoPE writes K/V. Same results.
-  const bool fuse = dev.fuse();
+  p.fuse = device_.fuse();
   const std::size_t width = std::max(sd, sh);
-  std::int8_t* act_q = nullptr;  // [rows, max(dim, hidden)] int8 activation blocks
-  float* act_s = nullptr;        // [rows, act_blocks(max(dim, hidden))] their scales
-  if (fuse) {
-    if (act_q_.bytes() < srows * width) act_q_ = Buffer(dev, srows * width);
-    act_q = act_q_.as<std::int8_t>();
-    act_s = scratch(act_s_, srows * static_cast<std::size_t>(ref::act_blocks(static_cast<int>(width))));
+  if (p.fuse) {
+    if (act_q_.bytes() < srows * width) act_q_ = Buffer(device_, srows * width);
+    p.act_q = act_q_.as<std::int8_t>();
+    p.act_s = scratch(act_s_, srows * static_cast<std::size_t>(ref::act_blocks(static_cast<int>(width))));
   }
-  auto blocks_linear = [&](const Linear& lin, float* out) {
-    OpScope t(dev, TimeCategory::kLinear);
-    lin.forward_act_blocks(act_q, act_s, out, rows, dev);
-  };
-  // The linears reading one input (wq/wk/wv, w1/w3) as one group: one pool dispatch where their
-  // family can (Linear::try_forward_group: the CPU's packed int8-activation panels), else one
-  // forward each, as on a CUDA device. Same results either way.
-  auto group_linear = [&](std::span<const GroupMember> members, bool act_blocks) {
-    OpScope t(dev, TimeCategory::kLinear);
-    if (act_blocks)
-      forward_group_act_blocks(members, act_q, act_s, rows, dev);
-    else
-      forward_group(members, xn, rows, dev);
-  };
-  // Fused: the output of the last FFN not yet added to x (the next RMSNorm adds it).
-  const float* pending = nullptr;
-  // Early exit state: which rows left, and the hidden state each left with ([rows, dim]).
-  const bool exits = plan_ != nullptr && plan_->has_exits() && n_logits > 0;
-  float* frozen = exits ? scratch(frozen_, srows * sd) : nullptr;
+  const std::size_t n_logits = batch.logit_rows.size();
+  p.exits = plan_ != nullptr && plan_->has_exits() && n_logits > 0;
+  p.frozen = p.exits ? scratch(frozen_, srows * sd) : nullptr;
   exited_.assign(srows, 0);
   depth_.assign(n_logits, static_cast<int>(layers_.size()));
   n_exited_ = 0;
-  std::size_t next_exit = 0;  // index into plan_->exit_after
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    if (plan_ != nullptr && plan_->skips(static_cast<int>(l))) continue;  // no compute, no K/V
-    Layer& layer = *layers_[l];
-    // Every row has exited: this layer only fills K/V from the frozen states (CALM).
-    const bool kv_only = exits && n_exited_ == rows;
-    const bool qkv_blocks = fuse && (kv_only || layer.wq->reads_act_blocks()) && layer.wk->reads_act_blocks() &&
-                            layer.wv->reads_act_blocks();
-    {
-      OpScope t(dev, TimeCategory::kNormRopeAct);
-      if (fuse)
-        dev.residual_rmsnorm(x, pending, layer.attn_norm.as<float>(), qkv_blocks ? nullptr : xn,
-                             qkv_blocks ? act_q : nullptr, act_s, rows, d, eps);
-      else
-        dev.rmsnorm(x, layer.attn_norm.as<float>(), xn, rows, d, eps);
-      pending = nullptr;
-    }
-    const GroupMember qkv[] = {{layer.wq.get(), q}, {layer.wk.get(), k}, {layer.wv.get(), v}};
-    group_linear(std::span<const GroupMember>(qkv).subspan(kv_only ? 1 : 0), qkv_blocks);  // [rows, dim|kv_dim] each
-    {
-      OpScope t(dev, TimeCategory::kNormRopeAct);
-      if (layer.bq.bytes() > 0 && !kv_only) dev.add_bias(q, layer.bq.as<float>(), rows, d);
-      if (layer.bk.bytes() > 0) dev.add_bias(k, layer.bk.as<float>(), rows, kvd);
-      if (layer.bv.bytes() > 0) dev.add_bias(v, layer.bv.as<float>(), rows, kvd);
-      float *k_cache = nullptr, *v_cache = nullptr;
-      if (fuse && kv.f32_layer(static_cast<int>(l), k_cache, v_cache)) {
-        dev.rope_kv_write_f32(q, k, v, positions, slots, rows, config_.n_heads, config_.n_kv_heads, hd,
-                              inv_freq_.as<float>(), config_.rope_style, k_cache, v_cache);
-      } else {
-        dev.rope(q, k, positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
-                 config_.rope_style);
-        kv.write(static_cast<int>(l), k, v, slots, rows);
-      }
-    }
-    if (kv_only) continue;
-    {
-      OpScope t(dev, TimeCategory::kAttention);
-      attention.forward(ab, kv.layer(static_cast<int>(l)), q, att, dev);
-    }
-    linear(*layer.wo, att, tmp);
-    const bool gate_up_blocks = fuse && layer.w1->reads_act_blocks() && layer.w3->reads_act_blocks();
-    {
-      OpScope t(dev, TimeCategory::kNormRopeAct);
-      if (fuse) {
-        dev.residual_rmsnorm(x, tmp, layer.ffn_norm.as<float>(), gate_up_blocks ? nullptr : xn,
-                             gate_up_blocks ? act_q : nullptr, act_s, rows, d, eps);
-      } else {
-        dev.add(x, tmp, srows * sd);
-        dev.rmsnorm(x, layer.ffn_norm.as<float>(), xn, rows, d, eps);
-      }
-    }
-    const GroupMember gate_up[] = {{layer.w1.get(), h1}, {layer.w3.get(), h3}};  // [rows, hidden] each
-    group_linear(gate_up, gate_up_blocks);
-    const bool down_blocks = fuse && layer.w2->reads_act_blocks();
-    {
-      OpScope t(dev, TimeCategory::kNormRopeAct);
-      if (down_blocks)
-        dev.swiglu_quantize(h1, h3, act_q, act_s, rows, h);
-      else
-        dev.swiglu(h1, h3, srows * sh);
-    }
-    if (down_blocks)
-      blocks_linear(*layer.w2, tmp);
-    else
-      linear(*layer.w2, h1, tmp);
-    if (fuse && !exits) {  // the next layer's RMSNorm (or the flush after the last) adds it
-      pending = tmp;
-      continue;
-    }
-    {
-      OpScope t(dev, TimeCategory::kNormRopeAct);
-      dev.add(x, tmp, srows * sd);
-      // Rows that exited ran this layer with the others (a mixed batch); their state stays put.
-      for (int r = 0; n_exited_ > 0 && r < rows; ++r)
-        if (exited_[static_cast<std::size_t>(r)])
-          dev.copy_on_device(x + static_cast<std::size_t>(r) * sd, frozen + static_cast<std::size_t>(r) * sd,
-                             sd * sizeof(float));
-    }
-    if (exits) {
-      const auto& after = plan_->exit_after;
-      while (next_exit < after.size() && after[next_exit] < static_cast<int>(l)) ++next_exit;
-      if (next_exit < after.size() && after[next_exit] == static_cast<int>(l) && l + 1 < layers_.size())
-        try_exit(static_cast<int>(l), batch, x, frozen, logits);
-    }
-  }
+  return p;
+}
 
-  if (pending != nullptr) {
+// Layer l's attention half: RMSNorm (adding the pending residual when fused), q/k/v, biases,
+// RoPE and the K/V write; then attention and wo into p.tmp. Returns false when every row has
+// exited, after the K/V write: the layer only fills K/V from the frozen states (CALM).
+bool Model::attention_block(Pass& p, int l, KvStorage& kv, Attention& attention) {
+  Device& dev = device_;
+  Layer& layer = *layers_[static_cast<std::size_t>(l)];
+  const int rows = p.rows, d = config_.dim, kvd = config_.kv_dim(), hd = config_.head_dim();
+  const bool kv_only = p.exits && n_exited_ == rows;
+  const bool qkv_blocks = p.fuse && (kv_only || layer.wq->reads_act_blocks()) && layer.wk->reads_act_blocks() &&
+                          layer.wv->reads_act_blocks();
+  {
     OpScope t(dev, TimeCategory::kNormRopeAct);
-    dev.add(x, pending, srows * sd);
+    if (p.fuse)
+      dev.residual_rmsnorm(p.x, p.pending, layer.attn_norm.as<float>(), qkv_blocks ? nullptr : p.xn,
+                           qkv_blocks ? p.act_q : nullptr, p.act_s, rows, d, config_.norm_eps);
+    else
+      dev.rmsnorm(p.x, layer.attn_norm.as<float>(), p.xn, rows, d, config_.norm_eps);
+    p.pending = nullptr;
   }
-  if (plan_ != nullptr && exits) {
-    for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
-    plan_->logit_rows += static_cast<long long>(n_logits);
+  const GroupMember qkv[] = {{layer.wq.get(), p.q}, {layer.wk.get(), p.k}, {layer.wv.get(), p.v}};
+  p.group_linear(std::span<const GroupMember>(qkv).subspan(kv_only ? 1 : 0), qkv_blocks);  // [rows, dim|kv_dim] each
+  {
+    OpScope t(dev, TimeCategory::kNormRopeAct);
+    if (layer.bq.bytes() > 0 && !kv_only) dev.add_bias(p.q, layer.bq.as<float>(), rows, d);
+    if (layer.bk.bytes() > 0) dev.add_bias(p.k, layer.bk.as<float>(), rows, kvd);
+    if (layer.bv.bytes() > 0) dev.add_bias(p.v, layer.bv.as<float>(), rows, kvd);
+    float *k_cache = nullptr, *v_cache = nullptr;
+    if (p.fuse && kv.f32_layer(l, k_cache, v_cache)) {
+      dev.rope_kv_write_f32(p.q, p.k, p.v, p.positions, p.slots, rows, config_.n_heads, config_.n_kv_heads, hd,
+                            inv_freq_.as<float>(), config_.rope_style, k_cache, v_cache);
+    } else {
+      dev.rope(p.q, p.k, p.positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
+               config_.rope_style);
+      kv.write(l, p.k, p.v, p.slots, rows);
+    }
   }
+  if (kv_only) return false;
+  {
+    OpScope t(dev, TimeCategory::kAttention);
+    attention.forward(p.ab, kv.layer(l), p.q, p.att, dev);
+  }
+  p.linear(*layer.wo, p.att, p.tmp);
+  return true;
+}
+
+// Layer l's feed-forward half on x + p.tmp: RMSNorm (taking the attention's residual add), the
+// gate and up projections, SwiGLU and w2, whose output is left in p.tmp.
+void Model::feed_forward_block(Pass& p, int l) {
+  Device& dev = device_;
+  Layer& layer = *layers_[static_cast<std::size_t>(l)];
+  const int rows = p.rows, d = config_.dim, h = config_.hidden_dim;
+  const bool gate_up_blocks = p.fuse && layer.w1->reads_act_blocks() && layer.w3->reads_act_blocks();
+  {
+    OpScope t(dev, TimeCategory::kNormRopeAct);
+    if (p.fuse) {
+      dev.residual_rmsnorm(p.x, p.tmp, layer.ffn_norm.as<float>(), gate_up_blocks ? nullptr : p.xn,
+                           gate_up_blocks ? p.act_q : nullptr, p.act_s, rows, d, config_.norm_eps);
+    } else {
+      dev.add(p.x, p.tmp, p.srows * static_cast<std::size_t>(d));
+      dev.rmsnorm(p.x, layer.ffn_norm.as<float>(), p.xn, rows, d, config_.norm_eps);
+    }
+  }
+  const GroupMember gate_up[] = {{layer.w1.get(), p.h1}, {layer.w3.get(), p.h3}};  // [rows, hidden] each
+  p.group_linear(gate_up, gate_up_blocks);
+  const bool down_blocks = p.fuse && layer.w2->reads_act_blocks();
+  {
+    OpScope t(dev, TimeCategory::kNormRopeAct);
+    if (down_blocks)
+      dev.swiglu_quantize(p.h1, p.h3, p.act_q, p.act_s, rows, h);
+    else
+      dev.swiglu(p.h1, p.h3, p.srows * static_cast<std::size_t>(h));
+  }
+  if (down_blocks)
+    p.blocks_linear(*layer.w2, p.tmp);
+  else
+    p.linear(*layer.w2, p.h1, p.tmp);
+}
+
+// The FFN output p.tmp into the residual stream: left pending when fused without exits (the
+// next layer's RMSNorm, or the flush after the last, adds it); else added here, exited rows'
+// states restored, and the logit rows tried for an early exit after layer l.
+void Model::add_residual_and_exit(Pass& p, int l, const StepBatch& batch, std::vector<float>& logits) {
+  if (p.fuse && !p.exits) {
+    p.pending = p.tmp;
+    return;
+  }
+  const std::size_t sd = static_cast<std::size_t>(config_.dim);
+  {
+    OpScope t(device_, TimeCategory::kNormRopeAct);
+    device_.add(p.x, p.tmp, p.srows * sd);
+    // Rows that exited ran this layer with the others (a mixed batch); their state stays put.
+    for (int r = 0; n_exited_ > 0 && r < p.rows; ++r)
+      if (exited_[static_cast<std::size_t>(r)])
+        device_.copy_on_device(p.x + static_cast<std::size_t>(r) * sd, p.frozen + static_cast<std::size_t>(r) * sd,
+                               sd * sizeof(float));
+  }
+  if (!p.exits) return;
+  const auto& after = plan_->exit_after;
+  while (p.next_exit < after.size() && after[p.next_exit] < l) ++p.next_exit;
+  if (p.next_exit < after.size() && after[p.next_exit] == l && static_cast<std::size_t>(l) + 1 < layers_.size())
+    try_exit(l, batch, p.x, p.frozen, logits);
+}
+
+// The logit rows still running (all of them without early exit) take their logits from the
+// last layer's x.
+void Model::remaining_logits(const StepBatch& batch, const float* x, std::vector<float>& logits) {
+  const std::size_t n_logits = batch.logit_rows.size();
   if (n_logits == 0) return;
-  // The rows still running take their logits from the last layer.
   gather_.clear();
   std::vector<int> remaining;
   for (std::size_t i = 0; i < n_logits; ++i) {

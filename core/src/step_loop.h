@@ -1,7 +1,8 @@
 // The engine's step loop (see inferlab/engine.h), internal to the core: its per-request state
-// and its stages. engine.cpp holds the stages; step_loop_branches.cpp the part that runs a
-// request as several sequences (beam search, n > 1 samples); step_loop_kv_breakdown.cpp the
-// per-step KV memory breakdown.
+// and its stages. engine.cpp holds the stages; step_loop_schedule.cpp the waiting queue, timeouts
+// and the scheduler's views; step_loop_branches.cpp the part that runs a request as several
+// sequences (beam search, n > 1 samples); step_loop_kv_breakdown.cpp the per-step KV memory
+// breakdown.
 #pragma once
 #include <cstdint>
 #include <unordered_map>

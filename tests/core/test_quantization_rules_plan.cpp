@@ -14,7 +14,7 @@
 #include "inferlab/registry.h"
 #include "inferlab/runner.h"
 #include "inferlab/sim_cost_model.h"
-#include "inferlab/variant_quantization.h"
+#include "inferlab/quantization_rules.h"
 #include "test_support.h"
 
 namespace inferlab {

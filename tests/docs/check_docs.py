@@ -266,7 +266,7 @@ class Checker:
         if table in ("baseline", "variant") and sub == "kv":
             allowed = k["kv"]
         elif table in ("baseline", "variant") and sub in PLUGIN_KIND_OF:
-            # `name`, and a quantization's per-layer `rules` (experiment_quant_rules.cpp).
+            # `name`, and a quantization's per-layer `rules` (quantization_rules.cpp).
             allowed = self.f.plugin_params.get(PLUGIN_KIND_OF[sub], set()) | {"name"}
             if sub == "quantization":
                 allowed |= {"rules"}

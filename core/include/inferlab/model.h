@@ -48,6 +48,14 @@ class Model {
 
  private:
   struct Layer;
+  struct Pass;  // one forward's scratch pointers and fused / early-exit state (model.cpp)
+  // The stages of forward(), in order.
+  void check_step_batch(const StepBatch& batch, const KvStorage& kv) const;
+  Pass begin_pass(const StepBatch& batch);
+  bool attention_block(Pass& p, int l, KvStorage& kv, Attention& attention);
+  void feed_forward_block(Pass& p, int l);
+  void add_residual_and_exit(Pass& p, int l, const StepBatch& batch, std::vector<float>& logits);
+  void remaining_logits(const StepBatch& batch, const float* x, std::vector<float>& logits);
   // A host int array as device memory: the array itself on the CPU, an upload elsewhere.
   const int* upload(const std::vector<int>& host, Buffer& staging);
   float* scratch(Buffer& buffer, std::size_t floats);

@@ -2,7 +2,10 @@
 // linears by a glob over their canonical names and/or a layer selector and naming the
 // quantization plugin (with its parameters) that builds them. The first rule that selects a
 // linear decides; linears no rule selects get the variant's own method. The rules are written
-// in the experiment as `quantization = { name = ..., rules = [ ... ] }` (docs/experiment-format.md).
+// in the experiment as `quantization = { name = ..., rules = [ ... ] }` (docs/experiment-format.md),
+// parsed with their file:line (parse_quantization_rules, experiment_parse.h), planned against the
+// variant's model (plan_quantization_rules) and built (make_variant_quantization), all in
+// quantization_rules.cpp.
 //
 // Canonical linear names (the ones Model builds and calibration records): "layers.L.wq",
 // "layers.L.wk", "layers.L.wv", "layers.L.wo", "layers.L.w1", "layers.L.w2", "layers.L.w3" for
@@ -21,6 +24,11 @@
 #include "inferlab/quantization.h"
 
 namespace inferlab {
+
+struct ExperimentSpec;
+struct ModelWeights;
+struct ResolvedVariant;
+class Registry;
 
 // Which transformer layers a rule selects: every layer (unset), an index list, the first N or
 // the last N. The classifier belongs to no layer, so a rule with a layer selector never takes it.
@@ -92,5 +100,35 @@ class RuledQuantization : public Quantization {
   std::vector<std::shared_ptr<Quantization>> strategies_;
   std::map<std::string, std::size_t> rule_of_;  // canonical name → index into strategies_
 };
+
+// A variant's quantization as one strategy: its plugin alone, or, with rules, a RuledQuantization
+// over its plugin and the rules' plugins. Every place that builds or sizes a variant's model
+// (cells, the baseline's quality reference, calibration needs, the memory estimate) makes it here.
+// weights: the run's weights, for strategies that run the checkpoint's own blocks
+// (quantization/gguf; Registry::create_quantization); null when planning.
+std::shared_ptr<Quantization> make_variant_quantization(const Registry& registry, const ResolvedVariant& v,
+                                                        Device& device, const ModelWeights* weights = nullptr);
+
+// Planning of a variant's rules against the model it runs (`model`, on `device`): fills
+// v.rule_params and v.rule_assignment. Throws Error at the rule's file:line for a method the
+// registry does not know or whose parameters are wrong, a bad layer selector (an index or N
+// beyond the model's layers), a rule that selects no linear of the model or only linears an
+// earlier rule took, a method that cannot run here (device, its own check, calibration without
+// a [calibration] section or on a substituted model), a group_size wider than a selected
+// linear's rows, and for rules on a simulated run (which builds no linears).
+void plan_quantization_rules(const ExperimentSpec& spec, const Registry& registry, const ModelConfig& model,
+                             DeviceKind device, ResolvedVariant& v);
+
+// Refuses (at `where`) a `group_size` parameter wider than the rows (input channels) of any
+// of `linears`: the whole row would be one partial group.
+void check_group_size_fits(const Params& params, const std::vector<LinearSlot>& linears, const std::string& where);
+
+// Linears per method after the rules (a method named by several rules, or by a rule and the
+// variant, summed); without rules every linear is the variant's method's.
+std::map<std::string, std::size_t> linears_per_method(const ResolvedVariant& v);
+
+// The manifest's "quantization_rules" of a variant: each rule (match, layers, method, resolved
+// parameters) with the linears it took, and how many linears the variant's own method builds.
+std::string quantization_rules_json(const ResolvedVariant& v);
 
 }  // namespace inferlab
