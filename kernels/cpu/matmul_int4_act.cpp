@@ -1,13 +1,15 @@
 // int4 x int8 matmul (see matmul_int4_act.h). Tile: R token rows x C channels; per 32-block the
 // C weight blocks are unpacked once and meet each row's activation block in maddubs/madd. With
-// AVX-512 VNNI, batches below kStreamRows stream one weight row at a time through vpdpbusd
-// (row_stream).
+// AVX-512 VNNI, batches below kStreamRows stream one weight row at a time through vpdpbusd, its
+// int32 lanes one per 32-block (row_stream).
 #include "kernels/cpu/matmul_int4_act.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/int4_zero_term.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -96,24 +98,35 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
 }
 
 #if INFERLAB_INT4_ACT_VNNI
-// Decode (n < kStreamRows): each weight row is read front to back (one sequential stream per
-// thread) and each 32-code block is unpacked without reordering — its 16 low nibbles are the
-// even codes, its 16 high nibbles the odd ones — against activations stored per block as the 16
-// even then the 16 odd values (deinterleaved once per call). One `vpdpbusd` (u8 codes x s8
-// activations, 4 products per int32 lane) per block and row, then one FMA by scale * act scale.
-// The zero point is pulled out of the loop: sum over blocks of s_g * sx_b * z_g * sum(x_b) =
-// sum over groups of s_g * z_g * zc[g], zc[g] = sum over g's blocks of sx_b * sum(x_b), per row.
+// Decode and few rows (n < kStreamRows): each weight row is read front to back (one sequential
+// stream per thread, prefetched ahead) in chunks of 16 blocks (256 bytes), and the int32 lanes of
+// vpdpbusd are the chunk's 16 blocks, as gemm_gguf's lanes are its panel's 32 rows: dword j of
+// block l (its codes 8j .. 8j+7) is moved into lane l of vector j by a 4 x 16 transpose of the
+// chunk's dwords (two vpermt2d and two 128-bit shuffles per pair of vectors), its low nibbles (the
+// even codes) and high nibbles (the odd ones) masked apart. The activations are laid out once per
+// call to match (block_acts), so one chunk is 8 vpdpbusd per token row into two int32 chains
+// whose 16 lanes are whole block sums, then one conversion and one FMA by the 16 blocks' weight x
+// activation scales, where a lane per block pair (the kernel before, 2026-12-05) paid a
+// conversion, a product and two broadcasts for every 64 codes and row. The unpacking (4 loads,
+// 8 shuffles, 12 nibble ops per 256 bytes) is shared by every token row of the call (up to 7, one
+// pass), so a few-row pass reads and unpacks each weight row once. The zero point is pulled out of
+// the loop: sum over blocks of s_g * sx_b * z_g * sum(x_b) = sum over groups of s_g * z_g * zc[g],
+// zc[g] = sum over g's blocks of sx_b * sum(x_b), per row.
 constexpr int kStreamRows = 8;
+constexpr int kChunkBlocks = 16;                         // blocks per chunk: one per int32 lane
+constexpr int kChunkBytes = kChunkBlocks * kActBlock / 2;  // 256 bytes of codes
+constexpr int kChunkActs = kChunkBlocks * kActBlock;      // 512 activations: 8 vectors of 64
 
 struct StreamActs {
-  const std::int8_t* xd;    // [n, full * 32]: per full block, the even then the odd activations
+  const std::int8_t* xl;    // [n, chunks, 8 vectors, 64]: block_acts' order, zero past the full blocks
   const float* xs;          // [n, blocks]
   const float* zc;          // [n, groups]
-  const int* block_group;   // [full]: the weight group of each full block
+  const int* block_group;   // [chunks * 16]: the weight group of each full block (0 past them)
   const std::int8_t* xq;    // [n, in] as given (the tail block)
   const int* xsum;          // [n, blocks]
-  std::size_t xds, xss, xqs;  // row strides of xd, xs / xsum, xq
-  int full, groups, in, group_size;
+  std::size_t xls, xss, xqs;  // row strides of xl, xs / xsum, xq
+  int full, chunks, groups, in, group_size;
+  bool half_last;  // the last chunk holds 1..8 blocks: the half layout (row_stream)
 };
 
 // Token row r's part of the tail block (fewer than 32 inputs past the last full block; 0 when
@@ -128,140 +141,160 @@ inline float tail_block(const StreamActs& a, const std::uint8_t* row, const floa
          static_cast<float>(ux - z * a.xsum[r * a.xss + static_cast<std::size_t>(a.full)]);
 }
 
-// Two 32-code blocks per step in 512 bits (2026-12-05; one block per 256-bit step before, with a
-// scalar product and a broadcast per block and row): their 32 code bytes become [low nibbles of
-// b, high of b, low of b + 1, high of b + 1], which meets the two blocks' stored activations as
-// one 64-byte load, one vpdpbusd and one conversion per token row; the lanes' weight x activation
-// scales are two broadcasts blended. A last odd block takes the 256-bit step.
+// Lane l of vector 2i + h holds block l's codes 8i + 2t + h (t = 0..3) of one chunk: the
+// nibbles of dword i of each of the chunk's 16 blocks.
+struct ChunkCodes {
+  __m512i u[8];
+};
+
+// The chunk at p (blocks [0, count) of it, count <= 16; codes past them read as 0).
+inline ChunkCodes chunk_codes(const std::uint8_t* p, int count) {
+  __m512i z[4];  // z[i]: blocks 4i .. 4i+3, lane 4m + j = dword j of block 4i + m
+  for (int i = 0; i < 4; ++i) {
+    const int bytes = std::clamp(count * kActBlock / 2 - 64 * i, 0, 64);
+    const __mmask64 m = bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1;
+    z[i] = _mm512_maskz_loadu_epi8(m, p + 64 * i);
+  }
+  // Pair (j, j+1): lanes 0-7 of the result take dword j of blocks 0-7 (from z[0], z[1]), lanes
+  // 8-15 dword j+1 of them; the same index on z[2], z[3] gives blocks 8-15.
+  const __m512i pair01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i two = _mm512_set1_epi32(2);  // dwords j + 2, j + 3
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  ChunkCodes c;
+  for (int j = 0; j < 4; j += 2) {
+    const __m512i idx = j == 0 ? pair01 : _mm512_add_epi32(pair01, two);
+    const __m512i lo = _mm512_permutex2var_epi32(z[0], idx, z[1]), hi = _mm512_permutex2var_epi32(z[2], idx, z[3]);
+    const __m512i wj = _mm512_maskz_shuffle_i64x2(0xFF, lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i wk = _mm512_maskz_shuffle_i64x2(0xFF, lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+    c.u[2 * j] = _mm512_and_si512(wj, mask);
+    c.u[2 * j + 1] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, wj, 4), mask);
+    c.u[2 * j + 2] = _mm512_and_si512(wk, mask);
+    c.u[2 * j + 3] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, wk, 4), mask);
+  }
+  return c;
+}
+
+// The weight scales of chunk c's 16 blocks (lane l: block 16c + l), zero past `count` blocks.
+inline __m512 chunk_scales(const StreamActs& a, const float* sw, int c, int count) {
+  const __mmask16 valid = count >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << count) - 1u);
+  const int per = a.group_size / kActBlock;  // blocks per group
+  const int b0 = c * kChunkBlocks;
+  if (kChunkBlocks % per == 0) {  // groups of 32 .. 512 inputs: 16 / per groups in the chunk
+    const int g0 = b0 / per, n = std::min(kChunkBlocks / per, a.groups - g0);
+    const __m512i idx = _mm512_maskz_srli_epi32(0xFFFF, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                __builtin_ctz(static_cast<unsigned>(per)));
+    return _mm512_maskz_permutexvar_ps(valid, idx, _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), sw + g0));
+  }
+  if (per % kChunkBlocks == 0) return _mm512_maskz_mov_ps(valid, _mm512_set1_ps(sw[b0 / per]));  // one group
+  const __m512i g = _mm512_maskz_loadu_epi32(valid, a.block_group + b0);
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, g, sw, 4);
+}
+
+// y[r * ys] = x[r, :] · W[o, :] for the R token rows of a (all of a call's rows: R < kStreamRows).
 template <int R>
 inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
-                       float* y, std::size_t ys) {
+                       float* y, std::size_t ys, int ahead) {
   constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
-  const __m512i mask = _mm512_set1_epi8(0x0F);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  int b = 0;
-  for (; b + 2 <= a.full; b += 2) {
-    const __m512i two = _mm512_maskz_broadcast_i64x4(
-        0xFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + static_cast<std::size_t>(b) * 16)));
-    const __m512i lanes = _mm512_maskz_shuffle_i64x2(0xFF, two, two, _MM_SHUFFLE(1, 1, 0, 0));  // b, b, b+1, b+1
-    const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(lanes, 0xFF00FF00, lanes, 4), mask);
-    const __m512 ws = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(sw[a.block_group[b]]),
-                                           _mm512_set1_ps(sw[a.block_group[b + 1]]));
+  const int whole = a.half_last ? a.chunks - 1 : a.chunks;
+  for (int c = 0; c < whole; ++c) {
+    const std::uint8_t* p = row + static_cast<std::size_t>(c) * kChunkBytes;
+    prefetch_ahead(p, kChunkBytes, ahead);
+    const int count = std::min(kChunkBlocks, a.full - c * kChunkBlocks);
+    const ChunkCodes w = chunk_codes(p, count);
+    const __m512 ws = chunk_scales(a, sw, c, count);
     for (int r = 0; r < R; ++r) {
-      const float* xs = a.xs + r * a.xss + static_cast<std::size_t>(b);
-      const __m512i xv = _mm512_loadu_si512(a.xd + r * a.xds + static_cast<std::size_t>(b) * 32);
-      const __m512i d = _mm512_maskz_dpbusd_epi32(kAll, _mm512_setzero_si512(), u, xv);
-      const __m512 sx = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(xs[0]), _mm512_set1_ps(xs[1]));
+      const std::int8_t* xv = a.xl + r * a.xls + static_cast<std::size_t>(c) * kChunkActs;
+      __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u[0], _mm512_loadu_si512(xv));
+      __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u[1], _mm512_loadu_si512(xv + 64));
+      for (int v = 2; v < 8; v += 2) {
+        d0 = _mm512_dpbusd_epi32(d0, w.u[v], _mm512_loadu_si512(xv + 64 * v));
+        d1 = _mm512_dpbusd_epi32(d1, w.u[v + 1], _mm512_loadu_si512(xv + 64 * (v + 1)));
+      }
+      const __m512 sx = _mm512_maskz_loadu_ps(static_cast<__mmask16>(count >= 16 ? 0xFFFF : (1u << count) - 1u),
+                                              a.xs + r * a.xss + static_cast<std::size_t>(c) * kChunkBlocks);
+      acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_add_epi32(d0, d1)), _mm512_mul_ps(ws, sx), acc[r]);
+    }
+  }
+  if (a.half_last) {  // 1..8 blocks left (SmolLM2's 576 inputs: 16 + 2): half the work of a chunk
+    const int c = a.chunks - 1, count = a.full - c * kChunkBlocks;
+    const std::uint8_t* p = row + static_cast<std::size_t>(c) * kChunkBytes;
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+    __m512i z[2];
+    for (int i = 0; i < 2; ++i) {
+      const int bytes = std::clamp(count * kActBlock / 2 - 64 * i, 0, 64);
+      z[i] = _mm512_maskz_loadu_epi8(bytes == 64 ? ~__mmask64{0} : (__mmask64{1} << bytes) - 1, p + 64 * i);
+    }
+    // Lanes 0-7: dword j of blocks 0-7, lanes 8-15: dword j + 1 (chunk_codes' first step).
+    const __m512i pair01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    __m512i u[4];
+    for (int j = 0; j < 2; ++j) {
+      const __m512i w = _mm512_permutex2var_epi32(z[0], _mm512_add_epi32(pair01, _mm512_set1_epi32(2 * j)), z[1]);
+      u[2 * j] = _mm512_and_si512(w, mask);
+      u[2 * j + 1] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, w, 4), mask);
+    }
+    const __m512 ws = chunk_scales(a, sw, c, count);  // lanes 8-15 zero
+    for (int r = 0; r < R; ++r) {
+      const std::int8_t* xv = a.xl + r * a.xls + static_cast<std::size_t>(c) * kChunkActs;
+      __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_loadu_si512(xv));
+      __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], _mm512_loadu_si512(xv + 64));
+      d0 = _mm512_dpbusd_epi32(d0, u[2], _mm512_loadu_si512(xv + 128));
+      d1 = _mm512_dpbusd_epi32(d1, u[3], _mm512_loadu_si512(xv + 192));
+      __m512i d = _mm512_add_epi32(d0, d1);
+      d = _mm512_add_epi32(d, _mm512_maskz_shuffle_i64x2(0xFF, d, d, _MM_SHUFFLE(3, 2, 3, 2)));  // lane l += l + 8
+      const __m512 sx = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u),
+                                              a.xs + r * a.xss + static_cast<std::size_t>(c) * kChunkBlocks);
       acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d), _mm512_mul_ps(ws, sx), acc[r]);
     }
   }
-  __m256 last[R];
-  for (int r = 0; r < R; ++r) last[r] = _mm256_setzero_ps();
-  if (b < a.full) {
-    const __m128i m = _mm_set1_epi8(0x0F);
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b) * 16));
-    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), _mm_and_si128(bytes, m));
-    const float s = sw[a.block_group[b]];
-    for (int r = 0; r < R; ++r) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + r * a.xds + static_cast<std::size_t>(b) * 32));
-      const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, xv);
-      last[r] = _mm256_mul_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(s * a.xs[r * a.xss + static_cast<std::size_t>(b)]));
-    }
-  }
   for (int r = 0; r < R; ++r) {
-    float t = hsum(acc[r]) + hsum(last[r]);
+    float t = hsum(acc[r]);
     t -= int4_zero_term(sw, zero, a.zc + r * static_cast<std::size_t>(a.groups), a.groups);
     y[r * ys] = t + tail_block(a, row, sw, zero, r);
   }
 }
 
-// R = 1 and group_size = 32 (one weight group per activation block): 8 blocks at a time, two
-// blocks per zmm — their 32 code bytes masked and shifted into [even codes of b, of b+1, odd codes
-// of b, of b+1], against activations stored in that order (stream_acts' pair layout; a last odd
-// block keeps the single layout) — one 512-bit vpdpbusd per pair, the 8 results reduced into one
-// vector of 8 block sums (fold + hadd tree + one permute), the zero points subtracted in integer
-// lanes (sum(u x) - z sum(x): exact), then one conversion and one FMA by the 8 products weight
-// scale x activation scale — where row_stream pays a scalar product and a broadcast per block,
-// and a zero-point pass per row.
-inline void row_stream_g32(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
-                           float* y) {
-  const __m256i mask = _mm256_set1_epi8(0x0F);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256 acc = _mm256_setzero_ps();
-  // Blocks b, b+1 (b even): int32 lanes 0-3 hold block b's partial sums, lanes 4-7 block b+1's.
-  auto pair = [&](int b) {
-    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + static_cast<std::size_t>(b) * 16));
-    const __m256i lo = _mm256_and_si256(bytes, mask), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask);
-    const __m512i u = _mm512_maskz_inserti64x4(0xFF, _mm512_maskz_broadcast_i64x4(0xFF, lo), hi, 1);
-    const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
-                                          _mm512_loadu_si512(a.xd + static_cast<std::size_t>(b) * 32));
-    return _mm256_add_epi32(_mm512_maskz_extracti64x4_epi64(0xF, d, 0), _mm512_maskz_extracti64x4_epi64(0xF, d, 1));
-  };
-  // The last full block when their number is odd (single layout): its sums in lanes 0-3.
-  auto single = [&](int b) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + static_cast<std::size_t>(b) * 16));
-    const __m128i m = _mm256_castsi256_si128(mask);
-    const __m256i u = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), m), _mm_and_si128(bytes, m));
-    const __m256i d = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u,
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xd + static_cast<std::size_t>(b) * 32)));
-    return _mm256_zextsi128_si256(_mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1)));
-  };
-  auto octet = [&](auto masked, int b, int count) {
-    __m256i f[4];
-    for (int j = 0; j < 4; ++j) {
-      if (!decltype(masked)::value || 2 * j + 1 < count) f[j] = pair(b + 2 * j);
-      else if (2 * j < count) f[j] = single(b + 2 * j);
-      else f[j] = _mm256_setzero_si256();
-    }
-    // hadd: per 128-bit lane [a0+a1, a2+a3, b0+b1, b2+b3]; two levels leave blocks 0, 2, 4, 6 in
-    // the low half and 1, 3, 5, 7 in the high half; `order` puts them in block order.
-    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(f[0], f[1]), _mm256_hadd_epi32(f[2], f[3]));
-    __m256i sums = _mm256_permutevar8x32_epi32(h, order);  // [8] block sums
-    const __mmask8 m = decltype(masked)::value ? static_cast<__mmask8>((1u << count) - 1) : __mmask8{0xFF};
-    const __m256i z = zero ? _mm256_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zero + b))
-                           : _mm256_set1_epi32(ref::kInt4SymmetricZero);
-    sums = _mm256_sub_epi32(sums, _mm256_mullo_epi32(z, _mm256_maskz_loadu_epi32(m, a.xsum + b)));
-    const __m256 scale = _mm256_mul_ps(_mm256_maskz_loadu_ps(m, sw + b), _mm256_maskz_loadu_ps(m, a.xs + b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
-  };
-  int b = 0;
-  for (; b + 8 <= a.full; b += 8) octet(std::false_type{}, b, 8);
-  if (b < a.full) octet(std::true_type{}, b, a.full - b);
-  y[0] = hsum(acc) + tail_block(a, row, sw, zero, 0);
-}
-
-// The per-call activation layout of row_stream, in thread-local buffers of the calling thread.
-// pairs (row_stream_g32): full blocks 2p, 2p+1 stored as [even of 2p, even of 2p+1, odd of 2p,
-// odd of 2p+1]; a last odd block, and every block without pairs, as [even, odd].
-StreamActs stream_acts(const std::int8_t* xq, const float* xs, const int* xsum, int n, int in, int group_size,
-                       bool pairs) {
-  thread_local std::vector<std::int8_t> xd;
+// The per-call activation layout of row_stream (thread-local buffers of the calling thread): per
+// row and chunk, vector 2i + h holds at bytes 4l + t the activation of code 8i + 2t + h of block
+// 16c + l, zero past the full blocks; a last chunk of 1..8 blocks (half_last) holds code 8i + 2t +
+// h of block l at bytes 4 (l + 8 (i % 2)) + t of vector 2 (i / 2) + h (4 vectors).
+StreamActs block_acts(const std::int8_t* xq, const float* xs, const int* xsum, int n, int in, int group_size) {
+  thread_local std::vector<std::int8_t> xl;
   thread_local std::vector<float> zc;
   thread_local std::vector<int> block_group;
   const int blocks = ref::act_blocks(in), full = in / kActBlock, groups = ref::int4_groups(in, group_size);
-  xd.resize(static_cast<std::size_t>(n) * full * kActBlock);
+  const int chunks = (full + kChunkBlocks - 1) / kChunkBlocks;
+  const bool half_last = full % kChunkBlocks != 0 && full % kChunkBlocks <= kChunkBlocks / 2;
+  const std::size_t xls = static_cast<std::size_t>(chunks) * kChunkActs;
+  xl.assign(static_cast<std::size_t>(n) * xls, 0);
   zc.assign(static_cast<std::size_t>(n) * groups, 0.0f);
-  block_group.resize(static_cast<std::size_t>(full));
+  block_group.assign(static_cast<std::size_t>(chunks) * kChunkBlocks, 0);
   for (int b = 0; b < full; ++b) block_group[static_cast<std::size_t>(b)] = b * kActBlock / group_size;
   for (int r = 0; r < n; ++r)
     for (int b = 0; b < full; ++b) {
       const std::int8_t* src = xq + static_cast<std::size_t>(r) * in + b * kActBlock;
-      std::int8_t* dst = xd.data() + (static_cast<std::size_t>(r) * full + b) * kActBlock;
-      const bool paired = pairs && (b % 2 == 1 || b + 1 < full);
-      const int even_at = paired ? (b % 2) * (kActBlock / 2) - (b % 2) * kActBlock : 0;  // offsets from dst
-      const int odd_at = paired ? kActBlock + even_at : kActBlock / 2;
-      for (int i = 0; i < kActBlock / 2; ++i) {
-        dst[even_at + i] = src[2 * i];
-        dst[odd_at + i] = src[2 * i + 1];
+      std::int8_t* dst = xl.data() + r * xls + static_cast<std::size_t>(b / kChunkBlocks) * kChunkActs;
+      // One byte shuffle puts the block's 32 values in vector order (dword v: vector v's 4 bytes;
+      // the values of vectors 0-3 lie in the low 16 bytes, those of 4-7 in the high), then a
+      // dword to each vector.
+      const __m256i order = _mm256_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15,  //
+                                             0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+      alignas(32) std::int32_t words[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(words),
+                         _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), order));
+      const int l = b % kChunkBlocks;
+      if (half_last && b / kChunkBlocks == chunks - 1) {  // vector 2 (i / 2) + h: dword i of block l at lane l + 8 (i % 2)
+        for (int v = 0; v < 8; ++v) std::memcpy(dst + (v / 4 * 2 + v % 2) * 64 + 4 * (l + 8 * (v / 2 % 2)), &words[v], 4);
+      } else {
+        for (int v = 0; v < 8; ++v) std::memcpy(dst + v * 64 + 4 * l, &words[v], 4);
       }
       const std::size_t rb = static_cast<std::size_t>(r) * blocks + b;
       zc[static_cast<std::size_t>(r) * groups + block_group[static_cast<std::size_t>(b)]] +=
           xs[rb] * static_cast<float>(xsum[rb]);
     }
-  return {xd.data(), xs, zc.data(), block_group.data(), xq, xsum,
-          static_cast<std::size_t>(full) * kActBlock, static_cast<std::size_t>(blocks), static_cast<std::size_t>(in),
-          full, groups, in, group_size};
+  return {xl.data(), xs, zc.data(), block_group.data(), xq, xsum, xls, static_cast<std::size_t>(blocks),
+          static_cast<std::size_t>(in), full, chunks, groups, in, group_size, half_last};
 }
 #endif
 
@@ -293,28 +326,24 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
 #if INFERLAB_INT4_ACT_VNNI
   if (n < kStreamRows) {
-    const StreamActs acts = stream_acts(xq, xs, xsum, n, in, group_size, n == 1 && group_size == kActBlock);
+    const StreamActs acts = block_acts(xq, xs, xsum, n, in, group_size);
+    const int ahead = decode_prefetch_bytes();
     pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
       const int o1 = std::min(out, static_cast<int>(end) * kUnit);
-      for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {
-        const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
-        const float* sw = scale + static_cast<std::size_t>(o) * groups;
-        const std::uint8_t* zo = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
-        if (n == 1 && group_size == kActBlock) {
-          row_stream_g32(acts, row, sw, zo, y + o);
-          continue;
-        }
-        StreamActs at = acts;
-        int r = 0;
-        for (; r + 4 <= n; r += 4, at.xd += 4 * at.xds, at.xs += 4 * at.xss, at.xsum += 4 * at.xss, at.xq += 4 * at.xqs,
-                           at.zc += 4 * static_cast<std::size_t>(at.groups))
-          row_stream<4>(at, row, sw, zo, y + r * ys + o, ys);
-        switch (n - r) {
-          case 3: row_stream<3>(at, row, sw, zo, y + r * ys + o, ys); break;
-          case 2: row_stream<2>(at, row, sw, zo, y + r * ys + o, ys); break;
-          case 1: row_stream<1>(at, row, sw, zo, y + r * ys + o, ys); break;
-          default: break;
-        }
+      auto run = [&](auto r_tag) {
+        constexpr int R = decltype(r_tag)::value;
+        for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o)
+          row_stream<R>(acts, packed + static_cast<std::size_t>(o) * row_bytes, scale + static_cast<std::size_t>(o) * groups,
+                        zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, y + o, ys, ahead);
+      };
+      switch (n) {
+        case 1: run(std::integral_constant<int, 1>{}); break;
+        case 2: run(std::integral_constant<int, 2>{}); break;
+        case 3: run(std::integral_constant<int, 3>{}); break;
+        case 4: run(std::integral_constant<int, 4>{}); break;
+        case 5: run(std::integral_constant<int, 5>{}); break;
+        case 6: run(std::integral_constant<int, 6>{}); break;
+        default: run(std::integral_constant<int, 7>{}); break;
       }
     }, grain);
     return;

@@ -183,16 +183,21 @@ TEST(MatmulInt4, RejectsGroupSizeNotMultipleOfEight) {
 namespace inferlab {
 namespace {
 
-// W4A8: the AVX2 kernel (nibble unpack + maddubs, zero point as zero * sum(x)) against the
-// reference, symmetric and asymmetric, group sizes 32/64/128, in not a multiple of 32, 1..9 rows.
+// W4A8: the AVX2 tiles (nibble unpack + maddubs, zero point as zero * sum(x)) and the AVX-512 VNNI
+// row stream (lanes one per block) against the reference, symmetric and asymmetric, group sizes
+// 32 .. 1024, in not a multiple of 32, 1..9 rows.
 TEST(MatmulInt4Act, FastMatchesRefOverAwkwardShapes) {
   struct Shape {
     int n, out, in, gs;
   };
   const Shape shapes[] = {{1, 1, 32, 32}, {1, 9, 33, 32}, {2, 17, 100, 64}, {3, 8, 576, 64},
                           {5, 13, 288, 128}, {9, 40, 1000, 32}, {1, 64, 1536, 128},
-                          // one row, groups of 32: the 8-block stream (full octets, a partial one, a tail)
-                          {1, 24, 576, 32}, {1, 40, 1000, 32}, {4, 12, 576, 32}};
+                          {1, 24, 576, 32}, {1, 40, 1000, 32}, {4, 12, 576, 32},
+                          // the VNNI stream's chunks of 16 blocks (lane l: block 16c + l): 1..7 rows in one
+                          // pass, full chunks and a partial one, groups per chunk 16, 4 and 1, groups of 96
+                          // and 160 (scales gathered per block), of 512 and 1024 (one per chunk or more)
+                          {2, 9, 2048, 128}, {3, 7, 1570, 128}, {5, 5, 1536, 32}, {6, 6, 1000, 512},
+                          {7, 4, 2080, 160}, {4, 8, 1536, 96}, {1, 5, 3072, 1024}, {7, 3, 5632, 128}};
   for (bool symmetric : {true, false})
     for (int threads : {1, 3})
       for (const Shape& s : shapes) {
