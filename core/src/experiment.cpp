@@ -475,18 +475,18 @@ ExperimentSpec load(const std::string& path, const std::vector<std::string>& ove
     const auto& t = get_table(c, *n, "device");
     check_keys(c, t, "[device]", experiment_keys("device"));
     if (auto v = t.get("kind")) {
-      spec.device.kind = get_string(c, *v, "kind");
-      if (spec.device.kind != "cpu" && spec.device.kind != "cuda" && spec.device.kind != "sim")
-        throw Error(c.at(*v) + ": device kind \"" + quote_input(spec.device.kind) + "\"; allowed: cpu, cuda, sim");
+      const std::string kind = get_string(c, *v, "kind");
+      if (!parse_device_kind(kind, spec.device.kind))
+        throw Error(c.at(*v) + ": [device] kind = \"" + quote_input(kind) + "\"; allowed: cpu, cuda, sim");
     }
     if (auto v = t.get("threads")) spec.device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
     if (auto v = t.get("fuse")) {
       check(v->is_boolean(), c.at(*v) + ": 'fuse' must be true or false, got " + type_name(*v));
       spec.device.fuse = v->as_boolean()->get();
       // The CUDA device runs the unfused ops only, and a simulated one has no ops to fuse.
-      check(!spec.device.fuse || spec.device.kind == "cpu",
+      check(!spec.device.fuse || spec.device.kind == DeviceKind::kCpu,
             c.at(*v) + ": [device] fuse = true is cpu-only (the fused ops are CPU kernels); kind is \"" +
-                spec.device.kind + "\", allowed there: fuse = false");
+                device_kind_name(spec.device.kind) + "\", allowed there: fuse = false");
     }
     if (auto v = t.get("profile")) {
       const std::string profile = get_string(c, *v, "profile");

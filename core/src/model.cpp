@@ -48,7 +48,7 @@ Buffer to_device(Device& device, const std::vector<float>& host) {
 }  // namespace
 
 Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, const CalibrationSet* calibration)
-    : config_(weights.config), device_(device) {
+    : config_(weights.config), device_(compute_device(device, "model")) {
   weights.validate();
   const int d = config_.dim, h = config_.hidden_dim, kv = config_.kv_dim(), v = config_.vocab_size;
   final_norm_ = to_device(device_, weights.final_norm);
@@ -162,7 +162,7 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     ab.host_block_table = batch.block_table;
   }
 
-  Device& dev = device_;
+  ComputeDevice& dev = device_;
   const float eps = config_.norm_eps;
   {
     OpScope t(dev, TimeCategory::kNormRopeAct);
@@ -335,7 +335,7 @@ void Model::embed(const std::vector<int>& host_tokens, float* out) {
 }
 
 void Model::classify_rows(const float* x, const std::vector<int>& rows, float* host_out) {
-  Device& dev = device_;
+  ComputeDevice& dev = device_;
   const int n = static_cast<int>(rows.size()), d = config_.dim;
   const std::size_t sd = static_cast<std::size_t>(d), out_floats = rows.size() * static_cast<std::size_t>(config_.vocab_size);
   float* tmp = scratch(tmp_, rows.size() * sd);  // [n, dim]

@@ -123,7 +123,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
 #if !INFERLAB_HAVE_CUDA
   // Before any plugin is asked: in a build without CUDA no plugin lists the device, and the
   // first plugin's refusal would hide the reason.
-  if (spec.device.kind == "cuda") {
+  if (spec.device.kind == DeviceKind::kCuda) {
     std::string reason;
     cuda_device_visible(reason);
     throw Error(spec.source_path + ": [device] kind = \"cuda\", but " + reason + "; allowed on this machine: cpu, sim");
@@ -147,11 +147,10 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
     // Allowed, but it saves no memory over int8 (a small head_dim: stories260K has 8).
     if (const std::string waste = kv_format_waste(v.stack.kv.format, model); !waste.empty())
       log::warn(v.stack.kv_where + ": variant '" + v.name + "': " + waste);
-    if (!v.stack.kv.format.all_f32() && spec.device.kind != "cpu")
+    if (!v.stack.kv.format.all_f32() && spec.device.kind != DeviceKind::kCpu)
       throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
-                  "' is stored on the CPU only (device kind \"" + spec.device.kind + "\"; allowed there: f32)");
-    DeviceKind device_kind = DeviceKind::kCpu;
-    check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
+                  "' is stored on the CPU only (device kind \"" + device_kind_name(spec.device.kind) + "\"; allowed there: f32)");
+    const DeviceKind device_kind = spec.device.kind;
     CpuDevice host(1);
     std::shared_ptr<Quantization> quant;
     try {  // a constructor's check (int4 group_size = 12) gets the choice's file:line
@@ -165,7 +164,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
                   "' calibrates on the baseline model's activations, which do not fit a substituted model; allowed: "
                   "a quantization without calibration for a variant with its own model");
     // A simulated run builds no linears, so it never calibrates (and refuses [calibration] below).
-    if (quant->calibration_needs().any() && !spec.calibration.enabled && spec.device.kind != "sim")
+    if (quant->calibration_needs().any() && !spec.calibration.enabled && spec.device.kind != DeviceKind::kSim)
       throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
                   v.stack.quantization.name +
                   "' calibrates on the float model's activations and needs a [calibration] section "
@@ -214,7 +213,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
   }
   check_workload_files(spec.workload);
   if (spec.calibration.enabled) {  // the section acts only through a method that calibrates
-    if (spec.device.kind == "sim")
+    if (spec.device.kind == DeviceKind::kSim)
       throw Error(spec.source_path + ": [calibration] does nothing on kind = \"sim\": a simulated run builds no "
                                      "linears, so no method calibrates; drop the section or use kind = \"cpu\" or \"cuda\"");
     CpuDevice host(1);
@@ -225,7 +224,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
       throw Error(spec.source_path + ": [calibration] does nothing: no variant's quantization (nor a rule's "
                   "method) calibrates; it feeds gptq, awq and smoothquant: drop the section or use one of them");
   }
-  if (spec.device.kind == "sim" && is_calibrated_profile(spec.device.profile)) {
+  if (spec.device.kind == DeviceKind::kSim && is_calibrated_profile(spec.device.profile)) {
     // The fit must be of this model's shape and of every variant's stack.
     const CalibratedCostModel cm = read_cost_model(spec.device.profile.substr(kCalibratedProfile.size()));
     cm.check_model(model, spec.source_path + ": [device] profile");
@@ -235,7 +234,7 @@ Plan plan_experiment(const ExperimentSpec& spec, const Registry& registry, const
         throw Error(spec.source_path + ": [device] profile: variant '" + v.name + "': " + e.what());
       }
   }
-  if (spec.device.kind == "sim" && spec.quality.enabled)
+  if (spec.device.kind == DeviceKind::kSim && spec.quality.enabled)
     throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
   plan.memory = estimate_run_memory(plan, registry, model);
   // The least of physical memory, RLIMIT_AS and the cgroup limits (memory_limit): a run the
@@ -327,9 +326,9 @@ CellResult run_cell(const RunContext& cx, std::size_t vi, int rep) {
   c.row.repeat = rep;
   const ModelWeights& weights = cx.variant_weights[vi] ? *cx.variant_weights[vi] : cx.weights;
   const bool sim = cx.device_kind == DeviceKind::kSim;
-  std::unique_ptr<Device> device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
-                                       : make_device(cx.device_kind, spec.device.threads);
-  device->set_fuse(spec.device.fuse);  // cpu only (validated at the [device] line)
+  std::unique_ptr<Device> device =
+      make_device(cx.device_kind, spec.device.threads, sim ? sim_device_description(spec.device) : "sim");
+  if (spec.device.fuse) compute_device(*device, "[device] fuse").set_fuse(true);  // cpu only (validated at the [device] line)
   auto attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *device);
   auto quant = make_variant_quantization(cx.registry, v, *device, &weights);
   std::shared_ptr<const SimOptions> sim_opts;
@@ -473,8 +472,7 @@ namespace {
 RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOptions& options, RunIo& io) {
   const ExperimentSpec& spec = plan.spec;
   const bool resuming = !options.resume_dir.empty();
-  DeviceKind device_kind = DeviceKind::kCpu;
-  parse_device_kind(spec.device.kind, device_kind);  // checked by plan_experiment
+  const DeviceKind device_kind = spec.device.kind;
   if (device_kind == DeviceKind::kCuda) require_visible_cuda(spec.source_path);
   const ModelConfig config = experiment_model_config(spec.model);
   const int threads = spec.device.threads > 0 ? spec.device.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -655,7 +653,7 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
     // its parent's CUDA state), so a CUDA run's reference log-probs come from the CPU.
     const ResolvedVariant& b = plan.variants.front();
     auto device = make_device(device_kind == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind, spec.device.threads);
-    device->set_fuse(spec.device.fuse);  // same results either way; fused as the run's cells
+    if (spec.device.fuse) compute_device(*device, "[device] fuse").set_fuse(true);  // same results; fused as the cells
     auto attention = registry.create_attention(b.stack.attention.name, b.attention, *device);
     auto quant = make_variant_quantization(registry, b, *device, &weights);
     Model model(weights, *quant, *device, calibration.get());

@@ -38,11 +38,7 @@ inferlab::PluginDescriptor describe() {
                         std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     GptqOptions o;
     o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
     o.damp = ctx.params.get_float("damp");
@@ -51,6 +47,9 @@ inferlab::PluginDescriptor describe() {
     o.int8_activations = int4_int8_activations(ctx.params.get_string("activations"), o.group_size);
     return std::make_unique<GptqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+#endif
   return d;
 }
 

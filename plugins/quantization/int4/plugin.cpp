@@ -39,11 +39,7 @@ inferlab::PluginDescriptor describe() {
                         std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
                                               ctx.params.get_bool("skip_classifier"),
@@ -52,6 +48,9 @@ inferlab::PluginDescriptor describe() {
                                               &ctx.device,
                                               ctx.params.get_bool("q4_blocks"));
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+#endif
   return d;
 }
 
