@@ -1,6 +1,7 @@
 // Plugin descriptor for quantization/int8.
 #include "inferlab/plugin.h"
 #include "int8.h"
+#include "int8_cuda.h"
 
 namespace {
 
@@ -15,10 +16,12 @@ inferlab::PluginDescriptor describe() {
   d.params = {{"activations", ParamType::kString, std::string("fp32"), std::nullopt, std::nullopt, {"fp32", "int8"},
                "fp32: weight-only; int8: activations quantised per 32-block on the fly, integer dot products"}};
   d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    return std::make_unique<Int8Quantization>(ctx.params.get_string("activations") == "int8", &ctx.device);
+    return std::make_unique<Int8Quantization>(ctx.params.get_string("activations") == "int8");
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // int8_cuda.cpp
+    return std::make_unique<Int8CudaQuantization>(ctx.params.get_string("activations") == "int8", ctx.device);
+  };
 #endif
   return d;
 }

@@ -1,6 +1,7 @@
 // Plugin descriptor for quantization/smoothquant.
 #include "inferlab/plugin.h"
 #include "smoothquant.h"
+#include "smoothquant_cuda.h"
 
 namespace {
 
@@ -26,7 +27,10 @@ inferlab::PluginDescriptor describe() {
                                                      ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // smoothquant_cuda.cpp
+    return std::make_unique<SmoothQuantCudaQuantization>(ctx.params.get_float("alpha"), ctx.params.get_bool("quantize"),
+                                                         ctx.params.get_bool("skip_classifier"), ctx.device);
+  };
 #endif
   return d;
 }
