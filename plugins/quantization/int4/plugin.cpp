@@ -1,6 +1,7 @@
 // Plugin descriptor for quantization/int4.
 #include "inferlab/plugin.h"
 #include "int4.h"
+#include "int4_cuda.h"
 
 namespace {
 
@@ -49,7 +50,12 @@ inferlab::PluginDescriptor describe() {
                                               ctx.params.get_bool("q4_blocks"));
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // int4_cuda.cpp (q4_blocks: CPU panels only)
+    const auto group_size = static_cast<int>(ctx.params.get_int("group_size"));
+    return std::make_unique<Int4CudaQuantization>(
+        group_size, ctx.params.get_bool("symmetric"), ctx.params.get_bool("skip_classifier"),
+        int4_int8_activations(ctx.params.get_string("activations"), group_size), ctx.device);
+  };
 #endif
   return d;
 }
