@@ -1,4 +1,5 @@
-# inferlab_add_plugin(<kind> <name> SOURCES a.cpp ... [LIBS lib ...] [TESTS test_a.cpp ...])
+# inferlab_add_plugin(<kind> <name> SOURCES a.cpp ... [CUDA_SOURCES a_cuda.cpp ...] [LIBS lib ...]
+#                     [TESTS test_a.cpp ...])
 # Builds a strategy plugin: a MODULE library libinferlab_<kind>_<name>.so (the file name the
 # registry scans for), C++20, linked to inferlab::core, whose usage requirements carry what the
 # headers need to match the core (BOOST_DLL_USE_STD_FS, Boost's headers). One function, two homes:
@@ -8,23 +9,30 @@
 # - out of the tree, after find_package(inferlab) (which includes this file): output into the
 #   current build folder, to be named in an experiment's [plugins] paths or INFERLAB_PLUGIN_PATH.
 #   TESTS is refused there: the test helpers are not installed.
+# CUDA_SOURCES (the strategy's CUDA implementation, entered in its descriptor's device map under
+# `#if INFERLAB_HAVE_CUDA`) are compiled only when the core was built with CUDA, into the plugin
+# and its tests alike.
 # In the tree every plugin target is listed in the global property INFERLAB_PLUGIN_TARGETS; the
 # target inferlab_plugins (plugins/CMakeLists.txt) builds them all.
 function(inferlab_add_plugin kind name)
-  cmake_parse_arguments(P "" "" "SOURCES;TESTS;LIBS" ${ARGN})
+  cmake_parse_arguments(P "" "" "SOURCES;CUDA_SOURCES;TESTS;LIBS" ${ARGN})
   if(NOT kind MATCHES "^(attention|quantization|scheduling|decoding)$")
     message(FATAL_ERROR "inferlab_add_plugin: kind '${kind}' is not one of attention, quantization, scheduling, decoding")
   endif()
   if(NOT P_SOURCES OR P_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "inferlab_add_plugin(${kind} ${name} SOURCES a.cpp ... [LIBS ...] [TESTS ...])"
+    message(FATAL_ERROR "inferlab_add_plugin(${kind} ${name} SOURCES a.cpp ... [CUDA_SOURCES ...] [LIBS ...] [TESTS ...])"
                         " got: ${ARGN}")
   endif()
   set(in_tree FALSE)
   if(TARGET inferlab_core)
     set(in_tree TRUE)
   endif()
+  get_target_property(core_definitions inferlab::core INTERFACE_COMPILE_DEFINITIONS)
+  if(NOT "INFERLAB_HAVE_CUDA=1" IN_LIST core_definitions)
+    set(P_CUDA_SOURCES "")
+  endif()
   set(target inferlab_${kind}_${name})
-  add_library(${target} MODULE ${P_SOURCES})
+  add_library(${target} MODULE ${P_SOURCES} ${P_CUDA_SOURCES})
   target_link_libraries(${target} PRIVATE inferlab::core ${P_LIBS})
   set_target_properties(${target} PROPERTIES PREFIX "lib" CXX_EXTENSIONS OFF)
   if(in_tree)
@@ -40,7 +48,7 @@ function(inferlab_add_plugin kind name)
   endif()
   if(P_TESTS AND INFERLAB_TESTS)
     set(test_target test_${kind}_${name})
-    add_executable(${test_target} ${P_TESTS})
+    add_executable(${test_target} ${P_TESTS} ${P_CUDA_SOURCES})
     target_link_libraries(${test_target} PRIVATE inferlab_core inferlab_test_support inferlab_warnings
                           inferlab_cpu_flags GTest::gtest_main ${P_LIBS})
     target_include_directories(${test_target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})

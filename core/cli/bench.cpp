@@ -215,7 +215,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (fuse && device_kind != DeviceKind::kCpu)
     throw Error("bench: --fuse with --device " + device_name + "; allowed: --fuse with --device cpu (the fused ops are CPU kernels)");
   const std::unique_ptr<Device> device = make_device(device_kind, threads);
-  device->set_fuse(fuse);
+  compute_device(*device, "bench").set_fuse(fuse);
   const int used_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::vector<Stack> stacks;
@@ -249,7 +249,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     ctx.bandwidth_source = "no probe for " + device_name + "; pass --bandwidth";
   }
 
-  const std::string backend = device_kind == DeviceKind::kCpu ? (device->fuse() ? "CPU fused" : "CPU") : device->describe();
+  const std::string backend = device_kind == DeviceKind::kCpu ? (fuse ? "CPU fused" : "CPU") : device->describe();
   std::vector<BenchRow> rows;  // [tests × stacks], test-major
   for (const BenchTest& t : tests)
     for (const Stack& s : stacks) {

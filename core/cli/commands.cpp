@@ -149,7 +149,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (vm.count("shard")) ro.shard = parse_shard(vm["shard"].as<std::string>());
   }
   if (vm["clock"].as<std::string>() != "wall")
-    ro.clock = clock_option(vm["clock"].as<std::string>(), l.spec.device.kind == "cpu" ? l.spec.device.threads : 1);
+    ro.clock = clock_option(vm["clock"].as<std::string>(), l.spec.device.kind == DeviceKind::kCpu ? l.spec.device.threads : 1);
   ro.progress = isatty(STDERR_FILENO) != 0 && log::level() <= log::Level::kInfo;
   install_interrupt_handlers();
   ro.interrupted = interrupt_signal;
@@ -203,7 +203,7 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args, "usage: inferlab validate FILE [--set key=value]... [--max-memory SIZE]", o, &pos, vm)) return 0;
   Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files, memory
-  if (l.spec.device.kind == "cuda") require_visible_cuda(l.spec.source_path);  // as run refuses it
+  if (l.spec.device.kind == DeviceKind::kCuda) require_visible_cuda(l.spec.source_path);  // as run refuses it
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats
             << " repeat(s)\n";
   std::cout << "  memory: about " << l.plan.memory.describe() << "\n";
@@ -246,7 +246,7 @@ int cmd_plugins(const std::vector<std::string>& args) {
   }
   for (const auto* d : list) {
     std::cout << plugin_kind_name(d->kind) << "/" << d->name << " " << d->version << " — " << d->summary << "\n  devices:";
-    for (const auto& dev : d->devices) std::cout << " " << device_kind_name(dev);
+    for (const auto& [dev, impl] : d->devices) std::cout << " " << device_kind_name(dev);
     std::cout << "\n";
     if (d->params.empty()) std::cout << "  (no parameters)\n";
     for (const auto& p : d->params) {

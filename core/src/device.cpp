@@ -139,18 +139,18 @@ namespace {
 
 }  // namespace
 
-void Device::set_fuse(bool on) {
+void ComputeDevice::set_fuse(bool on) {
   if (on) no_fused_ops(*this, "(set_fuse)");
   fuse_ = false;
 }
-void Device::residual_rmsnorm(float*, const float*, const float*, float*, std::int8_t*, float*, int, int, float) {
+void ComputeDevice::residual_rmsnorm(float*, const float*, const float*, float*, std::int8_t*, float*, int, int, float) {
   no_fused_ops(*this, "residual_rmsnorm");
 }
-void Device::rope_kv_write_f32(float*, float*, const float*, const int*, const int*, int, int, int, int, const float*,
-                               RopeStyle, float*, float*) {
+void ComputeDevice::rope_kv_write_f32(float*, float*, const float*, const int*, const int*, int, int, int, int,
+                                      const float*, RopeStyle, float*, float*) {
   no_fused_ops(*this, "rope_kv_write_f32");
 }
-void Device::swiglu_quantize(float*, const float*, std::int8_t*, float*, int, int) {
+void ComputeDevice::swiglu_quantize(float*, const float*, std::int8_t*, float*, int, int) {
   no_fused_ops(*this, "swiglu_quantize");
 }
 
@@ -262,6 +262,12 @@ void CpuDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_q
   cpu::swiglu_quantize(gate, up, {act_q, act_scale}, rows, width, pool_);
 }
 
+ComputeDevice& compute_device(Device& device, const char* who) {
+  if (auto* ops = dynamic_cast<ComputeDevice*>(&device)) return *ops;
+  throw Error(std::string(who) + " runs the model's ops, which device '" + device_kind_name(device.kind()) +
+              "' has none of (a simulated device has memory and time only)");
+}
+
 ThreadPool& cpu_pool(Device& device, const char* who) {
   if (auto* cpu = dynamic_cast<CpuDevice*>(&device)) return cpu->pool();
   throw Error(std::string(who) + " runs on the cpu only; this run's device is " + device_kind_name(device.kind()));
@@ -278,9 +284,9 @@ CudaMemoryInfo cuda_memory_info(Device& device) {
 }
 #endif
 
-std::unique_ptr<Device> make_device(DeviceKind kind, int threads) {
+std::unique_ptr<Device> make_device(DeviceKind kind, int threads, const std::string& sim_description) {
   if (kind == DeviceKind::kCpu) return std::make_unique<CpuDevice>(threads);
-  if (kind == DeviceKind::kSim) return std::make_unique<SimDevice>();
+  if (kind == DeviceKind::kSim) return std::make_unique<SimDevice>(sim_description);
 #if INFERLAB_HAVE_CUDA
   return std::make_unique<CudaDevice>(0);  // throws when no GPU is visible
 #else

@@ -213,18 +213,18 @@ void parse_device(const Ctx& c, const toml::node& n, const std::string& base_dir
   const auto& t = get_table(c, n, "device");
   check_keys(c, t, "[device]", experiment_keys("device"));
   if (auto v = t.get("kind")) {
-    device.kind = get_string(c, *v, "kind");
-    if (device.kind != "cpu" && device.kind != "cuda" && device.kind != "sim")
-      throw Error(c.at(*v) + ": device kind \"" + quote_input(device.kind) + "\"; allowed: cpu, cuda, sim");
+    const std::string kind = get_string(c, *v, "kind");
+    if (!parse_device_kind(kind, device.kind))
+      throw Error(c.at(*v) + ": [device] kind = \"" + quote_input(kind) + "\"; allowed: cpu, cuda, sim");
   }
   if (auto v = t.get("threads")) device.threads = static_cast<int>(get_int(c, *v, "threads", 0, 4096));
   if (auto v = t.get("fuse")) {
     check(v->is_boolean(), c.at(*v) + ": 'fuse' must be true or false, got " + type_name(*v));
     device.fuse = v->as_boolean()->get();
     // The CUDA device runs the unfused ops only, and a simulated one has no ops to fuse.
-    check(!device.fuse || device.kind == "cpu",
+    check(!device.fuse || device.kind == DeviceKind::kCpu,
           c.at(*v) + ": [device] fuse = true is cpu-only (the fused ops are CPU kernels); kind is \"" +
-              device.kind + "\", allowed there: fuse = false");
+              device_kind_name(device.kind) + "\", allowed there: fuse = false");
   }
   if (auto v = t.get("profile")) {
     const std::string profile = get_string(c, *v, "profile");

@@ -23,25 +23,25 @@ void refuse(const Ctx& c, const toml::table* t, const std::string& section, cons
 
 void refuse_device_keys(const Ctx& c, const toml::table* dev, const ExperimentSpec& spec) {
   const DeviceSpec& d = spec.device;
-  const std::string on = "on kind = \"" + d.kind + "\": ";
-  if (d.kind != "sim") {
+  const std::string on = "on kind = \"" + std::string(device_kind_name(d.kind)) + "\": ";
+  if (d.kind != DeviceKind::kSim) {
     refuse(c, dev, "[device]", "tp", on + "tensor parallelism is simulated; use [device] kind = \"sim\"");
     refuse(c, dev, "[device]", "pp", on + "pipeline parallelism is simulated; use [device] kind = \"sim\"");
     refuse(c, dev, "[device]", "profile", on + "a hardware profile is what a simulated device models; use [device] kind = \"sim\"");
   }
   if (d.threads == 0) return;  // the default: all cores where there are cores to use
-  if (d.kind == "sim" && !is_calibrated_profile(d.profile))
+  if (d.kind == DeviceKind::kSim && !is_calibrated_profile(d.profile))
     refuse(c, dev, "[device]", "threads",
            on + "a simulated device has no CPU threads (the hardware profile sets its speed); allowed there: threads = 0, "
                 "or a calibrated profile's own thread count");
-  if (d.kind == "sim") {  // a calibrated cost model predicts the thread count it was fit at
+  if (d.kind == DeviceKind::kSim) {  // a calibrated cost model predicts the thread count it was fit at
     const int fit = read_cost_model(d.profile.substr(kCalibratedProfile.size())).threads;
     if (d.threads != fit)
       throw Error(c.at(*dev->get("threads")) + ": [device] threads = " + std::to_string(d.threads) + " on kind = \"sim\": the calibrated cost model (" +
                   d.profile.substr(kCalibratedProfile.size()) + ") was fit at " + std::to_string(fit) +
                   " thread(s) and predicts only those; allowed: threads = " + std::to_string(fit) + " or 0");
   }
-  if (d.kind == "cuda" && !spec.quality.enabled && !spec.calibration.enabled)
+  if (d.kind == DeviceKind::kCuda && !spec.quality.enabled && !spec.calibration.enabled)
     refuse(c, dev, "[device]", "threads",
            on + "the GPU runs the model; host threads run only [quality]'s reference and [calibration]; allowed: "
                 "threads = 0, or add one of those sections");
@@ -52,7 +52,7 @@ void refuse_model_keys(const Ctx& c, const toml::table* t, const std::string& se
                        const ExperimentSpec& spec) {
   if (!m.path.empty())
     refuse(c, t, section, "seed", "for a checkpoint 'path' (its weights come from the file); it seeds a preset's random weights");
-  if (spec.device.kind == "sim") {
+  if (spec.device.kind == DeviceKind::kSim) {
     refuse(c, t, section, "seed", "on kind = \"sim\": a simulated run makes no weights; use [device] kind = \"cpu\" or \"cuda\"");
     refuse(c, t, section, "tokenizer",
            "on kind = \"sim\": a simulated run reads only the model's shape, no weights or tokenizer; use [device] kind = "
@@ -126,9 +126,9 @@ void refuse_inert_keys(const Ctx& c, const toml::table& root, const ExperimentSp
         refuse_model_keys(c, sub_table(vs->as_array()->get(i)->as_table(), "model"), "[[variant]] model", *v.model, spec);
   refuse_workload_keys(c, sub_table(&root, "workload"), spec.workload);
   for (const Variant& v : spec.variants)
-    if (v.stack.kv.gpu_memory_fraction > 0 && spec.device.kind != "cuda")
+    if (v.stack.kv.gpu_memory_fraction > 0 && spec.device.kind != DeviceKind::kCuda)
       throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.gpu_memory_fraction does nothing on kind = \"" +
-                  spec.device.kind + "\": it sizes the KV pool from GPU memory; use [device] kind = \"cuda\", or "
+                  device_kind_name(spec.device.kind) + "\": it sizes the KV pool from GPU memory; use [device] kind = \"cuda\", or "
                   "kv.num_blocks / kv.memory_mb here");
 }
 

@@ -62,11 +62,11 @@ std::string resolved_config_toml(const Plan& plan) {
   if (s.model.add_bos) t << "add_bos = " << (*s.model.add_bos ? "true" : "false") << "\n";
   // The weights seed only where it seeds something (a preset's weights on a real device): the
   // parser refuses it elsewhere, and this file must reload.
-  if (!s.model.preset.empty() && s.device.kind != "sim") t << "seed = " << s.model.seed << "\n";
-  t << "\n[device]\nkind = " << json_quote(s.device.kind)
+  if (!s.model.preset.empty() && s.device.kind != DeviceKind::kSim) t << "seed = " << s.model.seed << "\n";
+  t << "\n[device]\nkind = " << json_quote(device_kind_name(s.device.kind))
     << "\nthreads = " << s.device.threads;
   if (s.device.fuse) t << "\nfuse = true";
-  if (s.device.kind == "sim") t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
+  if (s.device.kind == DeviceKind::kSim) t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
   t << "\n\n";
   if (!s.plugin_paths.empty()) {
     t << "[plugins]\npaths = [";

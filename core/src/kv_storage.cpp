@@ -10,7 +10,7 @@ namespace inferlab {
 
 KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, int block_size, const KvFormat& format,
                      std::vector<bool> unused_layers)
-    : device_(device),
+    : device_(compute_device(device, "KV storage")),
       format_(format),
       n_layers_(model.n_layers),
       n_kv_heads_(model.n_kv_heads),

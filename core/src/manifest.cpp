@@ -68,7 +68,7 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
   m << "],\n  \"git_commit\": " << json_quote(commit.empty() ? "unknown" : commit)
     << ",\n  \"git_dirty\": " << (dirty.empty() ? "false" : "true") << ",\n  \"compiler\": " << json_quote(INFERLAB_CXX_COMPILER)
     << ",\n  \"cpu\": " << json_quote(cpu_model()) << ",\n  \"hardware_threads\": " << std::thread::hardware_concurrency()
-    << ",\n  \"threads\": " << threads << ",\n  \"device\": " << json_quote(spec.device.kind)
+    << ",\n  \"threads\": " << threads << ",\n  \"device\": " << json_quote(device_kind_name(spec.device.kind))
     << ",\n  \"model\": {\"name\": " << json_quote(model.name) << ", \"preset\": " << json_quote(spec.model.preset)
     << ", \"path\": " << json_quote(spec.model.path)
     << ", \"hash\": " << json_quote(spec.model.path.empty() ? "" : file_hash(spec.model.path))

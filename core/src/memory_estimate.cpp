@@ -147,7 +147,7 @@ MemoryEstimate estimate_run_memory(const Plan& plan, const Registry& registry, c
   // Request prompts (int32), generated ids (int32) and their times (double).
   e.prompts = prompt_tokens * 4 + output_tokens * 12;
   e.process = resident_bytes();
-  if (spec.device.kind == "sim") return e;
+  if (spec.device.kind == DeviceKind::kSim) return e;
 
   e.source_weights = loaded_weight_bytes(model, !spec.model.preset.empty());
   const std::uint64_t n = lengths.size();

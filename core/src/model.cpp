@@ -48,7 +48,7 @@ Buffer to_device(Device& device, const std::vector<float>& host) {
 }  // namespace
 
 Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, const CalibrationSet* calibration)
-    : config_(weights.config), device_(device) {
+    : config_(weights.config), device_(compute_device(device, "model")) {
   weights.validate();
   const int d = config_.dim, h = config_.hidden_dim, kv = config_.kv_dim(), v = config_.vocab_size;
   final_norm_ = to_device(device_, weights.final_norm);
@@ -114,8 +114,8 @@ float* Model::scratch(Buffer& buffer, std::size_t floats) {
 // One forward's working state: the scratch activations of its rows (device memory), the batch's
 // arrays as the attention reads them, and the fused and early-exit bookkeeping its stages share.
 struct Model::Pass {
-  explicit Pass(Device& device) : dev(device) {}
-  Device& dev;
+  explicit Pass(ComputeDevice& device) : dev(device) {}
+  ComputeDevice& dev;
   int rows = 0;
   std::size_t srows = 0;
   float *x = nullptr, *xn = nullptr;             // [rows, dim] residual stream, normed input of a block
@@ -262,7 +262,7 @@ Model::Pass Model::begin_pass(const StepBatch& batch) {
 // RoPE and the K/V write; then attention and wo into p.tmp. Returns false when every row has
 // exited, after the K/V write: the layer only fills K/V from the frozen states (CALM).
 bool Model::attention_block(Pass& p, int l, KvStorage& kv, Attention& attention) {
-  Device& dev = device_;
+  ComputeDevice& dev = device_;
   Layer& layer = *layers_[static_cast<std::size_t>(l)];
   const int rows = p.rows, d = config_.dim, kvd = config_.kv_dim(), hd = config_.head_dim();
   const bool kv_only = p.exits && n_exited_ == rows;
@@ -306,7 +306,7 @@ bool Model::attention_block(Pass& p, int l, KvStorage& kv, Attention& attention)
 // Layer l's feed-forward half on x + p.tmp: RMSNorm (taking the attention's residual add), the
 // gate and up projections, SwiGLU and w2, whose output is left in p.tmp.
 void Model::feed_forward_block(Pass& p, int l) {
-  Device& dev = device_;
+  ComputeDevice& dev = device_;
   Layer& layer = *layers_[static_cast<std::size_t>(l)];
   const int rows = p.rows, d = config_.dim, h = config_.hidden_dim;
   const bool gate_up_blocks = p.fuse && layer.w1->reads_act_blocks() && layer.w3->reads_act_blocks();
@@ -399,7 +399,7 @@ void Model::embed(const std::vector<int>& host_tokens, float* out) {
 }
 
 void Model::classify_rows(const float* x, const std::vector<int>& rows, float* host_out) {
-  Device& dev = device_;
+  ComputeDevice& dev = device_;
   const int n = static_cast<int>(rows.size()), d = config_.dim;
   const std::size_t sd = static_cast<std::size_t>(d), out_floats = rows.size() * static_cast<std::size_t>(config_.vocab_size);
   float* tmp = scratch(tmp_, rows.size() * sd);  // [n, dim]

@@ -207,32 +207,42 @@ std::vector<std::string> Registry::check_support(PluginKind kind, const std::str
                                                  const SupportQuery& query) const {
   const auto& d = find(kind, name);
   std::vector<std::string> reasons;
-  // A simulated run executes no device op, so every plugin may be created on the sim device.
-  if (query.device != DeviceKind::kSim && std::find(d.devices.begin(), d.devices.end(), query.device) == d.devices.end())
-    reasons.push_back(std::string("does not run on device '") + device_kind_name(query.device) + "'");
+  const DeviceImpl* impl = d.implementation(query.device);
+  if (impl == nullptr)
+    reasons.push_back(std::string("does not run on device '") + device_kind_name(query.device) + "' (it runs on: " +
+                      d.device_names() + ")");
+  const std::vector<KvDtype>& kv_dtypes = impl != nullptr && !impl->kv_dtypes.empty() ? impl->kv_dtypes : d.kv_dtypes;
   if (kind == PluginKind::kAttention)
     for (KvDtype side : {query.kv_format.keys, query.kv_format.values})
-      if (std::find(d.kv_dtypes.begin(), d.kv_dtypes.end(), side) == d.kv_dtypes.end()) {
+      if (std::find(kv_dtypes.begin(), kv_dtypes.end(), side) == kv_dtypes.end()) {
         reasons.push_back(std::string("cannot read KV cache stored as ") + kv_dtype_name(side) + " (KV format '" +
-                          query.kv_format.name() + "')");
+                          query.kv_format.name() + "')" + (impl != nullptr && !impl->kv_dtypes.empty() ? " on device '" + std::string(device_kind_name(query.device)) + "'" : ""));
         break;
       }
-  if (d.supports) {
-    auto more = d.supports(query);
-    reasons.insert(reasons.end(), more.begin(), more.end());
-  }
+  for (const SupportCheck* check : {&d.supports, impl != nullptr ? &impl->supports : nullptr})
+    if (check != nullptr && *check) {
+      auto more = (*check)(query);
+      reasons.insert(reasons.end(), more.begin(), more.end());
+    }
   return reasons;
 }
 
 namespace {
 
+// The implementation of `desc` for the device the object will run on; throws Error naming the
+// plugin and the devices it has when there is none.
+const DeviceImpl& implementation_for(const PluginDescriptor& desc, const Device& device, const std::string& label) {
+  const DeviceImpl* impl = desc.implementation(device.kind());
+  if (impl == nullptr)
+    throw Error(label + " does not run on device '" + device_kind_name(device.kind()) + "' (it runs on: " +
+                desc.device_names() + ")");
+  return *impl;
+}
+
 template <typename T, typename Make>
-std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, const PluginDescriptor& desc,
-                        const Make& make, const PluginContext& ctx, const std::string& label) {
-  Device& device = ctx.device;
-  if (!make) throw Error(label + " has no factory for its kind");
-  if (device.kind() != DeviceKind::kSim && std::find(desc.devices.begin(), desc.devices.end(), device.kind()) == desc.devices.end())
-    throw Error(label + " does not run on device '" + device_kind_name(device.kind()) + "'");
+std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, const Make& make,
+                        const PluginContext& ctx, const std::string& label) {
+  if (!make) throw Error(label + " has no factory for its kind on device '" + device_kind_name(ctx.device.kind()) + "'");
   std::unique_ptr<T> obj = make(ctx);
   if (!obj) throw Error(label + " factory returned nothing");
   // The deleter keeps the library loaded until the object (and its vtable) is gone.
@@ -243,21 +253,29 @@ std::shared_ptr<T> hold(const std::shared_ptr<boost::dll::shared_library>& lib, 
 
 std::shared_ptr<Attention> Registry::create_attention(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kAttention, name, "");
-  return hold<Attention>(e.lib, *e.desc, e.desc->make_attention, PluginContext{params, device, nullptr, nullptr, this}, "attention/" + name);
+  const std::string label = "attention/" + name;
+  return hold<Attention>(e.lib, implementation_for(*e.desc, device, label).make_attention,
+                         PluginContext{params, device, nullptr, nullptr, this}, label);
 }
 std::shared_ptr<Quantization> Registry::create_quantization(const std::string& name, const Params& params, Device& device,
                                                             const ModelWeights* weights) const {
   const auto& e = entry(PluginKind::kQuantization, name, "");
-  return hold<Quantization>(e.lib, *e.desc, e.desc->make_quantization, PluginContext{params, device, weights, nullptr, this}, "quantization/" + name);
+  const std::string label = "quantization/" + name;
+  return hold<Quantization>(e.lib, implementation_for(*e.desc, device, label).make_quantization,
+                            PluginContext{params, device, weights, nullptr, this}, label);
 }
 std::shared_ptr<Scheduler> Registry::create_scheduler(const std::string& name, const Params& params, Device& device) const {
   const auto& e = entry(PluginKind::kScheduling, name, "");
-  return hold<Scheduler>(e.lib, *e.desc, e.desc->make_scheduler, PluginContext{params, device, nullptr, nullptr, this}, "scheduling/" + name);
+  const std::string label = "scheduling/" + name;
+  return hold<Scheduler>(e.lib, implementation_for(*e.desc, device, label).make_scheduler,
+                         PluginContext{params, device, nullptr, nullptr, this}, label);
 }
 std::shared_ptr<Decoder> Registry::create_decoder(const std::string& name, const Params& params, Device& device,
                                                   const ModelWeights* weights, Attention* attention) const {
   const auto& e = entry(PluginKind::kDecoding, name, "");
-  return hold<Decoder>(e.lib, *e.desc, e.desc->make_decoder, PluginContext{params, device, weights, attention, this}, "decoding/" + name);
+  const std::string label = "decoding/" + name;
+  return hold<Decoder>(e.lib, implementation_for(*e.desc, device, label).make_decoder,
+                       PluginContext{params, device, weights, attention, this}, label);
 }
 
 }  // namespace inferlab

@@ -122,7 +122,7 @@ double mean_metric(const std::string& dir, const std::string& variant, const std
 // A claim's experiment must be simulated (the claim then holds on any machine), except for a
 // class cpu claim, whose point is to measure this CPU.
 void check_claim_device(const Claim& c, const ExperimentSpec& spec) {
-  if (spec.device.kind != "sim" && c.cls != "cpu")
+  if (spec.device.kind != DeviceKind::kSim && c.cls != "cpu")
     throw Error(c.file + ": a '" + c.quantity + "' claim of class " + c.cls +
                 " runs its experiment, which must be [device] kind = \"sim\" (only a class cpu claim runs on this CPU)");
 }
@@ -179,7 +179,7 @@ double tp_speedup(const Claim& c, const Registry& registry) {
   const std::string variant = name_arg(c, "variant"), metric = name_arg(c, "metric");
   auto at_tp = [&](int tp) {
     ExperimentSpec spec = load_experiment(c.file, {"device.tp=" + std::to_string(tp)});
-    if (spec.device.kind != "sim") throw Error(c.file + ": a tp_speedup claim runs its experiment, which must be simulated");
+    if (spec.device.kind != DeviceKind::kSim) throw Error(c.file + ": a tp_speedup claim runs its experiment, which must be simulated");
     std::erase_if(spec.variants, [&](const Variant& v) { return v.name != variant; });
     if (spec.variants.empty()) throw Error(c.file + ": no variant '" + variant + "'");
     const SimRun run(c, spec, registry, experiment_model_config(spec.model));
@@ -251,7 +251,7 @@ double attention_io_exponent(const Claim& c) {
 // bytes model of weight quantization. The ratio nears 2 / weight_bytes while the step is bound
 // by reading the weights and falls toward 1 as the batch makes it compute bound.
 double quant_decode_speedup(const Claim& c, const ExperimentSpec& spec, const ModelConfig& model) {
-  if (spec.device.kind != "sim") throw Error(c.file + ": quant_decode_speedup needs [device] kind = \"sim\" (its profile)");
+  if (spec.device.kind != DeviceKind::kSim) throw Error(c.file + ": quant_decode_speedup needs [device] kind = \"sim\" (its profile)");
   const int batch = static_cast<int>(arg(c, "batch")), context = static_cast<int>(arg(c, "context"));
   if (batch < 1 || context < 1 || arg(c, "weight_bytes") <= 0)
     throw Error(c.file + ": quant_decode_speedup needs batch >= 1, context >= 1 and weight_bytes > 0");
@@ -368,7 +368,7 @@ double measure(const Claim& c, const Registry& registry) {
   }
   if (c.quantity == "tp_speedup") return tp_speedup(c, registry);
   if (c.quantity == "capacity_ratio") {
-    if (spec.device.kind != "sim") throw Error(c.file + ": a capacity claim runs its experiment, which must be simulated");
+    if (spec.device.kind != DeviceKind::kSim) throw Error(c.file + ": a capacity claim runs its experiment, which must be simulated");
     return capacity(c, registry, name_arg(c, "numerator")) / capacity(c, registry, name_arg(c, "denominator"));
   }
   throw Error(c.file + ": unknown claim quantity '" + c.quantity +

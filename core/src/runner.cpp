@@ -189,7 +189,7 @@ class PlanRun {
 PlanRun::PlanRun(const Plan& plan, const Registry& registry, const RunOptions& options, RunIo& io)
     : plan_(plan), spec_(plan.spec), registry_(registry), options_(options), io_(io),
       resuming_(!options.resume_dir.empty()) {
-  parse_device_kind(spec_.device.kind, device_kind_);  // checked by plan_experiment
+  device_kind_ = spec_.device.kind;
   if (device_kind_ == DeviceKind::kCuda) require_visible_cuda(spec_.source_path);
   config_ = experiment_model_config(spec_.model);
   threads_ = spec_.device.threads > 0 ? spec_.device.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -400,7 +400,7 @@ void PlanRun::measure_baseline_quality() {
   // its parent's CUDA state), so a CUDA run's reference log-probs come from the CPU.
   const ResolvedVariant& b = plan_.variants.front();
   auto device = make_device(device_kind_ == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind_, spec_.device.threads);
-  device->set_fuse(spec_.device.fuse);  // same results either way; fused as the run's cells
+  if (spec_.device.fuse) compute_device(*device, "[device] fuse").set_fuse(true);  // same results; fused as the cells
   auto attention = registry_.create_attention(b.stack.attention.name, b.attention, *device);
   auto quant = make_variant_quantization(registry_, b, *device, &weights);
   Model model(weights, *quant, *device, calibration_.get());

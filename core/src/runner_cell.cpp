@@ -79,9 +79,8 @@ struct CellParts {
 void make_strategies(const RunContext& cx, const ResolvedVariant& v, const ModelWeights& weights, CellParts& p) {
   const ExperimentSpec& spec = cx.plan.spec;
   const bool sim = cx.device_kind == DeviceKind::kSim;
-  p.device = sim ? std::make_unique<SimDevice>(sim_device_description(spec.device))
-                 : make_device(cx.device_kind, spec.device.threads);
-  p.device->set_fuse(spec.device.fuse);  // cpu only (validated at the [device] line)
+  p.device = make_device(cx.device_kind, spec.device.threads, sim ? sim_device_description(spec.device) : "sim");
+  if (spec.device.fuse) compute_device(*p.device, "[device] fuse").set_fuse(true);  // cpu only (validated at [device])
   p.attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *p.device);
   p.quant = make_variant_quantization(cx.registry, v, *p.device, &weights);
   if (sim) {

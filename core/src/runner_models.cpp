@@ -63,7 +63,7 @@ LoadedModel load_experiment_model(const ModelSpec& spec) {
 // A [[variant]] model's config, checked against the baseline's: same vocabulary, real weights.
 ModelConfig substituted_model_config(const ExperimentSpec& spec, const Variant& v, const ModelConfig& baseline) {
   const std::string at = v.model_where + ": variant '" + v.name + "': model ";
-  if (spec.device.kind == "sim")
+  if (spec.device.kind == DeviceKind::kSim)
     throw Error(at + "substitution runs real weights; a simulated run (device kind \"sim\") has none");
   ModelConfig c;
   try {

@@ -45,7 +45,7 @@ void check_workload_files(const WorkloadSpec& w) {
 // lists the device, and the first plugin's refusal would hide the reason.
 void refuse_cuda_without_cuda_build([[maybe_unused]] const ExperimentSpec& spec) {
 #if !INFERLAB_HAVE_CUDA
-  if (spec.device.kind == "cuda") {
+  if (spec.device.kind == DeviceKind::kCuda) {
     std::string reason;
     cuda_device_visible(reason);
     throw Error(spec.source_path + ": [device] kind = \"cuda\", but " + reason + "; allowed on this machine: cpu, sim");
@@ -73,9 +73,9 @@ void check_kv_format(const ExperimentSpec& spec, const Variant& v, const ModelCo
                 "' cannot run this: " + problem);
   if (const std::string waste = kv_format_waste(v.stack.kv.format, model); !waste.empty())
     log::warn(v.stack.kv_where + ": variant '" + v.name + "': " + waste);
-  if (!v.stack.kv.format.all_f32() && spec.device.kind != "cpu")
+  if (!v.stack.kv.format.all_f32() && spec.device.kind != DeviceKind::kCpu)
     throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
-                "' is stored on the CPU only (device kind \"" + spec.device.kind + "\"; allowed there: f32)");
+                "' is stored on the CPU only (device kind \"" + device_kind_name(spec.device.kind) + "\"; allowed there: f32)");
 }
 
 // The variant's own quantization (made on a one-thread host device: planning allocates nothing)
@@ -96,7 +96,7 @@ void check_variant_quantization(const ExperimentSpec& spec, const Registry& regi
                 "' calibrates on the baseline model's activations, which do not fit a substituted model; allowed: "
                 "a quantization without calibration for a variant with its own model");
   // A simulated run builds no linears, so it never calibrates (and refuses [calibration] below).
-  if (quant->calibration_needs().any() && !spec.calibration.enabled && spec.device.kind != "sim")
+  if (quant->calibration_needs().any() && !spec.calibration.enabled && spec.device.kind != DeviceKind::kSim)
     throw Error(v.stack.quantization.where + ": variant '" + v.name + "': quantization '" +
                 v.stack.quantization.name +
                 "' calibrates on the float model's activations and needs a [calibration] section "
@@ -157,8 +157,7 @@ ResolvedVariant plan_variant(const ExperimentSpec& spec, const Registry& registr
   const ModelConfig vmodel = v.model ? substituted_model_config(spec, v, model) : model;
   ResolvedVariant rv = resolve_variant(spec, registry, v);
   check_kv_format(spec, v, model);
-  DeviceKind device_kind = DeviceKind::kCpu;
-  check(parse_device_kind(spec.device.kind, device_kind), "unknown device kind '" + spec.device.kind + "'");
+  const DeviceKind device_kind = spec.device.kind;
   check_variant_quantization(spec, registry, v, vmodel, device_kind, rv);
   if (device_kind == DeviceKind::kSim && !is_calibrated_profile(spec.device.profile))
     check_simulator_charges(registry, v, rv, vmodel);
@@ -170,7 +169,7 @@ ResolvedVariant plan_variant(const ExperimentSpec& spec, const Registry& registr
 void check_calibration_section(const ExperimentSpec& spec, const Registry& registry,
                                const std::vector<ResolvedVariant>& variants) {
   if (!spec.calibration.enabled) return;
-  if (spec.device.kind == "sim")
+  if (spec.device.kind == DeviceKind::kSim)
     throw Error(spec.source_path + ": [calibration] does nothing on kind = \"sim\": a simulated run builds no "
                                    "linears, so no method calibrates; drop the section or use kind = \"cpu\" or \"cuda\"");
   CpuDevice host(1);
@@ -185,7 +184,7 @@ void check_calibration_section(const ExperimentSpec& spec, const Registry& regis
 // A simulated run: a calibrated profile's fit must be of this model's shape and of every
 // variant's stack; [quality] needs real logits, which it has none of.
 void check_simulation(const ExperimentSpec& spec, const ModelConfig& model) {
-  if (spec.device.kind == "sim" && is_calibrated_profile(spec.device.profile)) {
+  if (spec.device.kind == DeviceKind::kSim && is_calibrated_profile(spec.device.profile)) {
     const CalibratedCostModel cm = read_cost_model(spec.device.profile.substr(kCalibratedProfile.size()));
     cm.check_model(model, spec.source_path + ": [device] profile");
     for (const Variant& v : spec.variants) try {
@@ -194,7 +193,7 @@ void check_simulation(const ExperimentSpec& spec, const ModelConfig& model) {
         throw Error(spec.source_path + ": [device] profile: variant '" + v.name + "': " + e.what());
       }
   }
-  if (spec.device.kind == "sim" && spec.quality.enabled)
+  if (spec.device.kind == DeviceKind::kSim && spec.quality.enabled)
     throw Error("[quality] needs real logits; a simulated run (device kind \"sim\") has none: drop [quality] or use cpu");
 }
 

@@ -175,24 +175,6 @@ void SimDevice::charge_draft(const StepCost& cost) {
 
 StepCost SimDevice::take_draft_cost() { return std::exchange(pending_draft_, StepCost{}); }
 
-namespace {
-[[noreturn]] void no_ops(const char* op) {
-  throw Error(std::string("sim device: '") + op + "' is not available in simulation (no model runs; a plugin called a device op)");
-}
-}  // namespace
-
-void SimDevice::embedding(const float*, const int*, int, int, float*) { no_ops("embedding"); }
-void SimDevice::rmsnorm(const float*, const float*, float*, int, int, float) { no_ops("rmsnorm"); }
-void SimDevice::rope(float*, float*, const int*, int, int, int, int, const float*, RopeStyle) { no_ops("rope"); }
-void SimDevice::kv_write_f32(float*, float*, const float*, const float*, const int*, int, int) { no_ops("kv_write"); }
-void SimDevice::kv_write_int8(std::int8_t*, std::int8_t*, float*, float*, const float*, const float*, const int*, int,
-                              int, int) {
-  no_ops("kv_write_int8");
-}
-void SimDevice::add(float*, const float*, std::size_t) { no_ops("add"); }
-void SimDevice::swiglu(float*, const float*, std::size_t) { no_ops("swiglu"); }
-void SimDevice::add_bias(float*, const float*, int, int) { no_ops("add_bias"); }
-
 // ---- SimExecutor --------------------------------------------------------------------------
 
 SimExecutor::SimExecutor(ModelConfig model, SimOptions options, SimDevice& device)

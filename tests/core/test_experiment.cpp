@@ -175,6 +175,19 @@ TEST(Experiment, DeviceFuseIsABooleanForTheCpuOnly) {
   EXPECT_NE(msg.find(":19:8: 'fuse' must be true or false"), std::string::npos) << msg;
 }
 
+// [device] kind is parsed into DeviceKind when the file is read: a name outside the enum is
+// refused at its line, naming the key and the allowed kinds; --set reaches the same parser.
+TEST(Experiment, DeviceKindIsParsedOnceWithItsAllowedValues) {
+  EXPECT_EQ(load_experiment(write_toml("kind_default.toml", kBase), {}).device.kind, DeviceKind::kCpu);
+  EXPECT_EQ(load_experiment(write_toml("kind_sim.toml", std::string(kBase) + "[device]\nkind = \"sim\"\n"), {})
+                .device.kind,
+            DeviceKind::kSim);
+  const std::string msg = error_of(write_toml("kind_gpu.toml", std::string(kBase) + "[device]\nkind = \"gpu\"\n"));
+  EXPECT_NE(msg.find("kind_gpu.toml:19:8: [device] kind = \"gpu\"; allowed: cpu, cuda, sim"), std::string::npos) << msg;
+  const std::string set = error_of(write_toml("kind_set.toml", kBase), {"device.kind=CPU"});
+  EXPECT_NE(set.find("[device] kind = \"CPU\"; allowed: cpu, cuda, sim"), std::string::npos) << set;
+}
+
 TEST(Experiment, BadSetOverrides) {
   std::string path = write_toml("set_bad.toml", kBase);
   EXPECT_NE(error_of(path, {"novalue"}).find("expected key=value"), std::string::npos);

@@ -1,4 +1,6 @@
 // Registry: discovery, refusal of broken libraries, name/parameter errors, library lifetime.
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -6,6 +8,7 @@
 
 #include "inferlab/error.h"
 #include "inferlab/registry.h"
+#include "inferlab/sim.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -129,6 +132,82 @@ TEST(Registry, CreatedObjectsOutliveTheRegistry) {
   dec->accept({}, {}, logits, 4, rng, out);  // code of an unloaded library would crash here
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0], 1);
+}
+
+// A device of kind cuda that only has memory: what the registry sees when a plugin is asked to
+// run on a GPU, on a machine without one.
+class FakeCudaDevice final : public Device {
+ public:
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  std::string describe() const override { return "fake cuda"; }
+  void* allocate(std::size_t bytes) override { return std::calloc(1, bytes); }
+  void deallocate(void* ptr) override { std::free(ptr); }
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override { std::memmove(dst, src, bytes); }
+  void op_begin(TimeCategory) override {}
+  void op_end(TimeCategory) override {}
+  double timer_overhead_s() const override { return 0; }
+};
+
+// The registry creates a strategy with the implementation of the device it will run on, and
+// answers supports() with that implementation's KV dtypes and checks.
+TEST(RegistryDevices, PicksTheFactoryOfTheDevice) {
+  Registry reg({test_plugins("per_device")});
+  const Params params = reg.resolve(PluginKind::kAttention, "per_device", {}, "t");
+  CpuDevice cpu(1);
+  FakeCudaDevice cuda;
+  SimDevice sim;
+  EXPECT_EQ(reg.create_attention("per_device", params, cpu)->traffic(8).score_bytes, 1);
+  EXPECT_EQ(reg.create_attention("per_device", params, cuda)->traffic(8).score_bytes, 2);
+  EXPECT_EQ(reg.create_attention("per_device", params, sim)->traffic(8).score_bytes, 3);
+
+  ModelConfig model;
+  model.n_heads = 8;
+  EXPECT_TRUE(reg.check_support(PluginKind::kAttention, "per_device", {model, DeviceKind::kCpu, KvDtype::kInt8, params})
+                  .empty());
+  const auto int8 = reg.check_support(PluginKind::kAttention, "per_device", {model, DeviceKind::kCuda, KvDtype::kInt8, params});
+  ASSERT_EQ(int8.size(), 1u);
+  EXPECT_NE(int8[0].find("cannot read KV cache stored as int8"), std::string::npos) << int8[0];
+  EXPECT_NE(int8[0].find("on device 'cuda'"), std::string::npos) << int8[0];
+  model.n_heads = 128;  // the cuda implementation's own check; the cpu one has none
+  EXPECT_TRUE(reg.check_support(PluginKind::kAttention, "per_device", {model, DeviceKind::kCpu, KvDtype::kF32, params})
+                  .empty());
+  const auto heads = reg.check_support(PluginKind::kAttention, "per_device", {model, DeviceKind::kCuda, KvDtype::kF32, params});
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_EQ(heads[0], "cuda: at most 64 heads");
+}
+
+// A plugin without a cuda implementation asked for cuda is refused, naming the plugin and the
+// devices it has; on the simulated device (no ops) its CPU implementation is used.
+TEST(RegistryDevices, RefusesADeviceThePluginHasNoImplementationFor) {
+  Registry reg({testing::plugin_dir()});
+  const PluginDescriptor& gguf = reg.find(PluginKind::kQuantization, "gguf");
+  ASSERT_EQ(gguf.devices.count(DeviceKind::kCuda), 0u);
+  const Params params = reg.resolve(PluginKind::kQuantization, "gguf", {}, "t");
+  FakeCudaDevice cuda;
+  const std::string msg = error_of([&] { reg.create_quantization("gguf", params, cuda); });
+  EXPECT_NE(msg.find("quantization/gguf does not run on device 'cuda' (it runs on: " + gguf.device_names() + ")"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(gguf.device_names(), "cpu");
+  ModelConfig model;
+  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", {model, DeviceKind::kCuda, {}, params});
+  ASSERT_FALSE(reasons.empty());
+  EXPECT_EQ(reasons[0], "does not run on device 'cuda' (it runs on: cpu)");
+  SimDevice sim;
+  EXPECT_NE(reg.create_quantization("gguf", params, sim), nullptr);
+}
+
+// A device-independent strategy declares every kind once, with any_device.
+TEST(RegistryDevices, DeviceIndependentStrategiesRunAnywhere) {
+  Registry reg({testing::plugin_dir()});
+  for (const char* name : {"static", "continuous"})
+    EXPECT_EQ(reg.find(PluginKind::kScheduling, name).device_names(), "cpu, cuda, sim") << name;
+  const PluginDescriptor& d = reg.find(PluginKind::kScheduling, "static");
+  FakeCudaDevice cuda;
+  EXPECT_NE(reg.create_scheduler("static", reg.resolve(PluginKind::kScheduling, "static", {}, "t"), cuda), nullptr);
+  EXPECT_EQ(d.implementation(DeviceKind::kSim), &d.devices.at(DeviceKind::kSim));
 }
 
 TEST(Registry, EditDistance) {

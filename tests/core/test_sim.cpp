@@ -8,11 +8,13 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <type_traits>
 
 #include <gtest/gtest.h>
 
 #include "inferlab/batch.h"
 #include "inferlab/error.h"
+#include "inferlab/kv_storage.h"
 #include "inferlab/registry.h"
 #include "inferlab/reproduce.h"
 #include "inferlab/metrics.h"
@@ -120,7 +122,9 @@ TEST(SimCost, TensorParallelOverEthernetIsBoundByItsAllReduces) {
   EXPECT_GT(step_cost(m, ethernet, b).total(), 1.5 * step_cost(m, nvlink, b).total());
 }
 
-TEST(SimDevice, MemoryWorksOpsThrow) {
+// A simulated device has memory and time only: it is no ComputeDevice, so the model and the KV
+// storage refuse it when they are built, naming themselves.
+TEST(SimDevice, MemoryWorksAndItHasNoOps) {
   SimDevice dev;
   Buffer b(dev, 64);
   float x[4] = {1, 2, 3, 4};
@@ -128,8 +132,17 @@ TEST(SimDevice, MemoryWorksOpsThrow) {
   float y[4] = {};
   dev.copy_to_host(y, b.data(), sizeof y);
   EXPECT_EQ(y[3], 4.0f);
-  EXPECT_THROW(dev.add(y, x, 4), Error);
-  EXPECT_EQ(make_device(DeviceKind::kSim, 1)->kind(), DeviceKind::kSim);
+  static_assert(!std::is_base_of_v<ComputeDevice, SimDevice>);
+  EXPECT_THROW(compute_device(dev, "model"), Error);
+  try {
+    KvStorage kv(dev, preset_config("stories260k"), 4, 16);
+    ADD_FAILURE() << "KV storage built on a simulated device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KV storage runs the model's ops"), std::string::npos) << e.what();
+  }
+  const auto made = make_device(DeviceKind::kSim, 1, "sim of h100");
+  EXPECT_EQ(made->kind(), DeviceKind::kSim);
+  EXPECT_EQ(made->describe(), "sim of h100");
 }
 
 // Every plugin but those that need the real forward pass (a draft model, layer plans).

@@ -23,7 +23,7 @@ namespace {
 // The registry's naive attention on `device`, or a skip reason.
 std::shared_ptr<Attention> cuda_attention(const Registry& registry, Device& device, std::string& skip) {
   const PluginDescriptor& d = registry.find(PluginKind::kAttention, "naive");
-  if (std::find(d.devices.begin(), d.devices.end(), DeviceKind::kCuda) == d.devices.end()) {
+  if (d.devices.count(DeviceKind::kCuda) == 0) {
     skip = "attention 'naive' has no CUDA path in this build";
     return nullptr;
   }

@@ -48,7 +48,7 @@ TEST(CudaOps, Embedding) {
       std::vector<float> want(static_cast<std::size_t>(rows) * dim);
       ref::embedding(table.data(), tokens.data(), rows, dim, want.data());
       Buffer dt = upload(*dev, table), dtok = upload(*dev, tokens), out = nan_buffer(*dev, want.size());
-      dev->embedding(dt.as<float>(), dtok.as<int>(), rows, dim, out.as<float>());
+      compute_device(*dev, "cuda ops test").embedding(dt.as<float>(), dtok.as<int>(), rows, dim, out.as<float>());
       expect_close(download<float>(*dev, out, want.size()), want, 0, "embedding");
     }
 }
@@ -64,7 +64,7 @@ TEST(CudaOps, RmsNorm) {
         ref::rmsnorm(want.data() + static_cast<std::size_t>(r) * dim, x.data() + static_cast<std::size_t>(r) * dim,
                      w.data(), dim, 1e-5f);
       Buffer dx = upload(*dev, x), dw = upload(*dev, w), out = nan_buffer(*dev, x.size());
-      dev->rmsnorm(dx.as<float>(), dw.as<float>(), out.as<float>(), rows, dim, 1e-5f);
+      compute_device(*dev, "cuda ops test").rmsnorm(dx.as<float>(), dw.as<float>(), out.as<float>(), rows, dim, 1e-5f);
       expect_close(download<float>(*dev, out, x.size()), want, 1e-6, "rmsnorm");
     }
 }
@@ -87,7 +87,7 @@ TEST(CudaOps, RopeBothStyles) {
         ref::rope(wk.data() + static_cast<std::size_t>(r) * n_kv * hd, n_kv, hd, pos[r], theta, style);
       }
       Buffer dq = upload(*dev, q), dk = upload(*dev, k), dp = upload(*dev, pos), di = upload(*dev, inv);
-      dev->rope(dq.as<float>(), dk.as<float>(), dp.as<int>(), rows, n_heads, n_kv, hd, di.as<float>(), style);
+      compute_device(*dev, "cuda ops test").rope(dq.as<float>(), dk.as<float>(), dp.as<int>(), rows, n_heads, n_kv, hd, di.as<float>(), style);
       // The angle pos * inv_freq is rounded to fp32 (as on the CPU): ~1e-4 at positions near 1000.
       expect_close(download<float>(*dev, dq, q.size()), wq, 2e-4, "rope q");
       expect_close(download<float>(*dev, dk, k.size()), wk, 2e-4, "rope k");
@@ -108,7 +108,7 @@ TEST(CudaOps, KvWriteF32AndInt8) {
     ref::kv_write(vc.data(), v.data(), slots.data(), rows, kvd);
     Buffer dk = upload(*dev, k), dv = upload(*dev, v), ds = upload(*dev, slots);
     Buffer dkc = nan_buffer(*dev, kc.size()), dvc = nan_buffer(*dev, vc.size());
-    dev->kv_write_f32(dkc.as<float>(), dvc.as<float>(), dk.as<float>(), dv.as<float>(), ds.as<int>(), rows, kvd);
+    compute_device(*dev, "cuda ops test").kv_write_f32(dkc.as<float>(), dvc.as<float>(), dk.as<float>(), dv.as<float>(), ds.as<int>(), rows, kvd);
     auto gk = download<float>(*dev, dkc, kc.size()), gv = download<float>(*dev, dvc, vc.size());
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < kvd; ++c) {
@@ -124,7 +124,7 @@ TEST(CudaOps, KvWriteF32AndInt8) {
            vcodes = upload(*dev, std::vector<signed char>(want_codes.size(), 99));
     Buffer scale = upload(*dev, std::vector<float>(want_scale.size(), -1.0f)),
            vscale = upload(*dev, std::vector<float>(want_scale.size(), -1.0f));
-    dev->kv_write_int8(codes.as<std::int8_t>(), vcodes.as<std::int8_t>(), scale.as<float>(), vscale.as<float>(),
+    compute_device(*dev, "cuda ops test").kv_write_int8(codes.as<std::int8_t>(), vcodes.as<std::int8_t>(), scale.as<float>(), vscale.as<float>(),
                        dk.as<float>(), dv.as<float>(), ds.as<int>(), rows, n_kv, hd);
     EXPECT_EQ(download<signed char>(*dev, codes, want_codes.size()), want_codes);
     EXPECT_EQ(download<float>(*dev, scale, want_scale.size()), want_scale);
@@ -148,9 +148,9 @@ TEST(CudaOps, AddSwigluAddBias) {
       ref::swiglu(want_sw.data(), y.data(), static_cast<int>(n));
       ref::add_bias(want_bias.data(), b.data(), rows, width);
       Buffer a = upload(*dev, x), s = upload(*dev, x), bb = upload(*dev, x), dy = upload(*dev, y), db = upload(*dev, b);
-      dev->add(a.as<float>(), dy.as<float>(), n);
-      dev->swiglu(s.as<float>(), dy.as<float>(), n);
-      dev->add_bias(bb.as<float>(), db.as<float>(), rows, width);
+      compute_device(*dev, "cuda ops test").add(a.as<float>(), dy.as<float>(), n);
+      compute_device(*dev, "cuda ops test").swiglu(s.as<float>(), dy.as<float>(), n);
+      compute_device(*dev, "cuda ops test").add_bias(bb.as<float>(), db.as<float>(), rows, width);
       expect_close(download<float>(*dev, a, n), want_add, 0, "add");
       expect_close(download<float>(*dev, s, n), want_sw, 1e-6, "swiglu");
       expect_close(download<float>(*dev, bb, n), want_bias, 0, "add_bias");

@@ -14,7 +14,7 @@ namespace inferlab::testing {
 namespace {
 
 bool lists(const PluginDescriptor& d, DeviceKind kind) {
-  return std::find(d.devices.begin(), d.devices.end(), kind) != d.devices.end();
+  return d.devices.count(kind) == 1;
 }
 
 // The plugins with kernels in kernels/cuda (quantization/none and the half formats are

@@ -25,7 +25,7 @@ inferlab::PluginDescriptor describe() {
   d.version = "0.0.1";
   d.summary = "greedy, then aborts (isolation tests)";
   d.params = {{"after", inferlab::ParamType::kInt, std::int64_t{3}, 0.0, std::nullopt, {}, "calls before aborting"}};
-  d.make_decoder = [](const inferlab::PluginContext& ctx) { return std::make_unique<AbortDecoder>(ctx.params.get_int("after")); };
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext& ctx) { return std::make_unique<AbortDecoder>(ctx.params.get_int("after")); };
   return d;
 }
 }  // namespace

@@ -13,7 +13,7 @@ inferlab::PluginDescriptor describe() {
   d.name = "naive";
   d.version = "0.0.1";
   d.summary = "duplicate name for registry tests";
-  d.make_attention = [](const inferlab::PluginContext&) { return std::make_unique<NoAttention>(); };
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext&) { return std::make_unique<NoAttention>(); };
   return d;
 }
 }  // namespace

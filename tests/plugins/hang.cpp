@@ -29,7 +29,7 @@ inferlab::PluginDescriptor describe() {
   d.summary = "greedy, but waits while a file exists (\"\" = for ever; time-limit and interrupt tests)";
   d.params = {{"while_exists", inferlab::ParamType::kString, std::string(), std::nullopt, std::nullopt, {},
                "wait while this file exists; \"\" waits for ever"}};
-  d.make_decoder = [](const inferlab::PluginContext& ctx) {
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext& ctx) {
     return std::make_unique<HangDecoder>(ctx.params.get_string("while_exists"));
   };
   return d;

@@ -24,7 +24,7 @@ inferlab::PluginDescriptor describe() {
   d.version = "0.0.1";
   d.summary = "greedy, then throws (failure-isolation tests)";
   d.params = {{"after", inferlab::ParamType::kInt, std::int64_t{3}, 0.0, std::nullopt, {}, "calls before throwing"}};
-  d.make_decoder = [](const inferlab::PluginContext& ctx) {
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext& ctx) {
     return std::make_unique<ThrowingDecoder>(ctx.params.get_int("after"));
   };
   return d;

@@ -14,7 +14,7 @@ inferlab::PluginDescriptor describe() {
   d.name = "undeclared_attention";
   d.version = "0.0.1";
   d.summary = "declares no memory traffic (simulator refusal tests)";
-  d.make_attention = [](const inferlab::PluginContext&) { return std::make_unique<UndeclaredAttention>(); };
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext&) { return std::make_unique<UndeclaredAttention>(); };
   return d;
 }
 }  // namespace

@@ -18,7 +18,7 @@ inferlab::PluginDescriptor describe() {
   d.name = "undeclared_quantization";
   d.version = "0.0.1";
   d.summary = "declares no arithmetic (simulator refusal tests)";
-  d.make_quantization = [](const inferlab::PluginContext&) { return std::make_unique<UndeclaredQuantization>(); };
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext&) { return std::make_unique<UndeclaredQuantization>(); };
   return d;
 }
 }  // namespace

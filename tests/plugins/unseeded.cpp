@@ -21,7 +21,7 @@ inferlab::PluginDescriptor describe() {
   d.name = "unseeded";
   d.version = "0.0.1";
   d.summary = "uniform tokens from an unseeded source (determinism tests)";
-  d.make_decoder = [](const inferlab::PluginContext&) { return std::make_unique<UnseededDecoder>(); };
+  d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext&) { return std::make_unique<UnseededDecoder>(); };
   return d;
 }
 }  // namespace

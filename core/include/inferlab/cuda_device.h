@@ -49,7 +49,7 @@ CudaMemoryInfo cuda_memory_info(Device& device);
 
 #if INFERLAB_HAVE_CUDA
 
-class CudaDevice final : public Device {
+class CudaDevice final : public ComputeDevice {
  public:
   // The GPU `ordinal`. Throws Error "device kind cuda: no CUDA device visible (...)" when there
   // is none, or when `ordinal` is not one of them.

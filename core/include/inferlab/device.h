@@ -1,9 +1,11 @@
 // The device seam: where tensors live and who runs the ops on them. The engine, the model,
 // every Linear and every Attention receive a Device&; the CPU implementation owns the thread
 // pool, the CUDA one (inferlab/cuda_device.h) a stream, a cuBLAS handle and an allocator pool, a
-// simulated one a cost model. Besides memory (allocate, copies, synchronise) a device runs the model's
-// elementwise ops (embedding, RMSNorm, RoPE, KV write, residual add, SwiGLU, bias) on memory it
-// owns, and times every op by category so that each metrics row says where its time went.
+// simulated one (inferlab/sim.h) a cost model. Every Device has memory (allocate, copies,
+// synchronise) and times every op by category, so that each metrics row says where its time
+// went; a ComputeDevice (CPU, CUDA) also runs the model's elementwise ops (embedding, RMSNorm,
+// RoPE, KV write, residual add, SwiGLU, bias) on memory it owns. A simulated device runs none:
+// code that runs ops asks for them with compute_device().
 #pragma once
 #include <array>
 #include <cstddef>
@@ -112,6 +114,13 @@ class Device {
   // Measured cost of one op_begin/op_end pair, charged to no category.
   virtual double timer_overhead_s() const = 0;
 
+ protected:
+  mutable OpTimes times_;  // mutable: op_times() may fold in completed asynchronous timings
+};
+
+// A device that runs the model's ops (the CPU and CUDA devices).
+class ComputeDevice : public Device {
+ public:
   // ---- the model's elementwise ops (pointers are memory of this device) -------------------
   // out[r, :] = table[tokens[r], :]                            out: [rows, dim]
   virtual void embedding(const float* table, const int* tokens, int rows, int dim, float* out) = 0;
@@ -159,9 +168,12 @@ class Device {
                                int width);
 
  protected:
-  mutable OpTimes times_;  // mutable: op_times() may fold in completed asynchronous timings
   bool fuse_ = false;
 };
+
+// The ops of `device`; throws Error naming `who` when it runs none (a simulated device, whose
+// runs replace the model's forward pass by a cost model).
+ComputeDevice& compute_device(Device& device, const char* who);
 
 // Times one op on a device for the scope's duration.
 class OpScope {
@@ -180,7 +192,7 @@ class OpScope {
 
 // The host: memory is ordinary memory, ops run on a thread pool with the AVX2 kernels of
 // kernels/cpu, timing is the steady clock.
-class CpuDevice final : public Device {
+class CpuDevice final : public ComputeDevice {
  public:
   // threads <= 0 picks std::thread::hardware_concurrency().
   explicit CpuDevice(int threads = 0);
@@ -233,8 +245,10 @@ class CpuDevice final : public Device {
 // (a CPU-only plugin asked to run elsewhere).
 ThreadPool& cpu_pool(Device& device, const char* who);
 
-// A device of the kind an experiment asks for. Throws Error when this build has none (cuda in a
-// build without CUDA) or the machine has none (cuda without a visible GPU).
-std::unique_ptr<Device> make_device(DeviceKind kind, int threads);
+// A device of the kind an experiment asks for: cpu (threads <= 0: all cores), cuda (GPU 0) or
+// sim (a SimDevice describing itself as `sim_description`; its cost model is set by the run).
+// Throws Error when this build has none (cuda in a build without CUDA) or the machine has none
+// (cuda without a visible GPU).
+std::unique_ptr<Device> make_device(DeviceKind kind, int threads, const std::string& sim_description = "sim");
 
 }  // namespace inferlab

@@ -69,7 +69,7 @@ struct Variant {
 };
 
 struct DeviceSpec {
-  std::string kind = "cpu";
+  DeviceKind kind = DeviceKind::kCpu;  // parsed once, here: [device] kind = "cpu" | "cuda" | "sim"
   int threads = 0;  // 0 = all cores
   // Fused elementwise ops (Device::set_fuse: RMSNorm with the residual add and the int8
   // activation quantisation, RoPE with the KV write, SwiGLU with the quantisation); same results,

@@ -27,7 +27,7 @@ class KvStorage {
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
   int slots() const { return num_blocks_ * block_size_; }
-  Device& device() const { return device_; }
+  ComputeDevice& device() const { return device_; }
 
   KvLayerView layer(int l) const;
   // k, v: [rows, n_kv_heads * head_dim] f32, slots: [rows] — all device memory.
@@ -65,7 +65,7 @@ class KvStorage {
   std::size_t token_bytes(const Side& s) const;   // codes of one slot
   std::size_t token_params(const Side& s) const;  // params (floats) of one slot
 
-  Device& device_;
+  ComputeDevice& device_;
   KvFormat format_;
   int n_layers_, n_kv_heads_, head_dim_, kv_dim_;
   int num_blocks_, block_size_;

@@ -21,14 +21,15 @@ namespace inferlab {
 class Model {
  public:
   // Builds every linear through `quant` (created for the same device) from a copy of the float
-  // weights, and uploads the rest to `device`. `calibration` (optional) carries each linear's
+  // weights, and uploads the rest to `device` (a ComputeDevice: it runs the ops; a simulated
+  // device is refused with an Error). `calibration` (optional) carries each linear's
   // input statistics, handed to quant.make_linear by the linear's name.
   Model(const ModelWeights& weights, Quantization& quant, Device& device,
         const CalibrationSet* calibration = nullptr);
   ~Model();
 
   const ModelConfig& config() const { return config_; }
-  Device& device() const { return device_; }
+  ComputeDevice& device() const { return device_; }
   // Bytes of all weights as stored for inference (linears as quantized, plus embedding/norms).
   std::uint64_t weight_bytes() const;
   // Bytes of the token-embedding table within weight_bytes(); a step reads only its tokens'
@@ -69,7 +70,7 @@ class Model {
   void classify_rows(const float* x, const std::vector<int>& rows, float* host_out);
 
   ModelConfig config_;
-  Device& device_;
+  ComputeDevice& device_;
   // [vocab, dim] in the quantization's format when the classifier is separate (the lookup reads
   // its rows, Linear::dequantize_row); null when tied (the classifier's rows are the table).
   std::unique_ptr<Linear> embedding_;

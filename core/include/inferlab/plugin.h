@@ -1,11 +1,14 @@
 // The plugin contract. Every strategy (built-ins too) is a shared library exporting, through
 // INFERLAB_PLUGIN, two symbols: the ABI version (an int, checked before anything else is
-// touched) and a descriptor with kind, name, version, summary, typed parameters, devices,
-// a capability check and a factory.
+// touched) and a descriptor with kind, name, version, summary, typed parameters, a capability
+// check and, per device kind it runs on, the implementation there (its factory).
 #pragma once
+#include <concepts>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <boost/dll/alias.hpp>
@@ -40,7 +43,11 @@ namespace inferlab {
 // charges a strategy: Quantization::arithmetic (LinearArithmetic) and Attention::traffic
 // (AttentionTraffic), new virtuals; the scheduler's KV view counts shared blocks
 // (SeqView::blocks_shared, SchedulerInput::total_blocks) and ParamSpec can declare a path.
-inline constexpr int kPluginAbiVersion = 7;
+// 8: the registry chooses the device: PluginDescriptor::devices maps each device kind to its
+// implementation (DeviceImpl: factory, per-device supports and KV dtypes) in place of the
+// device list and the one make_* factory; Device is split into Device (memory, timing) and
+// ComputeDevice (the model's ops), which a simulated device is not.
+inline constexpr int kPluginAbiVersion = 8;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);
@@ -71,24 +78,71 @@ struct PluginContext {
   const Registry* registry = nullptr;
 };
 
+using SupportCheck = std::function<std::vector<std::string>(const SupportQuery&)>;
+
+// A strategy's implementation on one device kind (ggml's backends, vLLM's per-platform attention
+// backends): its factory and what it can run there. Exactly the factory matching the
+// descriptor's kind is set; the constructor from a callable sets the one its return type names,
+// so `{DeviceKind::kCpu, make_naive}` is a map entry.
+struct DeviceImpl {
+  std::function<std::unique_ptr<Attention>(const PluginContext&)> make_attention;
+  std::function<std::unique_ptr<Quantization>(const PluginContext&)> make_quantization;
+  std::function<std::unique_ptr<Scheduler>(const PluginContext&)> make_scheduler;
+  std::function<std::unique_ptr<Decoder>(const PluginContext&)> make_decoder;
+  // Reasons this implementation cannot run the problem (empty = supported), asked after the
+  // descriptor's own supports (a CUDA kernel's shared-memory limit). Optional.
+  SupportCheck supports;
+  // attention: the KV dtypes this implementation reads; empty = the descriptor's kv_dtypes.
+  std::vector<KvDtype> kv_dtypes;
+
+  DeviceImpl() = default;
+  template <class Make>
+    requires std::invocable<const Make&, const PluginContext&>
+  DeviceImpl(Make make, SupportCheck check = {}, std::vector<KvDtype> kv = {})  // NOLINT: implicit by design
+      : supports(std::move(check)), kv_dtypes(std::move(kv)) {
+    using Made = std::invoke_result_t<const Make&, const PluginContext&>;
+    if constexpr (std::is_convertible_v<Made, std::unique_ptr<Attention>>) make_attention = std::move(make);
+    else if constexpr (std::is_convertible_v<Made, std::unique_ptr<Quantization>>) make_quantization = std::move(make);
+    else if constexpr (std::is_convertible_v<Made, std::unique_ptr<Scheduler>>) make_scheduler = std::move(make);
+    else {
+      static_assert(std::is_convertible_v<Made, std::unique_ptr<Decoder>>,
+                    "a factory returns std::unique_ptr of an Attention, Quantization, Scheduler or Decoder");
+      make_decoder = std::move(make);
+    }
+  }
+};
+
 struct PluginDescriptor {
   PluginKind kind = PluginKind::kAttention;
   std::string name;
   std::string version;
   std::string summary;
   std::vector<ParamSpec> params;
-  std::vector<DeviceKind> devices = {DeviceKind::kCpu};  // where it can run
-  // attention: the KV dtypes it can read, on either side (K, V) of any layer
+  // Where it runs: each device kind and the implementation there. The registry creates a
+  // strategy with the implementation of the device it runs on and refuses a kind not listed
+  // here, naming the plugin and the kinds it has. The simulated device runs no op: a plugin
+  // without a kSim entry is created there by its kCpu implementation, which the simulator asks
+  // only what it declares (Attention::traffic, Quantization::arithmetic and planned_bytes).
+  // A CUDA implementation lives in the plugin's *_cuda.cpp, compiled only in a CUDA build, and
+  // is entered under `#if INFERLAB_HAVE_CUDA`. Device-independent strategies: any_device().
+  std::map<DeviceKind, DeviceImpl> devices;
+  // attention: the KV dtypes it can read, on either side (K, V) of any layer (an implementation
+  // may narrow them on its device: DeviceImpl::kv_dtypes)
   std::vector<KvDtype> kv_dtypes = {KvDtype::kF32};
-  // Reasons it cannot run this problem (empty = supported). Optional; device and KV dtype are
-  // checked by the registry from the lists above.
-  std::function<std::vector<std::string>(const SupportQuery&)> supports;
-  // Exactly the factory matching `kind` is set.
-  std::function<std::unique_ptr<Attention>(const PluginContext&)> make_attention;
-  std::function<std::unique_ptr<Quantization>(const PluginContext&)> make_quantization;
-  std::function<std::unique_ptr<Scheduler>(const PluginContext&)> make_scheduler;
-  std::function<std::unique_ptr<Decoder>(const PluginContext&)> make_decoder;
+  // Reasons it cannot run this problem on any device (empty = supported). Optional; the device
+  // and KV dtype are checked by the registry from the maps above.
+  SupportCheck supports;
+
+  // The implementation the registry uses on `device` (the kCpu one on kSim when there is no
+  // kSim entry); null when the plugin does not run there.
+  const DeviceImpl* implementation(DeviceKind device) const;
+  // "cpu, cuda": the kinds of `devices`.
+  std::string device_names() const;
 };
+
+// The device map of a device-independent strategy (schedulers, decoders that only read logits on
+// the host, beside whatever device runs the model): the same implementation on every kind.
+std::map<DeviceKind, DeviceImpl> any_device(DeviceImpl impl);
 
 }  // namespace inferlab
 

@@ -105,9 +105,10 @@ double sim_weight_bytes(const ModelConfig& model, const SimOptions& options);
 // each hold their layers' share, so per-token KV per device shrinks by pp as well).
 int sim_kv_blocks(const ModelConfig& model, const SimOptions& options, int block_size, double mem_fraction = 0.9);
 
-// A Device whose memory is host memory and whose model ops throw: plugins that only need the
-// host (schedulers, decoders on logits) run on it; attention and quantization objects may be
-// created but are never called. Time is not measured: the executor charges modelled seconds.
+// A Device of memory and time only: its memory is host memory and it runs no model op (it is no
+// ComputeDevice). Plugins that only need the host (schedulers, decoders on logits) run on it;
+// attention and quantization objects are created by their CPU implementation and asked only
+// what they declare. Time is not measured: the executor charges modelled seconds.
 class SimDevice final : public Device {
  public:
   explicit SimDevice(std::string description = "sim");
@@ -132,16 +133,6 @@ class SimDevice final : public Device {
   void charge_draft(const StepCost& cost);
   StepCost take_draft_cost();
   double draft_seconds() const { return draft_seconds_; }  // over the run so far
-
-  void embedding(const float*, const int*, int, int, float*) override;
-  void rmsnorm(const float*, const float*, float*, int, int, float) override;
-  void rope(float*, float*, const int*, int, int, int, int, const float*, RopeStyle) override;
-  void kv_write_f32(float*, float*, const float*, const float*, const int*, int, int) override;
-  void kv_write_int8(std::int8_t*, std::int8_t*, float*, float*, const float*, const float*, const int*, int, int,
-                     int) override;
-  void add(float*, const float*, std::size_t) override;
-  void swiglu(float*, const float*, std::size_t) override;
-  void add_bias(float*, const float*, int, int) override;
 
  private:
   std::string description_;

@@ -182,12 +182,6 @@ FlashAttention::FlashAttention(int tile, int query_rows, bool lanes)
 
 void FlashAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
                              float* out, Device& device) {
-#if INFERLAB_HAVE_CUDA
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(batch, kv, q, out, device);
-    return;
-  }
-#endif
   check_attention_batch(batch, kv, "attention 'flash'");
   ThreadPool& pool = cpu_pool(device, "attention 'flash'");
   std::vector<WorkItem> items;

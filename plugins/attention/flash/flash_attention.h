@@ -32,10 +32,6 @@ class FlashAttention final : public Attention {
   bool lanes() const { return lanes_; }
 
  private:
-#if INFERLAB_HAVE_CUDA
-  // The CUDA path (*_cuda.cpp): forward dispatches here when device.kind() is kCuda.
-  void forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out, Device& device);
-#endif
   int tile_;
   int query_rows_;
   bool lanes_;

@@ -2,10 +2,11 @@
 // to one: `query_rows` rows of a sequence form one thread block's work item (times the GQA
 // group, all in shared memory), `tile` K/V positions are staged in shared memory per step. A pair
 // that does not fit the GPU's shared memory is refused with an Error naming both.
-#include "flash_attention.h"
+#include "flash_attention_cuda.h"
 
-#if INFERLAB_HAVE_CUDA
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "inferlab/cuda_device.h"
@@ -13,8 +14,8 @@
 
 namespace inferlab::plugins {
 
-void FlashAttention::forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-                                  Device& device) {
+void FlashCudaAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+                                 Device& device) {
   const char* who = "attention 'flash'";
   CudaDevice& cuda = cuda_device(device, who);
   const cuda::HostBatchMirror host = cuda::mirror_batch(batch, cuda);
@@ -24,15 +25,40 @@ void FlashAttention::forward_cuda(const AttentionBatch& batch, const KvLayerView
   for (int s = 0; s < host.view.n_seqs(); ++s) {
     const int n_q = host.view.query_start[s + 1] - host.view.query_start[s];
     const int ctx = host.view.context_len[s];
-    for (int r = 0; r < n_q; r += query_rows_) {
-      const int r_end = std::min(r + query_rows_, n_q);
+    for (int r = 0; r < n_q; r += strategy_.query_rows()) {
+      const int r_end = std::min(r + strategy_.query_rows(), n_q);
       // The rows' whole causal prefix: up to the last row's position.
       items.push_back({s, r, r_end, 0, ctx - n_q + r_end, -1});
       max_item_rows = std::max(max_item_rows, r_end - r);
     }
   }
-  cuda::run_tiled_attention(cuda, batch, kv, q, out, items, {}, 0, max_item_rows, tile_, who);
+  cuda::run_tiled_attention(cuda, batch, kv, q, out, items, {}, 0, max_item_rows, strategy_.tile(), who);
+}
+
+DeviceImpl flash_cuda() {
+  // A thread block holds query_rows x group queries and a K/V tile in shared memory.
+  auto supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    if (!q.params.get_bool("lanes"))
+      reasons.push_back("lanes = false changes only the CPU kernels (allowed on cuda: lanes = true)");
+    if (q.model.n_kv_heads <= 0) return reasons;
+    const auto rows = static_cast<int>(q.params.get_int("query_rows"));
+    const auto tile = static_cast<int>(q.params.get_int("tile"));
+    const std::size_t bytes =
+        cuda::tiled_attention_shared_bytes(rows, q.model.n_heads / q.model.n_kv_heads, tile, q.model.head_dim());
+    if (bytes > cuda::kSm90SharedBytesPerBlock)
+      reasons.push_back("on cuda, query_rows " + std::to_string(rows) + " x " +
+                        std::to_string(q.model.n_heads / q.model.n_kv_heads) + " heads and tile " +
+                        std::to_string(tile) + " at head_dim " + std::to_string(q.model.head_dim()) + " need " +
+                        std::to_string(bytes) + " bytes of shared memory per block; sm_90 allows " +
+                        std::to_string(cuda::kSm90SharedBytesPerBlock) + " (lower tile or query_rows)");
+    return reasons;
+  };
+  return {[](const PluginContext& ctx) {
+            return std::make_unique<FlashCudaAttention>(static_cast<int>(ctx.params.get_int("tile")),
+                                                        static_cast<int>(ctx.params.get_int("query_rows")));
+          },
+          supports, {KvDtype::kF32, KvDtype::kInt8}};
 }
 
 }  // namespace inferlab::plugins
-#endif  // INFERLAB_HAVE_CUDA

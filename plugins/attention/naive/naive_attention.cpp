@@ -44,12 +44,6 @@ void attend_one(const AttentionBatch& batch, const KvLayerView& kv, std::span<co
 
 void NaiveAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
                              float* out, Device& device) {
-#if INFERLAB_HAVE_CUDA
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(batch, kv, q, out, device);
-    return;
-  }
-#endif
   check_attention_batch(batch, kv, "attention 'naive'");
   ThreadPool& pool = cpu_pool(device, "attention 'naive'");
   const int rows = batch.rows();

@@ -16,12 +16,6 @@ class NaiveAttention final : public Attention {
   // Materialises every score row: S and P in fp32, each written and read back (16 bytes per
   // row, head and key).
   AttentionTraffic traffic(int) const override { return {true, 16, 0}; }
-
- private:
-#if INFERLAB_HAVE_CUDA
-  // The CUDA path (*_cuda.cpp): forward dispatches here when device.kind() is kCuda.
-  void forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out, Device& device);
-#endif
 };
 
 }  // namespace inferlab::plugins

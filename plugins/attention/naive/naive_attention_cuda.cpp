@@ -1,17 +1,17 @@
 // NaiveAttention on a CUDA device: kernels/cuda/attention_naive.cu, one thread block per
 // (query row, head), its score row materialised in the device's workspace.
-#include "naive_attention.h"
+#include "naive_attention_cuda.h"
 
-#if INFERLAB_HAVE_CUDA
 #include <algorithm>
+#include <memory>
 
 #include "inferlab/cuda_device.h"
 #include "plugins/common/attention/attention_plan_cuda.h"
 
 namespace inferlab::plugins {
 
-void NaiveAttention::forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-                                  Device& device) {
+void NaiveCudaAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+                                 Device& device) {
   const char* who = "attention 'naive'";
   CudaDevice& cuda = cuda_device(device, who);
   const cuda::HostBatchMirror host = cuda::mirror_batch(batch, cuda);
@@ -31,5 +31,9 @@ void NaiveAttention::forward_cuda(const AttentionBatch& batch, const KvLayerView
                         max_context, cuda.stream());
 }
 
+DeviceImpl naive_cuda() {
+  return {[](const PluginContext&) { return std::make_unique<NaiveCudaAttention>(); }, {},
+          {KvDtype::kF32, KvDtype::kInt8}};
+}
+
 }  // namespace inferlab::plugins
-#endif  // INFERLAB_HAVE_CUDA

@@ -3,6 +3,7 @@
 
 #include "inferlab/plugin.h"
 #include "naive_attention.h"
+#include "naive_attention_cuda.h"
 
 namespace {
 
@@ -12,14 +13,13 @@ inferlab::PluginDescriptor describe_naive() {
   d.name = "naive";
   d.version = "1.0.0";
   d.summary = "Paged attention that materialises each score row, softmax, then V sum";
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
   d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
-  d.make_attention = [](const inferlab::PluginContext&) -> std::unique_ptr<inferlab::Attention> {
-    return std::make_unique<inferlab::plugins::NaiveAttention>();
-  };
+  d.devices = {{inferlab::DeviceKind::kCpu, [](const inferlab::PluginContext&) {
+                  return std::make_unique<inferlab::plugins::NaiveAttention>();
+                }}};
+#if INFERLAB_HAVE_CUDA
+  d.devices.emplace(inferlab::DeviceKind::kCuda, inferlab::plugins::naive_cuda());  // naive_attention_cuda.cpp
+#endif
   return d;
 }
 

@@ -2,14 +2,8 @@
 #include <memory>
 
 #include "inferlab/plugin.h"
-#if INFERLAB_HAVE_CUDA
-#include <string>
-#include <vector>
-
-#include "kernels/cuda/attention.h"
-#include "partial_attention.h"
-#endif
 #include "split_k_attention.h"
+#include "split_k_attention_cuda.h"
 
 namespace {
 
@@ -35,32 +29,15 @@ inferlab::PluginDescriptor describe_split_k() {
        "a sequence with at most this many query rows is split; more rows (prefill) run tiled "
        "without splitting"},
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-#if INFERLAB_HAVE_CUDA
-  // On CUDA a thread block holds 16 rows x group queries and a 64-position K/V tile in shared memory.
-  d.supports = [](const inferlab::SupportQuery& q) {
-    std::vector<std::string> reasons;
-    if (q.device != inferlab::DeviceKind::kCuda || q.model.n_kv_heads <= 0) return reasons;
-    const std::size_t bytes = inferlab::cuda::tiled_attention_shared_bytes(
-        SplitKAttention::kPrefillRowBlock, q.model.n_heads / q.model.n_kv_heads,
-        inferlab::plugins::split_k::kPositionTile, q.model.head_dim());
-    if (bytes > inferlab::cuda::kSm90SharedBytesPerBlock)
-      reasons.push_back("on cuda, " + std::to_string(q.model.n_heads / q.model.n_kv_heads) +
-                        " query heads per kv head at head_dim " + std::to_string(q.model.head_dim()) + " need " +
-                        std::to_string(bytes) + " bytes of shared memory per block; sm_90 allows " +
-                        std::to_string(inferlab::cuda::kSm90SharedBytesPerBlock));
-    return reasons;
-  };
-#endif
   d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
-  d.make_attention = [](const inferlab::PluginContext& ctx) -> std::unique_ptr<inferlab::Attention> {
-    return std::make_unique<SplitKAttention>(static_cast<int>(ctx.params.get_int("splits")),
-                                             static_cast<int>(ctx.params.get_int("min_split_tokens")),
-                                             static_cast<int>(ctx.params.get_int("max_query_rows")));
-  };
+  d.devices = {{inferlab::DeviceKind::kCpu, [](const inferlab::PluginContext& ctx) {
+                  return std::make_unique<SplitKAttention>(static_cast<int>(ctx.params.get_int("splits")),
+                                                           static_cast<int>(ctx.params.get_int("min_split_tokens")),
+                                                           static_cast<int>(ctx.params.get_int("max_query_rows")));
+                }}};
+#if INFERLAB_HAVE_CUDA
+  d.devices.emplace(inferlab::DeviceKind::kCuda, inferlab::plugins::split_k_cuda());  // split_k_attention_cuda.cpp
+#endif
   return d;
 }
 

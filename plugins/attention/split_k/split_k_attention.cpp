@@ -80,12 +80,6 @@ void SplitKAttention::forward(const AttentionBatch& batch, const KvLayerView& kv
   using split_k::Merge;
   using split_k::PartialView;
   using split_k::QueryBlock;
-#if INFERLAB_HAVE_CUDA
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(batch, kv, q, out, device);
-    return;
-  }
-#endif
   check_attention_batch(batch, kv, "attention 'split_k'");
   ThreadPool& pool = cpu_pool(device, "attention 'split_k'");
   if (batch.rows() == 0) return;

@@ -51,10 +51,6 @@ class SplitKAttention final : public Attention {
   int max_query_rows() const { return max_query_rows_; }
 
  private:
-#if INFERLAB_HAVE_CUDA
-  // The CUDA path (*_cuda.cpp): forward dispatches here when device.kind() is kCuda.
-  void forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out, Device& device);
-#endif
   int splits_;
   int min_split_tokens_;
   int max_query_rows_;

@@ -4,10 +4,10 @@
 // "4 items per thread" counts the GPU's streaming multiprocessors as its threads (4 thread
 // blocks per SM); `max_query_rows` chooses between the split path and the tiled prefill path.
 // Both paths go in row blocks of kPrefillRowBlock rows (the split path merges each block).
-#include "split_k_attention.h"
+#include "split_k_attention_cuda.h"
 
-#if INFERLAB_HAVE_CUDA
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,14 +18,14 @@
 
 namespace inferlab::plugins {
 
-void SplitKAttention::forward_cuda(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
-                                   Device& device) {
+void SplitKCudaAttention::forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+                                  Device& device) {
   const char* who = "attention 'split_k'";
   CudaDevice& cuda = cuda_device(device, who);
   const cuda::HostBatchMirror host = cuda::mirror_batch(batch, cuda);
   check_attention_batch(host.view, kv, who);
   const int group = batch.n_heads / batch.n_kv_heads;
-  const std::vector<int> splits = plan(host.view, cuda.sm_count());
+  const std::vector<int> splits = strategy_.plan(host.view, cuda.sm_count());
   std::vector<cuda::AttentionItem> items;
   std::vector<cuda::AttentionMerge> merges;
   long long partial_vectors = 0;
@@ -33,8 +33,8 @@ void SplitKAttention::forward_cuda(const AttentionBatch& batch, const KvLayerVie
     const int n_q = host.view.query_start[s + 1] - host.view.query_start[s];
     const int ctx = host.view.context_len[s];
     const int n_split = splits[static_cast<std::size_t>(s)];
-    for (int r = 0; r < n_q; r += kPrefillRowBlock) {
-      const int r_end = std::min(r + kPrefillRowBlock, n_q);
+    for (int r = 0; r < n_q; r += SplitKAttention::kPrefillRowBlock) {
+      const int r_end = std::min(r + SplitKAttention::kPrefillRowBlock, n_q);
       if (n_split <= 1) {  // tiled: the rows' whole causal prefix
         items.push_back({s, r, r_end, 0, ctx - n_q + r_end, -1});
         continue;
@@ -52,9 +52,31 @@ void SplitKAttention::forward_cuda(const AttentionBatch& batch, const KvLayerVie
     }
   }
   check(partial_vectors < (1LL << 31), std::string(who) + ": too many partial states for one batch");
-  cuda::run_tiled_attention(cuda, batch, kv, q, out, items, merges, partial_vectors, kPrefillRowBlock,
+  cuda::run_tiled_attention(cuda, batch, kv, q, out, items, merges, partial_vectors, SplitKAttention::kPrefillRowBlock,
                             split_k::kPositionTile, who);
 }
 
+DeviceImpl split_k_cuda() {
+  // A thread block holds 16 rows x group queries and a 64-position K/V tile in shared memory.
+  auto supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    if (q.model.n_kv_heads <= 0) return reasons;
+    const std::size_t bytes = cuda::tiled_attention_shared_bytes(
+        SplitKAttention::kPrefillRowBlock, q.model.n_heads / q.model.n_kv_heads, split_k::kPositionTile,
+        q.model.head_dim());
+    if (bytes > cuda::kSm90SharedBytesPerBlock)
+      reasons.push_back("on cuda, " + std::to_string(q.model.n_heads / q.model.n_kv_heads) +
+                        " query heads per kv head at head_dim " + std::to_string(q.model.head_dim()) + " need " +
+                        std::to_string(bytes) + " bytes of shared memory per block; sm_90 allows " +
+                        std::to_string(cuda::kSm90SharedBytesPerBlock));
+    return reasons;
+  };
+  return {[](const PluginContext& ctx) {
+            return std::make_unique<SplitKCudaAttention>(static_cast<int>(ctx.params.get_int("splits")),
+                                                         static_cast<int>(ctx.params.get_int("min_split_tokens")),
+                                                         static_cast<int>(ctx.params.get_int("max_query_rows")));
+          },
+          supports, {KvDtype::kF32, KvDtype::kInt8}};
+}
+
 }  // namespace inferlab::plugins
-#endif  // INFERLAB_HAVE_CUDA

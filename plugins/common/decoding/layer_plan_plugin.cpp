@@ -31,7 +31,7 @@ PluginDescriptor layer_plan_decoding_descriptor(LayerPlanPluginSpec spec) {
     }
     return reasons;
   };
-  d.make_decoder = [plan_of, name = spec.name](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+  d.devices[DeviceKind::kCpu] = [plan_of, name = spec.name](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     if (ctx.weights == nullptr) throw Error("decoding '" + name + "' needs the run's model to know its depth");
     return std::make_unique<LayerPlanDecoder>(sampling_params_from(ctx.params),
                                               plan_of(ctx.params, ctx.weights->config.n_layers));

@@ -71,10 +71,6 @@ void Int4Linear::set_int8_activations(bool on) {
 }
 
 void Int4Linear::forward(const float* x, float* y, int n, Device& device) const {
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(x, y, n, device);
-    return;
-  }
   ThreadPool& pool = cpu_pool(device, "int4 linear");
   if (int8_activations_) {
     thread_local std::vector<std::int8_t> xq;

@@ -27,14 +27,9 @@ class Int4Linear : public Linear {
   Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
              std::vector<std::uint8_t> zero);
   // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4, or, with int8 activations,
-  // x quantised per 32-block and kernels/cpu/matmul_int4_act (W4A8). On a CUDA device (after
-  // place_on): kernels/cuda/quant_linear.cu (GEMV / fused GEMM) or, with int8 activations,
-  // kernels/cuda/quant_act.cu (on-GPU activation blocks, __dp4a).
+  // x quantised per 32-block and kernels/cpu/matmul_int4_act (W4A8). The CPU; on a CUDA device
+  // an Int4CudaLinear (plugins/common/quantization/int4_linear_cuda.h) runs the same codes.
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // A CUDA device gets a copy of the codes, scales and zero points in its memory, for forward on
-  // that device (the host copy stays: dequantized() and the CPU path keep working); nullptr or
-  // another device: nothing to do. Strategies call it from make_linear with their context's device.
-  void place_on(Device* device);
   // Quantise activations to int8 blocks on the fly (dynamic W4A8). Throws Error unless
   // group_size is a multiple of 32 (each activation block must lie in one weight group).
   void set_int8_activations(bool on);
@@ -51,6 +46,8 @@ class Int4Linear : public Linear {
   int groups() const;  // per row: ceil(in / group_size)
   bool symmetric() const { return zero_.empty(); }
   const std::vector<float>& scale() const { return scale_; }  // [out, groups]
+  const std::vector<std::uint8_t>& packed() const { return packed_; }  // [out, ceil(in / 2)]
+  const std::vector<std::uint8_t>& zero() const { return zero_; }      // [out, groups]; empty when symmetric
   // The weights the codes stand for, [out, in].
   std::vector<float> dequantized() const;
 
@@ -60,8 +57,6 @@ class Int4Linear : public Linear {
   std::vector<float> scale_;          // [out, groups]
   std::vector<std::uint8_t> zero_;    // [out, groups]; empty when symmetric
   bool int8_activations_ = false;
-  Buffer device_packed_, device_scale_, device_zero_;  // CUDA copies (place_on); empty otherwise
-  void forward_cuda(const float* x, float* y, int n, Device& device) const;
 };
 
 // Throws Error unless group_size is a multiple of 8 in [8, 4096]; `who` names the strategy.

@@ -1,30 +1,32 @@
-// Int4Linear's CUDA half: uploading the codes and the forward on a CUDA device.
-#include "inferlab/device_upload.h"
-#include "inferlab/error.h"
-#include "kernels/ref/matmul_int8.h"
-#include "plugins/common/quantization/int4_linear.h"
+// Int4CudaLinear: uploading an Int4Linear's codes and the forward on a CUDA device (a CUDA
+// build's core only).
 #if INFERLAB_HAVE_CUDA
+#include "plugins/common/quantization/int4_linear_cuda.h"
+
 #include "inferlab/cuda_device.h"
+#include "inferlab/device_upload.h"
 #include "kernels/cuda/quant_linear.h"
-#endif
+#include "kernels/ref/matmul_int8.h"
 
 namespace inferlab {
 
-void Int4Linear::place_on(Device* device) {
-  if (device == nullptr || device->kind() != DeviceKind::kCuda) return;
-  device_packed_ = upload_to(*device, packed_);
-  device_scale_ = upload_to(*device, scale_);
-  device_zero_ = upload_to(*device, zero_);
+Int4CudaLinear::Int4CudaLinear(const Int4Linear& host, Device& device)
+    : Linear(host.out_features(), host.in_features()),
+      host_(host),
+      device_packed_(upload_to(device, host.packed())),
+      device_scale_(upload_to(device, host.scale())),
+      device_zero_(upload_to(device, host.zero())) {}
+
+Int4CudaLinear::Int4CudaLinear(std::unique_ptr<Int4Linear> host, Device& device) : Int4CudaLinear(*host, device) {
+  owned_ = std::move(host);
 }
 
-void Int4Linear::forward_cuda(const float* x, float* y, int n, Device& device) const {
-#if INFERLAB_HAVE_CUDA
-  check(device_packed_.data() != nullptr, "int4 linear: built for the host, asked to run on cuda (place_on not called)");
+void Int4CudaLinear::forward(const float* x, float* y, int n, Device& device) const {
   CudaDevice& cuda = cuda_device(device, "int4 linear");
   const cuda::Int4Weights w{device_packed_.as<std::uint8_t>(), device_scale_.as<float>(),
-                            zero_.empty() ? nullptr : device_zero_.as<std::uint8_t>(), group_size_};
+                            host_.symmetric() ? nullptr : device_zero_.as<std::uint8_t>(), host_.group_size()};
   const int in = in_features();
-  if (!int8_activations_) {
+  if (!host_.reads_act_blocks()) {
     cuda::int4_linear(x, w, y, n, out_features(), in, cuda.stream());
     return;
   }
@@ -36,10 +38,7 @@ void Int4Linear::forward_cuda(const float* x, float* y, int n, Device& device) c
   auto* xs = reinterpret_cast<float*>(ws + xq_bytes);
   cuda::quantize_activations(x, nullptr, n, in, ref::kActBlock, xq, xs, cuda.stream());
   cuda::int4_act_linear(xq, xs, w, y, n, out_features(), in, cuda.stream());
-#else
-  (void)x, (void)y, (void)n;
-  throw Error(std::string("int4 linear: this build has no CUDA, asked to run on ") + device_kind_name(device.kind()));
-#endif
 }
 
 }  // namespace inferlab
+#endif  // INFERLAB_HAVE_CUDA

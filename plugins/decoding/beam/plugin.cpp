@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "beam";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Beam search over log-softmax scores with a length penalty; beams share the prompt's KV blocks "
               "copy on write";
@@ -21,13 +20,13 @@ inferlab::PluginDescriptor describe() {
       {"early_stopping", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Stop once `width` hypotheses finished (false: once no live beam can beat the worst of them)"},
   };
-  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     BeamParams p;
     p.width = static_cast<int>(ctx.params.get_int("width"));
     p.length_penalty = ctx.params.get_float("length_penalty");
     p.early_stopping = ctx.params.get_bool("early_stopping");
     return std::make_unique<BeamSearchDecoder>(p);
-  };
+  });
   return d;
 }
 

@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "prompt_lookup";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Prompt lookup decoding: n-gram drafts copied from the context, greedy verification";
   d.params = {
@@ -27,11 +26,11 @@ inferlab::PluginDescriptor describe() {
       reasons.push_back("min_ngram must be <= max_ngram");
     return reasons;
   };
-  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     return std::make_unique<PromptLookupDecoder>(static_cast<int>(ctx.params.get_int("num_draft")),
                                                  static_cast<int>(ctx.params.get_int("max_ngram")),
                                                  static_cast<int>(ctx.params.get_int("min_ngram")));
-  };
+  });
   return d;
 }
 

@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "sampling";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Seeded sampling with temperature, top-k and top-p (temperature 0 = greedy)";
   d.params = {
@@ -23,13 +22,13 @@ inferlab::PluginDescriptor describe() {
       {"n", ParamType::kInt, std::int64_t{1}, 1.0, 64.0, {},
        "Samples per request (parallel sampling), sharing the prompt's KV blocks; each has its own seeded stream"},
   };
-  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     SamplingParams sp;
     sp.temperature = ctx.params.get_float("temperature");
     sp.top_k = static_cast<int>(ctx.params.get_int("top_k"));
     sp.top_p = ctx.params.get_float("top_p");
     return std::make_unique<SamplingDecoder>(sp, static_cast<int>(ctx.params.get_int("n")));
-  };
+  });
   return d;
 }
 

@@ -45,7 +45,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kDecoding;
   d.name = "speculative";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // the draft model runs on the run's device
   d.version = "1.0.0";
   d.summary = "Speculative decoding: a draft model (self-draft of the first layers, or another checkpoint) proposes, "
               "the target verifies in one pass; lossless (modified rejection sampling)";
@@ -75,15 +74,6 @@ inferlab::PluginDescriptor describe() {
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> reasons;
     const auto s = params_of(q.params);
-    const double alpha = q.params.get_float("sim_accept_prob");
-    if (q.device == DeviceKind::kSim && alpha <= 0.0)
-      reasons.push_back("needs real logits: it builds and runs a draft model, which a simulated run (device 'sim') "
-                        "never materialises; set sim_accept_prob = α to simulate Bernoulli(α) acceptance instead");
-    if (q.device == DeviceKind::kSim && alpha > 0.0 && s.sampling.temperature != 0.0)
-      reasons.push_back("sim_accept_prob models greedy verification; temperature must be 0 in simulation");
-    if (q.device != DeviceKind::kSim && alpha > 0.0)
-      reasons.push_back("sim_accept_prob = " + std::to_string(alpha) +
-                        " applies only to a simulated run ([device] kind = \"sim\"); a real run verifies its draft model");
     if (s.draft_quantization == "none" &&
         (q.params.get_int("draft_group_size") > 0 || !q.params.get_string("draft_activations").empty()))
       reasons.push_back("draft_group_size and draft_activations configure the draft's quantization plugin; set "
@@ -107,37 +97,49 @@ inferlab::PluginDescriptor describe() {
     }
     return reasons;
   };
-  d.make_decoder = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
-    if (ctx.device.kind() == DeviceKind::kSim) {  // a Bernoulli(α) draft against the synthetic target
-      const double alpha = ctx.params.get_float("sim_accept_prob");
-      if (alpha <= 0.0) throw Error("decoding 'speculative' on a simulated device needs sim_accept_prob > 0");
-      if (ctx.weights == nullptr) throw Error("decoding 'speculative' in simulation needs the run's model config");
-      auto& sim = static_cast<SimDevice&>(ctx.device);
-      if (sim.options() == nullptr)
-        throw Error("decoding 'speculative' in simulation needs the run's cost model (SimDevice::set_options) to "
-                    "charge its draft");
-      const auto s = params_of(ctx.params);
-      const ModelConfig draft = sim_draft_config(s, ctx.weights->config);
-      SimOptions options = *sim.options();
-      if (options.calibrated)
-        throw Error("decoding 'speculative' cannot charge its draft under a calibrated profile (the fit is of the "
-                    "target's steps only); use a hardware profile");
-      // The draft's linears as draft_quantization stores them (asked on the host, where its
-      // planned_bytes probe can build a linear).
-      CpuDevice host(1);
-      std::shared_ptr<Quantization> quant = std::make_shared<NoQuantization>(&host);
-      if (s.draft_quantization != "none") {
-        if (ctx.registry == nullptr) throw Error("decoding 'speculative': draft_quantization needs the plugin registry");
-        quant = ctx.registry->create_quantization(
-            s.draft_quantization,
-            ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, {}, "decoding 'speculative' draft_quantization"),
-            host);
-      }
-      options.linears = sim_linears(*quant, draft, options.weight_bytes);
-      return std::make_unique<plugins::SimulatedDraftDecoder>(s.num_draft, alpha,
-                                                              std::min(ctx.weights->config.vocab_size, kSimVocab), sim,
-                                                              draft, options);
+  // A simulated run has no draft model to run: a Bernoulli(α) draft against the synthetic target.
+  const auto make_simulated = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
+    const double alpha = ctx.params.get_float("sim_accept_prob");
+    if (alpha <= 0.0) throw Error("decoding 'speculative' on a simulated device needs sim_accept_prob > 0");
+    if (ctx.weights == nullptr) throw Error("decoding 'speculative' in simulation needs the run's model config");
+    auto* sim = dynamic_cast<SimDevice*>(&ctx.device);
+    if (sim == nullptr || sim->options() == nullptr)
+      throw Error("decoding 'speculative' in simulation needs the run's cost model (SimDevice::set_options) to "
+                  "charge its draft");
+    const auto s = params_of(ctx.params);
+    const ModelConfig draft = sim_draft_config(s, ctx.weights->config);
+    SimOptions options = *sim->options();
+    if (options.calibrated)
+      throw Error("decoding 'speculative' cannot charge its draft under a calibrated profile (the fit is of the "
+                  "target's steps only); use a hardware profile");
+    // The draft's linears as draft_quantization stores them (asked on the host, where its
+    // planned_bytes probe can build a linear).
+    CpuDevice host(1);
+    std::shared_ptr<Quantization> quant = std::make_shared<NoQuantization>(&host);
+    if (s.draft_quantization != "none") {
+      if (ctx.registry == nullptr) throw Error("decoding 'speculative': draft_quantization needs the plugin registry");
+      quant = ctx.registry->create_quantization(
+          s.draft_quantization,
+          ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, {}, "decoding 'speculative' draft_quantization"),
+          host);
     }
+    options.linears = sim_linears(*quant, draft, options.weight_bytes);
+    return std::make_unique<plugins::SimulatedDraftDecoder>(s.num_draft, alpha,
+                                                            std::min(ctx.weights->config.vocab_size, kSimVocab), *sim,
+                                                            draft, options);
+  };
+  const auto simulated_supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    const double alpha = q.params.get_float("sim_accept_prob");
+    if (alpha <= 0.0)
+      reasons.push_back("needs real logits: it builds and runs a draft model, which a simulated run (device 'sim') "
+                        "never materialises; set sim_accept_prob = α to simulate Bernoulli(α) acceptance instead");
+    if (alpha > 0.0 && params_of(q.params).sampling.temperature != 0.0)
+      reasons.push_back("sim_accept_prob models greedy verification; temperature must be 0 in simulation");
+    return reasons;
+  };
+  // The draft model runs on the run's device, CPU or CUDA alike.
+  const auto make = [](const PluginContext& ctx) -> std::unique_ptr<Decoder> {
     if (ctx.weights == nullptr || ctx.attention == nullptr)
       throw Error("decoding 'speculative' needs the run's model weights and attention to build its draft");
     const auto s = params_of(ctx.params);
@@ -154,6 +156,16 @@ inferlab::PluginDescriptor describe() {
     }
     return std::make_unique<plugins::SpeculativeDecoder>(s, *ctx.weights, *ctx.attention, ctx.device, std::move(quant));
   };
+  const auto real_supports = [](const SupportQuery& q) {
+    std::vector<std::string> reasons;
+    if (const double alpha = q.params.get_float("sim_accept_prob"); alpha > 0.0)
+      reasons.push_back("sim_accept_prob = " + std::to_string(alpha) +
+                        " applies only to a simulated run ([device] kind = \"sim\"); a real run verifies its draft model");
+    return reasons;
+  };
+  d.devices = {{DeviceKind::kCpu, {make, real_supports}},
+               {DeviceKind::kCuda, {make, real_supports}},
+               {DeviceKind::kSim, {make_simulated, simulated_supports}}};
   return d;
 }
 

@@ -24,10 +24,6 @@ AwqLinear::AwqLinear(std::unique_ptr<Int4Linear> q, std::vector<float> inv_scale
 }
 
 void AwqLinear::forward(const float* x, float* y, int n, Device& device) const {
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(x, y, n, device);
-    return;
-  }
   const std::size_t in = static_cast<std::size_t>(in_features());
   scaled_.resize(static_cast<std::size_t>(n) * in);
   for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
@@ -131,12 +127,9 @@ std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, st
   if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0) {
     auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
     plain->set_int8_activations(options_.int8_activations);
-    plain->place_on(device_);
-    return plain;
+    return place(std::move(plain));
   }
-  auto linear = awq_quantize(weight, out, in, calib->mean_abs, calib->samples, calib->sample_rows, options_);
-  linear->place_on(device_);
-  return linear;
+  return place(awq_quantize(weight, out, in, calib->mean_abs, calib->samples, calib->sample_rows, options_));
 }
 
 CalibrationNeeds AwqQuantization::calibration_needs() const {

@@ -23,15 +23,15 @@ struct AwqOptions {
 class AwqLinear : public Linear {
  public:
   AwqLinear(std::unique_ptr<Int4Linear> q, std::vector<float> inv_scale, double alpha);
-  // On a CUDA device (after place_on): x ⊙ s⁻¹ into the device workspace, then the int4 kernel.
+  // On the CPU (CUDA: AwqCudaLinear).
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // A CUDA device gets copies of s⁻¹ and of the int4 layer (Int4Linear::place_on).
-  void place_on(Device* device);
   // The int4 layer plus 4 bytes per input channel for s⁻¹.
   std::uint64_t weight_bytes() const override;
   // The row of dequantized(): Q(W diag(s))[row, :] ⊙ s⁻¹.
   void dequantize_row(int row, float* out) const override;
   double alpha() const { return alpha_; }
+  const Int4Linear& int4() const { return *q_; }                 // Q(W diag(s))
+  const std::vector<float>& inv_scale() const { return inv_scale_; }  // [in] s⁻¹
   // Effective weights Q(W diag(s)) diag(s)⁻¹, [out, in].
   std::vector<float> dequantized() const;
 
@@ -40,8 +40,6 @@ class AwqLinear : public Linear {
   std::vector<float> inv_scale_;          // [in]
   double alpha_;
   mutable std::vector<float> scaled_;     // [n, in] scratch
-  Buffer device_inv_scale_;               // [in] CUDA copy (place_on); empty otherwise
-  void forward_cuda(const float* x, float* y, int n, Device& device) const;
 };
 
 struct AwqSearch {
@@ -56,9 +54,10 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
                                         const std::vector<float>& mean_abs, const std::vector<float>& x, int rows,
                                         const AwqOptions& options, AwqSearch* search = nullptr);
 
+// The strategy on the CPU; AwqCudaQuantization (awq_cuda.h) places its linears on a GPU.
 class AwqQuantization : public Quantization {
  public:
-  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
   AwqQuantization(const AwqOptions& options, bool skip_classifier, Device* device = nullptr);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest int4 (quantization/int4's layer).
@@ -73,6 +72,11 @@ class AwqQuantization : public Quantization {
     if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
     return {true, false, false, 3};
   }
+
+ protected:
+  // The linears as they run on the strategy's device: on the CPU, as built.
+  virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
+  virtual std::unique_ptr<Linear> place(std::unique_ptr<AwqLinear> linear) { return linear; }
 
  private:
   AwqOptions options_;

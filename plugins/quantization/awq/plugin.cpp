@@ -1,8 +1,18 @@
 // Plugin descriptor for quantization/awq.
 #include "awq.h"
+#include "awq_cuda.h"
 #include "inferlab/plugin.h"
 
 namespace {
+
+inferlab::plugins::AwqOptions awq_options(const inferlab::Params& p) {
+  inferlab::plugins::AwqOptions o;
+  o.group_size = static_cast<int>(p.get_int("group_size"));
+  o.grid = static_cast<int>(p.get_int("grid"));
+  o.samples = static_cast<int>(p.get_int("samples"));
+  o.int8_activations = inferlab::int4_int8_activations(p.get_string("activations"), o.group_size);
+  return o;
+}
 
 inferlab::PluginDescriptor describe() {
   using namespace inferlab;
@@ -36,18 +46,16 @@ inferlab::PluginDescriptor describe() {
                         std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    AwqOptions o;
-    o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
-    o.grid = static_cast<int>(ctx.params.get_int("grid"));
-    o.samples = static_cast<int>(ctx.params.get_int("samples"));
-    o.int8_activations = int4_int8_activations(ctx.params.get_string("activations"), o.group_size);
-    return std::make_unique<AwqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    return std::make_unique<AwqQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
+                                             &ctx.device);
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // awq_cuda.cpp
+    return std::make_unique<AwqCudaQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
+                                                 ctx.device);
+  };
+#endif
   return d;
 }
 

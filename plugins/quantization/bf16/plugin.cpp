@@ -17,11 +17,11 @@ inferlab::PluginDescriptor describe() {
                "or no AMX: the fp32 panels). bf16 (default): activations rounded once to bf16, one product, fp32 sums "
                "(both operands bf16: the two-operand bound 2·2^-8 of Σ|x·w|, as on CUDA); split: activations as two "
                "bf16 terms (weights only rounded: 2^-8, at about half the speed); off: the fp32 panels always"}};
-  d.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<HalfQuantization>(cpu::HalfFormat::kBF16, ctx.device,
                                               half_amx_from_name(ctx.params.get_string("amx")));
   };
+  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
   return d;
 }
 

@@ -54,7 +54,7 @@ TEST(BF16Linear, RejectsMismatchedWeightAndWrongDevice) {
 TEST(BF16Plugin, DescribesCpuAndCuda) {
   Registry registry({testing::plugin_dir()});
   const PluginDescriptor& d = registry.find(PluginKind::kQuantization, "bf16");
-  EXPECT_EQ(d.devices, (std::vector<DeviceKind>{DeviceKind::kCpu, DeviceKind::kCuda}));
+  EXPECT_EQ(d.device_names(), "cpu, cuda");
   CpuDevice device(2);
   const Params params = registry.resolve(PluginKind::kQuantization, "bf16", {}, "test");
   EXPECT_EQ(params.get_string("amx"), "bf16");  // the default: both operands bf16, the format's own rounding

@@ -16,11 +16,11 @@ inferlab::PluginDescriptor describe() {
                "CPU prefill (16 rows and more) on the AMX bf16 tiles where they run (fewer rows, INFERLAB_AMX=0 "
                "or no AMX: the fp32 panels). split: weights as two bf16 terms (exact), activations as two bf16 terms, fp32 sums (within the "
                "format's CPU bound); bf16: weights and activations rounded once to bf16 (one product; 2^-8 per operand: outside f16's 2^-11); off: the fp32 panels always"}};
-  d.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<HalfQuantization>(cpu::HalfFormat::kF16, ctx.device,
                                               half_amx_from_name(ctx.params.get_string("amx")));
   };
+  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
   return d;
 }
 

@@ -89,7 +89,7 @@ TEST(F16Linear, RejectsMismatchedWeightAndWrongDevice) {
 TEST(F16Plugin, DescribesCpuAndCuda) {
   Registry registry({testing::plugin_dir()});
   const PluginDescriptor& d = registry.find(PluginKind::kQuantization, "f16");
-  EXPECT_EQ(d.devices, (std::vector<DeviceKind>{DeviceKind::kCpu, DeviceKind::kCuda}));
+  EXPECT_EQ(d.device_names(), "cpu, cuda");
   CpuDevice device(2);
   const Params params = registry.resolve(PluginKind::kQuantization, "f16", {}, "test");
   EXPECT_EQ(params.get_string("amx"), "split");  // the default: AMX prefill within the format's bound

@@ -32,10 +32,9 @@ ActBlocks quantize_acts(const float* x, int n, int in, int block, ThreadPool& po
   return {xq.data(), xs.data()};
 }
 
-// The group's panels when every member is a packed GgufBlockLinear and the device is the CPU
+// The group's panels when every member is a packed GgufBlockLinear, which runs on the CPU only
 // (gemm_gguf_group's operands, filled into `out`); false otherwise.
-bool packed_group(std::span<const GroupMember> group, const Device& device, std::vector<cpu::GemmGgufOutput>& out) {
-  if (device.kind() != DeviceKind::kCpu) return false;
+bool packed_group(std::span<const GroupMember> group, std::vector<cpu::GemmGgufOutput>& out) {
   out.clear();
   for (const GroupMember& m : group) {
     const auto* g = dynamic_cast<const GgufBlockLinear*>(m.linear);
@@ -101,7 +100,7 @@ void GgufBlockLinear::forward_act_blocks(const std::int8_t* xq, const float* xs,
 bool GgufBlockLinear::try_forward_group(std::span<const GroupMember> group, const float* x, int n,
                                         Device& device) const {
   thread_local std::vector<cpu::GemmGgufOutput> members;
-  if (!packed_group(group, device, members)) return false;
+  if (!packed_group(group, members)) return false;
   ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
   const ActBlocks a = quantize_acts(x, n, in_features(), 32, pool);  // once for all: the panels' blocks of 32
   cpu::gemm_gguf_group(a.xq, a.xs, members, n, pool);
@@ -111,7 +110,7 @@ bool GgufBlockLinear::try_forward_group(std::span<const GroupMember> group, cons
 bool GgufBlockLinear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
                                                    const float* xs, int n, Device& device) const {
   thread_local std::vector<cpu::GemmGgufOutput> members;
-  if (!packed_group(group, device, members)) return false;
+  if (!packed_group(group, members)) return false;
   cpu::gemm_gguf_group(xq, xs, members, n, cpu_pool(device, "quantization 'gguf'"));
   return true;
 }

@@ -22,7 +22,6 @@ inferlab::PluginDescriptor describe() {
                "with activations = int8: prefill unpacks each packed panel's codes once per thread before its token "
                "tiles pass (false: the tiles read the packed panels, as batched decode does); same results, so "
                "the gain is one variant key"}};
-  d.devices = {DeviceKind::kCpu};
   d.supports = [](const SupportQuery& q) {
     std::vector<std::string> problems = gguf_strategy_problems(q.model);
     if (!q.params.get_bool("unpack") && q.params.get_string("activations") != "int8")
@@ -30,7 +29,7 @@ inferlab::PluginDescriptor describe() {
                          "activations = \"fp32\": unpack = true)");
     return problems;
   };
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<GgufQuantization>(ctx.weights, ctx.params.get_string("activations") == "int8",
                                               ctx.params.get_bool("unpack"));
   };

@@ -150,8 +150,7 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
   if (calib == nullptr || calib->hessian.empty()) {
     auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
     plain->set_int8_activations(options_.int8_activations);
-    plain->place_on(device_);
-    return plain;
+    return place(std::move(plain));
   }
   check(calib->in == in && calib->hessian.size() == static_cast<std::size_t>(in) * in,
         "quantization 'gptq': the Hessian of " + name + " is not [in, in]");
@@ -168,8 +167,7 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
   }
   auto linear = gptq_quantize(weight, out, it->factor, options_);
   linear->set_int8_activations(options_.int8_activations);
-  linear->place_on(device_);
-  return linear;
+  return place(std::move(linear));
 }
 
 CalibrationNeeds GptqQuantization::calibration_needs() const {

@@ -40,9 +40,10 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
 std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int out, const GptqFactor& factor,
                                           const GptqOptions& options);
 
+// The strategy on the CPU; GptqCudaQuantization (gptq_cuda.h) places its linears on a GPU.
 class GptqQuantization : public Quantization {
  public:
-  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
   GptqQuantization(const GptqOptions& options, bool skip_classifier, Device* device = nullptr);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest in the same format (quantization/int4's).
@@ -57,6 +58,10 @@ class GptqQuantization : public Quantization {
     if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
     return {true, false, false, 3};
   }
+
+ protected:
+  // The linear as it runs on the strategy's device: on the CPU, as built.
+  virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
 
  private:
   GptqOptions options_;

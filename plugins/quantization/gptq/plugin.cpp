@@ -1,8 +1,19 @@
 // Plugin descriptor for quantization/gptq.
 #include "gptq.h"
+#include "gptq_cuda.h"
 #include "inferlab/plugin.h"
 
 namespace {
+
+inferlab::plugins::GptqOptions gptq_options(const inferlab::Params& p) {
+  inferlab::plugins::GptqOptions o;
+  o.group_size = static_cast<int>(p.get_int("group_size"));
+  o.damp = p.get_float("damp");
+  o.act_order = p.get_bool("act_order");
+  o.block_size = static_cast<int>(p.get_int("block_size"));
+  o.int8_activations = inferlab::int4_int8_activations(p.get_string("activations"), o.group_size);
+  return o;
+}
 
 inferlab::PluginDescriptor describe() {
   using namespace inferlab;
@@ -38,19 +49,16 @@ inferlab::PluginDescriptor describe() {
                         std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    GptqOptions o;
-    o.group_size = static_cast<int>(ctx.params.get_int("group_size"));
-    o.damp = ctx.params.get_float("damp");
-    o.act_order = ctx.params.get_bool("act_order");
-    o.block_size = static_cast<int>(ctx.params.get_int("block_size"));
-    o.int8_activations = int4_int8_activations(ctx.params.get_string("activations"), o.group_size);
-    return std::make_unique<GptqQuantization>(o, ctx.params.get_bool("skip_classifier"), &ctx.device);
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    return std::make_unique<GptqQuantization>(gptq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
+                                              &ctx.device);
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // gptq_cuda.cpp
+    return std::make_unique<GptqCudaQuantization>(gptq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
+                                                  ctx.device);
+  };
+#endif
   return d;
 }
 

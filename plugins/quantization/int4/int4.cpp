@@ -31,15 +31,13 @@ std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
   }
   auto linear = std::make_unique<Int4Linear>(weight, out, in, group_size_, symmetric_);
   linear->set_int8_activations(int8_activations_);
-  linear->place_on(device_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
-  return linear;
+  return place(std::move(linear));
 }
 
 bool Int4Quantization::packs_q4_panels(int in) const {
-  const bool on_cuda = device_ != nullptr && device_->kind() == DeviceKind::kCuda;
-  return q4_blocks_ && int8_activations_ && group_size_ == 32 && in % 32 == 0 && !on_cuda && cpu::gemm_gguf_available();
+  return q4_blocks_ && int8_activations_ && group_size_ == 32 && in % 32 == 0 && cpu::gemm_gguf_available();
 }
 
 }  // namespace inferlab::plugins

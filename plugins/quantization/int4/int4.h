@@ -18,17 +18,18 @@ namespace inferlab::plugins {
 // The linear itself lives in plugins/common/quantization/int4_linear.h, shared with gptq and awq.
 using inferlab::Int4Linear;
 
+// The strategy on the CPU; Int4CudaQuantization (int4_cuda.h) places its linears on a GPU.
 class Int4Quantization : public Quantization {
  public:
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
   // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
-  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
   // q4_blocks: with int8 activations, store groups of 32 as Q4_0/Q4_1 panels where the build
   // allows (make_linear); false keeps the fp32-scale format and matmul_int4_act there too.
   Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
                    Device* device = nullptr, bool q4_blocks = true);
-  // With q4_blocks, int8 activations, groups of 32, in a multiple of 32, a CPU device and a build with
+  // With q4_blocks, int8 activations, groups of 32, in a multiple of 32 and a build with
   // cpu::gemm_gguf (AVX-512 VNNI): a Q4PanelLinear (Q4_0 blocks when symmetric, Q4_1 otherwise;
   // fp16 scales, q4_panel_linear.h), unless a scale does not fit in fp16. Otherwise an Int4Linear.
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
@@ -42,6 +43,10 @@ class Int4Quantization : public Quantization {
     if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
     return int8_activations_ ? LinearArithmetic{true, false, true, 2} : LinearArithmetic{true, false, false, 3};
   }
+
+ protected:
+  // The linear as it runs on the strategy's device: on the CPU, as built.
+  virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
 
  private:
   int group_size_;

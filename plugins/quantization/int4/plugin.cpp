@@ -1,6 +1,7 @@
 // Plugin descriptor for quantization/int4.
 #include "inferlab/plugin.h"
 #include "int4.h"
+#include "int4_cuda.h"
 
 namespace {
 
@@ -39,11 +40,7 @@ inferlab::PluginDescriptor describe() {
                         std::to_string(q.params.get_int("group_size")));
     return reasons;
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
                                               ctx.params.get_bool("skip_classifier"),
@@ -52,6 +49,14 @@ inferlab::PluginDescriptor describe() {
                                               &ctx.device,
                                               ctx.params.get_bool("q4_blocks"));
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // int4_cuda.cpp (q4_blocks: CPU panels only)
+    const auto group_size = static_cast<int>(ctx.params.get_int("group_size"));
+    return std::make_unique<Int4CudaQuantization>(
+        group_size, ctx.params.get_bool("symmetric"), ctx.params.get_bool("skip_classifier"),
+        int4_int8_activations(ctx.params.get_string("activations"), group_size), ctx.device);
+  };
+#endif
   return d;
 }
 

@@ -105,10 +105,9 @@ Q4PanelLinear::Q4PanelLinear(bool symmetric, const std::vector<std::uint8_t>& bl
 
 namespace {
 
-// The group's panels when every member is a Q4PanelLinear and the device is the CPU
+// The group's panels when every member is a Q4PanelLinear, which runs on the CPU only
 // (gemm_gguf_group's operands, filled into `out`); false otherwise.
-bool q4_group(std::span<const GroupMember> group, const Device& device, std::vector<cpu::GemmGgufOutput>& out) {
-  if (device.kind() != DeviceKind::kCpu) return false;
+bool q4_group(std::span<const GroupMember> group, std::vector<cpu::GemmGgufOutput>& out) {
   out.clear();
   for (const GroupMember& m : group) {
     const auto* q = dynamic_cast<const Q4PanelLinear*>(m.linear);
@@ -132,7 +131,7 @@ void Q4PanelLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, f
 
 bool Q4PanelLinear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
   thread_local std::vector<cpu::GemmGgufOutput> members;
-  if (!q4_group(group, device, members)) return false;
+  if (!q4_group(group, members)) return false;
   ThreadPool& pool = cpu_pool(device, "int4 linear");
   thread_local std::vector<std::int8_t> xq;  // [n, in]: quantised once for the group
   thread_local std::vector<float> xs;        // [n, in / 32]
@@ -147,7 +146,7 @@ bool Q4PanelLinear::try_forward_group(std::span<const GroupMember> group, const 
 bool Q4PanelLinear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
                                                  const float* xs, int n, Device& device) const {
   thread_local std::vector<cpu::GemmGgufOutput> members;
-  if (!q4_group(group, device, members)) return false;
+  if (!q4_group(group, members)) return false;
   cpu::gemm_gguf_group(xq, xs, members, n, cpu_pool(device, "int4 linear"));
   return true;
 }

@@ -25,10 +25,9 @@ ActBlocks quantize_acts(const float* x, int n, int in, ThreadPool& pool) {
 }
 
 // The group's panels when every member is an Int8Linear in panels (int8 activations, VNNI) and
-// the device is the CPU (gemm_panels_int8_group's operands, filled into `out`); false otherwise.
-bool panel_group(std::span<const GroupMember> group, const Device& device,
-                 std::vector<cpu::GemmPanelsInt8Output>& out) {
-  if (device.kind() != DeviceKind::kCpu) return false;
+// an Int8Linear runs on the CPU only (gemm_panels_int8_group's operands, filled into `out`); false
+// otherwise.
+bool panel_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsInt8Output>& out) {
   out.clear();
   for (const GroupMember& m : group) {
     const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
@@ -52,10 +51,6 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool i
 }
 
 void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(x, y, n, device);
-    return;
-  }
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   if (!int8_activations_) {
     cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
@@ -67,7 +62,7 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
 
 bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
   thread_local std::vector<cpu::GemmPanelsInt8Output> members;
-  if (!panel_group(group, device, members)) return false;
+  if (!panel_group(group, members)) return false;
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   const ActBlocks a = quantize_acts(x, n, in_features(), pool);  // once for the group
   cpu::gemm_panels_int8_group(a.xq, a.xs, members, n, pool);
@@ -77,7 +72,7 @@ bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const flo
 bool Int8Linear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
                                               const float* xs, int n, Device& device) const {
   thread_local std::vector<cpu::GemmPanelsInt8Output> members;
-  if (!panel_group(group, device, members)) return false;
+  if (!panel_group(group, members)) return false;
   cpu::gemm_panels_int8_group(xq, xs, members, n, cpu_pool(device, "quantization 'int8'"));
   return true;
 }
@@ -119,9 +114,13 @@ std::unique_ptr<Linear> Int8Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   (void)name;
   auto linear = std::make_unique<Int8Linear>(weight, out, in, int8_activations_);
-  linear->place_on(device_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
+  return place(std::move(linear));
+}
+
+std::unique_ptr<Linear> Int8Quantization::place(std::unique_ptr<Int8Linear> linear) {
+  linear->pack_for_host();
   return linear;
 }
 

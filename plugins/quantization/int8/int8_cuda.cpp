@@ -1,28 +1,25 @@
-// Int8Linear's CUDA half: uploading q and scale, and the forward on a CUDA device.
-#include "inferlab/device_upload.h"
-#include "inferlab/error.h"
-#include "int8.h"
-#include "kernels/ref/matmul_int8.h"
-#if INFERLAB_HAVE_CUDA
+// int8 on a CUDA device: uploading q and scale, and the forward there.
+#include "int8_cuda.h"
+
 #include "inferlab/cuda_device.h"
+#include "inferlab/device_upload.h"
 #include "kernels/cuda/quant_linear.h"
-#endif
+#include "kernels/ref/matmul_int8.h"
 
 namespace inferlab::plugins {
 
-void Int8Linear::place_on(Device* device) {
-  if (device == nullptr || device->kind() == DeviceKind::kCpu) {
-    pack_for_host();
-    return;
-  }
-  if (device->kind() != DeviceKind::kCuda) return;
-  device_q_ = upload_to(*device, q_);
-  device_scale_ = upload_to(*device, scale_);
+Int8CudaLinear::Int8CudaLinear(std::unique_ptr<Int8Linear> host, Device& device)
+    : Linear(host->out_features(), host->in_features()),
+      host_(std::move(host)),
+      int8_activations_(host_->reads_act_blocks()),
+      device_q_(upload_to(device, host_->q())),
+      device_scale_(upload_to(device, host_->scale())) {}
+
+std::unique_ptr<Linear> Int8CudaQuantization::place(std::unique_ptr<Int8Linear> linear) {
+  return std::make_unique<Int8CudaLinear>(std::move(linear), device_);
 }
 
-void Int8Linear::forward_cuda(const float* x, float* y, int n, Device& device) const {
-#if INFERLAB_HAVE_CUDA
-  check(device_q_.data() != nullptr, "quantization 'int8': linear built for the host, asked to run on cuda");
+void Int8CudaLinear::forward(const float* x, float* y, int n, Device& device) const {
   CudaDevice& cuda = cuda_device(device, "quantization 'int8'");
   const cuda::Int8Weights w{device_q_.as<std::int8_t>(), device_scale_.as<float>()};
   const int in = in_features();
@@ -38,11 +35,6 @@ void Int8Linear::forward_cuda(const float* x, float* y, int n, Device& device) c
   auto* xs = reinterpret_cast<float*>(ws + xq_bytes);
   cuda::quantize_activations(x, nullptr, n, in, ref::kActBlock, xq, xs, cuda.stream());
   cuda::int8_act_linear(xq, xs, ref::kActBlock, w, y, n, out_features(), in, cuda.stream());
-#else
-  (void)x, (void)y, (void)n;
-  throw Error(std::string("quantization 'int8': this build has no CUDA, asked to run on ") +
-              device_kind_name(device.kind()));
-#endif
 }
 
 }  // namespace inferlab::plugins

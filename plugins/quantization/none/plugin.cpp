@@ -11,10 +11,10 @@ inferlab::PluginDescriptor describe() {
   d.name = "none";
   d.version = "1.0.0";
   d.summary = "No weight quantization: fp32 weights, fp32 matmul (the KV format is the variant's kv.dtype)";
-  d.devices = {DeviceKind::kCpu, DeviceKind::kCuda};
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<NoQuantization>(&ctx.device);
   };
+  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
   return d;
 }
 

@@ -1,6 +1,7 @@
 // Plugin descriptor for quantization/smoothquant.
 #include "inferlab/plugin.h"
 #include "smoothquant.h"
+#include "smoothquant_cuda.h"
 
 namespace {
 
@@ -21,14 +22,16 @@ inferlab::PluginDescriptor describe() {
       {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Keep the 'classifier' (LM head) in fp32"},
   };
-  d.devices = {inferlab::DeviceKind::kCpu};
-#if INFERLAB_HAVE_CUDA
-  d.devices.push_back(inferlab::DeviceKind::kCuda);  // the kernels of kernels/cuda
-#endif
-  d.make_quantization = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<SmoothQuantQuantization>(ctx.params.get_float("alpha"), ctx.params.get_bool("quantize"),
                                                      ctx.params.get_bool("skip_classifier"), &ctx.device);
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // smoothquant_cuda.cpp
+    return std::make_unique<SmoothQuantCudaQuantization>(ctx.params.get_float("alpha"), ctx.params.get_bool("quantize"),
+                                                         ctx.params.get_bool("skip_classifier"), ctx.device);
+  };
+#endif
   return d;
 }
 

@@ -54,10 +54,6 @@ W8A8Linear::W8A8Linear(const std::vector<float>& weight, int out, int in, std::v
 }
 
 void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const {
-  if (device.kind() == DeviceKind::kCuda) {
-    forward_cuda(x, y, n, device);
-    return;
-  }
   ThreadPool& pool = cpu_pool(device, "quantization 'smoothquant'");
   const std::size_t in = static_cast<std::size_t>(in_features()), out = static_cast<std::size_t>(out_features());
   const float* xsm = x;  // x ⊙ s⁻¹ (x itself without smoothing)
@@ -136,8 +132,11 @@ std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& 
   if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
   std::vector<float> s = calib && !calib->max_abs.empty() ? smoothing_scales(weight, out, in, calib->max_abs, alpha_)
                                                           : std::vector<float>(static_cast<std::size_t>(in), 1.0f);
-  auto linear = std::make_unique<W8A8Linear>(weight, out, in, std::move(s), quantize_);
-  linear->place_on(device_);
+  return place(std::make_unique<W8A8Linear>(weight, out, in, std::move(s), quantize_));
+}
+
+std::unique_ptr<Linear> SmoothQuantQuantization::place(std::unique_ptr<W8A8Linear> linear) {
+  linear->pack_for_host();
   return linear;
 }
 

@@ -18,12 +18,8 @@ class W8A8Linear : public Linear {
  public:
   // weight [out, in]; smooth: s [in] (all ones = no smoothing).
   W8A8Linear(const std::vector<float>& weight, int out, int in, std::vector<float> smooth, bool quantize);
-  // On a CUDA device (after place_on): x ⊙ s⁻¹ quantised per token on the GPU and the __dp4a
-  // kernel of kernels/cuda/quant_act.cu (block = in); quantize false: x ⊙ s⁻¹ then cuBLAS Sgemm.
+  // On the CPU (CUDA: W8A8CudaLinear).
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // A CUDA device gets copies of the weights and s⁻¹ (the host copy stays); nullptr or the CPU:
-  // pack_for_host().
-  void place_on(Device* device);
   // With AVX-512 VNNI: the int8 codes move into the packed panels of
   // kernels/cpu/gemm_panels_int8.h (the row-major copy is released), and forward runs
   // gemm_panels_int8_per_token — bit-identical to the plain loop it replaces. Otherwise (or
@@ -36,6 +32,11 @@ class W8A8Linear : public Linear {
   // times their scale, or the fp32 W diag(s) when quantize is false).
   void dequantize_row(int row, float* out) const override;
   const std::vector<float>& smooth() const { return inv_smooth_; }
+  bool quantize() const { return quantize_; }
+  // Row-major codes and their scales (empty codes once packed); W diag(s) when quantize is false.
+  const std::vector<std::int8_t>& codes() const { return q_; }
+  const std::vector<float>& scales() const { return w_scale_; }
+  const std::vector<float>& smoothed() const { return w_smoothed_; }
 
  private:
   bool quantize_;
@@ -47,10 +48,6 @@ class W8A8Linear : public Linear {
   mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹
   mutable std::vector<std::int8_t> xq_;  // [n, in] scratch: int8 activations
   mutable std::vector<float> x_scale_;   // [n]
-  // CUDA copies (place_on): [in] s⁻¹, [out, in] codes, [out] scales, [out, in] fp32 W diag(s).
-  Buffer device_inv_smooth_, device_q_, device_w_scale_, device_w_smoothed_;
-  bool on_cuda_ = false;
-  void forward_cuda(const float* x, float* y, int n, Device& device) const;
 };
 
 // s_j = (max|X_j| / max|W_j|)^α over calibration inputs X and the weight column W_{:, j}; 1 where
@@ -58,9 +55,11 @@ class W8A8Linear : public Linear {
 std::vector<float> smoothing_scales(const std::vector<float>& weight, int out, int in,
                                     const std::vector<float>& act_max_abs, double alpha);
 
+// The strategy on the CPU; SmoothQuantCudaQuantization (smoothquant_cuda.h) places its linears on
+// a GPU.
 class SmoothQuantQuantization : public Quantization {
  public:
-  // device: where the linears run (a CUDA device gets their weights uploaded); nullptr = host.
+  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
   SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier, Device* device = nullptr);
   using Quantization::make_linear;
   // Without calibration: no smoothing (plain W8A8).
@@ -75,6 +74,10 @@ class SmoothQuantQuantization : public Quantization {
     if (!quantize_ || (skip_classifier_ && name == "classifier")) return {true, true, false, 0};
     return {true, false, true, 0};
   }
+
+ protected:
+  // The linear as it runs on the strategy's device: on the CPU packed (pack_for_host).
+  virtual std::unique_ptr<Linear> place(std::unique_ptr<W8A8Linear> linear);
 
  private:
   double alpha_;

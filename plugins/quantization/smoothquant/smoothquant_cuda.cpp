@@ -1,35 +1,30 @@
-// W8A8Linear's CUDA half: uploading the weights, and the forward on a CUDA device.
-#include "inferlab/device_upload.h"
-#include "inferlab/error.h"
-#include "smoothquant.h"
-#if INFERLAB_HAVE_CUDA
+// SmoothQuant on a CUDA device: uploading the weights, and the forward there.
+#include "smoothquant_cuda.h"
+
 #include "inferlab/cuda_device.h"
+#include "inferlab/device_upload.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quant_linear.h"
-#endif
 
 namespace inferlab::plugins {
 
-void W8A8Linear::place_on(Device* device) {
-  if (device == nullptr || device->kind() == DeviceKind::kCpu) {
-    pack_for_host();
-    return;
-  }
-  if (device->kind() != DeviceKind::kCuda) return;
-  device_inv_smooth_ = upload_to(*device, inv_smooth_);
-  device_q_ = upload_to(*device, q_);
-  device_w_scale_ = upload_to(*device, w_scale_);
-  device_w_smoothed_ = upload_to(*device, w_smoothed_);
-  on_cuda_ = true;
+W8A8CudaLinear::W8A8CudaLinear(std::unique_ptr<W8A8Linear> host, Device& device)
+    : Linear(host->out_features(), host->in_features()),
+      host_(std::move(host)),
+      device_inv_smooth_(upload_to(device, host_->smooth())),
+      device_q_(upload_to(device, host_->codes())),
+      device_w_scale_(upload_to(device, host_->scales())),
+      device_w_smoothed_(upload_to(device, host_->smoothed())) {}
+
+std::unique_ptr<Linear> SmoothQuantCudaQuantization::place(std::unique_ptr<W8A8Linear> linear) {
+  return std::make_unique<W8A8CudaLinear>(std::move(linear), device_);
 }
 
-void W8A8Linear::forward_cuda(const float* x, float* y, int n, Device& device) const {
-#if INFERLAB_HAVE_CUDA
-  check(on_cuda_, "quantization 'smoothquant': linear built for the host, asked to run on cuda");
+void W8A8CudaLinear::forward(const float* x, float* y, int n, Device& device) const {
   CudaDevice& cuda = cuda_device(device, "quantization 'smoothquant'");
   const int in = in_features(), out = out_features();
-  const float* inv_smooth = inv_smooth_.empty() ? nullptr : device_inv_smooth_.as<float>();
-  if (!quantize_) {
+  const float* inv_smooth = host_->smooth().empty() ? nullptr : device_inv_smooth_.as<float>();
+  if (!host_->quantize()) {
     // [n, in] x ⊙ s⁻¹ in the workspace (x itself when there is no smoothing), then Sgemm.
     const float* xs = x;
     if (inv_smooth != nullptr) {
@@ -49,11 +44,6 @@ void W8A8Linear::forward_cuda(const float* x, float* y, int n, Device& device) c
   cuda::quantize_activations(x, inv_smooth, n, in, in, xq, x_scale, cuda.stream());
   cuda::int8_act_linear(xq, x_scale, in, cuda::Int8Weights{device_q_.as<std::int8_t>(), device_w_scale_.as<float>()},
                         y, n, out, in, cuda.stream());
-#else
-  (void)x, (void)y, (void)n;
-  throw Error(std::string("quantization 'smoothquant': this build has no CUDA, asked to run on ") +
-              device_kind_name(device.kind()));
-#endif
 }
 
 }  // namespace inferlab::plugins

@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "bucketed";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Static batching in prompt-length buckets: a batch from the oldest request's bucket, run to completion";
   d.params = {
@@ -18,10 +17,10 @@ inferlab::PluginDescriptor describe() {
       {"bucket_edges", ParamType::kString, std::string("128,512,2048"), std::nullopt, std::nullopt, {},
        "Upper prompt lengths of the buckets, increasing, comma separated; one more bucket holds longer prompts"},
   };
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     return std::make_unique<BucketedScheduler>(static_cast<int>(ctx.params.get_int("max_batch")),
                                                BucketedScheduler::parse_edges(ctx.params.get_string("bucket_edges")));
-  };
+  });
   return d;
 }
 

@@ -9,7 +9,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "continuous";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Continuous (iteration-level) batching under a token budget, chunked prefill, "
@@ -18,12 +17,12 @@ inferlab::PluginDescriptor describe() {
   d.params.push_back({"prefill_first", ParamType::kBool, false, std::nullopt, std::nullopt, {},
                       "vLLM's default order: a step with any prefill work to do runs only prefill work and "
                       "decodes wait (false: decodes first in every step, stall-free)"});
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     const Params& p = ctx.params;
     return std::make_unique<ContinuousScheduler>(static_cast<int>(p.get_int("max_tokens")),
                                                  static_cast<int>(p.get_int("max_batch")),
                                                  p.get_bool("chunked_prefill"), p.get_bool("prefill_first"));
-  };
+  });
   return d;
 }
 

@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "edf";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Earliest deadline first (arrival + per-class TTFT SLO) on continuous batching; optionally rejects requests "
@@ -23,13 +22,13 @@ inferlab::PluginDescriptor describe() {
       {"reject_late", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "Reject a request still waiting for its first token once its deadline has passed"},
   });
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     const Params& p = ctx.params;
     return std::make_unique<EdfScheduler>(static_cast<int>(p.get_int("max_tokens")),
                                           static_cast<int>(p.get_int("max_batch")), p.get_bool("chunked_prefill"),
                                           EdfScheduler::parse_slo_list(p.get_string("ttft_slo_ms")),
                                           p.get_bool("reject_late"));
-  };
+  });
   return d;
 }
 

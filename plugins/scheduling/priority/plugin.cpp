@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "priority";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Strict priority classes (trace 'priority', lower = more urgent) on continuous batching; preempts less "
@@ -22,12 +21,12 @@ inferlab::PluginDescriptor describe() {
       {"preempt_lower", ParamType::kBool, true, std::nullopt, std::nullopt, {},
        "Preempt running requests of less urgent classes when an urgent one is short of memory or a batch slot"},
   });
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     const Params& p = ctx.params;
     return std::make_unique<PriorityScheduler>(static_cast<int>(p.get_int("max_tokens")),
                                                static_cast<int>(p.get_int("max_batch")), p.get_bool("chunked_prefill"),
                                                p.get_float("aging_s"), p.get_bool("preempt_lower"));
-  };
+  });
   return d;
 }
 

@@ -11,7 +11,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "sarathi";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Stall-free batching (Sarathi-Serve): every running decode first, then prefill chunks filling the token "
@@ -23,12 +22,12 @@ inferlab::PluginDescriptor describe() {
       {"chunk_tile", ParamType::kInt, std::int64_t{16}, 1.0, 4096.0, {},
        "A prefill chunk that does not finish its prompt is a multiple of min(chunk_tile, max_tokens) tokens"},
   };
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     const Params& p = ctx.params;
     return std::make_unique<ContinuousScheduler>(static_cast<int>(p.get_int("max_tokens")),
                                                  static_cast<int>(p.get_int("max_batch")), true, false,
                                                  static_cast<int>(p.get_int("chunk_tile")));
-  };
+  });
   return d;
 }
 

@@ -10,7 +10,6 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "sjf";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary =
       "Shortest-job-first admission (with aging) on top of continuous batching: token budget, "
@@ -23,12 +22,12 @@ inferlab::PluginDescriptor describe() {
       {"starvation_s", ParamType::kFloat, 0.0, 0.0, std::nullopt, {},
        "A request waiting longer than this many seconds goes first, oldest first (0 = no aging)"},
   });
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     return std::make_unique<SjfScheduler>(
         static_cast<int>(ctx.params.get_int("max_tokens")), static_cast<int>(ctx.params.get_int("max_batch")),
         ctx.params.get_bool("chunked_prefill"), SjfScheduler::parse_key(ctx.params.get_string("key")),
         ctx.params.get_float("starvation_s"));
-  };
+  });
   return d;
 }
 

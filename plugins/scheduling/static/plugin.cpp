@@ -10,16 +10,15 @@ inferlab::PluginDescriptor describe() {
   PluginDescriptor d;
   d.kind = PluginKind::kScheduling;
   d.name = "static";
-  d.devices = {inferlab::DeviceKind::kCpu, inferlab::DeviceKind::kCuda};  // host-side logic: beside any device
   d.version = "1.0.0";
   d.summary = "Static batching: admit a batch when idle, run it to completion, never preempt";
   d.params = {
       {"max_batch", ParamType::kInt, std::int64_t{8}, 1.0, 4096.0, {},
        "Most requests admitted into one batch"},
   };
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  d.devices = any_device([](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
     return std::make_unique<StaticScheduler>(static_cast<int>(ctx.params.get_int("max_batch")));
-  };
+  });
   return d;
 }
 

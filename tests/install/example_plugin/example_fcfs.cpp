@@ -39,9 +39,10 @@ PluginDescriptor describe() {
   d.version = "0.1.0";
   d.summary = "First come first served, whole lives reserved at admission (out-of-tree example)";
   d.params = {{"max_batch", ParamType::kInt, std::int64_t{4}, 1.0, 4096.0, {}, "Most requests running at once"}};
-  d.make_scheduler = [](const PluginContext& ctx) -> std::unique_ptr<Scheduler> {
+  // A scheduler decides on the host, beside whatever device runs the model.
+  d.devices = any_device([](const PluginContext& ctx) {
     return std::make_unique<FcfsScheduler>(static_cast<int>(ctx.params.get_int("max_batch")));
-  };
+  });
   return d;
 }
 

@@ -60,9 +60,8 @@ PluginDescriptor describe() {
   d.version = "0.1.0";
   d.summary = "One pass over the paged context per query row and head, online softmax";
   d.kv_dtypes = {KvDtype::kF32, KvDtype::kInt8, KvDtype::kInt4};  // read through k_row / v_row
-  d.make_attention = [](const PluginContext&) -> std::unique_ptr<Attention> {
-    return std::make_unique<OnePassAttention>();
-  };
+  // Where it runs: the CPU (a CUDA implementation would be a second entry, kCuda).
+  d.devices = {{DeviceKind::kCpu, [](const PluginContext&) { return std::make_unique<OnePassAttention>(); }}};
   return d;
 }
 

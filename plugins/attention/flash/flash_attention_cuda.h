@@ -1,0 +1,26 @@
+// FlashAttention's CUDA implementation (flash_attention_cuda.cpp, compiled only in a CUDA build):
+// the descriptor's device map enters flash_cuda() under kCuda.
+#pragma once
+#include "flash_attention.h"
+#include "inferlab/plugin.h"
+
+namespace inferlab::plugins {
+
+class FlashCudaAttention final : public Attention {
+ public:
+  // tile, query_rows: as FlashAttention's (lanes is a CPU parameter: flash_cuda() refuses false).
+  FlashCudaAttention(int tile, int query_rows) : strategy_(tile, query_rows) {}
+  // q, out: [rows, n_heads, head_dim] in device memory.
+  void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
+               Device& device) override;
+  AttentionTraffic traffic(int head_dim) const override { return strategy_.traffic(head_dim); }
+
+ private:
+  FlashAttention strategy_;  // the parameters and what it declares to the simulator
+};
+
+// The kCuda entry: FlashCudaAttention, reading f32 or int8 (one scale per token-head) KV, and
+// refusing parameters that do not fit a thread block's shared memory.
+DeviceImpl flash_cuda();
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,12 @@
+// int4 on a CUDA device: each linear's codes uploaded into core's Int4CudaLinear.
+#include "int4_cuda.h"
+
+#include "plugins/common/quantization/int4_linear_cuda.h"
+
+namespace inferlab::plugins {
+
+std::unique_ptr<Linear> Int4CudaQuantization::place(std::unique_ptr<Int4Linear> linear) {
+  return std::make_unique<Int4CudaLinear>(std::move(linear), device_);
+}
+
+}  // namespace inferlab::plugins

@@ -1,0 +1,41 @@
+// int8 on a CUDA device (int8_cuda.cpp, compiled only in a CUDA build): the descriptor's device
+// map enters Int8CudaQuantization under kCuda.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "inferlab/device.h"
+#include "int8.h"
+
+namespace inferlab::plugins {
+
+// An Int8Linear's codes and scales in GPU memory (the host copy stays, for dequantize_row).
+class Int8CudaLinear final : public Linear {
+ public:
+  // Uploads host's q and scale to `device` (a CUDA device).
+  Int8CudaLinear(std::unique_ptr<Int8Linear> host, Device& device);
+  // kernels/cuda/quant_linear.cu, or with int8 activations the on-GPU activation blocks and
+  // __dp4a of quant_act.cu.
+  void forward(const float* x, float* y, int n, Device& device) const override;
+  std::uint64_t weight_bytes() const override { return host_->weight_bytes(); }
+  void dequantize_row(int row, float* out) const override { host_->dequantize_row(row, out); }
+
+ private:
+  std::unique_ptr<Int8Linear> host_;
+  bool int8_activations_;
+  Buffer device_q_, device_scale_;  // [out, in] codes, [out] scales
+};
+
+// Int8Quantization whose linears run on `device`.
+class Int8CudaQuantization final : public Int8Quantization {
+ public:
+  Int8CudaQuantization(bool int8_activations, Device& device) : Int8Quantization(int8_activations), device_(device) {}
+
+ protected:
+  std::unique_ptr<Linear> place(std::unique_ptr<Int8Linear> linear) override;
+
+ private:
+  Device& device_;
+};
+
+}  // namespace inferlab::plugins
