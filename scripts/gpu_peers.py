@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 
-SHAPES = {  # dim, hidden, layers, heads, kv_heads, vocab (core/src/model_config.cpp presets)
+SHAPES = {  # dim, hidden, layers, heads, kv_heads, vocab (core/src/model/model_config.cpp presets)
     "stories15m": (288, 768, 6, 6, 6, 32000),
     "tinyllama-1.1b": (2048, 5632, 22, 32, 4, 32000),
     "llama-3.2-1b": (2048, 8192, 16, 32, 8, 128256),

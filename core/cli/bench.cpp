@@ -16,12 +16,12 @@
 
 #include "bench.h"
 #include "commands.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/memory_estimate.h"
-#include "inferlab/plugin.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/kv/memory_estimate.h"
+#include "inferlab/plugin/plugin.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 
 namespace po = boost::program_options;
 

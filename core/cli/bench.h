@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/attention.h"
-#include "inferlab/model.h"
+#include "inferlab/plugin/attention.h"
+#include "inferlab/model/model.h"
 
 namespace inferlab::cli {
 

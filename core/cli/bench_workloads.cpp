@@ -3,11 +3,11 @@
 #include <chrono>
 
 #include "bench.h"
-#include "inferlab/batch.h"
-#include "inferlab/block_manager.h"
+#include "inferlab/engine/batch.h"
+#include "inferlab/kv/block_manager.h"
 #include "inferlab/error.h"
-#include "inferlab/kv_storage.h"
-#include "inferlab/rng.h"
+#include "inferlab/kv/kv_storage.h"
+#include "inferlab/support/rng.h"
 
 namespace inferlab::cli {
 

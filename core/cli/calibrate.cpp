@@ -9,10 +9,10 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
-#include "inferlab/sim_cost_model.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
+#include "inferlab/sim/sim_cost_model.h"
 
 namespace po = boost::program_options;
 

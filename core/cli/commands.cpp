@@ -10,21 +10,21 @@
 
 #include <boost/program_options.hpp>
 
-#include "inferlab/checkpoint.h"
-#include "inferlab/engine.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment_keys.h"
-#include "inferlab/input_checks.h"
-#include "inferlab/interrupt.h"
-#include "inferlab/log.h"
-#include "inferlab/quality.h"
-#include "inferlab/registry.h"
-#include "inferlab/manifest.h"
-#include "inferlab/run_folder.h"
-#include "inferlab/runner.h"
-#include "inferlab/quantization_rules.h"
-#include "inferlab/shard.h"
-#include "inferlab/workload.h"
+#include "inferlab/experiment/experiment_keys.h"
+#include "inferlab/experiment/input_checks.h"
+#include "inferlab/engine/interrupt.h"
+#include "inferlab/support/log.h"
+#include "inferlab/results/quality.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/results/manifest.h"
+#include "inferlab/run/run_folder.h"
+#include "inferlab/run/runner.h"
+#include "inferlab/experiment/quantization_rules.h"
+#include "inferlab/run/shard.h"
+#include "inferlab/workload/workload.h"
 
 namespace po = boost::program_options;
 

@@ -10,8 +10,8 @@
 #include <boost/program_options/positional_options.hpp>
 #include <boost/program_options/variables_map.hpp>
 
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 
 namespace inferlab::cli {
 

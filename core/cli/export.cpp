@@ -7,10 +7,10 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/runner.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/run/runner.h"
 
 namespace po = boost::program_options;
 

@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
-#include "inferlab/input_checks.h"
+#include "inferlab/experiment/input_checks.h"
 
 namespace {
 

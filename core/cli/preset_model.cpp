@@ -7,7 +7,7 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
-#include "inferlab/model_config.h"
+#include "inferlab/model/model_config.h"
 
 namespace po = boost::program_options;
 

@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
-#include "inferlab/input_checks.h"
-#include "inferlab/reproduce.h"
+#include "inferlab/experiment/input_checks.h"
+#include "inferlab/repro/reproduce.h"
 
 namespace po = boost::program_options;
 

@@ -6,11 +6,11 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
-#include "inferlab/compare.h"
+#include "inferlab/results/compare.h"
 #include "inferlab/error.h"
-#include "inferlab/html_report.h"
-#include "inferlab/log.h"
-#include "inferlab/run_folder.h"
+#include "inferlab/results/html_report.h"
+#include "inferlab/support/log.h"
+#include "inferlab/run/run_folder.h"
 
 namespace po = boost::program_options;
 

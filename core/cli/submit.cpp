@@ -18,7 +18,7 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
-#include "inferlab/slurm.h"
+#include "inferlab/run/slurm.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

@@ -9,10 +9,10 @@
 #include <boost/program_options.hpp>
 
 #include "commands.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/input_checks.h"
-#include "inferlab/log.h"
+#include "inferlab/experiment/input_checks.h"
+#include "inferlab/support/log.h"
 
 namespace po = boost::program_options;
 

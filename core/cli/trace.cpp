@@ -4,8 +4,8 @@
 
 #include "commands.h"
 #include "inferlab/error.h"
-#include "inferlab/trace_tools.h"
-#include "inferlab/workload.h"
+#include "inferlab/workload/trace_tools.h"
+#include "inferlab/workload/workload.h"
 
 namespace inferlab::cli {
 

@@ -2,7 +2,7 @@
 // attention_split_k.cu) and their host side (plugins/common/attention/attention_plan_cuda.cpp). Plain C++ declarations, called
 // from the plugins' .cpp files under #if INFERLAB_HAVE_CUDA; every pointer is device memory of
 // the current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
-// inferlab/attention.h (query rows per sequence, causal by position, GQA head h -> kv head
+// inferlab/plugin/attention.h (query rows per sequence, causal by position, GQA head h -> kv head
 // h / (n_heads / n_kv_heads)); K/V are f32 or int8 with one fp32 scale per (slot, kv head),
 // dequantised as each K/V row is loaded. Launch failures throw inferlab::Error.
 #pragma once

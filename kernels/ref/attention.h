@@ -1,7 +1,7 @@
 // Reference paged attention: the readable truth every attention strategy is tested against.
 // For each sequence, query row and head it scores every visible position (read through the
 // block table), applies a max-subtracted softmax and sums V, all accumulated in double.
-// Semantics (positions, causality, GQA) are those of inferlab/attention.h.
+// Semantics (positions, causality, GQA) are those of inferlab/plugin/attention.h.
 #pragma once
 #include "inferlab/paged_kv.h"
 

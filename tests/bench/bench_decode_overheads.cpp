@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/model.h"
-#include "inferlab/registry.h"
-#include "inferlab/weights.h"
+#include "inferlab/model/model.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/model/weights.h"
 #include "model_fixtures.h"
 
 namespace {

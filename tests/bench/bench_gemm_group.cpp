@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "inferlab/huge_pages.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 #include "inferlab/huge_pages.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/decode_prefetch.h"

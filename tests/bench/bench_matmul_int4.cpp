@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "inferlab/huge_pages.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int4_act.h"

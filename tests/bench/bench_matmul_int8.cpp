@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "inferlab/huge_pages.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/matmul.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/decode_prefetch.h"
 

@@ -13,8 +13,8 @@
 #include <memory>
 #include <sstream>
 
-#include "inferlab/formats.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -59,7 +59,7 @@ std::string take_chars(const std::string& source, std::size_t chars) {
 std::string text(const std::string& kind, std::size_t chars) {
   const fs::path src = INFERLAB_BENCH_SOURCE_DIR;
   if (kind == "english") return take_chars(slurp(src / "experiments/data/eval.txt"), chars);
-  if (kind == "code") return take_chars(slurp(src / "core/src/bpe_tokenizer.cpp") + slurp(src / "core/src/tokenizer.cpp"), chars);
+  if (kind == "code") return take_chars(slurp(src / "core/src/tokenizer/bpe_tokenizer.cpp") + slurp(src / "core/src/tokenizer/tokenizer.cpp"), chars);
   // CJK: han, kana and CJK punctuation from a fixed LCG, so every run sees the same text.
   std::string s;
   std::uint32_t x = 12345;

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 
 namespace inferlab::testing {
 

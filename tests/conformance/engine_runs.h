@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/decoder.h"
-#include "inferlab/engine.h"
-#include "inferlab/scheduler.h"
+#include "inferlab/plugin/decoder.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/plugin/scheduler.h"
 #include "stub_executor.h"
 
 namespace inferlab::testing {

@@ -11,11 +11,11 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/device.h"
-#include "inferlab/model_config.h"
-#include "inferlab/params.h"
-#include "inferlab/plugin.h"
-#include "inferlab/registry.h"
+#include "inferlab/device/device.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/plugin/params.h"
+#include "inferlab/plugin/plugin.h"
+#include "inferlab/plugin/registry.h"
 
 namespace inferlab::testing {
 

@@ -18,7 +18,7 @@
 #include "attention_checks.h"
 #include "attention_fixtures.h"
 #include "kernels/ref/attention.h"
-#include "inferlab/kv_format.h"
+#include "inferlab/kv/kv_format.h"
 #include "plugin_cases.h"
 
 namespace inferlab::testing {

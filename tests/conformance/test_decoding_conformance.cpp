@@ -13,7 +13,7 @@
 
 #include "engine_runs.h"
 #include "inferlab/error.h"
-#include "inferlab/weights.h"
+#include "inferlab/model/weights.h"
 #include "model_fixtures.h"
 #include "plugin_cases.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"

@@ -22,8 +22,8 @@
 
 #include "engine_runs.h"
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
-#include "inferlab/weights.h"
+#include "inferlab/support/rng.h"
+#include "inferlab/model/weights.h"
 #include "plugin_cases.h"
 
 namespace inferlab::testing {

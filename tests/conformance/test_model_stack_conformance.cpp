@@ -9,8 +9,8 @@
 
 #include <map>
 
-#include "inferlab/engine.h"
-#include "inferlab/weights.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/model/weights.h"
 #include "model_fixtures.h"
 #include "plugin_cases.h"
 #include "plugins/common/quantization/float_linear.h"

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/ref/half.h"

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/workload.h"
+#include "inferlab/workload/workload.h"
 #include "test_support.h"
 
 namespace inferlab::bad_inputs {

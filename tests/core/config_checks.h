@@ -4,8 +4,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include "inferlab/model_config.h"
-#include "inferlab/weights.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/model/weights.h"
 
 namespace inferlab::testing {
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 
 namespace inferlab::testing {
 

@@ -7,9 +7,9 @@
 
 #include "format_writers.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/log.h"
-#include "inferlab/weights.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/log.h"
+#include "inferlab/model/weights.h"
 
 namespace inferlab::testing {
 

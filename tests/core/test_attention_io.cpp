@@ -1,4 +1,4 @@
-// The instrumented attention of FlashAttention's IO analysis (core/src/attention_io.cpp): both
+// The instrumented attention of FlashAttention's IO analysis (core/src/repro/attention_io.cpp): both
 // algorithms compute the attention kernels/ref computes while being counted, the counts match
 // hand arithmetic of Algorithms 0 and 1, and the fitted exponents are those of Theorem 2.
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/attention_io.h"
+#include "inferlab/repro/attention_io.h"
 #include "inferlab/error.h"
 #include "kernels/ref/attention.h"
 

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "format_writers.h"
-#include "inferlab/formats.h"
-#include "inferlab/model_config.h"
-#include "inferlab/weights.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/model/weights.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "test_support.h"
 

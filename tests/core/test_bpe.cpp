@@ -7,10 +7,10 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/bpe_tokenizer.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
 #include "inferlab/error.h"
-#include "inferlab/pretokenizer.h"
-#include "inferlab/formats.h"
+#include "inferlab/tokenizer/pretokenizer.h"
+#include "inferlab/formats/formats.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "inferlab/caching_allocator.h"
+#include "inferlab/device/caching_allocator.h"
 
 namespace inferlab {
 namespace {

@@ -8,12 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/calibration.h"
-#include "inferlab/checkpoint.h"
-#include "inferlab/formats.h"
-#include "inferlab/model_config.h"
-#include "inferlab/quality.h"
-#include "inferlab/registry.h"
+#include "inferlab/model/calibration.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/results/quality.h"
+#include "inferlab/plugin/registry.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 

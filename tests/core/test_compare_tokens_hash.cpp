@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
-#include "inferlab/compare.h"
+#include "inferlab/results/compare.h"
 #include "inferlab/error.h"
 
 namespace inferlab {

@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
-#include "inferlab/experiment.h"
-#include "inferlab/formats.h"
-#include "inferlab/kv_format.h"
-#include "inferlab/manifest.h"
-#include "inferlab/model_config.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/kv/kv_format.h"
+#include "inferlab/results/manifest.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "test_support.h"
 
 namespace inferlab {

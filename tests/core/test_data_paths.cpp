@@ -8,9 +8,9 @@
 
 #include "format_writers.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "test_support.h"
 
 namespace inferlab {

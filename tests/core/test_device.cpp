@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/cuda_device.h"
-#include "inferlab/device.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/device/device.h"
 #include "inferlab/error.h"
-#include "inferlab/kv_cache.h"
+#include "inferlab/kv/kv_cache.h"
 #include "test_support.h"
 
 namespace inferlab {

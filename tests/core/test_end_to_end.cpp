@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
-#include "inferlab/checkpoint.h"
-#include "inferlab/metrics.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/results/metrics.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -2,10 +2,10 @@
 // preemption must never change greedy tokens; the timeline must be consistent.
 #include <gtest/gtest.h>
 
-#include "inferlab/engine.h"
+#include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
-#include "inferlab/workload.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/workload/workload.h"
 #include "stub_executor.h"
 #include "test_support.h"
 

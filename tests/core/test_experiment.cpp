@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
+#include "inferlab/experiment/experiment.h"
 
 namespace inferlab {
 namespace {

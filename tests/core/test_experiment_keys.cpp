@@ -16,11 +16,11 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/experiment_keys.h"
-#include "inferlab/experiment_toml.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/experiment/experiment_keys.h"
+#include "inferlab/experiment/experiment_toml.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "test_support.h"
 
 namespace inferlab {

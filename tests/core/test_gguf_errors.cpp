@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
-#include "inferlab/bpe_tokenizer.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/log.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/log.h"
 #include "gguf_fixtures.h"
 
 namespace inferlab {

@@ -8,12 +8,12 @@
 
 #include "config_checks.h"
 #include "format_writers.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/model.h"
-#include "inferlab/model_config.h"
-#include "inferlab/rng.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/model/model.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/support/rng.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 

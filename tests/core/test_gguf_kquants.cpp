@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 #include "test_support.h"
 
 namespace inferlab {

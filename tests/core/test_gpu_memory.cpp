@@ -6,11 +6,11 @@
 #include <fstream>
 #include <string>
 
-#include "inferlab/cuda_device.h"
-#include "inferlab/device.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/device/device.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/gpu_memory.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/device/gpu_memory.h"
 
 namespace inferlab {
 namespace {

@@ -13,12 +13,12 @@
 
 #include "config_checks.h"
 #include "format_writers.h"
-#include "inferlab/bpe_tokenizer.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/log.h"
-#include "inferlab/model.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/log.h"
+#include "inferlab/model/model.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 

@@ -11,10 +11,10 @@
 #include "core/src/formats/json_line.h"
 #include "format_writers.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/manifest.h"
-#include "inferlab/shard.h"
-#include "inferlab/workload.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/results/manifest.h"
+#include "inferlab/run/shard.h"
+#include "inferlab/workload/workload.h"
 
 namespace inferlab {
 namespace {

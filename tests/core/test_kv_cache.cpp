@@ -1,5 +1,5 @@
 // testing::PagedKv and BlockPool: block accounting, copy on write, truncation, slot mapping.
-#include "inferlab/kv_cache.h"
+#include "inferlab/kv/kv_cache.h"
 #include "kv_fixtures.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 
 namespace inferlab {
 namespace {

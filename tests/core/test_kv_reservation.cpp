@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "engine_harness.h"
-#include "inferlab/block_manager.h"
+#include "inferlab/kv/block_manager.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/metrics.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/results/metrics.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "test_support.h"
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "inferlab/log.h"
+#include "inferlab/support/log.h"
 
 namespace inferlab {
 namespace {

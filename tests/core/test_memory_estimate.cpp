@@ -15,12 +15,12 @@
 #include "format_writers.h"
 #include "gguf_fixtures.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/formats.h"
-#include "inferlab/kv_storage.h"
-#include "inferlab/memory_estimate.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/kv/kv_storage.h"
+#include "inferlab/kv/memory_estimate.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/metrics.h"
+#include "inferlab/results/metrics.h"
 
 namespace inferlab {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/model.h"
-#include "inferlab/weights.h"
+#include "inferlab/model/model.h"
+#include "inferlab/model/weights.h"
 #include "model_fixtures.h"
 #include "plugins/common/quantization/int4_linear.h"
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/model.h"
+#include "inferlab/model/model.h"
 #include "kernels/ref/ops.h"
 #include "model_fixtures.h"
 #include "plugins/common/decoding/sampling.h"

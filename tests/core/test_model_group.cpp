@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/model.h"
-#include "inferlab/rng.h"
-#include "inferlab/weights.h"
+#include "inferlab/model/model.h"
+#include "inferlab/support/rng.h"
+#include "inferlab/model/weights.h"
 #include "linear_group_checks.h"
 #include "model_fixtures.h"
 #include "plugins/common/quantization/float_linear.h"

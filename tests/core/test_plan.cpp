@@ -7,10 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
-#include "inferlab/workload.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
+#include "inferlab/workload/workload.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -4,11 +4,11 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/engine.h"
-#include "inferlab/kv_cache.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/kv/kv_cache.h"
 #include "kv_fixtures.h"
-#include "inferlab/registry.h"
-#include "inferlab/workload.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/workload/workload.h"
 #include "test_support.h"
 
 namespace inferlab {

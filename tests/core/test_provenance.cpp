@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
-#include "inferlab/experiment.h"
-#include "inferlab/manifest.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
-#include "inferlab/sha256.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/results/manifest.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
+#include "inferlab/support/sha256.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -7,12 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/quality.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/results/quality.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 

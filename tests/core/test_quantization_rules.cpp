@@ -11,13 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/calibration.h"
-#include "inferlab/checkpoint.h"
-#include "inferlab/formats.h"
-#include "inferlab/model.h"
-#include "inferlab/quality.h"
-#include "inferlab/quantization_rules.h"
-#include "inferlab/registry.h"
+#include "inferlab/model/calibration.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/model/model.h"
+#include "inferlab/results/quality.h"
+#include "inferlab/experiment/quantization_rules.h"
+#include "inferlab/plugin/registry.h"
 #include "model_fixtures.h"
 #include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"

@@ -7,14 +7,14 @@
 
 #include "format_writers.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/experiment_toml.h"
-#include "inferlab/manifest.h"
-#include "inferlab/model.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
-#include "inferlab/sim_cost_model.h"
-#include "inferlab/quantization_rules.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/experiment/experiment_toml.h"
+#include "inferlab/results/manifest.h"
+#include "inferlab/model/model.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
+#include "inferlab/sim/sim_cost_model.h"
+#include "inferlab/experiment/quantization_rules.h"
 #include "test_support.h"
 
 namespace inferlab {

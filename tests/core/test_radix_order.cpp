@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/radix_order.h"
+#include "inferlab/repro/radix_order.h"
 
 namespace inferlab {
 namespace {

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
-#include "inferlab/sim.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/sim/sim.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
-#include "inferlab/cell.h"
+#include "inferlab/run/cell.h"
 #include "test_support.h"
 
 namespace inferlab {

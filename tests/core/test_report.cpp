@@ -1,7 +1,7 @@
 // Report writing: JSON strings stay valid JSON, Markdown cells stay in their column, CI math.
 #include <gtest/gtest.h>
 
-#include "inferlab/report.h"
+#include "inferlab/results/report.h"
 
 namespace inferlab {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "engine_harness.h"
-#include "inferlab/metrics.h"
-#include "inferlab/report.h"
+#include "inferlab/results/metrics.h"
+#include "inferlab/results/report.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {

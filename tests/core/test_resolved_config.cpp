@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/experiment.h"
-#include "inferlab/experiment_toml.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/experiment/experiment_toml.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "test_support.h"
 
 namespace inferlab {

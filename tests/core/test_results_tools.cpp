@@ -17,9 +17,9 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
-#include "inferlab/compare.h"
+#include "inferlab/results/compare.h"
 #include "inferlab/error.h"
-#include "inferlab/shard.h"
+#include "inferlab/run/shard.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -23,8 +23,8 @@
 #include <boost/property_tree/ptree.hpp>
 #include <gtest/gtest.h>
 
-#include "inferlab/cell.h"
-#include "inferlab/run_folder.h"
+#include "inferlab/run/cell.h"
+#include "inferlab/run/run_folder.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -12,14 +12,14 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/batch.h"
+#include "inferlab/engine/batch.h"
 #include "inferlab/error.h"
-#include "inferlab/kv_storage.h"
-#include "inferlab/registry.h"
-#include "inferlab/reproduce.h"
-#include "inferlab/metrics.h"
-#include "inferlab/sim.h"
-#include "inferlab/weights.h"
+#include "inferlab/kv/kv_storage.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/repro/reproduce.h"
+#include "inferlab/results/metrics.h"
+#include "inferlab/sim/sim.h"
+#include "inferlab/model/weights.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/sim.h"
-#include "inferlab/sim_cost_model.h"
+#include "inferlab/sim/sim.h"
+#include "inferlab/sim/sim_cost_model.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -16,11 +16,11 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/engine.h"
-#include "inferlab/registry.h"
-#include "inferlab/sim.h"
-#include "inferlab/weights.h"
-#include "inferlab/workload.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/sim/sim.h"
+#include "inferlab/model/weights.h"
+#include "inferlab/workload/workload.h"
 #include "test_support.h"
 
 namespace inferlab {

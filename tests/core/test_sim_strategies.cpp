@@ -4,15 +4,15 @@
 // declares nothing is refused on sim at validate time: test_plan.cpp.)
 #include <gtest/gtest.h>
 
-#include "inferlab/engine.h"
+#include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/metrics.h"
-#include "inferlab/quantization_rules.h"
-#include "inferlab/registry.h"
-#include "inferlab/reproduce.h"
-#include "inferlab/sim.h"
-#include "inferlab/weights.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/results/metrics.h"
+#include "inferlab/experiment/quantization_rules.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/repro/reproduce.h"
+#include "inferlab/sim/sim.h"
+#include "inferlab/model/weights.h"
 #include "test_support.h"
 
 namespace inferlab {

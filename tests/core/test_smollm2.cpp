@@ -10,13 +10,13 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
-#include "inferlab/bpe_tokenizer.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/log.h"
-#include "inferlab/model.h"
-#include "inferlab/quality.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/log.h"
+#include "inferlab/model/model.h"
+#include "inferlab/results/quality.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 

@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "inferlab/error.h"
-#include "inferlab/slurm.h"
+#include "inferlab/run/slurm.h"
 #include "test_support.h"
 
 namespace inferlab {

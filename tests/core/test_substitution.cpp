@@ -11,12 +11,12 @@
 #include <fstream>
 #include <map>
 
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
+#include "inferlab/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace inferlab {

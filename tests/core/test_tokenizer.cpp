@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/support/rng.h"
+#include "inferlab/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace inferlab {

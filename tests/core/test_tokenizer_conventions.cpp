@@ -9,10 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/formats.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/formats/formats.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "inferlab/error.h"
-#include "inferlab/trace_tools.h"
-#include "inferlab/workload.h"
+#include "inferlab/workload/trace_tools.h"
+#include "inferlab/workload/workload.h"
 
 namespace inferlab {
 namespace {

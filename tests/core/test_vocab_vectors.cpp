@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/formats.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace inferlab {

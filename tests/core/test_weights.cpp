@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "config_checks.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/model_config.h"
-#include "inferlab/weights.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/model/weights.h"
 #include "model_fixtures.h"
 #include "test_support.h"
 

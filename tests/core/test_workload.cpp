@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "inferlab/error.h"
-#include "inferlab/workload.h"
+#include "inferlab/workload/workload.h"
 #include "test_support.h"
 
 namespace inferlab {

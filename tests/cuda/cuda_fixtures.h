@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "test_support.h"
 
 namespace inferlab::testing {

@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/ops.h"

@@ -11,8 +11,8 @@
 
 #include "cuda_fixtures.h"
 #include "inferlab/error.h"
-#include "inferlab/kv_storage.h"
-#include "inferlab/rng.h"
+#include "inferlab/kv/kv_storage.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/ops.h"
 #include "plugins/common/quantization/float_linear.h"
 

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <vector>
 
-#include "inferlab/checkpoint.h"
-#include "inferlab/formats.h"
-#include "inferlab/model.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/model/model.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "model_fixtures.h"
 #include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cuda_fixtures.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/ops.h"
 
 namespace inferlab {

@@ -16,9 +16,9 @@
 
 #include "attention_fixtures.h"
 #include "cuda_test_support.h"
-#include "inferlab/cuda_device.h"
-#include "inferlab/registry.h"
-#include "inferlab/rng.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/support/rng.h"
 #include "test_support.h"
 
 namespace inferlab::testing {

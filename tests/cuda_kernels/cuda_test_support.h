@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 
 namespace inferlab::testing {
 

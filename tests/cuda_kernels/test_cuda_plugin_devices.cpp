@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/registry.h"
+#include "inferlab/plugin/registry.h"
 #include "test_support.h"
 
 namespace inferlab::testing {

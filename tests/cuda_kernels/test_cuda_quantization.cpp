@@ -15,8 +15,8 @@
 
 #include "attention_fixtures.h"
 #include "cuda_test_support.h"
-#include "inferlab/registry.h"
-#include "inferlab/rng.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/matmul_int4.h"
 #include "kernels/ref/matmul_int8.h"
 #include "test_support.h"

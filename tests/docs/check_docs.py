@@ -2,7 +2,7 @@
 """Checks that what README.md and docs/*.md name exists (ctest `docs.consistency`).
 
 - paths and files: every repository path in a code span, a code block or a link
-  (`scripts/test.sh`, `core/src/runner.cpp`, `kernels/cpu/matmul*.h`), and every bare source
+  (`scripts/test.sh`, `core/src/run/runner.cpp`, `kernels/cpu/matmul*.h`), and every bare source
   file name (`runner.cpp`), must be in the tree; links to `#anchors` must name a heading of
   their page; `../shared/...` paths are checked where the shared data is present;
 - experiment keys: `[table] key` and dotted `table.key` / `--set table.key=value` mentions
@@ -205,7 +205,7 @@ class Checker:
                 self.report(where, f"path '{tok}' is not in the tree")
         elif "/" in tok and tok.endswith(SOURCE_EXTS) and "*" not in tok:
             # Relative to a plugin folder (`../continuous/continuous.h`) or an include path
-            # (`inferlab/plugin.h`): some file in the tree must end so.
+            # (`inferlab/plugin/plugin.h`): some file in the tree must end so.
             tail = "/" + tok.lstrip("./")
             self.seen["path"].append(tok)
             if not any(("/" + x).endswith(tail) for x in self.f.files):

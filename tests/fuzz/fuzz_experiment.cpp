@@ -10,9 +10,9 @@
 
 #include "input_files.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace inferlab;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "input_files.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace inferlab;

@@ -9,10 +9,10 @@
 #include <string_view>
 
 #include "input_files.h"
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/tokenizer/tokenizer.h"
 
 namespace {
 constexpr std::string_view kSplit = "#@#FILE#@#";

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "input_files.h"
-#include "inferlab/checkpoint.h"
-#include "inferlab/experiment.h"
-#include "inferlab/tokenizer.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/tokenizer/tokenizer.h"
 
 namespace {
 

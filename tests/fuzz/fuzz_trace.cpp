@@ -7,7 +7,7 @@
 
 #include "input_files.h"
 #include "inferlab/error.h"
-#include "inferlab/workload.h"
+#include "inferlab/workload/workload.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace inferlab;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "inferlab/log.h"
+#include "inferlab/support/log.h"
 
 namespace inferlab::fuzz {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

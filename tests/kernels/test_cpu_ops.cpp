@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "inferlab/device.h"
-#include "inferlab/rng.h"
+#include "inferlab/device/device.h"
+#include "inferlab/support/rng.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/ops_rows.h"
 #include "kernels/cpu/vec_exp.h"

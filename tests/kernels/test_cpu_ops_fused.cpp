@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/ops_fused.h"

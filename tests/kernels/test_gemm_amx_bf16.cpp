@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "inferlab/error.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"

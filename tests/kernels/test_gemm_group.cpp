@@ -16,7 +16,7 @@
 
 #include "gguf_block_fixtures.h"
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "kernels/cpu/gemm_panels_f32.h"

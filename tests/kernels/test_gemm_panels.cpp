@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_vec.h"

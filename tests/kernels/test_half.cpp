@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_half.h"
 #include "kernels/ref/half.h"

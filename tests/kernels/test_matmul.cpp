@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/ops.h"

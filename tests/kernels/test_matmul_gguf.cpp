@@ -12,8 +12,8 @@
 
 #include "gguf_block_fixtures.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/rng.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/matmul_int8.h"

@@ -1,7 +1,7 @@
 // A plugin as built against ABI version 1 (before the device seam: factories took Params and
 // Linear/Attention took a ThreadPool&). The registry must refuse it by its version, with a
 // message that says to rebuild, before reading its descriptor.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 int abi_v1() { return 1; }

@@ -2,7 +2,7 @@
 // in a plugin looks the same): an isolated run must record the cell as failed with SIGABRT.
 #include <cstdlib>
 
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace {

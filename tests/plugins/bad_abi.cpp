@@ -1,6 +1,6 @@
 // A plugin built against a different ABI version: the registry must refuse it before
 // touching its descriptor.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 int bad_abi() { return ::inferlab::kPluginAbiVersion + 998; }

@@ -1,6 +1,6 @@
 // A decoding strategy that segfaults (a real write through a null pointer) in accept() after
 // `after` calls: an isolated run must record the cell as failed with SIGSEGV and keep the rest.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace {

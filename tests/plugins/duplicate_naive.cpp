@@ -1,5 +1,5 @@
 // Claims the name attention/naive a second time.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 class NoAttention final : public inferlab::Attention {

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace {

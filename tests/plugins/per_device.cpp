@@ -1,7 +1,7 @@
 // An attention strategy with a different implementation per device kind, for the registry's
 // choice: each one says which it is through traffic().score_bytes (cpu 1, cuda 2, sim 3), and
 // the cuda one reads only f32 KV (the CPU one f32 and int8).
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 class Marked final : public inferlab::Attention {

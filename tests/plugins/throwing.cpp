@@ -1,7 +1,7 @@
 // A decoding strategy that throws from accept() after `after` calls: a failing variant must be
 // recorded with its error while the other variants still run and are written.
 #include "inferlab/error.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace {

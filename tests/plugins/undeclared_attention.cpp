@@ -1,6 +1,6 @@
 // An attention strategy that does not declare its memory traffic (Attention::traffic): the
 // simulator cannot charge it, so `validate` must refuse it on [device] kind = "sim".
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 class UndeclaredAttention final : public inferlab::Attention {

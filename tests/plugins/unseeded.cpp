@@ -2,7 +2,7 @@
 // seeded Rng: `run --check-determinism` must catch it.
 #include <random>
 
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 class UnseededDecoder final : public inferlab::Decoder {

@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/attention.h"
 
 namespace inferlab::testing {

@@ -7,9 +7,9 @@
 #include <span>
 #include <vector>
 
-#include "inferlab/attention.h"
-#include "inferlab/kv_cache.h"
-#include "inferlab/device.h"
+#include "inferlab/plugin/attention.h"
+#include "inferlab/kv/kv_cache.h"
+#include "inferlab/device/device.h"
 
 namespace inferlab::testing {
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <vector>
 
-#include "inferlab/engine.h"
-#include "inferlab/scheduler.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/plugin/scheduler.h"
 
 namespace inferlab::testing {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "inferlab/formats.h"
-#include "inferlab/rng.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/rng.h"
 #include "inferlab/gguf_blocks.h"
 
 namespace inferlab::testing {

@@ -7,8 +7,8 @@
 #include <tuple>
 #include <vector>
 
-#include "inferlab/device.h"
-#include "inferlab/rng.h"
+#include "inferlab/device/device.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/half.h"
 #include "kernels/ref/ops.h"
 #include "plugins/common/quantization/half_linear.h"

@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "inferlab/device.h"
-#include "inferlab/kv_cache.h"
-#include "inferlab/model_config.h"
+#include "inferlab/device/device.h"
+#include "inferlab/kv/kv_cache.h"
+#include "inferlab/model/model_config.h"
 
 namespace inferlab::testing {
 

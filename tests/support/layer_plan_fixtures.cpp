@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "attention_fixtures.h"
-#include "inferlab/layer_plan.h"
-#include "inferlab/model.h"
-#include "inferlab/registry.h"
+#include "inferlab/plugin/layer_plan.h"
+#include "inferlab/model/model.h"
+#include "inferlab/plugin/registry.h"
 #include "model_fixtures.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "test_support.h"

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/engine.h"
-#include "inferlab/metrics.h"
-#include "inferlab/params.h"
-#include "inferlab/tokenizer.h"
-#include "inferlab/weights.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/results/metrics.h"
+#include "inferlab/plugin/params.h"
+#include "inferlab/tokenizer/tokenizer.h"
+#include "inferlab/model/weights.h"
 
 namespace inferlab::testing {
 

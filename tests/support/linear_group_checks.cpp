@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace inferlab::testing {

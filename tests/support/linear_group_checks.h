@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "inferlab/device.h"
-#include "inferlab/quantization.h"
+#include "inferlab/device/device.h"
+#include "inferlab/plugin/quantization.h"
 
 namespace inferlab::testing {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/ops.h"
 
 namespace inferlab::testing {

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/attention.h"
-#include "inferlab/kv_cache.h"
-#include "inferlab/model.h"
-#include "inferlab/quantization.h"
-#include "inferlab/device.h"
+#include "inferlab/plugin/attention.h"
+#include "inferlab/kv/kv_cache.h"
+#include "inferlab/model/model.h"
+#include "inferlab/plugin/quantization.h"
+#include "inferlab/device/device.h"
 
 namespace inferlab::testing {
 

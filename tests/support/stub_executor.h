@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/device.h"
-#include "inferlab/engine.h"
-#include "inferlab/model_config.h"
+#include "inferlab/device/device.h"
+#include "inferlab/engine/engine.h"
+#include "inferlab/model/model_config.h"
 
 namespace inferlab::testing {
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 
 namespace inferlab::testing {
 

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 #include "inferlab/gguf_blocks.h"
 
 namespace inferlab {

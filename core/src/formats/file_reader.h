@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/input_checks.h"
+#include "inferlab/experiment/input_checks.h"
 
 namespace inferlab::formats {
 

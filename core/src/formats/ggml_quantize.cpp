@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 
 namespace inferlab {
 

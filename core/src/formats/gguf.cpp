@@ -7,12 +7,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "inferlab/bpe_tokenizer.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/log.h"
-#include "inferlab/pretokenizer.h"
-#include "../pretokenizer_patterns.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/log.h"
+#include "inferlab/tokenizer/pretokenizer.h"
+#include "tokenizer/pretokenizer_patterns.h"
 
 namespace inferlab {
 

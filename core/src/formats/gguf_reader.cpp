@@ -3,8 +3,8 @@
 // bytes left in the file before anything is allocated, so corrupt files fail with an Error.
 #include <limits>
 
-#include "file_reader.h"
-#include "inferlab/formats.h"
+#include "formats/file_reader.h"
+#include "inferlab/formats/formats.h"
 
 namespace inferlab {
 

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <functional>
 
-#include "inferlab/bpe_tokenizer.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 
 namespace inferlab {
 

@@ -9,14 +9,14 @@
 #include <optional>
 #include <sstream>
 
-#include "file_reader.h"
-#include "inferlab/bpe_tokenizer.h"
+#include "formats/file_reader.h"
+#include "inferlab/tokenizer/bpe_tokenizer.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/log.h"
-#include "inferlab/pretokenizer.h"
-#include "json.h"
-#include "safetensors.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/log.h"
+#include "inferlab/tokenizer/pretokenizer.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-// Hugging Face export (see write_hf in inferlab/formats.h): config.json and one
+// Hugging Face export (see write_hf in inferlab/formats/formats.h): config.json and one
 // model.safetensors in the layout transformers' LlamaForCausalLM / Qwen2ForCausalLM and load_hf
 // read. PyTorch keeps a linear as [out, in], which is our row-major layout, so matrices are
 // written as held; only the RoPE pairing differs: a model with interleaved RoPE (llama2.c, GGUF
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 #include "kernels/ref/half.h"
 
 namespace fs = std::filesystem;

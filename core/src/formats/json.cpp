@@ -2,7 +2,7 @@
 // the GPU machine), and the error wording its users share.
 #include <boost/json/src.hpp>
 
-#include "json.h"
+#include "formats/json.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,12 +1,12 @@
 // JsonLineReader: a Boost.JSON basic_parser handler that keeps the top-level members of one
 // object. Storage is reused from line to line, so a 100k-line trace allocates almost nothing.
-#include "json_line.h"
+#include "formats/json_line.h"
 
 #include <deque>
 
 #include <boost/json/basic_parser_impl.hpp>
 
-#include "json.h"
+#include "formats/json.h"
 
 namespace inferlab::formats {
 

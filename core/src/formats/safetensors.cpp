@@ -1,13 +1,13 @@
 // safetensors reader: header parsed with Boost.JSON (json.h; a tensor named twice keeps its last
 // entry, as in the reference reader), every offset checked against the file before any tensor is read.
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <cstring>
 
-#include "file_reader.h"
+#include "formats/file_reader.h"
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "json.h"
+#include "inferlab/formats/formats.h"
+#include "formats/json.h"
 
 namespace inferlab::formats {
 

@@ -5,7 +5,7 @@
 // rows times every query head of the GQA group — share each K/V tile, so a prefill chunk
 // reads its K/V once per row tile instead of once per (row, head).
 #pragma once
-#include "inferlab/attention.h"
+#include "inferlab/plugin/attention.h"
 
 namespace inferlab::plugins {
 

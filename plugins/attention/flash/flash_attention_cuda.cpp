@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "plugins/common/attention/attention_plan_cuda.h"
 
 namespace inferlab::plugins {

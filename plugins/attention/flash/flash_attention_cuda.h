@@ -2,7 +2,7 @@
 // the descriptor's device map enters flash_cuda() under kCuda.
 #pragma once
 #include "flash_attention.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace inferlab::plugins {
 

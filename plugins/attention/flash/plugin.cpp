@@ -4,7 +4,7 @@
 
 #include "flash_attention.h"
 #include "flash_attention_cuda.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

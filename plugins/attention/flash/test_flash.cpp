@@ -14,7 +14,7 @@
 #include "flash_attention.h"
 #include "flash_tile_kernels.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
+#include "inferlab/plugin/registry.h"
 #include "test_support.h"
 
 namespace inferlab::testing {

@@ -2,7 +2,7 @@
 // visible context in float, softmax it, then sum V weighted by it. Reads K/V once per head
 // (GQA groups re-read their kv head), so it is the memory-traffic baseline flash improves on.
 #pragma once
-#include "inferlab/attention.h"
+#include "inferlab/plugin/attention.h"
 
 namespace inferlab::plugins {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "plugins/common/attention/attention_plan_cuda.h"
 
 namespace inferlab::plugins {

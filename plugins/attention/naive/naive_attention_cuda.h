@@ -1,7 +1,7 @@
 // NaiveAttention's CUDA implementation (naive_attention_cuda.cpp, compiled only in a CUDA build):
 // the descriptor's device map enters naive_cuda() under kCuda.
 #pragma once
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "naive_attention.h"
 
 namespace inferlab::plugins {

@@ -1,7 +1,7 @@
 // Plugin descriptor for the naive attention strategy (class in naive_attention.h).
 #include <memory>
 
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "naive_attention.h"
 #include "naive_attention_cuda.h"
 

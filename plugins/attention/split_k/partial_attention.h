@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "inferlab/attention.h"
-#include "inferlab/kv_cache.h"
+#include "inferlab/plugin/attention.h"
+#include "inferlab/kv/kv_cache.h"
 
 namespace inferlab::plugins::split_k {
 

@@ -1,7 +1,7 @@
 // Plugin descriptor for the split-K (Flash-Decoding) attention strategy (split_k_attention.h).
 #include <memory>
 
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "split_k_attention.h"
 #include "split_k_attention_cuda.h"
 

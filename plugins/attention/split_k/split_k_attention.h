@@ -8,7 +8,7 @@
 #pragma once
 #include <vector>
 
-#include "inferlab/attention.h"
+#include "inferlab/plugin/attention.h"
 
 namespace inferlab::plugins {
 

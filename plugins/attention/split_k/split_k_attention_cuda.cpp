@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 #include "plugins/common/attention/attention_plan_cuda.h"
 #include "partial_attention.h"

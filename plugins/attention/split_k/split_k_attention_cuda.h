@@ -1,7 +1,7 @@
 // SplitKAttention's CUDA implementation (split_k_attention_cuda.cpp, compiled only in a CUDA
 // build): the descriptor's device map enters split_k_cuda() under kCuda.
 #pragma once
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "split_k_attention.h"
 
 namespace inferlab::plugins {

@@ -14,7 +14,7 @@
 #include "attention_checks.h"
 #include "inferlab/error.h"
 #include "partial_attention.h"
-#include "inferlab/registry.h"
+#include "inferlab/plugin/registry.h"
 #include "test_support.h"
 #include "split_k_attention.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "plugins/common/attention/attention_plan_cuda.h"
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 
 namespace inferlab::cuda {

@@ -5,7 +5,7 @@
 #pragma once
 #include <vector>
 
-#include "inferlab/attention.h"
+#include "inferlab/plugin/attention.h"
 #include "kernels/cuda/attention.h"
 
 namespace inferlab {

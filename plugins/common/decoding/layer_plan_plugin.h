@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "inferlab/decoder.h"
-#include "inferlab/layer_plan.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/decoder.h"
+#include "inferlab/plugin/layer_plan.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace inferlab {

@@ -2,8 +2,8 @@
 #pragma once
 #include <vector>
 
-#include "inferlab/params.h"
-#include "inferlab/rng.h"
+#include "inferlab/plugin/params.h"
+#include "inferlab/support/rng.h"
 
 namespace inferlab {
 

@@ -4,7 +4,7 @@
 
 #include "inferlab/error.h"
 #if INFERLAB_HAVE_CUDA
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "kernels/cuda/gemm.h"
 #endif
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/quantization.h"
+#include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 
 namespace inferlab {

@@ -5,7 +5,7 @@
 #include "kernels/cpu/amx.h"
 #include "kernels/ref/half.h"
 #if INFERLAB_HAVE_CUDA
-#include "inferlab/cuda_device.h"
+#include "inferlab/device/cuda_device.h"
 #include "kernels/cuda/gemm.h"
 #endif
 

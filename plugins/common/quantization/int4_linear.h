@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/quantization.h"
+#include "inferlab/plugin/quantization.h"
 
 namespace inferlab {
 

@@ -3,8 +3,8 @@
 #if INFERLAB_HAVE_CUDA
 #include "plugins/common/quantization/int4_linear_cuda.h"
 
-#include "inferlab/cuda_device.h"
-#include "inferlab/device_upload.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/device/device_upload.h"
 #include "kernels/cuda/quant_linear.h"
 #include "kernels/ref/matmul_int8.h"
 

@@ -9,8 +9,8 @@
 #pragma once
 #include <vector>
 
-#include "inferlab/params.h"
-#include "inferlab/scheduler.h"
+#include "inferlab/plugin/params.h"
+#include "inferlab/plugin/scheduler.h"
 
 namespace inferlab {
 

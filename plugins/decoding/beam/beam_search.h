@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "inferlab/decoder.h"
+#include "inferlab/plugin/decoder.h"
 
 namespace inferlab::plugins {
 

@@ -1,6 +1,6 @@
 // Plugin descriptor for decoding/beam (class in beam_search.h).
 #include "beam_search.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

@@ -9,11 +9,11 @@
 #include <set>
 
 #include "beam_search.h"
-#include "inferlab/checkpoint.h"
-#include "inferlab/engine.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
-#include "inferlab/metrics.h"
-#include "inferlab/registry.h"
+#include "inferlab/results/metrics.h"
+#include "inferlab/plugin/registry.h"
 #include "model_fixtures.h"
 #include "plugins/common/decoding/sampling.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"

@@ -6,7 +6,7 @@
 #pragma once
 #include <string>
 
-#include "inferlab/layer_plan.h"
+#include "inferlab/plugin/layer_plan.h"
 
 namespace inferlab::plugins {
 

@@ -6,14 +6,14 @@
 #include <filesystem>
 #include <fstream>
 
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
-#include "inferlab/engine.h"
+#include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
-#include "inferlab/experiment.h"
-#include "inferlab/quality.h"
-#include "inferlab/registry.h"
-#include "inferlab/runner.h"
+#include "inferlab/experiment/experiment.h"
+#include "inferlab/results/quality.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/run/runner.h"
 #include "layer_skip.h"
 #include "layer_plan_fixtures.h"
 #include "model_fixtures.h"

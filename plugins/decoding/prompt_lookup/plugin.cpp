@@ -1,5 +1,5 @@
 // Plugin descriptor for decoding/prompt_lookup.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "prompt_lookup.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #pragma once
 #include <vector>
 
-#include "inferlab/decoder.h"
+#include "inferlab/plugin/decoder.h"
 
 namespace inferlab::plugins {
 

@@ -1,5 +1,5 @@
 // Plugin descriptor for decoding/sampling.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "sampling.h"
 
 namespace {

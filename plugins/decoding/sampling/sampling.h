@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "inferlab/decoder.h"
+#include "inferlab/plugin/decoder.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace inferlab::plugins {

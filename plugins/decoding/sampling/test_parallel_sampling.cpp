@@ -3,8 +3,8 @@
 // independent count says, and all given back.
 #include <gtest/gtest.h>
 
-#include "inferlab/checkpoint.h"
-#include "inferlab/engine.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/engine/engine.h"
 #include "model_fixtures.h"
 #include "plugins/common/decoding/sampling.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"

@@ -3,11 +3,11 @@
 #include <map>
 #include <string>
 
-#include "inferlab/checkpoint.h"
+#include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
-#include "inferlab/plugin.h"
-#include "inferlab/registry.h"
-#include "inferlab/sim.h"
+#include "inferlab/plugin/plugin.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/sim/sim.h"
 #include "plugins/common/decoding/sampling.h"
 #include "plugins/common/quantization/float_linear.h"
 #include "simulated_draft.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "inferlab/error.h"
-#include "inferlab/sim.h"
+#include "inferlab/sim/sim.h"
 #include "speculative.h"
 
 namespace inferlab::plugins {

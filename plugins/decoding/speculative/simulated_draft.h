@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "inferlab/decoder.h"
-#include "inferlab/model_config.h"
-#include "inferlab/sim.h"
+#include "inferlab/plugin/decoder.h"
+#include "inferlab/model/model_config.h"
+#include "inferlab/sim/sim.h"
 #include "plugins/common/decoding/sampling.h"
 
 namespace inferlab::plugins {

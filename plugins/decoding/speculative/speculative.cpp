@@ -6,7 +6,7 @@
 #include <string>
 
 #include "inferlab/error.h"
-#include "inferlab/runner.h"
+#include "inferlab/run/runner.h"
 
 namespace inferlab::plugins {
 

@@ -17,13 +17,13 @@
 #include <utility>
 #include <vector>
 
-#include "inferlab/attention.h"
-#include "inferlab/batch.h"
-#include "inferlab/decoder.h"
-#include "inferlab/device.h"
-#include "inferlab/kv_cache.h"
-#include "inferlab/model.h"
-#include "inferlab/weights.h"
+#include "inferlab/plugin/attention.h"
+#include "inferlab/engine/batch.h"
+#include "inferlab/plugin/decoder.h"
+#include "inferlab/device/device.h"
+#include "inferlab/kv/kv_cache.h"
+#include "inferlab/model/model.h"
+#include "inferlab/model/weights.h"
 #include "plugins/common/decoding/sampling.h"
 #include "plugins/common/quantization/float_linear.h"
 

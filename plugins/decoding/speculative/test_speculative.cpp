@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <numeric>
 
-#include "inferlab/checkpoint.h"
-#include "inferlab/engine.h"
+#include "inferlab/formats/checkpoint.h"
+#include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
+#include "inferlab/plugin/registry.h"
 #include "layer_plan_fixtures.h"
 #include "model_fixtures.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"

@@ -1,8 +1,8 @@
 // AWQ on a CUDA device: uploading s⁻¹ and the int4 layer, and the forward there.
 #include "awq_cuda.h"
 
-#include "inferlab/cuda_device.h"
-#include "inferlab/device_upload.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/device/device_upload.h"
 #include "kernels/cuda/quant_linear.h"
 
 namespace inferlab::plugins {

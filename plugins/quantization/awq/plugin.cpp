@@ -1,7 +1,7 @@
 // Plugin descriptor for quantization/awq.
 #include "awq.h"
 #include "awq_cuda.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

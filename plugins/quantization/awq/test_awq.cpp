@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "awq.h"
-#include "inferlab/device.h"
-#include "inferlab/rng.h"
+#include "inferlab/device/device.h"
+#include "inferlab/support/rng.h"
 
 namespace inferlab {
 using namespace plugins;

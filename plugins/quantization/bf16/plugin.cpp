@@ -1,6 +1,6 @@
 // Plugin descriptor for quantization/bf16: bfloat16 weights (1-8-7 bits, fp32's range)
 // (plugins/common/quantization/half_linear.h).
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/quantization/half_linear.h"
 
 namespace {

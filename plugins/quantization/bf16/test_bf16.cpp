@@ -5,8 +5,8 @@
 
 #include "half_checks.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
-#include "inferlab/sim.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/sim/sim.h"
 #include "plugins/common/quantization/half_linear.h"
 #include "test_support.h"
 

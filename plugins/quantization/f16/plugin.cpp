@@ -1,6 +1,6 @@
 // Plugin descriptor for quantization/f16: IEEE binary16 weights (1-5-10 bits, range ±65504)
 // (plugins/common/quantization/half_linear.h).
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/quantization/half_linear.h"
 
 namespace {

@@ -8,9 +8,9 @@
 #include "kernels/cpu/amx.h"
 #include "inferlab/error.h"
 #include "plugins/common/quantization/half_linear.h"
-#include "inferlab/registry.h"
-#include "inferlab/rng.h"
-#include "inferlab/sim.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/support/rng.h"
+#include "inferlab/sim/sim.h"
 #include "test_support.h"
 
 namespace inferlab {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/formats.h"
-#include "inferlab/plugin.h"
-#include "inferlab/quantization.h"
-#include "inferlab/weights.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/plugin/plugin.h"
+#include "inferlab/plugin/quantization.h"
+#include "inferlab/model/weights.h"
 #include "kernels/cpu/gemm_gguf.h"
 
 namespace inferlab::plugins {

@@ -1,6 +1,6 @@
 // Plugin descriptor for quantization/gguf.
 #include "gguf_linear.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

@@ -10,10 +10,10 @@
 
 #include "gguf_block_fixtures.h"
 #include "gguf_linear.h"
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
-#include "inferlab/rng.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/support/rng.h"
 #include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"
 

@@ -8,7 +8,7 @@
 
 #include "gguf_block_fixtures.h"
 #include "gguf_linear.h"
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "inferlab/error.h"
 #include "linear_group_checks.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/quantization.h"
+#include "inferlab/plugin/quantization.h"
 #include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab::plugins {

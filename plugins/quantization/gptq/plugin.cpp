@@ -1,7 +1,7 @@
 // Plugin descriptor for quantization/gptq.
 #include "gptq.h"
 #include "gptq_cuda.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

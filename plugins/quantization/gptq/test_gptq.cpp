@@ -13,7 +13,7 @@
 #include <numeric>
 
 #include "gptq.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/matmul_int4.h"
 
 namespace inferlab {

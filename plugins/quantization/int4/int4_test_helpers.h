@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "inferlab/device.h"
-#include "inferlab/quantization.h"
-#include "inferlab/rng.h"
+#include "inferlab/device/device.h"
+#include "inferlab/plugin/quantization.h"
+#include "inferlab/support/rng.h"
 
 namespace inferlab::int4_test {
 

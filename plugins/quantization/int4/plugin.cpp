@@ -1,5 +1,5 @@
 // Plugin descriptor for quantization/int4.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "int4.h"
 #include "int4_cuda.h"
 

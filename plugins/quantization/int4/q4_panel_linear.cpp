@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
+#include "inferlab/formats/formats.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "inferlab/gguf_blocks.h"
 

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-#include "inferlab/quantization.h"
+#include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_gguf.h"
 
 namespace inferlab::plugins {

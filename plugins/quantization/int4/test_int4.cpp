@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
-#include "inferlab/rng.h"
+#include "inferlab/plugin/registry.h"
+#include "inferlab/support/rng.h"
 #include "int4.h"
 #include "int4_test_helpers.h"
 #include "kernels/ref/ops.h"

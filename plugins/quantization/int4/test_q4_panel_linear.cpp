@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/formats.h"
-#include "inferlab/rng.h"
+#include "inferlab/formats/formats.h"
+#include "inferlab/support/rng.h"
 #include "int4.h"
 #include "int4_test_helpers.h"
 #include "kernels/cpu/gemm_gguf.h"

@@ -1,8 +1,8 @@
 // int8 on a CUDA device: uploading q and scale, and the forward there.
 #include "int8_cuda.h"
 
-#include "inferlab/cuda_device.h"
-#include "inferlab/device_upload.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/device/device_upload.h"
 #include "kernels/cuda/quant_linear.h"
 #include "kernels/ref/matmul_int8.h"
 

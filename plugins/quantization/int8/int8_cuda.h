@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "int8.h"
 
 namespace inferlab::plugins {

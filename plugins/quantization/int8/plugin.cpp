@@ -1,5 +1,5 @@
 // Plugin descriptor for quantization/int8.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "int8.h"
 #include "int8_cuda.h"
 

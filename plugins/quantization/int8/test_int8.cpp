@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "int8.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/ref/matmul_int8.h"

@@ -1,5 +1,5 @@
 // Plugin descriptor for quantization/none.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/quantization/float_linear.h"
 
 namespace {

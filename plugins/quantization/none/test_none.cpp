@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "inferlab/error.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "kernels/ref/ops.h"
 #include "plugins/common/quantization/float_linear.h"
 

@@ -1,5 +1,5 @@
 // Plugin descriptor for quantization/smoothquant.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "smoothquant.h"
 #include "smoothquant_cuda.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/quantization.h"
+#include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 
 namespace inferlab::plugins {

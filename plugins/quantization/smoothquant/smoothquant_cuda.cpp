@@ -1,8 +1,8 @@
 // SmoothQuant on a CUDA device: uploading the weights, and the forward there.
 #include "smoothquant_cuda.h"
 
-#include "inferlab/cuda_device.h"
-#include "inferlab/device_upload.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/device/device_upload.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quant_linear.h"
 

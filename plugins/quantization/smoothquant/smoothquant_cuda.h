@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "smoothquant.h"
 
 namespace inferlab::plugins {

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <tuple>
 
-#include "inferlab/device.h"
+#include "inferlab/device/device.h"
 #include "kernels/cpu/gemm_panels_int8.h"
-#include "inferlab/rng.h"
+#include "inferlab/support/rng.h"
 #include "smoothquant.h"
 
 namespace inferlab {

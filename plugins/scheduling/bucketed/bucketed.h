@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/scheduler.h"
+#include "inferlab/plugin/scheduler.h"
 
 namespace inferlab::plugins {
 

@@ -1,6 +1,6 @@
 // Plugin descriptor for scheduling/bucketed.
 #include "bucketed.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

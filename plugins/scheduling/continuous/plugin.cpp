@@ -1,5 +1,5 @@
 // Plugin descriptor for scheduling/continuous.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "inferlab/scheduler.h"
+#include "inferlab/plugin/scheduler.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab::plugins {

@@ -1,6 +1,6 @@
 // Plugin descriptor for scheduling/edf.
 #include "edf.h"
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "edf.h"
 #include "engine_harness.h"
 #include "inferlab/error.h"
-#include "inferlab/metrics.h"
+#include "inferlab/results/metrics.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {

@@ -1,5 +1,5 @@
 // Plugin descriptor for scheduling/priority.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "priority.h"
 
 namespace {

@@ -8,7 +8,7 @@
 
 #include "engine_harness.h"
 #include "inferlab/error.h"
-#include "inferlab/metrics.h"
+#include "inferlab/results/metrics.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "priority.h"
 

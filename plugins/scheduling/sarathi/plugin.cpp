@@ -1,7 +1,7 @@
 // Plugin descriptor for scheduling/sarathi: stall-free batching (Sarathi-Serve). The step is
 // the shared continuous step (plugins/common/scheduling/continuous_scheduler.h) fixed to
 // decode-first order with chunked prefill, plus chunk sizes rounded down to a tile multiple.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace {

@@ -9,8 +9,8 @@
 
 #include "engine_harness.h"
 #include "inferlab/error.h"
-#include "inferlab/metrics.h"
-#include "inferlab/registry.h"
+#include "inferlab/results/metrics.h"
+#include "inferlab/plugin/registry.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
 namespace inferlab {

@@ -1,5 +1,5 @@
 // Plugin descriptor for scheduling/sjf.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "sjf.h"
 
 namespace {

@@ -9,7 +9,7 @@
 
 #include "engine_harness.h"
 #include "inferlab/error.h"
-#include "inferlab/registry.h"
+#include "inferlab/plugin/registry.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "sjf.h"
 

@@ -1,5 +1,5 @@
 // Plugin descriptor for scheduling/static.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 #include "static.h"
 
 namespace {

@@ -1,7 +1,7 @@
 // Static batching: a fixed batch is admitted when nothing runs and runs to completion before
 // the next batch is admitted (the FasterTransformer-era baseline that continuous batching beats).
 #pragma once
-#include "inferlab/scheduler.h"
+#include "inferlab/plugin/scheduler.h"
 
 namespace inferlab::plugins {
 

@@ -1,6 +1,6 @@
 // First come first served, up to max_batch requests at once, each admitted only when its whole
 // life fits the blocks nobody else has claimed, so a running request never stalls.
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "inferlab/plugin.h"
+#include "inferlab/plugin/plugin.h"
 
 namespace {
 

@@ -1,0 +1,95 @@
+// The Llama-family decoder: RMSNorm, RoPE, grouped-query attention, SwiGLU, tied or separate
+// classifier. Linears come from the Quantization strategy, attention from the Attention
+// strategy; the model owns the embedding, norms, biases and scratch, all in memory of its
+// Device, and runs every elementwise op through that device (timed by category).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "inferlab/plugin/attention.h"
+#include "inferlab/engine/batch.h"
+#include "inferlab/model/calibration.h"
+#include "inferlab/device/device.h"
+#include "inferlab/kv/kv_cache.h"
+#include "inferlab/plugin/layer_plan.h"
+#include "inferlab/plugin/quantization.h"
+#include "inferlab/model/weights.h"
+
+namespace inferlab {
+
+class Model {
+ public:
+  // Builds every linear through `quant` (created for the same device) from a copy of the float
+  // weights, and uploads the rest to `device` (a ComputeDevice: it runs the ops; a simulated
+  // device is refused with an Error). `calibration` (optional) carries each linear's
+  // input statistics, handed to quant.make_linear by the linear's name.
+  Model(const ModelWeights& weights, Quantization& quant, Device& device,
+        const CalibrationSet* calibration = nullptr);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  ComputeDevice& device() const { return device_; }
+  // Bytes of all weights as stored for inference (linears as quantized, plus embedding/norms).
+  std::uint64_t weight_bytes() const;
+  // Bytes of the token-embedding table within weight_bytes(); a step reads only its tokens'
+  // rows of it, so a decode step reads weight_bytes() - embedding_bytes() (+ those rows).
+  std::uint64_t embedding_bytes() const;
+
+  // Runs batch.rows() tokens: writes their K/V into `kv` (storage on this model's device) at
+  // batch.slots, and fills logits [batch.logit_rows.size(), vocab] on the host. Under a layer
+  // plan (set_layer_plan) skipped layers are not run and their K/V never written, and logit rows
+  // may exit early (inferlab/plugin/layer_plan.h); the plan's counters record where they did.
+  void forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits);
+
+  // Runs every later forward under `plan` (null = every layer; not owned, outlives its use).
+  // Throws Error when the plan's skip mask or exit layers do not fit this model.
+  void set_layer_plan(LayerPlan* plan);
+  LayerPlan* layer_plan() const { return plan_; }
+
+ private:
+  struct Layer;
+  struct Pass;  // one forward's scratch pointers and fused / early-exit state (model.cpp)
+  // The stages of forward(), in order.
+  void check_step_batch(const StepBatch& batch, const KvStorage& kv) const;
+  Pass begin_pass(const StepBatch& batch);
+  bool attention_block(Pass& p, int l, KvStorage& kv, Attention& attention);
+  void feed_forward_block(Pass& p, int l);
+  void add_residual_and_exit(Pass& p, int l, const StepBatch& batch, std::vector<float>& logits);
+  void remaining_logits(const StepBatch& batch, const float* x, std::vector<float>& logits);
+  // A host int array as device memory: the array itself on the CPU, an upload elsewhere.
+  const int* upload(const std::vector<int>& host, Buffer& staging);
+  float* scratch(Buffer& buffer, std::size_t floats);
+  // Early exit after layer `l`: the logit rows still running whose confidence passes the plan's
+  // threshold take their logits from here, and their hidden state is frozen in `frozen`.
+  void try_exit(int l, const StepBatch& batch, const float* x, float* frozen, std::vector<float>& logits);
+  // out [tokens, dim] (device memory) = the embedding rows of the tokens, dequantised from the
+  // table's linear (the classifier's when tied), staged on the host for a non-CPU device.
+  void embed(const std::vector<int>& host_tokens, float* out);
+  // final norm + classifier of the rows `rows` of x [*, dim]: host logits [rows.size(), vocab].
+  void classify_rows(const float* x, const std::vector<int>& rows, float* host_out);
+
+  ModelConfig config_;
+  ComputeDevice& device_;
+  // [vocab, dim] in the quantization's format when the classifier is separate (the lookup reads
+  // its rows, Linear::dequantize_row); null when tied (the classifier's rows are the table).
+  std::unique_ptr<Linear> embedding_;
+  std::vector<float> embed_host_;  // [rows, dim] host staging of a tied lookup on a non-CPU device
+  Buffer final_norm_;  // [dim]
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::unique_ptr<Linear> classifier_;
+  Buffer inv_freq_;    // [head_dim / 2] RoPE frequencies
+  LayerPlan* plan_ = nullptr;
+  // Early exit, per forward: exited_[r] for each batch row, depth_[i] for each logit row.
+  std::vector<char> exited_;
+  std::vector<int> depth_, gather_;
+  std::vector<float> exit_logits_;  // [candidates, vocab] host
+  int n_exited_ = 0;
+  // Scratch, grown to the largest step: [rows, width]
+  Buffer x_, xn_, q_, k_, v_, att_, h1_, h3_, tmp_, logits_, frozen_;
+  Buffer act_q_, act_s_;  // fused: int8 activation blocks [rows, max(dim, hidden)] and their scales
+  // The batch's int arrays on the device (unused on the CPU).
+  Buffer d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_, d_gather_;
+};
+
+}  // namespace inferlab

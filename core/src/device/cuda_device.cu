@@ -1,0 +1,334 @@
+// The CUDA device (see inferlab/device/cuda_device.h): stream, cuBLAS handle, caching pool, pinned
+// staging, event timing. The elementwise ops are the launchers of kernels/cuda/ops.h.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "inferlab/device/caching_allocator.h"
+#include "inferlab/device/cuda_device.h"
+#include "inferlab/error.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/ops.h"
+
+namespace inferlab {
+
+namespace {
+
+constexpr std::size_t kUploadStaging = 8u << 20;    // pinned ring for host -> device copies
+constexpr std::size_t kUploadChunk = kUploadStaging / 2;
+constexpr std::size_t kDownloadMax = 64u << 20;     // pinned bounce buffer cap for device -> host
+constexpr std::size_t kMaxPendingSegments = 1u << 14;  // resolve (and wait) beyond this many
+
+std::string cuda_error_text(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+}
+
+}  // namespace
+
+bool cuda_device_visible(std::string& reason) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    reason = "cudaGetDeviceCount: " + cuda_error_text(err);
+    return false;
+  }
+  if (n == 0) {
+    reason = "cudaGetDeviceCount found 0 devices";
+    return false;
+  }
+  reason.clear();
+  return true;
+}
+
+struct CudaDevice::State {
+  int ordinal = 0;
+  cudaDeviceProp prop{};
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  std::unique_ptr<CachingAllocator> pool;
+  // Uploads: host bytes are copied into the pinned ring, then DMA'd asynchronously; before the
+  // ring wraps the host waits for `upload_done` (recorded after the latest copy, so every
+  // earlier copy out of the ring has finished too).
+  char* upload = nullptr;
+  std::size_t upload_offset = 0;
+  cudaEvent_t upload_done = nullptr;
+  // Downloads bounce through a pinned buffer grown on demand (up to kDownloadMax, then chunks).
+  char* download = nullptr;
+  std::size_t download_bytes = 0;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  // Timing: open ops innermost last, each with the event its current segment started at;
+  // closed segments wait in `pending` until their events have completed.
+  struct Open {
+    TimeCategory category;
+    cudaEvent_t since;
+  };
+  struct Segment {
+    TimeCategory category;
+    cudaEvent_t start, end;
+  };
+  std::vector<Open> open;
+  std::vector<Segment> pending;
+  std::vector<cudaEvent_t> recorded;  // every event in `pending` or `open`
+  std::vector<cudaEvent_t> spare;     // created, not in use
+  double timer_overhead_s = 0;
+
+  cudaEvent_t record() {
+    cudaEvent_t e = nullptr;
+    if (spare.empty()) {
+      INFERLAB_CUDA_CHECK(cudaEventCreate(&e));
+    } else {
+      e = spare.back();
+      spare.pop_back();
+    }
+    INFERLAB_CUDA_CHECK(cudaEventRecord(e, stream));
+    recorded.push_back(e);
+    return e;
+  }
+};
+
+CudaDevice::CudaDevice(int ordinal) : s_(std::make_unique<State>()) {
+  std::string reason;
+  if (!cuda_device_visible(reason)) throw Error("device kind cuda: no CUDA device visible (" + reason + ")");
+  int n = 0;
+  INFERLAB_CUDA_CHECK(cudaGetDeviceCount(&n));
+  if (ordinal < 0 || ordinal >= n)
+    throw Error("device kind cuda: GPU " + std::to_string(ordinal) + " requested, " + std::to_string(n) +
+                " visible (allowed 0.." + std::to_string(n - 1) + ")");
+  s_->ordinal = ordinal;
+  INFERLAB_CUDA_CHECK(cudaSetDevice(ordinal));
+  INFERLAB_CUDA_CHECK(cudaGetDeviceProperties(&s_->prop, ordinal));
+  INFERLAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s_->stream, cudaStreamNonBlocking));
+  INFERLAB_CUBLAS_CHECK(cublasCreate(&s_->cublas));
+  INFERLAB_CUBLAS_CHECK(cublasSetStream(s_->cublas, s_->stream));
+  s_->pool = std::make_unique<CachingAllocator>(
+      [](std::size_t bytes) -> void* {
+        void* p = nullptr;
+        if (cudaMalloc(&p, bytes) != cudaSuccess) {
+          (void)cudaGetLastError();  // out of memory is an answer here, not a sticky error
+          return nullptr;
+        }
+        return p;
+      },
+      [](void* p) { (void)cudaFree(p); });
+  INFERLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s_->upload), kUploadStaging));
+  INFERLAB_CUDA_CHECK(cudaEventCreateWithFlags(&s_->upload_done, cudaEventDisableTiming));
+  // The host cost of one timed op: best of a few batches of empty begin/end pairs.
+  constexpr int kPairs = 200;
+  double best = 1e9;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kPairs; ++i) {
+      op_begin(TimeCategory::kFramework);
+      op_end(TimeCategory::kFramework);
+    }
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kPairs);
+  }
+  s_->timer_overhead_s = best;
+  reset_op_times();
+}
+
+CudaDevice::~CudaDevice() {
+  // Nothing here may throw: errors are ignored, the process is tearing this GPU state down.
+  (void)cudaStreamSynchronize(s_->stream);
+  s_->pool.reset();  // frees every block (also those a leaked Buffer still points to)
+  for (cudaEvent_t e : s_->recorded) (void)cudaEventDestroy(e);
+  for (cudaEvent_t e : s_->spare) (void)cudaEventDestroy(e);
+  if (s_->upload_done != nullptr) (void)cudaEventDestroy(s_->upload_done);
+  if (s_->upload != nullptr) (void)cudaFreeHost(s_->upload);
+  if (s_->download != nullptr) (void)cudaFreeHost(s_->download);
+  if (s_->cublas != nullptr) (void)cublasDestroy(s_->cublas);
+  if (s_->stream != nullptr) (void)cudaStreamDestroy(s_->stream);
+}
+
+std::string CudaDevice::describe() const { return s_->prop.name; }
+int CudaDevice::ordinal() const { return s_->ordinal; }
+int CudaDevice::sm_count() const { return s_->prop.multiProcessorCount; }
+int CudaDevice::compute_capability() const { return s_->prop.major * 10 + s_->prop.minor; }
+CUstream_st* CudaDevice::stream() const { return s_->stream; }
+cublasContext* CudaDevice::cublas() const { return s_->cublas; }
+std::uint64_t CudaDevice::raw_allocations() const { return s_->pool->stats().raw_allocs; }
+std::uint64_t CudaDevice::pool_reuses() const { return s_->pool->stats().reuses; }
+
+CudaMemoryInfo CudaDevice::memory_info() const {
+  std::size_t free = 0, total = 0;
+  INFERLAB_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  CudaMemoryInfo info;
+  info.total = total;
+  info.free = free;
+  info.pool_in_use = s_->pool->stats().bytes_in_use;
+  info.pool_cached = s_->pool->stats().bytes_cached;
+  return info;
+}
+
+void* CudaDevice::workspace(std::size_t bytes) {
+  if (bytes > s_->workspace_bytes) {
+    if (s_->workspace != nullptr) s_->pool->deallocate(s_->workspace);
+    s_->workspace = nullptr;
+    s_->workspace_bytes = 0;
+    s_->workspace = allocate(bytes);
+    s_->workspace_bytes = bytes;
+  }
+  return s_->workspace;
+}
+
+void* CudaDevice::allocate(std::size_t bytes) {
+  void* p = s_->pool->allocate(bytes);
+  if (p == nullptr) {
+    const CudaMemoryInfo m = memory_info();
+    throw Error("cuda device: cannot allocate " + std::to_string(bytes) + " bytes (" + std::to_string(m.free >> 20) +
+                " MiB free of " + std::to_string(m.total >> 20) + " MiB; the pool holds " +
+                std::to_string(m.pool_in_use >> 20) + " MiB)");
+  }
+  INFERLAB_CUDA_CHECK(cudaMemsetAsync(p, 0, std::max<std::size_t>(bytes, 1), s_->stream));
+  return p;
+}
+
+void CudaDevice::deallocate(void* ptr) {
+  // Called from destructors: a pointer the pool did not hand out is ignored, never thrown on.
+  if (ptr != nullptr) (void)s_->pool->deallocate(ptr);
+}
+
+void CudaDevice::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  const char* src = static_cast<const char*>(host_src);
+  char* d = static_cast<char*>(dst);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t chunk = std::min(bytes - done, kUploadChunk);
+    if (s_->upload_offset + chunk > kUploadStaging) {
+      INFERLAB_CUDA_CHECK(cudaEventSynchronize(s_->upload_done));
+      s_->upload_offset = 0;
+    }
+    char* stage = s_->upload + s_->upload_offset;
+    std::memcpy(stage, src + done, chunk);
+    INFERLAB_CUDA_CHECK(cudaMemcpyAsync(d + done, stage, chunk, cudaMemcpyHostToDevice, s_->stream));
+    INFERLAB_CUDA_CHECK(cudaEventRecord(s_->upload_done, s_->stream));
+    s_->upload_offset += (chunk + 255) / 256 * 256;
+    done += chunk;
+  }
+}
+
+void CudaDevice::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+  const std::size_t want = std::min(bytes, kDownloadMax);
+  if (s_->download_bytes < want) {
+    if (s_->download != nullptr) INFERLAB_CUDA_CHECK(cudaFreeHost(s_->download));
+    s_->download = nullptr;
+    s_->download_bytes = 0;
+    INFERLAB_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s_->download), want));
+    s_->download_bytes = want;
+  }
+  const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(host_dst);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t chunk = std::min(bytes - done, s_->download_bytes);
+    INFERLAB_CUDA_CHECK(cudaMemcpyAsync(s_->download, s + done, chunk, cudaMemcpyDeviceToHost, s_->stream));
+    INFERLAB_CUDA_CHECK(cudaStreamSynchronize(s_->stream));
+    std::memcpy(d + done, s_->download, chunk);
+    done += chunk;
+  }
+  resolve_segments(false);  // the stream is idle: every pending segment can be summed
+}
+
+void CudaDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) INFERLAB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s_->stream));
+}
+
+void CudaDevice::synchronize() {
+  INFERLAB_CUDA_CHECK(cudaStreamSynchronize(s_->stream));
+  resolve_segments(false);
+}
+
+// ---- timing ---------------------------------------------------------------------------------
+
+void CudaDevice::op_begin(TimeCategory category) {
+  cudaEvent_t e = s_->record();
+  if (!s_->open.empty()) s_->pending.push_back({s_->open.back().category, s_->open.back().since, e});
+  s_->open.push_back({category, e});
+}
+
+void CudaDevice::op_end(TimeCategory category) {
+  if (s_->open.empty() || s_->open.back().category != category) return;  // unmatched: ignored (destructors)
+  cudaEvent_t e = nullptr;
+  try {
+    e = s_->record();
+  } catch (const Error&) {
+    s_->open.pop_back();  // called from OpScope's destructor: drop the segment rather than throw
+    return;
+  }
+  s_->pending.push_back({category, s_->open.back().since, e});
+  times_.ops++;
+  s_->open.pop_back();
+  if (!s_->open.empty()) s_->open.back().since = e;
+  if (s_->pending.size() > kMaxPendingSegments) resolve_segments(true);
+}
+
+void CudaDevice::resolve_segments(bool wait) const {
+  if (s_->pending.empty()) return;
+  if (wait) INFERLAB_CUDA_CHECK(cudaStreamSynchronize(s_->stream));
+  for (const State::Segment& seg : s_->pending) {
+    float ms = 0;
+    INFERLAB_CUDA_CHECK(cudaEventElapsedTime(&ms, seg.start, seg.end));
+    times_[seg.category] += static_cast<double>(ms) * 1e-3;
+  }
+  s_->pending.clear();
+  // Events still marking where an open op's segment began stay; the rest are free again.
+  std::vector<cudaEvent_t> keep;
+  for (cudaEvent_t e : s_->recorded) {
+    const bool open = std::any_of(s_->open.begin(), s_->open.end(), [&](const State::Open& o) { return o.since == e; });
+    (open ? keep : s_->spare).push_back(e);
+  }
+  s_->recorded = std::move(keep);
+}
+
+const OpTimes& CudaDevice::op_times() const {
+  resolve_segments(true);
+  return times_;
+}
+
+void CudaDevice::reset_op_times() {
+  resolve_segments(true);  // segments from before the reset must not land after it
+  times_ = OpTimes{};
+}
+
+double CudaDevice::timer_overhead_s() const { return s_->timer_overhead_s; }
+
+// ---- elementwise ops ------------------------------------------------------------------------
+
+void CudaDevice::embedding(const float* table, const int* tokens, int rows, int dim, float* out) {
+  cuda::embedding(table, tokens, rows, dim, out, s_->stream);
+}
+void CudaDevice::rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps) {
+  cuda::rmsnorm(x, w, out, rows, dim, eps, s_->stream);
+}
+void CudaDevice::rope(float* q, float* k, const int* positions, int rows, int n_heads, int n_kv_heads, int head_dim,
+                      const float* inv_freq, RopeStyle style) {
+  cuda::rope(q, k, positions, rows, n_heads, n_kv_heads, head_dim, inv_freq, style, s_->stream);
+}
+void CudaDevice::kv_write_f32(float* k_cache, float* v_cache, const float* k, const float* v, const int* slots,
+                              int rows, int kv_dim) {
+  cuda::kv_write_f32(k_cache, v_cache, k, v, slots, rows, kv_dim, s_->stream);
+}
+void CudaDevice::kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale,
+                               const float* k, const float* v, const int* slots, int rows, int n_kv_heads,
+                               int head_dim) {
+  cuda::kv_write_int8(k_codes, v_codes, k_scale, v_scale, k, v, slots, rows, n_kv_heads, head_dim, s_->stream);
+}
+void CudaDevice::add(float* x, const float* y, std::size_t n) { cuda::add(x, y, n, s_->stream); }
+void CudaDevice::swiglu(float* gate, const float* up, std::size_t n) { cuda::swiglu(gate, up, n, s_->stream); }
+void CudaDevice::add_bias(float* y, const float* b, int rows, int width) {
+  cuda::add_bias(y, b, rows, width, s_->stream);
+}
+
+CudaMemoryInfo cuda_memory_info(Device& device) { return cuda_device(device, "cuda_memory_info").memory_info(); }
+
+CudaDevice& cuda_device(Device& device, const char* who) {
+  if (auto* cuda = dynamic_cast<CudaDevice*>(&device)) return *cuda;
+  throw Error(std::string(who) + ": expected the cuda device, this run's device is " + device_kind_name(device.kind()));
+}
+
+}  // namespace inferlab

@@ -1,0 +1,73 @@
+// StepBatch builder (see inferlab/engine/batch.h).
+#include "inferlab/engine/batch.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "inferlab/error.h"
+
+namespace inferlab {
+
+void StepBatch::add_sequence(std::span<const int> seq_tokens, int start, std::span<const int> table,
+                             int block_size, int logits_begin, int logits_end) {
+  const int n = static_cast<int>(seq_tokens.size());
+  check(block_size > 0 && start >= 0, "StepBatch::add_sequence: block_size must be > 0 and start >= 0");
+  check(static_cast<long long>(table.size()) * block_size >= static_cast<long long>(start) + n, [&] {
+    return "StepBatch::add_sequence: a block table of " + std::to_string(table.size()) + " blocks cannot hold " +
+           std::to_string(start + n) + " positions";
+  });
+  check(logits_begin >= 0 && logits_end <= n && (logits_begin <= logits_end),
+        "StepBatch::add_sequence: logits range outside the sequence's rows");
+  const int first_row = rows();
+  for (int i = 0; i < n; ++i) {
+    const int pos = start + i;
+    tokens.push_back(seq_tokens[static_cast<std::size_t>(i)]);
+    positions.push_back(pos);
+    slots.push_back(table[static_cast<std::size_t>(pos / block_size)] * block_size + pos % block_size);
+  }
+  for (int i = logits_begin; i < logits_end; ++i) logit_rows.push_back(first_row + i);
+  query_start.push_back(first_row + n);
+  context_len.push_back(start + n);
+
+  // Keep the table padded to the widest sequence: widen the earlier rows when this one is wider.
+  const int width = static_cast<int>(table.size());
+  const int seqs_before = n_seqs() - 1;
+  if (width > max_blocks) {
+    std::vector<int> wider(static_cast<std::size_t>(seqs_before) * static_cast<std::size_t>(width), -1);
+    for (int s = 0; s < seqs_before; ++s)
+      std::copy_n(block_table.begin() + static_cast<std::ptrdiff_t>(s) * max_blocks, max_blocks,
+                  wider.begin() + static_cast<std::ptrdiff_t>(s) * width);
+    block_table.swap(wider);
+    max_blocks = width;
+  }
+  const std::size_t row = block_table.size();
+  block_table.resize(row + static_cast<std::size_t>(max_blocks), -1);
+  std::copy(table.begin(), table.end(), block_table.begin() + static_cast<std::ptrdiff_t>(row));
+}
+
+void StepBatch::clear() {
+  tokens.clear();
+  positions.clear();
+  slots.clear();
+  query_start.assign(1, 0);
+  context_len.clear();
+  block_table.clear();
+  max_blocks = 0;
+  logit_rows.clear();
+}
+
+AttentionBatch StepBatch::attention(int n_heads, int n_kv_heads, int head_dim) const {
+  AttentionBatch ab;
+  ab.query_start = query_start;
+  ab.context_len = context_len;
+  ab.block_table = block_table;
+  ab.max_blocks = max_blocks;
+  ab.n_heads = n_heads;
+  ab.n_kv_heads = n_kv_heads;
+  ab.head_dim = head_dim;
+  ab.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  return ab;
+}
+
+}  // namespace inferlab
