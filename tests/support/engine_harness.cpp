@@ -209,4 +209,24 @@ HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>
   return result;
 }
 
+SeqView waiting_seq(int id, double arrival, int prompt, int output, int priority) {
+  return SeqView{.id = id, .arrival_s = arrival, .priority = priority, .slo_class = priority,
+                 .prompt_len = prompt, .max_output = output, .num_tokens = prompt};
+}
+
+SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority) {
+  SeqView s = waiting_seq(id, 0.0, prompt, output, priority);
+  s.generated = generated;
+  s.num_tokens = prompt + generated;
+  s.num_computed = s.num_tokens - 1;
+  s.blocks_held = blocks_held;
+  return s;
+}
+
+std::vector<int> scheduled_ids(const ScheduleDecision& decision) {
+  std::vector<int> out;
+  for (const ScheduledSeq& s : decision.scheduled) out.push_back(s.id);
+  return out;
+}
+
 }  // namespace inferlab::testing

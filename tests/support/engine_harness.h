@@ -68,4 +68,13 @@ struct HarnessResult {
 HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>& requests,
                             const HarnessConfig& config, const StepObserver& observe = {});
 
+// Single-step scheduler tests build their SchedulerInput from these views.
+// A waiting request: nothing computed, num_tokens = prompt, priority and slo_class = priority.
+SeqView waiting_seq(int id, double arrival, int prompt, int output, int priority = 0);
+inline SeqView waiting_seq(int id, int prompt, int output) { return waiting_seq(id, 0.0, prompt, output); }
+// A request in decode: prompt done, `generated` tokens out, K/V for all but the last token.
+SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority = 0);
+// The ids a decision scheduled, in its order.
+std::vector<int> scheduled_ids(const ScheduleDecision& decision);
+
 }  // namespace inferlab::testing

@@ -9,32 +9,8 @@
 #include "inferlab/continuous_scheduler.h"
 #include "inferlab/error.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
-
-SeqView waiting_seq(int id, int prompt, int output) {
-  SeqView s;
-  s.id = id;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  return s;
-}
-
-// A request in decode: prompt done, `generated` tokens out, K/V for all but the last token.
-SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held) {
-  SeqView s = waiting_seq(id, prompt, output);
-  s.generated = generated;
-  s.num_tokens = prompt + generated;
-  s.num_computed = s.num_tokens - 1;
-  s.blocks_held = blocks_held;
-  return s;
-}
 
 std::vector<RequestSpec> mixed_requests(int count, double gap) {
   std::vector<RequestSpec> reqs;
@@ -295,4 +271,4 @@ TEST(ContinuousScheduler, ReserveFullPolicyIsRespected) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

@@ -12,34 +12,9 @@
 #include "inferlab/metrics.h"
 #include "priority.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
-
-SeqView waiting_seq(int id, double arrival, int prompt, int output, int priority) {
-  SeqView s;
-  s.id = id;
-  s.arrival_s = arrival;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  s.priority = s.slo_class = priority;
-  return s;
-}
-
-SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority) {
-  SeqView s = waiting_seq(id, 0, prompt, output, priority);
-  s.generated = generated;
-  s.num_tokens = prompt + generated;
-  s.num_computed = s.num_tokens - 1;
-  s.blocks_held = blocks_held;
-  return s;
-}
 
 // TTFT p99 (steps) of the requests of one class.
 double ttft_p99(const HarnessResult& r, int cls) {
@@ -169,4 +144,4 @@ TEST(PriorityScheduler, LowersUrgentTtftP99AgainstFcfs) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

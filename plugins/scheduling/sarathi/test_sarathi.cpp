@@ -13,13 +13,8 @@
 #include "inferlab/metrics.h"
 #include "inferlab/registry.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
 
 std::shared_ptr<Scheduler> sarathi(int max_tokens, int chunk_tile) {
   Registry reg(Registry::default_search_path());
@@ -162,4 +157,4 @@ TEST(Sarathi, LowersTpotP99AgainstPrefillFirstAtEqualBudget) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

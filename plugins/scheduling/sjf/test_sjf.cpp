@@ -13,25 +13,11 @@
 #include "inferlab/registry.h"
 #include "sjf.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
 
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
 using Key = SjfScheduler::Key;
-
-SeqView waiting_seq(int id, double arrival, int prompt, int output) {
-  SeqView s;
-  s.id = id;
-  s.arrival_s = arrival;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  return s;
-}
 
 // Ids admitted by one step over `waiting` alone, with a roomy pool.
 std::vector<int> admitted(SjfScheduler& sched, const std::vector<SeqView>& waiting, double now = 0) {
@@ -270,4 +256,4 @@ TEST(SjfScheduler, LowerMeanTtftThanFcfsOnMixedBursts) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

@@ -12,14 +12,9 @@
 #include "inferlab/error.h"
 #include "static.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
 
 
 std::vector<RequestSpec> uniform_requests(int count, int prompt, int output, double gap = 0) {
@@ -204,4 +199,4 @@ TEST(StaticScheduler, TakesMoreStepsThanContinuousOnMixedArrivals) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing
