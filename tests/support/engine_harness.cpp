@@ -229,4 +229,24 @@ std::vector<int> scheduled_ids(const ScheduleDecision& decision) {
   return out;
 }
 
+SchedulerInput step_input(std::span<const SeqView> running, std::span<const SeqView> waiting, int free_blocks) {
+  SchedulerInput in;
+  in.running = running;
+  in.waiting = waiting;
+  in.free_blocks = free_blocks;
+  return in;
+}
+
+void expect_every_token_once(const HarnessResult& r, const std::vector<RequestSpec>& requests) {
+  EXPECT_EQ(r.finished.size(), requests.size());
+  EXPECT_EQ(r.preemptions, 0);
+  for (const RequestSpec& q : requests) {
+    const auto processed = r.tokens_processed.find(q.id);
+    const auto generated = r.generated.find(q.id);
+    EXPECT_EQ(processed == r.tokens_processed.end() ? -1 : processed->second, q.prompt + q.max_output - 1)
+        << "request " << q.id;
+    EXPECT_EQ(generated == r.generated.end() ? -1 : generated->second, q.max_output) << "request " << q.id;
+  }
+}
+
 }  // namespace inferlab::testing

@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "inferlab/engine.h"
@@ -76,5 +77,11 @@ inline SeqView waiting_seq(int id, int prompt, int output) { return waiting_seq(
 SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority = 0);
 // The ids a decision scheduled, in its order.
 std::vector<int> scheduled_ids(const ScheduleDecision& decision);
+// A step's input over `running` and `waiting` (which must outlive it) with `free_blocks` free.
+SchedulerInput step_input(std::span<const SeqView> running, std::span<const SeqView> waiting, int free_blocks);
+
+// A run without preemption: every request finished, each processed every token once (its
+// prompt and all outputs but the last, which is never fed back) and generated max_output.
+void expect_every_token_once(const HarnessResult& r, const std::vector<RequestSpec>& requests);
 
 }  // namespace inferlab::testing

@@ -36,9 +36,7 @@ TEST(BucketedScheduler, BatchFromTheOldestRequestsBucket) {
   BucketedScheduler sched(3, {128, 512});
   std::vector<SeqView> waiting = {waiting_seq(1, 100, 4), waiting_seq(2, 300, 4), waiting_seq(3, 50, 4),
                                   waiting_seq(4, 120, 4), waiting_seq(5, 10, 4)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 1000;
+  SchedulerInput in = step_input({}, waiting, 1000);
   ScheduleDecision d = sched.schedule(in);
   EXPECT_EQ(scheduled_ids(d), (std::vector<int>{1, 3, 4}));  // bucket 0, max_batch 3; request 2 is bucket 1
   EXPECT_EQ(d.scheduled[0].num_tokens, 100);

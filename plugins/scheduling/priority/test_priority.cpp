@@ -41,9 +41,7 @@ TEST(PriorityScheduler, RejectsBadParams) {
 TEST(PriorityScheduler, UrgentClassAdmittedFirst) {
   PriorityScheduler sched(512, 1, true, 0, true);
   std::vector<SeqView> waiting = {waiting_seq(1, 0, 30, 5, 1), waiting_seq(2, 1, 300, 5, 0)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input({}, waiting, 100);
   ScheduleDecision d = sched.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 1u);
   EXPECT_EQ(d.scheduled[0].id, 2);
@@ -55,10 +53,7 @@ TEST(PriorityScheduler, PreemptsLessUrgentWhenMemoryIsShort) {
   // Request 1 (class 1) decodes in 5 blocks; request 2 (class 0) needs 3 blocks, 1 is free.
   std::vector<SeqView> running = {decode_seq(1, 64, 2, 50, 5, 1)};
   std::vector<SeqView> waiting = {waiting_seq(2, 0, 40, 5, 0)};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 1;
+  SchedulerInput in = step_input(running, waiting, 1);
   ScheduleDecision d = sched.schedule(in);
   EXPECT_EQ(d.preempt, std::vector<int>{1});
   ASSERT_EQ(d.scheduled.size(), 1u);
@@ -82,10 +77,7 @@ TEST(PriorityScheduler, FullBatchPreemptsLessUrgent) {
   PriorityScheduler sched(512, 2, true, 0, true);
   std::vector<SeqView> running = {decode_seq(1, 10, 2, 50, 1, 0), decode_seq(2, 10, 2, 50, 1, 1)};
   std::vector<SeqView> waiting = {waiting_seq(3, 0, 10, 5, 0)};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = sched.schedule(in);
   EXPECT_EQ(d.preempt, std::vector<int>{2});
   ASSERT_EQ(d.scheduled.size(), 2u);

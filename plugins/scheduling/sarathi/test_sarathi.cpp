@@ -60,10 +60,7 @@ TEST(Sarathi, DecodesFirstThenTileRoundedChunks) {
   prompt.prompt_len = prompt.num_tokens = 1000;
   prompt.max_output = 4;
   std::vector<SeqView> running = {decode}, waiting = {prompt};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = sched->schedule(in);
   ASSERT_EQ(d.scheduled.size(), 2u);
   EXPECT_EQ(d.scheduled[0].id, 1);
@@ -121,10 +118,7 @@ TEST(Sarathi, PrefillFirstStallsDecodes) {
   waiting[0].id = 2;
   waiting[0].prompt_len = waiting[0].num_tokens = 100;
   waiting[0].max_output = 4;
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = prefill_first.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 1u);  // the prefill alone; the decode waits
   EXPECT_EQ(d.scheduled[0].id, 2);

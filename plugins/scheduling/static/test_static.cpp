@@ -31,12 +31,7 @@ TEST(StaticScheduler, EveryTokenProcessedExactlyOnce) {
   HarnessConfig cfg;
   cfg.kv.num_blocks = 200;
   HarnessResult r = run_scheduler(sched, reqs, cfg);
-  ASSERT_EQ(r.finished.size(), reqs.size());
-  EXPECT_EQ(r.preemptions, 0);
-  for (const auto& q : reqs) {
-    EXPECT_EQ(r.tokens_processed[q.id], q.prompt + q.max_output - 1) << "request " << q.id;
-    EXPECT_EQ(r.generated[q.id], q.max_output);
-  }
+  expect_every_token_once(r, reqs);
   EXPECT_LE(r.max_running, 4);
 }
 
