@@ -47,19 +47,8 @@ std::vector<RequestSpec> steady_mixed(int count) {
 
 TEST(Sarathi, DecodesFirstThenTileRoundedChunks) {
   auto sched = sarathi(256, 64);
-  SeqView decode;
-  decode.id = 1;
-  decode.prompt_len = 10;
-  decode.max_output = 20;
-  decode.generated = 2;
-  decode.num_tokens = 12;
-  decode.num_computed = 11;
-  decode.blocks_held = 1;
-  SeqView prompt;
-  prompt.id = 2;
-  prompt.prompt_len = prompt.num_tokens = 1000;
-  prompt.max_output = 4;
-  std::vector<SeqView> running = {decode}, waiting = {prompt};
+  SeqView prompt = waiting_seq(2, 1000, 4);
+  std::vector<SeqView> running = {decode_seq(1, 10, 2, 20, 1)}, waiting = {prompt};
   SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = sched->schedule(in);
   ASSERT_EQ(d.scheduled.size(), 2u);
