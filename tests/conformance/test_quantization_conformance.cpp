@@ -118,15 +118,9 @@ class QuantizationConformance : public ::testing::TestWithParam<PluginCase> {
     std::string why;
     device_ = open_device(GetParam().device, why);
     if (!device_) GTEST_SKIP() << why;
-    ModelConfig model;  // a small model whose linears have the shapes below
-    model.name = "conformance";
-    model.dim = 64;
-    model.hidden_dim = 128;
-    model.n_layers = 1;
-    model.n_heads = 4;
-    model.n_kv_heads = 2;
-    model.vocab_size = 37;
-    model.max_seq_len = 256;
+    // A small model whose linears have the shapes below.
+    ModelConfig model{.name = "conformance", .dim = 64, .hidden_dim = 128, .n_layers = 1, .n_heads = 4, .n_kv_heads = 2,
+                      .vocab_size = 37, .max_seq_len = 256};
     INFERLAB_SKIP_IF_REFUSED(GetParam(), model);
     quant_ = make();
   }

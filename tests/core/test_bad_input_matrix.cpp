@@ -16,22 +16,11 @@
 #include <gtest/gtest.h>
 
 #include "format_writers.h"
+#include "sanitizers.h"
 #include "test_support.h"
 
 namespace inferlab {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
 
 constexpr int kSeconds = 30;                    // generous for a loaded 2-core machine; cases take < 2 s
 constexpr long long kAddressSpaceKiB = 1 << 20;  // 1 GiB
@@ -151,7 +140,7 @@ TEST(BadInputMatrix, EveryClassEndsInAClearMessageUnderOneGigabyte) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(c.klass) + ": inferlab " + c.args.substr(0, 200));
-    const testing::CliResult r = testing::run_inferlab_limited(c.args, kAsan ? 0 : kAddressSpaceKiB, kSeconds);
+    const testing::CliResult r = testing::run_inferlab_limited(c.args, testing::kAddressSanitizer ? 0 : kAddressSpaceKiB, kSeconds);
     EXPECT_NE(r.code, 124) << "killed after " << kSeconds << " s";
     EXPECT_EQ(r.code, c.code) << r.err.substr(0, 2000);
     for (const std::string& part : c.expect)

@@ -42,6 +42,7 @@
 #include "inferlab/workload/workload.h"
 
 #include "bad_inputs.h"
+#include "sanitizers.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -329,15 +330,7 @@ TEST(BadInputs, MemoryCheckCountsAddressSpaceAndCgroupLimits) {
   // Under ulimit -v 6000000 (5.7 GiB) the run passed the check, then failed to allocate.
   // (AddressSanitizer reserves terabytes of shadow address space: no sanitized binary starts
   // under such a limit, so that build checks the cgroup half only.)
-  bool asan = false;
-#if defined(__SANITIZE_ADDRESS__)
-  asan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  asan = true;
-#endif
-#endif
-  if (!asan) {
+  if (!testing::kAddressSanitizer) {
     const Cli r = testing::run_inferlab_limited("validate " + exp, 6000000, 30);
     EXPECT_EQ(r.code, 1) << r.err;
     EXPECT_HAS(r.err, exp + ": the run needs about ");

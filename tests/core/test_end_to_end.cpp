@@ -12,35 +12,15 @@
 
 #include "inferlab/formats/checkpoint.h"
 #include "inferlab/results/metrics.h"
+#include "cli_runs.h"
 #include "test_support.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-using Cli = testing::CliResult;
-using testing::read_csv;
-using testing::slurp;
-Cli run_cli(const std::string& args) { return testing::run_inferlab(args); }
-
-
-
-
-
-fs::path only_run_dir(const fs::path& root, const std::string& experiment) {
-  std::vector<fs::path> dirs;
-  for (const auto& d : fs::directory_iterator(root / experiment)) dirs.push_back(d.path());
-  EXPECT_EQ(dirs.size(), 1u);
-  return dirs.empty() ? fs::path() : dirs.front();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("inferlab_e2e_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("e2e", name); }
 
 TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
   fs::path out = fresh_dir("quickstart");
@@ -338,4 +318,4 @@ TEST(EndToEnd, ValidateReadsOnlyTheCheckpointHeader) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

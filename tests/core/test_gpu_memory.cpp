@@ -46,12 +46,7 @@ TEST(GpuMemory, TooSmallAFractionSaysWhatTookTheMemory) {
 }
 
 TEST(GpuMemory, ActivationEstimateCountsTheModelsScratch) {
-  ModelConfig c;
-  c.dim = 576;
-  c.hidden_dim = 1536;
-  c.n_heads = 9;
-  c.n_kv_heads = 3;
-  c.vocab_size = 49152;
+  ModelConfig c{.dim = 576, .hidden_dim = 1536, .n_heads = 9, .n_kv_heads = 3, .vocab_size = 49152};
   const std::uint64_t one = activation_bytes_estimate(c, 1, 1), two = activation_bytes_estimate(c, 2, 1);
   // One more row: 5 dim + 2 kv_dim + 2 hidden floats, plus its half copy of max(dim, hidden).
   EXPECT_EQ(two - one, (5u * 576 + 2u * 192 + 2u * 1536) * 4 + 1536u * 2);
@@ -73,12 +68,7 @@ TEST(GpuMemory, MeasuredBreakdownAddsUpToTotal) {
 
 TEST(GpuMemory, FractionOffCudaIsRefused) {
   CpuDevice cpu(1);
-  ModelConfig c;
-  c.dim = 64;
-  c.hidden_dim = 128;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 32;
+  ModelConfig c{.dim = 64, .hidden_dim = 128, .n_heads = 4, .n_kv_heads = 2, .vocab_size = 32};
   try {
     plan_gpu_kv_pool(cpu, 0.9, c, 0, 16, 1, kMiB);
     FAIL() << "expected an error";

@@ -15,15 +15,8 @@ namespace {
 
 // 2 layers, 2 kv heads of dim 4: kv_dim 8.
 ModelConfig tiny_model() {
-  ModelConfig m;
-  m.name = "tiny";
-  m.dim = 16;
-  m.hidden_dim = 32;
-  m.n_layers = 2;
-  m.n_heads = 4;
-  m.n_kv_heads = 2;
-  m.vocab_size = 32;
-  m.max_seq_len = 64;
+  ModelConfig m{.name = "tiny", .dim = 16, .hidden_dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+                .vocab_size = 32, .max_seq_len = 64};
   return m;
 }
 

@@ -27,14 +27,8 @@ namespace inferlab {
 namespace {
 
 ModelConfig smollm2_shape() {
-  ModelConfig c;
-  c.name = "smollm2-shape";
-  c.dim = 576;
-  c.hidden_dim = 1536;
-  c.n_layers = 30;
-  c.n_heads = 9;
-  c.n_kv_heads = 3;
-  c.vocab_size = 49152;
+  ModelConfig c{.name = "smollm2-shape", .dim = 576, .hidden_dim = 1536, .n_layers = 30, .n_heads = 9, .n_kv_heads = 3,
+                .vocab_size = 49152};
   return c;
 }
 

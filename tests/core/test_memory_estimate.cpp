@@ -21,6 +21,7 @@
 #include "inferlab/kv/memory_estimate.h"
 #include "inferlab/plugin/registry.h"
 #include "inferlab/run/runner.h"
+#include "sanitizers.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -213,13 +214,7 @@ TEST(MemoryEstimate, ValidatePrintsItAndTheFlagRefuses) {
 // 128 + 32 tokens 1.02 GiB and 1.02 GiB. AddressSanitizer's shadow memory and quarantine inflate
 // the resident set several-fold, so the comparison is skipped there.
 TEST(MemoryEstimate, MatchesARealRunsPeakResidentMemory) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer inflates the resident set";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  GTEST_SKIP() << "AddressSanitizer inflates the resident set";
-#endif
-#endif
+  if (testing::kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer inflates the resident set";
   testing::TempDir dir("mem_rss");
   const std::string toml = std::string(kStories15m) + "[device]\nthreads = 1\n[experiment]\nisolate = false\n";
   const std::uint64_t estimate = plan_text(dir, toml).plan.memory.total();

@@ -203,15 +203,8 @@ std::vector<float> reference_forward(const ModelWeights& w, const std::vector<in
 }
 
 TEST(Model, MatchesNaiveReferenceForwardOnEveryArchitectureOption) {
-  ModelConfig c;
-  c.name = "tiny-gqa";
-  c.dim = 48;
-  c.hidden_dim = 72;
-  c.n_layers = 3;
-  c.n_heads = 6;
-  c.n_kv_heads = 2;
-  c.vocab_size = 97;
-  c.max_seq_len = 64;
+  ModelConfig c{.name = "tiny-gqa", .dim = 48, .hidden_dim = 72, .n_layers = 3, .n_heads = 6, .n_kv_heads = 2,
+                .vocab_size = 97, .max_seq_len = 64};
   for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalf})
     for (bool extras : {false, true}) {  // extras: qkv bias, untied classifier, Llama-3 theta
       SCOPED_TRACE(std::string(style == RopeStyle::kHalf ? "half" : "interleaved") + (extras ? "+extras" : ""));

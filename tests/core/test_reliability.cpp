@@ -20,44 +20,18 @@
 #include <toml++/toml.h>
 
 #include "inferlab/run/cell.h"
+#include "cli_runs.h"
+#include "sanitizers.h"
 #include "test_support.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-using Cli = testing::CliResult;
-using testing::read_csv;
-using testing::slurp;
-Cli run_cli(const std::string& args) { return testing::run_inferlab(args); }
 namespace pt = boost::property_tree;
 
-
-
-
-
-// (variant, repeat) -> (status, tokens_hash) from metrics.csv.
-std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> cells(const fs::path& dir) {
-  auto csv = read_csv(dir / "metrics.csv");
-  std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> m;
-  for (std::size_t r = 1; r < csv.size(); ++r) m[{csv[r][0], csv[r][1]}] = {csv[r][2], csv[r].back()};
-  return m;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("inferlab_rel_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-fs::path only_run_dir(const fs::path& root, const std::string& experiment) {
-  std::vector<fs::path> dirs;
-  for (const auto& d : fs::directory_iterator(root / experiment)) dirs.push_back(d.path());
-  EXPECT_EQ(dirs.size(), 1u);
-  return dirs.empty() ? fs::path() : dirs.front();
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("rel", name); }
 
 std::string tiny(const std::string& name, int repeats, const std::string& plugin_dirs) {
   std::ostringstream t;
@@ -159,20 +133,9 @@ TEST(Reliability, SampleStepsBoundsLongRuns) {
 // cells and greedy tokens equal a run without the broken ones; the exit code is 3.
 // AddressSanitizer turns a child's SIGSEGV into its own report and abort, and reserves terabytes
 // of address space, so a crash signal or an address-space limit cannot be observed under it.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 TEST(Reliability, CrashingAbortingAndHangingVariantsFailAlone) {
-  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reports a SIGSEGV as its own abort (the release suite checks the signal)";
+  if (testing::kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reports a SIGSEGV as its own abort (the release suite checks the signal)";
   const fs::path out = fresh_dir("crash");
   std::ofstream(out / "broken.toml") << tiny("broken", 1, test_plugins({"crash", "abort", "hang"}))
                                      << "[[variant]]\nname = \"segv\"\ndecoding = { name = \"crash\", after = 2 }\n"
@@ -212,7 +175,7 @@ TEST(Reliability, CrashingAbortingAndHangingVariantsFailAlone) {
 // A memory limit a cell cannot live under (a KV pool of ~4 GiB under 64 MiB) fails the cell,
 // naming the limit.
 TEST(Reliability, MemoryLimitFailsTheCellAndNamesIt) {
-  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer needs more address space than cell_memory_mb allows (the release suite checks it)";
+  if (testing::kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer needs more address space than cell_memory_mb allows (the release suite checks it)";
   const fs::path out = fresh_dir("memory");
   std::ofstream(out / "mem.toml") << tiny("mem", 1, test_plugins({})) << "[baseline]\nkv = { num_blocks = 100000 }\n";
   const Cli c = run_cli("run " + (out / "mem.toml").string() + " --set experiment.cell_memory_mb=64 --out " + out.string() +
@@ -332,12 +295,6 @@ TEST(Reliability, CheckDeterminismFailsOnAnUnseededPlugin) {
   EXPECT_EQ(manifest.get<std::string>("run.determinism.dice").rfind("differs", 0), 0u);
 }
 
-}  // namespace
-}  // namespace inferlab
-
-namespace inferlab {
-namespace {
-
 // isolate = false (today's in-process path) gives the same cells and tokens as child processes.
 TEST(Reliability, InProcessCellsMatchIsolatedOnes) {
   const fs::path out = fresh_dir("inprocess");
@@ -355,4 +312,4 @@ TEST(Reliability, InProcessCellsMatchIsolatedOnes) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

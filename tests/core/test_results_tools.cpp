@@ -20,58 +20,17 @@
 #include "inferlab/results/compare.h"
 #include "inferlab/error.h"
 #include "inferlab/run/shard.h"
+#include "cli_runs.h"
 #include "test_support.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-using Cli = testing::CliResult;
-using testing::read_csv;
-using testing::slurp;
-Cli run_cli(const std::string& args) { return testing::run_inferlab(args); }
 namespace pt = boost::property_tree;
 
-
-
-
-
-// (variant, repeat) -> (status, tokens_hash) from metrics.csv.
-std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> cells(const fs::path& dir) {
-  auto csv = read_csv(dir / "metrics.csv");
-  std::map<std::pair<std::string, std::string>, std::pair<std::string, std::string>> m;
-  for (std::size_t r = 1; r < csv.size(); ++r) m[{csv[r][0], csv[r][1]}] = {csv[r][2], csv[r].back()};
-  return m;
-}
-
-// (variant, repeat, request id, prompt tokens, output tokens, output hash, status) of every request.
-std::vector<std::string> request_keys(const fs::path& dir) {
-  auto csv = read_csv(dir / "requests.csv");
-  std::vector<std::string> keys;
-  for (std::size_t r = 1; r < csv.size(); ++r)
-    keys.push_back(csv[r][0] + "|" + csv[r][1] + "|" + csv[r][2] + "|" + csv[r][6] + "|" + csv[r][7] + "|" +
-                   csv[r][12] + "|" + csv[r][13]);
-  return keys;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("inferlab_res_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
-// The one folder under root/experiment whose name ends with `suffix`.
-fs::path run_dir(const fs::path& root, const std::string& experiment, const std::string& suffix = "") {
-  std::vector<fs::path> dirs;
-  for (const auto& d : fs::directory_iterator(root / experiment)) {
-    const std::string n = d.path().filename().string();
-    if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) dirs.push_back(d.path());
-  }
-  EXPECT_EQ(dirs.size(), 1u) << root / experiment << " " << suffix;
-  return dirs.empty() ? fs::path() : dirs.front();
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("res", name); }
 
 // Two variants (baseline, smaller KV blocks) × 2 repeats, greedy decoding.
 fs::path write_tiny(const fs::path& out) {
@@ -109,14 +68,14 @@ TEST(ResultsTools, ShardedRunMergesIntoTheLocalRun) {
   const fs::path cfg = write_tiny(out);
   const Cli local = run_cli("run " + cfg.string() + " --out " + (out / "local").string() + " --log warn");
   ASSERT_EQ(local.code, 0) << local.err;
-  const fs::path ldir = run_dir(out / "local", "tiny");
+  const fs::path ldir = only_run_dir(out / "local", "tiny");
 
   std::vector<fs::path> shard_dirs;
   for (int i = 0; i < 3; ++i) {
     const Cli s = run_cli("run " + cfg.string() + " --out " + (out / "shards").string() + " --shard " + std::to_string(i) +
                           "/3 --log warn");
     ASSERT_EQ(s.code, 0) << s.err;
-    shard_dirs.push_back(run_dir(out / "shards", "tiny", "-shard" + std::to_string(i) + "of3"));
+    shard_dirs.push_back(only_run_dir(out / "shards", "tiny", "-shard" + std::to_string(i) + "of3"));
   }
   // Shard 0 holds cells k = 0 and 3 (baseline r0, blocks8 r1); its manifest says which shard it is.
   EXPECT_EQ(cells(shard_dirs[0]).size(), 2u);
@@ -187,12 +146,12 @@ TEST(ResultsTools, ShardedRunMergesIntoTheLocalRun) {
                             " --shard 2/3 --set workload.num_requests=2 --log warn");
   ASSERT_EQ(other.code, 0) << other.err;
   const Cli mixed = run_cli("merge " + shard_dirs[0].string() + " " + shard_dirs[1].string() + " " +
-                            run_dir(out / "other", "tiny").string() + " --out " + (out / "mixed").string());
+                            only_run_dir(out / "other", "tiny").string() + " --out " + (out / "mixed").string());
   EXPECT_EQ(mixed.code, 1);
   EXPECT_NE(mixed.err.find("differ in resolved config.toml"), std::string::npos) << mixed.err;
   const Cli two = run_cli("run " + cfg.string() + " --out " + (out / "two").string() + " --shard 1/2 --log warn");
   ASSERT_EQ(two.code, 0) << two.err;
-  const Cli counts = run_cli("merge " + shard_dirs[0].string() + " " + run_dir(out / "two", "tiny").string() + " --out " +
+  const Cli counts = run_cli("merge " + shard_dirs[0].string() + " " + only_run_dir(out / "two", "tiny").string() + " --out " +
                              (out / "counts").string());
   EXPECT_EQ(counts.code, 1);
   EXPECT_NE(counts.err.find("differ in shard count"), std::string::npos) << counts.err;
@@ -206,7 +165,7 @@ TEST(ResultsTools, CompareFlagsAScaledMetricAndNothingAgainstItself) {
   const fs::path out = fresh_dir("compare");
   const Cli local = run_cli("run " + write_tiny(out).string() + " --out " + (out / "runs").string() + " --log warn");
   ASSERT_EQ(local.code, 0) << local.err;
-  const fs::path a = run_dir(out / "runs", "tiny");
+  const fs::path a = only_run_dir(out / "runs", "tiny");
 
   const Cli self = run_cli("compare " + a.string() + " " + a.string());
   ASSERT_EQ(self.code, 0) << self.err;
@@ -261,7 +220,7 @@ TEST(ResultsTools, PlotWritesFiguresAndLinksThem) {
   const fs::path out = fresh_dir("plot");
   const Cli local = run_cli("run " + write_tiny(out).string() + " --out " + (out / "runs").string() + " --log warn");
   ASSERT_EQ(local.code, 0) << local.err;
-  const fs::path dir = run_dir(out / "runs", "tiny");
+  const fs::path dir = only_run_dir(out / "runs", "tiny");
   const Cli plot = run_cli("plot " + dir.string());
   ASSERT_EQ(plot.code, 0) << plot.err;
   for (const char* f : {"latency_cdf.png", "headline.png"}) {
@@ -279,4 +238,4 @@ TEST(ResultsTools, PlotWritesFiguresAndLinksThem) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

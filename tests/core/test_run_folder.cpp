@@ -25,22 +25,17 @@
 
 #include "inferlab/run/cell.h"
 #include "inferlab/run/run_folder.h"
+#include "cli_runs.h"
+#include "sanitizers.h"
 #include "test_support.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
 
 namespace fs = std::filesystem;
 namespace pt = boost::property_tree;
-using testing::read_csv;
-using testing::slurp;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("inferlab_folder_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("folder", name); }
 
 // Baseline + a variant that waits while `gate` exists; 3 requests, 1 thread.
 std::string gated(const std::string& name, int repeats, const fs::path& gate) {
@@ -302,20 +297,8 @@ TEST(RunFolder, RunKilledBySigkillReadsInterrupted) {
   expect_whole(dir, 2);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
 TEST(RunFolder, CrashWithCellsInTheRunsProcessMarksTheFolderFailed) {
-  if (kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reports a SIGSEGV as its own abort (the release suite checks it)";
+  if (testing::kAddressSanitizer) GTEST_SKIP() << "AddressSanitizer reports a SIGSEGV as its own abort (the release suite checks it)";
   const fs::path out = fresh_dir("crash");
   std::ofstream(out / "x.toml") << "[experiment]\nname = \"x\"\nisolate = false\n[model]\npreset = \"stories260k\"\n"
                                 << "[device]\nthreads = 1\n[workload]\nnum_requests = 3\nprompt_len = 6\noutput_len = 8\n"
@@ -377,4 +360,4 @@ TEST(RunFolder, ChangedConfigKeysNamesEachDottedKey) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

@@ -17,22 +17,15 @@
 
 #include "inferlab/error.h"
 #include "inferlab/run/slurm.h"
+#include "cli_runs.h"
 #include "test_support.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
 
 namespace fs = std::filesystem;
-using Cli = testing::CliResult;
-using testing::read_csv;
-using testing::slurp;
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("inferlab_submit_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("submit", name); }
 
 // Two variants (baseline, smaller KV blocks) x 2 repeats, greedy decoding: 4 cells.
 fs::path write_tiny(const fs::path& dir) {
@@ -63,16 +56,6 @@ fs::path only_dir(const fs::path& root) {
   for (const auto& d : fs::directory_iterator(root)) dirs.push_back(d.path());
   EXPECT_EQ(dirs.size(), 1u) << root;
   return dirs.empty() ? fs::path() : dirs.front();
-}
-
-// (variant, repeat, request id, prompt tokens, output tokens, output hash, status) of every request.
-std::vector<std::string> request_keys(const fs::path& dir) {
-  auto csv = read_csv(dir / "requests.csv");
-  std::vector<std::string> keys;
-  for (std::size_t r = 1; r < csv.size(); ++r)
-    keys.push_back(csv[r][0] + "|" + csv[r][1] + "|" + csv[r][2] + "|" + csv[r][6] + "|" + csv[r][7] + "|" + csv[r][12] +
-                   "|" + csv[r][13]);
-  return keys;
 }
 
 TEST(Submit, DryRunPrintsTheArrayAndTheDependentMergeJob) {
@@ -222,4 +205,4 @@ TEST(Submit, MergeReportsAFailedShardWithItsError) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

@@ -70,15 +70,8 @@ TEST(ModelConfig, ValidateNamesTheBadField) {
 }
 
 ModelConfig tiny_config(bool tied, bool bias) {
-  ModelConfig c;
-  c.name = "tiny";
-  c.dim = 16;
-  c.hidden_dim = 24;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 40;
-  c.max_seq_len = 32;
+  ModelConfig c{.name = "tiny", .dim = 16, .hidden_dim = 24, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+                .vocab_size = 40, .max_seq_len = 32};
   c.tied_classifier = tied;
   c.qkv_bias = bias;
   return c;

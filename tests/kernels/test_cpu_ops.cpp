@@ -12,16 +12,10 @@
 #include "kernels/cpu/ops_rows.h"
 #include "kernels/cpu/vec_exp.h"
 #include "kernels/ref/ops.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
-
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(scale * rng.normal());
-  return v;
-}
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
@@ -40,8 +34,8 @@ TEST(CpuOps, RmsnormMatchesRef) {
   for (int threads : {1, 3})
     for (const Shape& s : kShapes) {
       ThreadPool pool(threads);
-      const auto x = random_vector(static_cast<std::size_t>(s.rows) * s.width, 1, 3.0);
-      const auto w = random_vector(static_cast<std::size_t>(s.width), 2);
+      const auto x = testing::random_normal(static_cast<std::size_t>(s.rows) * s.width, 1, 3.0);
+      const auto w = testing::random_normal(static_cast<std::size_t>(s.width), 2);
       std::vector<float> want(x.size()), got(x.size(), std::nanf(""));
       for (int r = 0; r < s.rows; ++r)
         ref::rmsnorm(&want[static_cast<std::size_t>(r) * s.width], &x[static_cast<std::size_t>(r) * s.width], w.data(),
@@ -67,8 +61,8 @@ TEST(CpuOps, RopeMatchesRefForBothStylesAndGqa) {
               1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(head_dim));
         std::vector<int> positions(static_cast<std::size_t>(rows));
         for (int r = 0; r < rows; ++r) positions[static_cast<std::size_t>(r)] = (r * 37) % 500;
-        auto q = random_vector(static_cast<std::size_t>(rows) * n_heads * head_dim, 3);
-        auto k = random_vector(static_cast<std::size_t>(rows) * n_kv_heads * head_dim, 4);
+        auto q = testing::random_normal(static_cast<std::size_t>(rows) * n_heads * head_dim, 3);
+        auto k = testing::random_normal(static_cast<std::size_t>(rows) * n_kv_heads * head_dim, 4);
         std::vector<float> want_q = q, want_k = k;
         for (int r = 0; r < rows; ++r) {
           ref::rope(&want_q[static_cast<std::size_t>(r) * n_heads * head_dim], n_heads, head_dim,
@@ -88,13 +82,13 @@ TEST(CpuOps, SwigluAddBiasAndAddMatchRef) {
     for (const Shape& s : kShapes) {
       ThreadPool pool(threads);
       const std::size_t n = static_cast<std::size_t>(s.rows) * s.width;
-      const auto gate = random_vector(n, 5, 4.0), up = random_vector(n, 6);
+      const auto gate = testing::random_normal(n, 5, 4.0), up = testing::random_normal(n, 6);
       std::vector<float> want = gate, got = gate;
       ref::swiglu(want.data(), up.data(), static_cast<int>(n));
       cpu::swiglu(got.data(), up.data(), n, pool);
       expect_close(got, want, 1e-6f, "swiglu");
 
-      const auto b = random_vector(static_cast<std::size_t>(s.width), 7);
+      const auto b = testing::random_normal(static_cast<std::size_t>(s.width), 7);
       want = gate;
       got = gate;
       ref::add_bias(want.data(), b.data(), s.rows, s.width);
@@ -149,7 +143,7 @@ TEST(CpuOps, VectorExpMatchesLibmAndKeepsNaN) {
 TEST(CpuOps, EmbeddingGatherAndKvWriteMatchRef) {
   ThreadPool pool(2);
   const int vocab = 50, dim = 37, rows = 129;
-  const auto table = random_vector(static_cast<std::size_t>(vocab) * dim, 8);
+  const auto table = testing::random_normal(static_cast<std::size_t>(vocab) * dim, 8);
   std::vector<int> tokens(rows);
   for (int r = 0; r < rows; ++r) tokens[static_cast<std::size_t>(r)] = (r * 7 + 3) % vocab;
   std::vector<float> want(static_cast<std::size_t>(rows) * dim), got(want.size(), std::nanf(""));
@@ -159,7 +153,7 @@ TEST(CpuOps, EmbeddingGatherAndKvWriteMatchRef) {
 
   // KV write into a NaN-poisoned pool at scattered slots: written rows match, the rest stay NaN.
   const int kv_dim = 24, slots = 300;
-  const auto k = random_vector(static_cast<std::size_t>(rows) * kv_dim, 9), v = random_vector(k.size(), 10);
+  const auto k = testing::random_normal(static_cast<std::size_t>(rows) * kv_dim, 9), v = testing::random_normal(k.size(), 10);
   std::vector<int> slot(rows);
   for (int r = 0; r < rows; ++r) slot[static_cast<std::size_t>(r)] = (r * 131) % slots;  // distinct: 131 coprime
   std::vector<float> k_want(static_cast<std::size_t>(slots) * kv_dim, std::nanf("")), v_want = k_want;

@@ -12,16 +12,10 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/ops_fused.h"
 #include "kernels/ref/matmul_int8.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
-
-std::vector<float> random_vector(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(scale * rng.normal());
-  return v;
-}
 
 template <class T>
 void expect_same_bits(const std::vector<T>& got, const std::vector<T>& want, const char* what) {
@@ -43,7 +37,7 @@ TEST(CpuOpsFused, ResidualRmsnormEqualsAddThenRmsnormThenQuantise) {
       ThreadPool pool(threads);
       const std::size_t n = static_cast<std::size_t>(s.rows) * s.width;
       const std::size_t nb = static_cast<std::size_t>(s.rows) * ref::act_blocks(s.width);
-      const auto x0 = random_vector(n, 1, 3.0), y = random_vector(n, 2), w = random_vector(static_cast<std::size_t>(s.width), 3);
+      const auto x0 = testing::random_normal(n, 1, 3.0), y = testing::random_normal(n, 2), w = testing::random_normal(static_cast<std::size_t>(s.width), 3);
       // Unfused: add, rmsnorm, quantise.
       std::vector<float> x_want = x0, out_want(n);
       std::vector<std::int8_t> q_want(n);
@@ -84,10 +78,10 @@ TEST(CpuOpsFused, RopeKvWriteEqualsRopeThenKvWrite) {
       for (int rows : {1, 3, 129}) {
         SCOPED_TRACE(std::to_string(head_dim) + " head_dim, " + std::to_string(rows) + " rows");
         const int n_heads = 6, n_kv_heads = 2, kvd = n_kv_heads * head_dim, slots_n = 2 * rows + 5;
-        const auto q0 = random_vector(static_cast<std::size_t>(rows) * n_heads * head_dim, 4);
-        const auto k0 = random_vector(static_cast<std::size_t>(rows) * kvd, 5);
-        const auto v = random_vector(static_cast<std::size_t>(rows) * kvd, 6);
-        const auto inv_freq = random_vector(static_cast<std::size_t>(head_dim / 2), 7, 0.1);
+        const auto q0 = testing::random_normal(static_cast<std::size_t>(rows) * n_heads * head_dim, 4);
+        const auto k0 = testing::random_normal(static_cast<std::size_t>(rows) * kvd, 5);
+        const auto v = testing::random_normal(static_cast<std::size_t>(rows) * kvd, 6);
+        const auto inv_freq = testing::random_normal(static_cast<std::size_t>(head_dim / 2), 7, 0.1);
         std::vector<int> positions(static_cast<std::size_t>(rows)), slots(static_cast<std::size_t>(rows));
         for (int r = 0; r < rows; ++r) {
           positions[static_cast<std::size_t>(r)] = 3 * r + 1;
@@ -115,7 +109,7 @@ TEST(CpuOpsFused, SwigluQuantizeEqualsSwigluThenQuantise) {
       ThreadPool pool(threads);
       const std::size_t n = static_cast<std::size_t>(s.rows) * s.width;
       const std::size_t nb = static_cast<std::size_t>(s.rows) * ref::act_blocks(s.width);
-      const auto gate0 = random_vector(n, 8, 2.0), up = random_vector(n, 9);
+      const auto gate0 = testing::random_normal(n, 8, 2.0), up = testing::random_normal(n, 9);
       std::vector<float> gate_want = gate0, s_want(nb), gate = gate0, sc(nb);
       std::vector<std::int8_t> q_want(n), q(n);
       cpu::swiglu(gate_want.data(), up.data(), n, pool);

@@ -17,6 +17,7 @@
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
@@ -24,13 +25,6 @@ namespace {
 constexpr GgmlType kNative[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,  GgmlType::kQ5_0,
                                 GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K,
                                 GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,  GgmlType::kIQ4_XS};
-
-std::vector<float> gaussian(std::size_t count, std::uint64_t seed) {
-  Rng rng(seed);
-  std::vector<float> v(count);
-  for (float& f : v) f = static_cast<float>(rng.normal());
-  return v;
-}
 
 // y[r, o] = sum_i x[r, i] * w[o, i] in double, and the scale sum_i |x w| for tolerances.
 void reference(const std::vector<float>& x, const std::vector<float>& w, int n, int out, int in,
@@ -64,7 +58,7 @@ TEST_P(MatmulGguf, MatchesDequantizedMatmulForBothActivationPaths) {
       const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, c.out, c.in, ++seed);
       std::vector<float> w(static_cast<std::size_t>(c.out) * c.in);  // [out, in]
       dequantize(type, blocks.data(), w.size(), w.data());
-      const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * c.in, ++seed);  // [n, in]
+      const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * c.in, ++seed);  // [n, in]
       std::vector<double> want, mag;
 
       reference(x, w, n, c.out, c.in, want, mag);

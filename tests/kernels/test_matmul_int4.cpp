@@ -15,16 +15,10 @@
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/matmul_int4.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
-
-std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma = 1.0) {
-  Rng rng(seed);
-  std::vector<float> v(count);
-  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
-  return v;
-}
 
 // A quantized matrix in the reference format.
 struct Quantized {
@@ -46,7 +40,7 @@ int code(const std::vector<std::uint8_t>& packed, int in, int o, int i) {
 
 TEST(QuantizeInt4Groups, ScalesZerosCodesAndRoundingError) {
   const int out = 4, in = 45, gs = 16;  // groups of 16, 16, 13
-  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 21, 0.3);
+  std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, 21, 0.3);
   for (int i = 0; i < 16; ++i) w[1 * in + i] = 0.0f;           // an all-zero group
   for (int i = 16; i < 32; ++i) w[2 * in + i] = 0.5f + 0.01f * i;  // an all-positive group
   w[3 * in + 40] = -3.5f;                                      // extreme in the partial group
@@ -124,8 +118,8 @@ TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
             if (n == 129 && out == 129 && in > 100) continue;  // keep the reference cheap
             if (in > 257 && (n > 7 || out > 13)) continue;
             std::uint64_t seed = static_cast<std::uint64_t>(n * 10007 + out * 101 + in + gs);
-            std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, seed);
-            std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, seed + 1, 0.05);
+            std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, seed);
+            std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, seed + 1, 0.05);
             Quantized q(w, out, in, gs, symmetric);
             std::vector<float> deq(w.size());
             ref::dequantize_int4(q.packed.data(), q.scale.data(), q.zp(), out, in, gs,
@@ -156,7 +150,7 @@ TEST(MatmulInt4, ZeroWeightsGiveZeroNotNaN) {
   ThreadPool pool(2);
   const int out = 9, in = 20, gs = 8;
   for (int n : {1, 3, 9}) {
-    std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 5);
+    std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 5);
     std::vector<float> w(out * in, 0.0f);
     for (bool symmetric : {false, true}) {
       Quantized q(w, out, in, gs, symmetric);

@@ -15,20 +15,14 @@
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
 
-std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma = 1.0) {
-  Rng rng(seed);
-  std::vector<float> v(count);
-  for (float& f : v) f = static_cast<float>(sigma * rng.normal());
-  return v;
-}
-
 TEST(QuantizeInt8Rows, ScalesRangeAndRoundingError) {
   const int out = 5, in = 37;
-  std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 11, 0.3);
+  std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, 11, 0.3);
   for (int i = 0; i < in; ++i) w[2 * in + i] = 0.0f;  // an all-zero row
   w[4 * in + 3] = -2.54f;                             // row 4's extreme is negative
   std::vector<std::int8_t> q(w.size());
@@ -77,8 +71,8 @@ TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
     for (int out : outs)
       for (int in : ins) {
         std::uint64_t seed = static_cast<std::uint64_t>(n * 10007 + out * 101 + in);
-        std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, seed);
-        std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, seed + 1, 0.05);
+        std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, seed);
+        std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, seed + 1, 0.05);
         std::vector<std::int8_t> q(w.size());
         std::vector<float> scale(out);
         ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
@@ -105,7 +99,7 @@ TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
 TEST(MatmulInt8, ZeroRowsGiveZeroNotNaN) {
   ThreadPool pool(2);
   const int n = 3, out = 9, in = 20;
-  std::vector<float> x = gaussian(n * in, 5);
+  std::vector<float> x = testing::random_normal(n * in, 5);
   std::vector<float> w(out * in, 0.0f);
   std::vector<std::int8_t> q(w.size());
   std::vector<float> scale(out);

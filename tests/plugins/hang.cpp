@@ -5,28 +5,23 @@
 #include <filesystem>
 #include <thread>
 
-#include "inferlab/plugin/plugin.h"
-#include "plugins/common/decoding/sampling.h"
+#include "test_plugin.h"
 
 namespace {
-class HangDecoder final : public inferlab::Decoder {
+class HangDecoder final : public inferlab::test_plugins::HookedGreedyDecoder {
  public:
   explicit HangDecoder(std::string path) : path_(std::move(path)) {}
-  void accept(std::span<const int>, std::span<const int>, const float* logits, int vocab, inferlab::Rng&,
-              std::vector<int>& out) override {
-    while (path_.empty() || std::filesystem::exists(path_)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    out.push_back(inferlab::argmax(logits, vocab));
-  }
 
  private:
+  void before_token() override {
+    while (path_.empty() || std::filesystem::exists(path_)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   std::string path_;
 };
 inferlab::PluginDescriptor describe() {
-  inferlab::PluginDescriptor d;
-  d.kind = inferlab::PluginKind::kDecoding;
-  d.name = "hang";
-  d.version = "0.0.1";
-  d.summary = "greedy, but waits while a file exists (\"\" = for ever; time-limit and interrupt tests)";
+  inferlab::PluginDescriptor d = inferlab::test_plugins::descriptor(
+      inferlab::PluginKind::kDecoding, "hang",
+      "greedy, but waits while a file exists (\"\" = for ever; time-limit and interrupt tests)");
   d.params = {{"while_exists", inferlab::ParamType::kString, std::string(), std::nullopt, std::nullopt, {},
                "wait while this file exists; \"\" waits for ever"}};
   d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext& ctx) {

@@ -1,7 +1,7 @@
 // A quantization strategy that does not declare its arithmetic (Quantization::arithmetic): the
 // simulator cannot charge it, so `validate` must refuse it on [device] kind = "sim".
-#include "inferlab/plugin/plugin.h"
-#include "plugins/common/quantization/float_linear.h"
+#include "inferlab/float_linear.h"
+#include "test_plugin.h"
 
 namespace {
 class UndeclaredQuantization final : public inferlab::Quantization {
@@ -13,11 +13,8 @@ class UndeclaredQuantization final : public inferlab::Quantization {
   }
 };
 inferlab::PluginDescriptor describe() {
-  inferlab::PluginDescriptor d;
-  d.kind = inferlab::PluginKind::kQuantization;
-  d.name = "undeclared_quantization";
-  d.version = "0.0.1";
-  d.summary = "declares no arithmetic (simulator refusal tests)";
+  inferlab::PluginDescriptor d = inferlab::test_plugins::descriptor(
+      inferlab::PluginKind::kQuantization, "undeclared_quantization", "declares no arithmetic (simulator refusal tests)");
   d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext&) { return std::make_unique<UndeclaredQuantization>(); };
   return d;
 }

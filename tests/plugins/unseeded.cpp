@@ -2,7 +2,7 @@
 // seeded Rng: `run --check-determinism` must catch it.
 #include <random>
 
-#include "inferlab/plugin/plugin.h"
+#include "test_plugin.h"
 
 namespace {
 class UnseededDecoder final : public inferlab::Decoder {
@@ -16,11 +16,8 @@ class UnseededDecoder final : public inferlab::Decoder {
   std::random_device device_;
 };
 inferlab::PluginDescriptor describe() {
-  inferlab::PluginDescriptor d;
-  d.kind = inferlab::PluginKind::kDecoding;
-  d.name = "unseeded";
-  d.version = "0.0.1";
-  d.summary = "uniform tokens from an unseeded source (determinism tests)";
+  inferlab::PluginDescriptor d = inferlab::test_plugins::descriptor(
+      inferlab::PluginKind::kDecoding, "unseeded", "uniform tokens from an unseeded source (determinism tests)");
   d.devices[inferlab::DeviceKind::kCpu] = [](const inferlab::PluginContext&) { return std::make_unique<UnseededDecoder>(); };
   return d;
 }

@@ -209,4 +209,44 @@ HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>
   return result;
 }
 
+SeqView waiting_seq(int id, double arrival, int prompt, int output, int priority) {
+  return SeqView{.id = id, .arrival_s = arrival, .priority = priority, .slo_class = priority,
+                 .prompt_len = prompt, .max_output = output, .num_tokens = prompt};
+}
+
+SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority) {
+  SeqView s = waiting_seq(id, 0.0, prompt, output, priority);
+  s.generated = generated;
+  s.num_tokens = prompt + generated;
+  s.num_computed = s.num_tokens - 1;
+  s.blocks_held = blocks_held;
+  return s;
+}
+
+std::vector<int> scheduled_ids(const ScheduleDecision& decision) {
+  std::vector<int> out;
+  for (const ScheduledSeq& s : decision.scheduled) out.push_back(s.id);
+  return out;
+}
+
+SchedulerInput step_input(std::span<const SeqView> running, std::span<const SeqView> waiting, int free_blocks) {
+  SchedulerInput in;
+  in.running = running;
+  in.waiting = waiting;
+  in.free_blocks = free_blocks;
+  return in;
+}
+
+void expect_every_token_once(const HarnessResult& r, const std::vector<RequestSpec>& requests) {
+  EXPECT_EQ(r.finished.size(), requests.size());
+  EXPECT_EQ(r.preemptions, 0);
+  for (const RequestSpec& q : requests) {
+    const auto processed = r.tokens_processed.find(q.id);
+    const auto generated = r.generated.find(q.id);
+    EXPECT_EQ(processed == r.tokens_processed.end() ? -1 : processed->second, q.prompt + q.max_output - 1)
+        << "request " << q.id;
+    EXPECT_EQ(generated == r.generated.end() ? -1 : generated->second, q.max_output) << "request " << q.id;
+  }
+}
+
 }  // namespace inferlab::testing

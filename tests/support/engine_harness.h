@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "inferlab/engine/engine.h"
@@ -67,5 +68,20 @@ struct HarnessResult {
 // can never be scheduled.
 HarnessResult run_scheduler(Scheduler& scheduler, const std::vector<RequestSpec>& requests,
                             const HarnessConfig& config, const StepObserver& observe = {});
+
+// Single-step scheduler tests build their SchedulerInput from these views.
+// A waiting request: nothing computed, num_tokens = prompt, priority and slo_class = priority.
+SeqView waiting_seq(int id, double arrival, int prompt, int output, int priority = 0);
+inline SeqView waiting_seq(int id, int prompt, int output) { return waiting_seq(id, 0.0, prompt, output); }
+// A request in decode: prompt done, `generated` tokens out, K/V for all but the last token.
+SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority = 0);
+// The ids a decision scheduled, in its order.
+std::vector<int> scheduled_ids(const ScheduleDecision& decision);
+// A step's input over `running` and `waiting` (which must outlive it) with `free_blocks` free.
+SchedulerInput step_input(std::span<const SeqView> running, std::span<const SeqView> waiting, int free_blocks);
+
+// A run without preemption: every request finished, each processed every token once (its
+// prompt and all outputs but the last, which is never fed back) and generated max_output.
+void expect_every_token_once(const HarnessResult& r, const std::vector<RequestSpec>& requests);
 
 }  // namespace inferlab::testing

@@ -7,8 +7,15 @@
 #include <tuple>
 #include <vector>
 
+#include <string>
+
 #include "inferlab/device/device.h"
+#include "inferlab/error.h"
+#include "inferlab/half_linear.h"
+#include "inferlab/plugin/registry.h"
 #include "inferlab/support/rng.h"
+#include "inferlab/sim/sim.h"
+#include "test_support.h"
 #include "kernels/ref/half.h"
 #include "kernels/ref/ops.h"
 #include "plugins/common/quantization/half_linear.h"
@@ -85,4 +92,57 @@ inline void check_half_linear_matches_reference(cpu::HalfFormat format, Device& 
   for (int i = 0; i < n * out; ++i) EXPECT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
 }
 
+// A weight whose size is not out x in, and a HalfLinear on the simulated device, are Errors.
+inline void check_half_rejects_mismatched_weight_and_wrong_device(cpu::HalfFormat format) {
+  CpuDevice device(2);
+  HalfQuantization quant(format, device);
+  EXPECT_THROW(quant.make_linear("w", std::vector<float>(10), 3, 4), Error);
+  SimDevice sim;
+  EXPECT_THROW(HalfLinear(std::vector<float>(12, 1.0f), 3, 4, format, sim), Error);
+}
+
+// The plugin `name` as the registry resolves it: `amx` defaults to `default_amx`, an unknown
+// `amx` value is an Error, and the quantization it builds stores 2 bytes a weight.
+inline void check_half_plugin_params(Registry& registry, const std::string& name, const std::string& default_amx) {
+  CpuDevice device(2);
+  const Params params = registry.resolve(PluginKind::kQuantization, name, {}, "test");
+  EXPECT_EQ(params.get_string("amx"), default_amx);
+  EXPECT_THROW(registry.resolve(PluginKind::kQuantization, name, {{"amx", ParamValue(std::string("on"))}}, "test"),
+               Error);
+  auto quant = registry.create_quantization(name, params, device);
+  EXPECT_EQ(quant->make_linear("classifier", std::vector<float>(12, 0.5f), 3, 4)->weight_bytes(), 24u);
+}
+
 }  // namespace inferlab::testing
+
+// The tests both formats' plugins run, defined in the including test file as Suite.<Name>
+// (BF16Linear, F16Linear) for the cpu::HalfFormat `format`: the rounding bound on the CPU
+// (plain, AMX split, AMX bf16 with the two-operand bf16 bound) and on CUDA, the stored weights
+// against the reference, and the errors of a mismatched weight and of the simulated device.
+#define INFERLAB_HALF_LINEAR_TESTS(Suite, format)                                                    \
+  TEST(Suite, CpuWithinTheFormatsRoundingBound) {                                                   \
+    ::inferlab::CpuDevice device(2);                                                                \
+    ::inferlab::testing::check_half_linear(format, device);                                         \
+  }                                                                                                 \
+  TEST(Suite, CpuMatchesReferenceOnTheStoredWeights) {                                              \
+    ::inferlab::CpuDevice device(2);                                                                \
+    ::inferlab::testing::check_half_linear_matches_reference(format, device);                       \
+  }                                                                                                 \
+  /* The AMX prefill modes (n = 17 of the shapes runs on the tiles where they run; elsewhere the */ \
+  /* panels, which meet the same bounds). */                                                        \
+  TEST(Suite, CpuAmxSplitWithinTheFormatsRoundingBound) {                                           \
+    ::inferlab::CpuDevice device(2);                                                                \
+    ::inferlab::testing::check_half_linear(format, device, ::inferlab::HalfAmx::kSplit);            \
+  }                                                                                                 \
+  TEST(Suite, CpuAmxBf16WithinTheTwoOperandBf16Bound) {                                             \
+    ::inferlab::CpuDevice device(2);                                                                \
+    ::inferlab::testing::check_half_linear(format, device, ::inferlab::HalfAmx::kBf16);             \
+  }                                                                                                 \
+  TEST(Suite, CudaWithinTheFormatsRoundingBound) {                                                  \
+    INFERLAB_REQUIRE_CUDA();                                                                        \
+    auto device = ::inferlab::make_device(::inferlab::DeviceKind::kCuda, 0);                        \
+    ::inferlab::testing::check_half_linear(format, *device);                                        \
+  }                                                                                                 \
+  TEST(Suite, RejectsMismatchedWeightAndWrongDevice) {                                              \
+    ::inferlab::testing::check_half_rejects_mismatched_weight_and_wrong_device(format);             \
+  }

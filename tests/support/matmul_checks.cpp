@@ -9,10 +9,10 @@
 
 namespace inferlab::testing {
 
-std::vector<float> random_normal(std::size_t count, std::uint64_t seed) {
+std::vector<float> random_normal(std::size_t count, std::uint64_t seed, double scale) {
   Rng rng(seed);
   std::vector<float> v(count);
-  for (float& x : v) x = static_cast<float>(rng.normal());
+  for (float& x : v) x = static_cast<float>(scale * rng.normal());
   return v;
 }
 

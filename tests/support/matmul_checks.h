@@ -6,8 +6,8 @@
 
 namespace inferlab::testing {
 
-// count standard-normal floats drawn with inferlab::Rng(seed).
-std::vector<float> random_normal(std::size_t count, std::uint64_t seed);
+// count normal floats of standard deviation `scale` drawn with inferlab::Rng(seed).
+std::vector<float> random_normal(std::size_t count, std::uint64_t seed, double scale = 1.0);
 
 // Checks y [n, out] from a fast fp32 matmul of x [n, in] and W [out, in] against
 // kernels/ref matmul (double accumulation), within 1e-5 * sum_k |x_k w_k| + 1e-6 per output (the

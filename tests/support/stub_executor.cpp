@@ -5,15 +5,8 @@
 namespace inferlab::testing {
 
 ModelConfig stub_model_config(int vocab) {
-  ModelConfig c;
-  c.name = "stub";
-  c.dim = 8;
-  c.hidden_dim = 16;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.vocab_size = vocab;
-  c.max_seq_len = 1 << 20;
+  ModelConfig c{.name = "stub", .dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1,
+                .vocab_size = vocab, .max_seq_len = 1 << 20};
   return c;
 }
 

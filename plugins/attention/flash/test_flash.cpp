@@ -353,28 +353,15 @@ TEST(FlashAttention, AgreesWithNaiveOnLongContexts) {
   AttentionProblem problem(s);
   plugins::FlashAttention flash;
   CpuDevice device(2);
-  // naive as a user gets it: loaded through the registry (no plugin compiles another's source).
-  Registry reg({testing::plugin_dir()});
-  auto naive = reg.create_attention("naive", reg.resolve(PluginKind::kAttention, "naive", {}, "test"), device);
   const std::vector<float> f = run_attention(flash, problem, device);
-  const std::vector<float> n = run_attention(*naive, problem, device);
-  EXPECT_EQ(count_non_finite(f), 0u);
-  EXPECT_LT(max_relative_error(f, n), kTolerance);
+  expect_finite_and_close(f, registry_naive_output(problem, device), kTolerance);
   EXPECT_LT(max_relative_error(f, reference_output(problem)), kTolerance);
 }
 
 TEST(FlashAttention, PeakedSoftmaxRescalesWithoutOverflow) {
   // Scores in the hundreds, the max moving between tiles: exercises the running-max rescale.
-  AttentionProblemSpec s;
-  s.seqs = {{200, 4}, {50, 1}};
-  s.q_scale = 80.0f;
-  s.head_dim = 64;
-  AttentionProblem problem(s);
   plugins::FlashAttention flash(8, 2);
-  CpuDevice device(2);
-  const std::vector<float> got = run_attention(flash, problem, device);
-  EXPECT_EQ(count_non_finite(got), 0u);
-  EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
+  expect_peaked_softmax_close(flash, kPeakedTolerance);
 }
 
 TEST(FlashAttention, TileLargerThanContext) {
@@ -388,12 +375,8 @@ TEST(FlashAttention, TileLargerThanContext) {
 }
 
 TEST(FlashAttention, SameResultForAnyThreadCount) {
-  AttentionProblemSpec s;
-  s.seqs = mixed_step_shapes();
-  AttentionProblem problem(s);
   plugins::FlashAttention flash(16, 4);
-  CpuDevice one(1), three(3);
-  EXPECT_EQ(run_attention(flash, problem, one), run_attention(flash, problem, three));
+  expect_same_result_for_any_thread_count(flash);
 }
 
 TEST(FlashAttention, RejectsOutOfRangeParameters) {
@@ -404,26 +387,13 @@ TEST(FlashAttention, RejectsOutOfRangeParameters) {
 }
 
 TEST(FlashAttention, EmptyBatchWritesNothing) {
-  AttentionProblemSpec s;
-  s.seqs = {{5, 0}};
-  AttentionProblem problem(s);
   plugins::FlashAttention flash;
-  CpuDevice device(2);
-  EXPECT_TRUE(run_attention(flash, problem, device).empty());
+  expect_empty_batch_writes_nothing(flash);
 }
 
 TEST(FlashAttention, RejectsShortBlockTable) {
-  AttentionProblemSpec s;
-  s.seqs = {{20, 1}};
-  s.block_size = 8;
-  AttentionProblem problem(s);
-  AttentionBatch batch = problem.batch();
-  const std::vector<int> lens = {40};  // needs 5 blocks, table has 3
-  batch.context_len = lens;
   plugins::FlashAttention flash;
-  CpuDevice device(1);
-  std::vector<float> out(problem.out_size());
-  EXPECT_THROW(flash.forward(batch, problem.kv(), problem.q(), out.data(), device), Error);
+  expect_rejects_short_block_table(flash);
 }
 
 }  // namespace

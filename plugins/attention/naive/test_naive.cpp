@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "attention_checks.h"
-#include "inferlab/error.h"
 #include "naive_attention.h"
 
 namespace inferlab::testing {
@@ -57,25 +56,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(NaiveAttention, PeakedSoftmaxDoesNotOverflow) {
   // Scores in the hundreds: exp without max subtraction would overflow float.
-  AttentionProblemSpec s;
-  s.seqs = {{200, 4}, {50, 1}};
-  s.q_scale = 80.0f;
-  s.head_dim = 64;
-  AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  CpuDevice device(2);
-  const std::vector<float> got = run_attention(naive, problem, device);
-  EXPECT_EQ(count_non_finite(got), 0u);
-  EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
+  expect_peaked_softmax_close(naive, kPeakedTolerance);
 }
 
 TEST(NaiveAttention, SameResultForAnyThreadCount) {
-  AttentionProblemSpec s;
-  s.seqs = mixed_step_shapes();
-  AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  CpuDevice one(1), three(3);
-  EXPECT_EQ(run_attention(naive, problem, one), run_attention(naive, problem, three));
+  expect_same_result_for_any_thread_count(naive);
 }
 
 TEST(NaiveAttention, SingleTokenContextCopiesItsValue) {
@@ -96,26 +83,13 @@ TEST(NaiveAttention, SingleTokenContextCopiesItsValue) {
 }
 
 TEST(NaiveAttention, EmptyBatchWritesNothing) {
-  AttentionProblemSpec s;
-  s.seqs = {{5, 0}};
-  AttentionProblem problem(s);
   plugins::NaiveAttention naive;
-  CpuDevice device(2);
-  EXPECT_TRUE(run_attention(naive, problem, device).empty());
+  expect_empty_batch_writes_nothing(naive);
 }
 
 TEST(NaiveAttention, RejectsShortBlockTable) {
-  AttentionProblemSpec s;
-  s.seqs = {{20, 1}};
-  s.block_size = 8;
-  AttentionProblem problem(s);
-  AttentionBatch batch = problem.batch();
-  const std::vector<int> lens = {40};  // needs 5 blocks, table has 3
-  batch.context_len = lens;
   plugins::NaiveAttention naive;
-  CpuDevice device(1);
-  std::vector<float> out(problem.out_size());
-  EXPECT_THROW(naive.forward(batch, problem.kv(), problem.q(), out.data(), device), Error);
+  expect_rejects_short_block_table(naive);
 }
 
 }  // namespace

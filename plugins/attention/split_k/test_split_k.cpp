@@ -14,8 +14,6 @@
 #include "attention_checks.h"
 #include "inferlab/error.h"
 #include "partial_attention.h"
-#include "inferlab/plugin/registry.h"
-#include "test_support.h"
 #include "split_k_attention.h"
 
 namespace inferlab::testing {
@@ -155,9 +153,7 @@ TEST(SplitKAttention, EveryParameterSettingMatchesTheReference) {
     SplitKAttention attention(splits, min_tokens, max_rows);
     for (int threads : {1, 2}) {
       CpuDevice device(threads);
-      const std::vector<float> got = run_attention(attention, problem, device);
-      EXPECT_EQ(count_non_finite(got), 0u);
-      EXPECT_LT(max_relative_error(got, want), kTolerance);
+      expect_finite_and_close(run_attention(attention, problem, device), want, kTolerance);
     }
   }
 }
@@ -171,17 +167,14 @@ TEST(SplitKAttention, AgreesWithNaiveOnLongContexts) {
   s.block_size = 16;
   AttentionProblem problem(s);
   const std::vector<float> want = reference_output(problem);
-  Registry reg({testing::plugin_dir()});  // naive as a user gets it: loaded, not compiled in
   for (int threads : {1, 2}) {
     CpuDevice device(threads);
-    auto naive = reg.create_attention("naive", reg.resolve(PluginKind::kAttention, "naive", {}, "test"), device);
-    const std::vector<float> n = run_attention(*naive, problem, device);
+    const std::vector<float> n = registry_naive_output(problem, device);
     for (int splits : {0, 2, 7, 64}) {
       SCOPED_TRACE("threads " + std::to_string(threads) + " splits " + std::to_string(splits));
       SplitKAttention attention(splits);
       const std::vector<float> got = run_attention(attention, problem, device);
-      EXPECT_EQ(count_non_finite(got), 0u);
-      EXPECT_LT(max_relative_error(got, n), kTolerance);
+      expect_finite_and_close(got, n, kTolerance);
       EXPECT_LT(max_relative_error(got, want), kTolerance);
     }
   }
@@ -198,9 +191,7 @@ TEST(SplitKAttention, PeakedSoftmaxMergesWithoutOverflow) {
   CpuDevice device(2);
   for (int splits : {0, 7, 64}) {
     SplitKAttention attention(splits, 16);
-    const std::vector<float> got = run_attention(attention, problem, device);
-    EXPECT_EQ(count_non_finite(got), 0u);
-    EXPECT_LT(max_relative_error(got, reference_output(problem)), kPeakedTolerance);
+    expect_finite_and_close(run_attention(attention, problem, device), reference_output(problem), kPeakedTolerance);
   }
 }
 
@@ -280,26 +271,13 @@ TEST(SplitKAttention, RejectsOutOfRangeParameters) {
 }
 
 TEST(SplitKAttention, EmptyBatchWritesNothing) {
-  AttentionProblemSpec s;
-  s.seqs = {{5, 0}};
-  AttentionProblem problem(s);
   SplitKAttention attention(7);
-  CpuDevice device(2);
-  EXPECT_TRUE(run_attention(attention, problem, device).empty());
+  expect_empty_batch_writes_nothing(attention);
 }
 
 TEST(SplitKAttention, RejectsShortBlockTable) {
-  AttentionProblemSpec s;
-  s.seqs = {{20, 1}};
-  s.block_size = 8;
-  AttentionProblem problem(s);
-  AttentionBatch batch = problem.batch();
-  const std::vector<int> lens = {40};  // needs 5 blocks, the table has 3
-  batch.context_len = lens;
   SplitKAttention attention;
-  CpuDevice device(1);
-  std::vector<float> out(problem.out_size());
-  EXPECT_THROW(attention.forward(batch, problem.kv(), problem.q(), out.data(), device), Error);
+  expect_rejects_short_block_table(attention);
 }
 
 }  // namespace

@@ -18,27 +18,7 @@ namespace {
 
 constexpr cpu::HalfFormat kFormat = cpu::HalfFormat::kF16;
 
-TEST(F16Linear, CpuWithinTheFormatsRoundingBound) {
-  CpuDevice device(2);
-  testing::check_half_linear(kFormat, device);
-}
-
-TEST(F16Linear, CpuMatchesReferenceOnTheStoredWeights) {
-  CpuDevice device(2);
-  testing::check_half_linear_matches_reference(kFormat, device);
-}
-
-// The AMX prefill modes (n = 17 of the shapes runs on the tiles where they run; elsewhere the
-// panels, which meet the same bounds).
-TEST(F16Linear, CpuAmxSplitWithinTheFormatsRoundingBound) {
-  CpuDevice device(2);
-  testing::check_half_linear(kFormat, device, HalfAmx::kSplit);
-}
-
-TEST(F16Linear, CpuAmxBf16WithinTheTwoOperandBf16Bound) {
-  CpuDevice device(2);
-  testing::check_half_linear(kFormat, device, HalfAmx::kBf16);
-}
+INFERLAB_HALF_LINEAR_TESTS(F16Linear, kFormat)
 
 // Why amx = "bf16" is not f16's default: rounding weights and activations to bf16 leaves f16's
 // CPU bound (2^-11 of Σ|x·w|) on some output of a 32-row prefill (4 inputs: little averaging of
@@ -72,31 +52,11 @@ TEST(F16Linear, CpuAmxBf16LeavesF16sBoundSplitDoesNot) {
   EXPECT_GT(worst[1], 0x1p-11);
 }
 
-TEST(F16Linear, CudaWithinTheFormatsRoundingBound) {
-  INFERLAB_REQUIRE_CUDA();
-  auto device = make_device(DeviceKind::kCuda, 0);
-  testing::check_half_linear(kFormat, *device);
-}
-
-TEST(F16Linear, RejectsMismatchedWeightAndWrongDevice) {
-  CpuDevice device(2);
-  HalfQuantization quant(kFormat, device);
-  EXPECT_THROW(quant.make_linear("w", std::vector<float>(10), 3, 4), Error);
-  SimDevice sim;
-  EXPECT_THROW(HalfLinear(std::vector<float>(12, 1.0f), 3, 4, kFormat, sim), Error);
-}
-
 TEST(F16Plugin, DescribesCpuAndCuda) {
   Registry registry({testing::plugin_dir()});
   const PluginDescriptor& d = registry.find(PluginKind::kQuantization, "f16");
   EXPECT_EQ(d.device_names(), "cpu, cuda");
-  CpuDevice device(2);
-  const Params params = registry.resolve(PluginKind::kQuantization, "f16", {}, "test");
-  EXPECT_EQ(params.get_string("amx"), "split");  // the default: AMX prefill within the format's bound
-  EXPECT_THROW(registry.resolve(PluginKind::kQuantization, "f16", {{"amx", ParamValue(std::string("on"))}}, "test"),
-               Error);
-  auto quant = registry.create_quantization("f16", params, device);
-  EXPECT_EQ(quant->make_linear("classifier", std::vector<float>(12, 0.5f), 3, 4)->weight_bytes(), 24u);
+  testing::check_half_plugin_params(registry, "f16", "split");  // the default: AMX prefill within the format's bound
 }
 
 }  // namespace

@@ -9,28 +9,9 @@
 #include "engine_harness.h"
 #include "inferlab/error.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
-
-SeqView waiting_seq(int id, int prompt, int output) {
-  SeqView s;
-  s.id = id;
-  s.prompt_len = s.num_tokens = prompt;
-  s.max_output = output;
-  return s;
-}
-
-std::vector<int> ids(const ScheduleDecision& d) {
-  std::vector<int> out;
-  for (const ScheduledSeq& s : d.scheduled) out.push_back(s.id);
-  return out;
-}
 
 TEST(BucketedScheduler, ParsesEdges) {
   EXPECT_EQ(BucketedScheduler::parse_edges("128, 512,2048"), (std::vector<int>{128, 512, 2048}));
@@ -55,11 +36,9 @@ TEST(BucketedScheduler, BatchFromTheOldestRequestsBucket) {
   BucketedScheduler sched(3, {128, 512});
   std::vector<SeqView> waiting = {waiting_seq(1, 100, 4), waiting_seq(2, 300, 4), waiting_seq(3, 50, 4),
                                   waiting_seq(4, 120, 4), waiting_seq(5, 10, 4)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 1000;
+  SchedulerInput in = step_input({}, waiting, 1000);
   ScheduleDecision d = sched.schedule(in);
-  EXPECT_EQ(ids(d), (std::vector<int>{1, 3, 4}));  // bucket 0, max_batch 3; request 2 is bucket 1
+  EXPECT_EQ(scheduled_ids(d), (std::vector<int>{1, 3, 4}));  // bucket 0, max_batch 3; request 2 is bucket 1
   EXPECT_EQ(d.scheduled[0].num_tokens, 100);
   // While a batch runs nothing is admitted.
   SeqView run = waiting_seq(1, 100, 4);
@@ -69,7 +48,7 @@ TEST(BucketedScheduler, BatchFromTheOldestRequestsBucket) {
   run.blocks_held = 7;
   std::vector<SeqView> running = {run};
   in.running = running;
-  EXPECT_EQ(ids(sched.schedule(in)), std::vector<int>{1});
+  EXPECT_EQ(scheduled_ids(sched.schedule(in)), std::vector<int>{1});
 }
 
 TEST(BucketedScheduler, WholeRunBatchesStayInOneBucket) {
@@ -96,4 +75,4 @@ TEST(BucketedScheduler, WholeRunBatchesStayInOneBucket) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

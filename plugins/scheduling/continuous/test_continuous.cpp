@@ -9,32 +9,8 @@
 #include "inferlab/error.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
-
-SeqView waiting_seq(int id, int prompt, int output) {
-  SeqView s;
-  s.id = id;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  return s;
-}
-
-// A request in decode: prompt done, `generated` tokens out, K/V for all but the last token.
-SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held) {
-  SeqView s = waiting_seq(id, prompt, output);
-  s.generated = generated;
-  s.num_tokens = prompt + generated;
-  s.num_computed = s.num_tokens - 1;
-  s.blocks_held = blocks_held;
-  return s;
-}
 
 std::vector<RequestSpec> mixed_requests(int count, double gap) {
   std::vector<RequestSpec> reqs;
@@ -54,10 +30,7 @@ TEST(ContinuousScheduler, DecodeThenPrefillThenAdmission) {
   running[0].num_computed = 40;  // request 1 is mid-prefill
   running[0].blocks_held = 3;
   std::vector<SeqView> waiting = {waiting_seq(3, 30, 5), waiting_seq(4, 30, 5)};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = sched.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 3u);
   EXPECT_EQ(d.scheduled[0].id, 2);  // decode first
@@ -73,9 +46,7 @@ TEST(ContinuousScheduler, DecodeOutOfBlocksPreemptsNewest) {
   ContinuousScheduler sched(64, 8, true);
   // Both at a block boundary (16 tokens computed in 1 block): each needs a new block.
   std::vector<SeqView> running = {decode_seq(7, 12, 5, 20, 1), decode_seq(8, 12, 5, 20, 1)};
-  SchedulerInput in;
-  in.running = running;
-  in.free_blocks = 0;
+  SchedulerInput in = step_input(running, {}, 0);
   ScheduleDecision d = sched.schedule(in);
   ASSERT_EQ(d.preempt.size(), 1u);
   EXPECT_EQ(d.preempt[0], 8);
@@ -87,18 +58,14 @@ TEST(ContinuousScheduler, DecodeOutOfBlocksPreemptsNewest) {
 TEST(ContinuousScheduler, HeadThatDoesNotFitBlocksAdmission) {
   ContinuousScheduler sched(512, 8, true);
   std::vector<SeqView> waiting = {waiting_seq(1, 200, 4), waiting_seq(2, 10, 4)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 5;  // 200 tokens need 13 blocks; request 2 would fit but may not overtake
+  SchedulerInput in = step_input({}, waiting, 5);  // 200 tokens need 13 blocks; request 2 would fit but may not overtake
   EXPECT_TRUE(sched.schedule(in).scheduled.empty());
 }
 
 TEST(ContinuousScheduler, SpeculativeDecodeTakesDraftsWithinBudget) {
   ContinuousScheduler sched(6, 8, true);
   std::vector<SeqView> running = {decode_seq(1, 10, 2, 50, 1), decode_seq(2, 10, 2, 50, 1)};
-  SchedulerInput in;
-  in.running = running;
-  in.free_blocks = 10;
+  SchedulerInput in = step_input(running, {}, 10);
   in.max_draft_tokens = 4;
   ScheduleDecision d = sched.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 2u);
@@ -113,15 +80,10 @@ TEST(ContinuousScheduler, EveryTokenOnceBudgetAndBatchRespected) {
   HarnessConfig cfg;
   cfg.kv.num_blocks = 1000;
   HarnessResult r = run_scheduler(sched, reqs, cfg);
-  ASSERT_EQ(r.finished.size(), reqs.size());
-  EXPECT_EQ(r.preemptions, 0);
+  expect_every_token_once(r, reqs);
   EXPECT_LE(r.max_step_tokens, max_tokens);
   EXPECT_LE(r.max_running, max_batch);
   EXPECT_EQ(r.max_running, max_batch);  // the batch does fill up
-  for (const auto& q : reqs) {
-    EXPECT_EQ(r.tokens_processed[q.id], q.prompt + q.max_output - 1) << "request " << q.id;
-    EXPECT_EQ(r.generated[q.id], q.max_output);
-  }
 }
 
 TEST(ContinuousScheduler, AdmitsWhileOthersRun) {
@@ -219,9 +181,7 @@ TEST(ContinuousScheduler, RequestThatCanNeverFitIsLeftUnscheduled) {
   ContinuousScheduler sched(512, 8, true);
   // 400 + 8 - 1 tokens need 26 blocks; the pool has 20.
   std::vector<SeqView> waiting = {waiting_seq(0, 400, 8)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 20;
+  SchedulerInput in = step_input({}, waiting, 20);
   EXPECT_TRUE(sched.schedule(in).scheduled.empty());
 
   // The engine reports it instead of dropping it: with FCFS (no overtaking) request 1 waits
@@ -295,4 +255,4 @@ TEST(ContinuousScheduler, ReserveFullPolicyIsRespected) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

@@ -12,25 +12,9 @@
 #include "inferlab/results/metrics.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
-
-SeqView waiting_seq(int id, double arrival, int prompt, int output, int cls) {
-  SeqView s;
-  s.id = id;
-  s.arrival_s = arrival;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  s.priority = s.slo_class = cls;
-  return s;
-}
 
 double metric(const MetricRow& row, const std::string& name) {
   for (const auto& [k, v] : row)
@@ -130,4 +114,4 @@ TEST(EdfScheduler, TwoClassesMeetMoreDeadlinesThanFcfs) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

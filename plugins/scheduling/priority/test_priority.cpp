@@ -12,34 +12,9 @@
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "priority.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
-
-SeqView waiting_seq(int id, double arrival, int prompt, int output, int priority) {
-  SeqView s;
-  s.id = id;
-  s.arrival_s = arrival;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  s.priority = s.slo_class = priority;
-  return s;
-}
-
-SeqView decode_seq(int id, int prompt, int generated, int output, int blocks_held, int priority) {
-  SeqView s = waiting_seq(id, 0, prompt, output, priority);
-  s.generated = generated;
-  s.num_tokens = prompt + generated;
-  s.num_computed = s.num_tokens - 1;
-  s.blocks_held = blocks_held;
-  return s;
-}
 
 // TTFT p99 (steps) of the requests of one class.
 double ttft_p99(const HarnessResult& r, int cls) {
@@ -66,9 +41,7 @@ TEST(PriorityScheduler, RejectsBadParams) {
 TEST(PriorityScheduler, UrgentClassAdmittedFirst) {
   PriorityScheduler sched(512, 1, true, 0, true);
   std::vector<SeqView> waiting = {waiting_seq(1, 0, 30, 5, 1), waiting_seq(2, 1, 300, 5, 0)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input({}, waiting, 100);
   ScheduleDecision d = sched.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 1u);
   EXPECT_EQ(d.scheduled[0].id, 2);
@@ -80,10 +53,7 @@ TEST(PriorityScheduler, PreemptsLessUrgentWhenMemoryIsShort) {
   // Request 1 (class 1) decodes in 5 blocks; request 2 (class 0) needs 3 blocks, 1 is free.
   std::vector<SeqView> running = {decode_seq(1, 64, 2, 50, 5, 1)};
   std::vector<SeqView> waiting = {waiting_seq(2, 0, 40, 5, 0)};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 1;
+  SchedulerInput in = step_input(running, waiting, 1);
   ScheduleDecision d = sched.schedule(in);
   EXPECT_EQ(d.preempt, std::vector<int>{1});
   ASSERT_EQ(d.scheduled.size(), 1u);
@@ -107,10 +77,7 @@ TEST(PriorityScheduler, FullBatchPreemptsLessUrgent) {
   PriorityScheduler sched(512, 2, true, 0, true);
   std::vector<SeqView> running = {decode_seq(1, 10, 2, 50, 1, 0), decode_seq(2, 10, 2, 50, 1, 1)};
   std::vector<SeqView> waiting = {waiting_seq(3, 0, 10, 5, 0)};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = sched.schedule(in);
   EXPECT_EQ(d.preempt, std::vector<int>{2});
   ASSERT_EQ(d.scheduled.size(), 2u);
@@ -169,4 +136,4 @@ TEST(PriorityScheduler, LowersUrgentTtftP99AgainstFcfs) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

@@ -13,13 +13,8 @@
 #include "inferlab/plugin/registry.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
 
 std::shared_ptr<Scheduler> sarathi(int max_tokens, int chunk_tile) {
   Registry reg(Registry::default_search_path());
@@ -52,23 +47,9 @@ std::vector<RequestSpec> steady_mixed(int count) {
 
 TEST(Sarathi, DecodesFirstThenTileRoundedChunks) {
   auto sched = sarathi(256, 64);
-  SeqView decode;
-  decode.id = 1;
-  decode.prompt_len = 10;
-  decode.max_output = 20;
-  decode.generated = 2;
-  decode.num_tokens = 12;
-  decode.num_computed = 11;
-  decode.blocks_held = 1;
-  SeqView prompt;
-  prompt.id = 2;
-  prompt.prompt_len = prompt.num_tokens = 1000;
-  prompt.max_output = 4;
-  std::vector<SeqView> running = {decode}, waiting = {prompt};
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SeqView prompt = waiting_seq(2, 1000, 4);
+  std::vector<SeqView> running = {decode_seq(1, 10, 2, 20, 1)}, waiting = {prompt};
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = sched->schedule(in);
   ASSERT_EQ(d.scheduled.size(), 2u);
   EXPECT_EQ(d.scheduled[0].id, 1);
@@ -126,10 +107,7 @@ TEST(Sarathi, PrefillFirstStallsDecodes) {
   waiting[0].id = 2;
   waiting[0].prompt_len = waiting[0].num_tokens = 100;
   waiting[0].max_output = 4;
-  SchedulerInput in;
-  in.running = running;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input(running, waiting, 100);
   ScheduleDecision d = prefill_first.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 1u);  // the prefill alone; the decode waits
   EXPECT_EQ(d.scheduled[0].id, 2);
@@ -162,4 +140,4 @@ TEST(Sarathi, LowersTpotP99AgainstPrefillFirstAtEqualBudget) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

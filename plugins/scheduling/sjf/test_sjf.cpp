@@ -13,25 +13,11 @@
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "sjf.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
 
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
 using Key = SjfScheduler::Key;
-
-SeqView waiting_seq(int id, double arrival, int prompt, int output) {
-  SeqView s;
-  s.id = id;
-  s.arrival_s = arrival;
-  s.prompt_len = prompt;
-  s.max_output = output;
-  s.num_tokens = prompt;
-  return s;
-}
 
 // Ids admitted by one step over `waiting` alone, with a roomy pool.
 std::vector<int> admitted(SjfScheduler& sched, const std::vector<SeqView>& waiting, double now = 0) {
@@ -87,9 +73,7 @@ TEST(SjfScheduler, LoadsThroughTheRegistryWithTypedParams) {
   ASSERT_NE(sched, nullptr);
   // Shorter prompt first, though it arrived later.
   std::vector<SeqView> waiting = {waiting_seq(1, 0, 300, 2), waiting_seq(2, 1, 20, 100)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 100;
+  SchedulerInput in = step_input({}, waiting, 100);
   ScheduleDecision d = sched->schedule(in);
   ASSERT_EQ(d.scheduled.size(), 2u);
   EXPECT_EQ(d.scheduled[0].id, 2);
@@ -139,9 +123,7 @@ TEST(SjfScheduler, NeverFittingRequestDoesNotBlockOthers) {
   SjfScheduler sched(512, 8, true, Key::kOutput, 0);
   // Request 0 is the shortest by output but needs 26 blocks for its life; the pool has 20.
   std::vector<SeqView> waiting = {waiting_seq(0, 0, 400, 8), waiting_seq(1, 0, 30, 9)};
-  SchedulerInput in;
-  in.waiting = waiting;
-  in.free_blocks = 20;
+  SchedulerInput in = step_input({}, waiting, 20);
   EXPECT_EQ(sched.admission_order(in), (std::vector<int>{1, 0}));
   ScheduleDecision d = sched.schedule(in);
   ASSERT_EQ(d.scheduled.size(), 1u);
@@ -204,14 +186,9 @@ TEST(SjfScheduler, EveryTokenOnceBudgetBatchAndPoolRespected) {
   HarnessConfig cfg;
   cfg.kv.num_blocks = 1000;
   HarnessResult r = run_scheduler(sched, reqs, cfg);
-  ASSERT_EQ(r.finished.size(), reqs.size());
-  EXPECT_EQ(r.preemptions, 0);
+  expect_every_token_once(r, reqs);
   EXPECT_LE(r.max_step_tokens, max_tokens);
   EXPECT_EQ(r.max_running, max_batch);
-  for (const auto& q : reqs) {
-    EXPECT_EQ(r.tokens_processed[q.id], q.prompt + q.max_output - 1) << "request " << q.id;
-    EXPECT_EQ(r.generated[q.id], q.max_output);
-  }
 
   // A small pool: preemption, never over the pool, and new work still done exactly once.
   cfg.kv.num_blocks = 40;
@@ -270,4 +247,4 @@ TEST(SjfScheduler, LowerMeanTtftThanFcfsOnMixedBursts) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing

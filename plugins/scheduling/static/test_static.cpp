@@ -12,14 +12,9 @@
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "static.h"
 
-namespace inferlab {
+namespace inferlab::testing {
 using namespace plugins;
 namespace {
-
-using testing::HarnessConfig;
-using testing::HarnessResult;
-using testing::RequestSpec;
-using testing::run_scheduler;
 
 
 std::vector<RequestSpec> uniform_requests(int count, int prompt, int output, double gap = 0) {
@@ -36,12 +31,7 @@ TEST(StaticScheduler, EveryTokenProcessedExactlyOnce) {
   HarnessConfig cfg;
   cfg.kv.num_blocks = 200;
   HarnessResult r = run_scheduler(sched, reqs, cfg);
-  ASSERT_EQ(r.finished.size(), reqs.size());
-  EXPECT_EQ(r.preemptions, 0);
-  for (const auto& q : reqs) {
-    EXPECT_EQ(r.tokens_processed[q.id], q.prompt + q.max_output - 1) << "request " << q.id;
-    EXPECT_EQ(r.generated[q.id], q.max_output);
-  }
+  expect_every_token_once(r, reqs);
   EXPECT_LE(r.max_running, 4);
 }
 
@@ -204,4 +194,4 @@ TEST(StaticScheduler, TakesMoreStepsThanContinuousOnMixedArrivals) {
 }
 
 }  // namespace
-}  // namespace inferlab
+}  // namespace inferlab::testing
