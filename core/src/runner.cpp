@@ -669,6 +669,7 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
 
   const RunContext cx{plan,     registry,      options,     weights,           variant_weights,
                       requests, quality.get(), device_kind, calibration.get()};
+  CellPredictor predictor(plan, registry, options.predict, weights.config, device_kind, requests);
   RunOutcome outcome;
   std::vector<std::string> run_faults;  // cells whose child could not hand over a result
   const auto t_cells = std::chrono::steady_clock::now();
@@ -678,6 +679,7 @@ RunOutcome run_plan_in(const Plan& plan, const Registry& registry, const RunOpti
     if (options.progress) show_progress(outcome.ran, grid.missing.size(), names[cell.vi], cell.rep, t_cells, totals);
     auto c = run_cell_guarded(cx, cell.vi, cell.rep, (cells_dir / ("." + cell_file_name(cell.vi, cell.rep) + ".child")).string());
     if (!c) break;
+    predictor.add(cell.vi, *c);  // outside the cell's timed region: its pred_* columns
     write_cell_file((cells_dir / cell_file_name(cell.vi, cell.rep)).string(), *c);
     ++outcome.ran;
     for (const RequestTimeline& r : c->requests) {
