@@ -119,7 +119,7 @@ std::string prediction_table(const MetricTable& t) {
   if (preds.empty()) return "";
   std::ostringstream h;
   h << "<h2>Predicted vs measured</h2>\n<p>Each cell replayed on this machine's calibrated simulator: measured, "
-       "predicted and (predicted − measured) / measured, means over repeats. <span class=\"pred-off\">Flagged</span> "
+       "predicted (means over repeats) and the error of the means, predicted / measured − 1. <span class=\"pred-off\">Flagged</span> "
        "where the TPOT p50 prediction is off by more than "
     << fmt(kPredictionFlagError * 100) << " %.</p>\n<table class=\"prediction sortable\"><thead><tr><th>variant</th>";
   for (const char* m : kPredictedMetrics)

@@ -291,8 +291,10 @@ std::vector<VariantPrediction> summarize_predictions(
     VariantPrediction vp{v, {}, false};
     for (const char* m : kPredictedMetrics) {
       if (!it->second.count(predicted_name(m))) continue;
-      vp.metrics.push_back({m, mean(it->second, m), mean(it->second, predicted_name(m)),
-                            mean(it->second, prediction_error_name(m))});
+      // The error of the means, so the row reads consistently (measured → predicted (error)).
+      const double measured = mean(it->second, m), predicted = mean(it->second, predicted_name(m));
+      vp.metrics.push_back({m, measured, predicted,
+                            std::isfinite(measured) && measured != 0 ? predicted / measured - 1 : static_cast<double>(NAN)});
       if (std::string(m) == "tpot_ms_p50") vp.flagged = std::fabs(vp.metrics.back().error) > kPredictionFlagError;
     }
     if (!vp.metrics.empty()) out.push_back(std::move(vp));
@@ -314,7 +316,7 @@ std::string prediction_markdown(const std::vector<std::string>& variants, const 
     return std::string(buf);
   };
   std::string md = "\n## Predicted vs measured\n\nEach cell replayed on this machine's calibrated simulator "
-                   "(`pred_*` columns): measured → predicted (relative error), means over repeats. A variant "
+                   "(`pred_*` columns): measured → predicted (relative error of the means), means over repeats. A variant "
                    "whose TPOT p50 is off by more than " + number(kPredictionFlagError * 100) + " % is flagged.\n\n"
                    "| variant |";
   for (const char* m : kPredictedMetrics) md += std::string(" ") + m + " |";

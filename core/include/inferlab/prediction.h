@@ -107,7 +107,8 @@ class CellPredictor {
 
 struct PredictedMetric {
   std::string metric;
-  double measured = 0, predicted = 0, error = 0;  // means over the variant's ok repeats (NaN: none)
+  // Means over the variant's ok repeats (NaN: none), and predicted / measured − 1 of them.
+  double measured = 0, predicted = 0, error = 0;
 };
 struct VariantPrediction {
   std::string variant;
