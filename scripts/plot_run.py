@@ -12,6 +12,8 @@ Writes into RUN_DIR/figures/:
                       numeric axis, mean with a 95% CI band, one line per setting of the others
   quality.png         when metrics.csv has perplexity: perplexity and kl_vs_baseline against
                       weights_bytes per variant (the quantization trade-off)
+  predicted.png       when metrics.csv has pred_* columns: measured and predicted (the calibrated
+                      simulator's replay of each cell) per variant, with the relative error
 Appends (or replaces) a "## Figures" section in summary.md linking them. Needs matplotlib
 (Debian: python3-matplotlib); uses only the standard library otherwise.
 """
@@ -266,6 +268,38 @@ def quality_tradeoff(vals, variants, out):
     return True
 
 
+def predicted_vs_measured(vals, variants, out):
+    metrics = [m for m in ("ttft_ms_p50", "tpot_ms_p50", "throughput_out_tok_s")
+               if any(vals[v].get("pred_" + m) for v in variants)]
+    shown = [v for v in variants if any(vals[v].get("pred_" + m) for m in metrics)]
+    if not metrics:
+        return False
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4.2), squeeze=False)
+    x = range(len(shown))
+    for ax, m in zip(axes[0], metrics):
+        meas = [mean_ci(vals[v][m]) if vals[v].get(m) else (0.0, 0.0) for v in shown]
+        pred = [mean_ci(vals[v]["pred_" + m])[0] if vals[v].get("pred_" + m) else 0.0 for v in shown]
+        ax.bar([i - 0.2 for i in x], [a for a, _ in meas], 0.4, yerr=[h for _, h in meas], capsize=3,
+               color="tab:blue", label="measured")
+        ax.bar([i + 0.2 for i in x], pred, 0.4, color="tab:orange", label="predicted")
+        for i, v in enumerate(shown):
+            errs = vals[v].get("pred_" + m + "_err")
+            if errs:
+                err = sum(errs) / len(errs)
+                ax.annotate(f"{err * 100:+.0f}%", (i + 0.2, pred[i]), ha="center", va="bottom", fontsize=7,
+                            color="tab:red" if m == "tpot_ms_p50" and abs(err) > 0.2 else "black")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(shown, rotation=30, ha="right", fontsize=7)
+        ax.set_title(m, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("Measured and predicted (calibrated simulator), relative error above each prediction")
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return True
+
+
 def link_figures(run, names):
     path = os.path.join(run, "summary.md")
     text = open(path).read() if os.path.exists(path) else ""
@@ -303,6 +337,8 @@ def main():
     written += sweep_plots(vals, variants, figdir)
     if quality_tradeoff(vals, variants, os.path.join(figdir, "quality.png")):
         written.append("quality.png")
+    if predicted_vs_measured(vals, variants, os.path.join(figdir, "predicted.png")):
+        written.append("predicted.png")
     link_figures(run, written)
     for n in written:
         print(os.path.join(figdir, n))

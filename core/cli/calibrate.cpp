@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "inferlab/error.h"
 #include "inferlab/experiment/experiment.h"
+#include "inferlab/results/prediction.h"
 #include "inferlab/plugin/registry.h"
 #include "inferlab/run/runner.h"
 #include "inferlab/sim/sim_cost_model.h"
@@ -54,6 +55,13 @@ std::function<double()> clock_option(const std::string& value, int threads) {
   return thread_cpu_seconds;
 }
 
+std::string calibration_cache_option(const po::variables_map& vm) {
+  if (!vm.count("calibration-cache")) return default_calibration_cache();
+  const std::string dir = vm["calibration-cache"].as<std::string>();
+  if (dir.empty()) throw Error("--calibration-cache is empty; allowed: a folder, or none");
+  return dir == "none" ? "" : dir;
+}
+
 int cmd_calibrate(const std::vector<std::string>& args) {
   const CalibrationGrid defaults;
   po::options_description o("calibrate options");
@@ -64,12 +72,15 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "batch", po::value<std::string>()->default_value(joined(defaults.decode_batch)), "decode batch sizes timed")(
       "context", po::value<std::string>()->default_value(joined(defaults.context)), "decode context lengths timed")(
       "repeats", po::value<int>()->default_value(defaults.repeats), "timings per grid point (median fitted), 1 .. 100")(
-      "clock", po::value<std::string>()->default_value("wall"), "wall, or thread-cpu (one-thread devices: robust to load)");
+      "clock", po::value<std::string>()->default_value("wall"), "wall, or thread-cpu (one-thread devices: robust to load)")(
+      "calibration-cache", po::value<std::string>(),
+      "also keep the fit in this folder, where inferlab run finds it to predict (default ~/.cache/inferlab/calibration), or none");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args, "usage: inferlab calibrate FILE [--set key=value]... [--out PATH] [--prefill N,..] "
-                           "[--batch N,..] [--context N,..] [--repeats N] [--clock wall|thread-cpu]",
+                           "[--batch N,..] [--context N,..] [--repeats N] [--clock wall|thread-cpu]\n"
+                           "                           [--calibration-cache DIR|none]",
                      o, &pos, vm))
     return 0;
   if (!vm.count("file")) throw Error("calibrate needs an experiment FILE (see inferlab calibrate --help)");
@@ -97,6 +108,10 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   for (const CalibratedStack& s : model.stacks)
     std::cout << "| " << s.attention << " | " << s.quantization << " | " << s.points << " | " << s.fit_rms_rel_error << " |\n";
   std::cout << "\nwrote " << out << " (use: [device] kind = \"sim\", profile = \"calibrated:" << out << "\")\n";
+  // Cached per machine: every later `inferlab run` of this model, threads and clock here gets
+  // pred_* columns from it (inferlab/results/prediction.h).
+  if (const std::string cache = calibration_cache_option(vm); !cache.empty())
+    std::cout << "cached " << store_calibration(cache, model) << " (inferlab run predicts with it)\n";
   return 0;
 }
 

@@ -110,13 +110,16 @@ int cmd_run(const std::vector<std::string>& args) {
       "clock", po::value<std::string>()->default_value("wall"),
       "what times a step: wall, or thread-cpu (one-thread CPU device; what a calibration with --clock thread-cpu predicts)")(
       "max-memory", po::value<std::string>(), kMaxMemoryHelp)(
-      "no-report", po::bool_switch(), "write no report.html at the end (it is written by default: figures drawn when stdout is a terminal)");
+      "no-report", po::bool_switch(), "write no report.html at the end (it is written by default: figures drawn when stdout is a terminal)")(
+      "no-predict", po::bool_switch(), "add no pred_* columns (by default each cell is replayed on this machine's cached calibration)")(
+      "calibration-cache", po::value<std::string>(), "folder of cached calibrations (default ~/.cache/inferlab/calibration), or none");
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args,
              "usage: inferlab run FILE [--set key=value]... [--out DIR] [--repeats N] [--check-determinism] [--shard i/n]\n"
-             "                     [--clock wall|thread-cpu] [--max-memory SIZE] [--no-report]\n"
+             "                     [--clock wall|thread-cpu] [--max-memory SIZE] [--no-report] [--no-predict]\n"
+             "                     [--calibration-cache DIR|none]\n"
              "       inferlab run --resume RESULTS_DIR [--force-config] [--check-determinism] [--max-memory SIZE]",
              o, &pos, vm))
     return 0;
@@ -151,6 +154,9 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm["clock"].as<std::string>() != "wall")
     ro.clock = clock_option(vm["clock"].as<std::string>(), l.spec.device.kind == DeviceKind::kCpu ? l.spec.device.threads : 1);
   ro.progress = isatty(STDERR_FILENO) != 0 && log::level() <= log::Level::kInfo;
+  ro.predict.enabled = !vm["no-predict"].as<bool>();
+  ro.predict.cache_dir = calibration_cache_option(vm);
+  ro.predict.clock = vm["clock"].as<std::string>();
   install_interrupt_handlers();
   ro.interrupted = interrupt_signal;
   const RunOutcome outcome = run_plan(l.plan, *l.registry, ro);

@@ -65,5 +65,8 @@ ModelSpec preset_model_spec(const boost::program_options::variables_map& vm, con
 // --clock wall|thread-cpu (run, calibrate): the steady clock, or the calling thread's CPU time,
 // which needs a one-thread device ([device] threads = 1; Error otherwise).
 std::function<double()> clock_option(const std::string& value, int threads);
+// --calibration-cache DIR|none (run, calibrate): the folder of cached calibrations
+// (default_calibration_cache() when absent; "" for none, which predicts and caches nothing).
+std::string calibration_cache_option(const boost::program_options::variables_map& vm);
 
 }  // namespace inferlab::cli

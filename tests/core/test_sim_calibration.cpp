@@ -170,7 +170,9 @@ TEST(SimCalibration, CalibratedSimulationMatchesARealCpuRunWithin15Percent) {
   bool agreed = false;
   for (int attempt = 0; attempt < 3 && !agreed; ++attempt) {
     const fs::path real_root = dir / ("real" + std::to_string(attempt)), sim_root = dir / ("sim" + std::to_string(attempt));
-    auto cal = testing::run_inferlab("calibrate " + exp + " --log warn --clock thread-cpu --out " + cm + " --repeats 3");
+    // Not cached: the real run below would predict its cells with it (pred_* columns).
+    auto cal = testing::run_inferlab("calibrate " + exp + " --log warn --clock thread-cpu --out " + cm +
+                                     " --repeats 3 --calibration-cache none");
     ASSERT_EQ(cal.code, 0) << cal.out << cal.err;
     auto real = testing::run_inferlab("run " + exp + " --log warn --clock thread-cpu --out " + real_root.string());
     ASSERT_EQ(real.code, 0) << real.out << real.err;

@@ -37,8 +37,12 @@ def fail(why):
     sys.exit(f"report_test: FAILED: {why}")
 
 
+# The runs' calibration cache (pred_* columns): the test's own, filled by a quick calibrate.
+ENV = dict(os.environ)
+
+
 def inferlab(*args):
-    p = subprocess.run([INFERLAB, *args], cwd=SOURCE, capture_output=True, text=True, timeout=600)
+    p = subprocess.run([INFERLAB, *args], cwd=SOURCE, capture_output=True, text=True, timeout=600, env=ENV)
     if p.returncode != 0:
         fail(f"inferlab {' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
     return p.stdout
@@ -86,7 +90,7 @@ def chromium(exe, page, *extra):
     return p.stdout, console, requests
 
 
-def check_page(exe, page, name, figures, runs):
+def check_page(exe, page, name, figures, runs, predicted=0):
     html = open(page).read()
     remote = re.findall(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html, flags=re.I)
     if remote:
@@ -105,6 +109,12 @@ def check_page(exe, page, name, figures, runs):
         fail(f"{page}: the manifest table was not rendered")
     if runs > 1 and '<table class="comparison sortable"' not in dom:
         fail(f"{page}: no comparison table")
+    tables = dom.count('<table class="prediction sortable"')
+    if tables != predicted:
+        fail(f"{page}: {tables} predicted-vs-measured table(s), expected {predicted}")
+    if predicted and len(re.findall(r'<table class="prediction sortable">.*?</table>', dom, flags=re.S)[0]
+                         .split("<tr")) < 5:  # the header and a row per quickstart variant
+        fail(f"{page}: the predicted-vs-measured table lacks the variants' rows")
     shot = os.path.join(ART, name + ".png")
     chromium(exe, page, f"--screenshot={shot}", "--window-size=1400,2600")
     if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
@@ -127,6 +137,12 @@ def main():
     os.makedirs(ART)
     work = tempfile.mkdtemp(prefix="report-test-")
     try:
+        # A coarse calibration of the quickstart's stacks on this machine: its runs get pred_*
+        # columns and their pages the predicted-vs-measured table (the quality run's model has
+        # none, so its page has no such table).
+        ENV["XDG_CACHE_HOME"] = os.path.join(work, "cache")
+        inferlab("calibrate", "experiments/quickstart.toml", "--prefill", "8,64", "--batch", "1,4", "--context",
+                 "16,64", "--repeats", "1", "--out", os.path.join(work, "cm.toml"))
         small = ["workload.num_requests=12", "experiment.repeats=2"]
         quick = run("experiments/quickstart.toml", os.path.join(work, "q1"), *small)
         quick2 = run("experiments/quickstart.toml", os.path.join(work, "q2"), *small, "experiment.seed=2")
@@ -140,7 +156,7 @@ def main():
         quality = run("experiments/kv_formats_stories260k.toml", os.path.join(work, "k"))
         for r in (quick, quick2, sweep, quality):
             inferlab("plot", r)
-        kinds = {quick: ["latency_cdf", "headline", "kv_blocks", "request_timeline"],
+        kinds = {quick: ["latency_cdf", "headline", "kv_blocks", "request_timeline", "predicted"],
                  sweep: ["sweep_scheduler.max_batch", "sweep_kv.block_size"], quality: ["quality"]}
         for r, names in kinds.items():
             for n in names:
@@ -154,12 +170,12 @@ def main():
             if len(lines) < 10 or not lines[0].startswith("variant,repeat,step,start_s"):
                 fail(f"{r}/steps.csv: {len(lines)} lines")
         inferlab("report", quick, "--no-plot")
-        check_page(exe, os.path.join(quick, "report.html"), "quickstart", 4, 1)
+        check_page(exe, os.path.join(quick, "report.html"), "quickstart", 5, 1, predicted=1)
         inferlab("report", quality, "--no-plot")
         check_page(exe, os.path.join(quality, "report.html"), "kv_formats_stories260k", 1, 1)
         both = os.path.join(work, "both.html")
         inferlab("report", quick, quick2, "--no-plot", "--out", both)
-        check_page(exe, both, "quickstart_two_runs", 8, 2)
+        check_page(exe, both, "quickstart_two_runs", 10, 2, predicted=2)
         # The checks can fail: a page that fetches or logs is caught.
         bad = os.path.join(work, "bad.html")
         with open(bad, "w") as f:

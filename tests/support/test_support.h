@@ -30,6 +30,8 @@ struct CliResult {
 };
 // Runs build/bin/inferlab with `args` (shell words), in `cwd` when given, killed after
 // timeout_s seconds when > 0; its output goes through temporary files that are removed.
+// XDG_CACHE_HOME is a folder of the test process's own, so no user's calibration (or bandwidth
+// record) reaches a test.
 CliResult run_inferlab(const std::string& args, const std::string& cwd = "", int timeout_s = 0);
 // As run_inferlab, with the process's address space capped at address_space_kib (ulimit -v;
 // 0 = no cap). A process killed by the timeout exits with 124.

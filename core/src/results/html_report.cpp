@@ -10,6 +10,7 @@
 #include "inferlab/results/compare.h"
 #include "inferlab/error.h"
 #include "inferlab/results/metrics.h"
+#include "inferlab/results/prediction.h"
 #include "inferlab/results/report.h"
 #include "inferlab/run/run_folder.h"
 
@@ -111,6 +112,37 @@ std::string summary_table(const MetricTable& t) {
   return h.str();
 }
 
+// Per variant, measured and predicted (pred_* columns) with the relative error; a variant whose
+// TPOT p50 prediction is off by more than kPredictionFlagError is flagged ("" without pred_*).
+std::string prediction_table(const MetricTable& t) {
+  const auto preds = summarize_predictions(t.variants, t.values);
+  if (preds.empty()) return "";
+  std::ostringstream h;
+  h << "<h2>Predicted vs measured</h2>\n<p>Each cell replayed on this machine's calibrated simulator: measured, "
+       "predicted (means over repeats) and the error of the means, predicted / measured − 1. <span class=\"pred-off\">Flagged</span> "
+       "where the TPOT p50 prediction is off by more than "
+    << fmt(kPredictionFlagError * 100) << " %.</p>\n<table class=\"prediction sortable\"><thead><tr><th>variant</th>";
+  for (const char* m : kPredictedMetrics)
+    h << "<th>" << m << " measured</th><th>predicted</th><th>error</th>";
+  h << "<th>prediction</th></tr></thead><tbody>\n";
+  for (std::size_t i = 0; i < preds.size(); ++i) {
+    const VariantPrediction& vp = preds[i];
+    h << "<tr" << (vp.flagged ? " class=\"pred-off\"" : "") << ">" << td(esc(vp.variant), static_cast<double>(i));
+    for (const char* m : kPredictedMetrics) {
+      const auto it = std::find_if(vp.metrics.begin(), vp.metrics.end(), [&](const PredictedMetric& p) { return p.metric == m; });
+      if (it == vp.metrics.end()) {
+        h << td("–", NAN) << td("–", NAN) << td("–", NAN);
+        continue;
+      }
+      h << td(fmt(it->measured), it->measured) << td(fmt(it->predicted), it->predicted)
+        << td(std::isfinite(it->error) ? (it->error >= 0 ? "+" : "") + fmt(it->error * 100) + " %" : "–", it->error);
+    }
+    h << td(vp.flagged ? "off (TPOT p50)" : "within bounds", NAN) << "</tr>\n";
+  }
+  h << "</tbody></table>\n";
+  return h.str();
+}
+
 std::string figures(const fs::path& run, const std::string& note) {
   std::vector<fs::path> pngs;
   if (fs::is_directory(run / "figures"))
@@ -194,6 +226,7 @@ td:first-child, table.manifest td { text-align: left; }
 figure { display: inline-block; margin: 0.5em; }
 figure img { max-width: 100%; border: 1px solid #ddd; }
 .note { color: #a60; }
+tr.pred-off td, span.pred-off { background: #fde2e2; color: #900; font-weight: bold; }
 pre { background: #f7f7f7; padding: 0.5em; overflow: auto; }
 )CSS";
 
@@ -233,7 +266,7 @@ std::string html_report(const std::vector<std::string>& runs, const std::string&
       << esc(table.variants.empty() ? "" : table.variants.front())
       << "</code>, bold red (higher) or green (lower) where Welch's test gives p &lt; 0.05, grey otherwise. Click a "
          "column to sort.</p>\n"
-      << summary_table(table);
+      << summary_table(table) << prediction_table(table);
     h << "<h2>Figures</h2>\n" << figures(run, figures_note);
     const std::string manifest = read_all(run / "manifest.json");
     if (!manifest.empty()) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "inferlab/error.h"
+#include "inferlab/results/prediction.h"
 #include "inferlab/run/run_folder.h"
 #include "tokenizer/utf8.h"
 
@@ -354,6 +355,7 @@ std::string summary_markdown(const std::string& title, const std::string& descri
     for (const auto& h : shown) md << " " << cell(h, v, true) << " |";
     md << "\n";
   }
+  md << prediction_markdown(variants, rows);  // "" unless the rows carry pred_* columns
   if (!errors.empty()) {
     md << "\n## Failures\n\n";
     for (const auto& [v, es] : errors)

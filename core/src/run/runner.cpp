@@ -413,6 +413,7 @@ void PlanRun::measure_baseline_quality() {
 std::vector<std::string> PlanRun::run_missing_cells(const RunContext& cx, RunOutcome& outcome) {
   RunState& state = io_.state;
   std::vector<std::string> run_faults;  // cells whose child could not hand over a result
+  CellPredictor predictor(plan_, registry_, options_.predict, loaded_.weights.config, device_kind_, requests_);
   const auto t_cells = std::chrono::steady_clock::now();
   ProgressTotals totals;
   for (const GridCell& cell : grid_.missing) {
@@ -420,6 +421,7 @@ std::vector<std::string> PlanRun::run_missing_cells(const RunContext& cx, RunOut
     if (options_.progress) show_progress(outcome.ran, grid_.missing.size(), names_[cell.vi], cell.rep, t_cells, totals);
     auto c = run_cell_guarded(cx, cell.vi, cell.rep, (cells_dir_ / ("." + cell_file_name(cell.vi, cell.rep) + ".child")).string());
     if (!c) break;
+    predictor.add(cell.vi, *c);  // outside the cell's timed region: its pred_* columns
     write_cell_file((cells_dir_ / cell_file_name(cell.vi, cell.rep)).string(), *c);
     ++outcome.ran;
     for (const RequestTimeline& r : c->requests) {

@@ -11,6 +11,7 @@
 #include "inferlab/plugin/registry.h"
 #include "inferlab/formats/checkpoint.h"
 #include "inferlab/kv/memory_estimate.h"
+#include "inferlab/results/prediction.h"
 #include "inferlab/experiment/quantization_rules.h"
 #include "inferlab/run/shard.h"
 
@@ -81,6 +82,9 @@ struct RunOptions {
   bool progress = false;
   // The signal that asks the run to stop (0 = go on); asked between cells and engine steps.
   std::function<int()> interrupted;
+  // pred_* columns: each finished cell replayed on the machine's cached calibration
+  // (inferlab/results/prediction.h); the CLI sets the cache folder and the clock's name.
+  PredictOptions predict;
 };
 
 struct RunOutcome {
