@@ -66,7 +66,7 @@ function(inferlab_add_plugin kind name)
       target_sources(${test_target} PRIVATE $<TARGET_OBJECTS:${target}_objects>)
     endif()
     target_link_libraries(${test_target} PRIVATE inferlab_core inferlab_test_support inferlab_warnings
-                          inferlab_cpu_flags GTest::gtest_main ${P_LIBS})
+                          inferlab_test_flags GTest::gtest_main ${P_LIBS})
     target_include_directories(${test_target} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
     add_dependencies(${test_target} ${target} inferlab_plugins)  # tests may load other plugins
     gtest_discover_tests(${test_target} DISCOVERY_TIMEOUT 60
