@@ -20,14 +20,15 @@ mkdir -p build
 # The portable build (-DINFERLAB_NATIVE=OFF: baseline x86-64, so the CPU kernels' non-SIMD
 # fallbacks) is what scripts/pack_gpu_build.sh carries to a GPU machine; compile its CPU code
 # (core, kernels, plugins, the CLI; no CUDA, no test binaries) so it cannot rot between the rare
-# sessions lent a GPU. Then the sanitizer build. Both at nice 19 from the start: the release build
+# sessions lent a GPU: INFERLAB_PORTABLE_CHECK compiles the sources -march changes as usual and
+# the rest at -O0, only to link (CMakeLists.txt). Then the sanitizer build. Both at nice 19 from the start: the release build
 # and tests below keep the CPU, and these take what they leave idle (links, configures, waits).
 skip_san="${INFERLAB_SKIP_SANITIZERS:-0}"
 setsid nice -n 19 bash -c '
   set -euo pipefail
   s=$(date +%s)
   cmake -S . -B build-portable-check -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERLAB_NATIVE=OFF \
-    -DINFERLAB_CUDA=OFF -DINFERLAB_TESTS=OFF -DINFERLAB_BENCH=OFF >/dev/null
+    -DINFERLAB_CUDA=OFF -DINFERLAB_TESTS=OFF -DINFERLAB_BENCH=OFF -DINFERLAB_PORTABLE_CHECK=ON >/dev/null
   cmake --build build-portable-check -j "$1" --target inferlab_core inferlab_plugins inferlab
   echo "test: portable build took $(( $(date +%s) - s )) s"
   if [ "$2" != 1 ]; then bash scripts/test_sanitized.sh build; fi' _ "$jobs" "$skip_san" >build/test-builds.log 2>&1 &

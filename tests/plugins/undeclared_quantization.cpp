@@ -1,6 +1,6 @@
 // A quantization strategy that does not declare its arithmetic (Quantization::arithmetic): the
 // simulator cannot charge it, so `validate` must refuse it on [device] kind = "sim".
-#include "inferlab/float_linear.h"
+#include "plugins/common/quantization/float_linear.h"
 #include "test_plugin.h"
 
 namespace {

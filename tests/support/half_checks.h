@@ -11,7 +11,7 @@
 
 #include "inferlab/device/device.h"
 #include "inferlab/error.h"
-#include "inferlab/half_linear.h"
+#include "plugins/common/quantization/half_linear.h"
 #include "inferlab/plugin/registry.h"
 #include "inferlab/support/rng.h"
 #include "inferlab/sim/sim.h"

@@ -52,8 +52,10 @@ CliResult run_shell(const std::string& prefix, const std::string& args, int time
   // A cache of this test process's own (calibrations, the bandwidth probe): never the user's,
   // whose calibrations would add pred_* columns to every run (inferlab/results/prediction.h).
   const std::string cache = (std::filesystem::temp_directory_path() / ("inferlab_cli_cache_" + std::to_string(getpid()))).string();
-  std::string cmd = prefix + (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "") + "env XDG_CACHE_HOME=" +
-                    cache + " " + binary_dir() + "/bin/inferlab " + args + " >" + out + " 2>" + err;
+  // A shell assignment, not `env`: some tests run with a PATH that holds no programs.
+  std::string cmd = prefix + "XDG_CACHE_HOME=" + cache + " " +
+                    (timeout_s > 0 ? "timeout " + std::to_string(timeout_s) + " " : "") + binary_dir() +
+                    "/bin/inferlab " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   CliResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
   std::error_code ec;
