@@ -66,8 +66,8 @@ TEST_P(AttentionInTheModel, GreedyTokensEqualTheReferenceAttention) {
   RefAttention reference;
   NoQuantization host_fp32;
   const RunResult want = run_stack(host, reference, host_fp32);
-  NoQuantization fp32(device.get());
-  const RunResult got = run_stack(*device, *attention, fp32);
+  const auto fp32 = none_quantization(*device);
+  const RunResult got = run_stack(*device, *attention, *fp32);
   EXPECT_EQ(got.outputs, want.outputs);
 }
 
@@ -80,8 +80,8 @@ TEST_P(QuantizationInTheModel, CompletesAndShrinksTheWeights) {
   INFERLAB_SKIP_IF_REFUSED(GetParam(), weights().config);
   auto quant = conformance_registry().create_quantization(GetParam().plugin, resolve_case(GetParam()), *device);
   const std::shared_ptr<Attention> attention = reference_attention_on(*device);
-  NoQuantization fp32(device.get());
-  const RunResult base = run_stack(*device, *attention, fp32);
+  const auto fp32 = none_quantization(*device);
+  const RunResult base = run_stack(*device, *attention, *fp32);
   const RunResult got = run_stack(*device, *attention, *quant);
   long long same = 0, total = 0;
   for (std::size_t i = 0; i < got.outputs.size(); ++i) {

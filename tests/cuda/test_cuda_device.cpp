@@ -14,7 +14,7 @@
 #include "inferlab/kv/kv_storage.h"
 #include "inferlab/support/rng.h"
 #include "kernels/ref/ops.h"
-#include "plugins/common/quantization/float_linear.h"
+#include "model_fixtures.h"
 
 namespace inferlab {
 namespace {
@@ -121,8 +121,7 @@ TEST(CudaDevice, Fp32LinearOnCublasMatchesReference) {
     for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
     std::vector<float> want(static_cast<std::size_t>(n) * out);
     ref::matmul(x.data(), w.data(), want.data(), n, out, in);
-    NoQuantization quant(dev.get());
-    auto linear = quant.make_linear("layers.0.wq", w, out, in);
+    auto linear = testing::none_quantization(*dev)->make_linear("layers.0.wq", w, out, in);
     Buffer dx = upload(*dev, x), dy = testing::nan_buffer(*dev, want.size());
     linear->forward(dx.as<float>(), dy.as<float>(), n, *dev);
     const auto got = download<float>(*dev, dy, want.size());

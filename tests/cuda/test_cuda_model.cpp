@@ -67,8 +67,8 @@ TEST(CudaModel, Stories260kGreedyEqualsCpuTokens) {
   testing::RefAttention ref_attention;
   const std::vector<int> want = testing::generate_greedy(cpu_model, ref_attention, 1, 256);
 
-  NoQuantization gpu_quant(gpu.get());
-  Model gpu_model(loaded.weights, gpu_quant, *gpu);
+  const auto gpu_quant = testing::none_quantization(*gpu);
+  Model gpu_model(loaded.weights, *gpu_quant, *gpu);
   const std::vector<int> got = testing::generate_greedy(gpu_model, *gpu_attention, 1, 256);
   ASSERT_EQ(want.size(), 256u);
   EXPECT_EQ(got, want);
@@ -95,8 +95,8 @@ TEST(CudaModel, SmolLM2NextTokenKlAgainstCpuBelow1e4) {
   testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
   const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
 
-  NoQuantization gpu_quant(gpu.get());
-  Model gpu_model(m.weights, gpu_quant, *gpu);
+  const auto gpu_quant = testing::none_quantization(*gpu);
+  Model gpu_model(m.weights, *gpu_quant, *gpu);
   testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
   const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);
   ASSERT_EQ(p_logits.size(), q_logits.size());
@@ -132,8 +132,8 @@ TEST(CudaModel, Smollm2ShapedRandomWeightsKlAgainstCpuBelow1e4) {
   testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8);
   const std::vector<float> p_logits = cpu_run.feed_all_logits(prompt);
 
-  NoQuantization gpu_quant(gpu.get());
-  Model gpu_model(weights, gpu_quant, *gpu);
+  const auto gpu_quant = testing::none_quantization(*gpu);
+  Model gpu_model(weights, *gpu_quant, *gpu);
   testing::SequenceRunner gpu_run(gpu_model, *gpu_attention, 16, 8);
   const std::vector<float> q_logits = gpu_run.feed_all_logits(prompt);
   ASSERT_EQ(p_logits.size(), q_logits.size());

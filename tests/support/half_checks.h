@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "kernels/ref/half.h"
 #include "kernels/ref/ops.h"
 #include "plugins/common/quantization/half_linear.h"
+#if INFERLAB_HAVE_CUDA
+#include "plugins/common/quantization/half_linear_cuda.h"
+#endif
 
 namespace inferlab::testing {
 
@@ -40,8 +44,11 @@ inline void check_half_linear(cpu::HalfFormat format, Device& device, HalfAmx am
     std::vector<float> x(static_cast<std::size_t>(n) * in), w(static_cast<std::size_t>(out) * in);
     for (float& v : x) v = static_cast<float>(rng.normal());
     for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
-    HalfQuantization quant(format, device, amx);
-    auto linear = quant.make_linear("layers.0.w1", w, out, in);
+    std::unique_ptr<Quantization> quant = std::make_unique<HalfQuantization>(format, device, amx);
+#if INFERLAB_HAVE_CUDA
+    if (device.kind() == DeviceKind::kCuda) quant = std::make_unique<HalfCudaQuantization>(format, device);
+#endif
+    auto linear = quant->make_linear("layers.0.w1", w, out, in);
     EXPECT_EQ(linear->weight_bytes(), 2u * static_cast<std::uint64_t>(out) * in);
     const std::size_t ny = static_cast<std::size_t>(n) * out;
     std::vector<float> got(ny, std::nanf(""));

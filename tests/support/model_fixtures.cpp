@@ -6,6 +6,10 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/ref/attention.h"
 #include "plugins/common/decoding/sampling.h"
+#include "plugins/common/quantization/float_linear.h"
+#if INFERLAB_HAVE_CUDA
+#include "plugins/common/quantization/float_linear_cuda.h"
+#endif
 
 namespace inferlab::testing {
 namespace {
@@ -93,6 +97,14 @@ std::vector<int> generate_greedy(Model& model, Attention& attention, int bos, in
     token = next;
   }
   return out;
+}
+
+std::unique_ptr<Quantization> none_quantization(Device& device) {
+#if INFERLAB_HAVE_CUDA
+  if (device.kind() == DeviceKind::kCuda) return std::make_unique<FloatCudaQuantization>(device);
+#endif
+  (void)device;
+  return std::make_unique<NoQuantization>();
 }
 
 }  // namespace inferlab::testing

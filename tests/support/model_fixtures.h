@@ -67,4 +67,8 @@ class SequenceRunner {
 // (without the leading BOS, without the final BOS).
 std::vector<int> generate_greedy(Model& model, Attention& attention, int bos, int max_steps);
 
+// quantization/none's strategy for `device`: FloatCudaQuantization on a CUDA device (a CUDA
+// build), NoQuantization (the CPU) otherwise.
+std::unique_ptr<Quantization> none_quantization(Device& device);
+
 }  // namespace inferlab::testing

@@ -4,10 +4,6 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/ref/half.h"
-#if INFERLAB_HAVE_CUDA
-#include "inferlab/device/cuda_device.h"
-#include "kernels/cuda/gemm.h"
-#endif
 
 namespace inferlab {
 
@@ -23,24 +19,21 @@ HalfAmx half_amx_from_name(const std::string& name) {
   throw Error("amx: '" + name + "' is not one of \"split\", \"bf16\", \"off\"");
 }
 
-HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device,
-                       HalfAmx amx)
-    : Linear(out, in), format_(format), built_for_(device.kind()) {
+std::vector<std::uint16_t> round_to_half(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format) {
   check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * static_cast<std::size_t>(in),
         std::string("quantization '") + half_format_name(format) + "': weight holds " + std::to_string(weight.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
-  check(device.kind() == DeviceKind::kCpu || device.kind() == DeviceKind::kCuda,
-        std::string("quantization '") + half_format_name(format) + "' runs on cpu or cuda, not " +
-            device_kind_name(device.kind()));
   std::vector<std::uint16_t> bits(weight.size());  // [out, in] row-major
   for (std::size_t i = 0; i < weight.size(); ++i)
     bits[i] = format == cpu::HalfFormat::kF16 ? ref::float_to_f16(weight[i]) : ref::float_to_bf16(weight[i]);
-  if (device.kind() == DeviceKind::kCuda) {
-    device_weight_ = Buffer(device, bits.size() * sizeof(std::uint16_t));
-    device.copy_to_device(device_weight_.data(), bits.data(), bits.size() * sizeof(std::uint16_t));
-    cuda_ = &device;
-    return;
-  }
+  return bits;
+}
+
+HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device,
+                       HalfAmx amx)
+    : Linear(out, in), format_(format) {
+  std::vector<std::uint16_t> bits = round_to_half(weight, out, in, format);
+  (void)cpu_pool(device, format == cpu::HalfFormat::kF16 ? "quantization 'f16'" : "quantization 'bf16'");
   const bool amx_runs = amx != HalfAmx::kOff && cpu::amx_bf16_enabled();
   if (amx_runs && amx == HalfAmx::kBf16 && format == cpu::HalfFormat::kF16)
     for (std::uint16_t& b : bits)  // converted once to bf16: every path (and dequantize_row) applies those weights
@@ -58,20 +51,6 @@ bool HalfLinear::uses_amx(int n) const {
 }
 
 void HalfLinear::forward(const float* x, float* y, int n, Device& device) const {
-  check(device.kind() == built_for_, std::string(half_format_name(format_)) + " linear: built for " +
-                                         device_kind_name(built_for_) + ", asked to run on " +
-                                         device_kind_name(device.kind()));
-#if INFERLAB_HAVE_CUDA
-  if (device.kind() == DeviceKind::kCuda) {
-    CudaDevice& cuda = cuda_device(device, "half linear");
-    const std::size_t elems = static_cast<std::size_t>(n) * static_cast<std::size_t>(in_features());
-    auto* xh = static_cast<std::uint16_t*>(cuda.workspace(elems * sizeof(std::uint16_t)));  // [n, in] half
-    const cuda::HalfType type = format_ == cpu::HalfFormat::kF16 ? cuda::HalfType::kF16 : cuda::HalfType::kBF16;
-    cuda::convert_f32_to_half(x, xh, elems, type, cuda.stream());
-    cuda::gemm_half(cuda.cublas(), xh, device_weight_.as<std::uint16_t>(), y, n, out_features(), in_features(), type);
-    return;
-  }
-#endif
   if (uses_amx(n)) cpu::gemm_amx_bf16(x, amx_, amx_x_terms_, y, n, cpu_pool(device, "half linear"));
   else cpu::gemm_panels_half(x, panels_, y, n, cpu_pool(device, "half linear"));
 }
@@ -81,7 +60,6 @@ std::uint64_t HalfLinear::weight_bytes() const {
 }
 
 std::vector<float> HalfLinear::dequantized() const {
-  check(cuda_ == nullptr, "HalfLinear::dequantized: the weights live on the GPU");
   const std::size_t in = static_cast<std::size_t>(in_features());
   std::vector<float> w(static_cast<std::size_t>(out_features()) * in);
   for (int r = 0; r < out_features(); ++r) cpu::unpack_panel_row_half(panels_, r, w.data() + r * in);
@@ -90,15 +68,7 @@ std::vector<float> HalfLinear::dequantized() const {
 
 void HalfLinear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "half linear");
-  if (cuda_ == nullptr) {
-    cpu::unpack_panel_row_half(panels_, row, out);
-    return;
-  }
-  const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
-  std::vector<std::uint16_t> staged(in);  // [in] the row read back from the GPU
-  cuda_->copy_to_host(staged.data(), device_weight_.as<std::uint16_t>() + at, in * sizeof(std::uint16_t));
-  for (std::size_t i = 0; i < in; ++i)
-    out[i] = format_ == cpu::HalfFormat::kF16 ? ref::f16_to_float(staged[i]) : ref::bf16_to_float(staged[i]);
+  cpu::unpack_panel_row_half(panels_, row, out);
 }
 
 std::unique_ptr<Linear> HalfQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,

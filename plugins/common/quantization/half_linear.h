@@ -1,9 +1,9 @@
 // The half-precision linears, the "FP16 baseline" of issue 7: weights stored as IEEE f16 or
 // bfloat16 (2 bytes each, rounded to nearest even from the fp32 checkpoint), activations fp32
 // at the interface. CPU: the packed-panel GEMM of kernels/cpu/gemm_panels_half (weights kept
-// only as half-precision panels, widened to fp32 vector by vector inside the micro-kernel). CUDA: weights in device memory, activations rounded to the same half type on the
-// GPU, cublasGemmEx on tensor cores with fp32 accumulation and fp32 output. The plugins
-// quantization/f16 and quantization/bf16 expose HalfQuantization.
+// only as half-precision panels, widened to fp32 vector by vector inside the micro-kernel). The
+// CUDA counterparts (HalfCudaLinear, HalfCudaQuantization) are in half_linear_cuda.h. The
+// plugins quantization/f16 and quantization/bf16 expose both.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,33 +31,34 @@ HalfAmx half_amx_from_name(const std::string& name);
 
 class HalfLinear : public Linear {
  public:
-  // weight: [out, in] fp32, rounded to `format`. `device`: where forward runs (CUDA: uploaded).
+  // weight: [out, in] fp32, rounded to `format`. `device`: where forward runs, a CPU device
+  // (Error otherwise; HalfCudaLinear runs on a GPU).
   HalfLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device,
              HalfAmx amx = HalfAmx::kOff);
-  // y[n, out] = x[n, in] · W_half^T. On the CPU x stays fp32; on CUDA x is rounded to the half
-  // type first (the tensor-core GEMM multiplies halves), so CUDA results carry the activation
-  // rounding too.
+  // y[n, out] = x[n, in] · W_half^T, x fp32 (AMX modes: see HalfAmx).
   void forward(const float* x, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override;  // 2 bytes per weight
-  // The row widened to fp32 (read back from device memory when the weights live on CUDA).
+  // The row widened to fp32.
   void dequantize_row(int row, float* out) const override;
   cpu::HalfFormat format() const { return format_; }
   // Whether a forward of n rows runs on the AMX tiles now.
   bool uses_amx(int n) const;
-  // The stored weights widened back to fp32 [out, in] (tests; host copies only on the CPU).
+  // The stored weights widened back to fp32 [out, in] (tests).
   std::vector<float> dequantized() const;
 
  private:
   cpu::HalfFormat format_;
-  DeviceKind built_for_;
-  cpu::PackedPanelsHalf panels_;  // [out, in] in panels on the host (CPU; empty on CUDA)
+  cpu::PackedPanelsHalf panels_;  // [out, in] in panels on the host
   // With AMX: the same weights as B tiles (a second copy: 2 more bytes per weight and term).
   cpu::PackedAmxBf16 amx_;
   int amx_x_terms_ = 1;
-  Buffer device_weight_;          // [out, in] row-major in CUDA device memory
-  Device* cuda_ = nullptr;        // the CUDA device holding device_weight_, or null
 };
 
+// The weight rounded to `format`: [out, in] row-major half bits (HalfLinear, HalfCudaLinear).
+// Throws Error when weight does not hold out*in values.
+std::vector<std::uint16_t> round_to_half(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format);
+
+// The strategy on the CPU; HalfCudaQuantization (half_linear_cuda.h) on a GPU.
 class HalfQuantization : public Quantization {
  public:
   HalfQuantization(cpu::HalfFormat format, Device& device, HalfAmx amx = HalfAmx::kOff)
@@ -69,9 +70,11 @@ class HalfQuantization : public Quantization {
   // Two bytes per weight (planned_bytes), multiplied at the float tensor rate as they are.
   LinearArithmetic arithmetic(const std::string&, const ModelConfig&) const override { return {true, false, false, 0}; }
 
- private:
+ protected:
   cpu::HalfFormat format_;
   Device& device_;
+
+ private:
   HalfAmx amx_;
 };
 

@@ -115,7 +115,7 @@ inferlab::PluginDescriptor describe() {
     // The draft's linears as draft_quantization stores them (asked on the host, where its
     // planned_bytes probe can build a linear).
     CpuDevice host(1);
-    std::shared_ptr<Quantization> quant = std::make_shared<NoQuantization>(&host);
+    std::shared_ptr<Quantization> quant = std::make_shared<NoQuantization>();
     if (s.draft_quantization != "none") {
       if (ctx.registry == nullptr) throw Error("decoding 'speculative': draft_quantization needs the plugin registry");
       quant = ctx.registry->create_quantization(
@@ -152,6 +152,10 @@ inferlab::PluginDescriptor describe() {
       quant = ctx.registry->create_quantization(
           s.draft_quantization,
           ctx.registry->resolve(PluginKind::kQuantization, s.draft_quantization, qp, "decoding 'speculative' draft_quantization"),
+          ctx.device);
+    } else if (ctx.registry != nullptr) {  // quantization/none's linears for the run's device (CPU or CUDA)
+      quant = ctx.registry->create_quantization(
+          "none", ctx.registry->resolve(PluginKind::kQuantization, "none", {}, "decoding 'speculative' draft_quantization"),
           ctx.device);
     }
     return std::make_unique<plugins::SpeculativeDecoder>(s, *ctx.weights, *ctx.attention, ctx.device, std::move(quant));

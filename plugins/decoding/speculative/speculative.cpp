@@ -110,7 +110,7 @@ SpeculativeDecoder::SpeculativeDecoder(const SpeculativeParams& params, const Mo
                                        Attention& attention, Device& device, std::shared_ptr<Quantization> draft_quant)
     : params_(params),
       attention_(attention),
-      quant_(draft_quant ? std::move(draft_quant) : std::make_shared<NoQuantization>(&device)),
+      quant_(draft_quant ? std::move(draft_quant) : std::make_shared<NoQuantization>()),
       draft_(std::make_unique<Model>(draft_weights(params, target), *quant_, device)),
       blocks_(draft_kv(params)),
       storage_(device, draft_->config(), draft_kv(params).num_blocks, kDraftBlock) {

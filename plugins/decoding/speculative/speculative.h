@@ -70,7 +70,8 @@ class SpeculativeDecoder : public Decoder {
  public:
   // target: the run's float weights (the self-draft's source); attention: the run's strategy,
   // which the draft uses too.
-  // draft_quant: builds the draft's linears (null = fp32).
+  // draft_quant: builds the draft's linears (null = quantization/none on the CPU; on CUDA pass
+  // the registry's "none" for the device, as the descriptor does).
   SpeculativeDecoder(const SpeculativeParams& params, const ModelWeights& target, Attention& attention,
                      Device& device, std::shared_ptr<Quantization> draft_quant = nullptr);
   ~SpeculativeDecoder() override;

@@ -110,8 +110,8 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
   return std::make_unique<AwqLinear>(std::move(best), std::move(best_inv), s.alpha);
 }
 
-AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier, Device* device)
-    : options_(options), skip_classifier_(skip_classifier), device_(device) {
+AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier)
+    : options_(options), skip_classifier_(skip_classifier) {
   check_int4_group_size(options.group_size, "awq");
   check(options.grid >= 1 && options.samples >= 1, "quantization 'awq': grid and samples must be >= 1");
 }
@@ -123,7 +123,7 @@ std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, st
 
 std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                      int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (skip_classifier_ && name == "classifier") return place_float(std::move(weight), out, in);
   if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0) {
     auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
     plain->set_int8_activations(options_.int8_activations);
@@ -137,6 +137,10 @@ CalibrationNeeds AwqQuantization::calibration_needs() const {
   n.max_abs = true;
   n.samples = options_.samples;
   return n;
+}
+
+std::unique_ptr<Linear> AwqQuantization::place_float(std::vector<float> weight, int out, int in) {
+  return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
 }  // namespace inferlab::plugins

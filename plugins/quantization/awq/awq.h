@@ -57,8 +57,7 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
 // The strategy on the CPU; AwqCudaQuantization (awq_cuda.h) places its linears on a GPU.
 class AwqQuantization : public Quantization {
  public:
-  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
-  AwqQuantization(const AwqOptions& options, bool skip_classifier, Device* device = nullptr);
+  AwqQuantization(const AwqOptions& options, bool skip_classifier);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest int4 (quantization/int4's layer).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -77,11 +76,12 @@ class AwqQuantization : public Quantization {
   // The linears as they run on the strategy's device: on the CPU, as built.
   virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
   virtual std::unique_ptr<Linear> place(std::unique_ptr<AwqLinear> linear) { return linear; }
+  // A skipped classifier as it runs on the strategy's device: on the CPU, a FloatLinear.
+  virtual std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in);
 
  private:
   AwqOptions options_;
   bool skip_classifier_;
-  Device* device_;
 };
 
 }  // namespace inferlab::plugins

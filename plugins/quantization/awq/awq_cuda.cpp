@@ -4,6 +4,7 @@
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/device/device_upload.h"
 #include "kernels/cuda/quant_linear.h"
+#include "plugins/common/quantization/float_linear_cuda.h"
 
 namespace inferlab::plugins {
 
@@ -27,6 +28,10 @@ void AwqCudaLinear::forward(const float* x, float* y, int n, Device& device) con
   auto* scaled = static_cast<float*>(cuda.workspace(static_cast<std::size_t>(n) * in_features() * sizeof(float)));
   cuda::scale_columns(x, device_inv_scale_.as<float>(), scaled, n, in_features(), cuda.stream());
   q_.forward(scaled, y, n, device);
+}
+
+std::unique_ptr<Linear> AwqCudaQuantization::place_float(std::vector<float> weight, int out, int in) {
+  return std::make_unique<FloatCudaLinear>(weight, out, in, device_);
 }
 
 }  // namespace inferlab::plugins

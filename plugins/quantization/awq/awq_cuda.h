@@ -29,11 +29,12 @@ class AwqCudaLinear final : public Linear {
 class AwqCudaQuantization final : public AwqQuantization {
  public:
   AwqCudaQuantization(const AwqOptions& options, bool skip_classifier, Device& device)
-      : AwqQuantization(options, skip_classifier, &device), device_(device) {}
+      : AwqQuantization(options, skip_classifier), device_(device) {}
 
  protected:
   std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) override;
   std::unique_ptr<Linear> place(std::unique_ptr<AwqLinear> linear) override;
+  std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in) override;
 
  private:
   Device& device_;

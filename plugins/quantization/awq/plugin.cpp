@@ -47,8 +47,7 @@ inferlab::PluginDescriptor describe() {
     return reasons;
   };
   d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    return std::make_unique<AwqQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
-                                             &ctx.device);
+    return std::make_unique<AwqQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"));
   };
 #if INFERLAB_HAVE_CUDA
   d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // awq_cuda.cpp

@@ -2,6 +2,9 @@
 // (plugins/common/quantization/half_linear.h).
 #include "inferlab/plugin/plugin.h"
 #include "plugins/common/quantization/half_linear.h"
+#if INFERLAB_HAVE_CUDA
+#include "plugins/common/quantization/half_linear_cuda.h"
+#endif
 
 namespace {
 
@@ -20,7 +23,11 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<HalfQuantization>(cpu::HalfFormat::kF16, ctx.device,
                                               half_amx_from_name(ctx.params.get_string("amx")));
   };
-  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    return std::make_unique<HalfCudaQuantization>(cpu::HalfFormat::kF16, ctx.device);  // amx: CPU only
+  };
+#endif
   return d;
 }
 

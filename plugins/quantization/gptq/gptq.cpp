@@ -133,8 +133,8 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
   return std::make_unique<Int4Linear>(out, in, gs, std::move(packed), std::move(scale), std::move(zero));
 }
 
-GptqQuantization::GptqQuantization(const GptqOptions& options, bool skip_classifier, Device* device)
-    : options_(options), skip_classifier_(skip_classifier), device_(device) {
+GptqQuantization::GptqQuantization(const GptqOptions& options, bool skip_classifier)
+    : options_(options), skip_classifier_(skip_classifier) {
   check_int4_group_size(options.group_size, "gptq");
   check(options.damp > 0, "quantization 'gptq': damp must be > 0");
 }
@@ -146,7 +146,7 @@ std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, s
 
 std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                       int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (skip_classifier_ && name == "classifier") return place_float(std::move(weight), out, in);
   if (calib == nullptr || calib->hessian.empty()) {
     auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
     plain->set_int8_activations(options_.int8_activations);
@@ -174,6 +174,10 @@ CalibrationNeeds GptqQuantization::calibration_needs() const {
   CalibrationNeeds n;
   n.hessian = true;
   return n;
+}
+
+std::unique_ptr<Linear> GptqQuantization::place_float(std::vector<float> weight, int out, int in) {
+  return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
 }  // namespace inferlab::plugins

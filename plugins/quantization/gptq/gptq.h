@@ -43,8 +43,7 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
 // The strategy on the CPU; GptqCudaQuantization (gptq_cuda.h) places its linears on a GPU.
 class GptqQuantization : public Quantization {
  public:
-  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
-  GptqQuantization(const GptqOptions& options, bool skip_classifier, Device* device = nullptr);
+  GptqQuantization(const GptqOptions& options, bool skip_classifier);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest in the same format (quantization/int4's).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -62,11 +61,12 @@ class GptqQuantization : public Quantization {
  protected:
   // The linear as it runs on the strategy's device: on the CPU, as built.
   virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
+  // A skipped classifier as it runs on the strategy's device: on the CPU, a FloatLinear.
+  virtual std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in);
 
  private:
   GptqOptions options_;
   bool skip_classifier_;
-  Device* device_;
   // Factors of the last Hessians seen (wq/wk/wv and w1/w3 share theirs).
   struct CachedFactor {
     const LinearCalibration* calib;

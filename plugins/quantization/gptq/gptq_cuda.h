@@ -12,10 +12,11 @@ namespace inferlab::plugins {
 class GptqCudaQuantization final : public GptqQuantization {
  public:
   GptqCudaQuantization(const GptqOptions& options, bool skip_classifier, Device& device)
-      : GptqQuantization(options, skip_classifier, &device), device_(device) {}
+      : GptqQuantization(options, skip_classifier), device_(device) {}
 
  protected:
   std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) override;
+  std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in) override;
 
  private:
   Device& device_;

@@ -7,9 +7,9 @@
 namespace inferlab::plugins {
 
 Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations,
-                                   Device* device, bool q4_blocks)
+                                   bool q4_blocks)
     : group_size_(group_size), symmetric_(symmetric), skip_classifier_(skip_classifier),
-      int8_activations_(int8_activations), q4_blocks_(q4_blocks), device_(device) {
+      int8_activations_(int8_activations), q4_blocks_(q4_blocks) {
   check_int4_group_size(group_size, "int4");
   check(!int8_activations || group_size % 32 == 0,
         "quantization 'int4': activations = \"int8\" needs group_size a multiple of 32, got " +
@@ -19,7 +19,7 @@ Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_cla
 std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   if (skip_classifier_ && name == "classifier")
-    return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+    return place_float(std::move(weight), out, in);
   if (packs_q4_panels(in)) {
     auto blocks = quantize_q4_blocks(weight, out, in, symmetric_);
     if (blocks) {
@@ -38,6 +38,10 @@ std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
 
 bool Int4Quantization::packs_q4_panels(int in) const {
   return q4_blocks_ && int8_activations_ && group_size_ == 32 && in % 32 == 0 && cpu::gemm_gguf_available();
+}
+
+std::unique_ptr<Linear> Int4Quantization::place_float(std::vector<float> weight, int out, int in) {
+  return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
 }  // namespace inferlab::plugins

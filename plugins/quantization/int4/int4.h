@@ -24,11 +24,10 @@ class Int4Quantization : public Quantization {
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
   // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
-  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
   // q4_blocks: with int8 activations, store groups of 32 as Q4_0/Q4_1 panels where the build
   // allows (make_linear); false keeps the fp32-scale format and matmul_int4_act there too.
   Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
-                   Device* device = nullptr, bool q4_blocks = true);
+                   bool q4_blocks = true);
   // With q4_blocks, int8 activations, groups of 32, in a multiple of 32 and a build with
   // cpu::gemm_gguf (AVX-512 VNNI): a Q4PanelLinear (Q4_0 blocks when symmetric, Q4_1 otherwise;
   // fp16 scales, q4_panel_linear.h), unless a scale does not fit in fp16. Otherwise an Int4Linear.
@@ -47,11 +46,12 @@ class Int4Quantization : public Quantization {
  protected:
   // The linear as it runs on the strategy's device: on the CPU, as built.
   virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
+  // A skipped classifier as it runs on the strategy's device: on the CPU, a FloatLinear.
+  virtual std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in);
 
  private:
   int group_size_;
   bool symmetric_, skip_classifier_, int8_activations_, q4_blocks_;
-  Device* device_;
 };
 
 }  // namespace inferlab::plugins

@@ -12,11 +12,12 @@ namespace inferlab::plugins {
 class Int4CudaQuantization final : public Int4Quantization {
  public:
   Int4CudaQuantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations, Device& device)
-      : Int4Quantization(group_size, symmetric, skip_classifier, int8_activations, &device, /*q4_blocks=*/false),
+      : Int4Quantization(group_size, symmetric, skip_classifier, int8_activations, /*q4_blocks=*/false),
         device_(device) {}
 
  protected:
   std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) override;
+  std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in) override;
 
  private:
   Device& device_;

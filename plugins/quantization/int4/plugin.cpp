@@ -46,7 +46,6 @@ inferlab::PluginDescriptor describe() {
                                               ctx.params.get_bool("skip_classifier"),
                                               int4_int8_activations(ctx.params.get_string("activations"),
                                                                     static_cast<int>(ctx.params.get_int("group_size"))),
-                                              &ctx.device,
                                               ctx.params.get_bool("q4_blocks"));
   };
 #if INFERLAB_HAVE_CUDA

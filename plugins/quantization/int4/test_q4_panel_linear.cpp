@@ -64,7 +64,7 @@ TEST(Q4PanelLinear, BuiltForInt8ActivationsAndGroupsOf32Only) {
     // Other group sizes, fp32 activations, in not a multiple of 32, q4_blocks = false: the
     // fp32-scale format.
     for (auto* other : {make(w, out, in, sym, 64).release(), make(w, out, in, sym, 32, false).release(),
-                        Int4Quantization(32, sym, false, true, nullptr, false).make_linear("w", w, out, in).release(),
+                        Int4Quantization(32, sym, false, true, false).make_linear("w", w, out, in).release(),
                         make(std::vector<float>(w.begin(), w.begin() + out * 48), out, 48, sym).release()}) {
       std::unique_ptr<Linear> owned(other);
       EXPECT_EQ(panels(*owned), nullptr);

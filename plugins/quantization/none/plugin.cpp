@@ -1,6 +1,9 @@
 // Plugin descriptor for quantization/none.
 #include "inferlab/plugin/plugin.h"
 #include "plugins/common/quantization/float_linear.h"
+#if INFERLAB_HAVE_CUDA
+#include "plugins/common/quantization/float_linear_cuda.h"
+#endif
 
 namespace {
 
@@ -11,10 +14,14 @@ inferlab::PluginDescriptor describe() {
   d.name = "none";
   d.version = "1.0.0";
   d.summary = "No weight quantization: fp32 weights, fp32 matmul (the KV format is the variant's kv.dtype)";
-  d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    return std::make_unique<NoQuantization>(&ctx.device);
+  d.devices[DeviceKind::kCpu] = [](const PluginContext&) -> std::unique_ptr<Quantization> {
+    return std::make_unique<NoQuantization>();
   };
-  d.devices.emplace(DeviceKind::kCuda, d.devices.at(DeviceKind::kCpu));
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+    return std::make_unique<FloatCudaQuantization>(ctx.device);
+  };
+#endif
   return d;
 }
 

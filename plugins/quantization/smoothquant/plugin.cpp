@@ -24,7 +24,7 @@ inferlab::PluginDescriptor describe() {
   };
   d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<SmoothQuantQuantization>(ctx.params.get_float("alpha"), ctx.params.get_bool("quantize"),
-                                                     ctx.params.get_bool("skip_classifier"), &ctx.device);
+                                                     ctx.params.get_bool("skip_classifier"));
   };
 #if INFERLAB_HAVE_CUDA
   d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // smoothquant_cuda.cpp

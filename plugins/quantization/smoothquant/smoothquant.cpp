@@ -117,8 +117,8 @@ std::uint64_t W8A8Linear::weight_bytes() const {
   return q_.size() + w_scale_.size() * sizeof(float) + smooth;
 }
 
-SmoothQuantQuantization::SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier, Device* device)
-    : alpha_(alpha), quantize_(quantize), skip_classifier_(skip_classifier), device_(device) {
+SmoothQuantQuantization::SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier)
+    : alpha_(alpha), quantize_(quantize), skip_classifier_(skip_classifier) {
   check(alpha >= 0 && alpha <= 1, "quantization 'smoothquant': alpha must be in [0, 1]");
 }
 
@@ -129,7 +129,7 @@ std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& 
 
 std::unique_ptr<Linear> SmoothQuantQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
                                                              int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return std::make_unique<FloatLinear>(std::move(weight), out, in, device_);
+  if (skip_classifier_ && name == "classifier") return place_float(std::move(weight), out, in);
   std::vector<float> s = calib && !calib->max_abs.empty() ? smoothing_scales(weight, out, in, calib->max_abs, alpha_)
                                                           : std::vector<float>(static_cast<std::size_t>(in), 1.0f);
   return place(std::make_unique<W8A8Linear>(weight, out, in, std::move(s), quantize_));
@@ -144,6 +144,10 @@ CalibrationNeeds SmoothQuantQuantization::calibration_needs() const {
   CalibrationNeeds n;
   n.max_abs = true;
   return n;
+}
+
+std::unique_ptr<Linear> SmoothQuantQuantization::place_float(std::vector<float> weight, int out, int in) {
+  return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
 }  // namespace inferlab::plugins

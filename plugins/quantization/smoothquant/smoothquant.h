@@ -59,8 +59,7 @@ std::vector<float> smoothing_scales(const std::vector<float>& weight, int out, i
 // a GPU.
 class SmoothQuantQuantization : public Quantization {
  public:
-  // device: where a skipped classifier's fp32 linear runs (FloatLinear); nullptr = host.
-  SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier, Device* device = nullptr);
+  SmoothQuantQuantization(double alpha, bool quantize, bool skip_classifier);
   using Quantization::make_linear;
   // Without calibration: no smoothing (plain W8A8).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -78,11 +77,12 @@ class SmoothQuantQuantization : public Quantization {
  protected:
   // The linear as it runs on the strategy's device: on the CPU packed (pack_for_host).
   virtual std::unique_ptr<Linear> place(std::unique_ptr<W8A8Linear> linear);
+  // A skipped classifier as it runs on the strategy's device: on the CPU, a FloatLinear.
+  virtual std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in);
 
  private:
   double alpha_;
   bool quantize_, skip_classifier_;
-  Device* device_;
 };
 
 }  // namespace inferlab::plugins

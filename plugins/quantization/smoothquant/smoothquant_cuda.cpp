@@ -5,6 +5,7 @@
 #include "inferlab/device/device_upload.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/quant_linear.h"
+#include "plugins/common/quantization/float_linear_cuda.h"
 
 namespace inferlab::plugins {
 
@@ -44,6 +45,10 @@ void W8A8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   cuda::quantize_activations(x, inv_smooth, n, in, in, xq, x_scale, cuda.stream());
   cuda::int8_act_linear(xq, x_scale, in, cuda::Int8Weights{device_q_.as<std::int8_t>(), device_w_scale_.as<float>()},
                         y, n, out, in, cuda.stream());
+}
+
+std::unique_ptr<Linear> SmoothQuantCudaQuantization::place_float(std::vector<float> weight, int out, int in) {
+  return std::make_unique<FloatCudaLinear>(weight, out, in, device_);
 }
 
 }  // namespace inferlab::plugins

@@ -30,10 +30,11 @@ class W8A8CudaLinear final : public Linear {
 class SmoothQuantCudaQuantization final : public SmoothQuantQuantization {
  public:
   SmoothQuantCudaQuantization(double alpha, bool quantize, bool skip_classifier, Device& device)
-      : SmoothQuantQuantization(alpha, quantize, skip_classifier, &device), device_(device) {}
+      : SmoothQuantQuantization(alpha, quantize, skip_classifier), device_(device) {}
 
  protected:
   std::unique_ptr<Linear> place(std::unique_ptr<W8A8Linear> linear) override;
+  std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in) override;
 
  private:
   Device& device_;
