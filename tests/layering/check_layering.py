@@ -29,6 +29,20 @@ MAX_FOLDER_FILES = 20
 MAX_CORE_FILE_LINES = 600
 
 
+def includes(root, folder):
+    """(path relative to root, line number, included name) of every quoted include under folder."""
+    for dirpath, _, names in os.walk(os.path.join(root, folder)):
+        for name in sorted(names):
+            if not name.endswith(SOURCE_EXTS):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if m:
+                        yield os.path.relpath(path, root), number, m.group(1)
+
+
 def base_headers(root):
     d = os.path.join(root, "base", "include", "inferlab")
     return {"inferlab/" + n for n in os.listdir(d)} if os.path.isdir(d) else set()
@@ -43,16 +57,9 @@ def floor_violations(root):
          "kernels include only base/ (inferlab/<name>.h) and kernels/"),
         ("base", lambda inc: inc in allowed_base or "/" not in inc, "base includes only itself"),
     ):
-        for dirpath, _, names in os.walk(os.path.join(root, folder)):
-            for name in sorted(names):
-                if not name.endswith(SOURCE_EXTS):
-                    continue
-                path = os.path.join(dirpath, name)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    for number, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if m and not ok(m.group(1)):
-                            found.append(f"{os.path.relpath(path, root)}:{number}: includes \"{m.group(1)}\": {why}")
+        for path, number, inc in includes(root, folder):
+            if not ok(inc):
+                found.append(f"{path}:{number}: includes \"{inc}\": {why}")
     return found
 
 
@@ -81,16 +88,9 @@ def room_violations(root):
 def violations(root):
     found = []
     for folder, prefix, why in RULES:
-        for dirpath, _, names in os.walk(os.path.join(root, folder)):
-            for name in sorted(names):
-                if not name.endswith(SOURCE_EXTS):
-                    continue
-                path = os.path.join(dirpath, name)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    for number, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if m and m.group(1).startswith(prefix):
-                            found.append(f"{os.path.relpath(path, root)}:{number}: includes \"{m.group(1)}\": {why}")
+        for path, number, inc in includes(root, folder):
+            if inc.startswith(prefix):
+                found.append(f"{path}:{number}: includes \"{inc}\": {why}")
     return found
 
 
