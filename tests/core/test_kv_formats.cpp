@@ -260,6 +260,39 @@ TEST(KvFormats, ConfigurationAndRefusals) {
   EXPECT_NE(reasons[0].find("cannot read KV cache stored as f16"), std::string::npos) << reasons[0];
 }
 
+// Each device stores what its KV storage holds: any format on the CPU; on CUDA f32 or int8 with
+// one scale per token-head on every layer (what kv_write_int8 writes and the CUDA attention
+// plugins read); the simulator f32. The planner asks the same rule, naming the variant's line.
+TEST(KvFormats, EachDeviceStoresItsOwnFormats) {
+  const ModelConfig m = smollm2_shape();  // head_dim 64
+  for (const char* d : {"int8", "int4", "int4-keys"}) EXPECT_EQ(kv_storage_problem(format(d), m, DeviceKind::kCpu), "");
+  EXPECT_EQ(kv_storage_problem(format("f32", 0), m, DeviceKind::kCuda), "");
+  EXPECT_EQ(kv_storage_problem(format("int8", 0), m, DeviceKind::kCuda), "");
+  EXPECT_EQ(kv_storage_problem(format("int8", 64), m, DeviceKind::kCuda), "");
+  for (const KvFormat& bad : {format("int8", 32), format("int4", 0), format("int8-keys", 0), format("int8", 0, 1)}) {
+    const std::string why = kv_storage_problem(bad, m, DeviceKind::kCuda);
+    EXPECT_NE(why.find("no storage on device 'cuda'"), std::string::npos) << bad.name();
+    EXPECT_NE(why.find("group_size 0 or head_dim 64"), std::string::npos) << why;
+  }
+  EXPECT_NE(kv_storage_problem(format("int8", 0), m, DeviceKind::kSim).find("(allowed there: f32)"), std::string::npos);
+  EXPECT_EQ(kv_storage_problem(format("f32", 0), m, DeviceKind::kSim), "");
+
+  testing::TempDir dir("kv_formats_device");
+  const std::string path = dir.file("exp.toml");
+  testing::write_file(path, "[model]\npreset = \"stories260k\"\n[device]\nkind = \"sim\"\n[[variant]]\nname = \"q\"\n"
+                            "kv = { dtype = \"int8\" }\n");
+  Registry registry({testing::plugin_dir()});
+  const ExperimentSpec spec = load_experiment(path, {});
+  try {
+    plan_experiment(spec, registry, experiment_model_config(spec.model));
+    ADD_FAILURE() << "int8 KV accepted on the simulated device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":7:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("variant 'q'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("device 'sim'"), std::string::npos) << e.what();
+  }
+}
+
 // Every built-in attention plugin reads int4 KV inside a model: the same log-probs from each
 // (they dequantize the same codes with the same routine), close to the f32-KV ones.
 TEST(KvFormats, EveryAttentionPluginReadsInt4InTheModel) {

@@ -118,6 +118,18 @@ inline void check_half_plugin_params(Registry& registry, const std::string& name
                Error);
   auto quant = registry.create_quantization(name, params, device);
   EXPECT_EQ(quant->make_linear("classifier", std::vector<float>(12, 0.5f), 3, 4)->weight_bytes(), 24u);
+#if INFERLAB_HAVE_CUDA
+  // amx picks CPU kernels: on cuda any other value than the default is refused, naming it.
+  const ModelConfig model{.name = "m", .dim = 8, .hidden_dim = 16, .n_layers = 1, .n_heads = 2, .n_kv_heads = 2,
+                          .vocab_size = 4};
+  const std::string other = default_amx == "off" ? "split" : "off";
+  const Params off = registry.resolve(PluginKind::kQuantization, name, {{"amx", ParamValue(other)}}, "test");
+  EXPECT_TRUE(registry.check_support(PluginKind::kQuantization, name, {model, DeviceKind::kCpu, KvFormat{}, off}).empty());
+  EXPECT_TRUE(registry.check_support(PluginKind::kQuantization, name, {model, DeviceKind::kCuda, KvFormat{}, params}).empty());
+  const auto reasons = registry.check_support(PluginKind::kQuantization, name, {model, DeviceKind::kCuda, KvFormat{}, off});
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("amx = \"" + other + "\" changes only the CPU kernels"), std::string::npos) << reasons[0];
+#endif
 }
 
 }  // namespace inferlab::testing

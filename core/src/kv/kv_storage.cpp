@@ -25,9 +25,8 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
                                               std::to_string(num_blocks) + " and " + std::to_string(block_size));
   if (const std::string problem = kv_format_problem(format, model); !problem.empty())
     throw Error("KV cache format '" + format.name() + "': " + problem);
-  if (!format.all_f32() && device.kind() != DeviceKind::kCpu && !device_int8())
-    throw Error("KV cache format '" + format.name() + "' runs on the CPU only (allowed here: f32, and int8 with " +
-                "group_size = 0 on both sides)");
+  if (const std::string problem = kv_storage_problem(format, model, device.kind()); !problem.empty())
+    throw Error(problem);
   check(unused_.empty() || static_cast<int>(unused_.size()) == n_layers_,
         "KvStorage: unused-layer mask of " + std::to_string(unused_.size()) + " for " + std::to_string(n_layers_) + " layers");
   for (int l = 0; l < n_layers_; ++l) {
@@ -41,11 +40,18 @@ KvStorage::KvStorage(Device& device, const ModelConfig& model, int num_blocks, i
   }
 }
 
-bool KvStorage::device_int8() const {
-  if (kv_group(format_, head_dim_) != head_dim_) return false;
-  for (int l = 0; l < n_layers_; ++l)
-    if (format_.key_dtype(l, n_layers_) != KvDtype::kInt8 || format_.value_dtype(l, n_layers_) != KvDtype::kInt8) return false;
-  return true;
+std::string kv_storage_problem(const KvFormat& format, const ModelConfig& model, DeviceKind kind) {
+  if (kind == DeviceKind::kCpu || format.all_f32()) return "";
+  const std::string prefix = "KV cache format '" + format.name() + "' has no storage on device '" + device_kind_name(kind);
+  if (kind == DeviceKind::kSim) return prefix + "' (allowed there: f32)";
+  const int head_dim = model.n_heads > 0 ? model.head_dim() : 0;
+  bool int8_per_head = kv_group(format, head_dim) == head_dim;
+  for (int l = 0; l < model.n_layers && int8_per_head; ++l)
+    int8_per_head = format.key_dtype(l, model.n_layers) == KvDtype::kInt8 &&
+                    format.value_dtype(l, model.n_layers) == KvDtype::kInt8;
+  if (int8_per_head) return "";
+  return prefix + "' (allowed there: f32, or int8 on both sides of every layer with group_size 0 or head_dim " +
+         std::to_string(head_dim) + ")";
 }
 
 KvStorage::Side KvStorage::make_side(KvDtype dtype) {

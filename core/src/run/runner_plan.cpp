@@ -8,6 +8,7 @@
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 #include "inferlab/formats/formats.h"
+#include "inferlab/kv/kv_storage.h"
 #include "inferlab/device/gpu_memory.h"
 #include "inferlab/support/log.h"
 #include "inferlab/experiment/quantization_rules.h"
@@ -64,8 +65,8 @@ ResolvedVariant resolve_variant(const ExperimentSpec& spec, const Registry& regi
   return rv;
 }
 
-// The [kv] format must fit the model (int4 group size, f32 layers) and the device (quantized
-// storage is CPU only); whether the attention plugin reads it is a plugin check. Warns when it
+// The [kv] format must fit the model (int4 group size, f32 layers) and the device's KV storage
+// (kv_storage_problem); whether the attention plugin reads it is a plugin check. Warns when it
 // is allowed but saves no memory over int8 (a small head_dim: stories260K has 8).
 void check_kv_format(const ExperimentSpec& spec, const Variant& v, const ModelConfig& model) {
   if (const std::string problem = kv_format_problem(v.stack.kv.format, model); !problem.empty())
@@ -73,9 +74,8 @@ void check_kv_format(const ExperimentSpec& spec, const Variant& v, const ModelCo
                 "' cannot run this: " + problem);
   if (const std::string waste = kv_format_waste(v.stack.kv.format, model); !waste.empty())
     log::warn(v.stack.kv_where + ": variant '" + v.name + "': " + waste);
-  if (!v.stack.kv.format.all_f32() && spec.device.kind != DeviceKind::kCpu)
-    throw Error(v.stack.kv_where + ": variant '" + v.name + "': kv.dtype '" + v.stack.kv.format.name() +
-                "' is stored on the CPU only (device kind \"" + device_kind_name(spec.device.kind) + "\"; allowed there: f32)");
+  if (const std::string problem = kv_storage_problem(v.stack.kv.format, model, spec.device.kind); !problem.empty())
+    throw Error(v.stack.kv_where + ": variant '" + v.name + "': " + problem);
 }
 
 // The variant's own quantization (made on a one-thread host device: planning allocates nothing)

@@ -25,9 +25,16 @@ inferlab::PluginDescriptor describe() {
                                               half_amx_from_name(ctx.params.get_string("amx")));
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
-    return std::make_unique<HalfCudaQuantization>(cpu::HalfFormat::kBF16, ctx.device);  // amx: CPU only
-  };
+  d.devices[DeviceKind::kCuda] = {[](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+                                     return std::make_unique<HalfCudaQuantization>(cpu::HalfFormat::kBF16, ctx.device);
+                                   },
+                                   [](const SupportQuery& q) {  // amx picks CPU kernels only
+                                     std::vector<std::string> reasons;
+                                     if (q.params.get_string("amx") != "bf16")
+                                       reasons.push_back("amx = \"" + q.params.get_string("amx") +
+                                                         "\" changes only the CPU kernels (allowed on cuda: amx = \"bf16\")");
+                                     return reasons;
+                                   }};
 #endif
   return d;
 }

@@ -49,12 +49,21 @@ inferlab::PluginDescriptor describe() {
                                               ctx.params.get_bool("q4_blocks"));
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // int4_cuda.cpp (q4_blocks: CPU panels only)
-    const auto group_size = static_cast<int>(ctx.params.get_int("group_size"));
-    return std::make_unique<Int4CudaQuantization>(
-        group_size, ctx.params.get_bool("symmetric"), ctx.params.get_bool("skip_classifier"),
-        int4_int8_activations(ctx.params.get_string("activations"), group_size), ctx.device);
-  };
+  d.devices[DeviceKind::kCuda] = {[](const PluginContext& ctx) {  // int4_cuda.cpp
+                                     const auto group_size = static_cast<int>(ctx.params.get_int("group_size"));
+                                     return std::make_unique<Int4CudaQuantization>(
+                                         group_size, ctx.params.get_bool("symmetric"),
+                                         ctx.params.get_bool("skip_classifier"),
+                                         int4_int8_activations(ctx.params.get_string("activations"), group_size),
+                                         ctx.device);
+                                   },
+                                   [](const SupportQuery& q) {  // q4_blocks picks CPU panels only
+                                     std::vector<std::string> reasons;
+                                     if (!q.params.get_bool("q4_blocks"))
+                                       reasons.push_back("q4_blocks = false changes only the CPU kernels (allowed on "
+                                                         "cuda: q4_blocks = true)");
+                                     return reasons;
+                                   }};
 #endif
   return d;
 }

@@ -200,6 +200,24 @@ TEST(Int4Quantization, RejectsBadGroupSizeAndMismatchedWeight) {
                Error);
 }
 
+// q4_blocks picks the CPU's panel format: on cuda the non-default value is refused, naming it.
+TEST(Int4Quantization, Q4BlocksIsRefusedOnCudaWhereItWouldNotAct) {
+#if INFERLAB_HAVE_CUDA
+  Registry reg({testing::plugin_dir()});
+  const ModelConfig model{.name = "m", .dim = 64, .hidden_dim = 128, .n_layers = 1, .n_heads = 2, .n_kv_heads = 2,
+                          .vocab_size = 4};
+  const Params plain = reg.resolve(PluginKind::kQuantization, "int4", {}, "t");
+  const Params off = reg.resolve(PluginKind::kQuantization, "int4", {{"q4_blocks", ParamValue(false)}}, "t");
+  EXPECT_TRUE(reg.check_support(PluginKind::kQuantization, "int4", {model, DeviceKind::kCuda, KvFormat{}, plain}).empty());
+  EXPECT_TRUE(reg.check_support(PluginKind::kQuantization, "int4", {model, DeviceKind::kCpu, KvFormat{}, off}).empty());
+  const auto reasons = reg.check_support(PluginKind::kQuantization, "int4", {model, DeviceKind::kCuda, KvFormat{}, off});
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("q4_blocks = false changes only the CPU kernels"), std::string::npos) << reasons[0];
+#else
+  GTEST_SKIP() << "this build has no CUDA: the int4 plugin has no cuda implementation to refuse it";
+#endif
+}
+
 // Fast by default: int4, gptq and awq resolve activations = "auto", which is the W4A8 path (the
 // same bits as asking for "int8") where group_size is a multiple of 32 and the weight-only path
 // (the bits of "fp32") otherwise; bad values name the allowed ones.

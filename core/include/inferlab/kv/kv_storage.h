@@ -16,6 +16,12 @@
 
 namespace inferlab {
 
+// Why `kind`'s KV storage cannot hold `format` for `model` (the rule above: any format on the
+// CPU; on CUDA f32, or int8 on both sides of every layer with one scale per token-head; on the
+// simulated device f32 only, which is what its cost model sizes), naming what is allowed there;
+// empty when it can. The planner asks this before a run; KvStorage checks it again.
+std::string kv_storage_problem(const KvFormat& format, const ModelConfig& model, DeviceKind kind);
+
 class KvStorage {
  public:
   // unused_layers: [n_layers] or empty; a layer marked unused (skipped by a layer plan) gets no
@@ -60,7 +66,6 @@ class KvStorage {
   Side make_side(KvDtype dtype);
   // Both sides int8 with one scale per token-head in every layer: the layout Device::kv_write_int8
   // writes, so any device can hold it.
-  bool device_int8() const;
   void write_side(Side& side, const float* x, const int* slots, int rows);
   std::size_t token_bytes(const Side& s) const;   // codes of one slot
   std::size_t token_params(const Side& s) const;  // params (floats) of one slot
