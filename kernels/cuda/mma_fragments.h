@@ -50,7 +50,8 @@ INFERLAB_HD std::uint32_t pack_s8x4(int a, int b, int c, int d) {
 INFERLAB_HD std::uint16_t bf16_bits_rne(float x) {
   std::uint32_t u = 0;
   __builtin_memcpy(&u, &x, sizeof(u));
-  if ((u & 0x7F800000u) == 0x7F800000u) return static_cast<std::uint16_t>(u >> 16);  // inf / nan
+  if ((u & 0x7F800000u) == 0x7F800000u)  // inf stays inf, NaN stays a (quiet) NaN
+    return static_cast<std::uint16_t>((u >> 16) | ((u & 0x7FFFFFu) != 0 ? 0x40u : 0u));
   u += 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<std::uint16_t>(u >> 16);
 }

@@ -1,9 +1,10 @@
 // The CUDA quantized linears (kernels/cuda/quant_linear.cu, quant_act.cu) through the int8,
 // int4, gptq, awq and smoothquant plugins on a CudaDevice, against kernels/ref in double: the
 // same codes (ref::quantize_int8_rows / quantize_int4_groups are deterministic) and, for int8
-// activations, the same activation blocks (ref::quantize_act_rows). Rows 1 / 3 / 16 (GEMV) and
-// 17 / 33 (fused GEMM and the 16-row passes), odd in / out (partial groups and words). The output
-// starts NaN. SmoothQuant's per-token W8A8 has no kernels/ref twin: the same linear's CPU path
+// activations, the same activation blocks (ref::quantize_act_rows). Rows 1 / 3 / 8 (GEMVs), 9 /
+// 16 / 17 / 33 / 65 (tensor-core tiles where kernels/cuda/linear_plan.h picks them, else the
+// CUDA-core GEMV and fused GEMM), odd in / out (partial groups and words). The output starts NaN.
+// W4A16 on tensor cores splits activations into two bf16 halves (16 significant bits): 1e-4. SmoothQuant's per-token W8A8 has no kernels/ref twin: the same linear's CPU path
 // (itself tested against its definition) is the reference. Skipped without a CUDA device.
 #include <algorithm>
 #include <cmath>
@@ -28,7 +29,7 @@ struct Shape {
   int out, in;
 };
 constexpr Shape kShapes[] = {{37, 67}, {37, 128}, {64, 256}, {5, 96}, {130, 512}};
-constexpr int kRows[] = {1, 3, 16, 17, 33};
+constexpr int kRows[] = {1, 3, 8, 9, 16, 17, 33, 65};
 
 bool has(const Params& p, const std::string& name) { return p.values().count(name) > 0; }
 
@@ -62,12 +63,16 @@ std::vector<float> ref_int8(const std::vector<float>& w, const std::vector<float
 std::vector<float> ref_int4(const std::vector<float>& w, const std::vector<float>& x, int n, Shape s, const Params& p) {
   const int gs = static_cast<int>(p.get_int("group_size"));
   const bool symmetric = has(p, "symmetric") && p.get_bool("symmetric");
+  // activations = auto (the default) is int8 where the groups hold whole 32-blocks
+  // (plugins/common/quantization/int4_linear.cpp).
+  const std::string acts = has(p, "activations") ? p.get_string("activations") : "fp32";
+  const bool int8_acts = acts == "int8" || (acts == "auto" && gs % ref::kActBlock == 0);
   const std::size_t cells = static_cast<std::size_t>(s.out) * ref::int4_groups(s.in, gs);
   std::vector<std::uint8_t> packed(static_cast<std::size_t>(s.out) * ref::int4_row_bytes(s.in)), zero(cells);
   std::vector<float> scale(cells), y(static_cast<std::size_t>(n) * s.out);
   ref::quantize_int4_groups(w.data(), s.out, s.in, gs, packed.data(), scale.data(), symmetric ? nullptr : zero.data());
   const std::uint8_t* z = symmetric ? nullptr : zero.data();
-  if (has(p, "activations") && p.get_string("activations") == "int8") {
+  if (int8_acts) {
     std::vector<std::int8_t> xq(x.size());
     std::vector<float> xs(static_cast<std::size_t>(n) * ref::act_blocks(s.in));
     ref::quantize_act_rows(x.data(), n, s.in, xq.data(), xs.data());
@@ -88,11 +93,14 @@ struct Variant {
 const std::vector<Variant> kVariants = {
     {"int8", {}, ref_int8, 1e-5},
     {"int8", {{"activations", std::string("int8")}}, ref_int8, 1e-5},
-    {"int4", {}, ref_int4, 1e-5},
+    {"int4", {}, ref_int4, 1e-5},  // auto: W4A8 at group 32
+    {"int4", {{"activations", std::string("fp32")}}, ref_int4, 1e-4},
+    {"int4", {{"activations", std::string("fp32")}, {"group_size", std::int64_t{128}}}, ref_int4, 1e-4},
     {"int4", {{"symmetric", true}, {"group_size", std::int64_t{8}}}, ref_int4, 1e-5},
     {"int4", {{"activations", std::string("int8")}, {"group_size", std::int64_t{64}}}, ref_int4, 1e-5},
     {"gptq", {}, ref_int4, 1e-5},  // no calibration: round to nearest, asymmetric
-    {"awq", {}, ref_int4, 1e-5},   // likewise
+    {"awq", {}, ref_int4, 1e-5},   // likewise (s⁻¹ = 1)
+    {"awq", {{"activations", std::string("fp32")}}, ref_int4, 1e-4},
     {"smoothquant", {}, nullptr, 1e-5},
     {"smoothquant", {{"quantize", false}}, nullptr, 1e-5},
 };

@@ -3,7 +3,9 @@
 
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/device/device_upload.h"
+#include "kernels/cuda/linear_plan.h"
 #include "kernels/cuda/quant_linear.h"
+#include "kernels/cuda/tensor_core_linear.h"
 #include "kernels/ref/matmul_int8.h"
 
 namespace inferlab::plugins {
@@ -34,7 +36,16 @@ void Int8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   auto* xq = reinterpret_cast<std::int8_t*>(ws);
   auto* xs = reinterpret_cast<float*>(ws + xq_bytes);
   cuda::quantize_activations(x, nullptr, n, in, ref::kActBlock, xq, xs, cuda.stream());
-  cuda::int8_act_linear(xq, xs, ref::kActBlock, w, y, n, out_features(), in, cuda.stream());
+  const int out = out_features();
+  switch (cuda::plan_int8_act_linear(n, out, in, ref::kActBlock, /*int4_weights=*/false, /*per_token_lt=*/false)) {
+    case cuda::LinearKernel::kGemv128:
+      cuda::int8_act_linear_gemv128(xq, xs, ref::kActBlock, w, y, n, out, in, cuda.stream());
+      return;
+    case cuda::LinearKernel::kTensorCore:
+      cuda::int8_act_linear_mma(xq, xs, ref::kActBlock, w, y, n, out, in, cuda.stream());
+      return;
+    default: cuda::int8_act_linear(xq, xs, ref::kActBlock, w, y, n, out, in, cuda.stream()); return;
+  }
 }
 
 }  // namespace inferlab::plugins
