@@ -19,7 +19,8 @@
 #   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
 #      attention shape, HF transformers generate on the bench's own tinyllama-1.1b weights
 #      (`inferlab export --format hf`);
-#   8. compute-sanitizer memcheck and racecheck over the kernel tests;
+#   8. compute-sanitizer memcheck and racecheck over the kernel tests (racecheck also over the
+#      tensor-core linears' tiles);
 # GPU_CHECK_1B_ATTENTION / _QUANT / _BATCH narrow the 1B-class bench (defaults flash,split_k /
 # none,bf16,int8,int4 / 1,32); GPU_CHECK_RACECHECK_FILTER the racecheck's gtest filter.
 # GPU_CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of what failed), e.g.
@@ -103,6 +104,9 @@ step "compute-sanitizer memcheck" 150 memcheck.txt "$cs" --tool memcheck --error
   "$pack/run" test_cuda_kernels
 step "compute-sanitizer racecheck" 100 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
   "$pack/run" test_cuda_kernels --gtest_filter="${GPU_CHECK_RACECHECK_FILTER:-CudaAttention.LongContext*}"
+# The shared-memory tiles of the tensor-core linears (kernels/cuda/int4_mma.cu, int8_mma.cu).
+step "compute-sanitizer racecheck (tensor-core linears)" 90 racecheck_tc.txt "$cs" --tool racecheck \
+  --error-exitcode 9 "$pack/run" test_cuda_kernels --gtest_filter='CudaTensorCoreLinears.Int*'
 
 count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }
 {
@@ -112,7 +116,7 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo "|---|---|---|"
   printf '%s\n' "${summary[@]}"
   for t in test_cuda test_half test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
-  for t in memcheck racecheck; do echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$t.txt" 2>/dev/null | tr '\n' ' ')"; done
+  for t in memcheck racecheck racecheck_tc; do echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$t.txt" 2>/dev/null | tr '\n' ' ')"; done
   echo
   echo "## roofline (from cuda_roofline)"
   sed -n '/^| op /,$p' "$logs/roofline.txt" 2>/dev/null

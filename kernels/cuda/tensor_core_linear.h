@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cuda/linear_plan.h"
 #include "kernels/cuda/quant_linear.h"
 
 namespace inferlab::cuda {

@@ -6,6 +6,8 @@
 // Warm-up 3 calls, then 20 timed calls (each synchronised); median and the min-max spread.
 // The attention batch carries its host arrays, as Model::forward passes it, so the plugins plan
 // their launches without downloading; each timed call still ends in a synchronisation.
+// A second table times each tensor-core / 128-bit GEMV kernel against the CUDA-core kernel it
+// replaces (kernels/cuda/linear_plan.h), launched directly on the same data, in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +22,14 @@
 #include "inferlab/plugin/registry.h"
 #include "inferlab/support/rng.h"
 #include "test_support.h"
+
+#if INFERLAB_HAVE_CUDA
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_lt.h"
+#include "kernels/cuda/tensor_core_linear.h"
+#include "kernels/ref/matmul_int4.h"
+#include "kernels/ref/matmul_int8.h"
+#endif
 
 namespace inferlab::testing {
 namespace {
@@ -102,6 +112,8 @@ void linear_rows(const Registry& registry, Device& device) {
       {"int4", {{"group_size", std::int64_t{128}}}, n_w / 2 + 5.0 * n_w / 128, "int4 GEMV g128"},
       {"int4", {{"group_size", std::int64_t{128}}, {"activations", std::string("int8")}}, n_w / 2 + 5.0 * n_w / 128,
        "int4 GEMV g128 (W4A8 dp4a)"},
+      {"smoothquant", {}, n_w + 4.0 * out, "smoothquant W8A8 per token"},
+      {"bf16", {}, 2.0 * n_w, "bf16 (cuBLASLt)"},
   };
   for (const Case& c : cases) {
     auto quant = registry.create_quantization(c.plugin, registry.resolve(PluginKind::kQuantization, c.plugin, c.params, "roofline"), device);
@@ -118,6 +130,92 @@ void linear_rows(const Registry& registry, Device& device) {
   }
 }
 
+#if INFERLAB_HAVE_CUDA
+// Each new kernel against the one it replaces, 4096 x 4096 weights, decode (1 row) and prefill
+// (512 rows); "x old" = old median / new median.
+void tensor_core_ab_rows(Device& device) {
+  const int out = 4096, in = 4096, gs = 128;
+  CudaDevice& cuda = cuda_device(device, "roofline");
+  CUstream_st* st = cuda.stream();
+  Rng rng(6);
+  std::vector<std::int8_t> q(static_cast<std::size_t>(out) * in);
+  for (auto& v : q) v = static_cast<std::int8_t>(static_cast<int>(rng.uniform() * 255.0) - 127);
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(out) * ref::int4_row_bytes(in));
+  for (auto& v : packed) v = static_cast<std::uint8_t>(rng.uniform() * 256.0);
+  const std::vector<float> scale(static_cast<std::size_t>(out) * ref::int4_groups(in, gs), 0.01f);
+  const std::vector<std::uint16_t> half(static_cast<std::size_t>(out) * in, 0x3c00);
+  Buffer dq = to_device(device, q), dp = to_device(device, packed), ds = to_device(device, scale),
+         dh = to_device(device, half);
+  const cuda::Int8Weights w8{dq.as<std::int8_t>(), ds.as<float>()};
+  const cuda::Int4Weights w4{dp.as<std::uint8_t>(), ds.as<float>(), nullptr, gs};
+  cuda::GemmLt lt;
+  std::printf("\n| kernel | rows | old us | new us | x old |\n|---|---|---|---|---|\n");
+  for (int n : {1, 512}) {
+    const std::size_t nx = static_cast<std::size_t>(n) * in, ny = static_cast<std::size_t>(n) * out;
+    Buffer x = to_device(device, std::vector<float>(nx, 0.5f)), y(device, ny * sizeof(float));
+    Buffer xq = to_device(device, std::vector<std::int8_t>(nx, 3)), xh = to_device(device, std::vector<std::uint16_t>(nx, 0x3c00));
+    Buffer xs32 = to_device(device, std::vector<float>(static_cast<std::size_t>(n) * ref::act_blocks(in), 0.01f));
+    Buffer acc(device, ny * sizeof(std::int32_t));
+    const float* xf = x.as<const float>();
+    const std::int8_t* xqp = xq.as<std::int8_t>();
+    const float* xsp = xs32.as<float>();
+    float* yp = y.as<float>();
+    struct Pair {
+      const char* name;
+      std::function<void()> old_op, new_op;
+    };
+    const std::vector<Pair> pairs = {
+        {"W8A8 blocks of 32 (dp4a -> s8 mma / gemv128)",
+         [&] { cuda::int8_act_linear(xqp, xsp, 32, w8, yp, n, out, in, st); },
+         [&] {
+           if (n <= cuda::kDecodeMaxRows)
+             cuda::int8_act_linear_gemv128(xqp, xsp, 32, w8, yp, n, out, in, st);
+           else
+             cuda::int8_act_linear_mma(xqp, xsp, 32, w8, yp, n, out, in, st);
+         }},
+        {"W8A8 per token (dp4a -> cuBLASLt int8 / gemv128)",
+         [&] { cuda::int8_act_linear(xqp, xsp, in, w8, yp, n, out, in, st); },
+         [&] {
+           if (n <= cuda::kDecodeMaxRows) {
+             cuda::int8_act_linear_gemv128(xqp, xsp, in, w8, yp, n, out, in, st);
+           } else {
+             lt.int8(xqp, w8.q, acc.as<std::int32_t>(), n, out, in, st);
+             cuda::scale_int32_output(acc.as<std::int32_t>(), xsp, w8.scale, yp, n, out, st);
+           }
+         }},
+        {"W4A8 g128 (dp4a -> s8 mma / gemv128)", [&] { cuda::int4_act_linear(xqp, xsp, w4, yp, n, out, in, st); },
+         [&] {
+           if (n <= cuda::kDecodeMaxRows)
+             cuda::int4_act_linear_gemv128(xqp, xsp, w4, yp, n, out, in, st);
+           else
+             cuda::int4_act_linear_mma(xqp, xsp, w4, yp, n, out, in, st);
+         }},
+        {"W4A16 g128 (fp32 cores -> bf16 mma / gemv128)", [&] { cuda::int4_linear(xf, w4, yp, n, out, in, st); },
+         [&] {
+           if (n <= cuda::kDecodeMaxRows)
+             cuda::int4_linear_gemv128(xf, w4, yp, n, out, in, st);
+           else
+             cuda::int4_linear_mma(xf, w4, yp, n, out, in, st);
+         }},
+        {"bf16 (cublasGemmEx -> cuBLASLt)",
+         [&] {
+           cuda::gemm_half(cuda.cublas(), xh.as<std::uint16_t>(), dh.as<std::uint16_t>(), yp, n, out, in,
+                           cuda::HalfType::kBF16);
+         },
+         [&] {
+           lt.half(xh.as<std::uint16_t>(), dh.as<std::uint16_t>(), yp, n, out, in, cuda::HalfType::kBF16, nullptr, false,
+                   st);
+         }},
+    };
+    for (const Pair& p : pairs) {
+      const Timing a = time_op(device, p.old_op), b = time_op(device, p.new_op);
+      std::printf("| %s | %d | %.1f | %.1f | %.2f |\n", p.name, n, a.median_s * 1e6, b.median_s * 1e6,
+                  a.median_s / b.median_s);
+    }
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace inferlab::testing
 
@@ -133,5 +231,8 @@ int main() {
   std::printf("| op | shape | median us | min-max us | GB/s |\n|---|---|---|---|---|\n");
   inferlab::testing::attention_rows(registry, *device);
   inferlab::testing::linear_rows(registry, *device);
+#if INFERLAB_HAVE_CUDA
+  inferlab::testing::tensor_core_ab_rows(*device);
+#endif
   return 0;
 }
