@@ -99,7 +99,7 @@ const std::vector<Variant> kVariants = {
     {"int4", {{"symmetric", true}, {"group_size", std::int64_t{8}}}, ref_int4, 1e-5},
     {"int4", {{"activations", std::string("int8")}, {"group_size", std::int64_t{64}}}, ref_int4, 1e-5},
     {"gptq", {}, ref_int4, 1e-5},  // no calibration: round to nearest, asymmetric
-    {"awq", {}, ref_int4, 1e-5},   // likewise (s⁻¹ = 1)
+    {"awq", {}, ref_int4, 1e-5},   // likewise
     {"awq", {{"activations", std::string("fp32")}}, ref_int4, 1e-4},
     {"smoothquant", {}, nullptr, 1e-5},
     {"smoothquant", {{"quantize", false}}, nullptr, 1e-5},

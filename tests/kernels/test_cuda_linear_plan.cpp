@@ -32,6 +32,8 @@ TEST(CudaLinearPlan, Int4WeightOnlyDecodeIsTheGemvPrefillTheTensorCores) {
     EXPECT_EQ(plan_int4_linear(n, 4096, 32), LinearKernel::kGemv128) << n;
   }
   EXPECT_EQ(plan_int4_linear(kDecodeMaxRows + 1, 4096, 128), LinearKernel::kTensorCore);
+  EXPECT_EQ(plan_int4_linear(8, 4096, 128), LinearKernel::kGemv128);  // the boundary itself: 8 | 9
+  EXPECT_EQ(plan_int4_linear(9, 4096, 128), LinearKernel::kTensorCore);
   EXPECT_EQ(plan_int4_linear(512, 4096, 64), LinearKernel::kTensorCore);
   EXPECT_EQ(plan_int4_linear(512, 67, 32), LinearKernel::kTensorCore);  // ragged in: zero-filled tail
 }
