@@ -147,5 +147,46 @@ TEST(CudaQuantization, EveryLinearMatchesTheReferenceOnAwkwardShapes) {
   }
 }
 
+// AWQ with calibration (an AwqCudaLinear: s⁻¹ before the int4 layer) against the same linear's
+// CPU path. With int8 activations s⁻¹ is folded into the GPU's activation quantisation; it once
+// went through the device workspace the quantisation then overwrote (aliasing).
+TEST(CudaQuantization, CalibratedAwqMatchesItsCpuPath) {
+  INFERLAB_REQUIRE_CUDA();
+  const auto device = make_device(DeviceKind::kCuda, 1);
+  const auto cpu = make_device(DeviceKind::kCpu, 2);
+  const Registry registry({plugin_dir()});
+  const int out = 64, in = 256;
+  const std::vector<float> w = random_values(static_cast<std::size_t>(out) * in, 77);
+  LinearCalibration calib;
+  calib.in = in;
+  calib.tokens = 16;
+  calib.sample_rows = 16;
+  calib.samples = random_values(static_cast<std::size_t>(calib.sample_rows) * in, 78);
+  calib.mean_abs.resize(static_cast<std::size_t>(in));
+  calib.max_abs.resize(static_cast<std::size_t>(in));
+  for (int i = 0; i < in; ++i) {  // uneven channels, so the search picks scales other than 1
+    calib.mean_abs[static_cast<std::size_t>(i)] = 0.05f + static_cast<float>(i % 7);
+    calib.max_abs[static_cast<std::size_t>(i)] = 2.0f * calib.mean_abs[static_cast<std::size_t>(i)];
+  }
+  for (const char* acts : {"auto", "fp32"}) {
+    const std::map<std::string, ParamValue> values = {{"activations", std::string(acts)}};
+    const Params params = registry.resolve(PluginKind::kQuantization, "awq", values, "test");
+    auto on_gpu = registry.create_quantization("awq", params, *device)->make_linear("layers.0.wq", w, out, in, &calib);
+    auto on_cpu = registry.create_quantization("awq", params, *cpu)->make_linear("layers.0.wq", w, out, in, &calib);
+    for (int n : {1, 9, 33}) {
+      SCOPED_TRACE(std::string("activations ") + acts + ", rows " + std::to_string(n));
+      const std::vector<float> x = random_values(static_cast<std::size_t>(n) * in, 79 + static_cast<std::uint64_t>(n));
+      Buffer dx = to_device(*device, x);
+      Buffer dy = to_device(*device, nan_filled(static_cast<std::size_t>(n) * out));
+      on_gpu->forward(dx.as<const float>(), dy.as<float>(), n, *device);
+      const std::vector<float> got = to_host<float>(*device, dy, static_cast<std::size_t>(n) * out);
+      std::vector<float> want(got.size());
+      on_cpu->forward(x.data(), want.data(), n, *cpu);
+      EXPECT_EQ(count_non_finite(got), 0u);
+      EXPECT_LT(max_relative_error(got, want), std::string(acts) == "fp32" && n > 8 ? 1e-4 : 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace inferlab::testing
