@@ -1,14 +1,15 @@
-// int4 group-wise linears with fp32 activations (W4A16) on tensor cores (prefill) and a 128-bit
-// GEMV (decode). y[n, out] = x[n, in] · W^T, w = scale[o, g] * (u - zero[o, g]) (quant_linear.h).
+// Weight-only quantized linears with fp32 activations on bf16 tensor cores (prefill: int4 groups,
+// W4A16, and int8 per channel, W8A16) and the int4 128-bit GEMV (decode). y[n, out] =
+// x[n, in] · W^T, w = scale[o, g] * (u - zero[o, g]) or scale[o] * q[o, i] (quant_linear.h).
 //
 // What:
-//  - int4_mma_kernel (prefill): 64 rows x 64 outputs per block, 4 warps of 32 x 32, K steps of 32.
-//    Each step stages x as bf16 hi and lo halves (x - hi, so hi + lo keeps ~16 significant bits)
-//    and the weights as bf16 codes minus zero points (exact: |u - z| <= 15), dequantised in
-//    registers from one 64-bit load of packed nibbles per thread. Each warp issues 2 x 8 mma.sync
-//    m16n8k16 per k16 (hi and lo against the same codes) into per-group fp32 accumulators, which
-//    are multiplied by the group scale when the group ends (group_size % 32 == 0) and added to the
-//    output accumulators — the scale never enters the tensor cores, so the only rounding is the
+//  - dequant_mma_kernel (prefill): 64 rows x 64 outputs per block, 4 warps of 32 x 32, K steps of
+//    32. Each step stages x as bf16 hi and lo halves (x - hi, so hi + lo keeps ~16 significant
+//    bits) and the weights as bf16 integers — int4 codes minus zero points from one 64-bit load of
+//    packed nibbles per thread, or int8 codes from one 128-bit load (exact: |code| <= 127). Each warp issues 2 x 8 mma.sync
+//    m16n8k16 per k16 (hi and lo against the same codes) into fp32 accumulators, which are
+//    multiplied by the scale when its run ends (an int4 group, group_size % 32 == 0; an int8 row)
+//    and added to the output accumulators — the scale never enters the tensor cores, so the only rounding is the
 //    activations' split and fp32 accumulation.
 //  - int4_gemv128_kernel (decode): one warp per output channel, each lane one 128-bit load of 32
 //    codes (one group's) per step, the group's scale and zero point in registers, codes times x as
@@ -35,27 +36,56 @@ constexpr int kStride = kBK + 8;   // bf16 per shared row: 80 bytes, conflict-fr
 
 __device__ __forceinline__ int group_count(int in, int group_size) { return (in + group_size - 1) / group_size; }
 
-// Codes k..k+15 of output o minus their zero point as bf16 bits (0 past `in` or `out`); k a
-// multiple of 16, so the 16 codes share one group (group_size % 32 == 0).
-__device__ void stage_codes16(const Int4Weights& w, int o, int out, int k, int in, std::uint16_t* dst) {
-  int codes[16] = {};
-  if (o < out && k < in) {
-    const long long row_bytes = (in + 1) / 2;
-    const int z = w.zero ? static_cast<int>(w.zero[static_cast<long long>(o) * group_count(in, w.group_size) +
-                                                   k / w.group_size])
-                         : 8;
-    const std::uint8_t* row = w.packed + static_cast<long long>(o) * row_bytes;
-    if (k + 16 <= in && in % 16 == 0) {  // rows of 8-byte multiples: one aligned 64-bit load
-      const uint2 v = *reinterpret_cast<const uint2*>(row + k / 2);
-      mma::unpack_codes8(v.x, z, codes);
-      mma::unpack_codes8(v.y, z, codes + 8);
-    } else {
-      for (int j = 0; j < 16 && k + j < in; ++j) codes[j] = ((row[(k + j) / 2] >> (((k + j) & 1) * 4)) & 0xF) - z;
-    }
+// The weight tiles as bf16 integers (exact: |code| <= 127) and the fp32 scale that multiplies a
+// run of `steps_per_scale` K steps of 32.
+struct Int4Bf16 {
+  Int4Weights w;
+  int in;
+  __device__ int steps_per_scale() const { return w.group_size / kBK; }
+  __device__ float scale(int o, int k0) const {
+    return w.scale[static_cast<long long>(o) * group_count(in, w.group_size) + k0 / w.group_size];
   }
+  // Codes k..k+15 of output o minus their zero point (0 past `in` or `out`); k a multiple of 16,
+  // so the 16 codes share one group (group_size % 32 == 0).
+  __device__ void stage16(int o, int out, int k, std::uint16_t* dst) const {
+    int codes[16] = {};
+    if (o < out && k < in) {
+      const long long row_bytes = (in + 1) / 2;
+      const int z = w.zero ? static_cast<int>(w.zero[static_cast<long long>(o) * group_count(in, w.group_size) +
+                                                     k / w.group_size])
+                           : 8;
+      const std::uint8_t* row = w.packed + static_cast<long long>(o) * row_bytes;
+      if (k + 16 <= in && in % 16 == 0) {  // rows of 8-byte multiples: one aligned 64-bit load
+        const uint2 v = *reinterpret_cast<const uint2*>(row + k / 2);
+        mma::unpack_codes8(v.x, z, codes);
+        mma::unpack_codes8(v.y, z, codes + 8);
+      } else {
+        for (int j = 0; j < 16 && k + j < in; ++j) codes[j] = ((row[(k + j) / 2] >> (((k + j) & 1) * 4)) & 0xF) - z;
+      }
+    }
 #pragma unroll
-  for (int j = 0; j < 16; ++j) dst[j] = mma::bf16_bits_rne(static_cast<float>(codes[j]));
-}
+    for (int j = 0; j < 16; ++j) dst[j] = mma::bf16_bits_rne(static_cast<float>(codes[j]));
+  }
+};
+
+struct Int8Bf16 {
+  Int8Weights w;
+  int in;
+  __device__ int steps_per_scale() const { return (in + kBK - 1) / kBK; }  // one scale per row
+  __device__ float scale(int o, int) const { return w.scale[o]; }
+  __device__ void stage16(int o, int out, int k, std::uint16_t* dst) const {
+    signed char c[16] = {};
+    if (o < out && k < in) {
+      const signed char* row = reinterpret_cast<const signed char*>(w.q) + static_cast<long long>(o) * in;
+      if (k + 16 <= in && in % 16 == 0)
+        *reinterpret_cast<uint4*>(c) = *reinterpret_cast<const uint4*>(row + k);
+      else
+        for (int j = 0; j < 16 && k + j < in; ++j) c[j] = row[k + j];
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) dst[j] = mma::bf16_bits_rne(static_cast<float>(c[j]));
+  }
+};
 
 // x[r, k..k+15] split into bf16 hi and lo (0 past `n` or `in`).
 __device__ void stage_x16(const float* x, int r, int n, int k, int in, std::uint16_t* hi, std::uint16_t* lo) {
@@ -78,21 +108,22 @@ __device__ __forceinline__ std::uint32_t word_at(const std::uint16_t* tile, int 
   return *reinterpret_cast<const std::uint32_t*>(tile + row * kStride + col);
 }
 
-__global__ void __launch_bounds__(kThreads) int4_mma_kernel(const float* __restrict__ x, Int4Weights w,
-                                                            float* __restrict__ y, int n, int out, int in) {
+template <class W>
+__global__ void __launch_bounds__(kThreads) dequant_mma_kernel(const float* __restrict__ x, W w,
+                                                               float* __restrict__ y, int n, int out, int in) {
   __shared__ __align__(16) std::uint16_t x_hi[kBM * kStride];
   __shared__ __align__(16) std::uint16_t x_lo[kBM * kStride];
   __shared__ __align__(16) std::uint16_t w_t[kBN * kStride];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wm = warp / 2, wn = warp % 2;
   const int r0 = blockIdx.y * kBM, o0 = blockIdx.x * kBN;
-  const int groups = group_count(in, w.group_size), steps_per_group = w.group_size / kBK;
+  const int steps_per_scale = w.steps_per_scale();
   const int steps = (in + kBK - 1) / kBK;
   const int st_row = tid / 2, st_col = 16 * (tid % 2);  // each thread stages 16 of a row's 32
   float acc[2][4][4] = {}, part[2][4][4] = {};
   for (int s = 0; s < steps; ++s) {
     const int k0 = s * kBK;
     stage_x16(x, r0 + st_row, n, k0 + st_col, in, x_hi + st_row * kStride + st_col, x_lo + st_row * kStride + st_col);
-    stage_codes16(w, o0 + st_row, out, k0 + st_col, in, w_t + st_row * kStride + st_col);
+    w.stage16(o0 + st_row, out, k0 + st_col, w_t + st_row * kStride + st_col);
     __syncthreads();
 #pragma unroll
     for (int ks = 0; ks < kBK; ks += 16) {
@@ -117,13 +148,12 @@ __global__ void __launch_bounds__(kThreads) int4_mma_kernel(const float* __restr
       }
     }
     __syncthreads();
-    if ((s + 1) % steps_per_group == 0 || s + 1 == steps) {  // the group of k0 ends: apply its scale
-      const int g = k0 / w.group_size;
+    if ((s + 1) % steps_per_scale == 0 || s + 1 == steps) {  // the scale of k0's run ends: apply it
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
         for (int i = 0; i < 4; ++i) {
           const int o = o0 + wn * 32 + nt * 8 + mma::c_col(lane, i);
-          const float sc = o < out ? w.scale[static_cast<long long>(o) * groups + g] : 0.0f;
+          const float sc = o < out ? w.scale(o, k0) : 0.0f;
           for (int mt = 0; mt < 2; ++mt) {
             acc[mt][nt][i] += sc * part[mt][nt][i];
             part[mt][nt][i] = 0.0f;
@@ -183,15 +213,25 @@ __global__ void __launch_bounds__(32 * kGemvWarps) int4_gemv128_kernel(const flo
   }
 }
 
+template <class W>
+void launch_mma(const float* x, W w, float* y, int n, int out, int in, CUstream_st* stream) {
+  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>((n + kBM - 1) / kBM));
+  dequant_mma_kernel<<<grid, kThreads, 0, stream>>>(x, w, y, n, out, in);
+  INFERLAB_CUDA_CHECK_LAUNCH(dequant_mma_kernel);
+}
+
 }  // namespace
 
 void int4_linear_mma(const float* x, Int4Weights w, float* y, int n, int out, int in, CUstream_st* stream) {
   if (n <= 0 || out <= 0) return;
   check(w.group_size > 0 && w.group_size % kBK == 0,
         "cuda int4_linear_mma: group_size must be a positive multiple of 32, got " + std::to_string(w.group_size));
-  const dim3 grid(static_cast<unsigned>((out + kBN - 1) / kBN), static_cast<unsigned>((n + kBM - 1) / kBM));
-  int4_mma_kernel<<<grid, kThreads, 0, stream>>>(x, w, y, n, out, in);
-  INFERLAB_CUDA_CHECK_LAUNCH(int4_mma_kernel);
+  launch_mma(x, Int4Bf16{w, in}, y, n, out, in, stream);
+}
+
+void int8_linear_mma(const float* x, Int8Weights w, float* y, int n, int out, int in, CUstream_st* stream) {
+  if (n <= 0 || out <= 0) return;
+  launch_mma(x, Int8Bf16{w, in}, y, n, out, in, stream);
 }
 
 void int4_linear_gemv128(const float* x, Int4Weights w, float* y, int n, int out, int in, CUstream_st* stream) {

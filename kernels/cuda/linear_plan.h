@@ -44,6 +44,13 @@ inline LinearKernel plan_int4_linear(int n, int in, int group_size) {
   return n <= 16 ? LinearKernel::kGemv : LinearKernel::kTiledFp32;
 }
 
+// int8 per output channel, fp32 activations (W8A16: int8 with activations = fp32). Decode keeps
+// quant_linear.cu's GEMV (8-byte loads, one pass up to 16 rows); prefill takes the bf16 tiles
+// (int8 codes are exact in bf16; any shape).
+inline LinearKernel plan_int8_linear(int n) {
+  return n <= kDecodeMaxRows ? LinearKernel::kGemv : LinearKernel::kTensorCore;
+}
+
 // int8 activations in blocks of `block` codes per row with one scale each (W8A8 and W4A8: int8,
 // int4, gptq, awq with activations = int8, block 32; SmoothQuant, block = in). The 128-bit GEMV
 // gives each lane one 16-byte load of weights — 16 int8 codes, or 32 int4 codes — inside one

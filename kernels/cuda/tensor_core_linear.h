@@ -1,5 +1,5 @@
 // Launchers of the tensor-core and 128-bit GEMV kernels of the quantized linears (int4_mma.cu:
-// int4 groups with fp32 activations; int8_mma.cu: int8 activations against int8 or int4 weights),
+// fp32 activations against int4 groups or int8 weights; int8_mma.cu: int8 activations against int8 or int4 weights),
 // beside the CUDA-core kernels of quant_linear.h, whose weight structs and contracts they share.
 // Which one a linear runs is kernels/cuda/linear_plan.h's choice; each launcher checks the
 // constraints it relies on and throws inferlab::Error (naming them) when a caller breaks one.
@@ -17,6 +17,9 @@ namespace inferlab::cuda {
 // activations split into hi + lo bf16 (two MMAs: ~16 significant bits, close to the fp32 kernels),
 // fp32 accumulators scaled by the group scale every group. group_size % 32 == 0; any n, in, out.
 void int4_linear_mma(const float* x, Int4Weights w, float* y, int n, int out, int in, CUstream_st* stream);
+// The same tiles for int8 weights per output channel (W8A16): codes exact in bf16, the row scale
+// applied once at the end. Any n, in, out.
+void int8_linear_mma(const float* x, Int8Weights w, float* y, int n, int out, int in, CUstream_st* stream);
 // One warp per output channel, each lane one 128-bit load of 32 codes (one group's) per step,
 // the group's scale and zero point in registers; n <= kDecodeMaxRows (linear_plan.h), in % 32 == 0,
 // group_size % 32 == 0.

@@ -197,6 +197,13 @@ void tensor_core_ab_rows(Device& device) {
            else
              cuda::int4_linear_mma(xf, w4, yp, n, out, in, st);
          }},
+        {"W8A16 (fp32 cores -> bf16 mma; decode unchanged)", [&] { cuda::int8_linear(xf, w8, yp, n, out, in, st); },
+         [&] {
+           if (n <= cuda::kDecodeMaxRows)
+             cuda::int8_linear(xf, w8, yp, n, out, in, st);
+           else
+             cuda::int8_linear_mma(xf, w8, yp, n, out, in, st);
+         }},
         {"bf16 (cublasGemmEx -> cuBLASLt)",
          [&] {
            cuda::gemm_half(cuda.cublas(), xh.as<std::uint16_t>(), dh.as<std::uint16_t>(), yp, n, out, in,

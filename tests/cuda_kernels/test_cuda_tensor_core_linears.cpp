@@ -1,11 +1,11 @@
 // The tensor-core and 128-bit GEMV kernels of the quantized linears (kernels/cuda/int4_mma.cu,
-// int8_mma.cu) and the cuBLASLt GEMMs (gemm_lt.cu), each launched directly on a CudaDevice and
+// int8_mma.cu: W4A16, W8A16, W8A8, W4A8) and the cuBLASLt GEMMs (gemm_lt.cu), each launched directly on a CudaDevice and
 // compared with kernels/ref (double accumulation) on awkward shapes: rows across the GEMV / tile
 // boundaries (1, 3, 8 | 9, 17, 64, 65, 130), `in` and `out` not multiples of the 64-wide tiles,
 // ragged last groups. Outputs start NaN. Tolerances (max |got - want| / max |want|): 1e-5 where
 // the kernel's only rounding is fp32 accumulation (GEMVs, int8-activation tiles whose int32 block
 // sums are exact, the half GEMMs on operands already rounded to the half type), 1e-4 for the
-// W4A16 tiles (activations split into two bf16 halves: 16 significant bits). Skipped, saying why,
+// W4A16 / W8A16 tiles (activations split into two bf16 halves: 16 significant bits). Skipped, saying why,
 // without a CUDA device. The host logic (kernel choice, fragment layouts, packing) is tested on
 // the CPU in tests/kernels/test_cuda_linear_plan.cpp.
 #include <gtest/gtest.h>
@@ -115,6 +115,31 @@ TEST_F(CudaTensorCoreLinears, Int4WeightOnlyGemv128AndBf16TilesMatchTheReference
       const std::vector<float> got = to_host<float>(*device_, dy, want.size());
       EXPECT_EQ(count_non_finite(got), 0u);
       EXPECT_LT(max_relative_error(got, want), decode ? 1e-5 : 1e-4);
+    }
+  }
+}
+
+// int8 per channel with fp32 activations (W8A16) on the same bf16 tiles, prefill rows only (decode
+// keeps quant_linear.cu's GEMV, tested in test_cuda_quantization.cpp).
+TEST_F(CudaTensorCoreLinears, Int8WeightOnlyBf16TilesMatchTheReference) {
+  std::uint64_t seed = 4150;
+  for (const Int4Case& c : kInt4Cases) {
+    const std::vector<float> wf = random_values(static_cast<std::size_t>(c.out) * c.in, ++seed);
+    std::vector<std::int8_t> q(wf.size());
+    std::vector<float> qs(static_cast<std::size_t>(c.out));
+    ref::quantize_int8_rows(wf.data(), c.out, c.in, q.data(), qs.data());
+    Buffer dq = to_device(*device_, q), dqs = to_device(*device_, qs);
+    for (int n : kPrefillRows) {
+      SCOPED_TRACE("out " + std::to_string(c.out) + ", in " + std::to_string(c.in) + ", rows " + std::to_string(n));
+      const std::vector<float> x = random_values(static_cast<std::size_t>(n) * c.in, ++seed);
+      std::vector<float> want(static_cast<std::size_t>(n) * c.out);
+      ref::matmul_int8(x.data(), q.data(), qs.data(), want.data(), n, c.out, c.in);
+      Buffer dx = to_device(*device_, x), dy = to_device(*device_, nan_filled(want.size()));
+      cuda::int8_linear_mma(dx.as<const float>(), cuda::Int8Weights{dq.as<std::int8_t>(), dqs.as<float>()},
+                            dy.as<float>(), n, c.out, c.in, stream_);
+      const std::vector<float> got = to_host<float>(*device_, dy, want.size());
+      EXPECT_EQ(count_non_finite(got), 0u);
+      EXPECT_LT(max_relative_error(got, want), 1e-4);
     }
   }
 }

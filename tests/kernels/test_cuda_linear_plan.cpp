@@ -49,6 +49,13 @@ TEST(CudaLinearPlan, Int4ShapesTheNewKernelsCannotTakeFallBack) {
   EXPECT_EQ(plan_int4_linear(512, 4096, 48), LinearKernel::kTiledFp32);
 }
 
+TEST(CudaLinearPlan, Int8WeightOnlyPrefillTakesTheTensorCores) {
+  EXPECT_EQ(plan_int8_linear(1), LinearKernel::kGemv);
+  EXPECT_EQ(plan_int8_linear(8), LinearKernel::kGemv);
+  EXPECT_EQ(plan_int8_linear(9), LinearKernel::kTensorCore);
+  EXPECT_EQ(plan_int8_linear(512), LinearKernel::kTensorCore);
+}
+
 TEST(CudaLinearPlan, Int8ActivationsPerBlock) {
   // int8 weights, blocks of 32 (the int8 plugin's W8A8).
   EXPECT_EQ(plan_int8_act_linear(1, 4096, 4096, 32, false, false), LinearKernel::kGemv128);

@@ -26,7 +26,10 @@ void Int8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   const cuda::Int8Weights w{device_q_.as<std::int8_t>(), device_scale_.as<float>()};
   const int in = in_features();
   if (!int8_activations_) {
-    cuda::int8_linear(x, w, y, n, out_features(), in, cuda.stream());
+    if (cuda::plan_int8_linear(n) == cuda::LinearKernel::kTensorCore)
+      cuda::int8_linear_mma(x, w, y, n, out_features(), in, cuda.stream());
+    else
+      cuda::int8_linear(x, w, y, n, out_features(), in, cuda.stream());
     return;
   }
   // Workspace: xq [n, in] int8, then xs [n, act_blocks(in)] fp32 (256-byte aligned).
