@@ -1,5 +1,5 @@
-// Weight-only quantized linears with fp32 activations on bf16 tensor cores (prefill: int4 groups,
-// W4A16, and int8 per channel, W8A16) and the int4 128-bit GEMV (decode). y[n, out] =
+// Weight-only quantized linears with fp32 activations (int4 groups, W4A16; int8 per channel,
+// W8A16): bf16 tensor-core tiles for prefill, a 128-bit GEMV for decode. y[n, out] =
 // x[n, in] · W^T, w = scale[o, g] * (u - zero[o, g]) or scale[o] * q[o, i] (quant_linear.h).
 //
 // What:
@@ -11,12 +11,14 @@
 //    multiplied by the scale when its run ends (an int4 group, group_size % 32 == 0; an int8 row)
 //    and added to the output accumulators — the scale never enters the tensor cores, so the only rounding is the
 //    activations' split and fp32 accumulation.
-//  - int4_gemv128_kernel (decode): one warp per output channel, each lane one 128-bit load of 32
-//    codes (one group's) per step, the group's scale and zero point in registers, codes times x as
-//    fp32 FMAs per row (up to kDecodeMaxRows), one scale multiply per 32 codes, a warp-shuffle sum.
+//  - gemv128_kernel (decode): one warp per output channel, each lane one 128-bit load of codes per
+//    step (32 int4 codes of one group, with the group's scale and zero point in registers; or 16
+//    int8 codes), codes times x as fp32 FMAs per row (up to kDecodeMaxRows), one scale multiply
+//    per step (int4) or per row (int8), a warp-shuffle sum.
 // Launch: mma grid (ceil(out / 64), ceil(n / 64)), 128 threads, 15 KiB static shared memory; GEMV
 // grid (ceil(out / 4)), 128 threads.
-// Roofline: decode reads out * in / 2 bytes of codes + 4 * out * in / group_size of scales once
+// Roofline: decode reads out * in / 2 bytes of codes + 4 * out * in / group_size of scales (int4)
+// or out * in + 4 * out (int8) once
 // (x from L2): bound by the HBM stream. Prefill does 2 * 64 MACs per loaded code on bf16 tensor
 // cores (hi + lo halve the dense bf16 peak, still ~8x the fp32 CUDA cores of quant_linear.cu).
 #include <algorithm>
@@ -172,32 +174,57 @@ __global__ void __launch_bounds__(kThreads) dequant_mma_kernel(const float* __re
 
 constexpr int kGemvWarps = 4;
 
-__global__ void __launch_bounds__(32 * kGemvWarps) int4_gemv128_kernel(const float* __restrict__ x, Int4Weights w,
-                                                                         float* __restrict__ y, int n, int out,
-                                                                         int in) {
-  const int lane = threadIdx.x % 32;
-  const int o = blockIdx.x * kGemvWarps + threadIdx.x / 32;
-  if (o >= out) return;  // whole warp
-  const int groups = group_count(in, w.group_size);
-  const std::uint8_t* row = w.packed + static_cast<long long>(o) * (in / 2);
-  float acc[kDecodeMaxRows] = {};
-  for (int k = 32 * lane; k < in; k += 32 * 32) {
-    const uint4 v = *reinterpret_cast<const uint4*>(row + k / 2);  // codes k..k+31, one group
-    const long long cell = static_cast<long long>(o) * groups + k / w.group_size;
-    const float s = w.scale[cell];
+// One 128-bit load of codes per lane and step, dequantised to integers in registers: int4, 32
+// codes of one group (its zero point subtracted, its scale applied per step); int8, 16 codes (the
+// row scale applied once at the end).
+struct Int4Lanes {
+  Int4Weights w;
+  int in;
+  static constexpr int kCodes = 32;
+  __device__ float load(int o, int k, int* c) const {
+    const uint4 v = *reinterpret_cast<const uint4*>(w.packed + static_cast<long long>(o) * (in / 2) + k / 2);
+    const long long cell = static_cast<long long>(o) * group_count(in, w.group_size) + k / w.group_size;
     const int z = w.zero ? static_cast<int>(w.zero[cell]) : 8;
-    int c[32];
     mma::unpack_codes8(v.x, z, c);
     mma::unpack_codes8(v.y, z, c + 8);
     mma::unpack_codes8(v.z, z, c + 16);
     mma::unpack_codes8(v.w, z, c + 24);
+    return w.scale[cell];
+  }
+  __device__ float row_scale(int) const { return 1.0f; }
+};
+
+struct Int8Lanes {
+  Int8Weights w;
+  int in;
+  static constexpr int kCodes = 16;
+  __device__ float load(int o, int k, int* c) const {
+    const uint4 v = *reinterpret_cast<const uint4*>(w.q + static_cast<long long>(o) * in + k);
+    const std::uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int j = 0; j < 16; ++j) c[j] = static_cast<signed char>((words[j / 4] >> (8 * (j % 4))) & 0xFFu);
+    return 1.0f;
+  }
+  __device__ float row_scale(int o) const { return w.scale[o]; }
+};
+
+template <class W>
+__global__ void __launch_bounds__(32 * kGemvWarps) gemv128_kernel(const float* __restrict__ x, W w,
+                                                                    float* __restrict__ y, int n, int out, int in) {
+  constexpr int kCodes = W::kCodes;
+  const int lane = threadIdx.x % 32;
+  const int o = blockIdx.x * kGemvWarps + threadIdx.x / 32;
+  if (o >= out) return;  // whole warp
+  float acc[kDecodeMaxRows] = {};
+  for (int k = kCodes * lane; k < in; k += kCodes * 32) {
+    int c[kCodes];
+    const float s = w.load(o, k, c);
 #pragma unroll
     for (int r = 0; r < kDecodeMaxRows; ++r) {
       if (r >= n) break;
       const float4* xr = reinterpret_cast<const float4*>(x + static_cast<long long>(r) * in + k);
       float d = 0.0f;
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
+      for (int q = 0; q < kCodes / 4; ++q) {
         const float4 f = xr[q];
         d += static_cast<float>(c[4 * q]) * f.x + static_cast<float>(c[4 * q + 1]) * f.y +
              static_cast<float>(c[4 * q + 2]) * f.z + static_cast<float>(c[4 * q + 3]) * f.w;
@@ -205,12 +232,20 @@ __global__ void __launch_bounds__(32 * kGemvWarps) int4_gemv128_kernel(const flo
       acc[r] += s * d;
     }
   }
+  const float rs = w.row_scale(o);
 #pragma unroll
   for (int r = 0; r < kDecodeMaxRows; ++r) {
     float v = acc[r];
     for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    if (lane == 0 && r < n) y[static_cast<long long>(r) * out + o] = v;
+    if (lane == 0 && r < n) y[static_cast<long long>(r) * out + o] = v * rs;
   }
+}
+
+template <class W>
+void launch_gemv128(const float* x, W w, float* y, int n, int out, int in, CUstream_st* stream) {
+  const dim3 grid(static_cast<unsigned>((out + kGemvWarps - 1) / kGemvWarps));
+  gemv128_kernel<<<grid, 32 * kGemvWarps, 0, stream>>>(x, w, y, n, out, in);
+  INFERLAB_CUDA_CHECK_LAUNCH(gemv128_kernel);
 }
 
 template <class W>
@@ -240,9 +275,15 @@ void int4_linear_gemv128(const float* x, Int4Weights w, float* y, int n, int out
         "cuda int4_linear_gemv128: needs rows <= " + std::to_string(kDecodeMaxRows) +
             ", in and group_size multiples of 32; got rows " + std::to_string(n) + ", in " + std::to_string(in) +
             ", group_size " + std::to_string(w.group_size));
-  const dim3 grid(static_cast<unsigned>((out + kGemvWarps - 1) / kGemvWarps));
-  int4_gemv128_kernel<<<grid, 32 * kGemvWarps, 0, stream>>>(x, w, y, n, out, in);
-  INFERLAB_CUDA_CHECK_LAUNCH(int4_gemv128_kernel);
+  launch_gemv128(x, Int4Lanes{w, in}, y, n, out, in, stream);
+}
+
+void int8_linear_gemv128(const float* x, Int8Weights w, float* y, int n, int out, int in, CUstream_st* stream) {
+  if (n <= 0 || out <= 0) return;
+  check(n <= kDecodeMaxRows && in % 16 == 0,
+        "cuda int8_linear_gemv128: needs rows <= " + std::to_string(kDecodeMaxRows) +
+            " and in a multiple of 16; got rows " + std::to_string(n) + ", in " + std::to_string(in));
+  launch_gemv128(x, Int8Lanes{w, in}, y, n, out, in, stream);
 }
 
 }  // namespace inferlab::cuda

@@ -44,11 +44,12 @@ inline LinearKernel plan_int4_linear(int n, int in, int group_size) {
   return n <= 16 ? LinearKernel::kGemv : LinearKernel::kTiledFp32;
 }
 
-// int8 per output channel, fp32 activations (W8A16: int8 with activations = fp32). Decode keeps
-// quant_linear.cu's GEMV (8-byte loads, one pass up to 16 rows); prefill takes the bf16 tiles
-// (int8 codes are exact in bf16; any shape).
-inline LinearKernel plan_int8_linear(int n) {
-  return n <= kDecodeMaxRows ? LinearKernel::kGemv : LinearKernel::kTensorCore;
+// int8 per output channel, fp32 activations (W8A16: int8 with activations = fp32). Decode takes
+// the 128-bit GEMV (16 codes per lane: in % 16 == 0, else quant_linear.cu's 8-byte GEMV); prefill
+// the bf16 tiles (int8 codes are exact in bf16; any shape).
+inline LinearKernel plan_int8_linear(int n, int in) {
+  if (n <= kDecodeMaxRows) return in % 16 == 0 ? LinearKernel::kGemv128 : LinearKernel::kGemv;
+  return LinearKernel::kTensorCore;
 }
 
 // int8 activations in blocks of `block` codes per row with one scale each (W8A8 and W4A8: int8,

@@ -24,6 +24,9 @@ void int8_linear_mma(const float* x, Int8Weights w, float* y, int n, int out, in
 // the group's scale and zero point in registers; n <= kDecodeMaxRows (linear_plan.h), in % 32 == 0,
 // group_size % 32 == 0.
 void int4_linear_gemv128(const float* x, Int4Weights w, float* y, int n, int out, int in, CUstream_st* stream);
+// The same for int8 weights: 16 codes per lane and step, the row scale at the end; n <=
+// kDecodeMaxRows, in % 16 == 0.
+void int8_linear_gemv128(const float* x, Int8Weights w, float* y, int n, int out, int in, CUstream_st* stream);
 
 // ---- int8 activations (xq, xs from quantize_activations) ----------------------------------------
 // mma.sync m16n8k32 s8 tiles: exact int32 sums over each 32-code step (or over the whole row when

@@ -197,10 +197,10 @@ void tensor_core_ab_rows(Device& device) {
            else
              cuda::int4_linear_mma(xf, w4, yp, n, out, in, st);
          }},
-        {"W8A16 (fp32 cores -> bf16 mma; decode unchanged)", [&] { cuda::int8_linear(xf, w8, yp, n, out, in, st); },
+        {"W8A16 (fp32 cores -> bf16 mma / gemv128)", [&] { cuda::int8_linear(xf, w8, yp, n, out, in, st); },
          [&] {
            if (n <= cuda::kDecodeMaxRows)
-             cuda::int8_linear(xf, w8, yp, n, out, in, st);
+             cuda::int8_linear_gemv128(xf, w8, yp, n, out, in, st);
            else
              cuda::int8_linear_mma(xf, w8, yp, n, out, in, st);
          }},

@@ -119,9 +119,8 @@ TEST_F(CudaTensorCoreLinears, Int4WeightOnlyGemv128AndBf16TilesMatchTheReference
   }
 }
 
-// int8 per channel with fp32 activations (W8A16) on the same bf16 tiles, prefill rows only (decode
-// keeps quant_linear.cu's GEMV, tested in test_cuda_quantization.cpp).
-TEST_F(CudaTensorCoreLinears, Int8WeightOnlyBf16TilesMatchTheReference) {
+// int8 per channel with fp32 activations (W8A16): the 128-bit GEMV and the same bf16 tiles.
+TEST_F(CudaTensorCoreLinears, Int8WeightOnlyGemv128AndBf16TilesMatchTheReference) {
   std::uint64_t seed = 4150;
   for (const Int4Case& c : kInt4Cases) {
     const std::vector<float> wf = random_values(static_cast<std::size_t>(c.out) * c.in, ++seed);
@@ -129,17 +128,23 @@ TEST_F(CudaTensorCoreLinears, Int8WeightOnlyBf16TilesMatchTheReference) {
     std::vector<float> qs(static_cast<std::size_t>(c.out));
     ref::quantize_int8_rows(wf.data(), c.out, c.in, q.data(), qs.data());
     Buffer dq = to_device(*device_, q), dqs = to_device(*device_, qs);
-    for (int n : kPrefillRows) {
+    std::vector<int> rows(std::begin(kPrefillRows), std::end(kPrefillRows));
+    if (c.in % 16 == 0) rows.insert(rows.begin(), std::begin(kDecodeRows), std::end(kDecodeRows));
+    for (int n : rows) {
       SCOPED_TRACE("out " + std::to_string(c.out) + ", in " + std::to_string(c.in) + ", rows " + std::to_string(n));
       const std::vector<float> x = random_values(static_cast<std::size_t>(n) * c.in, ++seed);
       std::vector<float> want(static_cast<std::size_t>(n) * c.out);
       ref::matmul_int8(x.data(), q.data(), qs.data(), want.data(), n, c.out, c.in);
       Buffer dx = to_device(*device_, x), dy = to_device(*device_, nan_filled(want.size()));
-      cuda::int8_linear_mma(dx.as<const float>(), cuda::Int8Weights{dq.as<std::int8_t>(), dqs.as<float>()},
-                            dy.as<float>(), n, c.out, c.in, stream_);
+      const cuda::Int8Weights w8{dq.as<std::int8_t>(), dqs.as<float>()};
+      const bool decode = n <= cuda::kDecodeMaxRows;
+      if (decode)
+        cuda::int8_linear_gemv128(dx.as<const float>(), w8, dy.as<float>(), n, c.out, c.in, stream_);
+      else
+        cuda::int8_linear_mma(dx.as<const float>(), w8, dy.as<float>(), n, c.out, c.in, stream_);
       const std::vector<float> got = to_host<float>(*device_, dy, want.size());
       EXPECT_EQ(count_non_finite(got), 0u);
-      EXPECT_LT(max_relative_error(got, want), 1e-4);
+      EXPECT_LT(max_relative_error(got, want), decode ? 1e-5 : 1e-4);
     }
   }
 }

@@ -49,11 +49,12 @@ TEST(CudaLinearPlan, Int4ShapesTheNewKernelsCannotTakeFallBack) {
   EXPECT_EQ(plan_int4_linear(512, 4096, 48), LinearKernel::kTiledFp32);
 }
 
-TEST(CudaLinearPlan, Int8WeightOnlyPrefillTakesTheTensorCores) {
-  EXPECT_EQ(plan_int8_linear(1), LinearKernel::kGemv);
-  EXPECT_EQ(plan_int8_linear(8), LinearKernel::kGemv);
-  EXPECT_EQ(plan_int8_linear(9), LinearKernel::kTensorCore);
-  EXPECT_EQ(plan_int8_linear(512), LinearKernel::kTensorCore);
+TEST(CudaLinearPlan, Int8WeightOnlyDecodeIsTheGemvPrefillTheTensorCores) {
+  EXPECT_EQ(plan_int8_linear(1, 4096), LinearKernel::kGemv128);
+  EXPECT_EQ(plan_int8_linear(8, 4096), LinearKernel::kGemv128);
+  EXPECT_EQ(plan_int8_linear(8, 4104), LinearKernel::kGemv);  // 16-byte loads need in % 16 == 0
+  EXPECT_EQ(plan_int8_linear(9, 4096), LinearKernel::kTensorCore);
+  EXPECT_EQ(plan_int8_linear(512, 67), LinearKernel::kTensorCore);
 }
 
 TEST(CudaLinearPlan, Int8ActivationsPerBlock) {

@@ -14,8 +14,8 @@ class Int8CudaLinear final : public Linear {
  public:
   // Uploads host's q and scale to `device` (a CUDA device).
   Int8CudaLinear(std::unique_ptr<Int8Linear> host, Device& device);
-  // fp32 activations: quant_linear.cu's GEMV up to 8 rows, bf16 tensor-core tiles above
-  // (int4_mma.cu's int8_linear_mma); with int8 activations the on-GPU activation blocks (per 32)
+  // fp32 activations: a 128-bit GEMV up to 8 rows (quant_linear.cu's where in % 16 != 0), bf16
+  // tensor-core tiles above (int4_mma.cu); with int8 activations the on-GPU activation blocks (per 32)
   // and the kernel kernels/cuda/linear_plan.h picks for n rows: int8_mma.cu's 128-bit __dp4a GEMV
   // (decode) or s8 tensor cores (prefill), quant_act.cu's GEMV for shapes they do not take.
   void forward(const float* x, float* y, int n, Device& device) const override;
