@@ -6,7 +6,8 @@
 //  - dequant_mma_kernel (prefill): 64 rows x 64 outputs per block, 4 warps of 32 x 32, K steps of
 //    32. Each step stages x as bf16 hi and lo halves (x - hi, so hi + lo keeps ~16 significant
 //    bits) and the weights as bf16 integers — int4 codes minus zero points from one 64-bit load of
-//    packed nibbles per thread, or int8 codes from one 128-bit load (exact: |code| <= 127). Each warp issues 2 x 8 mma.sync
+//    packed nibbles per thread, or int8 codes from one 128-bit load (exact: |code| <= 127).
+//    Each warp issues 2 x 8 mma.sync
 //    m16n8k16 per k16 (hi and lo against the same codes) into fp32 accumulators, which are
 //    multiplied by the scale when its run ends (an int4 group, group_size % 32 == 0; an int8 row)
 //    and added to the output accumulators — the scale never enters the tensor cores, so the only rounding is the

@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(kThreads) act_mma_kernel(const signed char* __
           for (int i = 0; i < 4; ++i) {
             const int r = r0 + wm * 32 + mt * 16 + mma::c_row(lane, i), o = o0 + wn * 32 + nt * 8 + mma::c_col(lane, i);
             if (r < n && o < out)
-              acc[mt][nt][i] +=
-                  xs[static_cast<long long>(r) * blocks + b_idx] * w.block_scale(o, k0) * static_cast<float>(part[mt][nt][i]);
+              acc[mt][nt][i] += xs[static_cast<long long>(r) * blocks + b_idx] * w.block_scale(o, k0) *
+                                static_cast<float>(part[mt][nt][i]);
             part[mt][nt][i] = 0;
           }
     }
@@ -231,9 +231,9 @@ void launch_gemv128(const std::int8_t* xq, const float* xs, int block, W w, floa
   if (n <= 0 || out <= 0) return;
   constexpr int kCodes = W::kLaneCodes;
   check(n <= kDecodeMaxRows && in % kCodes == 0 && (block >= in || (block > 0 && block % kCodes == 0)),
-        "cuda int8-activation gemv128: needs rows <= " + std::to_string(kDecodeMaxRows) + ", in and block multiples of " +
-            std::to_string(kCodes) + " (or block >= in); got rows " + std::to_string(n) + ", in " +
-            std::to_string(in) + ", block " + std::to_string(block));
+        "cuda int8-activation gemv128: needs rows <= " + std::to_string(kDecodeMaxRows) +
+            ", in and block multiples of " + std::to_string(kCodes) + " (or block >= in); got rows " +
+            std::to_string(n) + ", in " + std::to_string(in) + ", block " + std::to_string(block));
   const dim3 grid(static_cast<unsigned>((out + kGemvWarps - 1) / kGemvWarps));
   act_gemv128_kernel<<<grid, 32 * kGemvWarps, 0, stream>>>(reinterpret_cast<const signed char*>(xq), xs, block, w, y,
                                                             n, out, in);

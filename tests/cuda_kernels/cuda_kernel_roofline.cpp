@@ -153,7 +153,8 @@ void tensor_core_ab_rows(Device& device) {
   for (int n : {1, 512}) {
     const std::size_t nx = static_cast<std::size_t>(n) * in, ny = static_cast<std::size_t>(n) * out;
     Buffer x = to_device(device, std::vector<float>(nx, 0.5f)), y(device, ny * sizeof(float));
-    Buffer xq = to_device(device, std::vector<std::int8_t>(nx, 3)), xh = to_device(device, std::vector<std::uint16_t>(nx, 0x3c00));
+    Buffer xq = to_device(device, std::vector<std::int8_t>(nx, 3));
+    Buffer xh = to_device(device, std::vector<std::uint16_t>(nx, 0x3c00));
     Buffer xs32 = to_device(device, std::vector<float>(static_cast<std::size_t>(n) * ref::act_blocks(in), 0.01f));
     Buffer acc(device, ny * sizeof(std::int32_t));
     const float* xf = x.as<const float>();
@@ -210,8 +211,8 @@ void tensor_core_ab_rows(Device& device) {
                            cuda::HalfType::kBF16);
          },
          [&] {
-           lt.half(xh.as<std::uint16_t>(), dh.as<std::uint16_t>(), yp, n, out, in, cuda::HalfType::kBF16, nullptr, false,
-                   st);
+           lt.half(xh.as<std::uint16_t>(), dh.as<std::uint16_t>(), yp, n, out, in, cuda::HalfType::kBF16, nullptr,
+                   false, st);
          }},
     };
     for (const Pair& p : pairs) {

@@ -4,8 +4,9 @@
 // activations, the same activation blocks (ref::quantize_act_rows). Rows 1 / 3 / 8 (GEMVs), 9 /
 // 16 / 17 / 33 / 65 (tensor-core tiles where kernels/cuda/linear_plan.h picks them, else the
 // CUDA-core GEMV and fused GEMM), odd in / out (partial groups and words). The output starts NaN.
-// W4A16 / W8A16 on tensor cores split activations into two bf16 halves (16 significant bits): 1e-4. SmoothQuant's per-token W8A8 has no kernels/ref twin: the same linear's CPU path
-// (itself tested against its definition) is the reference. Skipped without a CUDA device.
+// W4A16 / W8A16 on tensor cores split activations into two bf16 halves (16 significant bits):
+// 1e-4. SmoothQuant's per-token W8A8 has no kernels/ref twin: the same linear's CPU path (itself
+// tested against its definition) is the reference. Skipped without a CUDA device.
 #include <algorithm>
 #include <cmath>
 #include <map>

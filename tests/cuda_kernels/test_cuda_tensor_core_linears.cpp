@@ -1,13 +1,14 @@
 // The tensor-core and 128-bit GEMV kernels of the quantized linears (kernels/cuda/int4_mma.cu,
-// int8_mma.cu: W4A16, W8A16, W8A8, W4A8) and the cuBLASLt GEMMs (gemm_lt.cu), each launched directly on a CudaDevice and
-// compared with kernels/ref (double accumulation) on awkward shapes: rows across the GEMV / tile
-// boundaries (1, 3, 8 | 9, 17, 64, 65, 130), `in` and `out` not multiples of the 64-wide tiles,
-// ragged last groups. Outputs start NaN. Tolerances (max |got - want| / max |want|): 1e-5 where
-// the kernel's only rounding is fp32 accumulation (GEMVs, int8-activation tiles whose int32 block
-// sums are exact, the half GEMMs on operands already rounded to the half type), 1e-4 for the
-// W4A16 / W8A16 tiles (activations split into two bf16 halves: 16 significant bits). Skipped, saying why,
-// without a CUDA device. The host logic (kernel choice, fragment layouts, packing) is tested on
-// the CPU in tests/kernels/test_cuda_linear_plan.cpp.
+// int8_mma.cu: W4A16, W8A16, W8A8, W4A8) and the cuBLASLt GEMMs (gemm_lt.cu), each launched
+// directly on a CudaDevice and compared with kernels/ref (double accumulation) on awkward shapes:
+// rows across the GEMV / tile boundaries (1, 3, 8 | 9, 17, 64, 65, 130), `in` and `out` not
+// multiples of the 64-wide tiles, ragged last groups. Outputs start NaN. Tolerances (max |got -
+// want| / max |want|): 1e-5 where the kernel's only rounding is fp32 accumulation (GEMVs,
+// int8-activation tiles whose int32 block sums are exact, the half GEMMs on operands already
+// rounded to the half type), 1e-4 for the W4A16 / W8A16 tiles (activations split into two bf16
+// halves: 16 significant bits). Skipped, saying why, without a CUDA device. The host logic
+// (kernel choice, fragment layouts, packing) is tested on the CPU in
+// tests/kernels/test_cuda_linear_plan.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -214,7 +215,8 @@ TEST_F(CudaTensorCoreLinears, PerTokenInt8ThroughTilesGemvAndCublasLtMatchTheInt
       Rng rng(++seed);
       std::vector<std::int8_t> xq(static_cast<std::size_t>(n) * c.in);
       for (auto& v : xq) v = static_cast<std::int8_t>(static_cast<int>(rng.uniform() * 255.0) - 127);
-      std::vector<float> xs = random_values(static_cast<std::size_t>(n), ++seed), want(static_cast<std::size_t>(n) * c.out);
+      const std::vector<float> xs = random_values(static_cast<std::size_t>(n), ++seed);
+      std::vector<float> want(static_cast<std::size_t>(n) * c.out);
       std::vector<std::int32_t> want_acc(want.size());
       for (int r = 0; r < n; ++r)
         for (int o = 0; o < c.out; ++o) {
@@ -225,13 +227,15 @@ TEST_F(CudaTensorCoreLinears, PerTokenInt8ThroughTilesGemvAndCublasLtMatchTheInt
           want_acc[static_cast<std::size_t>(r) * c.out + o] = static_cast<std::int32_t>(dot);
           want[static_cast<std::size_t>(r) * c.out + o] = static_cast<float>(static_cast<double>(dot) * xs[r] * qs[o]);
         }
-      Buffer dxq = to_device(*device_, xq), dxs = to_device(*device_, xs), dy = to_device(*device_, nan_filled(want.size()));
+      Buffer dxq = to_device(*device_, xq), dxs = to_device(*device_, xs);
+      Buffer dy = to_device(*device_, nan_filled(want.size()));
       const cuda::LinearKernel k = cuda::plan_int8_act_linear(n, c.out, c.in, c.in, false, true);
       if (k == cuda::LinearKernel::kGemv128)
         cuda::int8_act_linear_gemv128(dxq.as<std::int8_t>(), dxs.as<float>(), c.in, w8, dy.as<float>(), n, c.out, c.in,
                                       stream_);
       else if (k == cuda::LinearKernel::kGemv)
-        cuda::int8_act_linear(dxq.as<std::int8_t>(), dxs.as<float>(), c.in, w8, dy.as<float>(), n, c.out, c.in, stream_);
+        cuda::int8_act_linear(dxq.as<std::int8_t>(), dxs.as<float>(), c.in, w8, dy.as<float>(), n, c.out, c.in,
+                              stream_);
       else
         cuda::int8_act_linear_mma(dxq.as<std::int8_t>(), dxs.as<float>(), c.in, w8, dy.as<float>(), n, c.out, c.in,
                                   stream_);
@@ -239,7 +243,8 @@ TEST_F(CudaTensorCoreLinears, PerTokenInt8ThroughTilesGemvAndCublasLtMatchTheInt
       EXPECT_EQ(count_non_finite(got), 0u);
       EXPECT_LT(max_relative_error(got, want), 1e-5) << cuda::linear_kernel_name(k);
       if (c.in % 4 == 0 && c.out % 4 == 0) {
-        Buffer dacc(*device_, want_acc.size() * sizeof(std::int32_t)), dy2 = to_device(*device_, nan_filled(want.size()));
+        Buffer dacc(*device_, want_acc.size() * sizeof(std::int32_t));
+        Buffer dy2 = to_device(*device_, nan_filled(want.size()));
         lt.int8(dxq.as<std::int8_t>(), dq.as<std::int8_t>(), dacc.as<std::int32_t>(), n, c.out, c.in, stream_);
         EXPECT_EQ(to_host<std::int32_t>(*device_, dacc, want_acc.size()), want_acc);
         cuda::scale_int32_output(dacc.as<std::int32_t>(), dxs.as<float>(), dqs.as<float>(), dy2.as<float>(), n, c.out,
@@ -264,7 +269,8 @@ TEST_F(CudaTensorCoreLinears, HalfGemmsThroughCublasLtWithEpilogues) {
     };
     for (auto [out, in] : {std::pair{64, 256}, std::pair{37, 96}, std::pair{130, 512}}) {
       std::vector<std::uint16_t> wh(static_cast<std::size_t>(out) * in);
-      const std::vector<float> wf = random_values(wh.size(), ++seed), bias = random_values(static_cast<std::size_t>(out), ++seed);
+      const std::vector<float> wf = random_values(wh.size(), ++seed);
+      const std::vector<float> bias = random_values(static_cast<std::size_t>(out), ++seed);
       for (std::size_t i = 0; i < wh.size(); ++i) wh[i] = round(wf[i]);
       Buffer dw = to_device(*device_, wh), db = to_device(*device_, bias);
       for (int n : {1, 3, 17, 130}) {

@@ -26,10 +26,11 @@ void Int8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   const cuda::Int8Weights w{device_q_.as<std::int8_t>(), device_scale_.as<float>()};
   const int in = in_features();
   if (!int8_activations_) {
+    const int out = out_features();
     switch (cuda::plan_int8_linear(n, in)) {
-      case cuda::LinearKernel::kGemv128: cuda::int8_linear_gemv128(x, w, y, n, out_features(), in, cuda.stream()); return;
-      case cuda::LinearKernel::kTensorCore: cuda::int8_linear_mma(x, w, y, n, out_features(), in, cuda.stream()); return;
-      default: cuda::int8_linear(x, w, y, n, out_features(), in, cuda.stream()); return;
+      case cuda::LinearKernel::kGemv128: cuda::int8_linear_gemv128(x, w, y, n, out, in, cuda.stream()); return;
+      case cuda::LinearKernel::kTensorCore: cuda::int8_linear_mma(x, w, y, n, out, in, cuda.stream()); return;
+      default: cuda::int8_linear(x, w, y, n, out, in, cuda.stream()); return;
     }
   }
   // Workspace: xq [n, in] int8, then xs [n, act_blocks(in)] fp32 (256-byte aligned).

@@ -63,7 +63,9 @@ void W8A8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
       cuda::scale_int32_output(acc, x_scale, w.scale, y, n, out, cuda.stream());
       return;
     }
-    case cuda::LinearKernel::kTensorCore: cuda::int8_act_linear_mma(xq, x_scale, in, w, y, n, out, in, cuda.stream()); return;
+    case cuda::LinearKernel::kTensorCore:
+      cuda::int8_act_linear_mma(xq, x_scale, in, w, y, n, out, in, cuda.stream());
+      return;
     case cuda::LinearKernel::kGemv128:
       cuda::int8_act_linear_gemv128(xq, x_scale, in, w, y, n, out, in, cuda.stream());
       return;
