@@ -41,6 +41,8 @@ struct Plan {
   }
 };
 
+// The plan for `key`; null when cuBLASLt has no algorithm for an int8 problem (the caller falls
+// back to its own kernel); a half problem without one throws.
 std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const LtKey& key) {
   auto p = std::make_unique<Plan>();
   const bool int8 = key.op == LtOp::kInt8;
@@ -73,6 +75,7 @@ std::unique_ptr<Plan> make_plan(cublasLtHandle_t handle, const LtKey& key) {
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatmulAlgoGetHeuristic(handle, p->op, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  if (int8 && (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found < 1))) return nullptr;
   INFERLAB_LT_CHECK(st);
   if (found < 1)
     throw Error("cuBLASLt: no algorithm for " + std::string(int8 ? "int8" : "half") + " GEMM n " +
@@ -88,7 +91,7 @@ struct GemmLt::State {
   void* workspace = nullptr;
   LtPlanCache<Plan> cache{kMaxPlans};
 
-  Plan& plan(const LtKey& key) {
+  Plan* plan(const LtKey& key) {
     return cache.get(key, [this](const LtKey& k) { return make_plan(handle, k); });
   }
   void run(Plan& p, const void* alpha, const void* a, const void* b, const void* beta, void* c,
@@ -117,21 +120,23 @@ void GemmLt::half(const std::uint16_t* x, const std::uint16_t* w, float* y, int 
                   const float* bias, bool accumulate, CUstream_st* stream) {
   if (n <= 0 || out <= 0) return;
   const LtKey key{type == HalfType::kF16 ? LtOp::kF16 : LtOp::kBF16, n, out, in, bias != nullptr, accumulate};
-  Plan& p = s_->plan(key);
+  Plan& p = *s_->plan(key);  // never null for halves (make_plan throws)
   if (bias != nullptr)
     INFERLAB_LT_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   s_->run(p, &alpha, w, x, &beta, y, stream);
 }
 
-void GemmLt::int8(const std::int8_t* xq, const std::int8_t* q, std::int32_t* acc, int n, int out, int in,
+bool GemmLt::int8(const std::int8_t* xq, const std::int8_t* q, std::int32_t* acc, int n, int out, int in,
                   CUstream_st* stream) {
-  if (n <= 0 || out <= 0) return;
+  if (n <= 0 || out <= 0) return true;
   check(in % 4 == 0 && out % 4 == 0, "cuBLASLt int8 GEMM: in and out must be multiples of 4, got in " +
                                          std::to_string(in) + ", out " + std::to_string(out));
-  Plan& p = s_->plan(LtKey{LtOp::kInt8, n, out, in, false, false});
+  Plan* p = s_->plan(LtKey{LtOp::kInt8, n, out, in, false, false});
+  if (p == nullptr) return false;
   const std::int32_t alpha = 1, beta = 0;
-  s_->run(p, &alpha, q, xq, &beta, acc, stream);
+  s_->run(*p, &alpha, q, xq, &beta, acc, stream);
+  return true;
 }
 
 std::size_t GemmLt::plans() const { return s_->cache.size(); }

@@ -36,8 +36,9 @@ class GemmLt {
   void half(const std::uint16_t* x, const std::uint16_t* w, float* y, int n, int out, int in, HalfType type,
             const float* bias, bool accumulate, CUstream_st* stream);
   // acc[n, out] = xq[n, in] · q^T, exact int32. in % 4 == 0 and out % 4 == 0 (IMMA's leading
-  // dimensions), else Error.
-  void int8(const std::int8_t* xq, const std::int8_t* q, std::int32_t* acc, int n, int out, int in,
+  // dimensions), else Error. False (nothing launched) when cuBLASLt has no algorithm for the
+  // problem on this GPU: the caller runs its own kernel.
+  [[nodiscard]] bool int8(const std::int8_t* xq, const std::int8_t* q, std::int32_t* acc, int n, int out, int in,
             CUstream_st* stream);
 
   std::size_t plans() const;             // plans cached now

@@ -31,16 +31,17 @@ template <class Plan>
 class LtPlanCache {
  public:
   explicit LtPlanCache(std::size_t capacity) : capacity_(capacity) {}
-  // The plan for `key`, built by make(key) on a miss.
-  Plan& get(const LtKey& key, const std::function<std::unique_ptr<Plan>(const LtKey&)>& make) {
+  // The plan for `key`, built by make(key) on a miss. make may return null (no algorithm for the
+  // problem): that answer is cached too, so an unsupported shape is asked about once.
+  Plan* get(const LtKey& key, const std::function<std::unique_ptr<Plan>(const LtKey&)>& make) {
     auto it = plans_.find(key);
     if (it != plans_.end()) {
       ++hits_;
-      return *it->second;
+      return it->second.get();
     }
     ++misses_;
     if (plans_.size() >= capacity_) plans_.clear();
-    return *plans_.emplace(key, make(key)).first->second;
+    return plans_.emplace(key, make(key)).first->second.get();
   }
   void clear() { plans_.clear(); }
   std::size_t size() const { return plans_.size(); }

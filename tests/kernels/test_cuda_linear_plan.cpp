@@ -210,8 +210,8 @@ TEST(CudaLtPlanCache, BuildsAPlanOncePerProblemAndEpilogue) {
     return std::make_unique<int>(k.n * 1000 + k.out);
   };
   const LtKey a{LtOp::kBF16, 1, 2048, 2048, false, false};
-  EXPECT_EQ(cache.get(a, make), 1 * 1000 + 2048);
-  EXPECT_EQ(cache.get(a, make), 1 * 1000 + 2048);
+  EXPECT_EQ(*cache.get(a, make), 1 * 1000 + 2048);
+  EXPECT_EQ(*cache.get(a, make), 1 * 1000 + 2048);
   EXPECT_EQ(built, 1);
   // Any field of the key is another problem: rows, type, bias, accumulate.
   LtKey b = a;
@@ -237,7 +237,20 @@ TEST(CudaLtPlanCache, DropsEverythingAtCapacityAndRebuildsOnDemand) {
   EXPECT_EQ(cache.size(), 3u);
   cache.get(LtKey{LtOp::kInt8, 4, 64, 64, false, false}, make);  // the fourth: cleared first
   EXPECT_EQ(cache.size(), 1u);
-  EXPECT_EQ(cache.get(LtKey{LtOp::kInt8, 1, 64, 64, false, false}, make), 5);  // rebuilt
+  EXPECT_EQ(*cache.get(LtKey{LtOp::kInt8, 1, 64, 64, false, false}, make), 5);  // rebuilt
+}
+
+TEST(CudaLtPlanCache, RemembersThatAProblemHasNoPlan) {
+  LtPlanCache<int> cache(8);
+  int asked = 0;
+  const auto none = [&asked](const LtKey&) {
+    ++asked;
+    return std::unique_ptr<int>();
+  };
+  const LtKey k{LtOp::kInt8, 3, 36, 36, false, false};
+  EXPECT_EQ(cache.get(k, none), nullptr);
+  EXPECT_EQ(cache.get(k, none), nullptr);
+  EXPECT_EQ(asked, 1);  // the heuristic is not asked again
 }
 
 }  // namespace

@@ -56,13 +56,16 @@ void W8A8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   // Per-token scale (block = in) of x ⊙ s⁻¹, then int8 × int8 → int32 per (token, output).
   cuda::quantize_activations(x, inv_smooth, n, in, in, xq, x_scale, cuda.stream());
   const cuda::Int8Weights w{device_q_.as<std::int8_t>(), device_w_scale_.as<float>()};
-  switch (kernel) {
-    case cuda::LinearKernel::kCublasLtInt8: {  // IMMA, then y = acc · x_scale[r] · w_scale[o]
-      auto* acc = reinterpret_cast<std::int32_t*>(ws + xq_bytes + xs_bytes);
-      lt_->int8(xq, w.q, acc, n, out, in, cuda.stream());
+  if (kernel == cuda::LinearKernel::kCublasLtInt8) {  // IMMA, then y = acc · x_scale[r] · w_scale[o]
+    auto* acc = reinterpret_cast<std::int32_t*>(ws + xq_bytes + xs_bytes);
+    if (lt_->int8(xq, w.q, acc, n, out, in, cuda.stream())) {
       cuda::scale_int32_output(acc, x_scale, w.scale, y, n, out, cuda.stream());
       return;
     }
+    // No cuBLASLt algorithm for this shape: the s8 tiles compute the same sums.
+  }
+  switch (kernel) {
+    case cuda::LinearKernel::kCublasLtInt8:
     case cuda::LinearKernel::kTensorCore:
       cuda::int8_act_linear_mma(xq, x_scale, in, w, y, n, out, in, cuda.stream());
       return;
