@@ -29,6 +29,7 @@
 #include "inferlab/model/model.h"
 #include "inferlab/plugin/registry.h"
 #include "inferlab/support/rng.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gguf.h"
 #include "kernels/ref/matmul_int8.h"
 #include "model_fixtures.h"
@@ -256,6 +257,23 @@ TEST(GgufCuda, LinearsMatchTheReferenceAndTheCpuPluginOnBothPaths) {
         EXPECT_LE(to_ref, gemv ? 1e-4 : 5e-3);
         EXPECT_LE(relative_diff(y, y_cpu), 2e-2);
       }
+      // The GEMM in tiles of 32 rows (the last one partial: 37 and 130 rows), as a matrix larger
+      // than kGgufTileBytes runs; y starts NaN, so a column no tile wrote fails.
+      const int n = 33;
+      const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * s.in, 7);
+      CudaDevice& cuda = cuda_device(*gpu, "test");
+      Buffer dw(*gpu, blocks.size()), dx(*gpu, x.size() * sizeof(float)), dxh(*gpu, x.size() * 2),
+          dtile(*gpu, static_cast<std::size_t>(32) * s.in * 2), dy(*gpu, static_cast<std::size_t>(n) * s.out * 4);
+      gpu->copy_to_device(dw.data(), blocks.data(), blocks.size());
+      gpu->copy_to_device(dx.data(), x.data(), x.size() * sizeof(float));
+      const std::vector<float> nan(static_cast<std::size_t>(n) * s.out, std::numeric_limits<float>::quiet_NaN());
+      gpu->copy_to_device(dy.data(), nan.data(), nan.size() * sizeof(float));
+      cuda::convert_f32_to_half(dx.as<float>(), dxh.as<std::uint16_t>(), x.size(), cuda::HalfType::kF16, cuda.stream());
+      cuda::gguf_gemm_f16(cuda.cublas(), cuda.stream(), type, dw.as<std::uint8_t>(), dxh.as<std::uint16_t>(),
+                          dtile.as<std::uint16_t>(), 32, dy.as<float>(), n, s.out, s.in);
+      std::vector<float> y(nan.size());
+      gpu->copy_to_host(y.data(), dy.data(), y.size() * sizeof(float));
+      EXPECT_LE(relative_diff(y, reference(w, x, n, s.out, s.in, false)), 5e-3) << "tiles of 32 rows";
     }
 }
 
