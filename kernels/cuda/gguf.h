@@ -14,12 +14,17 @@ struct cublasContext;
 
 namespace inferlab::cuda {
 
-// Rows a GEMV pass carries (its accumulators live in registers); more rows go to the GEMM.
+// Rows one GEMV thread block carries (its accumulators live in registers), and the most rows the
+// plugin sends to the GEMV (more go to the GEMM): up to 32 rows (batched decode) the GEMV's
+// passes over the weights — the second and later mostly from L2 — move fewer bytes than an f16
+// copy of W (4 bytes per weight written and read) does. Unmeasured on a GPU: to be tuned there.
 inline constexpr int kGgufGemvRows = 8;
+inline constexpr int kGgufGemvMaxRows = 32;
 
-// Decode (gguf_mmvq.cu), n <= kGgufGemvRows: activations quantised per 32 (quantize_activations
-// with block 32: xq [n, in], xs [n, in / 32]); one warp per output row, each lane one sub-block
-// of 32 weights at a time, __dp4a integer dots, fp32 block sums (gguf_block_math.h).
+// Decode (gguf_mmvq.cu), any n (the plugin sends n <= kGgufGemvMaxRows): activations quantised
+// per 32 (quantize_activations with block 32: xq [n, in], xs [n, in / 32]); one warp per output
+// row and group of kGgufGemvRows rows, each lane one sub-block of 32 weights at a time, __dp4a
+// integer dots, fp32 block sums (gguf_block_math.h).
 void gguf_gemv(GgmlType type, const std::uint8_t* w, const std::int8_t* xq, const float* xs, float* y, int n,
                int out, int in, CUstream_st* stream);
 

@@ -19,7 +19,7 @@ class GgufCudaLinear final : public Linear {
   // blocks: W [out, in] of a type gguf_cuda_accepts (Error otherwise, or for a wrong size),
   // copied to `device` (a CUDA device); the host blocks stay shared (dequantize_row reads them).
   GgufCudaLinear(std::shared_ptr<const SourceBlocks> blocks, int out, int in, Device& device);
-  // n <= cuda::kGgufGemvRows: x quantised per 32 on the GPU, dp4a GEMV on the blocks; more rows:
+  // n <= cuda::kGgufGemvMaxRows: x quantised per 32 on the GPU, dp4a GEMV on the blocks; more rows:
   // x to f16, W dequantised tile by tile to f16, cuBLAS tensor-core GEMM (gguf_cuda_plan).
   // The operands live in the device's grow-only workspace.
   void forward(const float* x, float* y, int n, Device& device) const override;

@@ -68,7 +68,7 @@ int gguf_cuda_tile_rows(int out, int in) {
 GgufCudaPlan gguf_cuda_plan(int n, int out, int in) {
   GgufCudaPlan p;
   const std::size_t cells = static_cast<std::size_t>(n) * static_cast<std::size_t>(in);
-  p.gemv = n <= cuda::kGgufGemvRows;
+  p.gemv = n <= cuda::kGgufGemvMaxRows;
   if (p.gemv) {
     p.second = align256(cells);  // after xq
     p.bytes = p.second + cells / 32 * sizeof(float);

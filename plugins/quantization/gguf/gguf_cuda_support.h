@@ -27,7 +27,7 @@ std::vector<std::string> gguf_cuda_problems(const ModelConfig& model, const Para
 // How GgufCudaLinear::forward runs n rows of a [out, in] linear, and where its operands sit in
 // one device workspace (offsets 256-byte aligned).
 struct GgufCudaPlan {
-  bool gemv = true;          // n <= cuda::kGgufGemvRows: quantise x per 32, dp4a GEMV
+  bool gemv = true;          // n <= cuda::kGgufGemvMaxRows: quantise x per 32, dp4a GEMV
   int tile_rows = 0;         // GEMM: rows of W dequantised per tile (0 for the GEMV)
   std::size_t first = 0;     // GEMV: xq [n, in] int8; GEMM: xh [n, in] f16 — at offset 0
   std::size_t second = 0;    // offset of GEMV: xs [n, in / 32] fp32; GEMM: the f16 tile [tile_rows, in]
