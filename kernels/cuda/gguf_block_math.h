@@ -200,6 +200,25 @@ INFERLAB_GGUF_HD inline float sub_dot(const SubBlock& s, const std::int8_t* xq, 
   return xs * r;
 }
 
+// One lane's share of a GEMV row: acc[r] += the sub-blocks lane, lane + lanes, ... of `row` (a
+// row of in / 32 sub-blocks of type T) against activation row r (xq [N, in], xs [N, in / 32]).
+// gguf_mmvq.cu's warps call it with lanes = 32 and sum acc over the lanes.
+template <GgmlType T, int N>
+INFERLAB_GGUF_HD inline void row_partial(const std::uint8_t* row, const std::int8_t* xq, const float* xs, int in,
+                                         int lane, int lanes, float (&acc)[N]) {
+  using B = Block<T>;
+  const int subs = in / 32;
+  for (int s = lane; s < subs; s += lanes) {
+    SubBlock sb;
+    B::decode(row, s, sb);
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+    for (int r = 0; r < N; ++r)
+      acc[r] += sub_dot<B::kMin>(sb, xq + static_cast<long long>(r) * in + 32LL * s, xs[static_cast<long long>(r) * subs + s]);
+  }
+}
+
 // The 32 weights of one sub-block as floats.
 INFERLAB_GGUF_HD inline float weight_at(const SubBlock& s, int i) {
   const int code = static_cast<std::int8_t>(static_cast<std::uint32_t>(s.q[i / 4]) >> (8 * (i % 4)));

@@ -28,27 +28,17 @@ template <GgmlType T, int N>
 __global__ void gguf_gemv_kernel(const std::uint8_t* __restrict__ w, long long row_bytes,
                                  const std::int8_t* __restrict__ xq, const float* __restrict__ xs, float* y, int out,
                                  int in) {
-  using B = gguf::Block<T>;
   const int lane = threadIdx.x % 32;
   const int o = blockIdx.x * kWarps + threadIdx.x / 32;
   if (o >= out) return;  // whole warp
-  const std::uint8_t* row = w + o * row_bytes;
-  const int subs = in / 32;
   const long long r0 = static_cast<long long>(blockIdx.y) * N;  // this group's first activation row
   xq += r0 * in;
-  xs += r0 * subs;
+  xs += r0 * (in / 32);
   y += r0 * out;
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
-  for (int s = lane; s < subs; s += 32) {
-    gguf::SubBlock sb;
-    B::decode(row, s, sb);
-#pragma unroll
-    for (int r = 0; r < N; ++r)
-      acc[r] += gguf::sub_dot<B::kMin>(sb, xq + static_cast<long long>(r) * in + 32LL * s,
-                                       xs[static_cast<long long>(r) * subs + s]);
-  }
+  gguf::row_partial<T, N>(w + o * row_bytes, xq, xs, in, lane, 32, acc);
 #pragma unroll
   for (int r = 0; r < N; ++r) {
     float v = acc[r];

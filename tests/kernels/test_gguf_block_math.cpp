@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gguf_block_fixtures.h"
@@ -133,6 +134,57 @@ TEST(GgufBlockMath, SubBlockDotsEqualTheDoubleSumOverActivationBlocks) {
       EXPECT_NEAR(row_got, row_want, 1e-5 * row_mag);
     }
   }
+}
+
+// The GEMV's lanes as gguf_mmvq.cu runs them (32 lanes, each row_partial, summed), for 1..8
+// activation rows, against the double sum over the same activation blocks: the kernel's indexing
+// of rows, sub-blocks and activation blocks, on the CPU.
+template <GgmlType T, int N>
+void check_gemv_rows(int out, int in) {
+  SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(T)) + " rows " + std::to_string(N));
+  const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(T, out, in, 21);
+  std::vector<float> w(static_cast<std::size_t>(out) * in), x(static_cast<std::size_t>(N) * in);
+  dequantize(T, blocks.data(), w.size(), w.data());
+  Rng rng(N);
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  std::vector<std::int8_t> xq(x.size());
+  std::vector<float> xs(x.size() / 32);
+  ref::quantize_act_rows(x.data(), N, in, xq.data(), xs.data());
+  const std::size_t row_bytes = ggml_tensor_bytes(T, in);
+  for (int o = 0; o < out; ++o) {
+    float sum[N] = {};
+    for (int lane = 0; lane < 32; ++lane) {
+      float acc[N] = {};
+      g::row_partial<T, N>(blocks.data() + o * row_bytes, xq.data(), xs.data(), in, lane, 32, acc);
+      for (int r = 0; r < N; ++r) sum[r] += acc[r];
+    }
+    for (int r = 0; r < N; ++r) {
+      double want = 0, mag = 0;
+      for (int i = 0; i < in; ++i) {
+        const std::size_t at = static_cast<std::size_t>(r) * in + i;
+        const double term = static_cast<double>(w[static_cast<std::size_t>(o) * in + i]) * xq[at] * xs[at / 32];
+        want += term;
+        mag += std::fabs(term);
+      }
+      ASSERT_NEAR(sum[r], want, 1e-5 * mag) << "output " << o << " activation row " << r;
+    }
+  }
+}
+
+template <GgmlType T>
+void check_gemv_types(int out, int in) {
+  check_gemv_rows<T, 1>(out, in);
+  check_gemv_rows<T, 3>(out, in);
+  check_gemv_rows<T, 8>(out, in);
+}
+
+TEST(GgufBlockMath, GemvLanesSumToTheDoubleDotOfEveryRow) {
+  const int out = 5, in = 2304;  // 72 sub-blocks: lanes take 2 or 3 each; 9 K super-blocks
+  check_gemv_types<GgmlType::kQ8_0>(out, in);
+  check_gemv_types<GgmlType::kQ4_0>(out, in);
+  check_gemv_types<GgmlType::kQ4_1>(out, in);
+  check_gemv_types<GgmlType::kQ4_K>(out, in);
+  check_gemv_types<GgmlType::kQ6_K>(out, in);
 }
 
 }  // namespace
