@@ -28,6 +28,11 @@ inline constexpr int kGgufGemvMaxRows = 32;
 void gguf_gemv(GgmlType type, const std::uint8_t* w, const std::int8_t* xq, const float* xs, float* y, int n,
                int out, int in, CUstream_st* stream);
 
+// dst[i] = xq[i] * xs[i / 32] rounded to f16, i < n_values (activation blocks of 32, as
+// quantize_activations writes them, widened for the prefill GEMM).
+void gguf_act_blocks_to_f16(const std::int8_t* xq, const float* xs, long long n_values, std::uint16_t* dst,
+                            CUstream_st* stream);
+
 // Rows row0 .. row0 + rows of W dequantised to f16: dst [rows, in] (gguf_dequant.cu).
 void gguf_dequantize_f16(GgmlType type, const std::uint8_t* w, int row0, int rows, int in, std::uint16_t* dst,
                          CUstream_st* stream);

@@ -42,6 +42,13 @@ __global__ void gguf_dequantize_f16_kernel(const std::uint8_t* __restrict__ w, l
   }
 }
 
+__global__ void act_blocks_to_f16_kernel(const std::int8_t* __restrict__ xq, const float* __restrict__ xs,
+                                         long long n, __half* __restrict__ dst) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    dst[i] = __float2half_rn(static_cast<float>(xq[i]) * xs[i / 32]);
+}
+
 template <GgmlType T>
 void dequantize(const std::uint8_t* w, int row0, int rows, int in, std::uint16_t* dst, CUstream_st* stream) {
   const long long row_bytes = static_cast<long long>(in / (32 * gguf::Block<T>::kSubs)) * gguf::Block<T>::kBytes;
@@ -67,6 +74,14 @@ void gguf_dequantize_f16(GgmlType type, const std::uint8_t* w, int row0, int row
     case GgmlType::kQ4_K: return dequantize<GgmlType::kQ4_K>(w, row0, rows, in, dst, stream);
     default: return dequantize<GgmlType::kQ6_K>(w, row0, rows, in, dst, stream);
   }
+}
+
+void gguf_act_blocks_to_f16(const std::int8_t* xq, const float* xs, long long n_values, std::uint16_t* dst,
+                            CUstream_st* stream) {
+  if (n_values <= 0) return;
+  const auto grid = static_cast<unsigned>(std::min<long long>((n_values + kThreads - 1) / kThreads, 65535LL * 8));
+  act_blocks_to_f16_kernel<<<grid, kThreads, 0, stream>>>(xq, xs, n_values, reinterpret_cast<__half*>(dst));
+  INFERLAB_CUDA_CHECK_LAUNCH(act_blocks_to_f16_kernel);
 }
 
 void gguf_gemm_f16(cublasContext* handle, CUstream_st* stream, GgmlType type, const std::uint8_t* w,

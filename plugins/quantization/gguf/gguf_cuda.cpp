@@ -54,6 +54,24 @@ void GgufCudaLinear::forward(const float* x, float* y, int n, Device& device) co
   cuda::gguf_gemm_f16(cuda.cublas(), cuda.stream(), type_, w, xh, tile, plan.tile_rows, y, n, out, in);
 }
 
+void GgufCudaLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n,
+                                        Device& device) const {
+  if (n <= 0) return;
+  CudaDevice& cuda = cuda_device(device, "quantization 'gguf'");
+  const int out = out_features(), in = in_features();
+  const GgufCudaPlan plan = gguf_cuda_plan(n, out, in);
+  const auto* w = device_blocks_.as<std::uint8_t>();
+  if (plan.gemv) {
+    cuda::gguf_gemv(type_, w, xq, xs, y, n, out, in, cuda.stream());
+    return;
+  }
+  char* ws = static_cast<char*>(cuda.workspace(plan.bytes));
+  auto* xh = reinterpret_cast<std::uint16_t*>(ws + plan.first);    // [n, in] f16
+  auto* tile = reinterpret_cast<std::uint16_t*>(ws + plan.second);  // [tile_rows, in] f16
+  cuda::gguf_act_blocks_to_f16(xq, xs, static_cast<long long>(n) * in, xh, cuda.stream());
+  cuda::gguf_gemm_f16(cuda.cublas(), cuda.stream(), type_, w, xh, tile, plan.tile_rows, y, n, out, in);
+}
+
 void GgufCudaLinear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "quantization 'gguf'");
   const std::uint64_t row_bytes = ggml_tensor_bytes(type_, static_cast<std::uint64_t>(in_features()));

@@ -23,6 +23,11 @@ class GgufCudaLinear final : public Linear {
   // x to f16, W dequantised tile by tile to f16, cuBLAS tensor-core GEMM (gguf_cuda_plan).
   // The operands live in the device's grow-only workspace.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // The same from activations already quantised per 32 (xq [n, in], xs [n, in / 32] in device
+  // memory: [device] fuse = true quantises inside the RMSNorm / SwiGLU that produces x, on a
+  // device whose fused ops write them): the GEMV directly; the GEMM widens them to f16.
+  bool reads_act_blocks() const override { return true; }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override { return blocks_->bytes.size(); }
   // Row `row` decoded from the host blocks (the tied embedding's lookups stay on the host).
   void dequantize_row(int row, float* out) const override;

@@ -3,7 +3,8 @@
 // settings refused there, the GEMV/GEMM split and the workspace layout, the untied embedding
 // kept on the host, the file's bytes as the planned size. Device side (GgufCuda*, skipped with
 // the reason where no GPU is visible): each linear against a double-precision reference and
-// against the CPU plugin's output, both paths (GEMV n <= 32, f16 GEMM beyond), and whole GGUF
+// against the CPU plugin's output, both paths (GEMV n <= 32, f16 GEMM beyond) and both entries
+// (fp32 x, and x as int8 blocks for the fused ops), and whole GGUF
 // models against the CPU plugin's next-token distributions.
 // Tolerances (stated, unverified on a GPU until scripts/gpu_check.sh runs them):
 //   GEMV vs double on the same int8 activation blocks: max |diff| <= 1e-4 * max |y|;
@@ -31,6 +32,7 @@
 #include "inferlab/support/rng.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gguf.h"
+#include "kernels/cuda/quant_linear.h"
 #include "kernels/ref/matmul_int8.h"
 #include "model_fixtures.h"
 #include "test_support.h"
@@ -256,6 +258,21 @@ TEST(GgufCuda, LinearsMatchTheReferenceAndTheCpuPluginOnBothPaths) {
         const double to_ref = relative_diff(y, reference(w, x, n, s.out, s.in, gemv));
         EXPECT_LE(to_ref, gemv ? 1e-4 : 5e-3);
         EXPECT_LE(relative_diff(y, y_cpu), 2e-2);
+        // The fused entry: x quantised per 32 on the GPU and handed over as blocks — the GEMV's
+        // own input, so the same bits; the GEMM widens the blocks to f16.
+        CudaDevice& cuda = cuda_device(*gpu, "test");
+        Buffer dxq(*gpu, x.size()), dxs(*gpu, x.size() / 32 * sizeof(float));
+        cuda::quantize_activations(dx.as<float>(), nullptr, n, s.in, 32, dxq.as<std::int8_t>(), dxs.as<float>(),
+                                   cuda.stream());
+        gpu->copy_to_device(dy.data(), nan.data(), nan.size() * sizeof(float));
+        ASSERT_TRUE(gpu_linear->reads_act_blocks());
+        gpu_linear->forward_act_blocks(dxq.as<std::int8_t>(), dxs.as<float>(), dy.as<float>(), n, *gpu);
+        std::vector<float> y_blocks(y.size());
+        gpu->copy_to_host(y_blocks.data(), dy.data(), y_blocks.size() * sizeof(float));
+        if (gemv)
+          EXPECT_EQ(y_blocks, y);
+        else
+          EXPECT_LE(relative_diff(y_blocks, reference(w, x, n, s.out, s.in, true)), 5e-3);
       }
       // The GEMM in tiles of 32 rows (the last one partial: 37 and 130 rows), as a matrix larger
       // than kGgufTileBytes runs; y starts NaN, so a column no tile wrote fails.
