@@ -9,7 +9,8 @@
 # Steps, each logged to $OUT (or pack/out) and none stopping the others:
 #   1. the GPU as the driver sees it (nvidia-smi);
 #   2. the CUDA tests: test_cuda (ops vs kernels/ref, device, pool, timing, fp32 linear, int8 KV,
-#      model parity vs CPU), and the CUDA cases of the f16/bf16 plugin tests;
+#      model parity vs CPU), and the CUDA cases of the f16/bf16 plugin tests; quantization/gguf on
+#      cuda (test_quantization_gguf's GgufCuda cases, then tinyllama-1.1b exported as GGUF, benched);
 #   3. cuda_roofline: each op's time, GB/s and TFLOP/s against peaks measured here (copy kernel,
 #      8192³ GEMM);
 #   4. inferlab bench --device cuda (fp32 / f16 / bf16 linears, naive attention);
@@ -72,6 +73,14 @@ step "nvidia-smi" 20 gpu.txt nvidia-smi --query-gpu=name,memory.total,driver_ver
 step "test_cuda" 150 test_cuda.txt run test_cuda --gtest_brief=0
 step "f16/bf16 CUDA linears" 60 test_half.txt bash -c \
   "'$pack/run' test_quantization_f16 --gtest_filter='*Cuda*' && '$pack/run' test_quantization_bf16 --gtest_filter='*Cuda*'"
+# quantization/gguf on cuda: its linears and GGUF models against the CPU plugin, then TinyLlama's
+# shape exported as GGUF (seeded weights; GPU_CHECK_GGUF_TYPES, default q4_0) benched on its blocks.
+step "gguf CUDA linears" 90 test_gguf_cuda.txt run test_quantization_gguf --gtest_filter='GgufCuda*' --gtest_brief=0
+step "bench gguf on cuda (tinyllama-1.1b)" 240 bench_gguf.txt bash -c \
+  "for t in \$(echo '${GPU_CHECK_GGUF_TYPES:-q4_0}' | tr , ' '); do f=/tmp/gpu_check_tinyllama_\$t.gguf; \
+   '$pack/run' inferlab export --preset tinyllama-1.1b --format gguf --type \$t --out \$f && \
+   '$pack/run' inferlab bench --device cuda --model \$f --attention flash --quantization gguf -p 512 -n 64 \
+     --batch 1,32 --context 512 --repeats 3 || exit 1; done"
 # ---- cuda-kernels block: the attention and quantized-linear kernels (kernels/cuda/attention_*,
 # quant_*) against kernels/ref, the attention/quantization conformance cases on cuda, and their
 # achieved bandwidth (tests/cuda_kernels/cuda_kernel_roofline.cpp).
@@ -116,7 +125,7 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo "| step | result | time |"
   echo "|---|---|---|"
   printf '%s\n' "${summary[@]}"
-  for t in test_cuda test_half test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
+  for t in test_cuda test_half test_gguf_cuda test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
   for t in memcheck racecheck racecheck_tc; do echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$t.txt" 2>/dev/null | tr '\n' ' ')"; done
   echo
   echo "## roofline (from cuda_roofline)"
@@ -127,6 +136,9 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo
   echo "## inferlab bench --device cuda, tinyllama-1.1b"
   grep '^|' "$logs/bench_1b.txt" 2>/dev/null
+  echo
+  echo "## inferlab bench --device cuda, tinyllama-1.1b as GGUF (quantization gguf)"
+  grep '^|' "$logs/bench_gguf.txt" 2>/dev/null
   echo
   sed -n '/^## peers/,$p' "$logs/peers.txt" 2>/dev/null
 } | tee -a "$all"

@@ -1,5 +1,5 @@
-// cuda_kernel_roofline: times the CUDA attention and quantized-linear kernels through their
-// plugins on the first GPU and prints one markdown row per op with the achieved bandwidth
+// cuda_kernel_roofline: times the CUDA attention and quantized-linear kernels (int8, int4, and
+// gguf on a file's own blocks) through their plugins on the first GPU and prints one markdown row per op with the achieved bandwidth
 // (bytes the op must move / median time). scripts/gpu_check.sh prints these rows in its op
 // table. Without a CUDA device it prints why and exits 0.
 //   build/bin/cuda_kernel_roofline
@@ -18,6 +18,7 @@
 
 #include "attention_fixtures.h"
 #include "cuda_test_support.h"
+#include "gguf_block_fixtures.h"
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 #include "inferlab/plugin/registry.h"
@@ -225,6 +226,32 @@ void tensor_core_ab_rows(Device& device) {
   }
 }
 #endif
+// quantization/gguf's linears on a GGUF file's own blocks (random blocks of each type CUDA runs):
+// the dp4a GEMV at 1 and 32 rows (decode, batched decode), the f16 tiles + cuBLAS at 512.
+void gguf_rows(const Registry& registry, Device& device) {
+  const int out = 4096, in = 4096;
+  const Params params = registry.resolve(PluginKind::kQuantization, "gguf", {}, "roofline");
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    ModelWeights weights;
+    weights.layers.resize(1);
+    weights.config.source_linear_types["layers.0.wq"] = static_cast<std::uint32_t>(type);
+    std::vector<std::uint8_t> blocks = random_gguf_blocks(type, out, in, 5);
+    const double weight_bytes = static_cast<double>(blocks.size());
+    weights.set_source_blocks("layers.0.wq", SourceBlocks{static_cast<std::uint32_t>(type), std::move(blocks)});
+    auto quant = registry.create_quantization("gguf", params, device, &weights);
+    auto linear = quant->make_linear("layers.0.wq", std::vector<float>{}, out, in);
+    const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
+    for (int n : {1, 32, 512}) {
+      Buffer x = to_device(device, std::vector<float>(static_cast<std::size_t>(n) * in, 0.5f));
+      Buffer y = to_device(device, std::vector<float>(static_cast<std::size_t>(n) * out));
+      const Timing t = time_op(device, [&] { linear->forward(x.as<const float>(), y.as<float>(), n, device); });
+      row("gguf " + name + (n == 512 ? " prefill (f16 tiles + cuBLAS)" : " GEMV (dp4a)"),
+          std::to_string(n) + " x 4096 -> 4096", weight_bytes + 4.0 * n * (in + out), t);
+      if (n == 512)
+        std::printf("|   (prefill above: %.1f GFLOP/s) | | | | |\n", 2.0 * n * out * in / t.median_s / 1e9);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace inferlab::testing
@@ -241,6 +268,7 @@ int main() {
   std::printf("| op | shape | median us | min-max us | GB/s |\n|---|---|---|---|---|\n");
   inferlab::testing::attention_rows(registry, *device);
   inferlab::testing::linear_rows(registry, *device);
+  inferlab::testing::gguf_rows(registry, *device);
 #if INFERLAB_HAVE_CUDA
   inferlab::testing::tensor_core_ab_rows(*device);
 #endif
