@@ -21,10 +21,14 @@ Int4CudaLinear::Int4CudaLinear(std::unique_ptr<Int4Linear> host, Device& device)
   owned_ = std::move(host);
 }
 
+cuda::Int4Weights Int4CudaLinear::weights() const {
+  return {device_packed_.as<std::uint8_t>(), device_scale_.as<float>(),
+          host_.symmetric() ? nullptr : device_zero_.as<std::uint8_t>(), host_.group_size()};
+}
+
 void Int4CudaLinear::forward(const float* x, float* y, int n, Device& device) const {
   CudaDevice& cuda = cuda_device(device, "int4 linear");
-  const cuda::Int4Weights w{device_packed_.as<std::uint8_t>(), device_scale_.as<float>(),
-                            host_.symmetric() ? nullptr : device_zero_.as<std::uint8_t>(), host_.group_size()};
+  const cuda::Int4Weights w = weights();
   const int in = in_features();
   if (!host_.reads_act_blocks()) {
     cuda::int4_linear(x, w, y, n, out_features(), in, cuda.stream());
@@ -37,7 +41,14 @@ void Int4CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   auto* xq = reinterpret_cast<std::int8_t*>(ws);
   auto* xs = reinterpret_cast<float*>(ws + xq_bytes);
   cuda::quantize_activations(x, nullptr, n, in, ref::kActBlock, xq, xs, cuda.stream());
-  cuda::int4_act_linear(xq, xs, w, y, n, out_features(), in, cuda.stream());
+  forward_act_blocks(xq, xs, y, n, device);
+}
+
+void Int4CudaLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n,
+                                        Device& device) const {
+  if (!host_.reads_act_blocks()) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  CudaDevice& cuda = cuda_device(device, "int4 linear");
+  cuda::int4_act_linear(xq, xs, weights(), y, n, out_features(), in_features(), cuda.stream());
 }
 
 }  // namespace inferlab
