@@ -8,15 +8,17 @@
 #   device tool: run(command="bash scripts/gpu_check.sh build-gpu", carry=["build-gpu"], timeout_s=540)
 # Steps, each logged to $OUT (or pack/out) and none stopping the others:
 #   1. the GPU as the driver sees it (nvidia-smi);
-#   2. the CUDA tests: test_cuda (ops vs kernels/ref, device, pool, timing, fp32 linear, int8 KV,
-#      model parity vs CPU), and the CUDA cases of the f16/bf16 plugin tests; quantization/gguf on
-#      cuda (test_quantization_gguf's GgufCuda cases, then tinyllama-1.1b exported as GGUF, benched);
+#   2. the CUDA tests: test_cuda (ops vs kernels/ref, fused ops vs unfused and vs ref, token
+#      choice, device, pool, timing, fp32 linear, int8 KV, model parity vs CPU), and the CUDA
+#      cases of the f16/bf16 plugin tests; quantization/gguf on cuda (test_quantization_gguf's
+#      GgufCuda cases, then tinyllama-1.1b exported as GGUF, benched);
 #   3. cuda_roofline: each op's time, GB/s and TFLOP/s against peaks measured here (copy kernel,
 #      8192³ GEMM);
 #   4. inferlab bench --device cuda (fp32 / f16 / bf16 linears, naive attention);
 #   5. inferlab run experiments/quickstart.toml --set device.kind=cuda;
 #   6. inferlab bench --device cuda at a 1B-class shape (tinyllama-1.1b, seeded random weights):
-#      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears;
+#      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears; then fused
+#      ([device] fuse) with flash's decode split on and off;
 #   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
 #      attention shape, HF transformers generate on the bench's own tinyllama-1.1b weights
 #      (`inferlab export --format hf`);
@@ -96,6 +98,11 @@ step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device
 step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
   --attention "${GPU_CHECK_1B_ATTENTION:-flash,split_k}" --quantization "${GPU_CHECK_1B_QUANT:-none,bf16,int8,int4}" \
   -p 512 -n 64 --batch "${GPU_CHECK_1B_BATCH:-1,32}" --context 512 --repeats 3
+# Fused decode kernels ([device] fuse, kernels/cuda/fused.cu) and flash's decode split on / off
+# in one call (the unfused rows are the step above's): batch 1 and 32 at a 2048-token context.
+step "bench --device cuda --fuse (tinyllama-1.1b)" 120 bench_1b_fused.txt run inferlab bench --device cuda \
+  --preset tinyllama-1.1b --attention flash,flash:decode_split=false --quantization none,int8:activations=int8 \
+  -p '' -n 64 --batch 1,32 --context 2048 --repeats 3 --fuse
 # The HF peer runs the very weights the bench ran: tinyllama-1.1b's seeded random weights
 # exported as a Hugging Face folder (bf16; Q/K rows permuted to the half rotation).
 hf_dir=/tmp/gpu_check_tinyllama_hf
@@ -139,6 +146,9 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo
   echo "## inferlab bench --device cuda, tinyllama-1.1b as GGUF (quantization gguf)"
   grep '^|' "$logs/bench_gguf.txt" 2>/dev/null
+  echo
+  echo "## inferlab bench --device cuda --fuse, tinyllama-1.1b (flash decode split on / off)"
+  grep '^|' "$logs/bench_1b_fused.txt" 2>/dev/null
   echo
   sed -n '/^## peers/,$p' "$logs/peers.txt" 2>/dev/null
 } | tee -a "$all"

@@ -59,13 +59,20 @@ void row(const std::string& op, const std::string& shape, double bytes, const Ti
               t.max_s * 1e6, bytes / t.median_s / 1e9);
 }
 
-void attention_rows(const Registry& registry, Device& device) {
-  // Decode: 8 sequences x 1 row at context 4096, 32 heads over 8 kv heads, head_dim 128, f32 KV.
+// One decode problem: `seqs` sequences x 1 row at context 4096, f32 KV, through each variant
+// (plugin name, its parameters, the row's label).
+struct AttentionVariant {
+  std::string plugin;
+  std::map<std::string, ParamValue> params;
+  std::string label;
+};
+void attention_rows(const Registry& registry, Device& device, int seqs, int n_heads, int n_kv_heads, int head_dim,
+                    const std::vector<AttentionVariant>& variants) {
   AttentionProblemSpec spec;
-  spec.seqs.assign(8, {4096, 1});
-  spec.n_heads = 32;
-  spec.n_kv_heads = 8;
-  spec.head_dim = 128;
+  spec.seqs.assign(static_cast<std::size_t>(seqs), {4096, 1});
+  spec.n_heads = n_heads;
+  spec.n_kv_heads = n_kv_heads;
+  spec.head_dim = head_dim;
   spec.block_size = 16;
   spec.seed = 3;
   const AttentionProblem problem(spec);
@@ -89,10 +96,13 @@ void attention_rows(const Registry& registry, Device& device) {
   Buffer q = to_device(device, std::vector<float>(problem.q(), problem.q() + problem.out_size()));
   Buffer out = to_device(device, std::vector<float>(problem.out_size()));
   const double bytes = static_cast<double>(problem.kv_floats_read()) * 4.0;  // K and V once
-  for (const std::string name : {"naive", "flash", "split_k"}) {
-    auto attention = registry.create_attention(name, registry.resolve(PluginKind::kAttention, name, {}, "roofline"), device);
+  const std::string shape = std::to_string(seqs) + " seqs x ctx 4096, " + std::to_string(n_heads) + "/" +
+                            std::to_string(n_kv_heads) + " heads, d " + std::to_string(head_dim) + ", f32 KV";
+  for (const AttentionVariant& v : variants) {
+    auto attention = registry.create_attention(
+        v.plugin, registry.resolve(PluginKind::kAttention, v.plugin, v.params, "roofline"), device);
     const Timing t = time_op(device, [&] { attention->forward(db, kv, q.as<const float>(), out.as<float>(), device); });
-    row("decode attention " + name, "8 seqs x ctx 4096, 32/8 heads, d 128, f32 KV", bytes, t);
+    row("decode attention " + v.label, shape, bytes, t);
   }
 }
 
@@ -266,7 +276,14 @@ int main() {
   auto device = make_device(DeviceKind::kCuda, 1);
   const Registry registry({inferlab::testing::plugin_dir()});
   std::printf("| op | shape | median us | min-max us | GB/s |\n|---|---|---|---|---|\n");
-  inferlab::testing::attention_rows(registry, *device);
+  using inferlab::testing::attention_rows;
+  // 8 sequences of a 32/8-head, d 128 model; then batch 1 of TinyLlama's 32/4 heads, d 64, where
+  // flash unsplit launches 4 thread blocks (its decode split: FlashDecoding).
+  attention_rows(registry, *device, 8, 32, 8, 128,
+                 {{"naive", {}, "naive"}, {"flash", {}, "flash"}, {"split_k", {}, "split_k"}});
+  attention_rows(registry, *device, 1, 32, 4, 64,
+                 {{"flash", {}, "flash"}, {"flash", {{"decode_split", false}}, "flash decode_split=false"},
+                  {"split_k", {}, "split_k"}});
   inferlab::testing::linear_rows(registry, *device);
   inferlab::testing::gguf_rows(registry, *device);
 #if INFERLAB_HAVE_CUDA

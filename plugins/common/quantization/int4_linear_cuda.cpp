@@ -23,14 +23,18 @@ Int4CudaLinear::Int4CudaLinear(std::unique_ptr<Int4Linear> host, Device& device)
   owned_ = std::move(host);
 }
 
+cuda::Int4Weights Int4CudaLinear::weights() const {
+  return {device_packed_.as<std::uint8_t>(), device_scale_.as<float>(),
+          host_.symmetric() ? nullptr : device_zero_.as<std::uint8_t>(), host_.group_size()};
+}
+
 void Int4CudaLinear::forward(const float* x, float* y, int n, Device& device) const {
   forward_smoothed(x, nullptr, y, n, device);
 }
 
 void Int4CudaLinear::forward_smoothed(const float* x, const float* inv_scale, float* y, int n, Device& device) const {
   CudaDevice& cuda = cuda_device(device, "int4 linear");
-  const cuda::Int4Weights w{device_packed_.as<std::uint8_t>(), device_scale_.as<float>(),
-                            host_.symmetric() ? nullptr : device_zero_.as<std::uint8_t>(), host_.group_size()};
+  const cuda::Int4Weights w = weights();
   const int in = in_features(), out = out_features();
   if (!host_.reads_act_blocks()) {
     if (inv_scale != nullptr) {  // [n, in] x ⊙ s⁻¹ in the workspace (the fp32 kernels use none)
@@ -52,6 +56,15 @@ void Int4CudaLinear::forward_smoothed(const float* x, const float* inv_scale, fl
   auto* xq = reinterpret_cast<std::int8_t*>(ws);
   auto* xs = reinterpret_cast<float*>(ws + xq_bytes);
   cuda::quantize_activations(x, inv_scale, n, in, ref::kActBlock, xq, xs, cuda.stream());
+  forward_act_blocks(xq, xs, y, n, device);
+}
+
+void Int4CudaLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n,
+                                        Device& device) const {
+  if (!host_.reads_act_blocks()) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  CudaDevice& cuda = cuda_device(device, "int4 linear");
+  const cuda::Int4Weights w = weights();
+  const int in = in_features(), out = out_features();
   switch (cuda::plan_int8_act_linear(n, out, in, ref::kActBlock, /*int4_weights=*/true, /*per_token_lt=*/false)) {
     case cuda::LinearKernel::kGemv128: cuda::int4_act_linear_gemv128(xq, xs, w, y, n, out, in, cuda.stream()); return;
     case cuda::LinearKernel::kTensorCore: cuda::int4_act_linear_mma(xq, xs, w, y, n, out, in, cuda.stream()); return;

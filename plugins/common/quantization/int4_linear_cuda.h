@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cuda/quant_linear.h"
 #include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab {
@@ -24,10 +25,15 @@ class Int4CudaLinear final : public Linear {
   // forward on x ⊙ inv_scale (inv_scale: device [in], or null for x itself): AWQ's s⁻¹, folded
   // into the activation quantisation when activations are int8, else applied into the workspace.
   void forward_smoothed(const float* x, const float* inv_scale, float* y, int n, Device& device) const;
+  // With int8 activations ([device] fuse = true): the 32-blocks the fused RMSNorm / SwiGLU made
+  // (device memory), straight into the __dp4a GEMV; the same y as forward.
+  bool reads_act_blocks() const override { return host_.reads_act_blocks(); }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override { return host_.weight_bytes(); }
   void dequantize_row(int row, float* out) const override { host_.dequantize_row(row, out); }
 
  private:
+  cuda::Int4Weights weights() const;  // the device arrays, as the kernels take them
   std::unique_ptr<Int4Linear> owned_;  // null for a view
   const Int4Linear& host_;
   Buffer device_packed_, device_scale_, device_zero_;

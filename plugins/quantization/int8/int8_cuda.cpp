@@ -40,7 +40,15 @@ void Int8CudaLinear::forward(const float* x, float* y, int n, Device& device) co
   auto* xq = reinterpret_cast<std::int8_t*>(ws);
   auto* xs = reinterpret_cast<float*>(ws + xq_bytes);
   cuda::quantize_activations(x, nullptr, n, in, ref::kActBlock, xq, xs, cuda.stream());
-  const int out = out_features();
+  forward_act_blocks(xq, xs, y, n, device);
+}
+
+void Int8CudaLinear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n,
+                                        Device& device) const {
+  if (!int8_activations_) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  CudaDevice& cuda = cuda_device(device, "quantization 'int8'");
+  const cuda::Int8Weights w{device_q_.as<std::int8_t>(), device_scale_.as<float>()};
+  const int in = in_features(), out = out_features();
   switch (cuda::plan_int8_act_linear(n, out, in, ref::kActBlock, /*int4_weights=*/false, /*per_token_lt=*/false)) {
     case cuda::LinearKernel::kGemv128:
       cuda::int8_act_linear_gemv128(xq, xs, ref::kActBlock, w, y, n, out, in, cuda.stream());

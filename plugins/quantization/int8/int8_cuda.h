@@ -19,6 +19,10 @@ class Int8CudaLinear final : public Linear {
   // and the kernel kernels/cuda/linear_plan.h picks for n rows: int8_mma.cu's 128-bit __dp4a GEMV
   // (decode) or s8 tensor cores (prefill), quant_act.cu's GEMV for shapes they do not take.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // With int8 activations ([device] fuse = true): the 32-blocks the fused RMSNorm / SwiGLU made
+  // (device memory), straight into the __dp4a GEMV; the same y as forward.
+  bool reads_act_blocks() const override { return int8_activations_; }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override { return host_->weight_bytes(); }
   void dequantize_row(int row, float* out) const override { host_->dequantize_row(row, out); }
 
