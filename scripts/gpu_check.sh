@@ -8,18 +8,22 @@
 #   device tool: run(command="bash scripts/gpu_check.sh build-gpu", carry=["build-gpu"], timeout_s=540)
 # Steps, each logged to $OUT (or pack/out) and none stopping the others:
 #   1. the GPU as the driver sees it (nvidia-smi);
-#   2. the CUDA tests: test_cuda (ops vs kernels/ref, device, pool, timing, fp32 linear, int8 KV,
-#      model parity vs CPU), and the CUDA cases of the f16/bf16 plugin tests;
+#   2. the CUDA tests: test_cuda (ops vs kernels/ref, fused ops vs unfused and vs ref, token
+#      choice, device, pool, timing, fp32 linear, int8 KV, model parity vs CPU), and the CUDA
+#      cases of the f16/bf16 plugin tests; quantization/gguf on cuda (test_quantization_gguf's
+#      GgufCuda cases, then tinyllama-1.1b exported as GGUF, benched);
 #   3. cuda_roofline: each op's time, GB/s and TFLOP/s against peaks measured here (copy kernel,
 #      8192³ GEMM);
 #   4. inferlab bench --device cuda (fp32 / f16 / bf16 linears, naive attention);
 #   5. inferlab run experiments/quickstart.toml --set device.kind=cuda;
 #   6. inferlab bench --device cuda at a 1B-class shape (tinyllama-1.1b, seeded random weights):
-#      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears;
+#      prefill 512, decode at batch 1 and 32, fp32 / bf16 / int8 / int4 linears; then fused
+#      ([device] fuse) with flash's decode split on and off;
 #   7. the peers (scripts/gpu_peers.py): copy and bf16 GEMM ceilings, PyTorch SDPA at the decode
 #      attention shape, HF transformers generate on the bench's own tinyllama-1.1b weights
 #      (`inferlab export --format hf`);
-#   8. compute-sanitizer memcheck and racecheck over the kernel tests;
+#   8. compute-sanitizer memcheck and racecheck over the kernel tests (racecheck also over the
+#      tensor-core linears' tiles);
 # GPU_CHECK_1B_ATTENTION / _QUANT / _BATCH narrow the 1B-class bench (defaults flash,split_k /
 # none,bf16,int8,int4 / 1,32); GPU_CHECK_RACECHECK_FILTER the racecheck's gtest filter.
 # GPU_CHECK_ONLY=REGEX runs only the steps whose names match (a rerun of what failed), e.g.
@@ -71,6 +75,14 @@ step "nvidia-smi" 20 gpu.txt nvidia-smi --query-gpu=name,memory.total,driver_ver
 step "test_cuda" 150 test_cuda.txt run test_cuda --gtest_brief=0
 step "f16/bf16 CUDA linears" 60 test_half.txt bash -c \
   "'$pack/run' test_quantization_f16 --gtest_filter='*Cuda*' && '$pack/run' test_quantization_bf16 --gtest_filter='*Cuda*'"
+# quantization/gguf on cuda: its linears and GGUF models against the CPU plugin, then TinyLlama's
+# shape exported as GGUF (seeded weights; GPU_CHECK_GGUF_TYPES, default q4_0) benched on its blocks.
+step "gguf CUDA linears" 90 test_gguf_cuda.txt run test_quantization_gguf --gtest_filter='GgufCuda*' --gtest_brief=0
+step "bench gguf on cuda (tinyllama-1.1b)" 240 bench_gguf.txt bash -c \
+  "for t in \$(echo '${GPU_CHECK_GGUF_TYPES:-q4_0}' | tr , ' '); do f=/tmp/gpu_check_tinyllama_\$t.gguf; \
+   '$pack/run' inferlab export --preset tinyllama-1.1b --format gguf --type \$t --out \$f && \
+   '$pack/run' inferlab bench --device cuda --model \$f --attention flash --quantization gguf -p 512 -n 64 \
+     --batch 1,32 --context 512 --repeats 3 || exit 1; done"
 # ---- cuda-kernels block: the attention and quantized-linear kernels (kernels/cuda/attention_*,
 # quant_*) against kernels/ref, the attention/quantization conformance cases on cuda, and their
 # achieved bandwidth (tests/cuda_kernels/cuda_kernel_roofline.cpp).
@@ -86,6 +98,11 @@ step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device
 step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
   --attention "${GPU_CHECK_1B_ATTENTION:-flash,split_k}" --quantization "${GPU_CHECK_1B_QUANT:-none,bf16,int8,int4}" \
   -p 512 -n 64 --batch "${GPU_CHECK_1B_BATCH:-1,32}" --context 512 --repeats 3
+# Fused decode kernels ([device] fuse, kernels/cuda/fused.cu) and flash's decode split on / off
+# in one call (the unfused rows are the step above's): batch 1 and 32 at a 2048-token context.
+step "bench --device cuda --fuse (tinyllama-1.1b)" 120 bench_1b_fused.txt run inferlab bench --device cuda \
+  --preset tinyllama-1.1b --attention flash,flash:decode_split=false --quantization none,int8:activations=int8 \
+  -p '' -n 64 --batch 1,32 --context 2048 --repeats 3 --fuse
 # The HF peer runs the very weights the bench ran: tinyllama-1.1b's seeded random weights
 # exported as a Hugging Face folder (bf16; Q/K rows permuted to the half rotation).
 hf_dir=/tmp/gpu_check_tinyllama_hf
@@ -103,6 +120,10 @@ step "compute-sanitizer memcheck" 150 memcheck.txt "$cs" --tool memcheck --error
   "$pack/run" test_cuda_kernels
 step "compute-sanitizer racecheck" 100 racecheck.txt "$cs" --tool racecheck --error-exitcode 9 \
   "$pack/run" test_cuda_kernels --gtest_filter="${GPU_CHECK_RACECHECK_FILTER:-CudaAttention.LongContext*}"
+# The shared-memory tiles of the tensor-core linears (kernels/cuda/int4_mma.cu, int8_mma.cu).
+step "compute-sanitizer racecheck (tensor-core linears)" 90 racecheck_tc.txt "$cs" --tool racecheck \
+  --error-exitcode 9 "$pack/run" test_cuda_kernels \
+  --gtest_filter='CudaTensorCoreLinears.Int4WeightOnly*:CudaTensorCoreLinears.Int8Activation*'
 
 count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs/$1" 2>/dev/null | tr '\n' ' '; }
 {
@@ -111,8 +132,8 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo "| step | result | time |"
   echo "|---|---|---|"
   printf '%s\n' "${summary[@]}"
-  for t in test_cuda test_half test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
-  for t in memcheck racecheck; do echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$t.txt" 2>/dev/null | tr '\n' ' ')"; done
+  for t in test_cuda test_half test_gguf_cuda test_cuda_kernels conformance_cuda; do echo "$t: $(count $t.txt)"; done
+  for t in memcheck racecheck racecheck_tc; do echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$t.txt" 2>/dev/null | tr '\n' ' ')"; done
   echo
   echo "## roofline (from cuda_roofline)"
   sed -n '/^| op /,$p' "$logs/roofline.txt" 2>/dev/null
@@ -122,6 +143,12 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo
   echo "## inferlab bench --device cuda, tinyllama-1.1b"
   grep '^|' "$logs/bench_1b.txt" 2>/dev/null
+  echo
+  echo "## inferlab bench --device cuda, tinyllama-1.1b as GGUF (quantization gguf)"
+  grep '^|' "$logs/bench_gguf.txt" 2>/dev/null
+  echo
+  echo "## inferlab bench --device cuda --fuse, tinyllama-1.1b (flash decode split on / off)"
+  grep '^|' "$logs/bench_1b_fused.txt" 2>/dev/null
   echo
   sed -n '/^## peers/,$p' "$logs/peers.txt" 2>/dev/null
 } | tee -a "$all"

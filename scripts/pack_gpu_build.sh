@@ -9,7 +9,7 @@
 # The build must be portable: cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release
 #   -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=ON && ninja -C build-portable (then pass build-portable).
 #
-# Layout: pack/bin (inferlab, test_cuda, cuda_roofline, the f16/bf16 plugin tests),
+# Layout: pack/bin (inferlab, test_cuda, cuda_roofline, the f16/bf16/gguf plugin tests),
 # pack/lib (libinferlab_core + its non-system libraries), pack/lib/inferlab (plugins: the
 # registry finds them beside libinferlab_core), pack/data (stories260K), pack/run (a wrapper that
 # sets LD_LIBRARY_PATH to pack/lib, the CUDA library folders, INFERLAB_DATA and
@@ -36,7 +36,7 @@ fi
 rm -rf "$pack"
 mkdir -p "$pack/bin" "$pack/lib/inferlab" "$pack/data/models"
 
-programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16)
+programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16 test_quantization_gguf)
 # cuda-kernels: the attention/quantized-linear kernel tests, the conformance suites, their roofline.
 programs+=(test_cuda_kernels test_conformance cuda_kernel_roofline)
 for p in "${programs[@]}"; do
@@ -56,6 +56,8 @@ done | sort -u | while read -r name path; do
 done
 
 [ -d "$data/models/stories260K" ] && cp -r "$data/models/stories260K" "$pack/data/models/"
+# The GGUF fixtures test_quantization_gguf's CUDA cases read ($INFERLAB_DATA/gguf, 1.7 MiB).
+mkdir -p "$pack/data/gguf" && cp "$root"/tests/data/gguf/*.gguf "$pack/data/gguf/"
 
 cat > "$pack/run" <<'WRAP'
 #!/usr/bin/env bash

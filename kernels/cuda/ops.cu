@@ -1,15 +1,16 @@
 // CUDA elementwise ops of the Llama layer (contracts: kernels/cuda/ops.h; truth: kernels/ref).
 // Deliberately simple, obviously-correct kernels: one thread per element (grid-stride) for the
 // streaming ops, one block per row for RMSNorm (double sum, as the CPU kernel, so the two
-// devices agree to rounding), one warp per (row, head) for the int8 KV write. All are
-// memory-bound: bytes moved / time against the copy_f32 bandwidth is their roofline
-// (scripts/gpu_check.sh prints it).
+// devices agree to rounding), one warp per (row, head) for the int8 KV write. The row bodies are
+// ops_rows.cuh's, shared with the fused kernels (fused.cu). All are memory-bound: bytes moved /
+// time against the copy_f32 bandwidth is their roofline (scripts/gpu_check.sh prints it).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/ops_rows.cuh"
 
 namespace inferlab::cuda {
 namespace {
@@ -34,19 +35,13 @@ __global__ void embedding_kernel(const float* __restrict__ table, const int* __r
 
 __global__ void rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
                                int dim, float eps) {
-  __shared__ double partial[kThreads];
+  __shared__ double partial[row_ops::kNormThreads];
   const float* xr = x + static_cast<std::size_t>(blockIdx.x) * dim;
   float* o = out + static_cast<std::size_t>(blockIdx.x) * dim;
   double ss = 0.0;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += static_cast<double>(xr[i]) * xr[i];
-  partial[threadIdx.x] = ss;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {  // blockDim.x is a power of two
-    if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const float inv = static_cast<float>(1.0 / sqrt(partial[0] / dim + eps));
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = w[i] * (inv * xr[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss = row_ops::add_square(ss, xr[i]);
+  const float inv = row_ops::rms_inv(ss, partial, dim, eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = row_ops::norm_value(xr[i], w[i], inv);
 }
 
 // One thread per (row, head, pair) of q and then of k.
@@ -57,20 +52,8 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k, const 
   const std::size_t q_pairs = static_cast<std::size_t>(rows) * n_heads * half;
   const std::size_t k_pairs = static_cast<std::size_t>(rows) * n_kv_heads * half;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < q_pairs + k_pairs;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const bool is_q = i < q_pairs;
-    const std::size_t p = is_q ? i : i - q_pairs;
-    const int heads = is_q ? n_heads : n_kv_heads;
-    const std::size_t j = p % half, rh = p / half;  // rh = row * heads + head
-    const std::size_t r = rh / heads;
-    float* v = (is_q ? q : k) + rh * head_dim;
-    const float angle = static_cast<float>(positions[r]) * inv_freq[j];
-    const float c = cosf(angle), s = sinf(angle);
-    const std::size_t a = half_style ? j : 2 * j, b = half_style ? j + half : 2 * j + 1;
-    const float v0 = v[a], v1 = v[b];
-    v[a] = v0 * c - v1 * s;
-    v[b] = v0 * s + v1 * c;
-  }
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    row_ops::rope_pair(q, k, positions, q_pairs, n_heads, n_kv_heads, head_dim, inv_freq, half_style, i);
 }
 
 __global__ void kv_write_f32_kernel(float* __restrict__ k_cache, float* __restrict__ v_cache,
@@ -122,8 +105,7 @@ __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ y, s
 __global__ void swiglu_kernel(float* __restrict__ gate, const float* __restrict__ up, std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + expf(-g)) * up[i];
+    gate[i] = row_ops::swiglu_value(gate[i], up[i]);
   }
 }
 
@@ -157,7 +139,7 @@ void embedding(const float* table, const int* tokens, int rows, int dim, float* 
 
 void rmsnorm(const float* x, const float* w, float* out, int rows, int dim, float eps, Stream stream) {
   if (rows <= 0 || dim <= 0) return;
-  rmsnorm_kernel<<<static_cast<unsigned int>(rows), kThreads, 0, stream>>>(x, w, out, dim, eps);
+  rmsnorm_kernel<<<static_cast<unsigned int>(rows), row_ops::kNormThreads, 0, stream>>>(x, w, out, dim, eps);
   INFERLAB_CUDA_CHECK_LAUNCH("rmsnorm");
 }
 

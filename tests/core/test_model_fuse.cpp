@@ -118,7 +118,9 @@ TEST(ModelFuse, TiedEmbeddingReadsTheClassifierRows) {
   }
 }
 
-TEST(ModelFuse, FuseIsCpuOnly) {
+// The compute devices (CPU here; CUDA in tests/cuda/test_cuda_fused.cpp) take fuse; a simulated
+// device has no ops to fuse.
+TEST(ModelFuse, FuseNeedsADeviceThatRunsOps) {
   CpuDevice cpu(1);
   cpu.set_fuse(true);
   EXPECT_TRUE(cpu.fuse());

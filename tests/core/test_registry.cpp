@@ -182,21 +182,24 @@ TEST(RegistryDevices, PicksTheFactoryOfTheDevice) {
 // devices it has; on the simulated device (no ops) its CPU implementation is used.
 TEST(RegistryDevices, RefusesADeviceThePluginHasNoImplementationFor) {
   Registry reg({testing::plugin_dir()});
-  const PluginDescriptor& gguf = reg.find(PluginKind::kQuantization, "gguf");
-  ASSERT_EQ(gguf.devices.count(DeviceKind::kCuda), 0u);
-  const Params params = reg.resolve(PluginKind::kQuantization, "gguf", {}, "t");
+  const PluginDescriptor& skip = reg.find(PluginKind::kDecoding, "layer_skip");  // runs the model's layers on the CPU
+  ASSERT_EQ(skip.devices.count(DeviceKind::kCuda), 0u);
+  const Params params = reg.resolve(PluginKind::kDecoding, "layer_skip", {}, "t");
   FakeCudaDevice cuda;
-  const std::string msg = error_of([&] { reg.create_quantization("gguf", params, cuda); });
-  EXPECT_NE(msg.find("quantization/gguf does not run on device 'cuda' (it runs on: " + gguf.device_names() + ")"),
+  const std::string msg = error_of([&] { reg.create_decoder("layer_skip", params, cuda); });
+  EXPECT_NE(msg.find("decoding/layer_skip does not run on device 'cuda' (it runs on: " + skip.device_names() + ")"),
             std::string::npos)
       << msg;
-  EXPECT_EQ(gguf.device_names(), "cpu");
+  EXPECT_EQ(skip.device_names(), "cpu");
   ModelConfig model;
-  const auto reasons = reg.check_support(PluginKind::kQuantization, "gguf", {model, DeviceKind::kCuda, {}, params});
+  model.n_layers = 4;
+  const auto reasons = reg.check_support(PluginKind::kDecoding, "layer_skip", {model, DeviceKind::kCuda, {}, params});
   ASSERT_FALSE(reasons.empty());
   EXPECT_EQ(reasons[0], "does not run on device 'cuda' (it runs on: cpu)");
   SimDevice sim;
-  EXPECT_NE(reg.create_quantization("gguf", params, sim), nullptr);
+  ModelWeights weights;
+  weights.config = model;
+  EXPECT_NE(reg.create_decoder("layer_skip", params, sim, &weights), nullptr);
 }
 
 // A device-independent strategy declares every kind once, with any_device.

@@ -30,13 +30,15 @@ struct Variant {
   std::map<std::string, ParamValue> params;
 };
 
-// Defaults, and parameter values that stress the tiling: one-position tiles, row tiles that do
-// not divide 17, forced splits beyond the context of short sequences, 17-row sequences split.
+// Defaults (flash splits few-row sequences over their context: FlashDecoding), and parameter
+// values that stress the tiling: one-position tiles, row tiles that do not divide 17, flash
+// unsplit, forced splits beyond the context of short sequences, 17-row sequences split.
 const std::vector<Variant> kVariants = {
     {"naive", {}},
     {"flash", {}},
     {"flash", {{"tile", std::int64_t{1}}, {"query_rows", std::int64_t{1}}}},
     {"flash", {{"tile", std::int64_t{7}}, {"query_rows", std::int64_t{5}}}},
+    {"flash", {{"decode_split", false}}},  // one block per kv head: the path before FlashDecoding
     {"split_k", {}},
     {"split_k", {{"splits", std::int64_t{7}}}},
     {"split_k", {{"splits", std::int64_t{3}}, {"max_query_rows", std::int64_t{17}}}},

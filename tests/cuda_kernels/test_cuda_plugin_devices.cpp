@@ -20,7 +20,7 @@ bool lists(const PluginDescriptor& d, DeviceKind kind) {
 // The plugins with kernels in kernels/cuda (quantization/none and the half formats are
 // cuda-core's; they are checked by its own tests).
 const std::set<std::string> kAttention = {"naive", "flash", "split_k"};
-const std::set<std::string> kQuantization = {"int8", "int4", "gptq", "awq", "smoothquant"};
+const std::set<std::string> kQuantization = {"int8", "int4", "gptq", "awq", "smoothquant", "gguf"};
 
 TEST(CudaPluginDevices, AttentionAndQuantizationPluginsDeclareCudaExactlyWhenBuiltWithIt) {
   const Registry registry({plugin_dir()});
@@ -38,7 +38,7 @@ TEST(CudaPluginDevices, AttentionAndQuantizationPluginsDeclareCudaExactlyWhenBui
 #endif
     }
   }
-  EXPECT_EQ(seen, 8);
+  EXPECT_EQ(seen, 9);
 }
 
 }  // namespace

@@ -35,6 +35,13 @@
 #include <cstddef>
 #include <cstdint>
 
+// Callable from CUDA device code too (kernels/cuda/gguf_block_math.h decodes the same layouts).
+#if defined(__CUDACC__)
+#define INFERLAB_GGUF_HD __host__ __device__
+#else
+#define INFERLAB_GGUF_HD
+#endif
+
 namespace inferlab::ref {
 
 inline constexpr int kGgufBlock = 32;   // weights per Q8_0 / Q4_0 / Q4_1 block, per K sub-block
@@ -51,7 +58,7 @@ inline constexpr std::int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block, from its 12
 // scale bytes: sub-blocks 0-3 keep theirs in the low 6 bits of bytes j and j+4; 4-7 split
 // theirs into a nibble of byte j+4 and the top 2 bits of bytes j-4 (scale) and j (min).
-inline void kq_scale_min(const std::uint8_t* scales, int j, std::uint8_t& sc, std::uint8_t& m) {
+INFERLAB_GGUF_HD inline void kq_scale_min(const std::uint8_t* scales, int j, std::uint8_t& sc, std::uint8_t& m) {
   if (j < 4) {
     sc = scales[j] & 63;
     m = scales[j + 4] & 63;

@@ -12,6 +12,7 @@
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/fused.h"
 #include "kernels/cuda/ops.h"
 
 namespace inferlab {
@@ -322,6 +323,23 @@ void CudaDevice::add(float* x, const float* y, std::size_t n) { cuda::add(x, y, 
 void CudaDevice::swiglu(float* gate, const float* up, std::size_t n) { cuda::swiglu(gate, up, n, s_->stream); }
 void CudaDevice::add_bias(float* y, const float* b, int rows, int width) {
   cuda::add_bias(y, b, rows, width, s_->stream);
+}
+
+// ---- fused ops ------------------------------------------------------------------------------
+
+void CudaDevice::residual_rmsnorm(float* x, const float* y, const float* w, float* out, std::int8_t* act_q,
+                                  float* act_scale, int rows, int dim, float eps) {
+  cuda::residual_rmsnorm(x, y, w, out, act_q, act_scale, rows, dim, eps, s_->stream);
+}
+void CudaDevice::rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots,
+                                   int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq,
+                                   RopeStyle style, float* k_cache, float* v_cache) {
+  cuda::rope_kv_write_f32(q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style, k_cache,
+                          v_cache, s_->stream);
+}
+void CudaDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
+                                 int width) {
+  cuda::swiglu_quantize(gate, up, act_q, act_scale, rows, width, s_->stream);
 }
 
 CudaMemoryInfo cuda_memory_info(Device& device) { return cuda_device(device, "cuda_memory_info").memory_info(); }

@@ -128,13 +128,13 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
-// ---- fused ops: the CPU device's only ------------------------------------------------------
+// ---- fused ops: the CPU and CUDA devices' only --------------------------------------------
 
 namespace {
 
 [[noreturn]] void no_fused_ops(const Device& device, const char* op) {
   throw Error(std::string("device '") + device_kind_name(device.kind()) + "' has no fused op " + op +
-              ": fuse is cpu-only (allowed: [device] fuse = true with kind = \"cpu\")");
+              ": fuse runs on cpu and cuda (allowed: [device] fuse = true with kind = \"cpu\" or \"cuda\")");
 }
 
 }  // namespace

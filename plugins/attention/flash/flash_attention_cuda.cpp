@@ -1,7 +1,10 @@
 // FlashAttention on a CUDA device: kernels/cuda/attention_flash.cu. The CPU parameters map one
 // to one: `query_rows` rows of a sequence form one thread block's work item (times the GQA
 // group, all in shared memory), `tile` K/V positions are staged in shared memory per step. A pair
-// that does not fit the GPU's shared memory is refused with an Error naming both.
+// that does not fit the GPU's shared memory is refused with an Error naming both. With
+// decode_split (the default), a sequence whose rows fit one item is split over its context
+// (FlashDecoding; the chunk count from the context and the SM count: decode_split.h) and its
+// partial states merged by kernels/cuda/attention_split_k.cu.
 #include "flash_attention_cuda.h"
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 
 #include "inferlab/device/cuda_device.h"
 #include "plugins/common/attention/attention_plan_cuda.h"
+#include "plugins/common/attention/decode_split.h"
 
 namespace inferlab::plugins {
 
@@ -20,19 +24,9 @@ void FlashCudaAttention::forward(const AttentionBatch& batch, const KvLayerView&
   CudaDevice& cuda = cuda_device(device, who);
   const cuda::HostBatchMirror host = cuda::mirror_batch(batch, cuda);
   check_attention_batch(host.view, kv, who);
-  std::vector<cuda::AttentionItem> items;
-  int max_item_rows = 0;
-  for (int s = 0; s < host.view.n_seqs(); ++s) {
-    const int n_q = host.view.query_start[s + 1] - host.view.query_start[s];
-    const int ctx = host.view.context_len[s];
-    for (int r = 0; r < n_q; r += strategy_.query_rows()) {
-      const int r_end = std::min(r + strategy_.query_rows(), n_q);
-      // The rows' whole causal prefix: up to the last row's position.
-      items.push_back({s, r, r_end, 0, ctx - n_q + r_end, -1});
-      max_item_rows = std::max(max_item_rows, r_end - r);
-    }
-  }
-  cuda::run_tiled_attention(cuda, batch, kv, q, out, items, {}, 0, max_item_rows, strategy_.tile(), who);
+  const cuda::TiledPlan plan = cuda::flash_plan(host.view, strategy_.query_rows(), decode_split_, cuda.sm_count());
+  cuda::run_tiled_attention(cuda, batch, kv, q, out, plan.items, plan.merges, plan.partial_vectors,
+                            plan.max_item_rows, strategy_.tile(), who);
 }
 
 DeviceImpl flash_cuda() {
@@ -56,7 +50,8 @@ DeviceImpl flash_cuda() {
   };
   return {[](const PluginContext& ctx) {
             return std::make_unique<FlashCudaAttention>(static_cast<int>(ctx.params.get_int("tile")),
-                                                        static_cast<int>(ctx.params.get_int("query_rows")));
+                                                        static_cast<int>(ctx.params.get_int("query_rows")),
+                                                        ctx.params.get_bool("decode_split"));
           },
           supports, {KvDtype::kF32, KvDtype::kInt8}};
 }

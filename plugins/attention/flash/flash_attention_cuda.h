@@ -8,8 +8,10 @@ namespace inferlab::plugins {
 
 class FlashCudaAttention final : public Attention {
  public:
-  // tile, query_rows: as FlashAttention's (lanes is a CPU parameter: flash_cuda() refuses false).
-  FlashCudaAttention(int tile, int query_rows) : strategy_(tile, query_rows) {}
+  // tile, query_rows: as FlashAttention's (lanes is a CPU parameter: flash_cuda() refuses false);
+  // decode_split: few-row sequences split over their context (cuda::flash_plan).
+  FlashCudaAttention(int tile, int query_rows, bool decode_split)
+      : strategy_(tile, query_rows), decode_split_(decode_split) {}
   // q, out: [rows, n_heads, head_dim] in device memory.
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
                Device& device) override;
@@ -17,6 +19,7 @@ class FlashCudaAttention final : public Attention {
 
  private:
   FlashAttention strategy_;  // the parameters and what it declares to the simulator
+  bool decode_split_;
 };
 
 // The kCuda entry: FlashCudaAttention, reading f32 or int8 (one scale per token-head) KV, and

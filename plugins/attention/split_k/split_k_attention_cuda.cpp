@@ -14,6 +14,7 @@
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
 #include "plugins/common/attention/attention_plan_cuda.h"
+#include "plugins/common/attention/decode_split.h"
 #include "partial_attention.h"
 
 namespace inferlab::plugins {
@@ -26,34 +27,15 @@ void SplitKCudaAttention::forward(const AttentionBatch& batch, const KvLayerView
   check_attention_batch(host.view, kv, who);
   const int group = batch.n_heads / batch.n_kv_heads;
   const std::vector<int> splits = strategy_.plan(host.view, cuda.sm_count());
-  std::vector<cuda::AttentionItem> items;
-  std::vector<cuda::AttentionMerge> merges;
-  long long partial_vectors = 0;
+  cuda::TiledPlan plan;
   for (int s = 0; s < host.view.n_seqs(); ++s) {
     const int n_q = host.view.query_start[s + 1] - host.view.query_start[s];
-    const int ctx = host.view.context_len[s];
-    const int n_split = splits[static_cast<std::size_t>(s)];
-    for (int r = 0; r < n_q; r += SplitKAttention::kPrefillRowBlock) {
-      const int r_end = std::min(r + SplitKAttention::kPrefillRowBlock, n_q);
-      if (n_split <= 1) {  // tiled: the rows' whole causal prefix
-        items.push_back({s, r, r_end, 0, ctx - n_q + r_end, -1});
-        continue;
-      }
-      const int vectors = (r_end - r) * group;
-      merges.push_back({s, r, r_end - r, n_split, static_cast<int>(partial_vectors)});
-      for (int j = 0; j < n_split; ++j) {
-        // Chunk j: [ctx*j/n, ctx*(j+1)/n), never empty since n <= ctx.
-        const auto begin = static_cast<int>(static_cast<long long>(ctx) * j / n_split);
-        const auto end = static_cast<int>(static_cast<long long>(ctx) * (j + 1) / n_split);
-        items.push_back({s, r, r_end, begin, end,
-                         static_cast<int>(partial_vectors + static_cast<long long>(j) * batch.n_kv_heads * vectors)});
-      }
-      partial_vectors += static_cast<long long>(n_split) * batch.n_kv_heads * vectors;
-    }
+    for (int r = 0; r < n_q; r += SplitKAttention::kPrefillRowBlock)
+      cuda::add_row_block(plan, s, r, std::min(r + SplitKAttention::kPrefillRowBlock, n_q), n_q,
+                          host.view.context_len[s], splits[static_cast<std::size_t>(s)], batch.n_kv_heads, group);
   }
-  check(partial_vectors < (1LL << 31), std::string(who) + ": too many partial states for one batch");
-  cuda::run_tiled_attention(cuda, batch, kv, q, out, items, merges, partial_vectors, SplitKAttention::kPrefillRowBlock,
-                            split_k::kPositionTile, who);
+  cuda::run_tiled_attention(cuda, batch, kv, q, out, plan.items, plan.merges, plan.partial_vectors,
+                            SplitKAttention::kPrefillRowBlock, split_k::kPositionTile, who);
 }
 
 DeviceImpl split_k_cuda() {

@@ -10,8 +10,8 @@
 namespace inferlab {
 
 HalfCudaLinear::HalfCudaLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format,
-                               Device& device)
-    : Linear(out, in), format_(format), device_(device) {
+                               Device& device, std::shared_ptr<cuda::GemmLt> lt)
+    : Linear(out, in), format_(format), device_(device), lt_(std::move(lt)) {
   const std::vector<std::uint16_t> bits = round_to_half(weight, out, in, format);
   (void)cuda_device(device, format == cpu::HalfFormat::kF16 ? "quantization 'f16'" : "quantization 'bf16'");
   weight_ = Buffer(device, bits.size() * sizeof(std::uint16_t));
@@ -24,7 +24,8 @@ void HalfCudaLinear::forward(const float* x, float* y, int n, Device& device) co
   auto* xh = static_cast<std::uint16_t*>(cuda.workspace(elems * sizeof(std::uint16_t)));  // [n, in] half
   const cuda::HalfType type = format_ == cpu::HalfFormat::kF16 ? cuda::HalfType::kF16 : cuda::HalfType::kBF16;
   cuda::convert_f32_to_half(x, xh, elems, type, cuda.stream());
-  cuda::gemm_half(cuda.cublas(), xh, weight_.as<std::uint16_t>(), y, n, out_features(), in_features(), type);
+  lt_->half(xh, weight_.as<std::uint16_t>(), y, n, out_features(), in_features(), type, nullptr, false,
+            cuda.stream());
 }
 
 std::uint64_t HalfCudaLinear::weight_bytes() const {
@@ -43,7 +44,8 @@ void HalfCudaLinear::dequantize_row(int row, float* out) const {
 std::unique_ptr<Linear> HalfCudaQuantization::make_linear(const std::string& name, std::vector<float> weight,
                                                           int out, int in) {
   (void)name;  // every linear, the classifier included, is stored in the half type
-  return std::make_unique<HalfCudaLinear>(weight, out, in, format_, device_);
+  if (!lt_) lt_ = std::make_shared<cuda::GemmLt>();  // one handle and workspace for every linear
+  return std::make_unique<HalfCudaLinear>(weight, out, in, format_, device_, lt_);
 }
 
 }  // namespace inferlab

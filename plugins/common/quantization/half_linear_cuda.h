@@ -1,6 +1,7 @@
 // The half-precision linear on a CUDA device (half_linear_cuda.cpp, compiled only in a CUDA
 // build): weights rounded to f16 or bf16 in device memory, activations rounded to the same half
-// type on the GPU, cublasGemmEx on tensor cores with fp32 accumulation and fp32 output. The
+// type on the GPU, a cuBLASLt GEMM (kernels/cuda/gemm_lt.h: plans cached per shape, workspace
+// allocated once) on tensor cores with fp32 accumulation and fp32 output. The
 // descriptors of quantization/f16 and bf16 enter HalfCudaQuantization under kCuda.
 #pragma once
 #include <cstdint>
@@ -8,14 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/gemm_lt.h"
 #include "plugins/common/quantization/half_linear.h"
 
 namespace inferlab {
 
 class HalfCudaLinear final : public Linear {
  public:
-  // weight: [out, in] fp32, rounded to `format` and uploaded to `device` (a CUDA device).
-  HalfCudaLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device);
+  // weight: [out, in] fp32, rounded to `format` and uploaded to `device` (a CUDA device); lt: the
+  // quantization's cuBLASLt handle and workspace, shared by its linears.
+  HalfCudaLinear(const std::vector<float>& weight, int out, int in, cpu::HalfFormat format, Device& device,
+                 std::shared_ptr<cuda::GemmLt> lt);
   // y[n, out] = x[n, in] · W_half^T; x is rounded to the half type first (the tensor-core GEMM
   // multiplies halves), so results carry the activation rounding too.
   void forward(const float* x, float* y, int n, Device& device) const override;
@@ -26,7 +30,8 @@ class HalfCudaLinear final : public Linear {
  private:
   cpu::HalfFormat format_;
   Device& device_;  // the CUDA device holding weight_
-  Buffer weight_;   // [out, in] row-major in CUDA device memory
+  std::shared_ptr<cuda::GemmLt> lt_;
+  Buffer weight_;  // [out, in] row-major in CUDA device memory
 };
 
 // HalfQuantization whose linears run on `device` (a CUDA device; no AMX there).
@@ -36,6 +41,9 @@ class HalfCudaQuantization final : public HalfQuantization {
   using Quantization::make_linear;
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out,
                                       int in) override;
+
+ private:
+  std::shared_ptr<cuda::GemmLt> lt_;  // created with the first linear
 };
 
 }  // namespace inferlab

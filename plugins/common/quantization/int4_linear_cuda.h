@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/cuda/quant_linear.h"
 #include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab {
@@ -16,13 +17,23 @@ class Int4CudaLinear final : public Linear {
   Int4CudaLinear(std::unique_ptr<Int4Linear> host, Device& device);
   // The same for a layer the caller keeps alive (an AWQ linear's int4 layer).
   Int4CudaLinear(const Int4Linear& host, Device& device);
-  // kernels/cuda/quant_linear.cu (GEMV / fused GEMM) or, with int8 activations,
-  // kernels/cuda/quant_act.cu (on-GPU activation blocks, __dp4a).
+  // The kernel kernels/cuda/linear_plan.h picks for n rows: fp32 activations — the 128-bit GEMV
+  // (decode) or bf16 tensor cores (prefill) of int4_mma.cu where the groups allow, else
+  // quant_linear.cu; int8 activations (quantised on the GPU per 32-block) — the 128-bit __dp4a
+  // GEMV or s8 tensor cores of int8_mma.cu, else quant_act.cu.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // forward on x ⊙ inv_scale (inv_scale: device [in], or null for x itself): AWQ's s⁻¹, folded
+  // into the activation quantisation when activations are int8, else applied into the workspace.
+  void forward_smoothed(const float* x, const float* inv_scale, float* y, int n, Device& device) const;
+  // With int8 activations ([device] fuse = true): the 32-blocks the fused RMSNorm / SwiGLU made
+  // (device memory), straight into the __dp4a GEMV; the same y as forward.
+  bool reads_act_blocks() const override { return host_.reads_act_blocks(); }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override { return host_.weight_bytes(); }
   void dequantize_row(int row, float* out) const override { host_.dequantize_row(row, out); }
 
  private:
+  cuda::Int4Weights weights() const;  // the device arrays, as the kernels take them
   std::unique_ptr<Int4Linear> owned_;  // null for a view
   const Int4Linear& host_;
   Buffer device_packed_, device_scale_, device_zero_;

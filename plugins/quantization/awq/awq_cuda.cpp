@@ -3,7 +3,6 @@
 
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/device/device_upload.h"
-#include "kernels/cuda/quant_linear.h"
 #include "plugins/common/quantization/float_linear_cuda.h"
 
 namespace inferlab::plugins {
@@ -23,11 +22,10 @@ std::unique_ptr<Linear> AwqCudaQuantization::place(std::unique_ptr<AwqLinear> li
 }
 
 void AwqCudaLinear::forward(const float* x, float* y, int n, Device& device) const {
-  CudaDevice& cuda = cuda_device(device, "quantization 'awq'");
-  // [n, in] x ⊙ s⁻¹ in the workspace; the int4 weight-only kernel that follows uses none.
-  auto* scaled = static_cast<float*>(cuda.workspace(static_cast<std::size_t>(n) * in_features() * sizeof(float)));
-  cuda::scale_columns(x, device_inv_scale_.as<float>(), scaled, n, in_features(), cuda.stream());
-  q_.forward(scaled, y, n, device);
+  // s⁻¹ goes in with x: scaling into the workspace first and then quantising the activations
+  // into the same workspace would alias (the int8-activation path writes xq there).
+  (void)cuda_device(device, "quantization 'awq'");
+  q_.forward_smoothed(x, device_inv_scale_.as<float>(), y, n, device);
 }
 
 std::unique_ptr<Linear> AwqCudaQuantization::place_float(std::vector<float> weight, int out, int in) {

@@ -14,7 +14,7 @@ class AwqCudaLinear final : public Linear {
  public:
   // Uploads host's s⁻¹ and int4 codes to `device` (a CUDA device).
   AwqCudaLinear(std::unique_ptr<AwqLinear> host, Device& device);
-  // x ⊙ s⁻¹ into the device workspace, then the int4 kernel.
+  // Int4CudaLinear::forward_smoothed with s⁻¹ (folded into the int8 activation quantisation).
   void forward(const float* x, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override { return host_->weight_bytes(); }
   void dequantize_row(int row, float* out) const override { host_->dequantize_row(row, out); }

@@ -61,14 +61,7 @@ GgufBlockLinear::GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int
   const GgmlType type = type_;
   check(cpu::gguf_native_kernel(type), "quantization 'gguf': no native kernel for " +
                                            type_name(static_cast<std::uint32_t>(type)) + "; " + kAllowed);
-  check(out > 0 && in > 0 && static_cast<std::size_t>(in) % ggml_block_elements(type) == 0,
-        "quantization 'gguf': a [" + std::to_string(out) + ", " + std::to_string(in) + "] " +
-            type_name(static_cast<std::uint32_t>(type)) + " tensor needs rows of whole blocks of " +
-            std::to_string(ggml_block_elements(type)));
-  const std::uint64_t expect = static_cast<std::uint64_t>(out) * ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
-  check(blocks_->bytes.size() == expect, "quantization 'gguf': " + std::to_string(blocks_->bytes.size()) + " bytes of " +
-                                      type_name(static_cast<std::uint32_t>(type)) + " blocks, a [" + std::to_string(out) +
-                                      ", " + std::to_string(in) + "] tensor has " + std::to_string(expect));
+  check_block_shape(*blocks_, out, in);
   if (int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type)) {
     packed_ = cpu::pack_gguf(type, blocks_->bytes, out, in);
     packed_.unpack = unpack;
@@ -129,6 +122,18 @@ void GgufBlockLinear::dequantize_row(int row, float* out) const {
   dequantize(type_, unpacked.data(), static_cast<std::size_t>(in_features()), out);
 }
 
+void check_block_shape(const SourceBlocks& blocks, int out, int in) {
+  const auto type = static_cast<GgmlType>(blocks.ggml_type);
+  check(out > 0 && in > 0 && static_cast<std::size_t>(in) % ggml_block_elements(type) == 0,
+        "quantization 'gguf': a [" + std::to_string(out) + ", " + std::to_string(in) + "] " +
+            type_name(blocks.ggml_type) + " tensor needs rows of whole blocks of " +
+            std::to_string(ggml_block_elements(type)));
+  const std::uint64_t expect = static_cast<std::uint64_t>(out) * ggml_tensor_bytes(type, static_cast<std::uint64_t>(in));
+  check(blocks.bytes.size() == expect, "quantization 'gguf': " + std::to_string(blocks.bytes.size()) + " bytes of " +
+                                           type_name(blocks.ggml_type) + " blocks, a [" + std::to_string(out) + ", " +
+                                           std::to_string(in) + "] tensor has " + std::to_string(expect));
+}
+
 bool gguf_strategy_accepts(std::uint32_t ggml_type) {
   if (!ggml_type_supported(ggml_type)) return false;
   const auto t = static_cast<GgmlType>(ggml_type);
@@ -173,7 +178,7 @@ std::uint64_t GgufQuantization::planned_bytes(const std::string& name, int out, 
   const std::optional<GgmlType> type = native_type(model, name);
   if (!type || static_cast<std::uint64_t>(in) % ggml_block_elements(*type) != 0) return n * sizeof(float);  // fp32
   const std::uint64_t row = ggml_tensor_bytes(*type, static_cast<std::uint64_t>(in));
-  if (!(int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(*type))) return row * out;
+  if (!repacks(*type)) return row * out;
   const std::uint64_t padded = (static_cast<std::uint64_t>(out) + 31) / 32 * 32 * row;
   return (padded * 37 + 35) / 36;  // Q4_K's 148 per 144 and Q5_K's 180 per 176 are below 37/36
 }
@@ -205,11 +210,27 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
                 " but the loaded weights carry no such blocks for it");
       weight.clear();  // values a caller passed anyway: not needed
       weight.shrink_to_fit();
-      return std::make_unique<GgufBlockLinear>(std::move(blocks), out, in, int8_activations_, unpack_);
+      return place_blocks(name, std::move(blocks), out, in);
     }
   }
   // Float tensors (F32, F16, BF16): the loader's fp32 copy.
+  return place_float(name, std::move(weight), out, in);
+}
+
+std::unique_ptr<Linear> GgufQuantization::place_blocks(const std::string& name,
+                                                       std::shared_ptr<const SourceBlocks> blocks, int out, int in) {
+  (void)name;
+  return std::make_unique<GgufBlockLinear>(std::move(blocks), out, in, int8_activations_, unpack_);
+}
+
+std::unique_ptr<Linear> GgufQuantization::place_float(const std::string& name, std::vector<float> weight, int out,
+                                                      int in) {
+  (void)name;
   return std::make_unique<FloatLinear>(std::move(weight), out, in);
+}
+
+bool GgufQuantization::repacks(GgmlType type) const {
+  return int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type);
 }
 
 }  // namespace inferlab::plugins

@@ -66,6 +66,9 @@ class GgufBlockLinear : public Linear {
   bool int8_activations_;
 };
 
+// Throws Error unless `blocks` hold a [out, in] tensor of whole blocks of their type.
+void check_block_shape(const SourceBlocks& blocks, int out, int in);
+
 // The types whose tensors the strategy accepts: native ones, Q5_K (dequantised on load) and
 // the float types (run in fp32).
 bool gguf_strategy_accepts(std::uint32_t ggml_type);
@@ -92,6 +95,16 @@ class GgufQuantization : public Quantization {
   // for the K-quants' sub-block scales) for a float multiply, or for an int8 one with int8
   // activations; a float tensor runs as the model's own weights.
   LinearArithmetic arithmetic(const std::string& name, const ModelConfig& model) const override;
+
+ protected:
+  // Where make_linear's linears live (the device implementation's hooks; the CPU's here):
+  // `name` on its stored blocks of a native type (checked here), or a float linear.
+  virtual std::unique_ptr<Linear> place_blocks(const std::string& name, std::shared_ptr<const SourceBlocks> blocks,
+                                               int out, int in);
+  virtual std::unique_ptr<Linear> place_float(const std::string& name, std::vector<float> weight, int out, int in);
+  // Whether place_blocks repacks a native `type` into gemm_gguf's panels (planned_bytes' size).
+  virtual bool repacks(GgmlType type) const;
+  bool int8_activations() const { return int8_activations_; }
 
  private:
   const ModelWeights* weights_;

@@ -1,4 +1,6 @@
 // Plugin descriptor for quantization/gguf.
+#include "gguf_cuda.h"
+#include "gguf_cuda_support.h"
 #include "gguf_linear.h"
 #include "inferlab/plugin/plugin.h"
 
@@ -13,7 +15,7 @@ inferlab::PluginDescriptor describe() {
   d.version = "1.0.0";
   d.summary = "a GGUF checkpoint's own Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL/Q2_K-Q6_K/IQ4_XS blocks run natively "
               "(float tensors fp32); "
-              "fp32 or int8-block activations";
+              "fp32 or int8-block activations; on cuda Q8_0/Q4_0/Q4_1/Q4_K/Q6_K (dp4a GEMV, f16 tensor-core prefill)";
   d.params = {{"activations", ParamType::kString, std::string("int8"), std::nullopt, std::nullopt, {"fp32", "int8"},
                "int8 (default): activations quantised per 32-block, integer dot products (llama.cpp's arithmetic, "
                "the fast path); fp32: codes widened to float against fp32 activations (the dequantised model's "
@@ -33,6 +35,13 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<GgufQuantization>(ctx.weights, ctx.params.get_string("activations") == "int8",
                                               ctx.params.get_bool("unpack"));
   };
+#if INFERLAB_HAVE_CUDA
+  d.devices[DeviceKind::kCuda] = DeviceImpl(  // gguf_cuda.cpp: Q8_0, Q4_0, Q4_1, Q4_K, Q6_K and float tensors
+      [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
+        return std::make_unique<GgufCudaQuantization>(ctx.weights, ctx.device);
+      },
+      [](const SupportQuery& q) { return gguf_cuda_problems(q.model, q.params); });
+#endif
   return d;
 }
 

@@ -14,9 +14,15 @@ class Int8CudaLinear final : public Linear {
  public:
   // Uploads host's q and scale to `device` (a CUDA device).
   Int8CudaLinear(std::unique_ptr<Int8Linear> host, Device& device);
-  // kernels/cuda/quant_linear.cu, or with int8 activations the on-GPU activation blocks and
-  // __dp4a of quant_act.cu.
+  // fp32 activations: a 128-bit GEMV up to 8 rows (quant_linear.cu's where in % 16 != 0), bf16
+  // tensor-core tiles above (int4_mma.cu); with int8 activations the on-GPU activation blocks (per 32)
+  // and the kernel kernels/cuda/linear_plan.h picks for n rows: int8_mma.cu's 128-bit __dp4a GEMV
+  // (decode) or s8 tensor cores (prefill), quant_act.cu's GEMV for shapes they do not take.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // With int8 activations ([device] fuse = true): the 32-blocks the fused RMSNorm / SwiGLU made
+  // (device memory), straight into the __dp4a GEMV; the same y as forward.
+  bool reads_act_blocks() const override { return int8_activations_; }
+  void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   std::uint64_t weight_bytes() const override { return host_->weight_bytes(); }
   void dequantize_row(int row, float* out) const override { host_->dequantize_row(row, out); }
 

@@ -99,6 +99,16 @@ class CudaDevice final : public ComputeDevice {
   void swiglu(float* gate, const float* up, std::size_t n) override;
   void add_bias(float* y, const float* b, int rows, int width) override;
 
+  // [device] fuse = true: kernels/cuda/fused.h, bit-identical to the unfused ops above.
+  void set_fuse(bool on) override { fuse_ = on; }
+  void residual_rmsnorm(float* x, const float* y, const float* w, float* out, std::int8_t* act_q, float* act_scale,
+                        int rows, int dim, float eps) override;
+  void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
+                         int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                         float* k_cache, float* v_cache) override;
+  void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
+                       int width) override;
+
  private:
   struct State;  // CUDA handles, the pool, staging, events (cuda_device.cu)
   std::unique_ptr<State> s_;

@@ -147,11 +147,12 @@ class ComputeDevice : public Device {
   // y[r, :] += b for rows of width.
   virtual void add_bias(float* y, const float* b, int rows, int width) = 0;
 
-  // ---- fused ops ([device] fuse = true; the CPU device only) -------------------------------
+  // ---- fused ops ([device] fuse = true; the CPU and CUDA devices) -------------------------
   // When fuse() is on, the model runs these instead of the unfused sequences they stand for; the
-  // results are bit-identical (kernels/cpu/ops_fused.h). Only the CPU device has them: set_fuse
-  // (true) on any other device throws Error (fuse is CPU-only, and the experiment refuses it
-  // with kind = "cuda" or "sim" at its [device] line), and the ops below throw there.
+  // results are bit-identical (kernels/cpu/ops_fused.h, kernels/cuda/fused.h). The CPU and CUDA
+  // devices have them: set_fuse(true) on any other device throws Error (the experiment refuses
+  // fuse with kind = "sim" at its [device] line), and the ops below throw there. act_q/act_scale
+  // are memory of this device.
   bool fuse() const { return fuse_; }
   virtual void set_fuse(bool on);
   // x [rows, dim] += y (y may be null), then RMSNorm of x with w [dim] into out [rows, dim] (may be

@@ -40,7 +40,7 @@ class Linear {
   // [device] fuse = true the model quantises once, inside the RMSNorm or SwiGLU that produces x,
   // for every linear reading it. Same result as forward on the unquantised x.
   virtual bool reads_act_blocks() const { return false; }
-  // xq [n, in], xs [n, act_blocks(in)] (host memory); throws Error unless reads_act_blocks().
+  // xq [n, in], xs [n, act_blocks(in)] (memory of `device`); throws Error unless reads_act_blocks().
   virtual void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const;
   // Group hooks, called by forward_group / forward_group_act_blocks (below) on the group's first
   // member: a family that can run a group of its own kind as ONE pool dispatch overrides them,
@@ -62,7 +62,7 @@ class Linear {
 // each member's forward in turn. The results are the same either way. Throws Error for an empty
 // group, a null member or members of different in_features.
 void forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device);
-// As forward_group on int8 activation blocks xq [n, in], xs [n, act_blocks(in)] (host memory);
+// As forward_group on int8 activation blocks xq [n, in], xs [n, act_blocks(in)] (memory of `device`);
 // every member must reads_act_blocks().
 void forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
                               Device& device);
