@@ -103,7 +103,7 @@ TEST(MatmulInt4, RefMatchesHandPackedCodes) {
 
 TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
   ThreadPool pool1(1), pool2(2);
-  const int ns[] = {1, 2, 3, 4, 5, 7, 8, 16, 17, 129};
+  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 129};  // 1..7: every tile split of the row path
   const int outs[] = {1, 3, 13, 129};
   // 257, 300, 576: several 128-code chunks of the AVX-512 row path and a partial last one.
   const int ins[] = {1, 7, 8, 9, 33, 100, 257, 300, 576};
