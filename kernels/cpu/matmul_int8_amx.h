@@ -14,11 +14,12 @@
 
 namespace inferlab::cpu {
 
-// Token rows matmul_int8 sends here (two B-tile columns each: hi and lo, so at most 8). Below 3
-// the AVX-512 row stream is faster: widening 16 weight rows into tiles costs about twice its
-// work at one row, while 4 rows cost 0.66x and 8 rows 0.32x the row stream's time (one thread,
-// 1024 x 2048 hot in L2, thread CPU time, AMX Xeon, 2026-12-06).
-constexpr int kInt8AmxMinRows = 3;
+// Token rows matmul_int8 sends here (two B-tile columns each: hi and lo, so at most 8). Below 5
+// the AVX-512 row stream is as fast or faster: widening 16 weight rows into tiles costs about
+// twice its work at one row. 16 TinyLlama layers streamed from DRAM, 2 threads, alternating, best
+// of 5 (loaded AMX Xeon, 2026-12-06): 3 rows 1.38x, 4 rows 1.07x the row stream's time, 5 rows
+// 0.86x, 6 rows 0.70x, 8 rows 0.51x.
+constexpr int kInt8AmxMinRows = 5;
 constexpr int kInt8AmxMaxRows = 8;
 
 // y[n, out] = x[n, in] · (scale ⊙ Q)^T as matmul_int8; requires amx_bf16_enabled() and
