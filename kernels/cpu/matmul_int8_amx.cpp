@@ -146,7 +146,11 @@ void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, f
         "matmul_int8_amx: needs the AMX bf16 tiles (kernels/cpu/amx.h) and 1.." + std::to_string(kInt8AmxMaxRows) +
             " rows, got " + std::to_string(n));
 #if INFERLAB_AMX_BF16
-  if (out <= 0 || in <= 0) return;
+  if (out <= 0) return;
+  if (in <= 0) {  // an empty dot product, as the other paths give it
+    std::fill(y, y + static_cast<std::size_t>(n) * out, 0.0f);
+    return;
+  }
   const int chunks = (in + kStep - 1) / kStep * 2;
   const std::uint16_t* b = prepare(x, n, in, chunks);
   const std::size_t blocks = static_cast<std::size_t>((out + kTile - 1) / kTile);

@@ -98,15 +98,17 @@ TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
 
 TEST(MatmulInt8, ZeroRowsGiveZeroNotNaN) {
   ThreadPool pool(2);
-  const int n = 3, out = 9, in = 20;
-  std::vector<float> x = testing::random_normal(n * in, 5);
-  std::vector<float> w(out * in, 0.0f);
-  std::vector<std::int8_t> q(w.size());
-  std::vector<float> scale(out);
-  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
-  std::vector<float> y(n * out, std::nanf(""));
-  cpu::matmul_int8(x.data(), q.data(), scale.data(), y.data(), n, out, in, pool);
-  for (float v : y) EXPECT_EQ(v, 0.0f);
+  for (int n : {3, 6}) {  // 6: the AMX path where it runs
+    const int out = 9, in = 20;
+    std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 5);
+    std::vector<float> w(out * in, 0.0f);
+    std::vector<std::int8_t> q(w.size());
+    std::vector<float> scale(out);
+    ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+    std::vector<float> y(static_cast<std::size_t>(n) * out, std::nanf(""));
+    cpu::matmul_int8(x.data(), q.data(), scale.data(), y.data(), n, out, in, pool);
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+  }
 }
 
 }  // namespace
