@@ -3,10 +3,10 @@
 // group's zero point and scaled in registers once per tile and feeds R FMAs; from
 // kDequantOnceRows rows on (and always without AVX2), a block of C weight rows is dequantized
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
-// otherwise. With AVX-512 BF16, up to kInt4Bf16MaxRows token rows go to matmul_int4_bf16 instead.
+// otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead.
 // Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
-#include "kernels/cpu/matmul_int4_bf16.h"
+#include "kernels/cpu/matmul_int4_rows.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -226,8 +226,8 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                                     static_cast<std::size_t>(std::max(in, 1)) *
                                     static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
-  if (n <= kInt4Bf16MaxRows && int4_bf16_supported(group_size)) {
-    matmul_int4_bf16(x, packed, scale, zero, y, n, out, in, group_size, pool);
+  if (n <= kInt4RowsMaxRows && int4_rows_supported(group_size)) {
+    matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;
   }
   pool.parallel_for(

@@ -8,9 +8,9 @@
 // broadcast, shifted per lane, masked, offset by the zero point, converted and scaled in
 // registers, then feed up to 4 token rows. From kDequantOnceRows token rows on, a block of
 // weight rows is dequantized once into a float buffer shared by every token row. With AVX-512
-// BF16 and up to kInt4Bf16MaxRows token rows (decode, speculative verification, a few sequences)
-// the codes become bfloat16 in registers and meet the activations (split into two bfloat16) in
-// vdpbf16ps, each weight row read once for all token rows (matmul_int4_bf16.h). Threads split
+// and up to kInt4RowsMaxRows token rows (decode, speculative verification, a few sequences) the
+// codes become exact floats in registers by a vpermps lookup and meet the fp32 activations in
+// FMAs, each weight row read once for all token rows (matmul_int4_rows.h). Threads split
 // the output channels. `inferlab_bench --benchmark_filter=matmul_` compares it with int8 and fp32;
 // parity with the reference is tested in tests/kernels/test_matmul_int4.cpp.
 #pragma once

@@ -3,9 +3,13 @@
 // once per tile and feeds R FMAs; from kWidenOnceRows rows on, a block of C weight rows is
 // widened once into a float buffer shared by all token rows. With AVX-512, batches below
 // kWidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
-// thread). AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline: matmul_int8.h.
+// thread). With the AMX bf16 tiles, kInt8AmxMinRows..kInt8AmxMaxRows token rows go to
+// matmul_int8_amx. AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
+// matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -175,6 +179,10 @@ void run_channels(const float* x, const std::int8_t* q, const float* scale, floa
 void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
                  int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
+  if (n >= kInt8AmxMinRows && n <= kInt8AmxMaxRows && amx_bf16_enabled()) {
+    matmul_int8_amx(x, q, scale, y, n, out, in, pool);
+    return;
+  }
   // Units of 8 channels; a chunk should carry ~64K multiply-adds to amortise dispatch.
   constexpr int kUnit = 8;
   const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);

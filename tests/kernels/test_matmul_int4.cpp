@@ -103,12 +103,12 @@ TEST(MatmulInt4, RefMatchesHandPackedCodes) {
 
 TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
   ThreadPool pool1(1), pool2(2);
-  const int ns[] = {1, 2, 3, 4, 5, 7, 8, 16, 17, 129};
+  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 129};  // 1..7: every tile split of the row path
   const int outs[] = {1, 3, 13, 129};
-  // 257, 300, 576: several 128-code chunks of the BF16 path and a partial last one.
+  // 257, 300, 576: several 128-code chunks of the AVX-512 row path and a partial last one.
   const int ins[] = {1, 7, 8, 9, 33, 100, 257, 300, 576};
-  // With AVX-512 BF16 and n <= 7, group sizes dividing 128 or multiples of it take the BF16
-  // path (matmul_int4_bf16.h); group size 40 the AVX2 tiles; 8+ rows the dequantize-once path.
+  // With AVX-512 and n <= 7, group sizes dividing 128 or multiples of it take the row path
+  // (matmul_int4_rows.h); group size 40 the AVX2 tiles; 8+ rows the dequantize-once path.
   const int group_sizes[] = {8, 32, 40, 64, 128, 256};
   for (int n : ns)
     for (int out : outs)

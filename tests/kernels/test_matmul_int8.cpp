@@ -64,7 +64,7 @@ TEST(MatmulInt8, RefMatchesDequantizedDot) {
 
 TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
   ThreadPool pool1(1), pool2(2);
-  const int ns[] = {1, 2, 3, 4, 5, 7, 16, 17, 129};
+  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 129};  // 5..8: the AMX path where it runs
   const int outs[] = {1, 3, 8, 13, 129};
   const int ins[] = {1, 7, 8, 9, 33, 48, 200, 257};  // 200, 257: 64-byte steps, then 16s, then a tail
   for (int n : ns)
@@ -98,15 +98,17 @@ TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
 
 TEST(MatmulInt8, ZeroRowsGiveZeroNotNaN) {
   ThreadPool pool(2);
-  const int n = 3, out = 9, in = 20;
-  std::vector<float> x = testing::random_normal(n * in, 5);
-  std::vector<float> w(out * in, 0.0f);
-  std::vector<std::int8_t> q(w.size());
-  std::vector<float> scale(out);
-  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
-  std::vector<float> y(n * out, std::nanf(""));
-  cpu::matmul_int8(x.data(), q.data(), scale.data(), y.data(), n, out, in, pool);
-  for (float v : y) EXPECT_EQ(v, 0.0f);
+  for (int n : {3, 6}) {  // 6: the AMX path where it runs
+    const int out = 9, in = 20;
+    std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 5);
+    std::vector<float> w(out * in, 0.0f);
+    std::vector<std::int8_t> q(w.size());
+    std::vector<float> scale(out);
+    ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+    std::vector<float> y(static_cast<std::size_t>(n) * out, std::nanf(""));
+    cpu::matmul_int8(x.data(), q.data(), scale.data(), y.data(), n, out, in, pool);
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+  }
 }
 
 }  // namespace

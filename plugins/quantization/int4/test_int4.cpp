@@ -103,8 +103,7 @@ TEST(Int4Quantization, SymmetricChangesResultsAndLosesOnOffsetWeights) {
 }
 
 // Weights that are already on a group's grid come back exactly, and the layer then computes
-// the fp32 product up to 1e-5 of sum |x w| (fp32 accumulation; the AVX-512 BF16 decode path
-// carries the activations as two bfloat16, ~17 significant bits: matmul_int4_bf16.h).
+// the fp32 product up to 1e-5 of sum |x w| (fp32 accumulation).
 TEST(Int4Quantization, WeightsOnTheGridRoundTripExactly) {
   const int out = 6, in = 70, gs = 16;  // groups 16, 16, 16, 16, 6
   Rng rng(9);

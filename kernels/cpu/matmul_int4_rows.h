@@ -1,0 +1,29 @@
+// The few-row (decode) path of matmul_int4 on CPUs with AVX-512: the int4 codes become fp32 in
+// registers (one vpermps lookup per 16 codes, no conversion) and meet the fp32 activations in FMAs,
+// so the products are exact and the sums are fp32 ones (weight-only, W4A16 with fp32 activations).
+// Each weight row is read once, front to back, for all token rows (tiles of up to 4), 128 codes
+// per 64-byte load, prefetched ahead; no dequantised copy of the weights is written. Internal to
+// kernels/cpu; contract of the arguments: matmul_int4.h.
+#pragma once
+#include <cstdint>
+
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+// Token rows up to which matmul_int4 takes this path. Each token row costs 10 vector operations
+// per 128 codes against 17 shared ones, so from 8 rows on dequantizing a block of weight rows
+// once into floats shared by every row was as fast or faster (2026-12-06, Xeon, 1024 x 2048, one
+// thread: 8 rows equal, 16 rows 0.8x the time).
+constexpr int kInt4RowsMaxRows = 7;
+
+// Whether this build and group size have the path: AVX-512 F/BW/VL compiled in and group_size
+// dividing 128 or a multiple of it (each 8-code lane then lies in one group).
+bool int4_rows_supported(int group_size);
+
+// y[n, out] = x[n, in] · W^T as matmul_int4; requires int4_rows_supported(group_size) and
+// 1 <= n <= kInt4RowsMaxRows (throws inferlab::Error otherwise).
+void matmul_int4_rows(const float* x, const std::uint8_t* packed, const float* scale, const std::uint8_t* zero,
+                      float* y, int n, int out, int in, int group_size, ThreadPool& pool);
+
+}  // namespace inferlab::cpu

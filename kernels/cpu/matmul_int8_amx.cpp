@@ -1,0 +1,171 @@
+// The AMX few-row path of matmul_int8 (matmul_int8_amx.h).
+//
+// Tiles (all 16 rows x 64 bytes): C 0 (16 output channels x 16 columns of fp32 sums), A 1..2
+// (16 channels x 32 inputs, bf16), B 3..4 (16 input pairs x 16 columns x 2, bf16). Column 2r of
+// B holds bf16(x_r) and column 2r + 1 holds bf16(x_r - bf16(x_r)); columns past 2n are zero, so
+// y[r, o] = scale[o] · (C[o][2r] + C[o][2r + 1]) once every step of the row is summed. The inputs
+// past `in` are zero on both sides (masked weight loads, zero-padded activations).
+#include "kernels/cpu/matmul_int8_amx.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "kernels/cpu/amx.h"
+#include "kernels/cpu/decode_prefetch.h"
+
+#if INFERLAB_AMX_BF16
+#include <immintrin.h>
+#endif
+
+namespace inferlab::cpu {
+
+#if INFERLAB_AMX_BF16
+namespace {
+
+constexpr int kTile = 16;
+constexpr int kChunk = 32;            // inputs per A tile row
+constexpr int kStep = 2 * kChunk;     // inputs per 64-byte weight load
+constexpr int kTileElems = kTile * kChunk;
+
+const AmxConfig& tile_config() {
+  static const AmxConfig c = [] {
+    AmxConfig cfg;
+    for (int t = 0; t < 5; ++t) cfg.tile(t, kTile, 64);
+    return cfg;
+  }();
+  return c;
+}
+
+// x [n, in] as B tiles: [chunks][16 pairs][16 columns][2] bf16 (thread-local buffer of the caller).
+const std::uint16_t* prepare(const float* x, int n, int in, int chunks) {
+  thread_local std::vector<std::uint16_t> b;
+  b.assign(static_cast<std::size_t>(chunks) * kTileElems, 0);
+  for (int r = 0; r < n; ++r)
+    for (int k0 = 0; k0 < in; k0 += 16) {
+      const __mmask16 m = in - k0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (in - k0)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + static_cast<std::size_t>(r) * in + k0);
+      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+      const __m512 h = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, hi), 16));
+      const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);  // ±inf: lo 0, not inf - inf
+      const __m256i lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), v, h)));
+      alignas(32) std::uint16_t his[16], los[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(his), hi);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(los), lo);
+      for (int i = 0; i < 16 && k0 + i < in; ++i) {
+        const int k = k0 + i;
+        const std::size_t at = static_cast<std::size_t>(k / kChunk) * kTileElems +
+                               static_cast<std::size_t>((k % kChunk) / 2) * 2 * kTile + static_cast<std::size_t>(k % 2);
+        b[at + static_cast<std::size_t>(2 * r) * 2] = his[i];
+        b[at + static_cast<std::size_t>(2 * r + 1) * 2] = los[i];
+      }
+    }
+  return b.data();
+}
+
+// 16 int8 weights as fp32 (zero-mask forms: GCC 12, see gemm_panels_int8.cpp).
+inline __m512 widen16(const std::int8_t* p) {
+  return _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m512 widen16(const std::int8_t* p, __mmask16 m) {
+  return _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_maskz_loadu_epi8(m, p)));
+}
+
+// Inputs [k, k + 64) of `rows` weight rows from q as bf16 into the two A tiles a[0], a[1]
+// (rows x 32 each); Full: no input past `in` in the step.
+template <bool Full>
+inline void convert_step(const std::int8_t* q, int in, int k, int rows, int ahead, std::uint16_t (*a)[kTileElems]) {
+  for (int m = 0; m < rows; ++m) {
+    const std::int8_t* p = q + static_cast<std::size_t>(m) * in + k;
+    prefetch_ahead(p, 64, ahead);
+    __m512 f[4];
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (Full) {
+        f[j] = widen16(p + 16 * j);
+      } else {
+        const int left = in - k - 16 * j;
+        f[j] = widen16(p + 16 * j, left >= 16 ? __mmask16{0xFFFF} : left > 0 ? static_cast<__mmask16>((1u << left) - 1) : __mmask16{0});
+      }
+    }
+    _mm512_store_si512(&a[0][m * kChunk], reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f[1], f[0])));
+    _mm512_store_si512(&a[1][m * kChunk], reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(f[3], f[2])));
+  }
+}
+
+// The tile products of the step at k, its A tiles in a (converted one step before: the stores
+// have left the store buffer by the time the tile unit loads them).
+inline void multiply_step(const std::uint16_t* b, int in, int k, const std::uint16_t (*a)[kTileElems]) {
+  // The stores were plain C++; the tile loads are asm naming no memory operand.
+  asm volatile("" ::: "memory");
+  const std::size_t c = static_cast<std::size_t>(k / kChunk);
+  _tile_loadd(1, a[0], 64);
+  _tile_loadd(3, b + c * kTileElems, 64);
+  _tile_dpbf16ps(0, 1, 3);
+  if (k + kChunk < in) {
+    _tile_loadd(2, a[1], 64);
+    _tile_loadd(4, b + (c + 1) * kTileElems, 64);
+    _tile_dpbf16ps(0, 2, 4);
+  }
+}
+
+// y[:, o0 .. o0 + rows) for all n token rows: rows <= 16 weight rows as one A tile row block.
+void channel_block(const std::uint16_t* b, const std::int8_t* q, const float* scale, float* y, int n, int out, int in,
+                   int o0, int rows, int ahead) {
+  alignas(64) std::uint16_t a[2][2][kTileElems];  // [step parity][A tile]
+  if (rows < kTile) std::fill(&a[0][0][0], &a[0][0][0] + 4 * kTileElems, std::uint16_t{0});
+  const std::int8_t* qb = q + static_cast<std::size_t>(o0) * in;
+  _tile_zero(0);
+  int k = 0, parity = 0;
+  for (; k + kStep <= in; k += kStep, parity ^= 1) {
+    convert_step<true>(qb, in, k, rows, ahead, a[parity]);
+    if (k > 0) multiply_step(b, in, k - kStep, a[parity ^ 1]);
+  }
+  if (k < in) {
+    convert_step<false>(qb, in, k, rows, ahead, a[parity]);
+    if (k > 0) multiply_step(b, in, k - kStep, a[parity ^ 1]);
+    multiply_step(b, in, k, a[parity]);
+  } else {
+    multiply_step(b, in, k - kStep, a[parity ^ 1]);
+  }
+  alignas(64) float sums[kTile][kTile];
+  _tile_stored(0, sums, 64);
+  asm volatile("" ::: "memory");
+  for (int m = 0; m < rows; ++m)
+    for (int r = 0; r < n; ++r)
+      y[static_cast<std::size_t>(r) * out + o0 + m] = scale[o0 + m] * (sums[m][2 * r] + sums[m][2 * r + 1]);
+}
+
+}  // namespace
+#endif
+
+void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, float* y, int n, int out, int in,
+                     ThreadPool& pool) {
+  check(amx_bf16_enabled() && n >= 1 && n <= kInt8AmxMaxRows,
+        "matmul_int8_amx: needs the AMX bf16 tiles (kernels/cpu/amx.h) and 1.." + std::to_string(kInt8AmxMaxRows) +
+            " rows, got " + std::to_string(n));
+#if INFERLAB_AMX_BF16
+  if (out <= 0) return;
+  if (in <= 0) {  // an empty dot product, as the other paths give it
+    std::fill(y, y + static_cast<std::size_t>(n) * out, 0.0f);
+    return;
+  }
+  const int chunks = (in + kStep - 1) / kStep * 2;
+  const std::uint16_t* b = prepare(x, n, in, chunks);
+  const std::size_t blocks = static_cast<std::size_t>((out + kTile - 1) / kTile);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / (static_cast<std::size_t>(kTile) * in));
+  pool.parallel_for(blocks, [&](std::size_t begin, std::size_t end) {
+    tile_config().load();
+    const int ahead = decode_prefetch_bytes();
+    for (std::size_t blk = begin; blk < end; ++blk) {
+      const int o0 = static_cast<int>(blk) * kTile;
+      channel_block(b, q, scale, y, n, out, in, o0, std::min(kTile, out - o0), ahead);
+    }
+  }, grain);
+#else
+  (void)x, (void)q, (void)scale, (void)y, (void)out, (void)in, (void)pool;
+#endif
+}
+
+}  // namespace inferlab::cpu
