@@ -295,22 +295,28 @@ TEST(SimCli, ReproduceExactPassesAndAClaimPastItsToleranceFails) {
 
 TEST(Reproduce, OnlyAClassCpuClaimRunsItsExperimentOnThisCpu) {
   const fs::path f = fs::temp_directory_path() / ("inferlab_cpu_claim_" + std::to_string(getpid()) + ".toml");
-  auto write = [&](const char* cls) {
+  auto write = [&](const char* cls, const char* expected = "1") {
     std::ofstream(f) << "[experiment]\nname = \"cpu_claim\"\nrepeats = 1\nisolate = false\n"
                         "[model]\npreset = \"stories260k\"\n[device]\nkind = \"cpu\"\nthreads = 1\n"
                         "[workload]\nnum_requests = 3\nprompt_len = 8\noutput_len = 4\n"
                         "[baseline]\nscheduler = { name = \"continuous\" }\n"
                         "[[variant]]\nname = \"static\"\nscheduler = { name = \"static\" }\n"
                         "[[claim]]\nsource = \"test\"\ntext = \"both finish every request\"\nquantity = \"ratio\"\n"
-                        "metric = \"requests\"\nnumerator = \"baseline\"\ndenominator = \"static\"\nexpected = 1\n"
-                        "tolerance = 0\nclass = \""
-                     << cls << "\"\n";
+                        "metric = \"requests\"\nnumerator = \"baseline\"\ndenominator = \"static\"\nexpected = "
+                     << expected << "\ntolerance = 0\nclass = \"" << cls << "\"\n";
   };
   const Registry reg({testing::plugin_dir()});
   write("cpu");
   const ClaimResult r = check_claim(read_claims(f.string()).at(0), reg);
   EXPECT_EQ(r.verdict, "pass");
   EXPECT_EQ(r.measured, 1.0);  // 3 finished requests in each variant's real CPU run
+  // A failing cpu claim is reported by class; it fails the command only when --class cpu asked for it.
+  write("cpu", "2");
+  const Cli all = run_cli("reproduce --log warn " + f.string());
+  EXPECT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("1 claims checked, failed: 1 cpu"), std::string::npos) << all.out;
+  const Cli asked = run_cli("reproduce --class cpu --log warn " + f.string());
+  EXPECT_EQ(asked.code, 1) << asked.out;
   write("exact");  // an exact claim must hold on any machine: a real run is refused
   try {
     check_claim(read_claims(f.string()).at(0), reg);
