@@ -1,8 +1,10 @@
 // inferlab bench's three outputs. Markdown lines up with llama-bench's table (model, size,
 // params, backend, threads, test, t/s as mean ± sd) and adds the stack, the bytes/s the test
 // moved, that as a fraction of the read-bandwidth roofline, and t/s × the first stack's for the
-// same test (the A/B ratio, which a shared machine's noise disturbs least). CSV and JSON carry
-// the same fields, unformatted (JSON adds the per-repetition samples).
+// same test (the A/B ratio, which a shared machine's noise disturbs least); then, for a
+// row-count sweep (prompt tests beside a pp1), each pass's cost over pp1 and its two limits
+// (bench.h). CSV and JSON carry the same fields, unformatted (JSON adds the per-repetition
+// samples).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
