@@ -121,6 +121,8 @@ struct Stack {
   std::string attention_name, quant_name;
   std::shared_ptr<Attention> attention;
   std::shared_ptr<Model> model;  // one per quantization, shared by its attention stacks
+  LinearArithmetic arithmetic;   // how its layers' linears multiply (the arithmetic limit's peak)
+  bool bf16_weights = false;     // quantization 'bf16': weights stored as bf16 (the bf16 dot's peak)
 };
 
 }  // namespace
@@ -221,9 +223,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     const auto& [qname, qparams] = quant_params[qi];
     auto quant = reg.create_quantization(qname, qparams, *device, &weights);  // gguf runs the checkpoint's own blocks
     auto model = std::make_shared<Model>(weights, *quant, *device);
+    const LinearArithmetic arithmetic = quant->arithmetic("layers.0.wq", weights.config);
     for (std::size_t ai = 0; ai < attentions.size(); ++ai)
       stacks.push_back({attentions[ai], quants[qi],
-                        reg.create_attention(attention_params[ai].first, attention_params[ai].second, *device), model});
+                        reg.create_attention(attention_params[ai].first, attention_params[ai].second, *device), model,
+                        arithmetic, qname == "bf16"});
   }
   BenchContext ctx;
   ctx.repetitions = repeats;
@@ -284,6 +288,22 @@ int cmd_bench(const std::vector<std::string>& args) {
         before = after;
       }
     }
+  // The prompt tests' limits (the row-count sweep): the bytes a pass reads at the bandwidth, its
+  // arithmetic at the stack's probed peak (probed once, after the timed runs).
+  if (device_kind == DeviceKind::kCpu && !prompts.empty()) {
+    const ArithmeticPeaks peaks = ArithmeticPeaks::probe(used_threads);
+    ctx.peaks = peaks.describe();
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      BenchRow& r = rows[i];
+      if (r.test.kind != BenchTest::Kind::kPrompt) continue;
+      const Stack& st = stacks[i % stacks.size()];
+      const auto [peak, name] = arithmetic_peak(peaks, st.arithmetic, st.bf16_weights);
+      r.arith_peak = name;
+      r.arith_limit_s = peak > 0 ? 2 * pass_multiply_adds(weights.config, r.test.n_prompt) / peak : 0.0;
+      const double bytes_per_pass = r.bytes_per_s[0] * r.seconds(0);  // the same bytes every repetition
+      r.read_limit_s = ctx.bandwidth_bytes_per_s > 0 ? bytes_per_pass / ctx.bandwidth_bytes_per_s : 0.0;
+    }
+  }
   if (output == "md") write_bench_markdown(std::cout, rows, ctx);
   else if (output == "csv") write_bench_csv(std::cout, rows, ctx);
   else write_bench_json(std::cout, rows, ctx);

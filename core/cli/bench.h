@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "inferlab/plugin/attention.h"
+#include "inferlab/plugin/quantization.h"
 #include "inferlab/model/model.h"
 
 namespace inferlab::cli {
@@ -44,6 +46,12 @@ struct BenchRow {
   // Per repetition (CPU runs): the read bandwidth probed around it — the higher of the probe
   // passes just before and just after the timed run. Empty when no probe ran (--device cuda).
   std::vector<double> probe_bytes_per_s;
+  // Prompt tests on the CPU (the row-count sweep `-p 1,2,4,8,16`): the two limits of one pass,
+  // in seconds — the bytes it must read at the read bandwidth, and its linears' arithmetic
+  // (2 · rows · weights, the classifier once: one logit row) at the probed peak of the stack's
+  // arithmetic, named by arith_peak ("fp32 FMA", "bf16 dot", "int8 dot"). 0: unknown.
+  double read_limit_s = 0, arith_limit_s = 0;
+  std::string arith_peak;
   double mean_tps() const;
   double sd_tps() const;  // sample standard deviation (0 for one repetition)
   double mean_bytes_per_s() const;
@@ -51,13 +59,39 @@ struct BenchRow {
   // Mean over repetitions of bytes/s ÷ that repetition's probe: the fraction of what the memory
   // system delivered at that moment (on a shared host it moves by the minute). 0 without probes.
   double roofline_now() const;
+  // Seconds of repetition k: the test's tokens over its throughput.
+  double seconds(std::size_t k) const;
 };
+
+// The row-count sweep's cost: the mean over repetitions of this row's pass time over that of
+// the same stack's pp1 in the same repetition (the stacks alternate, so both met the same
+// load); 0 when r is not a prompt test or the stack has no pp1 row.
+double cost_vs_one_row(const std::vector<BenchRow>& rows, const BenchRow& r);
+
 
 struct BenchContext {
   double bandwidth_bytes_per_s = 0;  // 0: unknown (no roofline column values)
   std::string bandwidth_source;      // "probe (cached in FILE)", "--bandwidth", ...
   int repetitions = 0;
+  std::string peaks;  // the arithmetic peaks probed for the limits ("" when none ran)
 };
+
+// The arithmetic peaks of this CPU the limits use, probed once on `threads` threads (op/s; a
+// multiply-add is 2 ops): fp32 FMA, bf16 pair dot, int8 dot (0 where the build lacks it).
+struct ArithmeticPeaks {
+  double fp32_fma = 0, bf16_dot = 0, int8_dot = 0;
+  static ArithmeticPeaks probe(int threads);
+  std::string describe() const;  // "fp32 FMA 310 GFLOP/s, bf16 dot 620, int8 dot 1240 Gop/s"
+};
+// The peak a stack's linears run at best, and its name: int8 activations (a.int8_mma) the int8
+// dot, the bf16 strategy's weights (bf16_weights) the bf16 dot, the rest (fp32, f16, weight-only
+// formats widened to fp32) the fp32 FMA. A peak of 0 (not in this build) falls back to the fp32
+// FMA.
+std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
+                                               bool bf16_weights);
+// Multiply-adds of one pass of `rows` token rows: every layer's linears per row, the
+// classifier once (bench's prefill asks one logit row).
+double pass_multiply_adds(const ModelConfig& cfg, int rows);
 
 // Markdown like llama-bench's (plus stack, GB/s, roofline and × the first stack), CSV with a
 // header row, or a JSON array of objects (samples included). Columns: docs/performance.md.

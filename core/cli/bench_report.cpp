@@ -1,8 +1,10 @@
 // inferlab bench's three outputs. Markdown lines up with llama-bench's table (model, size,
 // params, backend, threads, test, t/s as mean ± sd) and adds the stack, the bytes/s the test
 // moved, that as a fraction of the read-bandwidth roofline, and t/s × the first stack's for the
-// same test (the A/B ratio, which a shared machine's noise disturbs least). CSV and JSON carry
-// the same fields, unformatted (JSON adds the per-repetition samples).
+// same test (the A/B ratio, which a shared machine's noise disturbs least); then, for a
+// row-count sweep (prompt tests beside a pp1), each pass's cost over pp1 and its two limits
+// (bench.h). CSV and JSON carry the same fields, unformatted (JSON adds the per-repetition
+// samples).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -67,6 +69,31 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+// The row-count sweep: every prompt test of a stack that has a pp1, its pass time, its cost
+// over pp1 and the two limits (bench.h), and the pass over the larger limit.
+void write_few_row_table(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
+  bool any = false;
+  for (const BenchRow& r : rows) any = any || cost_vs_one_row(rows, r) > 0;
+  if (!any) return;
+  out << "\nrow-count sweep: a prompt test of k rows is one pass; cost = its time over the same stack's pp1 "
+         "(per repetition, mean); limits of the pass: its bytes read once at the read bandwidth, and its "
+         "linears' multiply-adds at the probed peak of the stack's arithmetic ("
+      << ctx.peaks << "); × limit = the pass over the larger limit\n\n"
+      << "| stack | k | ms | cost | read limit ms | arithmetic limit ms | peak | × limit |\n"
+      << "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
+  for (const BenchRow& r : rows) {
+    const double cost = cost_vs_one_row(rows, r);
+    if (cost <= 0) continue;
+    const double ms = 1e3 * r.test.n_prompt / r.mean_tps(), limit = 1e3 * std::max(r.read_limit_s, r.arith_limit_s);
+    out << "| " << r.attention << " + " << r.quantization << " | " << r.test.n_prompt << " | " << std::fixed
+        << std::setprecision(1) << ms << " | " << std::setprecision(2) << cost << " | " << std::setprecision(1)
+        << 1e3 * r.read_limit_s << " | " << 1e3 * r.arith_limit_s << " | " << r.arith_peak << " | ";
+    if (limit > 0) out << std::setprecision(2) << ms / limit;
+    else out << "-";
+    out << " |\n";
+  }
+}
+
 }  // namespace
 
 double BenchRow::mean_tps() const { return mean(tokens_per_s); }
@@ -79,6 +106,21 @@ double BenchRow::sd_tps() const {
 }
 double BenchRow::mean_bytes_per_s() const { return mean(bytes_per_s); }
 double BenchRow::mean_probe_bytes_per_s() const { return mean(probe_bytes_per_s); }
+double BenchRow::seconds(std::size_t k) const { return tokens_per_s[k] > 0 ? test.tokens() / tokens_per_s[k] : 0.0; }
+
+double cost_vs_one_row(const std::vector<BenchRow>& rows, const BenchRow& r) {
+  if (r.test.kind != BenchTest::Kind::kPrompt) return 0.0;
+  for (const BenchRow& one : rows) {
+    if (one.test.kind != BenchTest::Kind::kPrompt || one.test.n_prompt != 1 || one.attention != r.attention ||
+        one.quantization != r.quantization || one.tokens_per_s.size() != r.tokens_per_s.size())
+      continue;
+    double sum = 0;
+    for (std::size_t k = 0; k < r.tokens_per_s.size(); ++k) sum += r.seconds(k) / one.seconds(k);
+    return r.tokens_per_s.empty() ? 0.0 : sum / static_cast<double>(r.tokens_per_s.size());
+  }
+  return 0.0;
+}
+
 double BenchRow::roofline_now() const {
   if (probe_bytes_per_s.size() != bytes_per_s.size() || probe_bytes_per_s.empty()) return 0.0;
   double sum = 0;
@@ -115,11 +157,12 @@ void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, 
     else out << "-";
     out << " | " << ratio_to_first(rows, r) << " |\n";
   }
+  write_few_row_table(out, rows, ctx);
 }
 
 void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   out << "model,size_bytes,params,backend,threads,attention,quantization,test,n_prompt,n_gen,n_batch,n_depth,"
-         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,probe_gbs,roofline_now_frac,ratio_to_first\n";
+         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,probe_gbs,roofline_now_frac,ratio_to_first,cost_vs_pp1,read_limit_ms,arith_limit_ms,arith_peak\n";
   out << std::setprecision(9);
   for (const BenchRow& r : rows)
     out << csv_field(r.model) << "," << r.size_bytes << "," << r.params << "," << csv_field(r.backend) << ","
@@ -127,7 +170,9 @@ void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const
         << csv_field(r.test.name()) << "," << r.test.n_prompt << "," << r.test.n_gen << "," << r.test.batch << ","
         << r.test.depth << "," << r.tokens_per_s.size() << "," << r.mean_tps() << "," << r.sd_tps() << ","
         << r.mean_bytes_per_s() / 1e9 << "," << ctx.bandwidth_bytes_per_s / 1e9 << "," << roofline(r, ctx) << ","
-        << r.mean_probe_bytes_per_s() / 1e9 << "," << r.roofline_now() << "," << ratio_to_first(rows, r) << "\n";
+        << r.mean_probe_bytes_per_s() / 1e9 << "," << r.roofline_now() << "," << ratio_to_first(rows, r) << ","
+        << cost_vs_one_row(rows, r) << "," << 1e3 * r.read_limit_s << "," << 1e3 * r.arith_limit_s << ","
+        << csv_field(r.arith_peak) << "\n";
 }
 
 void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
@@ -146,7 +191,9 @@ void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, cons
         << ", \"bandwidth_source\": " << json_string(ctx.bandwidth_source) << ", \"roofline_frac\": " << roofline(r, ctx)
         << ", \"samples_probe_gbs\": [";
     for (std::size_t k = 0; k < r.probe_bytes_per_s.size(); ++k) out << (k ? ", " : "") << r.probe_bytes_per_s[k] / 1e9;
-    out << "], \"roofline_now_frac\": " << r.roofline_now() << ", \"ratio_to_first\": " << ratio_to_first(rows, r) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    out << "], \"roofline_now_frac\": " << r.roofline_now() << ", \"ratio_to_first\": " << ratio_to_first(rows, r)
+        << ", \"cost_vs_pp1\": " << cost_vs_one_row(rows, r) << ", \"read_limit_ms\": " << 1e3 * r.read_limit_s
+        << ", \"arith_limit_ms\": " << 1e3 * r.arith_limit_s << ", \"arith_peak\": " << json_string(r.arith_peak) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   out << "]\n";
 }

@@ -8,6 +8,11 @@
 //  - the micro-kernel keeps a kRows x kPanel tile of y in registers (8 x 32 = 16 zmm on
 //    AVX-512) and walks kDepth input channels: a [kDepth][kPanel] weight block (32 KiB) stays
 //    in L1 while every row tile of x (n x kDepth, in L2) passes over it;
+//  - one row tile (at most kRows rows: decode, speculative verification, beam branches, a few
+//    sequences) streams each panel once, front to back, with several full panels at once (as
+//    many as the registers hold for its rows: 4 at one or two rows, 3 at three or four, 2 at
+//    five or six with AVX-512), so a thread reads several weight streams at every row count, not
+//    only at decode (costs over one row: `inferlab bench -p 1,2,4,8,16`, docs/performance.md);
 //  - threads split the panels (contiguous ranges, one pool call); gemm_panels_f32_group runs
 //    several matrices reading one x (wq/wk/wv, w1/w3) as one call over the union of their
 //    panels (kernels/cpu/panel_union.h), x packed once.

@@ -114,53 +114,92 @@ void block_times_rows(const Problem<Load>& pb, int p, int k0, int kc) {
   }
 }
 
-// One token row (decode) against kGroup full panels at once, weight block [k0, k0 + kc): the
-// same arithmetic per output as micro_tile<1>, with kGroup * kVectors independent FMA chains
-// instead of kVectors (a single panel's two chains would leave the kernel FMA-latency bound
-// when W is in cache).
+// Full panels one row tile of `rows` token rows meets at once (few_rows below): one panel's
+// kVectors chains per row would leave a thread one weight stream and, at one row, the kernel
+// FMA-latency bound when W is in cache; several panels give it more streams and chains. As many
+// as the accumulators (rows x panels x kVectors), the panels' weight vectors and a broadcast
+// leave registers for (32 zmm, 16 ymm), at most 4; decode (one row) takes kGroup.
 constexpr int kGroup = 4;
-template <class Load>
-void row_times_panel_group(const Problem<Load>& pb, int p, int k0, int kc) {
+constexpr int group_panels(int rows) {
+  if (rows <= 1) return kGroup;
+  const int registers = kRows == 8 ? 32 : 16;  // AVX-512 / AVX2 (the scalar build: 1 panel)
+  if (Vec::kWidth == 1) return 1;
+  const int g = (registers - 1) / (kVectors * (rows + 1));
+  return g < 1 ? 1 : g > kGroup ? kGroup : g;
+}
+
+// R token rows (one row tile, packed [in][R]; one row: x itself) against G full panels at once,
+// weight block [k0, k0 + kc): per output the same arithmetic as micro_tile<R> (FMAs in k order
+// within the block, the block added to what y holds), so a row's bits do not depend on how many
+// rows or panels share its pass.
+template <class Load, int R, int G>
+void rows_times_panel_group(const Problem<Load>& pb, int p, int k0, int kc) {
   const int in = pb.in;
   const typename Load::Storage* b = pb.w + static_cast<std::size_t>(p) * kPanel * in + static_cast<std::size_t>(k0) * kPanel;
   const std::size_t stride = static_cast<std::size_t>(kPanel) * in;  // panel to panel
-  const float* a = pb.a + k0;
-  typename Vec::V acc[kGroup][kVectors];
-  for (int g = 0; g < kGroup; ++g)
-    for (int v = 0; v < kVectors; ++v) acc[g][v] = Vec::zero();
+  const float* a = pb.a + static_cast<std::size_t>(k0) * R;
+  typename Vec::V acc[R][G][kVectors];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[r][g][v] = Vec::zero();
   for (int k = 0; k < kc; ++k) {
-    const typename Vec::V av = Vec::broadcast(a[k]);
+    typename Vec::V bv[G][kVectors];
 #pragma GCC unroll 4
-    for (int g = 0; g < kGroup; ++g)
+    for (int g = 0; g < G; ++g)
 #pragma GCC unroll 4
-      for (int v = 0; v < kVectors; ++v)
-        acc[g][v] = Vec::fmadd(av, Load::load(b + g * stride + k * kPanel + v * Vec::kWidth), acc[g][v]);
-  }
-  for (int g = 0; g < kGroup; ++g)
-    for (int v = 0; v < kVectors; ++v) {
-      float* c = pb.y + static_cast<std::size_t>(p + g) * kPanel + v * Vec::kWidth;
-      Vec::store(c, k0 > 0 ? Vec::add(Vec::load(c), acc[g][v]) : acc[g][v]);
+      for (int v = 0; v < kVectors; ++v) bv[g][v] = Load::load(b + g * stride + k * kPanel + v * Vec::kWidth);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const typename Vec::V av = Vec::broadcast(a[k * R + r]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
+        for (int v = 0; v < kVectors; ++v) acc[r][g][v] = Vec::fmadd(av, bv[g][v], acc[r][g][v]);
     }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g)
+      for (int v = 0; v < kVectors; ++v) {
+        float* c = pb.y + static_cast<std::size_t>(r) * pb.out + static_cast<std::size_t>(p + g) * kPanel + v * Vec::kWidth;
+        Vec::store(c, k0 > 0 ? Vec::add(Vec::load(c), acc[r][g][v]) : acc[r][g][v]);
+      }
 }
 
-// Panels [p0, p1). One row tile (decode, small batches): each panel is streamed once from
-// start to end. Several: blocks of kDepth input channels outermost, so the row tiles' slice
-// of x (n x kDepth) stays in L2 while the thread's panels pass. Same arithmetic either way.
+// Panels [p0, p1) for one row tile of R rows (decode, speculative verification, a few
+// sequences): each panel streamed once from start to end, group_panels(R) full panels at a
+// time, the narrow last panel (and a short remainder) one at a time.
+template <class Load, int R>
+void few_rows(const Problem<Load>& pb, int p0, int p1) {
+  constexpr int G = group_panels(R);
+  const int in = pb.in;
+  const int full = std::min(p1, pb.out / kPanel);  // panels of kPanel columns
+  int p = p0;
+  if constexpr (G > 1)
+    for (; p + G <= full; p += G)
+      for (int k0 = 0; k0 < in; k0 += kDepth) rows_times_panel_group<Load, R, G>(pb, p, k0, std::min(kDepth, in - k0));
+  for (; p < p1; ++p)
+    for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+}
+
+template <class Load>
+using FewRows = void (*)(const Problem<Load>&, int, int);
+template <class Load, std::size_t... I>
+constexpr std::array<FewRows<Load>, sizeof...(I)> few_rows_table(std::index_sequence<I...>) {
+  return {&few_rows<Load, static_cast<int>(I) + 1>...};
+}
+
+// Panels [p0, p1). One row tile (decode, small batches): few_rows. Several: blocks of kDepth
+// input channels outermost, so the row tiles' slice of x (n x kDepth) stays in L2 while the
+// thread's panels pass. Same arithmetic either way.
 template <class Load>
 void run_panels(const Problem<Load>& pb, int p0, int p1) {
   const int in = pb.in;
-  if (pb.n == 1) {
-    const int full = std::min(p1, pb.out / kPanel);  // panels of kPanel columns
-    int p = p0;
-    for (; p + kGroup <= full; p += kGroup)
-      for (int k0 = 0; k0 < in; k0 += kDepth) row_times_panel_group(pb, p, k0, std::min(kDepth, in - k0));
-    for (; p < p1; ++p)
-      for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
-    return;
-  }
   if (pb.tiles == 1) {
-    for (int p = p0; p < p1; ++p)
-      for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+    static constexpr auto kFewRows = few_rows_table<Load>(std::make_index_sequence<kRows>{});
+    kFewRows[static_cast<std::size_t>(pb.n - 1)](pb, p0, p1);
     return;
   }
   for (int k0 = 0; k0 < in; k0 += kDepth)
@@ -198,9 +237,10 @@ void gemm_panels_group(const float* x, std::span<const GroupOutput<Load>> group,
   const std::size_t per_panel = static_cast<std::size_t>(kPanel) * static_cast<std::size_t>(in) *
                                 static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / per_panel);
-  // Decode claims a row_times_panel_group's panels at a time; prefills run whole shares (their
-  // depth blocks span the share's panels).
-  parallel_for_panel_union(spans, grain, n == 1 ? kGroup : 0, pool, [&](int member, int p0, int p1) {
+  // One row tile claims a few_rows group's panels at a time; larger prefills run whole shares
+  // (their depth blocks span the share's panels).
+  parallel_for_panel_union(spans, grain, tiles == 1 ? static_cast<std::size_t>(group_panels(n)) : 0, pool,
+                           [&](int member, int p0, int p1) {
     const GroupOutput<Load>& m = group[static_cast<std::size_t>(member)];
     run_panels(Problem<Load>{a, m.w, m.out, in, m.y, n, tiles}, p0, p1);
   });

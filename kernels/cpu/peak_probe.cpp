@@ -80,6 +80,30 @@ constexpr const char* kInt8Instruction = "none (no AVX2 in this build)";
 void int8_loop() {}
 #endif
 
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+constexpr int kBf16MacsPerChainOp = 32;  // vdpbf16ps zmm: 16 fp32 lanes x 2 bf16 products
+constexpr const char* kBf16Instruction = "vdpbf16ps zmm (avx512_bf16)";
+void bf16_loop() {
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(static_cast<short>(0x3f80 + (g_iterations & 1))));
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3380));  // bf16 6e-8: the sums stay finite
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const long n = g_iterations;
+  for (long it = 0; it < n; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  g_float_sink = lanes[0];
+}
+#else
+constexpr int kBf16MacsPerChainOp = 0;
+constexpr const char* kBf16Instruction = "none (no AVX-512 BF16 in this build)";
+void bf16_loop() {}
+#endif
+
 #if INFERLAB_AMX_INT8
 // Per iteration: 4 tdpbsud of 16 x 16 x 64 (C tiles 0-3 from A tiles 4, 5 and B tiles 6, 7),
 // independent, so the matrix unit never waits on a result.
@@ -134,6 +158,12 @@ Peak measure_int8_dot_peak(int threads) {
   if (kInt8MacsPerChainOp == 0) return {0.0, kInt8Instruction};
   const double ops = 2.0 * kInt8MacsPerChainOp * kChains * static_cast<double>(kIterations);
   return {run_threads(threads, int8_loop, ops), kInt8Instruction};
+}
+
+Peak measure_bf16_dot_peak(int threads) {
+  if (kBf16MacsPerChainOp == 0) return {0.0, kBf16Instruction};
+  const double ops = 2.0 * kBf16MacsPerChainOp * kChains * static_cast<double>(kIterations);
+  return {run_threads(threads, bf16_loop, ops), kBf16Instruction};
 }
 
 Peak measure_amx_int8_peak(int threads) {

@@ -5,7 +5,8 @@
 // clock. Which instructions: gemm::kIsaName's fp32 FMA (vfmadd231ps zmm with AVX-512, ymm with
 // AVX2, scalar otherwise) and for int8 `vpdpbusd` (AVX-512 VNNI) when compiled with it, else
 // AVX2 `vpmaddubsw` + `vpmaddwd` (+ `vpaddd`), else none (0); and the AMX tile unit's
-// (tdpbsud) where it runs. Run by `inferlab_bench
+// (tdpbsud) where it runs; and the bf16 pair dot (`vdpbf16ps` zmm, AVX-512 BF16) when compiled
+// with it, else none (0). Run by `inferlab_bench
 // --benchmark_filter=Peak` and by the GEMM benchmarks for their peak_fraction counters.
 #pragma once
 
@@ -20,6 +21,9 @@ struct Peak {
 Peak measure_fma_peak(int threads);
 // int8 dot-product peak (u8 x s8 multiply-adds into s32 lanes) of `threads` threads.
 Peak measure_int8_dot_peak(int threads);
+// bf16 dot-product peak (vdpbf16ps: bf16 pairs multiplied and summed into fp32 lanes; an op is
+// a multiply or an add, 2 per product) of `threads` threads; 0 without AVX-512 BF16.
+Peak measure_bf16_dot_peak(int threads);
 // The AMX matrix unit's int8 peak (tdpbsud, 16 x 16 x 64 tiles; kernels/cpu/amx.h) of `threads`
 // threads; 0 where AMX does not run.
 Peak measure_amx_int8_peak(int threads);

@@ -38,7 +38,7 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
   const std::vector<std::string> header = {
       "model", "size_bytes", "params", "backend", "threads", "attention", "quantization", "test", "n_prompt", "n_gen",
       "n_batch", "n_depth", "repetitions", "avg_ts", "stddev_ts", "avg_gbs", "bandwidth_gbs", "roofline_frac",
-      "probe_gbs", "roofline_now_frac", "ratio_to_first"};
+      "probe_gbs", "roofline_now_frac", "ratio_to_first", "cost_vs_pp1", "read_limit_ms", "arith_limit_ms", "arith_peak"};
   EXPECT_EQ(rows[0], header);
   const std::vector<std::string> tests = {"pp8", "pp8", "tg4", "tg4", "tg4 x2 @ d8", "tg4 x2 @ d8"};
   const long long params = preset_config("stories260k").parameter_count();
@@ -70,6 +70,45 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
   EXPECT_EQ(rows[5][9], "4");
   EXPECT_EQ(rows[5][10], "2");
   EXPECT_EQ(rows[5][11], "8");
+}
+
+TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
+  testing::TempDir dir("bench_sweep");
+  const std::string sweep = tiny_bench(dir, "-p 1,2,4 -n 2 -r 2", "none,int8:activations=int8") + "--bandwidth 20 ";
+  const auto r = run_inferlab(sweep + "-o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 1u + 4 * 2) << r.out;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    SCOPED_TRACE(row[6] + " " + row[7]);
+    if (row[7] == "tg2") {  // not a pass of the sweep: no cost, no limits
+      EXPECT_EQ(row[21], "0");
+      EXPECT_EQ(row[22], "0");
+      EXPECT_EQ(row[24], "");
+      continue;
+    }
+    const int k = std::stoi(row[8]);
+    if (k == 1) EXPECT_EQ(row[21], "1");
+    else EXPECT_GT(std::stod(row[21]), 0.0);
+    EXPECT_GT(std::stod(row[22]), 0.0);
+    EXPECT_GT(std::stod(row[23]), 0.0);
+    EXPECT_EQ(row[24], row[6] == "none" ? "fp32 FMA" : "int8 dot");
+  }
+  // Rows 1, 3, 5: stack none at pp1, pp2, pp4. The read limit is the weights once for every k
+  // (plus k rows of K/V); the arithmetic limit grows with the rows (the one logit row aside).
+  EXPECT_NEAR(std::stod(rows[5][22]), std::stod(rows[1][22]), 0.2 * std::stod(rows[1][22]));
+  EXPECT_GT(std::stod(rows[5][23]), 2.5 * std::stod(rows[1][23]));
+  const auto m = run_inferlab(sweep + "-o md");
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("| stack | k | ms | cost | read limit ms | arithmetic limit ms | peak | × limit |"), std::string::npos)
+      << m.out;
+  EXPECT_NE(m.out.find("| naive + int8:activations=int8 | 4 | "), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("fp32 FMA "), std::string::npos) << m.out;
+  // Without a pp1 there is nothing to be a cost over: no sweep table.
+  const auto none = run_inferlab(tiny_bench(dir, "-p 4 -n '' -r 1", "none") + "-o md");
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(none.out.find("| stack | k | ms | cost |"), std::string::npos) << none.out;
 }
 
 TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {

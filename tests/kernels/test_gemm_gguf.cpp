@@ -50,6 +50,39 @@ QuantRows quantized_rows(int n, int in, std::uint64_t seed, ThreadPool& pool) {
   return q;
 }
 
+// gemm_gguf of n random rows against W [out, in] of random `type` blocks, within float rounding
+// of the block reference (the dequantised weights times the same quantised activations).
+void expect_matches_block_reference(GgmlType type, int out, int in, int n, std::uint64_t seed, ThreadPool& pool) {
+  SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(out) + "x" + std::to_string(in) +
+               ", " + std::to_string(n) + " rows");
+  const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, seed);
+  std::vector<float> w(static_cast<std::size_t>(out) * in);  // [out, in]
+  dequantize(type, blocks.data(), w.size(), w.data());
+  Rng rng(seed + 1);
+  std::vector<float> x(static_cast<std::size_t>(n) * in);  // [n, in]
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  const int nb = in / 32;
+  std::vector<std::int8_t> xq(x.size());                // [n, in]
+  std::vector<float> xs(static_cast<std::size_t>(n) * nb);  // [n, in / 32]
+  cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+
+  const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
+  std::vector<float> y(static_cast<std::size_t>(n) * out, NAN);  // [n, out]
+  cpu::gemm_gguf(xq.data(), xs.data(), packed, y.data(), n, pool);
+  for (int r = 0; r < n; ++r)
+    for (int o = 0; o < out; ++o) {
+      double want = 0.0, mag = 0.0;
+      for (int i = 0; i < in; ++i) {
+        const std::size_t xi = static_cast<std::size_t>(r) * in + i;
+        const double p = static_cast<double>(xq[xi]) * xs[static_cast<std::size_t>(r) * nb + i / 32] *
+                         w[static_cast<std::size_t>(o) * in + i];
+        want += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(y[static_cast<std::size_t>(r) * out + o], want, 2e-6 * mag + 1e-12) << "row " << r << " out " << o;
+    }
+}
+
 class GemmGguf : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
@@ -66,35 +99,23 @@ TEST_P(GemmGguf, MatchesBlockReferenceAtTileEdges) {
                  : std::vector<Shape>{{1, 32}, {31, 64}, {33, 96}, {70, 160}, {128, 64}};
   for (Shape s : shapes)
     for (int n : {1, 5, 6, 7, 13, 16, 19, 49}) {  // up to 13: packed panels; 16 and up: unpacked (AMX where it runs)
-      SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + " " + std::to_string(s.out) + "x" +
-                   std::to_string(s.in) + ", " + std::to_string(n) + " rows");
-      const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, s.out, s.in, ++seed);
-      std::vector<float> w(static_cast<std::size_t>(s.out) * s.in);  // [out, in]
-      dequantize(type, blocks.data(), w.size(), w.data());
-      Rng rng(++seed);
-      std::vector<float> x(static_cast<std::size_t>(n) * s.in);  // [n, in]
-      for (float& v : x) v = static_cast<float>(rng.normal());
-      const int nb = s.in / 32;
-      std::vector<std::int8_t> xq(x.size());                // [n, in]
-      std::vector<float> xs(static_cast<std::size_t>(n) * nb);  // [n, in / 32]
-      cpu::quantize_act_rows(x.data(), n, s.in, xq.data(), xs.data(), pool);
-
-      const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, s.out, s.in);
-      std::vector<float> y(static_cast<std::size_t>(n) * s.out, NAN);  // [n, out]
-      cpu::gemm_gguf(xq.data(), xs.data(), packed, y.data(), n, pool);
-      for (int r = 0; r < n; ++r)
-        for (int o = 0; o < s.out; ++o) {
-          double want = 0.0, mag = 0.0;
-          for (int i = 0; i < s.in; ++i) {
-            const std::size_t xi = static_cast<std::size_t>(r) * s.in + i;
-            const double p = static_cast<double>(xq[xi]) * xs[static_cast<std::size_t>(r) * nb + i / 32] *
-                             w[static_cast<std::size_t>(o) * s.in + i];
-            want += p;
-            mag += std::fabs(p);
-          }
-          ASSERT_NEAR(y[static_cast<std::size_t>(r) * s.out + o], want, 2e-6 * mag + 1e-12) << "row " << r << " out " << o;
-        }
+      seed += 2;
+      expect_matches_block_reference(type, s.out, s.in, n, seed, pool);
     }
+}
+
+TEST_P(GemmGguf, FewRowsMatchBlockReferenceAtEveryRowCount) {
+  // k = 1..16 rows (speculative verification, beam branches, a few sequences): decode's panel
+  // pairs, the packed tiles of 1..6 rows and their tails, 3 tiles, and 16 rows (AMX where it
+  // runs); out: 4 full panels (pairs at decode), one of 6 rows, on 1 and 3 threads.
+  const GgmlType type = GetParam();
+  SKIP_UNLESS_PACKED(type);
+  ThreadPool one(1), three(3);
+  const int out = 4 * 32 + 6, in = is_k(type) ? 512 : 160;
+  for (int n = 1; n <= 16; ++n) {
+    expect_matches_block_reference(type, out, in, n, 900 + 2 * static_cast<std::uint64_t>(n), one);
+    expect_matches_block_reference(type, out, in, n, 950 + 2 * static_cast<std::uint64_t>(n), three);
+  }
 }
 
 // Decode (one row: two panels at once, hoisted scales, Q6_K's halves in one pass) gives each

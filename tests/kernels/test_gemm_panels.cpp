@@ -45,6 +45,37 @@ TEST(GemmPanels, MatchesReferenceOnAwkwardShapes) {
     for (const auto& s : shapes) expect_matches_reference(n, s[0], s[1], pool);
 }
 
+TEST(GemmPanels, FewRowsMatchReferenceAtEveryRowCount) {
+  // k = 1..16 rows (speculative verification, beam branches, a few sequences): one row tile
+  // runs groups of full panels at once (gemm_panels_impl.h few_rows), the rest one at a time.
+  // out: 9 full panels (groups of 4, 3 and 2 leave a remainder) and a narrow one; in: two
+  // cache blocks and a tail.
+  const int out = 9 * cpu::gemm::kPanel + 5, in = 2 * 256 + 37;
+  ThreadPool one(1), three(3);
+  for (int n = 1; n <= 16; ++n) {
+    expect_matches_reference(n, out, in, one);
+    expect_matches_reference(n, out, in, three);
+  }
+}
+
+TEST(GemmPanels, FewRowsGiveEachRowTheBitsItGetsAlone) {
+  // A row's sums are those of its decode pass whatever the rows beside it (the group kernel
+  // keeps micro_tile's order), for every row count of one row tile and beyond.
+  const int out = 9 * cpu::gemm::kPanel + 5, in = 2 * 256 + 37;
+  const auto w = random_normal(static_cast<std::size_t>(out) * in, 11);
+  ThreadPool pool(2);
+  for (int n = 2; n <= 16; ++n) {
+    const auto x = random_normal(static_cast<std::size_t>(n) * in, 100 + n);
+    const auto y = gemm(x, w, n, out, in, pool);
+    for (int r : {0, n / 2, n - 1}) {
+      const std::vector<float> row(x.begin() + static_cast<long>(r) * in, x.begin() + static_cast<long>(r + 1) * in);
+      EXPECT_EQ(gemm(row, w, 1, out, in, pool),
+                std::vector<float>(y.begin() + static_cast<long>(r) * out, y.begin() + static_cast<long>(r + 1) * out))
+          << "n " << n << " row " << r;
+    }
+  }
+}
+
 TEST(GemmPanels, ModelShapeWithManyRows) {
   ThreadPool pool(2);
   expect_matches_reference(130, 96, 576, pool);

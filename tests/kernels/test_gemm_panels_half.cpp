@@ -71,6 +71,20 @@ TEST_P(GemmPanelsHalf, BitwiseTheFp32GemmOverTheWidenedWeights) {
     }
 }
 
+TEST_P(GemmPanelsHalf, FewRowsMatchReferenceAtEveryRowCount) {
+  // k = 1..16 rows: groups of full panels at once (gemm_panels_impl.h few_rows) with the
+  // half-precision loads, a remainder of panels and a narrow one, two cache blocks and a tail.
+  const cpu::HalfFormat format = GetParam();
+  const int out = 9 * 32 + 5, in = 2 * 256 + 37;
+  const Case c = make_weights(out, in, format, 21);
+  ThreadPool pool(3);
+  for (int n = 1; n <= 16; ++n) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const auto x = random_normal(static_cast<std::size_t>(n) * in, 50 + n);
+    testing::expect_matmul_matches_reference(x, c.widened, run_half(x, c, n, out, in, format, pool), n, out, in);
+  }
+}
+
 TEST_P(GemmPanelsHalf, UnpackedRowsAreTheWidenedWeights) {
   const cpu::HalfFormat format = GetParam();
   const int out = 45, in = 70;

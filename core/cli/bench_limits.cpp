@@ -1,0 +1,39 @@
+// The two limits inferlab bench prints beside a prompt test's measured pass (bench.h): the bytes
+// the pass reads at the read bandwidth, and its linears' multiply-adds at the probed peak of
+// the arithmetic the stack's format allows (kernels/cpu/peak_probe.h).
+#include <cstdio>
+
+#include "bench.h"
+#include "kernels/cpu/peak_probe.h"
+
+namespace inferlab::cli {
+
+ArithmeticPeaks ArithmeticPeaks::probe(int threads) {
+  ArithmeticPeaks p;
+  p.fp32_fma = cpu::measure_fma_peak(threads).ops_per_second;
+  p.bf16_dot = cpu::measure_bf16_dot_peak(threads).ops_per_second;
+  p.int8_dot = cpu::measure_int8_dot_peak(threads).ops_per_second;
+  return p;
+}
+
+std::string ArithmeticPeaks::describe() const {
+  char text[160];
+  std::snprintf(text, sizeof text, "fp32 FMA %.0f GFLOP/s, bf16 dot %.0f GFLOP/s, int8 dot %.0f Gop/s", fp32_fma / 1e9,
+                bf16_dot / 1e9, int8_dot / 1e9);
+  return text;
+}
+
+std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
+                                               bool bf16_weights) {
+  if (a.int8_mma && peaks.int8_dot > 0) return {peaks.int8_dot, "int8 dot"};
+  if (bf16_weights && peaks.bf16_dot > 0) return {peaks.bf16_dot, "bf16 dot"};
+  return {peaks.fp32_fma, "fp32 FMA"};
+}
+
+double pass_multiply_adds(const ModelConfig& cfg, int rows) {
+  const double d = cfg.dim, h = cfg.hidden_dim, kv = cfg.kv_dim();
+  const double per_layer = d * d + 2 * kv * d + d * d + 3 * h * d;  // wq, wk, wv, wo, w1, w2, w3
+  return per_layer * cfg.n_layers * rows + static_cast<double>(cfg.vocab_size) * d;
+}
+
+}  // namespace inferlab::cli
