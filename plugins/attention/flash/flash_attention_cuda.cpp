@@ -5,6 +5,7 @@
 #include "flash_attention_cuda.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,11 +25,12 @@ void FlashCudaAttention::forward(const AttentionBatch& batch, const KvLayerView&
   int max_item_rows = 0;
   for (int s = 0; s < host.view.n_seqs(); ++s) {
     const int n_q = host.view.query_start[s + 1] - host.view.query_start[s];
-    const int ctx = host.view.context_len[s];
     for (int r = 0; r < n_q; r += strategy_.query_rows()) {
       const int r_end = std::min(r + strategy_.query_rows(), n_q);
-      // The rows' whole causal prefix: up to the last row's position.
-      items.push_back({s, r, r_end, 0, ctx - n_q + r_end, -1});
+      // The rows' whole causal prefix. The kernel clips pos_end to the last row's position, read
+      // from the device's context_len, so the item need not carry the context length: a
+      // captured graph (graph_capturable) replays it at any length.
+      items.push_back({s, r, r_end, 0, std::numeric_limits<int>::max(), -1});
       max_item_rows = std::max(max_item_rows, r_end - r);
     }
   }
