@@ -45,8 +45,8 @@ bool Model::graph_step(const StepBatch& batch, KvStorage& kv, Attention& attenti
     case GraphCache::Action::kCapture: {
       std::unique_ptr<StepGraph> graph;
       std::string reason;
-      device_.begin_capture();
       try {
+        device_.begin_capture();
         graph_body(p, padded, kv, attention);
         graph = device_.end_capture(reason);
       } catch (const Error& e) {
