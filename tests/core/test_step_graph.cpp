@@ -7,6 +7,7 @@
 // replay themselves are tests/cuda/test_cuda_graphs.cpp (skipped without a GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "inferlab/error.h"
 #include "inferlab/model/model.h"
 #include "inferlab/model/weights.h"
+#include "inferlab/results/metrics.h"
 #include "model_fixtures.h"
 
 namespace inferlab {
@@ -252,6 +254,28 @@ TEST(StepGraph, PaddedDecodeStepsGiveTheUnpaddedLogitsOnTheCpuModel) {
   const std::vector<float> plain = run(false), padded = run(true);
   ASSERT_EQ(plain.size(), padded.size());
   for (std::size_t i = 0; i < plain.size(); ++i) ASSERT_FLOAT_EQ(plain[i], padded[i]) << "logit " << i;
+}
+
+// The run's forward counters reach the metrics row: host ms per forward, captures, replays.
+TEST(StepGraph, MetricsCarryGraphCountersAndHostTime) {
+  RunTimeline run;
+  run.forwards = 4;
+  run.forward_host_s = 0.02;
+  run.graph_captures = 3;
+  run.graph_replays = 57;
+  double host_ms = -1, captures = -1, replays = -1;
+  for (const auto& [name, value] : compute_metrics(run, SloSpec{})) {
+    if (name == "step_host_ms_mean") host_ms = value;
+    if (name == "graph_captures") captures = value;
+    if (name == "graph_replays") replays = value;
+  }
+  EXPECT_DOUBLE_EQ(host_ms, 5.0);
+  EXPECT_EQ(captures, 3);
+  EXPECT_EQ(replays, 57);
+  for (const char* n : {"step_host_ms_mean", "graph_captures", "graph_replays"}) {
+    const auto names = metric_names();
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
 }
 
 TEST(StepGraph, CpuDeviceRefusesGraphs) {
