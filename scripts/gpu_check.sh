@@ -93,6 +93,14 @@ step "quickstart on cuda" 60 quickstart.txt bash -c \
 step "cuda_roofline" 60 roofline.txt run cuda_roofline --repeats 7 --iters 20
 step "cuda_kernel_roofline" 60 kernel_roofline.txt run cuda_kernel_roofline
 # ---- end of the cuda-kernels block
+# ---- cuda-graphs block (issue 41 item 1): decode steps captured and replayed vs eager. The
+# logits are checked by test_cuda's CudaGraphs.* cases above; here a whole run with and without
+# [device] cuda_graphs (same tokens, graphs replayed) and the decode step with and without them.
+step "cuda graphs: run on vs off" 90 graphs_run.txt bash "$root/scripts/gpu_check_graphs.sh" "$pack"
+step "cuda graphs: bench decode (tinyllama-1.1b)" 120 graphs_bench.txt bash -c \
+  "for g in '' --cuda-graphs; do '$pack/run' inferlab bench --device cuda --preset tinyllama-1.1b --attention flash \
+   --quantization none,bf16 -p '' -n 64 --batch 1,32 --context 512 --repeats 3 \$g; done"
+# ---- end of the cuda-graphs block
 step "bench --device cuda (stories15m)" 60 bench.txt run inferlab bench --device cuda --preset stories15m --attention naive \
   --quantization none,f16,bf16 --context 200 --batch 8 --repeats 5
 step "bench --device cuda (tinyllama-1.1b)" 150 bench_1b.txt run inferlab bench --device cuda --preset tinyllama-1.1b \
@@ -140,6 +148,10 @@ count() { grep -E '^\[  PASSED  \]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]' "$logs
   echo
   echo "## attention and quantized-linear kernels (from cuda_kernel_roofline)"
   sed -n '/^| op /,$p' "$logs/kernel_roofline.txt" 2>/dev/null
+  echo
+  echo "## CUDA graphs: runs and decode with and without (the backend column says 'graphs')"
+  grep -E '^\||^FAIL|^ok' "$logs/graphs_run.txt" 2>/dev/null
+  grep '^|' "$logs/graphs_bench.txt" 2>/dev/null
   echo
   echo "## inferlab bench --device cuda, tinyllama-1.1b"
   grep '^|' "$logs/bench_1b.txt" 2>/dev/null

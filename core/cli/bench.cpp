@@ -140,6 +140,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       "threads,t", po::value<int>()->default_value(0), "threads (0 = all cores)")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)")(
       "fuse", po::bool_switch(), "fused ops (cpu or cuda), as [device] fuse = true (RMSNorm + residual, RoPE + KV write, int8 activation blocks quantised once per shared input); the backend column ends in ' fused'")(
+      "cuda-graphs", po::bool_switch(), "CUDA only: decode steps captured and replayed as CUDA graphs, as [device] cuda_graphs = true (a capturable attention: flash); the backend column adds ' graphs'")(
       "output,o", po::value<std::string>()->default_value("md"), "md, csv or json (to stdout)")(
       "bandwidth", po::value<double>(), "read bandwidth in GB/s for the roofline column (default: the built-in probe)")(
       "bandwidth-cache", po::value<std::string>()->default_value(default_bandwidth_cache()),
@@ -147,7 +148,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args,
                      "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x[:key=value...],y] [-p 128,512] "
-                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [-o md|csv|json]",
+                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [--cuda-graphs] [-o md|csv|json]",
                      o, nullptr, vm))
     return 0;
   const std::vector<int> prompts = int_list(vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
@@ -216,6 +217,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   const bool fuse = vm["fuse"].as<bool>();
   const std::unique_ptr<Device> device = make_device(device_kind, threads);
   compute_device(*device, "bench").set_fuse(fuse);
+  const bool graphs = vm["cuda-graphs"].as<bool>();
+  if (graphs && device_kind != DeviceKind::kCuda)
+    throw Error("bench: --cuda-graphs with --device " + device_name + "; allowed: --cuda-graphs with --device cuda");
+  compute_device(*device, "bench").set_cuda_graphs(graphs);
   const int used_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::vector<Stack> stacks;
@@ -252,7 +257,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
 
   const std::string backend =
-      (device_kind == DeviceKind::kCpu ? std::string("CPU") : device->describe()) + (fuse ? " fused" : "");
+      (device_kind == DeviceKind::kCpu ? std::string("CPU") : device->describe()) + (fuse ? " fused" : "") +
+      (graphs ? " graphs" : "");
   std::vector<BenchRow> rows;  // [tests × stacks], test-major
   for (const BenchTest& t : tests)
     for (const Stack& s : stacks) {

@@ -216,7 +216,7 @@ TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
       {"--quantization int8:nope=1", "allowed: activations"}, {"--quantization int8:activations=int16", "int16"},
       {"--quantization int4:group_size=x", "group_size = 'x' is not of type int"}, {"--quantization int8:activations", "NAME[:KEY=VALUE"},
       {"--quantization int4:symmetric=yes", "allowed: true, false"},
-      {"--quantization int4:group_size=64:group_size=32", "given twice"},
+      {"--quantization int4:group_size=64:group_size=32", "given twice"}, {"--cuda-graphs", "--cuda-graphs"},
       {"--quantization int8:bits", "NAME[:KEY=VALUE"}, {"--attention naive:=1", "--attention"},
   };
   for (const auto& [args, flag] : cases) {

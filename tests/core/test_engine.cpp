@@ -419,3 +419,20 @@ TEST(Engine, TimeFractionsCoverEveryStepAndSumToOne) {
 
 }  // namespace
 }  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// Every step with rows is one model forward; the run's timeline carries their count and host
+// time (step_host_ms_mean), and no graph on the CPU.
+TEST(Engine, TimelineCountsTheModelsForwardsAndTheirHostTime) {
+  Fixture f;
+  const RunResult r = f.run(make_requests(3, 6, 4, 2), "continuous", {}, "sampling", {});
+  EXPECT_EQ(r.timeline.forwards, static_cast<long long>(r.timeline.steps.size()));
+  EXPECT_GT(r.timeline.forward_host_s, 0.0);
+  EXPECT_EQ(r.timeline.graph_captures, 0);
+  EXPECT_EQ(r.timeline.graph_replays, 0);
+}
+
+}  // namespace
+}  // namespace inferlab

@@ -174,6 +174,30 @@ TEST(Experiment, DeviceFuseIsABooleanForCpuAndCuda) {
   EXPECT_NE(msg.find(":19:8: 'fuse' must be true or false"), std::string::npos) << msg;
 }
 
+// [device] cuda_graphs: a boolean, CUDA only (refused at its line with kind = "cpu" or "sim",
+// naming the key and what is allowed there), off by default; accepted with kind = "cuda" (parsing
+// needs no GPU) and written back into the resolved config.
+TEST(Experiment, DeviceCudaGraphsIsABooleanForCudaOnly) {
+  EXPECT_FALSE(load_experiment(write_toml("graphs_default.toml", kBase), {}).device.cuda_graphs);
+  const std::string path =
+      write_toml("graphs_on.toml", std::string(kBase) + "[device]\nkind = \"cuda\"\ncuda_graphs = true\n");
+  EXPECT_TRUE(load_experiment(path, {}).device.cuda_graphs);
+  EXPECT_FALSE(load_experiment(path, {"device.cuda_graphs=false"}).device.cuda_graphs);
+  for (const char* kind : {"cpu", "sim"}) {
+    const std::string msg =
+        error_of(write_toml(std::string("graphs_") + kind + ".toml",
+                            std::string(kBase) + "[device]\nkind = \"" + kind + "\"\ncuda_graphs = true\n"));
+    EXPECT_NE(msg.find("graphs_" + std::string(kind) + ".toml:20:15: [device] cuda_graphs = true is cuda-only"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("allowed there: cuda_graphs = false"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  const std::string msg =
+      error_of(write_toml("graphs_str.toml", std::string(kBase) + "[device]\ncuda_graphs = 1\n"));
+  EXPECT_NE(msg.find(":19:15: 'cuda_graphs' must be true or false"), std::string::npos) << msg;
+}
+
 // [device] kind is parsed into DeviceKind when the file is read: a name outside the enum is
 // refused at its line, naming the key and the allowed kinds; --set reaches the same parser.
 TEST(Experiment, DeviceKindIsParsedOnceWithItsAllowedValues) {

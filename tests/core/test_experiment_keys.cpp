@@ -204,6 +204,7 @@ std::vector<Probe> probes() {
       {"device.threads", {}, "device.threads=1"},
       {"device.threads", {"quality.text=" + q + text + q}, "device.threads=1"},
       {"device.fuse", {}, "device.fuse=true"},
+      {"device.cuda_graphs", {}, "device.cuda_graphs=true"},
       {"device.profile", {}, "device.profile=a100-80gb"},
       {"device.tp", {}, "device.tp=2"},
       {"device.pp", {}, "device.pp=2"},

@@ -53,6 +53,7 @@ bool CachingAllocator::deallocate(void* ptr) {
   free_[size].push_back(ptr);
   stats_.bytes_in_use -= size;
   stats_.bytes_cached += size;
+  stats_.frees++;
   return true;
 }
 

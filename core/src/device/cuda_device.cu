@@ -11,6 +11,7 @@
 #include "inferlab/device/caching_allocator.h"
 #include "inferlab/device/cuda_device.h"
 #include "inferlab/error.h"
+#include "cuda_graph.h"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/ops.h"
@@ -78,6 +79,22 @@ struct CudaDevice::State {
   std::vector<cudaEvent_t> recorded;  // every event in `pending` or `open`
   std::vector<cudaEvent_t> spare;     // created, not in use
   double timer_overhead_s = 0;
+  // CUDA graphs: the pinned snapshots of the capture in progress (null when none), the pool's
+  // allocations and frees when it began, and cuBLAS's own workspace (set when graphs are on).
+  std::unique_ptr<cuda_graph::HostSnapshots> capture;
+  std::uint64_t capture_pool_events = 0;
+  void* cublas_workspace = nullptr;
+
+  std::uint64_t pool_events() const {
+    const CachingAllocator::Stats& st = pool->stats();
+    return st.raw_allocs + st.reuses + st.frees;
+  }
+  // Throws Error when a capture is in progress: `what` would make the host wait for the GPU.
+  void no_wait_in_capture(const char* what) const {
+    if (capture)
+      throw Error(std::string("cuda graphs: ") + what +
+                  " inside a captured decode step would make the host wait for the GPU; the step runs eagerly");
+  }
 
   cudaEvent_t record() {
     cudaEvent_t e = nullptr;
@@ -136,6 +153,7 @@ CudaDevice::CudaDevice(int ordinal) : s_(std::make_unique<State>()) {
 
 CudaDevice::~CudaDevice() {
   // Nothing here may throw: errors are ignored, the process is tearing this GPU state down.
+  abort_capture();
   (void)cudaStreamSynchronize(s_->stream);
   s_->pool.reset();  // frees every block (also those a leaked Buffer still points to)
   for (cudaEvent_t e : s_->recorded) (void)cudaEventDestroy(e);
@@ -196,6 +214,12 @@ void CudaDevice::deallocate(void* ptr) {
 }
 
 void CudaDevice::copy_to_device(void* dst, const void* host_src, std::size_t bytes) {
+  if (s_->capture) {  // the graph re-reads its source at every replay: a snapshot it owns
+    if (bytes > 0)
+      INFERLAB_CUDA_CHECK(cudaMemcpyAsync(dst, s_->capture->copy(host_src, bytes), bytes, cudaMemcpyHostToDevice,
+                                          s_->stream));
+    return;
+  }
   const char* src = static_cast<const char*>(host_src);
   char* d = static_cast<char*>(dst);
   for (std::size_t done = 0; done < bytes;) {
@@ -215,6 +239,7 @@ void CudaDevice::copy_to_device(void* dst, const void* host_src, std::size_t byt
 
 void CudaDevice::copy_to_host(void* host_dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
+  s_->no_wait_in_capture("a download (copy_to_host)");
   const std::size_t want = std::min(bytes, kDownloadMax);
   if (s_->download_bytes < want) {
     if (s_->download != nullptr) INFERLAB_CUDA_CHECK(cudaFreeHost(s_->download));
@@ -240,6 +265,7 @@ void CudaDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaDevice::synchronize() {
+  s_->no_wait_in_capture("synchronize");
   INFERLAB_CUDA_CHECK(cudaStreamSynchronize(s_->stream));
   resolve_segments(false);
 }
@@ -247,12 +273,14 @@ void CudaDevice::synchronize() {
 // ---- timing ---------------------------------------------------------------------------------
 
 void CudaDevice::op_begin(TimeCategory category) {
+  if (s_->capture) return;  // a captured op has no events to time; a replay is timed as a whole
   cudaEvent_t e = s_->record();
   if (!s_->open.empty()) s_->pending.push_back({s_->open.back().category, s_->open.back().since, e});
   s_->open.push_back({category, e});
 }
 
 void CudaDevice::op_end(TimeCategory category) {
+  if (s_->capture) return;
   if (s_->open.empty() || s_->open.back().category != category) return;  // unmatched: ignored (destructors)
   cudaEvent_t e = nullptr;
   try {
@@ -287,6 +315,7 @@ void CudaDevice::resolve_segments(bool wait) const {
 }
 
 const OpTimes& CudaDevice::op_times() const {
+  if (s_->capture) return times_;  // the segments wait until the capture ends
   resolve_segments(true);
   return times_;
 }
@@ -341,6 +370,46 @@ void CudaDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_
                                  int width) {
   cuda::swiglu_quantize(gate, up, act_q, act_scale, rows, width, s_->stream);
 }
+
+// ---- CUDA graphs ----------------------------------------------------------------------------
+
+void CudaDevice::set_cuda_graphs(bool on) {
+  if (on && s_->cublas_workspace == nullptr) {
+    // cuBLAS otherwise allocates its workspace itself, possibly inside a capture; 32 MiB is what
+    // NVIDIA's cuBLAS guide recommends on Hopper.
+    constexpr std::size_t kCublasWorkspace = 32u << 20;
+    s_->cublas_workspace = allocate(kCublasWorkspace);
+    INFERLAB_CUBLAS_CHECK(cublasSetWorkspace(s_->cublas, s_->cublas_workspace, kCublasWorkspace));
+  }
+  cuda_graphs_ = on;
+}
+
+bool CudaDevice::capturing() const { return s_->capture != nullptr; }
+
+void CudaDevice::begin_capture() {
+  check(!s_->capture, "cuda graphs: begin_capture while a capture is in progress");
+  auto snapshots = std::make_unique<cuda_graph::HostSnapshots>();  // pinned before the capture
+  s_->capture_pool_events = s_->pool_events();
+  cuda_graph::begin(s_->stream);
+  s_->capture = std::move(snapshots);
+}
+
+std::unique_ptr<StepGraph> CudaDevice::end_capture(std::string& reason) {
+  check(s_->capture != nullptr, "cuda graphs: end_capture without begin_capture");
+  const std::uint64_t events = s_->pool_events() - s_->capture_pool_events;
+  reason = events == 0 ? std::string()
+                       : "device memory was allocated or freed " + std::to_string(events) +
+                             " times inside the captured step (its addresses would go stale on replay)";
+  return cuda_graph::end(s_->stream, std::move(s_->capture), events == 0, reason);
+}
+
+void CudaDevice::abort_capture() noexcept {
+  if (!s_->capture) return;
+  cuda_graph::abort(s_->stream);
+  s_->capture.reset();
+}
+
+std::uint64_t CudaDevice::memory_epoch() const { return s_->pool->stats().frees; }
 
 CudaMemoryInfo cuda_memory_info(Device& device) { return cuda_device(device, "cuda_memory_info").memory_info(); }
 

@@ -154,6 +154,24 @@ void ComputeDevice::swiglu_quantize(float*, const float*, std::int8_t*, float*, 
   no_fused_ops(*this, "swiglu_quantize");
 }
 
+// ---- CUDA graphs: the CUDA device's only ----------------------------------------------------
+
+namespace {
+
+[[noreturn]] void no_graphs(const Device& device, const char* op) {
+  throw Error(std::string("device '") + device_kind_name(device.kind()) + "' has no graphs (" + op +
+              "): cuda_graphs is cuda-only (allowed: [device] cuda_graphs = true with kind = \"cuda\")");
+}
+
+}  // namespace
+
+void ComputeDevice::set_cuda_graphs(bool on) {
+  if (on) no_graphs(*this, "set_cuda_graphs");
+  cuda_graphs_ = false;
+}
+void ComputeDevice::begin_capture() { no_graphs(*this, "begin_capture"); }
+std::unique_ptr<StepGraph> ComputeDevice::end_capture(std::string&) { no_graphs(*this, "end_capture"); }
+
 // ---- CpuDevice ----------------------------------------------------------------------------
 
 namespace {

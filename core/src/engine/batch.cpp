@@ -70,4 +70,46 @@ AttentionBatch StepBatch::attention(int n_heads, int n_kv_heads, int head_dim) c
   return ab;
 }
 
+bool is_decode_step(const StepBatch& batch) {
+  const int n = batch.n_seqs();
+  if (n < 1 || batch.rows() != n || static_cast<int>(batch.logit_rows.size()) != n) return false;
+  for (int s = 0; s < n; ++s)
+    if (batch.query_start[static_cast<std::size_t>(s)] != s || batch.logit_rows[static_cast<std::size_t>(s)] != s)
+      return false;
+  return true;
+}
+
+StepBatch padded_decode_step(const StepBatch& batch, int batch_rows, int width) {
+  check(is_decode_step(batch), "padded_decode_step: not a decode step (one row with logits per sequence)");
+  const int n = batch.n_seqs();
+  check(batch_rows >= n && width >= batch.max_blocks, [&] {
+    return "padded_decode_step: " + std::to_string(n) + " sequences of " + std::to_string(batch.max_blocks) +
+           " blocks do not fit a " + std::to_string(batch_rows) + " x " + std::to_string(width) + " step";
+  });
+  StepBatch p;
+  const auto rows = static_cast<std::size_t>(batch_rows), w = static_cast<std::size_t>(width);
+  const auto pad = [rows](const std::vector<int>& v) {
+    std::vector<int> out(rows, v.front());  // padding repeats sequence 0
+    std::copy(v.begin(), v.end(), out.begin());
+    return out;
+  };
+  p.tokens = pad(batch.tokens);
+  p.positions = pad(batch.positions);
+  p.slots = pad(batch.slots);
+  p.context_len = pad(batch.context_len);
+  p.query_start.resize(rows + 1);
+  p.logit_rows.resize(rows);
+  for (std::size_t s = 0; s <= rows; ++s) p.query_start[s] = static_cast<int>(s);
+  for (std::size_t s = 0; s < rows; ++s) p.logit_rows[s] = static_cast<int>(s);
+  p.max_blocks = width;
+  p.block_table.assign(rows * w, -1);
+  const auto old = static_cast<std::size_t>(batch.max_blocks);
+  for (std::size_t s = 0; s < rows; ++s) {
+    const std::size_t from = s < static_cast<std::size_t>(n) ? s : 0;
+    std::copy_n(batch.block_table.begin() + static_cast<std::ptrdiff_t>(from * old), old,
+                p.block_table.begin() + static_cast<std::ptrdiff_t>(s * w));
+  }
+  return p;
+}
+
 }  // namespace inferlab

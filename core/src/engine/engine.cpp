@@ -27,6 +27,7 @@ void StepLoop::setup() {
   tl.kv_blocks_total = kv_config_.num_blocks;
   tl.weights_bytes = executor_.weight_bytes();
   tl.kv_bytes_per_token = executor_.kv_bytes_per_block(1);
+  forward0_ = executor_.forward_stats();
   tl.requests.resize(requests_.size());
   result_.outputs.resize(requests_.size());
   if (width_ > 0) {
@@ -419,6 +420,11 @@ RunResult StepLoop::run() {
   tl.step_wall_s = std::max(step_wall_s, timed);
   tl.time_s[static_cast<std::size_t>(TimeCategory::kFramework)] += tl.step_wall_s - timed;
   tl.timer_overhead_s = static_cast<double>(times.ops) * device_.timer_overhead_s();
+  const Model::ForwardStats fw = executor_.forward_stats();
+  tl.forwards = fw.forwards - forward0_.forwards;
+  tl.forward_host_s = fw.host_s - forward0_.host_s;
+  tl.graph_captures = fw.graph_captures - forward0_.graph_captures;
+  tl.graph_replays = fw.graph_replays - forward0_.graph_replays;
   return std::move(result_);
 }
 

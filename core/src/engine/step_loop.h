@@ -137,6 +137,7 @@ class StepLoop {
   std::size_t next_arrival_ = 0, finished_ = 0;
   double now_ = 0;
   OpTimes step_ops0_;                // the device's op times when the current step began
+  Model::ForwardStats forward0_;      // the model's forward counters when the run began
   int preemptions_seen_ = 0;         // timeline preemptions recorded by earlier steps
   int next_kv_ = 0;                  // K/V ids for forked branches (above every request id)
 

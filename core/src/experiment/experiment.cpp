@@ -207,7 +207,7 @@ void parse_experiment_table(const Ctx& c, const toml::table& root, const std::st
   spec.workload.seed = spec.seed;
 }
 
-// [device]: kind, threads, fuse (cpu and cuda), profile (a hardware profile or a calibrated cost
+// [device]: kind, threads, fuse (cpu and cuda), cuda_graphs (cuda only), profile (a hardware profile or a calibrated cost
 // model, read here), tp and pp (not with a calibrated profile).
 void parse_device(const Ctx& c, const toml::node& n, const std::string& base_dir, DeviceSpec& device) {
   const auto& t = get_table(c, n, "device");
@@ -225,6 +225,14 @@ void parse_device(const Ctx& c, const toml::node& n, const std::string& base_dir
     check(!device.fuse || device.kind != DeviceKind::kSim,
           c.at(*v) + ": [device] fuse = true runs on cpu and cuda (the fused ops are their kernels); kind is \"" +
               device_kind_name(device.kind) + "\", allowed there: fuse = false");
+  }
+  if (auto v = t.get("cuda_graphs")) {
+    check(v->is_boolean(), c.at(*v) + ": 'cuda_graphs' must be true or false, got " + type_name(*v));
+    device.cuda_graphs = v->as_boolean()->get();
+    // Graphs are captured on a CUDA stream; the CPU runs ops as they are issued, sim runs none.
+    check(!device.cuda_graphs || device.kind == DeviceKind::kCuda,
+          c.at(*v) + ": [device] cuda_graphs = true is cuda-only (decode steps are captured as CUDA graphs); kind is \"" +
+              device_kind_name(device.kind) + "\", allowed there: cuda_graphs = false");
   }
   if (auto v = t.get("profile")) {
     const std::string profile = get_string(c, *v, "profile");

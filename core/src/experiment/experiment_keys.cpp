@@ -15,7 +15,7 @@ const std::vector<ExperimentTable>& experiment_tables() {
           "calibration", "claim"}},
         {"experiment", {"name", "description", "seed", "repeats", "isolate", "cell_timeout_s", "cell_memory_mb"}},
         {"model", {"preset", "path", "tokenizer", "format", "n_layers", "seed", "add_bos"}},
-        {"device", {"kind", "threads", "fuse", "profile", "tp", "pp"}},
+        {"device", {"kind", "threads", "fuse", "cuda_graphs", "profile", "tp", "pp"}},
         {"workload",
          {"trace", "format", "num_requests", "arrival", "rate", "burstiness", "prompt_len", "output_len", "lengths_file",
           "prefix_block_tokens", "shared_prefix", "limit", "time_scale", "max_prompt", "max_output", "seed", "class_mix",

@@ -66,6 +66,7 @@ std::string resolved_config_toml(const Plan& plan) {
   t << "\n[device]\nkind = " << json_quote(device_kind_name(s.device.kind))
     << "\nthreads = " << s.device.threads;
   if (s.device.fuse) t << "\nfuse = true";
+  if (s.device.cuda_graphs) t << "\ncuda_graphs = true";
   if (s.device.kind == DeviceKind::kSim) t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
   t << "\n\n";
   if (!s.plugin_paths.empty()) {

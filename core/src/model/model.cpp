@@ -3,12 +3,14 @@
 #include "inferlab/model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <span>
 #include <string>
 
 #include "inferlab/error.h"
 #include "kernels/ref/matmul_int8.h"
+#include "model_pass.h"
 
 namespace inferlab {
 
@@ -85,6 +87,10 @@ Model::Model(const ModelWeights& weights, Quantization& quant, Device& device, c
 
 Model::~Model() = default;
 
+double Model::steady_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 std::uint64_t Model::weight_bytes() const {
   std::uint64_t bytes = embedding_bytes() + final_norm_.bytes() + classifier_->weight_bytes();
   for (const auto& l : layers_) {
@@ -111,60 +117,36 @@ float* Model::scratch(Buffer& buffer, std::size_t floats) {
   return buffer.as<float>();
 }
 
-// One forward's working state: the scratch activations of its rows (device memory), the batch's
-// arrays as the attention reads them, and the fused and early-exit bookkeeping its stages share.
-struct Model::Pass {
-  explicit Pass(ComputeDevice& device) : dev(device) {}
-  ComputeDevice& dev;
-  int rows = 0;
-  std::size_t srows = 0;
-  float *x = nullptr, *xn = nullptr;             // [rows, dim] residual stream, normed input of a block
-  float *q = nullptr, *k = nullptr, *v = nullptr;  // [rows, n_heads | n_kv_heads, head_dim]
-  float *att = nullptr, *tmp = nullptr;          // [rows, dim]
-  float *h1 = nullptr, *h3 = nullptr;            // [rows, hidden]
-  const int* positions = nullptr;                // [rows] device memory
-  const int* slots = nullptr;                    // [rows] device memory
-  AttentionBatch ab;
-  // [device] fuse = true: RMSNorm takes the residual add before it and, when every linear reading
-  // its output takes int8 activation blocks, the quantisation after it (one quantisation for
-  // wq/wk/wv, one for w1/w3); SwiGLU quantises for w2; RoPE writes K/V. Same results.
-  bool fuse = false;
-  std::int8_t* act_q = nullptr;  // [rows, max(dim, hidden)] int8 activation blocks
-  float* act_s = nullptr;        // [rows, act_blocks(max(dim, hidden))] their scales
-  // Fused: the output of the last FFN not yet added to x (the next RMSNorm adds it).
-  const float* pending = nullptr;
-  // Early exit: whether the plan has exits, the hidden state each exited row left with
-  // ([rows, dim]) and the next index into plan_->exit_after.
-  bool exits = false;
-  float* frozen = nullptr;
-  std::size_t next_exit = 0;
-
-  void linear(const Linear& lin, const float* in, float* out) {
-    OpScope t(dev, TimeCategory::kLinear);
-    lin.forward(in, out, rows, dev);
-  }
-  void blocks_linear(const Linear& lin, float* out) {
-    OpScope t(dev, TimeCategory::kLinear);
-    lin.forward_act_blocks(act_q, act_s, out, rows, dev);
-  }
-  // The linears reading one input (wq/wk/wv, w1/w3) as one group: one pool dispatch where their
-  // family can (Linear::try_forward_group: the CPU's packed int8-activation panels), else one
-  // forward each, as on a CUDA device. Same results either way.
-  void group_linear(std::span<const GroupMember> members, bool act_blocks) {
-    OpScope t(dev, TimeCategory::kLinear);
-    if (act_blocks)
-      forward_group_act_blocks(members, act_q, act_s, rows, dev);
-    else
-      forward_group(members, xn, rows, dev);
-  }
-};
-
 void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits) {
+  const double t0 = steady_s();
   check_step_batch(batch, kv);
   const std::size_t n_logits = batch.logit_rows.size();
   logits.resize(n_logits * static_cast<std::size_t>(config_.vocab_size));
   if (batch.rows() == 0) return;
-  Pass p = begin_pass(batch);
+  host_mark_s_ = -1;
+  if (!(device_.cuda_graphs() && graph_step(batch, kv, attention, logits))) {
+    Pass p = begin_pass(batch);
+    run_layers(p, batch, kv, attention, logits);
+    if (plan_ != nullptr && p.exits) {
+      for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
+      plan_->logit_rows += static_cast<long long>(n_logits);
+    }
+    remaining_logits(batch, p.x, logits);
+  }
+  stats_.forwards++;
+  stats_.host_s += (host_mark_s_ >= 0 ? host_mark_s_ : steady_s()) - t0;
+}
+
+Model::ForwardStats Model::forward_stats() const {
+  ForwardStats s = stats_;
+  s.graph_captures = graphs_.captures();
+  s.graph_replays = graphs_.replays();
+  return s;
+}
+
+// Every layer (but those the plan skips) over the pass's rows, then the pending residual add.
+void Model::run_layers(Pass& p, const StepBatch& batch, KvStorage& kv, Attention& attention,
+                       std::vector<float>& logits) {
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     if (plan_ != nullptr && plan_->skips(static_cast<int>(l))) continue;  // no compute, no K/V
     if (!attention_block(p, static_cast<int>(l), kv, attention)) continue;
@@ -175,11 +157,6 @@ void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention,
     OpScope t(device_, TimeCategory::kNormRopeAct);
     device_.add(p.x, p.pending, p.srows * static_cast<std::size_t>(config_.dim));
   }
-  if (plan_ != nullptr && p.exits) {
-    for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
-    plan_->logit_rows += static_cast<long long>(n_logits);
-  }
-  remaining_logits(batch, p.x, logits);
 }
 
 // Throws Error unless the batch is well formed for this model and `kv` (one position and slot
@@ -400,23 +377,36 @@ void Model::embed(const std::vector<int>& host_tokens, float* out) {
 
 void Model::classify_rows(const float* x, const std::vector<int>& rows, float* host_out) {
   ComputeDevice& dev = device_;
+  if (dev.kind() != DeviceKind::kCpu) {
+    const float* out = classify_rows_on_device(x, rows);
+    OpScope t(dev, TimeCategory::kLinear);
+    host_mark_s_ = steady_s();
+    dev.copy_to_host(host_out, out, rows.size() * static_cast<std::size_t>(config_.vocab_size) * sizeof(float));
+    return;
+  }
+  const float* xn = final_norm_rows(x, rows);
+  OpScope t(dev, TimeCategory::kLinear);
+  classifier_->forward(xn, host_out, static_cast<int>(rows.size()), dev);
+}
+
+float* Model::classify_rows_on_device(const float* x, const std::vector<int>& rows) {
+  const float* xn = final_norm_rows(x, rows);
+  OpScope t(device_, TimeCategory::kLinear);
+  float* out = scratch(logits_, rows.size() * static_cast<std::size_t>(config_.vocab_size));
+  classifier_->forward(xn, out, static_cast<int>(rows.size()), device_);
+  return out;
+}
+
+float* Model::final_norm_rows(const float* x, const std::vector<int>& rows) {
+  ComputeDevice& dev = device_;
   const int n = static_cast<int>(rows.size()), d = config_.dim;
-  const std::size_t sd = static_cast<std::size_t>(d), out_floats = rows.size() * static_cast<std::size_t>(config_.vocab_size);
+  const std::size_t sd = static_cast<std::size_t>(d);
   float* tmp = scratch(tmp_, rows.size() * sd);  // [n, dim]
   float* xn = scratch(xn_, rows.size() * sd);    // [n, dim]
-  {
-    OpScope t(dev, TimeCategory::kNormRopeAct);
-    dev.embedding(x, upload(rows, d_gather_), n, d, tmp);  // gather the rows asked for
-    dev.rmsnorm(tmp, final_norm_.as<float>(), xn, n, d, config_.norm_eps);
-  }
-  OpScope t(dev, TimeCategory::kLinear);
-  if (dev.kind() == DeviceKind::kCpu) {
-    classifier_->forward(xn, host_out, n, dev);
-  } else {
-    float* out = scratch(logits_, out_floats);
-    classifier_->forward(xn, out, n, dev);
-    dev.copy_to_host(host_out, out, out_floats * sizeof(float));
-  }
+  OpScope t(dev, TimeCategory::kNormRopeAct);
+  dev.embedding(x, upload(rows, d_gather_), n, d, tmp);  // gather the rows asked for
+  dev.rmsnorm(tmp, final_norm_.as<float>(), xn, n, d, config_.norm_eps);
+  return xn;
 }
 
 void Model::try_exit(int l, const StepBatch& batch, const float* x, float* frozen, std::vector<float>& logits) {

@@ -8,6 +8,7 @@
 #include "flash_attention_cuda.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,24 @@ void FlashCudaAttention::forward(const AttentionBatch& batch, const KvLayerView&
   CudaDevice& cuda = cuda_device(device, who);
   const cuda::HostBatchMirror host = cuda::mirror_batch(batch, cuda);
   check_attention_batch(host.view, kv, who);
+  if (cuda.capturing()) {
+    // A captured decode step (CUDA graphs) replays at any context length, so its items must not
+    // depend on it: no FlashDecoding split (its chunk count follows the context), each item the
+    // rows' whole causal prefix.
+    std::vector<cuda::AttentionItem> items;
+    int max_item_rows = 0;
+    for (int s = 0; s < host.view.n_seqs(); ++s) {
+      const int n_q = host.view.query_start[s + 1] - host.view.query_start[s];
+      for (int r = 0; r < n_q; r += strategy_.query_rows()) {
+        const int r_end = std::min(r + strategy_.query_rows(), n_q);
+        // The kernel clips pos_end to the last row's position, read from the device's context_len.
+        items.push_back({s, r, r_end, 0, std::numeric_limits<int>::max(), -1});
+        max_item_rows = std::max(max_item_rows, r_end - r);
+      }
+    }
+    cuda::run_tiled_attention(cuda, batch, kv, q, out, items, {}, 0, max_item_rows, strategy_.tile(), who);
+    return;
+  }
   const cuda::TiledPlan plan = cuda::flash_plan(host.view, strategy_.query_rows(), decode_split_, cuda.sm_count());
   cuda::run_tiled_attention(cuda, batch, kv, q, out, plan.items, plan.merges, plan.partial_vectors,
                             plan.max_item_rows, strategy_.tile(), who);

@@ -16,6 +16,9 @@ class FlashCudaAttention final : public Attention {
   void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,
                Device& device) override;
   AttentionTraffic traffic(int head_dim) const override { return strategy_.traffic(head_dim); }
+  // Its work items end at a sentinel the kernel clips to each row's causal end (from the device
+  // context lengths), so a decode batch's items depend on n_seqs only.
+  bool graph_capturable() const override { return true; }
 
  private:
   FlashAttention strategy_;  // the parameters and what it declares to the simulator

@@ -42,6 +42,7 @@ class CachingAllocator {
     std::uint64_t bytes_cached = 0;  // class bytes on the free lists
     std::uint64_t raw_allocs = 0;    // raw_alloc calls that succeeded
     std::uint64_t reuses = 0;        // requests served from a free list
+    std::uint64_t frees = 0;         // blocks returned by deallocate (the device's memory epoch)
   };
   const Stats& stats() const { return stats_; }
 

@@ -108,6 +108,14 @@ class CudaDevice final : public ComputeDevice {
                          float* k_cache, float* v_cache) override;
   void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                        int width) override;
+  // CUDA graphs (see ComputeDevice; capture and replay in cuda_graph.cu). Turning them on also
+  // gives cuBLAS a workspace of its own, so no GEMM allocates inside a capture.
+  void set_cuda_graphs(bool on) override;
+  void begin_capture() override;
+  std::unique_ptr<StepGraph> end_capture(std::string& reason) override;
+  void abort_capture() noexcept override;
+  std::uint64_t memory_epoch() const override;
+  bool capturing() const;
 
  private:
   struct State;  // CUDA handles, the pool, staging, events (cuda_device.cu)

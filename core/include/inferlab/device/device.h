@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/device/step_graph.h"
 #include "inferlab/model/model_config.h"
 #include "inferlab/thread_pool.h"
 
@@ -168,8 +169,29 @@ class ComputeDevice : public Device {
   virtual void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                                int width);
 
+  // ---- CUDA graphs ([device] cuda_graphs = true; the CUDA device only) --------------------
+  // When on, the model captures its decode steps per padded batch (inferlab/device/step_graph.h)
+  // and replays them. set_cuda_graphs(true) throws Error on a device without graphs (the
+  // experiment refuses the key with kind = "cpu" or "sim" at its [device] line).
+  bool cuda_graphs() const { return cuda_graphs_; }
+  virtual void set_cuda_graphs(bool on);
+  // Between begin_capture and end_capture the ops issued are recorded into a graph, not run:
+  // launches and device copies as they are, uploads from a host snapshot the graph owns (so a
+  // replay uploads the bytes of the capture), op timing paused. An op that would make the host
+  // wait (a download, synchronize) throws Error. end_capture returns the graph, or null with
+  // `reason` when it cannot be replayed safely (device memory was allocated or freed inside:
+  // its addresses would be stale); abort_capture ends a capture an Error interrupted. None of
+  // the captured work has run: replay the graph (or run the ops again) for its results.
+  virtual void begin_capture();
+  virtual std::unique_ptr<StepGraph> end_capture(std::string& reason);
+  virtual void abort_capture() noexcept {}
+  // Counts frees of this device's memory: a graph captured at another epoch may address a
+  // freed block (GraphCache drops it). Constant on a device without graphs.
+  virtual std::uint64_t memory_epoch() const { return 0; }
+
  protected:
   bool fuse_ = false;
+  bool cuda_graphs_ = false;
 };
 
 // The ops of `device`; throws Error naming `who` when it runs none (a simulated device, whose

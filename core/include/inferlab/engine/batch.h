@@ -35,4 +35,17 @@ class StepBatch {
   std::vector<int> logit_rows;   // rows whose logits are wanted, ascending
 };
 
+// Whether `batch` is a decode step as CUDA graphs capture it: at least one sequence, one query
+// row each, and every row asking for logits (a prefill chunk, a speculative verification or a
+// row without logits runs eagerly).
+bool is_decode_step(const StepBatch& batch);
+
+// A decode step padded to `batch_rows` sequences (>= n_seqs) and a block table `width` columns
+// wide (>= max_blocks, padded with -1), for replaying a graph captured at that shape. Each
+// padding sequence repeats sequence 0 (token, position, slot, context and blocks), so it writes
+// the very K/V values sequence 0 writes to the same slot and reads only K/V that exists; its
+// logits (rows n_seqs.. of the padded step) are discarded. Throws Error when `batch` is not a
+// decode step or the shape is smaller than the batch.
+StepBatch padded_decode_step(const StepBatch& batch, int batch_rows, int width);
+
 }  // namespace inferlab

@@ -38,6 +38,9 @@ class StepExecutor {
   // [batch.logit_rows.size(), vocab] on the host. Returns the step's modelled duration in
   // seconds, or a negative value when the step really ran (the engine's clock measures it).
   virtual double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) = 0;
+  // The model's forward counters (host time, graph captures and replays); zeros for an
+  // executor that runs no model (the simulator).
+  virtual Model::ForwardStats forward_stats() const { return {}; }
 };
 
 // The real model with an attention strategy on the model's device.
@@ -50,6 +53,7 @@ class ModelExecutor final : public StepExecutor {
   std::uint64_t kv_bytes_per_block(int block_size) const override;
   void prepare(const KvCacheConfig& kv) override;
   double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) override;
+  Model::ForwardStats forward_stats() const override { return model_.forward_stats(); }
   KvStorage& storage() { return *storage_; }
 
  private:

@@ -75,6 +75,10 @@ struct DeviceSpec {
   // activation quantisation, RoPE with the KV write, SwiGLU with the quantisation); same results,
   // so the gain is this one line. CPU only: refused with kind = "cuda" or "sim".
   bool fuse = false;
+  // CUDA graphs for decode steps (ComputeDevice::set_cuda_graphs): each decode step is captured
+  // once per padded batch bucket and replayed; prefill and mixed steps run eagerly. CUDA only:
+  // refused with kind = "cpu" or "sim".
+  bool cuda_graphs = false;
   // kind = "sim" only (docs/simulation.md): hardware profile, tensor and pipeline parallelism.
   std::string profile = "h100";
   int tp = 1, pp = 1;

@@ -5,12 +5,14 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "inferlab/plugin/attention.h"
 #include "inferlab/engine/batch.h"
 #include "inferlab/model/calibration.h"
 #include "inferlab/device/device.h"
+#include "inferlab/device/step_graph.h"
 #include "inferlab/kv/kv_cache.h"
 #include "inferlab/plugin/layer_plan.h"
 #include "inferlab/plugin/quantization.h"
@@ -47,6 +49,16 @@ class Model {
   void set_layer_plan(LayerPlan* plan);
   LayerPlan* layer_plan() const { return plan_; }
 
+  // What the forward passes so far cost the host and how many replayed a captured graph.
+  struct ForwardStats {
+    long long forwards = 0;       // forward() calls with at least one row
+    double host_s = 0;            // host seconds of them up to their logits download: issuing the
+                                  // step (uploads, launches or a replay); all of it on the CPU
+    long long graph_captures = 0;  // decode-step graphs captured ([device] cuda_graphs = true)
+    long long graph_replays = 0;   // decode steps that replayed one
+  };
+  ForwardStats forward_stats() const;
+
  private:
   struct Layer;
   struct Pass;  // one forward's scratch pointers and fused / early-exit state (model.cpp)
@@ -56,7 +68,13 @@ class Model {
   bool attention_block(Pass& p, int l, KvStorage& kv, Attention& attention);
   void feed_forward_block(Pass& p, int l);
   void add_residual_and_exit(Pass& p, int l, const StepBatch& batch, std::vector<float>& logits);
+  void run_layers(Pass& p, const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits);
   void remaining_logits(const StepBatch& batch, const float* x, std::vector<float>& logits);
+  // [device] cuda_graphs: a decode step padded to its bucket, captured once per GraphKey and
+  // replayed (model_graph.cpp). false when the step runs eagerly instead (not a decode step, a
+  // layer plan, an attention that cannot be captured, a batch beyond kMaxGraphBatch).
+  bool graph_step(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits);
+  void graph_body(Pass& p, const StepBatch& padded, KvStorage& kv, Attention& attention);
   // A host int array as device memory: the array itself on the CPU, an upload elsewhere.
   const int* upload(const std::vector<int>& host, Buffer& staging);
   float* scratch(Buffer& buffer, std::size_t floats);
@@ -68,6 +86,12 @@ class Model {
   void embed(const std::vector<int>& host_tokens, float* out);
   // final norm + classifier of the rows `rows` of x [*, dim]: host logits [rows.size(), vocab].
   void classify_rows(const float* x, const std::vector<int>& rows, float* host_out);
+  // The same into device memory (a non-CPU device): the logits [rows.size(), vocab] it returns
+  // stay valid until the next forward.
+  float* classify_rows_on_device(const float* x, const std::vector<int>& rows);
+  // The gathered rows of x under the final norm: xn [rows.size(), dim] (device scratch).
+  float* final_norm_rows(const float* x, const std::vector<int>& rows);
+  static double steady_s();
 
   ModelConfig config_;
   ComputeDevice& device_;
@@ -90,6 +114,13 @@ class Model {
   Buffer act_q_, act_s_;  // fused: int8 activation blocks [rows, max(dim, hidden)] and their scales
   // The batch's int arrays on the device (unused on the CPU).
   Buffer d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_, d_gather_;
+  // Decode-step graphs; their static inputs are the buffers above (GraphCache drops a graph when
+  // one of them is reallocated: the device's memory epoch moves).
+  GraphCache graphs_;
+  std::vector<int> graph_rows_;  // 0 .. bucket-1: the padded step's logit rows
+  std::string graph_failure_;    // the last capture failure, logged once
+  ForwardStats stats_;
+  double host_mark_s_ = -1;  // steady seconds just before the last logits download (-1: none)
 };
 
 }  // namespace inferlab

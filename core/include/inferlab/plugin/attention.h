@@ -41,6 +41,12 @@ class Attention {
     (void)head_dim;
     return {};
   }
+  // CUDA graphs ([device] cuda_graphs = true): whether forward() may be captured for a decode
+  // batch (one query row per sequence) and replayed for later batches of the same n_seqs and
+  // max_blocks. It may when its launch shapes and uploads depend only on those two, reading the
+  // context lengths and block tables from the batch's device arrays, and it neither waits for the
+  // device nor allocates. false (the default): decode steps run eagerly under this strategy.
+  virtual bool graph_capturable() const { return false; }
   // q:   [rows, n_heads, head_dim]
   // out: [rows, n_heads, head_dim]
   virtual void forward(const AttentionBatch& batch, const KvLayerView& kv, const float* q, float* out,

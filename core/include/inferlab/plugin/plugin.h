@@ -46,8 +46,9 @@ namespace inferlab {
 // 8: the registry chooses the device: PluginDescriptor::devices maps each device kind to its
 // implementation (DeviceImpl: factory, per-device supports and KV dtypes) in place of the
 // device list and the one make_* factory; Device is split into Device (memory, timing) and
-// ComputeDevice (the model's ops), which a simulated device is not.
-inline constexpr int kPluginAbiVersion = 8;
+// ComputeDevice (the model's ops), which a simulated device is not. 9: CUDA graphs:
+// Attention::graph_capturable (a new virtual before forward) and ComputeDevice's graph virtuals.
+inline constexpr int kPluginAbiVersion = 9;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

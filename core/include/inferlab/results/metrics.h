@@ -97,6 +97,13 @@ struct RunTimeline {
   long long branch_rows = 0;  // rows run for branches beyond the first, per request and step
   double branch_logprob_sum = 0;  // log-probability of each returned sequence, summed
   long long branch_sequences = 0;  // sequences returned by branching requests
+  // The model's forward passes during the run: how many, their host seconds up to the logits
+  // download (Model::ForwardStats), and the decode-step graphs captured and replayed
+  // ([device] cuda_graphs = true; 0 otherwise).
+  long long forwards = 0;
+  double forward_host_s = 0;
+  long long graph_captures = 0;
+  long long graph_replays = 0;
 };
 
 struct SloSpec {
@@ -134,7 +141,10 @@ std::vector<double> percentiles(std::vector<double> values, std::span<const doub
 // Theorem 3.8, E(α, γ) / (γc + 1), with α = spec_accept_frac; all 0 without drafting);
 // beam_blocks_saved_frac (1 - branch_blocks_held / branch_blocks_unshared: the KV blocks that
 // sharing saves over every beam or sample owning a full copy, 0 without branching);
-// beam_logprob_mean (mean log-probability of the returned sequences, 0 without branching); queue_ms
+// beam_logprob_mean (mean log-probability of the returned sequences, 0 without branching);
+// step_host_ms_mean (host milliseconds of one forward pass up to its logits download: issuing
+// the step; the whole pass on the CPU; 0 without a model), graph_captures and graph_replays
+// (decode-step CUDA graphs captured and replayed, 0 without [device] cuda_graphs); queue_ms
 // (mean/p50/p90/p99: arrival to the first step that ran it);
 // requests_aborted; requests_rejected; requests_truncated; slo_attain_frac (requests meeting
 // their class's SLO over all requests, aborted and rejected ones failing); fairness_jain
