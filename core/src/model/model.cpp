@@ -10,7 +10,7 @@
 
 #include "inferlab/error.h"
 #include "kernels/ref/matmul_int8.h"
-#include "model_pass.h"
+#include "model/model_pass.h"
 
 namespace inferlab {
 

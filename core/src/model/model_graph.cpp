@@ -12,7 +12,7 @@
 #include "inferlab/error.h"
 #include "inferlab/model/model.h"
 #include "inferlab/support/log.h"
-#include "model_pass.h"
+#include "model/model_pass.h"
 
 namespace inferlab {
 
