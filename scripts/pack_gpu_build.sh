@@ -39,7 +39,10 @@ mkdir -p "$pack/bin" "$pack/lib/inferlab" "$pack/data/models"
 programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16)
 # cuda-kernels: the attention/quantized-linear kernel tests, the conformance suites, their roofline.
 programs+=(test_cuda_kernels test_conformance cuda_kernel_roofline)
-for p in "${programs[@]}"; do
+# Every CUDA test binary (test_cuda*: the graphs, fused-kernel, tensor-core and GGUF-on-CUDA
+# tests land as test_cuda_<area>), which gpu_check.sh runs whole.
+for f in "$build"/bin/test_cuda*; do [ -x "$f" ] && programs+=("$(basename "$f")"); done
+for p in $(printf '%s\n' "${programs[@]}" | sort -u); do
   [ -f "$build/bin/$p" ] && cp "$build/bin/$p" "$pack/bin/"
 done
 cp "$build"/lib/libinferlab_core.so* "$pack/lib/"
@@ -76,6 +79,8 @@ export INFERLAB_DATA="${INFERLAB_DATA:-$here/data}"
 export INFERLAB_PLUGIN_PATH="${INFERLAB_PLUGIN_PATH:-$here/lib/inferlab}"
 prog="$1"
 shift
+# A path runs as it is (gpu_check.sh runs the llama.cpp peer's programs with these libraries).
+case "$prog" in */*) exec "$prog" "$@" ;; esac
 exec "$here/bin/$prog" "$@"
 WRAP
 chmod +x "$pack/run"
