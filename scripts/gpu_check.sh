@@ -38,7 +38,8 @@
 # bf16,int8,int4), GPU_CHECK_8B_QUANT (bf16), GPU_CHECK_8B_LAYERS (0 = all 32), GPU_CHECK_GGUF_TYPES
 # (q4_0 q8_0), GPU_CHECK_PEER (the llama.cpp tarball; default build-peer/llama-cuda.tar.xz),
 # GPU_CHECK_RACECHECK_FILTER.
-# Output under $OUT (else pack/out): gpu_check.log (every step's output, appended as it runs, so a
+# The pack may be the folder or `pack_gpu_build.sh --xz`'s compressed one (unpacked into
+# GPU_CHECK_WORK, default /tmp/gpu_check_work). Output under $OUT (else pack/out): gpu_check.log (every step's output, appended as it runs, so a
 # call cut short still returns what finished), gpu_table.md (the side-by-side table: each row with
 # date, card and copy bandwidth), gpu_table_rows.jsonl. Exit status: the number of failed steps.
 set -uo pipefail
@@ -58,17 +59,24 @@ if ! [[ "$reserve" =~ ^[0-9]+$ ]] || ((reserve >= budget)); then
   echo "gpu_check: GPU_CHECK_RESERVE_S = '$reserve'; allowed: whole seconds below GPU_CHECK_BUDGET_S ($budget)" >&2
   exit 2
 fi
+work="${GPU_CHECK_WORK:-/tmp/gpu_check_work}"
 if ((dry)); then
   pack="${1:-$root/build-gpu}"
 else
   pack="$(cd "${1:-$root/build-gpu}" 2>/dev/null && pwd)" ||
     { echo "gpu_check: no pack folder ${1:-$root/build-gpu} (scripts/pack_gpu_build.sh makes it)" >&2; exit 2; }
+  # A pack compressed by `pack_gpu_build.sh --xz`: unpacked once into the work folder.
+  if [ ! -x "$pack/run" ] && [ -f "$pack/pack.tar.xz" ]; then
+    rm -rf "$work/pack"
+    mkdir -p "$work/pack" && tar -C "$work/pack" -xJf "$pack/pack.tar.xz" ||
+      { echo "gpu_check: could not unpack $pack/pack.tar.xz" >&2; exit 2; }
+    pack="$work/pack"
+  fi
 fi
 new="${GPU_CHECK_NEW:-128}"
 reps="${GPU_CHECK_REPEATS:-3}"
 attention="${GPU_CHECK_ATTENTION:-flash}"
 peer_tar="${GPU_CHECK_PEER:-$root/build-peer/llama-cuda.tar.xz}"
-work="${GPU_CHECK_WORK:-/tmp/gpu_check_work}"
 rows="$work/rows.jsonl"
 table="python3 $root/scripts/gpu_table.py"
 export GPU_CHECK_WORK="$work"

@@ -5,7 +5,10 @@
 # read, in one folder that runs from anywhere through its wrapper `run`, under 64 MiB (what the
 # device tool carries besides the working tree).
 #
-#   scripts/pack_gpu_build.sh [build_dir] [pack_dir]      (defaults: build, build-gpu)
+#   scripts/pack_gpu_build.sh [build_dir] [pack_dir] [--xz]   (defaults: build, build-gpu)
+# --xz: pack_dir then holds only pack.tar.xz (the same folder, compressed: about a third of the
+# size, so that llama.cpp's CUDA peer fits beside it in one carry); gpu_check.sh unpacks it on
+# the GPU machine.
 # The build must be portable: cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release
 #   -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=ON && ninja -C build-portable (then pass build-portable).
 #
@@ -21,6 +24,10 @@
 #   run(command="bash scripts/gpu_check.sh build-gpu", carry=["build-gpu"], timeout_s=540)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+xz=0
+args=()
+for a in "$@"; do if [ "$a" = --xz ]; then xz=1; else args+=("$a"); fi; done
+set -- ${args[@]+"${args[@]}"}
 build="$(cd "${1:-$root/build}" && pwd)"
 pack="${2:-$root/build-gpu}"
 data="${INFERLAB_DATA:-$root/../shared}"
@@ -88,6 +95,17 @@ chmod +x "$pack/run"
 size_kib=$(du -sk "$pack" | cut -f1)
 echo "pack_gpu_build: $pack, $((size_kib / 1024)) MiB:"
 du -sh "$pack"/bin/* "$pack"/lib/* 2>/dev/null | sort -h | tail -8
+if ((xz)); then
+  # The folder, compressed into itself: pack/pack.tar.xz holds bin/, lib/, data/ and run.
+  tmp="$(mktemp -d)"
+  XZ_OPT=-9e tar -C "$pack" -cJf "$tmp/pack.tar.xz" .
+  rm -rf "$pack"
+  mkdir -p "$pack"
+  mv "$tmp/pack.tar.xz" "$pack/"
+  rmdir "$tmp"
+  size_kib=$(du -sk "$pack" | cut -f1)
+  echo "pack_gpu_build: compressed to $pack/pack.tar.xz, $((size_kib / 1024)) MiB ($size_kib KiB)"
+fi
 if [ "$size_kib" -gt $((60 * 1024)) ]; then
   echo "pack_gpu_build: over 60 MiB: the device tool carries 64 MiB with the working tree" >&2
   exit 1

@@ -127,6 +127,16 @@ def test_empty_pack(root, tmp):
     check(os.path.isfile(table) and "no rows measured" in open(table).read(),
           "an empty pack: gpu_table.md missing or without its 'no rows measured' line")
     check(os.path.isfile(os.path.join(out, "gpu_check.log")), "an empty pack: no gpu_check.log")
+    # The same pack compressed (pack_gpu_build.sh --xz): unpacked into the work folder and used.
+    xz = os.path.join(tmp, "packxz")
+    os.makedirs(xz)
+    subprocess.run(["tar", "-C", pack, "-cJf", os.path.join(xz, "pack.tar.xz"), "."], check=True)
+    env["GPU_CHECK_ONLY"] = "^test_cuda$"
+    p = subprocess.run(["bash", os.path.join(root, "scripts/gpu_check.sh"), xz], env=env, capture_output=True,
+                       text=True, timeout=60)
+    unpacked = os.path.join(tmp, "work", "pack", "bin")
+    check(f"| test_cuda | correctness | not built (no test_cuda in {unpacked}" in p.stdout,
+          f"a compressed pack was not unpacked into the work folder:\n{p.stdout}{p.stderr}")
 
 
 ROOFLINE = """device: NVIDIA H100 80GB HBM3, 132 SMs, sm_90
