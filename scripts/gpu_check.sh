@@ -167,7 +167,9 @@ key_built() {  # KEY: inferlab validate accepts KEY=true on cuda
   run inferlab validate "$work/identity.toml" --set "$1=true" >"$work/validate.txt" 2>&1 ||
     { echo "inferlab validate refuses $1 = true on cuda: $(tail -n 1 "$work/validate.txt")"; return 1; }
 }
-cell_hashes() { awk -F, 'NR > 1 { print $1 "," $2 "," $NF }' "$1"/*/metrics.csv 2>/dev/null | sort; }
+cell_hashes() {  # variant,repeat,tokens_hash of every cell (OUT/<experiment>/<stamp>/metrics.csv)
+  find "$1" -name metrics.csv -exec awk -F, 'FNR > 1 { print $1 "," $2 "," $NF }' {} + | sort
+}
 identity() {  # KEY: the tokens of every cell with KEY=false and KEY=true
   identity_toml
   local v
