@@ -195,7 +195,9 @@ bench_probe() {  # ARGS...: a tiny cuda bench with these flags runs
 graphs_args() { echo "${GPU_CHECK_GRAPHS_ARGS:---cuda-graphs}"; }
 fused_args() { echo "${GPU_CHECK_FUSED_ARGS:---fuse}"; }
 gguf_on_cuda() {
-  run inferlab plugins --kind quantization 2>/dev/null | grep -A1 '^quantization/gguf ' | grep -q 'devices:.* cuda' ||
+  local listing  # read whole first: `grep -q` closing a pipe early would fail it under pipefail
+  listing="$(run inferlab plugins --kind quantization 2>/dev/null)"
+  grep -A1 '^quantization/gguf ' <<<"$listing" | grep -q 'devices:.* cuda' ||
     { echo "quantization/gguf does not list cuda"; return 1; }
 }
 bench_shape() {  # SHAPE MODE [FLAGS...]: the preset's stacks, then each GGUF file when gguf runs on cuda
