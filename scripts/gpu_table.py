@@ -178,8 +178,8 @@ def render(rows, meta, card, date):
     copy = meta.get("copy_gbs")
     gemm = meta.get("gemm_bf16_tflops")
     head = [f"# inferlab vs llama.cpp CUDA vs HF transformers on {card} ({date})", "",
-            f"Copy bandwidth {fmt(copy) + ' GB/s' if copy else 'not measured'} (bytes read + written, "
-            f"{meta.get('ceilings_source', '-')}); bf16 GEMM peak "
+            (f"Copy bandwidth {fmt(copy)} GB/s (bytes read + written, {meta.get('ceilings_source', '-')})"
+             if copy else "Copy bandwidth not measured") + "; bf16 GEMM peak "
             f"{fmt(gemm) + ' TFLOP/s' if gemm else 'not measured'}. Weight GB/s = decode steps/s x the "
             "stack's weight bytes (token embeddings included); 'of copy' = that / the copy bandwidth.", ""]
     table = ["| date | card | copy GB/s | shape | weights | stack | test | t/s | weight GB/s | of copy |",
