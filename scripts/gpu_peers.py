@@ -12,11 +12,15 @@ Measures, on the first CUDA device, with CUDA events (median of timed repeats af
 Prints one markdown table. Each section is independent: a failing one prints its error and the
 others still run; the exit status is the number of failed sections.
 
-  python3 scripts/gpu_peers.py [--shape tinyllama-1.1b|stories15m] [--batches 1,32]
-      [--prompt 128] [--new 64] [--model-dir DIR]
+  python3 scripts/gpu_peers.py [--shape tinyllama-1.1b|llama-3-8b|...] [--batches 1,32]
+      [--prompt 128] [--new 64] [--model-dir DIR] [--sections ceilings,sdpa,generate]
+      [--jsonl FILE]
 --model-dir: a folder `inferlab export --format hf` wrote (config.json + model.safetensors):
 generate then runs the very weights inferlab runs (loaded in bf16) instead of random ones of
 the --shape.
+--jsonl: also append one JSON object per measured row to FILE (the side-by-side table of
+scripts/gpu_check.sh reads them through scripts/gpu_table.py): {"kind": "copy"|"gemm_bf16"|
+"hf_generate", ...}.
 """
 import argparse
 import sys
@@ -27,6 +31,7 @@ SHAPES = {  # dim, hidden, layers, heads, kv_heads, vocab (core/src/model/model_
     "stories15m": (288, 768, 6, 6, 6, 32000),
     "tinyllama-1.1b": (2048, 5632, 22, 32, 4, 32000),
     "llama-3.2-1b": (2048, 8192, 16, 32, 8, 128256),
+    "llama-3-8b": (4096, 14336, 32, 32, 8, 128256),
 }
 
 
@@ -38,7 +43,16 @@ def parse_args(argv):
     p.add_argument("--new", type=int, default=64, help="decode tokens per sequence (> 1)")
     p.add_argument("--repeats", type=int, default=20, help="timed repeats for the kernel rows")
     p.add_argument("--model-dir", default=None, help="an `inferlab export --format hf` folder to load")
+    p.add_argument("--layers", type=int, default=0, help="keep only the first N layers of --shape (0 = all)")
+    p.add_argument("--label", default=None, help="the shape's name in --jsonl rows (default --shape)")
+    p.add_argument("--sections", default="ceilings,sdpa,generate",
+                   help="comma-separated subset of ceilings, sdpa, generate")
+    p.add_argument("--jsonl", default=None, help="append machine-readable rows to this file")
     a = p.parse_args(argv)
+    a.sections = [x for x in a.sections.split(",") if x]
+    bad = [x for x in a.sections if x not in SECTIONS]
+    if bad or not a.sections:
+        p.error(f"--sections = {','.join(a.sections)!r}: allowed: a comma-separated subset of {', '.join(SECTIONS)}")
     if a.model_dir is not None:
         import os
         if not os.path.isfile(os.path.join(a.model_dir, "config.json")):
@@ -50,9 +64,19 @@ def parse_args(argv):
         p.error(f"--batches = {a.batches!r}: allowed: comma-separated positive integers")
     if not a.batches or min(a.batches) < 1:
         p.error("--batches: allowed: comma-separated positive integers")
+    if a.layers < 0:
+        p.error(f"--layers = {a.layers}: allowed: 0 (all) or a positive count")
     if a.new < 2 or a.prompt < 1:
         p.error("--new must be >= 2 and --prompt >= 1")
     return a
+
+
+def record(a, **row):
+    """One machine-readable row for the side-by-side table (--jsonl)."""
+    if a.jsonl is not None:
+        import json
+        with open(a.jsonl, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
 
 
 def timed(torch, fn, repeats, warmup=3):
@@ -78,12 +102,14 @@ def ceilings(torch, a, rows):
     dst = torch.empty_like(src)
     med, best = timed(torch, lambda: dst.copy_(src), a.repeats)
     rows.append(("copy d2d (read+write)", "2 GiB fp32", med, best, f"{2 * 4 * n / med / 1e9:.0f} GB/s"))
+    record(a, kind="copy", gbs=2 * 4 * n / med / 1e9)
     del src, dst
     m = 8192
     x = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     y = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     med, best = timed(torch, lambda: x @ y, max(5, a.repeats // 2))
     rows.append(("GEMM bf16 (torch.matmul)", "8192^3 random", med, best, f"{2 * m**3 / med / 1e12:.0f} TFLOP/s"))
+    record(a, kind="gemm_bf16", tflops=2 * m**3 / med / 1e12)
 
 
 def sdpa(torch, a, rows):
@@ -107,14 +133,22 @@ def hf_generate(torch, a, rows):
         vocab, label = model.config.vocab_size, f"{a.model_dir} (inferlab's weights)"
     else:
         dim, hidden, layers, heads, kv_heads, vocab = SHAPES[a.shape]
+        layers = min(layers, a.layers) if a.layers > 0 else layers
         cfg = transformers.LlamaConfig(hidden_size=dim, intermediate_size=hidden, num_hidden_layers=layers,
                                        num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
                                        max_position_embeddings=4096, tie_word_embeddings=False)
         cfg._attn_implementation = "sdpa"
         torch.manual_seed(0)
-        with torch.device("cuda"):
-            model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
-        label = f"{a.shape} random"
+        # Built in bf16 directly: an 8B-class model in fp32 first would take 32 GB and the time
+        # to initialise it twice.
+        default_dtype = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            with torch.device("cuda"):
+                model = transformers.LlamaForCausalLM(cfg).eval()
+        finally:
+            torch.set_default_dtype(default_dtype)
+        label = f"{a.shape} random" + (f", {layers} layers" if a.layers > 0 else "")
     params = sum(p.numel() for p in model.parameters())
     for batch in a.batches:
         ids = torch.randint(3, vocab, (batch, a.prompt), device="cuda")
@@ -139,11 +173,20 @@ def hf_generate(torch, a, rows):
                 best = min(best, time.perf_counter() - t0)
             t[new] = best
         decode_s = (t[a.new] - t[1]) / (a.new - 1)
+        prefill_s = max(t[1] - decode_s, 1e-9)  # generate(1) = prefill + the first token's step
+        shape = a.label or (a.shape if a.model_dir is None else a.model_dir)
+        record(a, kind="hf_generate", shape=shape, batch=batch,
+               prompt=a.prompt, new=a.new, params=params, weight_bytes=2 * params, decode_tps=batch / decode_s,
+               prefill_tps=batch * a.prompt / prefill_s, transformers=transformers.__version__,
+               torch=torch.__version__)
         rows.append((f"HF generate bf16 sdpa, batch {batch}", f"{label} ({params / 1e9:.2f} B), "
                      f"prompt {a.prompt}", decode_s, t[1], f"{batch / decode_s:.0f} tok/s decode "
                      f"({2 * params / decode_s / 1e9:.0f} GB/s of bf16 weights)"))
     rows.append(("  (HF: time = one decode step; min = prefill + first token)", "", 0, 0,
                  f"transformers {transformers.__version__}, torch {torch.__version__}"))
+
+
+SECTIONS = {"ceilings": ceilings, "sdpa": sdpa, "generate": hf_generate}
 
 
 def main(argv):
@@ -153,7 +196,8 @@ def main(argv):
         print("gpu_peers: skipped, torch sees no CUDA device")
         return 0
     rows, failed = [], 0
-    for section in (ceilings, sdpa, hf_generate):
+    for name in a.sections:
+        section = SECTIONS[name]
         try:
             section(torch, a, rows)
         except Exception:  # one section's failure must not hide the others' numbers

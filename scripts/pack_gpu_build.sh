@@ -5,7 +5,10 @@
 # read, in one folder that runs from anywhere through its wrapper `run`, under 64 MiB (what the
 # device tool carries besides the working tree).
 #
-#   scripts/pack_gpu_build.sh [build_dir] [pack_dir]      (defaults: build, build-gpu)
+#   scripts/pack_gpu_build.sh [build_dir] [pack_dir] [--xz]   (defaults: build, build-gpu)
+# --xz: pack_dir then holds only pack.tar.xz (the same folder, compressed: about a third of the
+# size, so that llama.cpp's CUDA peer fits beside it in one carry); gpu_check.sh unpacks it on
+# the GPU machine.
 # The build must be portable: cmake -S . -B build-portable -G Ninja -DCMAKE_BUILD_TYPE=Release
 #   -DINFERLAB_NATIVE=OFF -DINFERLAB_CUDA=ON && ninja -C build-portable (then pass build-portable).
 #
@@ -21,6 +24,10 @@
 #   run(command="bash scripts/gpu_check.sh build-gpu", carry=["build-gpu"], timeout_s=540)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+xz=0
+args=()
+for a in "$@"; do if [ "$a" = --xz ]; then xz=1; else args+=("$a"); fi; done
+set -- ${args[@]+"${args[@]}"}
 build="$(cd "${1:-$root/build}" && pwd)"
 pack="${2:-$root/build-gpu}"
 data="${INFERLAB_DATA:-$root/../shared}"
@@ -39,7 +46,10 @@ mkdir -p "$pack/bin" "$pack/lib/inferlab" "$pack/data/models"
 programs=(inferlab test_cuda cuda_roofline test_quantization_f16 test_quantization_bf16 test_quantization_gguf)
 # cuda-kernels: the attention/quantized-linear kernel tests, the conformance suites, their roofline.
 programs+=(test_cuda_kernels test_conformance cuda_kernel_roofline)
-for p in "${programs[@]}"; do
+# Every CUDA test binary (test_cuda*: the graphs, fused-kernel, tensor-core and GGUF-on-CUDA
+# tests land as test_cuda_<area>), which gpu_check.sh runs whole.
+for f in "$build"/bin/test_cuda*; do [ -x "$f" ] && programs+=("$(basename "$f")"); done
+for p in $(printf '%s\n' "${programs[@]}" | sort -u); do
   [ -f "$build/bin/$p" ] && cp "$build/bin/$p" "$pack/bin/"
 done
 cp "$build"/lib/libinferlab_core.so* "$pack/lib/"
@@ -78,6 +88,8 @@ export INFERLAB_DATA="${INFERLAB_DATA:-$here/data}"
 export INFERLAB_PLUGIN_PATH="${INFERLAB_PLUGIN_PATH:-$here/lib/inferlab}"
 prog="$1"
 shift
+# A path runs as it is (gpu_check.sh runs the llama.cpp peer's programs with these libraries).
+case "$prog" in */*) exec "$prog" "$@" ;; esac
 exec "$here/bin/$prog" "$@"
 WRAP
 chmod +x "$pack/run"
@@ -85,6 +97,17 @@ chmod +x "$pack/run"
 size_kib=$(du -sk "$pack" | cut -f1)
 echo "pack_gpu_build: $pack, $((size_kib / 1024)) MiB:"
 du -sh "$pack"/bin/* "$pack"/lib/* 2>/dev/null | sort -h | tail -8
+if ((xz)); then
+  # The folder, compressed into itself: pack/pack.tar.xz holds bin/, lib/, data/ and run.
+  tmp="$(mktemp -d)"
+  XZ_OPT=-9e tar -C "$pack" -cJf "$tmp/pack.tar.xz" .
+  rm -rf "$pack"
+  mkdir -p "$pack"
+  mv "$tmp/pack.tar.xz" "$pack/"
+  rmdir "$tmp"
+  size_kib=$(du -sk "$pack" | cut -f1)
+  echo "pack_gpu_build: compressed to $pack/pack.tar.xz, $((size_kib / 1024)) MiB ($size_kib KiB)"
+fi
 if [ "$size_kib" -gt $((60 * 1024)) ]; then
   echo "pack_gpu_build: over 60 MiB: the device tool carries 64 MiB with the working tree" >&2
   exit 1
