@@ -280,7 +280,7 @@ TEST(KvFormats, EachDeviceStoresItsOwnFormats) {
   testing::TempDir dir("kv_formats_device");
   const std::string path = dir.file("exp.toml");
   testing::write_file(path, "[model]\npreset = \"stories260k\"\n[device]\nkind = \"sim\"\n[[variant]]\nname = \"q\"\n"
-                            "kv = { dtype = \"int8\" }\n");
+                            "kv = { dtype = \"int8\", group_size = 8 }\n");
   Registry registry({testing::plugin_dir()});
   const ExperimentSpec spec = load_experiment(path, {});
   try {
