@@ -1,5 +1,5 @@
 // Shared by the GGUF tests: a tiny llama GGUF holding every supported tensor type (with the
-// exact values the loader must produce), and small helpers for error tests.
+// exact values the loader must produce), and small helpers for error tests (error_of: test_support.h).
 #pragma once
 #include <cstring>
 #include <functional>
@@ -10,17 +10,9 @@
 #include "inferlab/formats/formats.h"
 #include "inferlab/support/log.h"
 #include "inferlab/model/weights.h"
+#include "test_support.h"  // error_of
 
 namespace inferlab::testing {
-
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct QuietLogs {  // the mutation tests provoke warnings by design
   log::Level saved = log::level();

@@ -28,14 +28,7 @@ namespace {
 using testing::SafeTensorSpec;
 using testing::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 std::string bytes_of(const std::vector<float>& v, const std::string& dtype) {
   std::string out;

@@ -18,14 +18,7 @@ namespace fs = std::filesystem;
 
 std::string test_plugins(const std::string& sub) { return testing::binary_dir() + "/test_plugins/" + sub; }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Registry, FindsEveryBuiltInStrategy) {
   Registry reg({testing::plugin_dir()});

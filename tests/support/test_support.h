@@ -1,12 +1,14 @@
 // Shared test helpers: where the shared data lives, and skipping visibly when it is missing.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "inferlab/device/cuda_device.h"
+#include "inferlab/error.h"
 
 namespace inferlab::testing {
 
@@ -40,6 +42,16 @@ CliResult run_inferlab_limited(const std::string& args, long long address_space_
 std::string slurp(const std::filesystem::path& path);
 // A CSV file as rows of cells (double quotes group commas; no escapes inside quotes).
 std::vector<std::vector<std::string>> read_csv(const std::filesystem::path& path);
+
+// The message of the inferlab::Error `f` throws; "" when it throws none.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 }  // namespace inferlab::testing
 

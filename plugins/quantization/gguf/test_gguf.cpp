@@ -20,14 +20,7 @@
 namespace inferlab::plugins {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // A GGUF-like ModelWeights (one layer) holding one linear's blocks under `name`.
 ModelWeights weights_with(const std::string& name, GgmlType type, std::vector<std::uint8_t> blocks) {

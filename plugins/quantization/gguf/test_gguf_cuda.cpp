@@ -133,14 +133,7 @@ TEST(GgufCudaSupport, PlanSplitsGemvFromGemmAndLaysOutTheWorkspace) {
 
 #if INFERLAB_HAVE_CUDA
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 ModelWeights weights_with(const std::string& name, GgmlType type, std::vector<std::uint8_t> blocks) {
   ModelWeights w;
