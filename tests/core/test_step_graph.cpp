@@ -70,8 +70,8 @@ GraphKey key(int batch, const void* kv = &kv_a, const void* model = &model_a, bo
 using Action = GraphCache::Action;
 
 TEST(StepGraph, CacheWarmsThenCapturesThenReplays) {
+  Counts c;  // before the cache: the graphs count their destruction into it
   GraphCache cache;
-  Counts c;
   EXPECT_EQ(cache.plan(key(1), 7), Action::kWarm);
   EXPECT_EQ(cache.plan(key(1), 7), Action::kWarm);  // nothing recorded yet: still a warm-up
   cache.warmed(key(1), 7);
@@ -96,8 +96,8 @@ TEST(StepGraph, CacheWarmsThenCapturesThenReplays) {
 }
 
 TEST(StepGraph, CacheDropsGraphsWhenDeviceMemoryWasFreed) {
+  Counts c;  // before the cache: the graphs count their destruction into it
   GraphCache cache;
-  Counts c;
   for (int b : {1, 2}) {
     cache.warmed(key(b), 3);
     cache.captured(key(b), std::make_unique<FakeGraph>(c), 3);
