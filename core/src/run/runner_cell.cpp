@@ -84,6 +84,11 @@ void make_strategies(const RunContext& cx, const ResolvedVariant& v, const Model
   if (spec.device.cuda_graphs)  // cuda only (validated at [device])
     compute_device(*p.device, "[device] cuda_graphs").set_cuda_graphs(true);
   p.attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *p.device);
+  // cuda_graphs with an attention whose steps cannot be captured would run every step eagerly
+  // (graph_replays 0): refused, naming both, instead of a row that claims graphs.
+  if (spec.device.cuda_graphs && !p.attention->graph_capturable())
+    throw Error("[device] cuda_graphs = true: variant '" + v.name + "': attention '" + v.stack.attention.name +
+                "' cannot be captured in a CUDA graph (allowed with cuda_graphs: flash)");
   p.quant = make_variant_quantization(cx.registry, v, *p.device, &weights);
   if (sim) {
     // Planned bytes are asked of the strategy on the host (its probe builds a linear there).
