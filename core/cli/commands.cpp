@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "inferlab/support/log.h"
 #include "inferlab/results/quality.h"
 #include "inferlab/plugin/registry.h"
+#include "inferlab/repro/reproduce.h"
 #include "inferlab/results/manifest.h"
 #include "inferlab/run/run_folder.h"
 #include "inferlab/run/runner.h"
@@ -208,6 +210,22 @@ int cmd_validate(const std::vector<std::string>& args) {
   pos.add("file", 1);
   po::variables_map vm;
   if (!parse_options(args, "usage: inferlab validate FILE [--set key=value]... [--max-memory SIZE]", o, &pos, vm)) return 0;
+  // A file of published claims (experiments/repro) is checked as `reproduce` reads it: its claims,
+  // and its experiment only as far as they use it (its model's shape, or a planned run).
+  const std::string file = vm["file"].as<std::string>();
+  if (const std::vector<Claim> claims = read_claims(file, false); !claims.empty()) {
+    ClaimUse most = ClaimUse::kArguments;
+    for (const Claim& c : claims) most = std::max(most, claim_quantity_use(c.quantity));
+    if (most != ClaimUse::kRun) {
+      std::vector<std::string> sets;
+      if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
+      if (most == ClaimUse::kModel) experiment_model_config(load_experiment(file, sets).model);
+      std::cout << file << ": ok — " << claims.size() << " claim(s) computed from "
+                << (most == ClaimUse::kModel ? "the model's shape" : "their own arguments")
+                << ", no run; `inferlab reproduce " << file << "` checks them\n";
+      return 0;
+    }
+  }
   Loaded l = load_and_plan(vm);  // plugins, parameters, model header, trace and lengths files, memory
   if (l.spec.device.kind == DeviceKind::kCuda) require_visible_cuda(l.spec.source_path);  // as run refuses it
   std::cout << l.spec.source_path << ": ok — " << l.plan.variants.size() << " stack(s) × " << l.plan.repeats

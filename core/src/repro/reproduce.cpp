@@ -42,6 +42,26 @@ double sarathi_max_decodes(double gpu_bytes, double param_bytes, double max_seq_
 
 namespace {
 
+// Every quantity a claim may name and what measuring it needs (one list: read_claims refuses the
+// others, `validate` plans a run only for the kRun ones, measure() below computes each).
+constexpr std::pair<const char*, ClaimUse> kClaimQuantities[] = {
+    {"kv_bytes_per_token", ClaimUse::kModel},       {"kv_slots", ClaimUse::kModel},
+    {"spec_expected_tokens", ClaimUse::kArguments}, {"spec_speedup", ClaimUse::kArguments},
+    {"ratio", ClaimUse::kRun},                      {"difference", ClaimUse::kRun},
+    {"metric", ClaimUse::kRun},                     {"spec_tokens_over_eq1", ClaimUse::kRun},
+    {"spec_speedup_over_theorem", ClaimUse::kRun},  {"attention_memory_mib", ClaimUse::kArguments},
+    {"capacity_ratio", ClaimUse::kRun},             {"spec_latency_reduction", ClaimUse::kArguments},
+    {"tp_speedup", ClaimUse::kRun},                 {"radix_dfs_optimal_fraction", ClaimUse::kArguments},
+    {"attention_io_exponent", ClaimUse::kArguments}, {"sarathi_max_decodes", ClaimUse::kModel},
+    {"quant_decode_speedup", ClaimUse::kModel},
+};
+
+std::string claim_quantity_names() {
+  std::string names;
+  for (const auto& [name, use] : kClaimQuantities) names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
+}
+
 Claim parse_claim(const toml::table& t, const std::string& path) {
   Claim c;
   c.file = path;
@@ -67,6 +87,8 @@ Claim parse_claim(const toml::table& t, const std::string& path) {
   if (c.compare != "approx" && c.compare != "greater" && c.compare != "less")
     throw Error(path + ": [claim] compare = \"" + c.compare + "\"; allowed: approx, greater, less");
   if (c.quantity.empty()) throw Error(path + ": [claim] needs a quantity");
+  if (claim_quantity_use(c.quantity) == ClaimUse::kUnknown)
+    throw Error(path + ": [claim] quantity = \"" + c.quantity + "\"; allowed: " + claim_quantity_names());
   return c;
 }
 
@@ -371,15 +393,12 @@ double measure(const Claim& c, const Registry& registry) {
     if (spec.device.kind != DeviceKind::kSim) throw Error(c.file + ": a capacity claim runs its experiment, which must be simulated");
     return capacity(c, registry, name_arg(c, "numerator")) / capacity(c, registry, name_arg(c, "denominator"));
   }
-  throw Error(c.file + ": unknown claim quantity '" + c.quantity +
-              "'; allowed: kv_bytes_per_token, kv_slots, spec_expected_tokens, spec_speedup, ratio, difference, metric, "
-              "spec_tokens_over_eq1, spec_speedup_over_theorem, attention_memory_mib, capacity_ratio, spec_latency_reduction, tp_speedup, "
-              "radix_dfs_optimal_fraction, attention_io_exponent, sarathi_max_decodes, quant_decode_speedup");
+  throw Error(c.file + ": unknown claim quantity '" + c.quantity + "'; allowed: " + claim_quantity_names());
 }
 
 }  // namespace
 
-std::vector<Claim> read_claims(const std::string& path) {
+std::vector<Claim> read_claims(const std::string& path, bool required) {
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -388,6 +407,7 @@ std::vector<Claim> read_claims(const std::string& path) {
   }
   std::vector<Claim> claims;
   const toml::node* n = root.get("claim");
+  if (n == nullptr && !required) return claims;
   if (n == nullptr) throw Error(path + ": no [claim] or [[claim]] table");
   if (const auto* t = n->as_table()) claims.push_back(parse_claim(*t, path));
   else if (const auto* a = n->as_array())
@@ -396,6 +416,12 @@ std::vector<Claim> read_claims(const std::string& path) {
       claims.push_back(parse_claim(*e.as_table(), path));
     }
   return claims;
+}
+
+ClaimUse claim_quantity_use(const std::string& quantity) {
+  for (const auto& [name, use] : kClaimQuantities)
+    if (quantity == name) return use;
+  return ClaimUse::kUnknown;
 }
 
 ClaimResult check_claim(const Claim& claim, const Registry& registry) {

@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "inferlab/plugin/registry.h"
@@ -33,8 +34,13 @@ struct ClaimResult {
   bool failed() const { return verdict == "FAIL"; }
 };
 
-// Every claim in a file (Error with the file and what is wrong for a malformed one).
-std::vector<Claim> read_claims(const std::string& path);
+// Every claim in a file (Error with the file and what is wrong for a malformed one, an unknown
+// quantity included); none without a [claim] table, or an Error when `required`.
+std::vector<Claim> read_claims(const std::string& path, bool required = true);
+// What measuring a quantity needs: its own arguments only, the file's model (its shape, no run),
+// or a run of the file's experiment; kUnknown for a name no claim may use.
+enum class ClaimUse { kUnknown, kArguments, kModel, kRun };
+ClaimUse claim_quantity_use(const std::string& quantity);
 // Computes or runs what the claim needs (a ratio claim runs the file's experiment, which must
 // be a simulated one, into a scratch folder) and compares.
 ClaimResult check_claim(const Claim& claim, const Registry& registry);
