@@ -6,13 +6,13 @@
 # 30 s (the first includes loading three vocabularies under ASan on a loaded machine) or a
 # process past 2 GB; the reproducer is written to <build>/fuzz-findings/<target>/.
 # Fix it, add a regression test to the normal suite, and keep the file in the target's corpus.
-# Usage: scripts/fuzz.sh [build_dir] [target ...]  (INFERLAB_FUZZ_SECONDS per target, default 20;
+# Usage: scripts/fuzz.sh [build_dir] [target ...]  (INFERLAB_FUZZ_SECONDS per target, default 15;
 # INFERLAB_JOBS targets at once, default 2: each fuzzer is one process on one core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build-san}"
 shift || true
-seconds="${INFERLAB_FUZZ_SECONDS:-20}"
+seconds="${INFERLAB_FUZZ_SECONDS:-15}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for src in tests/fuzz/fuzz_*.cpp; do targets+=("$(basename "$src" .cpp)"); done
