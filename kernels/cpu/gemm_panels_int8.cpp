@@ -204,8 +204,8 @@ namespace {
 // narrow last panel's steps are cols * 4 bytes) and whole blocks (in % 32 == 0).
 // From two token tiles: at one (16 rows) the micro-tiles, which read the panel in place, were as
 // fast or faster (TinyLlama's 2048 x 2048 and 5632 x 2048, 2 threads, main-thread CPU time,
-// interleaved medians of 4 on the loaded AMX Xeon, 2026-12-06: 16 rows 1.06-1.09x the
-// micro-tiles' time, 32 rows 0.91-0.96x, 128 rows 0.74-0.76x).
+// interleaved medians of 4-6 on the loaded AMX Xeon, 2026-12-06: 16 rows 1.06-1.09x the
+// micro-tiles' time, 32 rows 0.96-0.97x, 128 rows 0.80-0.81x).
 constexpr int kAmxBlockMinRows = 2 * amx_blocks::kRows;
 
 bool amx_blocks_fit(const PackedPanelsInt8& w, int n) {
