@@ -14,6 +14,7 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/act_tiles.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/amx_blocks.h"
 #include "kernels/cpu/gemm_gguf_avx2.h"
 #include "kernels/cpu/gemm_gguf_layout.h"
 #include "kernels/cpu/panel_union.h"
@@ -433,167 +434,14 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
 }
 
 #if INFERLAB_GEMM_GGUF_AMX
-// AMX prefill (kernels/cpu/amx.h). A panel unpacked with its offsets taken off (unpack_panel's
-// kSigned: the weights' own integer codes, [step][32 rows][4] bytes) is `tdpbssd`'s K x 16
-// operand as it is for 16 weight rows (8 steps of a half's 64-byte lines, 128 bytes apart),
-// and the activations, copied once per call into runs of 16 rows x 32 inputs, are its 16 x K
-// one: a tile product per 16 tokens x 16 weight rows x 32-block gives exactly the int32 sums of
-// the VNNI tiles (offset included), which are folded into fp32 with the same operations in the
-// same order, so both paths give the same bits. The fold is the cost: per block, 16 zmm of sums
-// each converted, scaled by d_w d_x and added (Q4_1 and the K-quants a second FMA for the
-// mins), about as long as the product itself (which takes as long at depth 32 as at 64), and the
-// two do not overlap well; two C tiles alternate and each pair of blocks is folded one pair
-// later, after its tile stores have left.
-constexpr int kAmxRows = 16;  // tokens per tile (C rows), and weight rows per C column set
+// AMX prefill (kernels/cpu/amx_blocks.h, shared with gemm_panels_int8). A panel unpacked with its
+// offsets taken off (unpack_panel's kSigned: the weights' own integer codes, [step][32 rows][4]
+// bytes) is the tiles' weight operand as it is, and its fp32 scale lines their block scales.
 // Token rows from which the AMX tiles take over from the VNNI ones.
-constexpr int kAmxMinRows = 16;
+constexpr int kAmxMinRows = amx_blocks::kRows;
 // The types that run on them: not Q6_K, whose scales are per 16 inputs (two tile products of
 // half the depth per block, each with its fold: slower than its VNNI tiles).
 constexpr bool kAmxType(GgmlType t) { return t != GgmlType::kQ6_K; }
-
-// The activations' side, made once per call: per tile t of 16 token rows and block b, the rows'
-// codes as one 512-byte run ([16 rows][32], what a tile load reads: 8 whole lines, where rows
-// `in` apart were 16 lines from as many pages), their scales and scale x sum (the mins' term);
-// zero rows past n.
-struct AmxTokens {
-  int n = 0, tiles = 0, blocks = 0;
-  std::vector<std::int8_t> x;  // [tiles][blocks][16][32]
-  std::vector<float> xs, xsum;  // [tiles][blocks][16]
-  std::size_t at(int t, int b) const { return (static_cast<std::size_t>(t) * blocks + b) * kAmxRows; }
-  const std::int8_t* rows(int t, int b) const { return x.data() + at(t, b) * kBlock; }
-};
-
-void make_amx_tokens(const ActTiles& a, const std::int8_t* xq, int n, int in, AmxTokens& k, ThreadPool& pool) {
-  k.n = n;
-  k.blocks = in / kBlock;
-  k.tiles = (n + kAmxRows - 1) / kAmxRows;
-  const std::size_t slots = static_cast<std::size_t>(k.tiles) * k.blocks * kAmxRows;
-  k.x.assign(slots * kBlock, 0);
-  k.xs.assign(slots, 0.0f);
-  k.xsum.assign(slots, 0.0f);
-  // Token rows split across the pool (n x in bytes copied: on the caller alone it idled the
-  // other threads).
-  pool.parallel_for(static_cast<std::size_t>(n), [&](std::size_t begin, std::size_t end) {
-    for (auto tok = static_cast<int>(begin); tok < static_cast<int>(end); ++tok) {
-      const int t = tok / kAmxRows, r = tok % kAmxRows;
-      for (int b = 0; b < k.blocks; ++b) {
-        const std::size_t src = a.tile_blocks(tok / kRows) + static_cast<std::size_t>(b) * kRows + tok % kRows;
-        const std::size_t dst = k.at(t, b) + r;
-        std::memcpy(k.x.data() + dst * kBlock, xq + static_cast<std::size_t>(tok) * in + static_cast<std::size_t>(b) * kBlock, kBlock);
-        k.xs[dst] = a.xs[src];
-        k.xsum[dst] = a.xsum[src];  // prefill_tile's product
-      }
-    }
-  }, 16);
-}
-
-// What the AMX tiles read, as plain pointers copied onto the calling thread's stack: the
-// AmxTokens and the Unpacked they come from are thread_local, and code that reaches a
-// thread_local of a shared library through its address calls __tls_get_addr, a call that
-// clobbers every zmm (GCC propagated that address into amx_panel and called it inside the unit
-// loop, so the 16 fp32 sums lived in memory).
-struct AmxView {
-  int n, tiles, blocks;
-  const std::int8_t* x;
-  const float *xs, *xsum;
-  const std::uint8_t* codes;  // Unpacked::block_codes(0)
-  std::size_t codes_stride;
-  const float* scale;  // Unpacked::scale_line(0, 0, 0): lines of 16 floats, [blocks][2][2]
-  std::size_t at(int t, int b) const { return (static_cast<std::size_t>(t) * blocks + b) * kAmxRows; }
-  const std::int8_t* rows(int t, int b) const { return x + at(t, b) * kBlock; }
-  const std::uint8_t* block_codes(int b) const { return codes + static_cast<std::size_t>(b) * codes_stride; }
-  const float* scale_line(int b, int k, int h) const { return scale + static_cast<std::size_t>(4 * b + 2 * k + h) * 16; }
-};
-AmxView amx_view(const AmxTokens& k, const Unpacked& u) {
-  return {k.n, k.tiles, k.blocks, k.x.data(), k.xs.data(), k.xsum.data(), u.codes, u.codes_stride, u.scale_line(0, 0, 0)};
-}
-
-// The configuration: C tiles 0, 1 (16 x 16 int32); A (tokens) 2, 4: 16 rows x 32 inputs; B
-// (weights) 3, 5: a row per 4 inputs, 16 rows x 4 bytes each.
-const AmxConfig& amx_config() {
-  static const AmxConfig c =
-      AmxConfig{}.tile(0, kAmxRows, 64).tile(1, kAmxRows, 64).tile(2, kAmxRows, kBlock).tile(4, kAmxRows, kBlock).tile(3, kBlock / 4, 64).tile(5, kBlock / 4, 64);
-  return c;
-}
-
-// The fp32 sums of a 16 x 16 output tile, one zmm per token row, as two arrays of 8: GCC kept
-// an array of 16 zmm (1 KiB) in memory.
-struct AmxAcc {
-  __m512 lo[kAmxRows / 2], hi[kAmxRows / 2];
-  __m512& row(int r) { return r < kAmxRows / 2 ? lo[r] : hi[r - kAmxRows / 2]; }
-};
-
-// Block b of token tile t and weight rows 16h .. 16h + 15: its int32 sums (16 token rows of 16)
-// folded into acc as prefill_tile folds them.
-template <GgmlType T>
-[[gnu::always_inline]] inline void amx_fold(AmxAcc& acc, const std::int32_t (*sums)[16], const AmxView& k, int t, int h, int b) {
-  constexpr bool kMins = T == GgmlType::kQ4_1 || is_q45k(T);
-  const std::size_t at = k.at(t, b);
-  const __m512 sv = _mm512_load_ps(k.scale_line(b, 0, h));
-#pragma GCC unroll 16
-  for (int r = 0; r < kAmxRows; ++r) {
-    const __m512i ci = _mm512_load_si512(sums[r]);
-    acc.row(r) = _mm512_fmadd_ps(to_float(ci), _mm512_mul_ps(sv, _mm512_set1_ps(k.xs[at + r])), acc.row(r));
-  }
-  if constexpr (kMins) {
-    const __m512 mv = _mm512_load_ps(k.scale_line(b, 1, h));
-#pragma GCC unroll 16
-    for (int r = 0; r < kAmxRows; ++r) acc.row(r) = _mm512_fmadd_ps(mv, _mm512_set1_ps(k.xsum[at + r]), acc.row(r));
-  }
-}
-
-// y[r, j] (r < the tokens, j < width) for the unpacked panel against every token tile. Blocks
-// run in pairs, into C tiles 0 and 1 stored into one of two buffers, and a pair is folded one
-// pair later, in block order: a load that meets a tile store still in flight waits for it.
-template <GgmlType T>
-void amx_panel(const AmxView k, float* y, std::size_t ldc, int width) {
-  constexpr long lda = kBlock;  // AmxTokens' rows
-  alignas(64) std::int32_t c[2][2][kAmxRows][16];  // [pair parity][C tile]
-  const int pairs = k.blocks / 2;
-  for (int t = 0; t < k.tiles; ++t) {
-    const int rows = std::min(kAmxRows, k.n - t * kAmxRows);
-    for (int h = 0; h < 2 && 16 * h < width; ++h) {
-      auto b_of = [&](int b) { return k.block_codes(b) + 64 * h; };  // steps 128 bytes apart
-      AmxAcc acc;
-      for (int r = 0; r < kAmxRows; ++r) acc.row(r) = _mm512_setzero_ps();
-      for (int p = 0; p < pairs; ++p) {
-        const int q = p & 1, b = 2 * p;
-        _tile_zero(0);
-        _tile_loadd(2, k.rows(t, b), lda);
-        _tile_loadd(3, b_of(b), 128);
-        _tile_dpbssd(0, 2, 3);
-        _tile_zero(1);
-        _tile_loadd(4, k.rows(t, b + 1), lda);
-        _tile_loadd(5, b_of(b + 1), 128);
-        _tile_dpbssd(1, 4, 5);
-        _tile_stored(0, c[q][0], 64);
-        _tile_stored(1, c[q][1], 64);
-        if (p > 0) {
-          amx_fold<T>(acc, c[1 - q][0], k, t, h, b - 2);
-          amx_fold<T>(acc, c[1 - q][1], k, t, h, b - 1);
-        }
-      }
-      if (pairs > 0) {
-        const int q = (pairs - 1) & 1;
-        amx_fold<T>(acc, c[q][0], k, t, h, 2 * pairs - 2);
-        amx_fold<T>(acc, c[q][1], k, t, h, 2 * pairs - 1);
-      }
-      if (k.blocks % 2 == 1) {
-        _tile_zero(0);
-        _tile_loadd(2, k.rows(t, k.blocks - 1), lda);
-        _tile_loadd(3, b_of(k.blocks - 1), 128);
-        _tile_dpbssd(0, 2, 3);
-        _tile_stored(0, c[0][0], 64);
-        amx_fold<T>(acc, c[0][0], k, t, h, k.blocks - 1);
-      }
-      const auto mask = static_cast<__mmask16>((1u << std::min(width - 16 * h, 16)) - 1);
-      float* yt = y + static_cast<std::size_t>(t) * kAmxRows * ldc + 16 * h;
-#pragma GCC unroll 16
-      for (int r = 0; r < kAmxRows; ++r)  // constant indices: acc stays in registers
-        if (r < rows) _mm512_mask_storeu_ps(yt + r * ldc, mask, acc.row(r));
-    }
-  }
-}
 #endif
 
 using PackedTile = void (*)(const ActTiles&, int, const PackedGguf&, int, float*, std::size_t, int);
@@ -638,8 +486,8 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
   const int tiles = (n + kRows - 1) / kRows;
 #if INFERLAB_GEMM_GGUF_AMX
   if (amx != nullptr && kAmxType(T)) {  // AMX prefill: each panel unpacked once, then every 16-token tile
-    const auto& k = *static_cast<const AmxTokens*>(amx);
-    amx_config().load();
+    const auto& k = *static_cast<const amx_blocks::Tokens*>(amx);
+    amx_blocks::config().load();
     Unpacked& u = unpacked_scratch();
     u.reserve(w.in / kBlock);
     for (int p = p0; p < p1; ++p) {
@@ -647,7 +495,8 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
       // GCC's tile loads are asm that names no memory operand: without this barrier the
       // unpacking's stores could be moved past the loads that read them.
       asm volatile("" ::: "memory");
-      amx_panel<T>(amx_view(k, u), y + static_cast<std::size_t>(p) * kPanel, ldc, std::min(kPanel, w.out - p * kPanel));
+      amx_blocks::panel<T == GgmlType::kQ4_1 || is_q45k(T), false>(amx_blocks::view(k, u.codes, u.codes_stride, u.scale_line(0, 0, 0), nullptr),
+                                                                  y + static_cast<std::size_t>(p) * kPanel, ldc, std::min(kPanel, w.out - p * kPanel));
     }
     return;
   }
@@ -751,11 +600,11 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
 #elif INFERLAB_GEMM_GGUF_VNNI
   const void* amx = nullptr;  // the AMX tiles' activations (the VNNI tiles when null)
 #if INFERLAB_GEMM_GGUF_AMX
-  thread_local AmxTokens tokens;
+  thread_local amx_blocks::Tokens tokens;
   bool amx_types = false;
   for (const GemmGgufOutput& o : group) amx_types = amx_types || kAmxType(o.w->type);
   if (amx_types && n >= kAmxMinRows && amx_int8_enabled()) {
-    make_amx_tokens(a, xq, n, in, tokens, pool);
+    amx_blocks::make_tokens(a, xq, n, in, tokens, pool);
     amx = &tokens;
   }
 #endif

@@ -43,7 +43,8 @@
 //    AVX2 tiles unpack the K-quants' codes alone (gemm_gguf_avx2.cpp), set_gemm_gguf_unpack
 //    below switches both off for measurement;
 //  - where AMX runs (kernels/cpu/amx.h: Sapphire Rapids and later, granted by Linux), prefill of
-//    16 rows and more of every type but Q6_K runs on the tile unit instead: the unpacked panel
+//    16 rows and more of every type but Q6_K runs on the tile unit instead (the tile loop:
+//    kernels/cpu/amx_blocks.h, shared with gemm_panels_int8): the unpacked panel
 //    is `tdpbsud`'s K x 16 operand as it is, the activations are copied once per call into runs
 //    of 16 rows x 32 inputs, and each 16 x 16 x 32 tile product's int32 sums are folded into
 //    fp32 as the VNNI tiles fold theirs, so both give the same bits (tested);

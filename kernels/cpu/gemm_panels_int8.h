@@ -17,6 +17,10 @@
 //    stays in L1/L2 while the row tiles pass, and each output is written once), and threads
 //    split the panels, as in gemm_panels_f32.h; for one row (decode) 4 panels run at once,
 //    so the weights stream front to back;
+//  - where AMX runs (kernels/cpu/amx.h), prefill of 32 rows and more of whole panels runs on the
+//    tile unit instead, through the GGUF blocks' AMX code (kernels/cpu/amx_blocks.h): a panel's
+//    32-input block is Q8_0's slot layout, read with its offset flipped off, its int32 sums
+//    folded into fp32 as micro_tile folds them (the same bits; gemm_panels_int8_uses_amx);
 //  - gemm_panels_int8_group runs several matrices reading the same activations (wq/wk/wv,
 //    w1/w3) as one parallel_for over the union of their panels, cut into one contiguous run of
 //    about equal bytes per thread (kernels/cpu/panel_union.h); x's tiles are packed once.
@@ -62,6 +66,12 @@ void unpack_panel_row_int8(const PackedPanelsInt8& w, int row, float* out);
 // y: [n, out]. n <= 0 is a no-op.
 void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                       ThreadPool& pool);
+
+// True when gemm_panels_int8 (and a group holding w) runs w's n rows on the AMX tiles
+// (kernels/cpu/amx_blocks.h: built with AMX int8, granted by the kernel, switched on) rather than
+// the VNNI micro-tiles: 32 rows or more (two token tiles; at one the micro-tiles are as fast),
+// out % 32 == 0 and in % 32 == 0. Same bits either way.
+bool gemm_panels_int8_uses_amx(const PackedPanelsInt8& w, int n);
 
 // One matrix of a group: y [n, w->out].
 struct GemmPanelsInt8Output {

@@ -181,7 +181,17 @@ void BM_GemmPanelsInt8(benchmark::State& state) {
   const auto packed = inferlab::cpu::pack_panels_int8(p.q.data(), p.scale.data(), p.out, p.in);
   time_calls(state, [&] { inferlab::cpu::gemm_panels_int8(p.xq.data(), p.xs.data(), packed, p.y.data(), p.n, pool()); },
              p.y.data());
-  set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)), int8_peak_gops());
+  // The AMX tiles' rows (kernels/cpu/amx_blocks.h) count against the tile unit's peak.
+  const bool amx = inferlab::cpu::gemm_panels_int8_uses_amx(packed, p.n);
+  set_counters(state, p.n, p.out, p.in, static_cast<double>(inferlab::cpu::packed_bytes(packed)),
+               amx ? amx_peak_gops() : int8_peak_gops());
+  state.SetLabel(amx ? "amx" : "vnni");
+}
+// The same with the AMX tiles switched off: the VNNI micro-tiles beside them in one run.
+void BM_GemmPanelsInt8Vnni(benchmark::State& state) {
+  const bool was = inferlab::cpu::set_amx_int8(false);
+  BM_GemmPanelsInt8(state);
+  inferlab::cpu::set_amx_int8(was);
 }
 
 // The same weights against per-token activations (SmoothQuant's W8A8: one scale per row, one
@@ -230,6 +240,14 @@ void prefill_shapes(benchmark::internal::Benchmark* b) {
     for (int n : {1, 8, 128, 512}) b->Args({n, l[0], l[1]});
 }
 
+// Where the AMX tiles take over (16 rows, one tile) and a tile pair, at TinyLlama's shapes.
+void amx_edge_shapes(benchmark::internal::Benchmark* b) {
+  for (int n : {16, 32}) {
+    b->Args({n, 2048, 2048});
+    b->Args({n, 5632, 2048});
+  }
+}
+
 BENCHMARK(BM_GemmPanelsF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF32)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -237,7 +255,8 @@ BENCHMARK(BM_GemmAmxF16Split)->Apply(prefill_shapes)->Unit(benchmark::kMilliseco
 BENCHMARK(BM_GemmAmxBf16Split)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmAmxBf16Rounded)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Apply(amx_edge_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GemmPanelsInt8Vnni)->Apply(prefill_shapes)->Apply(amx_edge_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8PerToken)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8PerTokenVnni)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MatmulRowMajorInt8Act)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -10,6 +10,7 @@
 #include "inferlab/error.h"
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
@@ -89,6 +90,30 @@ TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
               std::vector<float>(y1.begin() + static_cast<long>(r) * out, y1.begin() + static_cast<long>(r + 1) * out))
         << "row " << r;
   }
+}
+
+// Where AMX runs (kernels/cpu/amx_blocks.h), 32 rows or more of whole panels and blocks run on
+// its tiles and give every row the VNNI micro-tiles' bits (the same int32 sums, folded in the
+// same order); other shapes keep the micro-tiles. Rows: below the threshold, two 16-row tiles,
+// two and a one-row tail, several with a tail; in: an odd and an even number of 32-blocks.
+TEST(GemmPanelsInt8, AmxTilesGiveTheVnniTilesBits) {
+  if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here (not built with it, not granted, or INFERLAB_AMX=0)";
+  ThreadPool pool(2);
+  const int shapes[][2] = {{64, 160}, {96, 576}, {32, 1024}, {33, 160}, {64, 300}};
+  for (const auto& sh : shapes)
+    for (int n : {31, 32, 33, 49}) {
+      const int out = sh[0], in = sh[1];
+      SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
+      const Case c(n, out, in, static_cast<std::uint64_t>(n * 13 + out + in));
+      const auto packed = cpu::pack_panels_int8(c.q.data(), c.scale.data(), out, in);
+      EXPECT_EQ(cpu::gemm_panels_int8_uses_amx(packed, n), n >= 32 && out % 32 == 0 && in % 32 == 0);
+      const auto amx = gemm(c, n, out, in, pool);
+      cpu::set_amx_int8(false);
+      EXPECT_FALSE(cpu::gemm_panels_int8_uses_amx(packed, n));
+      const auto vnni = gemm(c, n, out, in, pool);
+      cpu::set_amx_int8(true);
+      for (std::size_t i = 0; i < amx.size(); ++i) ASSERT_EQ(amx[i], vnni[i]) << "row " << i / out << " out " << i % out;
+    }
 }
 
 // Per-token activations (SmoothQuant's W8A8): one scale per row, each output one int32 sum,

@@ -6,6 +6,7 @@
 #include "inferlab/error.h"
 #include "inferlab/support/rng.h"
 #include "int8.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
@@ -106,6 +107,27 @@ TEST(Int8Quantization, Int8ActivationsMatchReferenceForDecodeAndPrefill) {
     ref::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), want.data(), n, out, in);
     linear->forward(x.data(), got.data(), n, device);
     for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << i;
+  }
+}
+
+// W8A8 prefill of 32 rows and more runs on the AMX tiles where they run (TinyLlama's shapes are
+// whole panels and blocks), with the bits of the VNNI micro-tiles it ran on before.
+TEST(Int8Quantization, W8A8PrefillRunsOnTheAmxTilesWithTheVnniBits) {
+  if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here";
+  CpuDevice device(2);
+  const int out = 256, in = 2048;
+  const auto linear = Int8Quantization(true).make_linear("layers.0.wq", gaussian(static_cast<std::size_t>(out) * in, 10, 0.05), out, in);
+  const auto& int8 = dynamic_cast<const Int8Linear&>(*linear);
+  EXPECT_FALSE(cpu::gemm_panels_int8_uses_amx(int8.panels(), 16));
+  for (int n : {32, 128}) {
+    EXPECT_TRUE(cpu::gemm_panels_int8_uses_amx(int8.panels(), n)) << n;
+    const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 11, 1.0);
+    std::vector<float> amx(static_cast<std::size_t>(n) * out), vnni(amx.size());
+    linear->forward(x.data(), amx.data(), n, device);
+    const bool before = cpu::set_amx_int8(false);
+    linear->forward(x.data(), vnni.data(), n, device);
+    cpu::set_amx_int8(before);
+    EXPECT_EQ(amx, vnni) << n;
   }
 }
 
