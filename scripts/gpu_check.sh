@@ -12,9 +12,11 @@
 #
 # Steps, in the order they run, which is also the order of priority (docs/testing.md, "The GPU
 # run"): 1. correctness: nvidia-smi; every CUDA test binary of the pack (test_cuda,
-# test_cuda_kernels, then any other test_cuda*); the f16/bf16 CUDA linears; the conformance
+# test_cuda_kernels, then any other test_cuda*; test_cuda holds the token choice on the device
+# against the host path through the engine); the f16/bf16 CUDA linears; the conformance
 # suites' cuda cases; the quickstart on cuda; CUDA graphs on vs off and fused vs unfused decode
-# token-identical (`inferlab run`, greedy, tokens_hash of every cell); 2. the side-by-side table:
+# token-identical (`inferlab run`, greedy, tokens_hash of every cell; graphs on must replay and
+# choose tokens on the device: graph_replays, device_choice_steps); 2. the side-by-side table:
 # the ceilings (cuda_roofline: copy bandwidth, bf16 GEMM peak), then per shape (TinyLlama-1.1B,
 # then the 8B-class llama-3-8b, both seeded random weights) the GGUF export (`inferlab export
 # --format gguf`, the very bytes both tools bench), inferlab eager / graphs / graphs+fused
@@ -322,6 +324,11 @@ X_graphs_identity() {  # the same tokens, and graphs replayed (else the check pr
   replays="$(metrics_column "$work/identity_true" graph_replays | awk -F, '{ n += $3 } END { print n + 0 }')"
   echo "graph_replays with cuda_graphs = true: $replays"
   [ "$replays" -gt 0 ] || { echo "no decode step was replayed from a graph"; return 1; }
+  # Greedy on cuda chooses its tokens on the device, inside the captured step (only ids downloaded).
+  local chosen
+  chosen="$(metrics_column "$work/identity_true" device_choice_steps | awk -F, '{ n += $3 } END { print n + 0 }')"
+  echo "device_choice_steps with cuda_graphs = true: $chosen"
+  [ "$chosen" -gt 0 ] || { echo "no step chose its tokens on the device"; return 1; }
 }
 need_fused_identity() { key_built device.fuse; }
 X_fused_identity() { identity device.fuse; }
