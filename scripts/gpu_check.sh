@@ -31,7 +31,8 @@
 # under `timeout` of min(its limit, the time left), so the whole run ends inside the budget.
 # A step whose binary, key or peer is absent says "not built (...)" and costs nothing: the slots
 # for CUDA graphs (`[device] cuda_graphs`, bench GPU_CHECK_GRAPHS_ARGS, default --cuda-graphs),
-# fused decode (`[device] fuse` on cuda, bench GPU_CHECK_FUSED_ARGS, default --fuse), GGUF on CUDA
+# fused decode (`[device] fuse` on cuda, bench GPU_CHECK_FUSED_ARGS, default --fuse --device-choice:
+# the greedy token chosen on the device, only ids downloaded), GGUF on CUDA
 # (`inferlab plugins` lists cuda for quantization/gguf) and llama.cpp run when those exist.
 #
 # Knobs: GPU_CHECK_BUDGET_S (30..3600), GPU_CHECK_RESERVE_S, GPU_CHECK_ONLY=REGEX (only the steps
@@ -202,7 +203,7 @@ bench_probe() {  # ARGS...: a tiny cuda bench with these flags runs
     { echo "inferlab bench --device cuda $* is refused: $(tail -n 1 "$work/probe.txt")"; return 1; }
 }
 graphs_args() { echo "${GPU_CHECK_GRAPHS_ARGS:---cuda-graphs}"; }
-fused_args() { echo "${GPU_CHECK_FUSED_ARGS:---fuse}"; }
+fused_args() { echo "${GPU_CHECK_FUSED_ARGS:---fuse --device-choice}"; }
 gguf_on_cuda() {
   local listing  # read whole first: `grep -q` closing a pipe early would fail it under pipefail
   listing="$(run inferlab plugins --kind quantization 2>/dev/null)"

@@ -135,7 +135,6 @@ void Model::forward_choosing(const StepBatch& batch, KvStorage& kv, Attention& a
   const Choosing choosing{choice, draws, &tokens};
   std::vector<float> no_logits;  // no early exit: nothing writes host logits
   run_forward(batch, kv, attention, no_logits, &choosing);
-  if (!batch.logit_rows.empty() && batch.rows() > 0) stats_.token_choices++;
 }
 
 void Model::run_forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits,

@@ -68,7 +68,6 @@ class Model {
                                   // step (uploads, launches or a replay); all of it on the CPU
     long long graph_captures = 0;  // decode-step graphs captured ([device] cuda_graphs = true)
     long long graph_replays = 0;   // decode steps that replayed one
-    long long token_choices = 0;   // forward_choosing calls with at least one logit row
   };
   ForwardStats forward_stats() const;
 
