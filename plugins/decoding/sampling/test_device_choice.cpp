@@ -10,6 +10,7 @@
 
 #include "inferlab/engine/engine.h"
 #include "inferlab/formats/checkpoint.h"
+#include "inferlab/kv/kv_storage.h"
 #include "model_fixtures.h"
 #include "plugins/common/scheduling/continuous_scheduler.h"
 #include "sampling.h"
@@ -98,6 +99,38 @@ TEST(DeviceChoice, StepsThatNeedHostLogitsReadThem) {
   c.model.set_layer_plan(&plan);
   EXPECT_FALSE(c.model.chooses_tokens());
   c.model.set_layer_plan(nullptr);
+}
+
+// Model::forward_choosing on the CPU: the argmax of forward()'s own logits row by row (a prefill
+// row and decode rows in one batch); a draw count that is not one per logit row, or no choice,
+// is refused.
+TEST(DeviceChoice, ModelChoosesFromItsOwnLogits) {
+  INFERLAB_REQUIRE_FILE(stories());
+  Cpu c;
+  const int vocab = c.m.weights.config.vocab_size;
+  auto run = [&](bool choosing, std::vector<int>& tokens, std::vector<float>& logits) {
+    KvStorage kv(c.device, c.m.weights.config, 8, 16);
+    StepBatch b;
+    b.add_sequence(std::vector<int>{1, 40, 77, 9}, 0, std::vector<int>{0}, 16, 3, 4);
+    b.add_sequence(std::vector<int>{5, 6}, 0, std::vector<int>{1}, 16, 0, 2);  // two logit rows
+    if (choosing)
+      c.model.forward_choosing(b, kv, c.attention, {TokenChoice::Kind::kArgmax, 0.0}, std::vector<double>(3, 0.0),
+                               tokens);
+    else
+      c.model.forward(b, kv, c.attention, logits);
+  };
+  std::vector<int> tokens;
+  std::vector<float> logits;
+  run(true, tokens, logits);
+  run(false, tokens, logits);
+  ASSERT_EQ(tokens.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(tokens[i], argmax(logits.data() + i * vocab, vocab)) << "row " << i;
+
+  KvStorage kv(c.device, c.m.weights.config, 8, 16);
+  StepBatch b;
+  b.add_sequence(std::vector<int>{1, 2}, 0, std::vector<int>{0}, 16, 1, 2);
+  EXPECT_THROW(c.model.forward_choosing(b, kv, c.attention, {TokenChoice::Kind::kArgmax, 0.0}, {}, tokens), Error);
+  EXPECT_THROW(c.model.forward_choosing(b, kv, c.attention, {}, std::vector<double>(1, 0.0), tokens), Error);
 }
 
 // An executor that chooses token floor(u * vocab) for a sampled row (the draw itself, visible in
