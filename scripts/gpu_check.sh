@@ -12,9 +12,11 @@
 #
 # Steps, in the order they run, which is also the order of priority (docs/testing.md, "The GPU
 # run"): 1. correctness: nvidia-smi; every CUDA test binary of the pack (test_cuda,
-# test_cuda_kernels, then any other test_cuda*); the f16/bf16 CUDA linears; the conformance
+# test_cuda_kernels, then any other test_cuda*; test_cuda holds the token choice on the device
+# against the host path through the engine); the f16/bf16 CUDA linears; the conformance
 # suites' cuda cases; the quickstart on cuda; CUDA graphs on vs off and fused vs unfused decode
-# token-identical (`inferlab run`, greedy, tokens_hash of every cell); 2. the side-by-side table:
+# token-identical (`inferlab run`, greedy, tokens_hash of every cell; graphs on must replay and
+# choose tokens on the device: graph_replays, device_choice_steps); 2. the side-by-side table:
 # the ceilings (cuda_roofline: copy bandwidth, bf16 GEMM peak), then per shape (TinyLlama-1.1B,
 # then the 8B-class llama-3-8b, both seeded random weights) the GGUF export (`inferlab export
 # --format gguf`, the very bytes both tools bench), inferlab eager / graphs / graphs+fused
@@ -29,7 +31,8 @@
 # under `timeout` of min(its limit, the time left), so the whole run ends inside the budget.
 # A step whose binary, key or peer is absent says "not built (...)" and costs nothing: the slots
 # for CUDA graphs (`[device] cuda_graphs`, bench GPU_CHECK_GRAPHS_ARGS, default --cuda-graphs),
-# fused decode (`[device] fuse` on cuda, bench GPU_CHECK_FUSED_ARGS, default --fuse), GGUF on CUDA
+# fused decode (`[device] fuse` on cuda, bench GPU_CHECK_FUSED_ARGS, default --fuse --device-choice:
+# the greedy token chosen on the device, only ids downloaded), GGUF on CUDA
 # (`inferlab plugins` lists cuda for quantization/gguf) and llama.cpp run when those exist.
 #
 # Knobs: GPU_CHECK_BUDGET_S (30..3600), GPU_CHECK_RESERVE_S, GPU_CHECK_ONLY=REGEX (only the steps
@@ -200,7 +203,7 @@ bench_probe() {  # ARGS...: a tiny cuda bench with these flags runs
     { echo "inferlab bench --device cuda $* is refused: $(tail -n 1 "$work/probe.txt")"; return 1; }
 }
 graphs_args() { echo "${GPU_CHECK_GRAPHS_ARGS:---cuda-graphs}"; }
-fused_args() { echo "${GPU_CHECK_FUSED_ARGS:---fuse}"; }
+fused_args() { echo "${GPU_CHECK_FUSED_ARGS:---fuse --device-choice}"; }
 gguf_on_cuda() {
   local listing  # read whole first: `grep -q` closing a pipe early would fail it under pipefail
   listing="$(run inferlab plugins --kind quantization 2>/dev/null)"
@@ -322,6 +325,11 @@ X_graphs_identity() {  # the same tokens, and graphs replayed (else the check pr
   replays="$(metrics_column "$work/identity_true" graph_replays | awk -F, '{ n += $3 } END { print n + 0 }')"
   echo "graph_replays with cuda_graphs = true: $replays"
   [ "$replays" -gt 0 ] || { echo "no decode step was replayed from a graph"; return 1; }
+  # Greedy on cuda chooses its tokens on the device, inside the captured step (only ids downloaded).
+  local chosen
+  chosen="$(metrics_column "$work/identity_true" device_choice_steps | awk -F, '{ n += $3 } END { print n + 0 }')"
+  echo "device_choice_steps with cuda_graphs = true: $chosen"
+  [ "$chosen" -gt 0 ] || { echo "no step chose its tokens on the device"; return 1; }
 }
 need_fused_identity() { key_built device.fuse; }
 X_fused_identity() { identity device.fuse; }

@@ -141,6 +141,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)")(
       "fuse", po::bool_switch(), "fused ops (cpu or cuda), as [device] fuse = true (RMSNorm + residual, RoPE + KV write, int8 activation blocks quantised once per shared input); the backend column ends in ' fused'")(
       "cuda-graphs", po::bool_switch(), "CUDA only: decode steps captured and replayed as CUDA graphs, as [device] cuda_graphs = true (a capturable attention: flash); the backend column adds ' graphs'")(
+      "device-choice", po::bool_switch(), "decode steps choose their greedy tokens on the device and download only the ids, as the engine does for greedy or untruncated sampling (else they download every logit); the backend column adds ' device-choice'")(
       "output,o", po::value<std::string>()->default_value("md"), "md, csv or json (to stdout)")(
       "bandwidth", po::value<double>(), "read bandwidth in GB/s for the roofline column (default: the built-in probe)")(
       "bandwidth-cache", po::value<std::string>()->default_value(default_bandwidth_cache()),
@@ -148,7 +149,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args,
                      "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x[:key=value...],y] [-p 128,512] "
-                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [--cuda-graphs] [-o md|csv|json]",
+                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [--cuda-graphs] [--device-choice] [-o md|csv|json]",
                      o, nullptr, vm))
     return 0;
   const std::vector<int> prompts = int_list(vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
@@ -221,6 +222,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (graphs && device_kind != DeviceKind::kCuda)
     throw Error("bench: --cuda-graphs with --device " + device_name + "; allowed: --cuda-graphs with --device cuda");
   compute_device(*device, "bench").set_cuda_graphs(graphs);
+  const bool device_choice = vm["device-choice"].as<bool>();
   const int used_threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::vector<Stack> stacks;
@@ -258,7 +260,7 @@ int cmd_bench(const std::vector<std::string>& args) {
 
   const std::string backend =
       (device_kind == DeviceKind::kCpu ? std::string("CPU") : device->describe()) + (fuse ? " fused" : "") +
-      (graphs ? " graphs" : "");
+      (graphs ? " graphs" : "") + (device_choice ? " device-choice" : "");
   std::vector<BenchRow> rows;  // [tests × stacks], test-major
   for (const BenchTest& t : tests)
     for (const Stack& s : stacks) {
@@ -275,7 +277,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
   double bytes = 0;
   for (std::size_t i = 0; i < rows.size(); ++i)  // warm-up, untimed
-    run_bench_test(*stacks[i % stacks.size()].model, *stacks[i % stacks.size()].attention, rows[i].test, 0, bytes);
+    run_bench_test(*stacks[i % stacks.size()].model, *stacks[i % stacks.size()].attention, rows[i].test, 0, bytes,
+                   device_choice);
   // On the CPU a probe pass runs between timed runs (P T P T ... P): each run's roofline-now is
   // its bytes/s over the higher of the passes on either side, the bandwidth the memory system
   // gave within milliseconds of it (the higher: the stricter of the two).
@@ -285,7 +288,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   for (int rep = 0; rep < repeats; ++rep)
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Stack& s = stacks[i % stacks.size()];
-      const double sec = run_bench_test(*s.model, *s.attention, rows[i].test, static_cast<std::uint64_t>(rep + 1), bytes);
+      const double sec =
+          run_bench_test(*s.model, *s.attention, rows[i].test, static_cast<std::uint64_t>(rep + 1), bytes, device_choice);
       rows[i].tokens_per_s.push_back(rows[i].test.tokens() / sec);
       rows[i].bytes_per_s.push_back(bytes / sec);
       if (probe) {

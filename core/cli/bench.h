@@ -32,8 +32,10 @@ struct BenchTest {
 // One timed run of `test` (its cache is allocated and any context prefilled before the clock
 // starts). Returns seconds; `bytes_read` gets the bytes the run must read at least: weights
 // once per step (weight_bytes() - embedding_bytes()) plus the K/V each step's attention reads.
+// device_choice: every decode step chooses its greedy tokens on the device
+// (Model::forward_choosing, argmax) and downloads only their ids instead of the logits.
 double run_bench_test(Model& model, Attention& attention, const BenchTest& test, std::uint64_t seed,
-                      double& bytes_read);
+                      double& bytes_read, bool device_choice = false);
 
 // One row of the results: a stack × a test, with its per-repetition throughputs.
 struct BenchRow {

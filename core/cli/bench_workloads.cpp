@@ -31,7 +31,7 @@ int BenchTest::tokens() const {
 }
 
 double run_bench_test(Model& model, Attention& attention, const BenchTest& test, std::uint64_t seed,
-                      double& bytes_read) {
+                      double& bytes_read, bool device_choice) {
   const ModelConfig& cfg = model.config();
   const int seqs = test.kind == BenchTest::Kind::kBatchedGen ? test.batch : 1;
   const int length = test.kind == BenchTest::Kind::kPrompt ? test.n_prompt
@@ -77,12 +77,18 @@ double run_bench_test(Model& model, Attention& attention, const BenchTest& test,
   }
   double seconds = 0;
   bytes_read = 0;
+  const TokenChoice greedy{TokenChoice::Kind::kArgmax, 0.0};
+  const std::vector<double> draws(static_cast<std::size_t>(seqs), 0.0);  // (argmax reads none)
+  std::vector<int> chosen;                                               // [seqs]
   for (int step = 0; step < test.n_gen; ++step) {
     b.clear();
     for (int s = 0; s < seqs; ++s)
       b.add_sequence(random_tokens(1, depth == 0 && step == 0), depth + step, kv.block_table(s), kc.block_size, 0, 1);
     const auto t0 = Clock::now();
-    model.forward(b, storage, attention, logits);
+    if (device_choice)
+      model.forward_choosing(b, storage, attention, greedy, draws, chosen);
+    else
+      model.forward(b, storage, attention, logits);
     seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     bytes_read += weight_bytes + kv_token_bytes * seqs * (depth + step + 1);
   }

@@ -4,7 +4,7 @@
 // index) of a strided scan, then a shared-memory tree keeps the larger value, the lower index on
 // ties. sample: the row max (tree), then each thread sums the weights of one contiguous chunk in
 // double, thread 0 turns the 256 chunk sums into exclusive prefixes, and the thread whose chunk
-// holds u * total walks it to the token.
+// holds u * total walks it to the token — kernels/ref/token_choice.h's draw, bit for bit.
 // Roofline: reads the row once (argmax) or twice (sample): 128 KB for a 32000-token vocabulary,
 // ~40 ns of HBM time; what it saves is the [rows, vocab] download and the host scan.
 #include <cuda_runtime.h>
@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/classify.h"
+#include "kernels/ref/token_choice.h"
 
 namespace inferlab::cuda {
 namespace {
@@ -47,8 +48,11 @@ __global__ void argmax_kernel(const float* __restrict__ logits, int vocab, int* 
   if (threadIdx.x == 0) out[blockIdx.x] = row[0] != row[0] || at_s[0] >= vocab ? 0 : at_s[0];
 }
 
+// The chunked draw of kernels/ref/token_choice.h, one thread per chunk: the same operations in
+// the same order as ref::sample_row, so the token is bit-identical for the same u.
 __global__ void sample_kernel(const float* __restrict__ logits, int vocab, double temperature,
                               const double* __restrict__ u, int* __restrict__ out) {
+  static_assert(kThreads == ref::kSampleChunks, "one thread per chunk of the reference draw");
   __shared__ float max_s[kThreads];
   __shared__ double prefix_s[kThreads];
   __shared__ double total;
@@ -58,17 +62,17 @@ __global__ void sample_kernel(const float* __restrict__ logits, int vocab, doubl
   float m = -INFINITY;
   for (int i = t; i < vocab; i += blockDim.x) m = fmaxf(m, row[i]);
   max_s[t] = m;
-  if (t == 0) token = vocab - 1;  // rounding left u * total at the very top
+  if (t == 0) token = vocab - 1;  // no chunk holds u * total
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (t < stride) max_s[t] = fmaxf(max_s[t], max_s[t + stride]);
     __syncthreads();
   }
-  const double top = max_s[0], temp = temperature;
-  const int chunk = (vocab + kThreads - 1) / kThreads;
-  const int begin = min(vocab, t * chunk), end = min(vocab, begin + chunk);
+  const float top = max_s[0];
+  int begin = 0, end = 0;
+  ref::sample_chunk(vocab, t, begin, end);
   double sum = 0.0;
-  for (int i = begin; i < end; ++i) sum += exp((static_cast<double>(row[i]) - top) / temp);
+  for (int i = begin; i < end; ++i) sum += ref::sample_weight(row[i], top, temperature);
   prefix_s[t] = sum;
   __syncthreads();
   if (t == 0) {  // exclusive prefixes in chunk order, and the total
@@ -87,7 +91,7 @@ __global__ void sample_kernel(const float* __restrict__ logits, int vocab, doubl
     double cum = prefix_s[t];
     int pick = end - 1;
     for (int i = begin; i < end; ++i) {
-      cum += exp((static_cast<double>(row[i]) - top) / temp);
+      cum += ref::sample_weight(row[i], top, temperature);
       if (r < cum) {
         pick = i;
         break;

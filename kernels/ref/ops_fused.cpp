@@ -9,6 +9,7 @@
 
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
+#include "kernels/ref/token_choice.h"
 
 namespace inferlab::ref {
 
@@ -54,26 +55,35 @@ int argmax(const float* logits, int vocab) {
   return at;
 }
 
-int sample_row(const float* logits, int vocab, double temperature, double u, double* margin) {
+int sample_row(const float* logits, int vocab, double temperature, double u) {
   float top = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < vocab; ++i) top = std::max(top, logits[i]);
-  std::vector<double> w(static_cast<std::size_t>(vocab));
-  double total = 0.0;
-  for (int i = 0; i < vocab; ++i) total += w[static_cast<std::size_t>(i)] = std::exp((double{logits[i]} - top) / temperature);
-  const double r = u * total;
-  double cum = 0.0, nearest = std::fabs(r);
-  int token = vocab - 1;
-  bool found = false;
-  for (int i = 0; i < vocab; ++i) {
-    cum += w[static_cast<std::size_t>(i)];
-    nearest = std::min(nearest, std::fabs(cum - r));
-    if (!found && r < cum) {
-      token = i;
-      found = true;
-    }
+  for (int i = 0; i < vocab; ++i) top = std::fmax(top, logits[i]);  // NaNs ignored, as fmaxf on the GPU
+  double sums[kSampleChunks];  // each chunk's weights in index order
+  for (int c = 0; c < kSampleChunks; ++c) {
+    int begin = 0, end = 0;
+    sample_chunk(vocab, c, begin, end);
+    double sum = 0.0;
+    for (int i = begin; i < end; ++i) sum += sample_weight(logits[i], top, temperature);
+    sums[c] = sum;
   }
-  if (margin != nullptr) *margin = nearest / total;
-  return token;
+  double prefix[kSampleChunks], total = 0.0;  // exclusive prefixes in chunk order
+  for (int c = 0; c < kSampleChunks; ++c) {
+    prefix[c] = total;
+    total += sums[c];
+  }
+  const double r = u * total;
+  for (int c = 0; c < kSampleChunks; ++c) {
+    int begin = 0, end = 0;
+    sample_chunk(vocab, c, begin, end);
+    if (!(begin < end && prefix[c] <= r && r < prefix[c] + sums[c])) continue;
+    double cum = prefix[c];
+    for (int i = begin; i < end; ++i) {
+      cum += sample_weight(logits[i], top, temperature);
+      if (r < cum) return i;
+    }
+    return end - 1;  // rounding: the walk's sum fell short of prefix + sum
+  }
+  return vocab - 1;  // r at the very top (or no finite weight)
 }
 
 }  // namespace inferlab::ref

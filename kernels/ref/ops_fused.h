@@ -28,11 +28,9 @@ void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* ac
 // The classifier's token choice (kernels/cuda/classify.h): the index of the largest logit, the
 // lowest on ties, a NaN never winning and a NaN at index 0 giving 0.
 int argmax(const float* logits, int vocab);
-// The token u in [0, 1) draws from softmax(logits / temperature) (temperature > 0): weights
-// exp((l - max) / T) in double, r = u * their sum, the first index whose running sum (in index
-// order) exceeds r, the last index when rounding leaves none. *margin (may be null) receives
-// the distance from r to the nearest running-sum boundary relative to the sum, so a test can
-// tell a draw that another summation order may round to the neighbouring token.
-int sample_row(const float* logits, int vocab, double temperature, double u, double* margin = nullptr);
+// The token u in [0, 1) draws from softmax(logits / temperature) (temperature > 0), by the
+// chunked draw of kernels/ref/token_choice.h: bit-identical to the GPU's sample_rows for the
+// same u (and what sample_token draws without top-k / top-p).
+int sample_row(const float* logits, int vocab, double temperature, double u);
 
 }  // namespace inferlab::ref

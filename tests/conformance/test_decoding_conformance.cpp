@@ -92,6 +92,50 @@ TEST_P(DecodingConformance, DeterministicPerSeedAndLosslessWhenSeedFree) {
   }
 }
 
+// A decoder declaring a device choice (Decoder::device_choice) appends, in accept_for, exactly
+// the token the device's choice gives for the same draws (the CPU device's choose_tokens is the
+// reference the GPU matches bit for bit): the engine skips accept_for where the device chooses.
+TEST_P(DecodingConformance, DeviceChoiceIsWhatAcceptAppends) {
+  const Registry& reg = conformance_registry();
+  // The case's parameters, and the same at a sampling temperature when the plugin declares one.
+  std::vector<std::map<std::string, ParamValue>> variants = {GetParam().given};
+  const PluginDescriptor& d = reg.find(PluginKind::kDecoding, GetParam().plugin);
+  if (std::any_of(d.params.begin(), d.params.end(),
+                  [](const ParamSpec& p) { return p.name == "temperature" && p.type == ::inferlab::ParamType::kFloat; })) {
+    variants.push_back(GetParam().given);
+    variants.back()["temperature"] = 0.8;
+  }
+  CpuDevice reference(1);
+  int declared = 0;
+  for (const auto& given : variants) {
+    std::shared_ptr<Decoder> decoder =
+        reg.create_decoder(GetParam().plugin, reg.resolve(PluginKind::kDecoding, GetParam().plugin, given, "conformance"),
+                           *device_, &draft_source(), draft_attention_.get());
+    const TokenChoice choice = decoder->device_choice();
+    if (choice.kind == TokenChoice::Kind::kNone) continue;
+    ++declared;
+    Rng logits_rng(4);
+    const std::vector<int> tokens = {1, 2, 3};
+    for (int vocab : {64, 300, 1000}) {
+      std::vector<float> row(static_cast<std::size_t>(vocab));
+      for (int trial = 0; trial < 40; ++trial) {
+        for (float& x : row) x = static_cast<float>(2.0 * logits_rng.normal());
+        Rng accept_rng(static_cast<std::uint64_t>(trial) + 1), choice_rng(static_cast<std::uint64_t>(trial) + 1);
+        std::vector<int> out;
+        decoder->accept_for(7, tokens, {}, row.data(), vocab, accept_rng, out);
+        const double u = choice.kind == TokenChoice::Kind::kSample ? choice_rng.uniform() : 0.0;
+        int want = -1;
+        reference.choose_tokens(row.data(), 1, vocab, choice, &u, &want);
+        ASSERT_EQ(out, std::vector<int>{want}) << token_choice_name(choice.kind) << ", vocab " << vocab << ", trial "
+                                               << trial;
+        EXPECT_EQ(accept_rng.next_u64(), choice_rng.next_u64()) << "accept_for drew a different number of uniforms";
+      }
+      decoder->release(7);
+    }
+  }
+  if (declared == 0) GTEST_SKIP() << "no device choice (host logits always)";
+}
+
 INSTANTIATE_TEST_SUITE_P(Plugins, DecodingConformance, ::testing::ValuesIn(plugin_cases(PluginKind::kDecoding)),
                          case_name);
 // `inferlab conformance LIB.so` instantiates only the suites of its plugins' kinds.

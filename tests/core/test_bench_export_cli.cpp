@@ -203,6 +203,16 @@ TEST(BenchCli, FuseRunsTheCpuDeviceFused) {
   EXPECT_EQ(rows[2][3], "CPU fused");
 }
 
+TEST(BenchCli, DeviceChoiceDecodesThroughTheDevicesTokenChoice) {
+  testing::TempDir dir("bench_choice");
+  const auto r = run_inferlab(tiny_bench(dir, "-p '' -n 2 --batch 2 --context 8 -r 1", "none") + "--device-choice -o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 3u) << r.out;  // tg2 and tg2 x2 @ d8
+  EXPECT_EQ(rows[1][3], "CPU device-choice");
+  EXPECT_EQ(rows[2][3], "CPU device-choice");
+}
+
 TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
   testing::TempDir dir("bench_bad");
   // Each refused before any test runs (and before the bandwidth probe).

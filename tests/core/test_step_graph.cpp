@@ -93,6 +93,19 @@ TEST(StepGraph, CacheWarmsThenCapturesThenReplays) {
   EXPECT_EQ(cache.plan(wider, 7), Action::kWarm);
   EXPECT_EQ(c.destroyed, 0);
   EXPECT_THROW(cache.replay(key(4)), Error);
+  // A step that ends with a token choice (and one with another choice) is its own graph: it
+  // writes token ids where the other wrote logits. The logits graph stays.
+  GraphKey argmax = key(1), hot = key(1);
+  argmax.choice = {TokenChoice::Kind::kArgmax, 0.0};
+  hot.choice = {TokenChoice::Kind::kSample, 0.8};
+  EXPECT_EQ(cache.plan(argmax, 7), Action::kWarm);
+  cache.warmed(argmax, 7);
+  EXPECT_EQ(cache.plan(argmax, 7), Action::kCapture);
+  cache.captured(argmax, std::make_unique<FakeGraph>(c), 7);
+  EXPECT_EQ(cache.plan(hot, 7), Action::kWarm);
+  EXPECT_EQ(cache.plan(argmax, 7), Action::kReplay);
+  EXPECT_EQ(cache.plan(key(1), 7), Action::kReplay);
+  EXPECT_EQ(c.destroyed, 0);
 }
 
 TEST(StepGraph, CacheDropsGraphsWhenDeviceMemoryWasFreed) {

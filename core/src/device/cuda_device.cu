@@ -13,6 +13,7 @@
 #include "inferlab/error.h"
 #include "cuda_graph.h"
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/classify.h"
 #include "kernels/cuda/fused.h"
 #include "kernels/cuda/ops.h"
 
@@ -369,6 +370,20 @@ void CudaDevice::rope_kv_write_f32(float* q, float* k, const float* v, const int
 void CudaDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                                  int width) {
   cuda::swiglu_quantize(gate, up, act_q, act_scale, rows, width, s_->stream);
+}
+
+void CudaDevice::choose_tokens(const float* logits, int rows, int vocab, const TokenChoice& choice, const double* u,
+                               int* out) {
+  switch (choice.kind) {
+    case TokenChoice::Kind::kArgmax:
+      cuda::argmax_rows(logits, rows, vocab, out, s_->stream);
+      return;
+    case TokenChoice::Kind::kSample:
+      cuda::sample_rows(logits, rows, vocab, choice.temperature, u, out, s_->stream);
+      return;
+    case TokenChoice::Kind::kNone: break;
+  }
+  throw Error("choose_tokens: no choice to make (kind none)");
 }
 
 // ---- CUDA graphs ----------------------------------------------------------------------------

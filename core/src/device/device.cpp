@@ -13,6 +13,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/ops_fused.h"
 #include "kernels/ref/ops.h"
+#include "kernels/ref/ops_fused.h"
 
 namespace inferlab {
 
@@ -154,6 +155,22 @@ void ComputeDevice::swiglu_quantize(float*, const float*, std::int8_t*, float*, 
   no_fused_ops(*this, "swiglu_quantize");
 }
 
+// ---- token choice ----------------------------------------------------------------------------
+
+const char* token_choice_name(TokenChoice::Kind kind) {
+  switch (kind) {
+    case TokenChoice::Kind::kNone: return "none";
+    case TokenChoice::Kind::kArgmax: return "argmax";
+    case TokenChoice::Kind::kSample: return "sample";
+  }
+  return "unknown";
+}
+
+void ComputeDevice::choose_tokens(const float*, int, int, const TokenChoice&, const double*, int*) {
+  throw Error(std::string("device '") + device_kind_name(kind()) +
+              "' does not choose tokens (choose_tokens): the engine asks only where chooses_tokens() is true");
+}
+
 // ---- CUDA graphs: the CUDA device's only ----------------------------------------------------
 
 namespace {
@@ -278,6 +295,20 @@ void CpuDevice::rope_kv_write_f32(float* q, float* k, const float* v, const int*
 void CpuDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                                 int width) {
   cpu::swiglu_quantize(gate, up, {act_q, act_scale}, rows, width, pool_);
+}
+
+void CpuDevice::choose_tokens(const float* logits, int rows, int vocab, const TokenChoice& choice, const double* u,
+                              int* out) {
+  check(choice.kind != TokenChoice::Kind::kNone, "choose_tokens: no choice to make (kind none)");
+  check(choice.kind != TokenChoice::Kind::kSample || choice.temperature > 0,
+        "choose_tokens: sampling needs a temperature > 0");
+  check(vocab > 0, "choose_tokens: empty logits");
+  ++token_choice_calls_;
+  for (int r = 0; r < rows; ++r) {
+    const float* row = logits + static_cast<std::size_t>(r) * static_cast<std::size_t>(vocab);  // [vocab]
+    out[r] = choice.kind == TokenChoice::Kind::kArgmax ? ref::argmax(row, vocab)
+                                                       : ref::sample_row(row, vocab, choice.temperature, u[r]);
+  }
 }
 
 ComputeDevice& compute_device(Device& device, const char* who) {

@@ -39,6 +39,12 @@ void StepLoop::setup() {
                   " gives each sequence its own contiguous region; allowed: on_demand or full");
     result_.sequences.resize(requests_.size());
   }
+  choice_ = decoder_.device_choice();
+  if (choice_.kind == TokenChoice::Kind::kSample && !(choice_.temperature > 0))
+    throw Error("decoder's device choice samples at temperature " + std::to_string(choice_.temperature) +
+                "; allowed: > 0 (temperature 0 is argmax)");
+  // Branches read every live branch's logits, drafts need a verification: host logits always.
+  if (width_ > 0 || max_draft_ > 0 || !executor_.chooses_tokens()) choice_ = {};
   seqs_.resize(requests_.size());
   order_.resize(requests_.size());
   for (std::size_t i = 0; i < requests_.size(); ++i) {
@@ -241,6 +247,18 @@ void StepLoop::build_batch() {
   }
 }
 
+bool StepLoop::choose_on_device() {
+  if (choice_.kind == TokenChoice::Kind::kNone || batch_.logit_rows.empty()) return false;
+  for (const Work& w : work_)
+    if (!w.drafts.empty()) return false;
+  draws_.assign(batch_.logit_rows.size(), 0.0);
+  chosen_.clear();
+  if (choice_.kind == TokenChoice::Kind::kSample)
+    for (Work& w : work_)  // the one rng.uniform() accept_for would have drawn
+      if (w.logit_offset >= 0) draws_[static_cast<std::size_t>(w.logit_offset)] = w.seq->rng.uniform();
+  return true;
+}
+
 void StepLoop::commit() {
   RunTimeline& tl = result_.timeline;
   const bool keep_capacity = kv_config_.reserves_ahead();
@@ -259,7 +277,13 @@ void StepLoop::commit() {
       continue;
     }
     accepted_.clear();
-    {
+    if (chose_) {
+      const int t = chosen_.at(static_cast<std::size_t>(w.logit_offset));
+      if (t < 0 || t >= vocab_)
+        throw Error("the device chose token " + std::to_string(t) + " outside the vocabulary [0, " +
+                    std::to_string(vocab_) + ")");
+      accepted_.push_back(t);
+    } else {
       OpScope timed(device_, TimeCategory::kSampling);
       decoder_.accept_for(id, s.tokens, w.drafts, logits_.data() + static_cast<std::size_t>(w.logit_offset) * vocab_,
                           vocab_, s.rng, accepted_);
@@ -388,7 +412,10 @@ RunResult StepLoop::run() {
     step_ops0_ = device_.op_times();
     if (!apply(schedule())) continue;
     build_batch();
-    const double modelled = executor_.execute(batch_, copies_, logits_);
+    chose_ = choose_on_device();
+    const double modelled = chose_ ? executor_.execute_choosing(batch_, copies_, choice_, draws_, chosen_)
+                                   : executor_.execute(batch_, copies_, logits_);
+    if (chose_) ++result_.timeline.device_choice_steps;
     commit();
     const double duration = modelled >= 0 ? modelled : std::max(0.0, options_.clock() - t0);
     modelled_s += std::max(0.0, modelled);
@@ -453,13 +480,30 @@ void ModelExecutor::prepare(const KvCacheConfig& kv) {
                                          plan ? plan->skip : std::vector<bool>{});
 }
 
-double ModelExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) {
+double StepExecutor::execute_choosing(const StepBatch&, std::span<const BlockCopy>, const TokenChoice&,
+                                      std::span<const double>, std::vector<int>&) {
+  throw Error("this executor does not choose tokens (execute_choosing); the engine asks only where chooses_tokens()");
+}
+
+void ModelExecutor::apply_copies(std::span<const BlockCopy> copies) {
   check(storage_ != nullptr, "ModelExecutor::execute before prepare");
   if (!copies.empty()) {
     OpScope timed(model_.device(), TimeCategory::kNormRopeAct);
     storage_->copy_blocks(copies);
   }
+}
+
+double ModelExecutor::execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) {
+  apply_copies(copies);
   model_.forward(batch, *storage_, attention_, logits);
+  return -1;
+}
+
+double ModelExecutor::execute_choosing(const StepBatch& batch, std::span<const BlockCopy> copies,
+                                       const TokenChoice& choice, std::span<const double> draws,
+                                       std::vector<int>& tokens) {
+  apply_copies(copies);
+  model_.forward_choosing(batch, *storage_, attention_, choice, draws, tokens);
   return -1;
 }
 

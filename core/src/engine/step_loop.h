@@ -75,7 +75,12 @@ class StepLoop {
   // loop must wait for an arrival (throws when nothing can ever be scheduled).
   bool apply(const ScheduleDecision& decision);
   void build_batch();
-  // Accepts tokens, rolls back rejected drafts, publishes prefixes.
+  // Whether this step's tokens are chosen on the device (the decoder's device_choice, on an
+  // executor that chooses, no drafts, no branches, at least one logit row); if so, draws the
+  // kSample uniforms from each sequence's rng into draws_ (one per logit row).
+  bool choose_on_device();
+  // Accepts tokens (the device's choice when chose_, else Decoder::accept_for on the logits),
+  // rolls back rejected drafts, publishes prefixes.
   void commit();
   // Stamps the emitted tokens with the step's end and records the step.
   void record_step(double step_start, double duration);
@@ -155,6 +160,12 @@ class StepLoop {
   std::vector<long long> wanted_;            // [num_blocks] = wanted_stamp_: a waiting view shares it
   long long wanted_stamp_ = 0;
   std::vector<int> accepted_;
+  // Token choice on the device: the decoder's (kNone when the run cannot use it), whether this
+  // step used it, its draws and the chosen tokens, one per logit row.
+  TokenChoice choice_;
+  bool chose_ = false;
+  std::vector<double> draws_;
+  std::vector<int> chosen_;
   std::vector<BranchStep> next_branches_;
   // The step's emitted tokens: request `seq` emitted emitted_tokens_[begin, end).
   struct Emitted {

@@ -118,20 +118,51 @@ float* Model::scratch(Buffer& buffer, std::size_t floats) {
 }
 
 void Model::forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits) {
+  run_forward(batch, kv, attention, logits, nullptr);
+}
+
+bool Model::chooses_tokens() const { return device_.chooses_tokens() && !(plan_ != nullptr && plan_->has_exits()); }
+
+void Model::forward_choosing(const StepBatch& batch, KvStorage& kv, Attention& attention, const TokenChoice& choice,
+                             std::span<const double> draws, std::vector<int>& tokens) {
+  check(chooses_tokens(), std::string("model forward_choosing: device '") + device_kind_name(device_.kind()) +
+                              (device_.chooses_tokens() ? "' chooses tokens, but the layer plan exits early"
+                                                        : "' does not choose tokens"));
+  check(choice.kind != TokenChoice::Kind::kNone, "model forward_choosing: no choice to make (kind none)");
+  check(draws.size() == batch.logit_rows.size(), "model forward_choosing: " + std::to_string(draws.size()) +
+                                                     " draws for " + std::to_string(batch.logit_rows.size()) +
+                                                     " logit rows; allowed: one per logit row");
+  const Choosing choosing{choice, draws, &tokens};
+  std::vector<float> no_logits;  // no early exit: nothing writes host logits
+  run_forward(batch, kv, attention, no_logits, &choosing);
+}
+
+void Model::run_forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits,
+                        const Choosing* choosing) {
   const double t0 = steady_s();
   check_step_batch(batch, kv);
   const std::size_t n_logits = batch.logit_rows.size();
-  logits.resize(n_logits * static_cast<std::size_t>(config_.vocab_size));
+  if (choosing != nullptr)
+    choosing->tokens->assign(n_logits, -1);
+  else
+    logits.resize(n_logits * static_cast<std::size_t>(config_.vocab_size));
   if (batch.rows() == 0) return;
   host_mark_s_ = -1;
-  if (!(device_.cuda_graphs() && graph_step(batch, kv, attention, logits))) {
+  if (!(device_.cuda_graphs() && graph_step(batch, kv, attention, logits, choosing))) {
     Pass p = begin_pass(batch);
     run_layers(p, batch, kv, attention, logits);
     if (plan_ != nullptr && p.exits) {
       for (std::size_t i = 0; i < n_logits; ++i) plan_->layers_run_sum += depth_[i];
       plan_->logit_rows += static_cast<long long>(n_logits);
     }
-    remaining_logits(batch, p.x, logits);
+    if (choosing == nullptr) {
+      remaining_logits(batch, p.x, logits);
+    } else if (n_logits > 0) {
+      const int* tokens =
+          choose_rows_on_device(p.x, batch.logit_rows, choosing->choice, stage_draws(choosing->draws, n_logits));
+      host_mark_s_ = steady_s();
+      device_.copy_to_host(choosing->tokens->data(), tokens, n_logits * sizeof(int));
+    }
   }
   stats_.forwards++;
   stats_.host_s += (host_mark_s_ >= 0 ? host_mark_s_ : steady_s()) - t0;
@@ -395,6 +426,30 @@ float* Model::classify_rows_on_device(const float* x, const std::vector<int>& ro
   float* out = scratch(logits_, rows.size() * static_cast<std::size_t>(config_.vocab_size));
   classifier_->forward(xn, out, static_cast<int>(rows.size()), device_);
   return out;
+}
+
+const double* Model::stage_draws(std::span<const double> draws, std::size_t rows) {
+  draws_host_.assign(rows, 0.5);  // padded rows of a graph step: any draw in [0, 1)
+  std::copy(draws.begin(), draws.end(), draws_host_.begin());
+  if (device_.kind() == DeviceKind::kCpu) return draws_host_.data();
+  const std::size_t bytes = rows * sizeof(double);
+  if (d_draws_.bytes() < bytes) d_draws_ = Buffer(device_, bytes);
+  device_.copy_to_device(d_draws_.data(), draws_host_.data(), bytes);
+  return d_draws_.as<double>();
+}
+
+int* Model::token_scratch(std::size_t rows) {
+  if (d_tokens_.bytes() < rows * sizeof(int)) d_tokens_ = Buffer(device_, rows * sizeof(int));
+  return d_tokens_.as<int>();
+}
+
+int* Model::choose_rows_on_device(const float* x, const std::vector<int>& rows, const TokenChoice& choice,
+                                  const double* draws) {
+  const float* logits = classify_rows_on_device(x, rows);  // [rows.size(), vocab]
+  int* tokens = token_scratch(rows.size());
+  OpScope t(device_, TimeCategory::kSampling);
+  device_.choose_tokens(logits, static_cast<int>(rows.size()), config_.vocab_size, choice, draws, tokens);
+  return tokens;
 }
 
 float* Model::final_norm_rows(const float* x, const std::vector<int>& rows) {

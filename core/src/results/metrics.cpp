@@ -206,7 +206,8 @@ std::vector<std::string> metric_names() {
     names.emplace_back(n);
   names.emplace_back("beam_blocks_saved_frac");
   names.emplace_back("beam_logprob_mean");
-  for (const char* n : {"step_host_ms_mean", "graph_captures", "graph_replays"}) names.emplace_back(n);
+  for (const char* n : {"step_host_ms_mean", "graph_captures", "graph_replays", "device_choice_steps"})
+    names.emplace_back(n);
   for (const char* s : {"_mean", "_p50", "_p90", "_p99"}) names.push_back(std::string("queue_ms") + s);
   for (const char* n : {"requests_aborted", "requests_rejected", "requests_truncated", "slo_attain_frac", "fairness_jain"})
     names.emplace_back(n);
@@ -363,6 +364,7 @@ MetricRow compute_metrics(const RunTimeline& run, const SloSpec& slo) {
                    run.forwards > 0 ? run.forward_host_s / static_cast<double>(run.forwards) * 1e3 : 0.0);
   row.emplace_back("graph_captures", static_cast<double>(run.graph_captures));
   row.emplace_back("graph_replays", static_cast<double>(run.graph_replays));
+  row.emplace_back("device_choice_steps", static_cast<double>(run.device_choice_steps));
   add_request_metrics(row, run, slo);
   return row;
 }

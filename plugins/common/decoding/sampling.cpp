@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "inferlab/error.h"
+#include "kernels/ref/ops_fused.h"
 
 namespace inferlab {
 
@@ -102,6 +103,10 @@ int sample_token(const float* logits, int vocab, const SamplingParams& params, R
                  std::vector<std::pair<float, int>>& scratch) {
   check_params(params);
   if (params.temperature == 0.0) return argmax(logits, vocab);
+  // Untruncated: the chunked draw the GPU makes too (kernels/ref/token_choice.h), so a token
+  // chosen on the device (Decoder::device_choice) is this one for the same draw.
+  if ((params.top_k == 0 || params.top_k >= vocab) && params.top_p >= 1.0)
+    return ref::sample_row(logits, vocab, params.temperature, rng.uniform());
   double mass = 0.0;
   const std::size_t n = candidates(logits, vocab, params, scratch, mass);
   const double r = rng.uniform() * mass;

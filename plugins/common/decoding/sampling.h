@@ -21,7 +21,9 @@ SamplingParams sampling_params_from(const Params& params);
 
 // Index of the largest logit; the lowest index wins ties (as llama2.c's argmax).
 int argmax(const float* logits, int vocab);
-// Greedy at temperature 0; otherwise softmax(logits / T), top-k, then top-p, sampled with rng.
+// Greedy at temperature 0; otherwise softmax(logits / T), top-k, then top-p, sampled with one
+// rng.uniform() draw. Without top-k / top-p the draw is ref::sample_row's (kernels/ref/
+// token_choice.h), bit-identical to the GPU's sample_rows for the same uniform.
 // `scratch` avoids reallocation across calls.
 int sample_token(const float* logits, int vocab, const SamplingParams& params, Rng& rng,
                  std::vector<std::pair<float, int>>& scratch);

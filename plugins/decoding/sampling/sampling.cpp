@@ -24,6 +24,12 @@ void SamplingDecoder::accept(std::span<const int> tokens, std::span<const int> d
   out.push_back(sample_token(logits, vocab, params_, rng, scratch_));  // logits: [1, vocab]
 }
 
+TokenChoice SamplingDecoder::device_choice() const {
+  if (params_.temperature == 0.0) return {TokenChoice::Kind::kArgmax, 0.0};
+  if (params_.top_k == 0 && params_.top_p >= 1.0) return {TokenChoice::Kind::kSample, params_.temperature};
+  return {};
+}
+
 void SamplingDecoder::branch(const BranchRequest& req, std::span<const std::span<const int>> live,
                              const float* logits, int vocab, std::span<Rng> rngs, std::vector<BranchStep>& next) {
   next.clear();

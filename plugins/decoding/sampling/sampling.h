@@ -22,6 +22,9 @@ class SamplingDecoder : public Decoder {
               int vocab, Rng& rng, std::vector<int>& out) override;
 
   const SamplingParams& params() const { return params_; }
+  // argmax at temperature 0, the tempered draw without top-k / top-p; none with either (the
+  // engine only asks when n = 1: a branching decoder always reads host logits).
+  TokenChoice device_choice() const override;
 
   // n > 1: branches, one per sample still running (0 = one sequence per request).
   int branch_width() const override { return n_ > 1 ? n_ : 0; }

@@ -108,6 +108,11 @@ class CudaDevice final : public ComputeDevice {
                          float* k_cache, float* v_cache) override;
   void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                        int width) override;
+  // Token choice: kernels/cuda/classify.h (argmax_rows, sample_rows), on the stream, so a
+  // captured decode step holds it and only token ids are downloaded.
+  bool chooses_tokens() const override { return true; }
+  void choose_tokens(const float* logits, int rows, int vocab, const TokenChoice& choice, const double* u,
+                     int* out) override;
   // CUDA graphs (see ComputeDevice; capture and replay in cuda_graph.cu). Turning them on also
   // gives cuBLAS a workspace of its own, so no GEMM allocates inside a capture.
   void set_cuda_graphs(bool on) override;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "inferlab/device/step_graph.h"
+#include "inferlab/device/token_choice.h"
 #include "inferlab/model/model_config.h"
 #include "inferlab/thread_pool.h"
 
@@ -169,6 +170,18 @@ class ComputeDevice : public Device {
   virtual void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                                int width);
 
+  // ---- token choice on the device (Decoder::device_choice; the CPU and CUDA devices) -------
+  // Whether choose_tokens runs here. The engine then lets the model choose a step's tokens
+  // where the decoder allows it, and downloads only their ids (docs/architecture.md).
+  virtual bool chooses_tokens() const { return false; }
+  // out[r] = the token `choice` picks from row r of logits [rows, vocab]: kArgmax ref::argmax's
+  // rule, kSample ref::sample_row with the uniform u[r] (kernels/ref/ops_fused.h); both
+  // bit-identical to the decoders' host choice (plugins/common/decoding/sampling.h). logits, u
+  // [rows] (read for kSample only) and out [rows] are memory of this device; asynchronous where
+  // the device is. Throws Error on a device that does not choose, or for kNone.
+  virtual void choose_tokens(const float* logits, int rows, int vocab, const TokenChoice& choice, const double* u,
+                             int* out);
+
   // ---- CUDA graphs ([device] cuda_graphs = true; the CUDA device only) --------------------
   // When on, the model captures its decode steps per padded batch (inferlab/device/step_graph.h)
   // and replays them. set_cuda_graphs(true) throws Error on a device without graphs (the
@@ -254,8 +267,16 @@ class CpuDevice final : public ComputeDevice {
   void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                        int width) override;
 
+  // The reference choice itself (the host's; no download to save, but the engine's device path
+  // runs and is tested on every machine). Counts its calls (tests: which path a step took).
+  bool chooses_tokens() const override { return true; }
+  void choose_tokens(const float* logits, int rows, int vocab, const TokenChoice& choice, const double* u,
+                     int* out) override;
+  long long token_choice_calls() const { return token_choice_calls_; }
+
  private:
   ThreadPool pool_;
+  long long token_choice_calls_ = 0;
   struct OpenOp {
     TimeCategory category;
     std::uint64_t since_ns;  // when this op last resumed

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/device/token_choice.h"
+
 namespace inferlab {
 
 // The largest padded decode batch that is captured; larger decode steps run eagerly.
@@ -26,7 +28,7 @@ int graph_block_width(int max_blocks);
 
 // What a captured step depends on: the model (its weights and scratch), the KV pool, the
 // attention strategy (the other plugins act through the model's linears), whether the device
-// fuses, and the padded shape. A step whose key differs in any of these does not replay a graph
+// fuses, the padded shape, and the token choice it ends with (if any). A step whose key differs in any of these does not replay a graph
 // captured for another.
 struct GraphKey {
   const void* model = nullptr;
@@ -35,6 +37,8 @@ struct GraphKey {
   bool fuse = false;
   int batch = 0;        // graph_batch_bucket of the step's sequences
   int block_width = 0;  // graph_block_width of its block table
+  // The token choice the step ends with (Model::forward_choosing); kNone: it ends with logits.
+  TokenChoice choice;
   bool operator==(const GraphKey&) const = default;
   // The same model, pool, plugins and fuse flag (any shape).
   bool same_owner(const GraphKey& other) const {

@@ -38,6 +38,13 @@ class StepExecutor {
   // [batch.logit_rows.size(), vocab] on the host. Returns the step's modelled duration in
   // seconds, or a negative value when the step really ran (the engine's clock measures it).
   virtual double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) = 0;
+  // Token choice on the device (Decoder::device_choice): whether execute_choosing runs here
+  // (default: no, every step reads host logits).
+  virtual bool chooses_tokens() const { return false; }
+  // execute(), but instead of the logits, tokens [batch.logit_rows.size()]: logit row i's token
+  // chosen by `choice` (with the uniform draws[i] for kSample). The default throws Error.
+  virtual double execute_choosing(const StepBatch& batch, std::span<const BlockCopy> copies, const TokenChoice& choice,
+                                  std::span<const double> draws, std::vector<int>& tokens);
   // The model's forward counters (host time, graph captures and replays); zeros for an
   // executor that runs no model (the simulator).
   virtual Model::ForwardStats forward_stats() const { return {}; }
@@ -53,10 +60,15 @@ class ModelExecutor final : public StepExecutor {
   std::uint64_t kv_bytes_per_block(int block_size) const override;
   void prepare(const KvCacheConfig& kv) override;
   double execute(const StepBatch& batch, std::span<const BlockCopy> copies, std::vector<float>& logits) override;
+  // The model's device chooses (CPU: the reference; CUDA: the kernels) unless a layer plan exits early.
+  bool chooses_tokens() const override { return model_.chooses_tokens(); }
+  double execute_choosing(const StepBatch& batch, std::span<const BlockCopy> copies, const TokenChoice& choice,
+                          std::span<const double> draws, std::vector<int>& tokens) override;
   Model::ForwardStats forward_stats() const override { return model_.forward_stats(); }
   KvStorage& storage() { return *storage_; }
 
  private:
+  void apply_copies(std::span<const BlockCopy> copies);
   Model& model_;
   Attention& attention_;
   KvFormat kv_format_;

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,17 @@ class Model {
   // plan (set_layer_plan) skipped layers are not run and their K/V never written, and logit rows
   // may exit early (inferlab/plugin/layer_plan.h); the plan's counters record where they did.
   void forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits);
+  // Whether forward_choosing runs: the device chooses tokens (ComputeDevice::chooses_tokens)
+  // and no layer plan exits early (an exit's logits are read on the host).
+  bool chooses_tokens() const;
+  // forward(), with the token of each logit row chosen on the device by `choice` (not kNone)
+  // instead of its logits downloaded: tokens [batch.logit_rows.size()], token i chosen from row
+  // i's logits with the uniform draws[i] (kSample; draws has one entry per logit row). Under
+  // [device] cuda_graphs the choice is part of the captured decode step (the draws are one of its
+  // staged inputs), so only the token ids cross to the host. Throws Error where
+  // chooses_tokens() is false.
+  void forward_choosing(const StepBatch& batch, KvStorage& kv, Attention& attention, const TokenChoice& choice,
+                        std::span<const double> draws, std::vector<int>& tokens);
 
   // Runs every later forward under `plan` (null = every layer; not owned, outlives its use).
   // Throws Error when the plan's skip mask or exit layers do not fit this model.
@@ -62,6 +74,14 @@ class Model {
  private:
   struct Layer;
   struct Pass;  // one forward's scratch pointers and fused / early-exit state (model.cpp)
+  // A forward_choosing call's choice, its draws and where its tokens go.
+  struct Choosing {
+    TokenChoice choice;
+    std::span<const double> draws;
+    std::vector<int>* tokens = nullptr;
+  };
+  void run_forward(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits,
+                   const Choosing* choosing);
   // The stages of forward(), in order.
   void check_step_batch(const StepBatch& batch, const KvStorage& kv) const;
   Pass begin_pass(const StepBatch& batch);
@@ -73,8 +93,17 @@ class Model {
   // [device] cuda_graphs: a decode step padded to its bucket, captured once per GraphKey and
   // replayed (model_graph.cpp). false when the step runs eagerly instead (not a decode step, a
   // layer plan, an attention that cannot be captured, a batch beyond kMaxGraphBatch).
-  bool graph_step(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits);
-  void graph_body(Pass& p, const StepBatch& padded, KvStorage& kv, Attention& attention);
+  bool graph_step(const StepBatch& batch, KvStorage& kv, Attention& attention, std::vector<float>& logits,
+                  const Choosing* choosing);
+  void graph_body(Pass& p, const StepBatch& padded, KvStorage& kv, Attention& attention, const Choosing* choosing);
+  // The draws of a choosing pass, padded to `rows` (0.5 beyond the given ones), as device memory
+  // (the host vector itself on the CPU); the token ids' device buffer of `rows` ints.
+  const double* stage_draws(std::span<const double> draws, std::size_t rows);
+  int* token_scratch(std::size_t rows);
+  // final norm + classifier of the rows `rows` of x, then choose_tokens on them into
+  // token_scratch: the device tokens (not downloaded).
+  int* choose_rows_on_device(const float* x, const std::vector<int>& rows, const TokenChoice& choice,
+                             const double* draws);
   // A host int array as device memory: the array itself on the CPU, an upload elsewhere.
   const int* upload(const std::vector<int>& host, Buffer& staging);
   float* scratch(Buffer& buffer, std::size_t floats);
@@ -114,6 +143,10 @@ class Model {
   Buffer act_q_, act_s_;  // fused: int8 activation blocks [rows, max(dim, hidden)] and their scales
   // The batch's int arrays on the device (unused on the CPU).
   Buffer d_positions_, d_slots_, d_query_start_, d_context_len_, d_block_table_, d_logit_rows_, d_gather_;
+  // Token choice: the draws (device copy of draws_host_) and the chosen ids, [rows] each.
+  Buffer d_draws_, d_tokens_;
+  std::vector<double> draws_host_;
+  const double* d_draws_ptr_ = nullptr;  // a graph step's staged draws (graph_body reads them)
   // Decode-step graphs; their static inputs are the buffers above (GraphCache drops a graph when
   // one of them is reallocated: the device's memory epoch moves).
   GraphCache graphs_;

@@ -4,6 +4,7 @@
 #include <span>
 #include <vector>
 
+#include "inferlab/device/token_choice.h"
 #include "inferlab/support/rng.h"
 
 namespace inferlab {
@@ -106,6 +107,16 @@ class Decoder {
   // for the full model. The runner and Engine install it on the model (Model::set_layer_plan)
   // before any forward pass, quality evaluation included; it lives as long as the decoder.
   virtual LayerPlan* layer_plan() { return nullptr; }
+
+  // Token choice on the device: a decoder whose accept() appends exactly one token chosen from
+  // row 0 alone — its argmax (kArgmax), or a draw from softmax(row / temperature) by exactly one
+  // rng.uniform() with no top-k / top-p (kSample; sample_token's untruncated draw) — and keeps
+  // no state from accept() may say so. In a step with no drafts and no branches, on a device
+  // that chooses tokens, the engine then draws u from the sequence's rng itself (kSample),
+  // lets the device choose, and appends the token in place of calling accept_for: the tokens
+  // are those accept_for would give for the same draws. kNone (the default): host logits and
+  // accept_for, always.
+  virtual TokenChoice device_choice() const { return {}; }
 };
 
 }  // namespace inferlab

@@ -48,7 +48,9 @@ namespace inferlab {
 // device list and the one make_* factory; Device is split into Device (memory, timing) and
 // ComputeDevice (the model's ops), which a simulated device is not. 9: CUDA graphs:
 // Attention::graph_capturable (a new virtual before forward) and ComputeDevice's graph virtuals.
-inline constexpr int kPluginAbiVersion = 9;
+// 10: token choice on the device: Decoder::device_choice (a new virtual after layer_plan) and
+// ComputeDevice's chooses_tokens / choose_tokens.
+inline constexpr int kPluginAbiVersion = 10;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);

@@ -104,6 +104,9 @@ struct RunTimeline {
   double forward_host_s = 0;
   long long graph_captures = 0;
   long long graph_replays = 0;
+  // Steps whose tokens the device chose from the logits it kept (Decoder::device_choice; only
+  // token ids were downloaded), the rest read host logits.
+  long long device_choice_steps = 0;
 };
 
 struct SloSpec {
@@ -144,7 +147,8 @@ std::vector<double> percentiles(std::vector<double> values, std::span<const doub
 // beam_logprob_mean (mean log-probability of the returned sequences, 0 without branching);
 // step_host_ms_mean (host milliseconds of one forward pass up to its logits download: issuing
 // the step; the whole pass on the CPU; 0 without a model), graph_captures and graph_replays
-// (decode-step CUDA graphs captured and replayed, 0 without [device] cuda_graphs); queue_ms
+// (decode-step CUDA graphs captured and replayed, 0 without [device] cuda_graphs);
+// device_choice_steps (steps whose tokens the device chose, RunTimeline); queue_ms
 // (mean/p50/p90/p99: arrival to the first step that ran it);
 // requests_aborted; requests_rejected; requests_truncated; slo_attain_frac (requests meeting
 // their class's SLO over all requests, aborted and rejected ones failing); fairness_jain
