@@ -1,6 +1,6 @@
 // Attention × KV format conformance: every registered attention plugin that declares a
-// quantized KV dtype, on the CPU, reads every KV format (int8, int4, keys-only, values-only) of
-// an awkward paged problem. Two checks per format:
+// KV dtype besides f32, on the CPU, reads every KV format it declares (f16, bf16, int8, int4,
+// keys-only, values-only) of an awkward paged problem. Two checks per format:
 //   1. against kernels/ref on the dequantized K/V (what the format stores) within the f32
 //      tolerance: the plugin dequantizes with the shared routine and nothing else changes;
 //   2. against kernels/ref on the original f32 K/V within a bound derived from the format's
@@ -52,6 +52,8 @@ QuantizedSide quantize_side(KvDtype dtype, int g, const float* x, std::size_t ro
       std::fill(s.params.begin() + static_cast<std::ptrdiff_t>(r * pf), s.params.begin() + static_cast<std::ptrdiff_t>((r + 1) * pf),
                 std::numeric_limits<float>::quiet_NaN());
       std::fill(deq, deq + d, std::numeric_limits<float>::quiet_NaN());
+      // f16 / bf16 have no params to poison: their codes carry the NaN.
+      if (kv_dtype_half(dtype)) kv_quantize_row(dtype, g, row, d, s.codes.data() + r * cb, nullptr);
       continue;
     }
     kv_quantize_row(dtype, g, row, d, s.codes.data() + r * cb, s.params.data() + r * pf);
@@ -68,18 +70,17 @@ TEST_P(AttentionKvFormats, EveryKvFormatMatchesTheReference) {
   const PluginCase& c = GetParam();
   if (c.device != DeviceKind::kCpu) GTEST_SKIP() << "quantized KV is stored on the CPU only";
   const PluginDescriptor* d = &conformance_registry().find(c.kind, c.plugin);
-  const bool int8 = std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), KvDtype::kInt8) != d->kv_dtypes.end();
-  const bool int4 = std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), KvDtype::kInt4) != d->kv_dtypes.end();
-  if (!int8 && !int4) GTEST_SKIP() << c.plugin << " reads f32 KV only";
+  const auto reads = [&](KvDtype t) {
+    return std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), t) != d->kv_dtypes.end();
+  };
+  if (d->kv_dtypes.size() <= 1 && reads(KvDtype::kF32)) GTEST_SKIP() << c.plugin << " reads f32 KV only";
   CpuDevice device(2);
   auto attention = conformance_registry().create_attention(c.plugin, resolve_case(c), device);
 
-  for (const char* name : {"int8", "int4", "int8-keys", "int4-keys", "int8-values", "int4-values"}) {
+  for (const char* name : {"f16", "bf16", "int8", "int4", "int8-keys", "int4-keys", "int8-values", "int4-values"}) {
     KvFormat format;
     ASSERT_TRUE(parse_kv_dtypes(name, format));
-    if ((!int8 && (format.keys == KvDtype::kInt8 || format.values == KvDtype::kInt8)) ||
-        (!int4 && (format.keys == KvDtype::kInt4 || format.values == KvDtype::kInt4)))
-      continue;
+    if (!reads(format.keys) || !reads(format.values)) continue;
     for (int g : {8, 16}) {  // head_dim 16: two groups, one group
       SCOPED_TRACE(std::string(name) + " g" + std::to_string(g));
       AttentionProblemSpec spec = problem_spec(mixed_step_shapes(), 7, {8, 2}, 900 + static_cast<std::uint64_t>(g));

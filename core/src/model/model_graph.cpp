@@ -30,7 +30,7 @@ bool Model::graph_step(const StepBatch& batch, KvStorage& kv, Attention& attenti
   graph_rows_.resize(static_cast<std::size_t>(bucket));
   std::iota(graph_rows_.begin(), graph_rows_.end(), 0);
   Pass p = begin_pass(padded);  // staged before the epoch is read: staging may grow a buffer
-  const GraphKey key{this, &kv, &attention, p.fuse, bucket, padded.max_blocks};
+  const GraphKey key{this, &kv, &attention, p.fuse, bucket, padded.max_blocks, kv.format()};
   switch (graphs_.plan(key, device_.memory_epoch())) {
     case GraphCache::Action::kReplay:
       graphs_.replay(key).replay();

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/kv/kv_format.h"
+
 namespace inferlab {
 
 // The largest padded decode batch that is captured; larger decode steps run eagerly.
@@ -24,10 +26,11 @@ int graph_batch_bucket(int n_seqs, int max_bucket = kMaxGraphBatch);
 // >= max_blocks (at least 1), so a growing context recaptures only when it doubles.
 int graph_block_width(int max_blocks);
 
-// What a captured step depends on: the model (its weights and scratch), the KV pool, the
-// attention strategy (the other plugins act through the model's linears), whether the device
-// fuses, and the padded shape. A step whose key differs in any of these does not replay a graph
-// captured for another.
+// What a captured step depends on: the model (its weights and scratch), the KV pool and its
+// format (the captured KV writes and attention kernels are the ones of its dtypes: a pool of
+// another format at a reused address must not replay them), the attention strategy (the other
+// plugins act through the model's linears), whether the device fuses, and the padded shape. A
+// step whose key differs in any of these does not replay a graph captured for another.
 struct GraphKey {
   const void* model = nullptr;
   const void* kv = nullptr;
@@ -35,10 +38,12 @@ struct GraphKey {
   bool fuse = false;
   int batch = 0;        // graph_batch_bucket of the step's sequences
   int block_width = 0;  // graph_block_width of its block table
+  KvFormat kv_format;   // the pool's (KvStorage::format())
   bool operator==(const GraphKey&) const = default;
-  // The same model, pool, plugins and fuse flag (any shape).
+  // The same model, pool (and its format), plugins and fuse flag (any shape).
   bool same_owner(const GraphKey& other) const {
-    return model == other.model && kv == other.kv && attention == other.attention && fuse == other.fuse;
+    return model == other.model && kv == other.kv && attention == other.attention && fuse == other.fuse &&
+           kv_format == other.kv_format;
   }
 };
 
@@ -56,7 +61,7 @@ class StepGraph {
 // model's scratch, the staged inputs, the KV pool, workspaces). The device counts frees of its
 // memory (ComputeDevice::memory_epoch); a graph captured at another epoch may address a freed
 // block, so it is dropped before anything else happens. Graphs of another owner (model, pool,
-// attention, fuse) are dropped when a step of a new owner arrives.
+// format, attention, fuse) are dropped when a step of a new owner arrives.
 class GraphCache {
  public:
   enum class Action {

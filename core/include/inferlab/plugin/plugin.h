@@ -48,7 +48,9 @@ namespace inferlab {
 // device list and the one make_* factory; Device is split into Device (memory, timing) and
 // ComputeDevice (the model's ops), which a simulated device is not. 9: CUDA graphs:
 // Attention::graph_capturable (a new virtual before forward) and ComputeDevice's graph virtuals.
-inline constexpr int kPluginAbiVersion = 9;
+// 10: f16 / bf16 KV storage: KvDtype::kBf16, ComputeDevice::kv_write_half and
+// rope_kv_write_half (new virtuals), GraphKey::kv_format.
+inline constexpr int kPluginAbiVersion = 10;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
 const char* plugin_kind_name(PluginKind kind);
