@@ -143,8 +143,8 @@ TEST(CudaModel, Smollm2ShapedRandomWeightsKlAgainstCpuBelow1e4) {
 }
 
 // f16 / bf16 KV on the GPU (written by kv_write_half, read natively by each CUDA attention)
-// against the same format on the CPU (kv_quantize_row, the reference attention on the widened
-// values): next-token KL < 1e-4 at SmolLM2's shapes, as f32 KV. Each attention's logits also
+// against the same format on the CPU (kv_quantize_row, the CPU naive plugin reading the widened
+// values through k_row / v_row): next-token KL < 1e-4 at SmolLM2's shapes, as f32 KV. Each attention's logits also
 // stay within KL 1e-3 of the f32-KV GPU run (the format's own cost, small at 4 layers).
 TEST(CudaModel, HalfKvCacheKlAgainstCpuBelow1e4ForEveryCudaAttention) {
   INFERLAB_REQUIRE_CUDA();
@@ -161,7 +161,7 @@ TEST(CudaModel, HalfKvCacheKlAgainstCpuBelow1e4ForEveryCudaAttention) {
   CpuDevice cpu(2);
   testing::FloatQuantization cpu_quant;
   Model cpu_model(weights, cpu_quant, cpu);
-  testing::RefAttention ref_attention;
+  auto cpu_attention = registry.create_attention("naive", registry.resolve(PluginKind::kAttention, "naive", {}, "test"), cpu);
   const auto gpu_quant = testing::none_quantization(*gpu);
   Model gpu_model(weights, *gpu_quant, *gpu);
   for (const char* name : {"naive", "flash", "split_k"}) {
@@ -174,7 +174,7 @@ TEST(CudaModel, HalfKvCacheKlAgainstCpuBelow1e4ForEveryCudaAttention) {
     }
     for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
       SCOPED_TRACE(std::string(name) + ", " + kv_dtype_name(dtype) + " KV");
-      testing::SequenceRunner cpu_run(cpu_model, ref_attention, 16, 8, KvFormat(dtype));
+      testing::SequenceRunner cpu_run(cpu_model, *cpu_attention, 16, 8, KvFormat(dtype));
       testing::SequenceRunner gpu_run(gpu_model, *attention, 16, 8, KvFormat(dtype));
       std::vector<float> p = cpu_run.feed_all_logits(prompt), q = gpu_run.feed_all_logits(prompt);
       for (int t : {5, 99}) {
