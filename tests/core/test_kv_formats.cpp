@@ -1,4 +1,5 @@
-// KV cache formats (kv_format.h): int8 and int4 group-wise quantise/dequantise error, keys-only
+// KV cache formats (kv_format.h): f16 / bf16 rounding and storage, the storage rule per device,
+// int8 and int4 group-wise quantise/dequantise error, keys-only
 // and values-only storage, f32 layers, bytes per token and blocks at a fixed budget, the [kv]
 // configuration and its refusals, and the cost in perplexity on SmolLM2.
 #include <cmath>
