@@ -5,11 +5,12 @@
 // head of one kv head's GQA group, against a range of K/V positions). It stages the item's
 // queries in shared memory, then streams the K/V range in tiles of `tile` positions through the
 // block table into shared memory (f16 / bf16 widened to float in registers, two values per
-// 4-byte load; int8 codes dequantised by their (slot, kv head) scale while loading). Each warp owns some query vectors: lane j scores position j of a 32-position chunk
-// (dot product against the shared K row), the warp takes the chunk max (shuffle), rescales its
-// running max / denominator / accumulator and adds p_j * V_j with lanes over head_dim. No score
-// row over the context exists; every K/V tile is read from global memory once for all
-// (rows x group) vectors of the item.
+// 4-byte load; int8 codes dequantised by their (slot, kv head) scale while loading). Each warp
+// owns some query vectors: lane j scores position j of a 32-position chunk (dot product against
+// the shared K row), the warp takes the chunk max (shuffle), rescales its running max /
+// denominator / accumulator and adds p_j * V_j with lanes over head_dim. No score row over the
+// context exists; every K/V tile is read from global memory once for all (rows x group) vectors
+// of the item.
 // Launch: grid (items, n_kv_heads), 128 threads (4 warps); dynamic shared memory
 // tiled_attention_shared_bytes(): Q and accumulators [rows * group, head_dim] twice, a K tile
 // [tile, head_dim + 1] (padded: no bank conflicts when lanes walk K rows), a V tile
