@@ -14,7 +14,7 @@
 # run"): 1. correctness: nvidia-smi; every CUDA test binary of the pack (test_cuda,
 # test_cuda_kernels, then any other test_cuda*); the f16/bf16 CUDA linears; the conformance
 # suites' cuda cases; the quickstart on cuda; CUDA graphs on vs off and fused vs unfused decode
-# token-identical (`inferlab run`, greedy, tokens_hash of every cell); 2. the side-by-side table:
+# token-identical (`inferlab run`, greedy, tokens_hash of every cell; f32, bf16 and f16 KV); 2. the side-by-side table:
 # the ceilings (cuda_roofline: copy bandwidth, bf16 GEMM peak), then per shape (TinyLlama-1.1B,
 # then the 8B-class llama-3-8b, both seeded random weights) the GGUF export (`inferlab export
 # --format gguf`, the very bytes both tools bench), inferlab eager / graphs / graphs+fused
@@ -158,13 +158,15 @@ quantization = "none"
 scheduler = { name = "continuous", max_batch = 16, max_tokens = 256 }
 decoding = { name = "sampling", temperature = 0.0 }
 [[variant]]
-name = "split_k+bf16"
+name = "split_k+bf16+bf16_kv"
 attention = "split_k"
 quantization = "bf16"
+kv = { dtype = "bf16" }
 [[variant]]
-name = "naive+int8"
+name = "naive+int8+f16_kv"
 attention = "naive"
 quantization = "int8"
+kv = { dtype = "f16" }
 TOML
 }
 key_built() {  # KEY: inferlab validate accepts KEY=true on cuda
