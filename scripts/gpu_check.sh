@@ -15,8 +15,9 @@
 # test_cuda_kernels, then any other test_cuda*; test_cuda holds the token choice on the device
 # against the host path through the engine); the f16/bf16 CUDA linears; the conformance
 # suites' cuda cases; the quickstart on cuda; CUDA graphs on vs off and fused vs unfused decode
-# token-identical (`inferlab run`, greedy, tokens_hash of every cell; graphs on must replay and
-# choose tokens on the device: graph_replays, device_choice_steps); 2. the side-by-side table:
+# token-identical (`inferlab run`, greedy, tokens_hash of every cell; f32, bf16 and f16 KV; graphs
+# on must replay and choose tokens on the device: graph_replays, device_choice_steps); 2. the
+# side-by-side table:
 # the ceilings (cuda_roofline: copy bandwidth, bf16 GEMM peak), then per shape (TinyLlama-1.1B,
 # then the 8B-class llama-3-8b, both seeded random weights) the GGUF export (`inferlab export
 # --format gguf`, the very bytes both tools bench), inferlab eager / graphs / graphs+fused
@@ -161,13 +162,15 @@ quantization = "none"
 scheduler = { name = "continuous", max_batch = 16, max_tokens = 256 }
 decoding = { name = "sampling", temperature = 0.0 }
 [[variant]]
-name = "split_k+bf16"
+name = "split_k+bf16+bf16_kv"
 attention = "split_k"
 quantization = "bf16"
+kv = { dtype = "bf16" }
 [[variant]]
-name = "naive+int8"
+name = "naive+int8+f16_kv"
 attention = "naive"
 quantization = "int8"
+kv = { dtype = "f16" }
 TOML
 }
 key_built() {  # KEY: inferlab validate accepts KEY=true on cuda

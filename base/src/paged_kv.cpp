@@ -8,6 +8,7 @@
 #include <string>
 
 #include "inferlab/error.h"
+#include "inferlab/ggml_types.h"
 
 namespace inferlab {
 
@@ -15,6 +16,7 @@ const char* kv_dtype_name(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::kF32: return "f32";
     case KvDtype::kF16: return "f16";
+    case KvDtype::kBf16: return "bf16";
     case KvDtype::kInt8: return "int8";
     case KvDtype::kInt4: return "int4";
   }
@@ -24,7 +26,8 @@ const char* kv_dtype_name(KvDtype dtype) {
 int kv_dtype_bits(KvDtype dtype) {
   switch (dtype) {
     case KvDtype::kF32: return 32;
-    case KvDtype::kF16: return 16;
+    case KvDtype::kF16:
+    case KvDtype::kBf16: return 16;
     case KvDtype::kInt8: return 8;
     case KvDtype::kInt4: return 4;
   }
@@ -35,7 +38,8 @@ std::size_t kv_code_bytes(KvDtype dtype, int d) {
   switch (dtype) {
     case KvDtype::kInt8: return static_cast<std::size_t>(d);
     case KvDtype::kInt4: return static_cast<std::size_t>(d) / 2;
-    case KvDtype::kF16: return 2 * static_cast<std::size_t>(d);
+    case KvDtype::kF16:
+    case KvDtype::kBf16: return 2 * static_cast<std::size_t>(d);
     case KvDtype::kF32: break;
   }
   return 4 * static_cast<std::size_t>(d);
@@ -48,6 +52,15 @@ std::size_t kv_param_floats(KvDtype dtype, int d, int g) {
 }
 
 void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, float* params) {
+  if (kv_dtype_half(dtype)) {  // each value rounded to nearest even; no params
+    auto* h = static_cast<std::uint16_t*>(codes);
+    for (int c = 0; c < d; ++c) h[c] = dtype == KvDtype::kF16 ? fp32_to_fp16(x[c]) : fp32_to_bf16(x[c]);
+    return;
+  }
+  if (dtype == KvDtype::kF32) {
+    std::copy(x, x + d, static_cast<float*>(codes));
+    return;
+  }
   if (dtype == KvDtype::kInt8) {  // per group of g: symmetric, scale = max|x| / 127
     auto* q = static_cast<signed char*>(codes);
     for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
@@ -76,6 +89,15 @@ void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, f
 }
 
 void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out) {
+  if (kv_dtype_half(dtype)) {
+    const auto* h = static_cast<const std::uint16_t*>(codes);
+    for (int c = 0; c < d; ++c) out[c] = dtype == KvDtype::kF16 ? fp16_to_fp32(h[c]) : bf16_to_fp32(h[c]);
+    return;
+  }
+  if (dtype == KvDtype::kF32) {
+    std::copy(static_cast<const float*>(codes), static_cast<const float*>(codes) + d, out);
+    return;
+  }
   if (dtype == KvDtype::kInt8) {
     const auto* q = static_cast<const signed char*>(codes);
     for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
@@ -96,6 +118,11 @@ void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* par
 }
 
 float kv_row_error_bound(KvDtype dtype, int g, const float* x, int d) {
+  if (kv_dtype_half(dtype)) {  // round to nearest: half an ulp of the largest magnitude
+    float amax = 0.0f;
+    for (int c = 0; c < d; ++c) amax = std::max(amax, std::fabs(x[c]));
+    return dtype == KvDtype::kF16 ? amax * 0x1p-11f + 0x1p-25f : amax * 0x1p-8f;
+  }
   if (dtype != KvDtype::kInt8 && dtype != KvDtype::kInt4) return 0.0f;
   float worst = 0.0f;
   for (int g0 = 0; g0 < d; g0 += g) {

@@ -3,8 +3,9 @@
 // from the plugins' .cpp files under #if INFERLAB_HAVE_CUDA; every pointer is device memory of
 // the current CUDA device and every launch is asynchronous on `stream`. Semantics are those of
 // inferlab/plugin/attention.h (query rows per sequence, causal by position, GQA head h -> kv head
-// h / (n_heads / n_kv_heads)); K/V are f32 or int8 with one fp32 scale per (slot, kv head),
-// dequantised as each K/V row is loaded. Launch failures throw inferlab::Error.
+// h / (n_heads / n_kv_heads)); K/V are f32, f16, bf16 (read as such and widened to float in
+// registers) or int8 with one fp32 scale per (slot, kv head), dequantised as each K/V row is
+// loaded. Launch failures throw inferlab::Error.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -17,11 +18,12 @@ namespace inferlab::cuda {
 
 // One layer's K/V pool (device memory), as inferlab::KvLayerView describes it.
 struct PagedKv {
-  const void* k = nullptr;          // [num_blocks * block_size, n_kv_heads, head_dim] f32 or int8
-  const void* v = nullptr;          // same
+  const void* k = nullptr;          // [num_blocks * block_size, n_kv_heads, head_dim] of k_dtype
+  const void* v = nullptr;          // same, of v_dtype
   const float* k_scale = nullptr;   // int8: [num_blocks * block_size, n_kv_heads]; else null
   const float* v_scale = nullptr;
-  bool int8 = false;
+  KvDtype k_dtype = KvDtype::kF32;  // kF32, kF16, kBf16 or kInt8 (one scale per slot and kv head)
+  KvDtype v_dtype = KvDtype::kF32;
   int block_size = 0;
 };
 

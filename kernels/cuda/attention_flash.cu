@@ -4,17 +4,19 @@
 // What: one thread block takes one work item (a tile of query rows of one sequence, every query
 // head of one kv head's GQA group, against a range of K/V positions). It stages the item's
 // queries in shared memory, then streams the K/V range in tiles of `tile` positions through the
-// block table into shared memory (int8 codes dequantised by their (slot, kv head) scale while
-// loading). Each warp owns some query vectors: lane j scores position j of a 32-position chunk
-// (dot product against the shared K row), the warp takes the chunk max (shuffle), rescales its
-// running max / denominator / accumulator and adds p_j * V_j with lanes over head_dim. No score
-// row over the context exists; every K/V tile is read from global memory once for all
-// (rows x group) vectors of the item.
+// block table into shared memory (f16 / bf16 widened to float in registers, two values per
+// 4-byte load; int8 codes dequantised by their (slot, kv head) scale while loading). Each warp
+// owns some query vectors: lane j scores position j of a 32-position chunk (dot product against
+// the shared K row), the warp takes the chunk max (shuffle), rescales its running max /
+// denominator / accumulator and adds p_j * V_j with lanes over head_dim. No score row over the
+// context exists; every K/V tile is read from global memory once for all (rows x group) vectors
+// of the item.
 // Launch: grid (items, n_kv_heads), 128 threads (4 warps); dynamic shared memory
 // tiled_attention_shared_bytes(): Q and accumulators [rows * group, head_dim] twice, a K tile
 // [tile, head_dim + 1] (padded: no bank conflicts when lanes walk K rows), a V tile
 // [tile, head_dim], running max / denominator, per-warp probabilities.
-// Roofline: K/V bytes per item = 2 * positions * head_dim * b (b = 4 f32, 1 + 4 / head_dim int8),
+// Roofline: K/V bytes per item = 2 * positions * head_dim * b (b = 4 f32, 2 f16 / bf16,
+// 1 + 4 / head_dim int8),
 // shared by rows * group query vectors: a decode token of a GQA model reads each kv head once
 // (n_heads / n_kv_heads times less than naive). Decode is bandwidth bound at
 // 2 * ctx * kv_dim * b bytes per token and layer; prefill tiles reach rows * group flops per
@@ -65,17 +67,32 @@ __global__ void tiled_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
     m_s[v] = -INFINITY;
     l_s[v] = 0.0f;
   }
+  const bool half_pairs = d % 2 == 0 && (kv.k_dtype == KvDtype::kF16 || kv.k_dtype == KvDtype::kBf16) &&
+                          (kv.v_dtype == KvDtype::kF16 || kv.v_dtype == KvDtype::kBf16);
   // No row of the item sees past its last row's position.
   const int pos_end = min(item.pos_end, first_pos + item.row_end);
 
   for (int t0 = item.pos_begin; t0 < pos_end; t0 += tile) {
     const int tn = min(tile, pos_end - t0);
     __syncthreads();  // the previous tile is consumed (and Q staged, on the first pass)
-    for (int i = threadIdx.x; i < tn * d; i += blockDim.x) {
-      const int j = i / d, c = i % d;
-      const long long slot = detail::slot_of(b, kv, s, t0 + j);
-      k_s[j * (d + 1) + c] = detail::kv_load(kv.k, kv.k_scale, kv.int8, slot, b.n_kv_heads, kvh, d, c);
-      v_s[j * d + c] = detail::kv_load(kv.v, kv.v_scale, kv.int8, slot, b.n_kv_heads, kvh, d, c);
+    if (half_pairs) {  // f16 / bf16 on both sides: two values per 4-byte load, widened in registers
+      for (int i = threadIdx.x; i < tn * d / 2; i += blockDim.x) {
+        const int j = 2 * i / d, c = 2 * i % d;
+        const long long slot = detail::slot_of(b, kv, s, t0 + j);
+        const float2 kp = detail::kv_load_half_pair(kv.k, kv.k_dtype, slot, b.n_kv_heads, kvh, d, c);
+        const float2 vp = detail::kv_load_half_pair(kv.v, kv.v_dtype, slot, b.n_kv_heads, kvh, d, c);
+        k_s[j * (d + 1) + c] = kp.x;
+        k_s[j * (d + 1) + c + 1] = kp.y;
+        v_s[j * d + c] = vp.x;
+        v_s[j * d + c + 1] = vp.y;
+      }
+    } else {
+      for (int i = threadIdx.x; i < tn * d; i += blockDim.x) {
+        const int j = i / d, c = i % d;
+        const long long slot = detail::slot_of(b, kv, s, t0 + j);
+        k_s[j * (d + 1) + c] = detail::kv_load(kv.k, kv.k_scale, kv.k_dtype, slot, b.n_kv_heads, kvh, d, c);
+        v_s[j * d + c] = detail::kv_load(kv.v, kv.v_scale, kv.v_dtype, slot, b.n_kv_heads, kvh, d, c);
+      }
     }
     __syncthreads();
     float* p_w = p_s + warp * 32;

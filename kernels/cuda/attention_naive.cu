@@ -6,7 +6,7 @@
 // reductions), then sums V with one thread per output element.
 // Launch: grid (rows, n_heads), 128 threads, head_dim floats of shared memory (the query).
 // Roofline: every (row, head) reads its sequence's K and V once, so a decode token moves
-// 2 * ctx * head_dim * b bytes per head (b = 4 f32, 1 + 4 / head_dim int8) plus 2 * 4 * ctx of
+// 2 * ctx * head_dim * b bytes per head (b = 4 f32, 2 f16 / bf16, 1 + 4 / head_dim int8) plus 2 * 4 * ctx of
 // score traffic — GQA groups re-read their kv head (n_heads / n_kv_heads times the minimum), which
 // is the waste flash removes. Bandwidth bound; the score round trip adds ~4 / (head_dim * b) on top.
 #include <cfloat>
@@ -53,7 +53,7 @@ __global__ void naive_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
   for (int p = warp; p <= pos; p += warps) {
     const long long slot = detail::slot_of(b, kv, s, p);
     float dot = 0.0f;
-    for (int c = lane; c < d; c += 32) dot += q_s[c] * detail::kv_load(kv.k, kv.k_scale, kv.int8, slot, b.n_kv_heads, kvh, d, c);
+    for (int c = lane; c < d; c += 32) dot += q_s[c] * detail::kv_load(kv.k, kv.k_scale, kv.k_dtype, slot, b.n_kv_heads, kvh, d, c);
     dot = detail::warp_sum(dot) * b.scale;
     if (lane == 0) score[p] = dot;
     local_max = fmaxf(local_max, dot);
@@ -71,7 +71,7 @@ __global__ void naive_attention_kernel(PagedBatch b, PagedKv kv, const float* q,
   for (int c = threadIdx.x; c < d; c += blockDim.x) {
     float acc = 0.0f;
     for (int p = 0; p <= pos; ++p)
-      acc += score[p] * detail::kv_load(kv.v, kv.v_scale, kv.int8, detail::slot_of(b, kv, s, p), b.n_kv_heads, kvh, d, c);
+      acc += score[p] * detail::kv_load(kv.v, kv.v_scale, kv.v_dtype, detail::slot_of(b, kv, s, p), b.n_kv_heads, kvh, d, c);
     out[vec * d + c] = acc * inv;
   }
 }

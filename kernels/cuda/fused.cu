@@ -3,8 +3,8 @@
 // What: residual_rmsnorm does the residual add, the RMSNorm and the int8 activation blocks of
 // the linears reading its output in one pass over a row (one block of 256 threads per row; the
 // 32-value activation blocks line up with warps, so a block's max|x| is one warp shuffle);
-// rope_kv_write_f32 rotates q and k and stores the rotated k and v in the f32 cache (one thread
-// per pair or V value); swiglu_quantize does SwiGLU and w2's activation blocks (a block per row).
+// rope_kv_write_f32 / _half rotate q and k and store the rotated k and v in the f32 (f16, bf16)
+// cache (one thread per pair or V value); swiglu_quantize does SwiGLU and w2's activation blocks (a block per row).
 // The row bodies are ops_rows.cuh's, as the unfused kernels', hence bit-identical results.
 // Roofline (decode, memory-bound): unfused, an RMSNorm feeding int8 linears reads x and y,
 // writes x (add), reads x, writes xn (norm), reads xn, writes codes (quantise): 6 row trips and
@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/fused.h"
+#include "kernels/cuda/kv_values.cuh"
 #include "kernels/cuda/ops_rows.cuh"
 
 namespace inferlab::cuda {
@@ -53,12 +54,13 @@ __global__ void residual_rmsnorm_kernel(float* __restrict__ x, const float* __re
   }
 }
 
-// Index space: q pairs, then k pairs (rotated, then stored), then V values (stored).
-__global__ void rope_kv_write_f32_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
-                                         const int* __restrict__ positions, const int* __restrict__ slots, int rows,
-                                         int n_heads, int n_kv_heads, int head_dim,
-                                         const float* __restrict__ inv_freq, bool half_style,
-                                         float* __restrict__ k_cache, float* __restrict__ v_cache) {
+// Index space: q pairs, then k pairs (rotated, then stored), then V values (stored). T: the
+// cache's element (float, __half, __nv_bfloat16; kv_values.cuh rounds as kv_write does).
+template <class T>
+__global__ void rope_kv_write_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+                                     const int* __restrict__ positions, const int* __restrict__ slots, int rows,
+                                     int n_heads, int n_kv_heads, int head_dim, const float* __restrict__ inv_freq,
+                                     bool half_style, T* __restrict__ k_cache, T* __restrict__ v_cache) {
   const int half = head_dim / 2;
   const std::size_t kv_dim = static_cast<std::size_t>(n_kv_heads) * head_dim;
   const std::size_t q_pairs = static_cast<std::size_t>(rows) * n_heads * half;
@@ -68,16 +70,16 @@ __global__ void rope_kv_write_f32_kernel(float* __restrict__ q, float* __restric
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     if (i >= q_pairs + k_pairs) {
       const std::size_t e = i - q_pairs - k_pairs, r = e / kv_dim;
-      v_cache[static_cast<std::size_t>(slots[r]) * kv_dim + e % kv_dim] = v[e];
+      v_cache[static_cast<std::size_t>(slots[r]) * kv_dim + e % kv_dim] = detail::to_kv_value<T>(v[e]);
       continue;
     }
     const row_ops::RopedPair rp =
         row_ops::rope_pair(q, k, positions, q_pairs, n_heads, n_kv_heads, head_dim, inv_freq, half_style, i);
     if (!rp.is_q) {
       const float* vec = k + (rp.row * n_kv_heads + rp.head) * head_dim;
-      float* dst = k_cache + static_cast<std::size_t>(slots[rp.row]) * kv_dim + rp.head * head_dim;
-      dst[rp.a] = vec[rp.a];
-      dst[rp.b] = vec[rp.b];
+      T* dst = k_cache + static_cast<std::size_t>(slots[rp.row]) * kv_dim + rp.head * head_dim;
+      dst[rp.a] = detail::to_kv_value<T>(vec[rp.a]);
+      dst[rp.b] = detail::to_kv_value<T>(vec[rp.b]);
     }
   }
 }
@@ -113,18 +115,45 @@ void residual_rmsnorm(float* x, const float* y, const float* w, float* out, std:
   INFERLAB_CUDA_CHECK_LAUNCH("residual_rmsnorm");
 }
 
-void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
-                       int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
-                       float* k_cache, float* v_cache, CUstream_st* stream) {
-  if (rows <= 0 || head_dim < 2) return;
+namespace {
+
+// One launch of rope_kv_write_kernel<T>: a thread per rotated pair or stored V value.
+template <class T>
+void launch_rope_kv_write(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
+                          int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                          T* k_cache, T* v_cache, CUstream_st* stream) {
   const std::size_t work = static_cast<std::size_t>(rows) *
                            ((static_cast<std::size_t>(n_heads) + n_kv_heads) * (head_dim / 2) +
                             static_cast<std::size_t>(n_kv_heads) * head_dim);
   const auto blocks = static_cast<unsigned>(std::clamp<std::size_t>((work + kThreads - 1) / kThreads, 1, 65535u * 8u));
-  rope_kv_write_f32_kernel<<<blocks, kThreads, 0, stream>>>(q, k, v, positions, slots, rows, n_heads, n_kv_heads,
-                                                            head_dim, inv_freq, style == RopeStyle::kHalf, k_cache,
-                                                            v_cache);
-  INFERLAB_CUDA_CHECK_LAUNCH("rope_kv_write_f32");
+  rope_kv_write_kernel<T><<<blocks, kThreads, 0, stream>>>(q, k, v, positions, slots, rows, n_heads, n_kv_heads,
+                                                           head_dim, inv_freq, style == RopeStyle::kHalf, k_cache,
+                                                           v_cache);
+  INFERLAB_CUDA_CHECK_LAUNCH("rope_kv_write");
+}
+
+}  // namespace
+
+void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
+                       int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                       float* k_cache, float* v_cache, CUstream_st* stream) {
+  if (rows <= 0 || head_dim < 2) return;
+  launch_rope_kv_write(q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style, k_cache,
+                       v_cache, stream);
+}
+
+void rope_kv_write_half(KvDtype dtype, float* q, float* k, const float* v, const int* positions, const int* slots,
+                        int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                        void* k_cache, void* v_cache, CUstream_st* stream) {
+  check(kv_dtype_half(dtype),
+        std::string("cuda rope_kv_write_half: dtype ") + kv_dtype_name(dtype) + " (allowed: f16, bf16)");
+  if (rows <= 0 || head_dim < 2) return;
+  if (dtype == KvDtype::kF16)
+    launch_rope_kv_write(q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style,
+                         static_cast<__half*>(k_cache), static_cast<__half*>(v_cache), stream);
+  else
+    launch_rope_kv_write(q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style,
+                         static_cast<__nv_bfloat16*>(k_cache), static_cast<__nv_bfloat16*>(v_cache), stream);
 }
 
 void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows, int width,

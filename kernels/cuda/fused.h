@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 
+#include "inferlab/paged_kv.h"
 #include "inferlab/rope_style.h"
 
 struct CUstream_st;
@@ -28,6 +29,12 @@ void residual_rmsnorm(float* x, const float* y, const float* w, float* out, std:
 void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
                        int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
                        float* k_cache, float* v_cache, CUstream_st* stream);
+
+// The same with f16 / bf16 caches (dtype kF16 or kBf16, else Error): the rotated k and v stored
+// rounded to nearest even, as kv_write_half stores them (bit for bit rope, then kv_write_half).
+void rope_kv_write_half(KvDtype dtype, float* q, float* k, const float* v, const int* positions, const int* slots,
+                        int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                        void* k_cache, void* v_cache, CUstream_st* stream);
 
 // gate [rows, width] = silu(gate) * up, each row then quantised per 32-block into act_q
 // [rows, width], act_scale [rows, ceil(width / 32)]. One block of 256 threads per row.

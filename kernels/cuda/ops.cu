@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/check.h"
+#include "kernels/cuda/kv_values.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/ops_rows.cuh"
 
@@ -56,16 +57,17 @@ __global__ void rope_kernel(float* __restrict__ q, float* __restrict__ k, const 
     row_ops::rope_pair(q, k, positions, q_pairs, n_heads, n_kv_heads, head_dim, inv_freq, half_style, i);
 }
 
-__global__ void kv_write_f32_kernel(float* __restrict__ k_cache, float* __restrict__ v_cache,
-                                    const float* __restrict__ k, const float* __restrict__ v,
-                                    const int* __restrict__ slots, int rows, int kv_dim) {
+// T = float (f32 cache), __half (f16) or __nv_bfloat16 (bf16).
+template <class T>
+__global__ void kv_write_kernel(T* __restrict__ k_cache, T* __restrict__ v_cache, const float* __restrict__ k,
+                                const float* __restrict__ v, const int* __restrict__ slots, int rows, int kv_dim) {
   const std::size_t n = static_cast<std::size_t>(rows) * kv_dim;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const std::size_t r = i / kv_dim, c = i % kv_dim;
     const std::size_t dst = static_cast<std::size_t>(slots[r]) * kv_dim + c;
-    k_cache[dst] = k[i];
-    v_cache[dst] = v[i];
+    k_cache[dst] = detail::to_kv_value<T>(k[i]);
+    v_cache[dst] = detail::to_kv_value<T>(v[i]);
   }
 }
 
@@ -155,9 +157,24 @@ void rope(float* q, float* k, const int* positions, int rows, int n_heads, int n
 void kv_write_f32(float* k_cache, float* v_cache, const float* k, const float* v, const int* slots, int rows,
                   int kv_dim, Stream stream) {
   if (rows <= 0 || kv_dim <= 0) return;
-  kv_write_f32_kernel<<<blocks_for(static_cast<std::size_t>(rows) * kv_dim), kThreads, 0, stream>>>(
+  kv_write_kernel<float><<<blocks_for(static_cast<std::size_t>(rows) * kv_dim), kThreads, 0, stream>>>(
       k_cache, v_cache, k, v, slots, rows, kv_dim);
   INFERLAB_CUDA_CHECK_LAUNCH("kv_write_f32");
+}
+
+void kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v, const int* slots,
+                   int rows, int kv_dim, Stream stream) {
+  check(kv_dtype_half(dtype), std::string("cuda kv_write_half: dtype ") + kv_dtype_name(dtype) + " (allowed: f16, bf16)");
+  if (rows <= 0 || kv_dim <= 0) return;
+  const unsigned int blocks = blocks_for(static_cast<std::size_t>(rows) * kv_dim);
+  if (dtype == KvDtype::kF16)
+    kv_write_kernel<__half><<<blocks, kThreads, 0, stream>>>(static_cast<__half*>(k_cache), static_cast<__half*>(v_cache),
+                                                             k, v, slots, rows, kv_dim);
+  else
+    kv_write_kernel<__nv_bfloat16><<<blocks, kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(k_cache),
+                                                                    static_cast<__nv_bfloat16*>(v_cache), k, v, slots,
+                                                                    rows, kv_dim);
+  INFERLAB_CUDA_CHECK_LAUNCH("kv_write_half");
 }
 
 void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale, const float* k,

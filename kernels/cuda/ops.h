@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "inferlab/paged_kv.h"
 #include "inferlab/rope_style.h"
 
 struct CUstream_st;
@@ -25,6 +26,11 @@ void rope(float* q, float* k, const int* positions, int rows, int n_heads, int n
 // cache[slots[r], :] = src[r, :] for K and V rows of kv_dim floats.
 void kv_write_f32(float* k_cache, float* v_cache, const float* k, const float* v, const int* slots, int rows,
                   int kv_dim, Stream stream);
+// f16 / bf16 KV rows (contract: Device::kv_write_half; dtype kF16 or kBf16, else Error):
+// cache[slots[r], :] = src[r, :] rounded to nearest even, caches [slots, kv_dim] of 2-byte values.
+// One thread per value, as kv_write_f32.
+void kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v, const int* slots,
+                   int rows, int kv_dim, Stream stream);
 // int8 KV rows (contract: Device::kv_write_int8); one warp per (row, head), K and V.
 void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale, const float* k,
                    const float* v, const int* slots, int rows, int n_kv_heads, int head_dim, Stream stream);

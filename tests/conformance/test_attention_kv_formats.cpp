@@ -1,13 +1,16 @@
 // Attention × KV format conformance: every registered attention plugin that declares a
-// quantized KV dtype, on the CPU, reads every KV format (int8, int4, keys-only, values-only) of
-// an awkward paged problem. Two checks per format:
+// KV dtype besides f32 reads every KV format it declares (f16, bf16, int8, int4, keys-only,
+// values-only) of an awkward paged problem: on the CPU all of them, on CUDA those its CUDA
+// implementation declares and the CUDA KV storage holds (f16, bf16, int8 per token-head), the
+// codes uploaded. Two checks per format:
 //   1. against kernels/ref on the dequantized K/V (what the format stores) within the f32
 //      tolerance: the plugin dequantizes with the shared routine and nothing else changes;
 //   2. against kernels/ref on the original f32 K/V within a bound derived from the format's
 //      worst element error (kv_row_error_bound): with δ = scale · max‖q‖₁ · max|ΔK| the scores
 //      move by at most δ, so the softmax weights by at most e^{2δ} − 1 in L1, and the output by
 //      at most max|ΔV| + (e^{2δ} − 1) · max|V|.
-// Slots no sequence may read keep NaN params, so reading one still fails the NaN check.
+// Slots no sequence may read keep NaN params (f16 / bf16: NaN codes), so reading one still fails
+// the NaN check.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -19,6 +22,7 @@
 #include "attention_fixtures.h"
 #include "kernels/ref/attention.h"
 #include "inferlab/kv/kv_format.h"
+#include "inferlab/kv/kv_storage.h"
 #include "plugin_cases.h"
 
 namespace inferlab::testing {
@@ -52,6 +56,8 @@ QuantizedSide quantize_side(KvDtype dtype, int g, const float* x, std::size_t ro
       std::fill(s.params.begin() + static_cast<std::ptrdiff_t>(r * pf), s.params.begin() + static_cast<std::ptrdiff_t>((r + 1) * pf),
                 std::numeric_limits<float>::quiet_NaN());
       std::fill(deq, deq + d, std::numeric_limits<float>::quiet_NaN());
+      // f16 / bf16 have no params to poison: their codes carry the NaN.
+      if (kv_dtype_half(dtype)) kv_quantize_row(dtype, g, row, d, s.codes.data() + r * cb, nullptr);
       continue;
     }
     kv_quantize_row(dtype, g, row, d, s.codes.data() + r * cb, s.params.data() + r * pf);
@@ -62,25 +68,87 @@ QuantizedSide quantize_side(KvDtype dtype, int g, const float* x, std::size_t ro
   return s;
 }
 
+// Device memory holding a copy of host bytes (at least one byte).
+template <class T>
+Buffer upload_bytes(Device& device, const std::vector<T>& host) {
+  Buffer b(device, std::max<std::size_t>(host.size() * sizeof(T), 1));
+  if (!host.empty()) device.copy_to_device(b.data(), host.data(), host.size() * sizeof(T));
+  return b;
+}
+
+// attention.forward on `device`: directly on the CPU; elsewhere with the batch arrays, q, the
+// K/V codes and params of `kv` (host memory, codes `k_bytes` / `v_bytes` long, params
+// `k_params` / `v_params` floats) uploaded, and `out` copied back.
+void forward_on(Device& device, Attention& attention, const AttentionProblem& problem, const KvLayerView& kv,
+                std::size_t k_bytes, std::size_t v_bytes, std::size_t k_params, std::size_t v_params,
+                std::vector<float>& out) {
+  const AttentionBatch hb = problem.batch();
+  if (device.kind() == DeviceKind::kCpu) {
+    attention.forward(hb, kv, problem.q(), out.data(), device);
+    return;
+  }
+  const auto bytes = [](const void* p, std::size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    return std::vector<unsigned char>(c, c + n);
+  };
+  const auto floats = [](const float* p, std::size_t n) { return p ? std::vector<float>(p, p + n) : std::vector<float>(); };
+  Buffer qs = upload_bytes(device, std::vector<int>(hb.query_start.begin(), hb.query_start.end())),
+         cl = upload_bytes(device, std::vector<int>(hb.context_len.begin(), hb.context_len.end())),
+         bt = upload_bytes(device, std::vector<int>(hb.block_table.begin(), hb.block_table.end()));
+  Buffer k = upload_bytes(device, bytes(kv.k, k_bytes)), v = upload_bytes(device, bytes(kv.v, v_bytes));
+  Buffer kp = upload_bytes(device, floats(kv.k_params, k_params)), vp = upload_bytes(device, floats(kv.v_params, v_params));
+  Buffer q = upload_bytes(device, std::vector<float>(problem.q(), problem.q() + problem.out_size()));
+  Buffer o = upload_bytes(device, out);
+  AttentionBatch db = hb;
+  db.query_start = {qs.as<const int>(), hb.query_start.size()};
+  db.context_len = {cl.as<const int>(), hb.context_len.size()};
+  db.block_table = {bt.as<const int>(), hb.block_table.size()};
+  KvLayerView dkv = kv;
+  dkv.k = k.data();
+  dkv.v = v.data();
+  dkv.k_params = kv.k_params ? kp.as<const float>() : nullptr;
+  dkv.v_params = kv.v_params ? vp.as<const float>() : nullptr;
+  attention.forward(db, dkv, q.as<const float>(), o.as<float>(), device);
+  device.synchronize();
+  device.copy_to_host(out.data(), o.data(), out.size() * sizeof(float));
+}
+
 class AttentionKvFormats : public ::testing::TestWithParam<PluginCase> {};
 
+// On the CPU every format the plugin declares; on another device those its implementation there
+// declares (DeviceImpl::kv_dtypes) and that device's KV storage holds (kv_storage_problem: on
+// cuda f16, bf16 and int8 with one scale per token-head).
 TEST_P(AttentionKvFormats, EveryKvFormatMatchesTheReference) {
   const PluginCase& c = GetParam();
-  if (c.device != DeviceKind::kCpu) GTEST_SKIP() << "quantized KV is stored on the CPU only";
   const PluginDescriptor* d = &conformance_registry().find(c.kind, c.plugin);
-  const bool int8 = std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), KvDtype::kInt8) != d->kv_dtypes.end();
-  const bool int4 = std::find(d->kv_dtypes.begin(), d->kv_dtypes.end(), KvDtype::kInt4) != d->kv_dtypes.end();
-  if (!int8 && !int4) GTEST_SKIP() << c.plugin << " reads f32 KV only";
-  CpuDevice device(2);
-  auto attention = conformance_registry().create_attention(c.plugin, resolve_case(c), device);
+  const auto impl = d->devices.find(c.device);
+  const std::vector<KvDtype>& dtypes =
+      impl != d->devices.end() && !impl->second.kv_dtypes.empty() ? impl->second.kv_dtypes : d->kv_dtypes;
+  const auto reads = [&](KvDtype t) { return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end(); };
+  if (dtypes.size() <= 1 && reads(KvDtype::kF32)) GTEST_SKIP() << c.plugin << " reads f32 KV only";
+  std::string why;
+  std::unique_ptr<Device> device = open_device(c.device, why);
+  if (!device) GTEST_SKIP() << why;
+  auto attention = conformance_registry().create_attention(c.plugin, resolve_case(c), *device);
+  ModelConfig shape;  // the problem's heads, for the storage rule
+  shape.name = "conformance";
+  shape.n_heads = 8;
+  shape.n_kv_heads = 2;
+  shape.dim = 8 * 16;
+  shape.hidden_dim = 2 * shape.dim;
+  shape.n_layers = 1;
+  shape.vocab_size = 64;
 
-  for (const char* name : {"int8", "int4", "int8-keys", "int4-keys", "int8-values", "int4-values"}) {
+  int checked = 0;
+  for (const char* name : {"f16", "bf16", "int8", "int4", "int8-keys", "int4-keys", "int8-values", "int4-values"}) {
     KvFormat format;
     ASSERT_TRUE(parse_kv_dtypes(name, format));
-    if ((!int8 && (format.keys == KvDtype::kInt8 || format.values == KvDtype::kInt8)) ||
-        (!int4 && (format.keys == KvDtype::kInt4 || format.values == KvDtype::kInt4)))
-      continue;
+    if (!reads(format.keys) || !reads(format.values)) continue;
     for (int g : {8, 16}) {  // head_dim 16: two groups, one group
+      format.group_size = g;
+      if (!format.quantized() && g != 8) continue;  // f16 / bf16: nothing grouped, one pass
+      if (!kv_storage_problem(format, shape, c.device).empty()) continue;
+      ++checked;
       SCOPED_TRACE(std::string(name) + " g" + std::to_string(g));
       AttentionProblemSpec spec = problem_spec(mixed_step_shapes(), 7, {8, 2}, 900 + static_cast<std::uint64_t>(g));
       AttentionProblem problem(spec);
@@ -96,7 +164,9 @@ TEST_P(AttentionKvFormats, EveryKvFormatMatchesTheReference) {
       if (format.keys != KvDtype::kF32) quant.k = k.codes.data(), quant.k_params = k.params.data();
       if (format.values != KvDtype::kF32) quant.v = v.codes.data(), quant.v_params = v.params.data();
       std::vector<float> got(problem.out_size(), std::numeric_limits<float>::quiet_NaN());
-      attention->forward(problem.batch(), quant, problem.q(), got.data(), device);
+      const std::size_t f32_bytes = rows * static_cast<std::size_t>(f32.head_dim) * sizeof(float);
+      forward_on(*device, *attention, problem, quant, format.keys != KvDtype::kF32 ? k.codes.size() : f32_bytes,
+                 format.values != KvDtype::kF32 ? v.codes.size() : f32_bytes, k.params.size(), v.params.size(), got);
       ASSERT_EQ(count_non_finite(got), 0u) << "a poisoned slot was read or a row was not written";
 
       // 1. The reference on exactly what the format stores.
@@ -124,6 +194,7 @@ TEST_P(AttentionKvFormats, EveryKvFormatMatchesTheReference) {
       EXPECT_GT(max_diff, 0.0) << "the output did not move: the quantized K/V were not read";
     }
   }
+  EXPECT_GT(checked, 0) << "no KV format of " << c.plugin << " is stored on this device";
 }
 
 INSTANTIATE_TEST_SUITE_P(Plugins, AttentionKvFormats, ::testing::ValuesIn(default_plugin_cases(PluginKind::kAttention)),

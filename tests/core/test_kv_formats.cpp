@@ -1,8 +1,10 @@
-// KV cache formats (kv_format.h): int8 and int4 group-wise quantise/dequantise error, keys-only
+// KV cache formats (kv_format.h): f16 / bf16 rounding and storage, the storage rule per device,
+// int8 and int4 group-wise quantise/dequantise error, keys-only
 // and values-only storage, f32 layers, bytes per token and blocks at a fixed budget, the [kv]
 // configuration and its refusals, and the cost in perplexity on SmolLM2.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +16,7 @@
 #include "inferlab/experiment/experiment.h"
 #include "inferlab/experiment/experiment_toml.h"
 #include "inferlab/formats/formats.h"
+#include "inferlab/ggml_types.h"
 #include "inferlab/kv/kv_storage.h"
 #include "inferlab/model/model_config.h"
 #include "inferlab/results/quality.h"
@@ -252,27 +255,111 @@ TEST(KvFormats, ConfigurationAndRefusals) {
   EXPECT_NE(resolved_config_toml(plan).find("dtype = \"int4-keys\", group_size = 8, f32_first_layers = 0, "
                                             "f32_last_layers = 1"),
             std::string::npos);
-  // An attention plugin is refused a format it cannot read, with the reason.
-  const Params p = registry.resolve(PluginKind::kAttention, "naive", {}, "t");
+  // An attention plugin is refused a format it cannot read, with the reason (the one-pass test
+  // plugin declares f32, int8 and int4 only).
+  Registry with_onepass({testing::plugin_dir(), testing::binary_dir() + "/test_plugins/onepass"});
+  const Params p = with_onepass.resolve(PluginKind::kAttention, "onepass", {}, "t");
   KvFormat f16(KvDtype::kF16);
-  const auto reasons = registry.check_support(PluginKind::kAttention, "naive", SupportQuery{c, DeviceKind::kCpu, f16, p});
+  const auto reasons =
+      with_onepass.check_support(PluginKind::kAttention, "onepass", SupportQuery{c, DeviceKind::kCpu, f16, p});
   ASSERT_EQ(reasons.size(), 1u);
   EXPECT_NE(reasons[0].find("cannot read KV cache stored as f16"), std::string::npos) << reasons[0];
+  // f16 / bf16 take no group size (it would be parsed and ignored); f32 layers they do take.
+  testing::write_file(path, "[model]\npreset = \"stories260k\"\n[[variant]]\nname = \"q\"\n"
+                            "kv = { dtype = \"bf16\", group_size = 8 }\n");
+  try {
+    load_experiment(path, {});
+    ADD_FAILURE() << "group_size with bf16 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":5:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kv.dtype is bf16"), std::string::npos) << e.what();
+  }
+  testing::write_file(path, "[model]\npreset = \"stories260k\"\n[[variant]]\nname = \"q\"\n"
+                            "kv = { dtype = \"f16\", f32_first_layers = 1 }\n");
+  spec = load_experiment(path, {});
+  const std::string toml = resolved_config_toml(plan_experiment(spec, registry, c));
+  EXPECT_NE(toml.find("dtype = \"f16\", f32_first_layers = 1, f32_last_layers = 0"), std::string::npos) << toml;
 }
 
-// Each device stores what its KV storage holds: any format on the CPU; on CUDA f32 or int8 with
-// one scale per token-head on every layer (what kv_write_int8 writes and the CUDA attention
-// plugins read); the simulator f32. The planner asks the same rule, naming the variant's line.
+// f16 / bf16 rows: each value rounded to nearest even (bit-exact against the half conversions),
+// within kv_row_error_bound (half an ulp of the row's largest value), NaN kept, no params; and a
+// KvStorage of either format on the CPU stores exactly those codes and reads them back.
+TEST(KvFormats, HalfFormatsRoundEachValueAndStoreOnTheCpu) {
+  Rng rng(11);
+  const int d = 40;
+  std::vector<float> x(d);
+  for (int i = 0; i < d; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(rng.normal()) * (i == 3 ? 300.0f : 1.0f);
+  x[7] = 1e-6f;  // an f16 subnormal
+  for (KvDtype t : {KvDtype::kF16, KvDtype::kBf16}) {
+    SCOPED_TRACE(kv_dtype_name(t));
+    EXPECT_EQ(kv_code_bytes(t, d), 2u * d);
+    EXPECT_EQ(kv_param_floats(t, d, 8), 0u);
+    std::vector<std::uint16_t> codes(d);
+    std::vector<float> back(d);
+    kv_quantize_row(t, 8, x.data(), d, codes.data(), nullptr);
+    kv_dequantize_row(t, 8, codes.data(), nullptr, d, back.data());
+    const float bound = kv_row_error_bound(t, 8, x.data(), d);
+    float worst = 0.0f;
+    for (int i = 0; i < d; ++i) {
+      const std::size_t u = static_cast<std::size_t>(i);
+      EXPECT_EQ(codes[u], t == KvDtype::kF16 ? fp32_to_fp16(x[u]) : fp32_to_bf16(x[u])) << i;
+      worst = std::max(worst, std::fabs(back[u] - x[u]));
+    }
+    EXPECT_LE(worst, bound);
+    EXPECT_GT(worst, 0.0f);  // really rounded
+    EXPECT_GT(bound, worst * 0.25f);  // and the bound is not vacuous
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::uint16_t nan_code = 0;
+    float nan_back = 0.0f;
+    kv_quantize_row(t, 1, &nan, 1, &nan_code, nullptr);
+    kv_dequantize_row(t, 1, &nan_code, nullptr, 1, &nan_back);
+    EXPECT_TRUE(std::isnan(nan_back));
+
+    CpuDevice device(1);
+    ModelConfig c{.name = "t", .dim = 80, .hidden_dim = 8, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab_size = 4};
+    KvStorage kv(device, c, 3, 4, KvFormat(t));
+    const int slot = 9;
+    kv.write(1, x.data(), x.data(), &slot, 1);  // kv_dim 40: one row
+    const KvLayerView view = kv.layer(1);
+    EXPECT_EQ(view.k_dtype, t);
+    EXPECT_EQ(view.k_params, nullptr);
+    EXPECT_EQ(std::memcmp(static_cast<const char*>(view.v) + slot * 2 * d, codes.data(), 2 * d), 0);
+    std::vector<float> scratch(20);
+    const float* head1 = view.k_row(slot, 1, scratch.data());
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(head1[i], back[static_cast<std::size_t>(20 + i)]) << i;
+  }
+  KvFormat f;
+  EXPECT_TRUE(parse_kv_dtypes("bf16", f));
+  EXPECT_EQ(f.name(), "bf16");  // no group size: nothing is grouped
+  EXPECT_EQ(kv_bytes_per_token(smollm2_shape(), f), 2u * 30 * 192 * 2);
+}
+
+// Each device stores what its KV storage holds: any format on the CPU; on CUDA f32, f16 or bf16
+// on both sides (kv_write_half), or int8 with one scale per token-head on every layer (what
+// kv_write_int8 writes and the CUDA attention plugins read); the simulator f32. The planner asks the same rule, naming the variant's line.
 TEST(KvFormats, EachDeviceStoresItsOwnFormats) {
   const ModelConfig m = smollm2_shape();  // head_dim 64
   for (const char* d : {"int8", "int4", "int4-keys"}) EXPECT_EQ(kv_storage_problem(format(d), m, DeviceKind::kCpu), "");
   EXPECT_EQ(kv_storage_problem(format("f32", 0), m, DeviceKind::kCuda), "");
   EXPECT_EQ(kv_storage_problem(format("int8", 0), m, DeviceKind::kCuda), "");
   EXPECT_EQ(kv_storage_problem(format("int8", 64), m, DeviceKind::kCuda), "");
-  for (const KvFormat& bad : {format("int8", 32), format("int4", 0), format("int8-keys", 0), format("int8", 0, 1)}) {
+  // f16 / bf16 on both sides, layers kept in f32 or not (each layer is written and read by itself).
+  for (const char* d : {"f16", "bf16"}) {
+    EXPECT_EQ(kv_storage_problem(format(d), m, DeviceKind::kCuda), "") << d;
+    EXPECT_EQ(kv_storage_problem(format(d, 32, 1, 2), m, DeviceKind::kCuda), "") << d;
+    EXPECT_NE(kv_storage_problem(format(d), m, DeviceKind::kSim).find("(allowed there: f32)"), std::string::npos);
+  }
+  KvFormat mixed_halves = format("f16");  // no [kv] dtype names it; the rule still refuses it
+  mixed_halves.values = KvDtype::kBf16;
+  for (const KvFormat& bad :
+       {format("int8", 32), format("int4", 0), format("int8-keys", 0), format("int8", 0, 1), mixed_halves}) {
     const std::string why = kv_storage_problem(bad, m, DeviceKind::kCuda);
     EXPECT_NE(why.find("no storage on device 'cuda'"), std::string::npos) << bad.name();
+    EXPECT_NE(why.find("allowed there: f32; f16 or bf16 on both sides"), std::string::npos) << why;
     EXPECT_NE(why.find("group_size 0 or head_dim 64"), std::string::npos) << why;
+    EXPECT_NE(why.find("not stored on cuda: int4, one-sided formats, int8 in groups or beside f32 layers"),
+              std::string::npos)
+        << why;
   }
   EXPECT_NE(kv_storage_problem(format("int8", 0), m, DeviceKind::kSim).find("(allowed there: f32)"), std::string::npos);
   EXPECT_EQ(kv_storage_problem(format("f32", 0), m, DeviceKind::kSim), "");

@@ -3,6 +3,7 @@
 // unchanged: logits bit for bit, greedy tokens equal.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -11,7 +12,9 @@
 #include "inferlab/error.h"
 #include "inferlab/model/model.h"
 #include "inferlab/model/weights.h"
+#include "inferlab/plugin/registry.h"
 #include "model_fixtures.h"
+#include "test_support.h"
 #include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab {
@@ -35,9 +38,10 @@ class Int4ActQuantization final : public Quantization {
 
 // Logits of a 150-token prefill (enough rows that the elementwise ops split over the pool), then
 // 6 single-token decode steps, each appended.
-std::vector<float> run(Model& model) {
-  RefAttention attention;
-  SequenceRunner runner(model, attention);
+std::vector<float> run(Model& model, const KvFormat& format = {}, Attention* reader = nullptr) {
+  RefAttention ref;  // reads f32 KV only
+  Attention& attention = reader != nullptr ? *reader : ref;
+  SequenceRunner runner(model, attention, 16, 0, format);
   std::vector<int> prompt(150);
   for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((37 * i + 5) % 500);
   std::vector<float> all = runner.feed_all_logits(prompt);
@@ -79,6 +83,39 @@ TEST(ModelFuse, FusedForwardGivesTheUnfusedLogitsWithFewerDispatches) {
         EXPECT_LT(d2 - d1, d1 - d0) << "the fused run dispatched as often as the unfused one";
       }
     }
+}
+
+// f16 / bf16 KV: the fused RoPE + KV write (ComputeDevice::rope_kv_write_half; on the CPU rope
+// then kv_write_half) stores what the unfused path stores, and the logits really depend on the
+// format: they move from the f32-KV ones, by less than int8 per token-head moves them.
+TEST(ModelFuse, HalfKvGivesTheUnfusedLogitsFused) {
+  ModelConfig c = preset_config("stories260k");
+  const ModelWeights w = random_weights(c, 5);
+  FloatQuantization f32;
+  CpuDevice device(2);
+  Model model(w, f32, device);
+  Registry registry({testing::plugin_dir()});
+  auto naive = registry.create_attention("naive", registry.resolve(PluginKind::kAttention, "naive", {}, "t"), device);
+  const auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+    return m;
+  };
+  const std::vector<float> f32_kv = run(model, {}, naive.get());
+  KvFormat int8(KvDtype::kInt8);
+  int8.group_size = 0;
+  const double int8_moved = max_diff(run(model, int8, naive.get()), f32_kv);
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    device.set_fuse(false);
+    const std::vector<float> unfused = run(model, KvFormat(dtype), naive.get());
+    device.set_fuse(true);
+    const std::vector<float> fused = run(model, KvFormat(dtype), naive.get());
+    expect_same_bits(fused, unfused);
+    const double moved = max_diff(fused, f32_kv);
+    EXPECT_GT(moved, 0.0);
+    EXPECT_LT(moved, int8_moved);
+  }
 }
 
 // A tied classifier is the embedding: the model stores no table of its own and looks tokens up

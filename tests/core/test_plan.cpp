@@ -58,6 +58,41 @@ decoding = "early_exit"
 #endif
 }
 
+// kv.dtype f16 / bf16 on cuda: each CUDA attention plugin declares it reads them (DeviceImpl
+// kv_dtypes) and the CUDA KV storage holds them, so the plan is accepted; int4 (not stored on
+// cuda) is still refused by the storage rule, naming the variant and what is allowed.
+TEST(Plan, HalfKvFormatsAreAcceptedOnCudaByEveryCudaAttention) {
+  for (const char* attention : {"naive", "flash", "split_k"})
+    for (const char* dtype : {"f16", "bf16"}) {
+      const std::string e = plan_error("half_kv.toml", std::string(R"([model]
+preset = "stories260k"
+[device]
+kind = "cuda"
+[baseline]
+attention = ")") + attention + "\"\nkv = { dtype = \"" + dtype + "\" }\n");
+#if INFERLAB_HAVE_CUDA
+      EXPECT_EQ(e, "") << attention << " " << dtype;
+#else
+      EXPECT_NE(e.find("but this build has no CUDA ("), std::string::npos) << e;
+#endif
+    }
+  const std::string e = plan_error("int4_kv.toml", R"([model]
+preset = "stories260k"
+[device]
+kind = "cuda"
+[[variant]]
+name = "q"
+kv = { dtype = "int4", group_size = 8 }
+)");
+#if INFERLAB_HAVE_CUDA
+  EXPECT_NE(e.find("variant 'q'"), std::string::npos) << e;
+  EXPECT_NE(e.find("has no storage on device 'cuda' (allowed there: f32; f16 or bf16 on both sides"), std::string::npos)
+      << e;
+#else
+  EXPECT_NE(e.find("but this build has no CUDA ("), std::string::npos) << e;
+#endif
+}
+
 TEST(Plan, CalibratedQuantizationWithoutCalibrationIsRefusedWithTheReason) {
   for (const char* method : {"gptq", "awq"}) {
     const std::string e = plan_error(std::string(method) + ".toml", std::string(R"([model]

@@ -127,10 +127,14 @@ TEST(StepGraph, CacheDropsGraphsWhenDeviceMemoryWasFreed) {
   EXPECT_EQ(cache.plan(key(1), 5), Action::kWarm);
 }
 
+// ... and of a pool of another KV format at the same address (its captured KV writes and
+// attention kernels are another dtype's).
 TEST(StepGraph, CacheDropsGraphsOfAnotherModelPoolAttentionOrFuse) {
   Counts c;
   const GraphKey owners[] = {key(1, &kv_b), key(1, &kv_a, &model_b), key(1, &kv_a, &model_a, true),
-                             GraphKey{&model_a, &kv_a, &kv_b /* another attention */, false, 1, 4}};
+                             GraphKey{&model_a, &kv_a, &kv_b /* another attention */, false, 1, 4},
+                             GraphKey{&model_a, &kv_a, &attention_a, false, 1, 4, KvFormat(KvDtype::kF16)},
+                             GraphKey{&model_a, &kv_a, &attention_a, false, 1, 4, KvFormat(KvDtype::kBf16)}};
   for (const GraphKey& other : owners) {
     GraphCache cache;
     const int before = c.destroyed;

@@ -168,5 +168,58 @@ TEST(CudaDevice, KvStorageInt8WritesOnTheGpu) {
   EXPECT_EQ(scale, want_scale);
 }
 
+// f16 / bf16 pools on the GPU, with the first layer kept in f32: each layer is written in its own
+// dtype (kv_write_half: the host rounding bit for bit; kv_write_f32), views say which, and a
+// copy on write moves the 2-byte codes.
+TEST(CudaDevice, KvStorageHalfWritesOnTheGpuBesideAnF32Layer) {
+  INFERLAB_REQUIRE_CUDA();
+  auto dev = make_device(DeviceKind::kCuda, 0);
+  ModelConfig c;
+  c.name = "t";
+  c.dim = 64;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.n_layers = 2;
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    KvFormat format(dtype);
+    format.f32_first_layers = 1;
+    KvStorage kv(*dev, c, 8, 4, format);
+    EXPECT_EQ(kv.bytes(), 32u * 32 * (2 * 4 + 2 * 2));  // slots x kv_dim x (f32 layer + half layer)
+    const int rows = 3, kvd = c.kv_dim();
+    std::vector<float> k(static_cast<std::size_t>(rows) * kvd), v(k.size());
+    Rng rng(6);
+    for (float& x : k) x = static_cast<float>(rng.normal());
+    for (float& x : v) x = static_cast<float>(rng.normal());
+    const std::vector<int> slots = {31, 0, 17};
+    Buffer dk = upload(*dev, k), dv = upload(*dev, v), ds = upload(*dev, slots);
+    for (int l = 0; l < 2; ++l) kv.write(l, dk.as<float>(), dv.as<float>(), ds.as<int>(), rows);
+    EXPECT_EQ(kv.layer(0).k_dtype, KvDtype::kF32);
+    const KvLayerView view = kv.layer(1);
+    EXPECT_EQ(view.k_dtype, dtype);
+    EXPECT_EQ(view.v_dtype, dtype);
+    EXPECT_EQ(view.k_params, nullptr);
+    std::vector<std::uint16_t> codes(static_cast<std::size_t>(kv.slots()) * kvd);
+    dev->copy_to_host(codes.data(), view.k, codes.size() * 2);
+    std::vector<std::uint16_t> want(static_cast<std::size_t>(kvd));
+    for (int r = 0; r < rows; ++r) {
+      kv_quantize_row(dtype, kvd, k.data() + static_cast<std::size_t>(r) * kvd, kvd, want.data(), nullptr);
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), codes.begin() + static_cast<std::ptrdiff_t>(slots[r]) * kvd)) << r;
+    }
+    std::vector<float> f32(static_cast<std::size_t>(kvd));
+    dev->copy_to_host(f32.data(), kv.layer(0).v_at(17, 0), f32.size() * 4);
+    EXPECT_TRUE(std::equal(f32.begin(), f32.end(), v.begin() + 2 * kvd));  // row 2 went to slot 17
+    const BlockCopy copy{0, 5};  // slot 0 (row 1) -> slot 20
+    kv.copy_blocks({&copy, 1});
+    dev->copy_to_host(codes.data(), view.k, codes.size() * 2);
+    EXPECT_TRUE(std::equal(codes.begin(), codes.begin() + kvd, codes.begin() + 20 * kvd));
+    KvDtype got = KvDtype::kF32;
+    void *hk = nullptr, *hv = nullptr;
+    EXPECT_TRUE(kv.half_layer(1, got, hk, hv));
+    EXPECT_EQ(got, dtype);
+    EXPECT_FALSE(kv.half_layer(0, got, hk, hv));  // the f32 layer
+  }
+}
+
 }  // namespace
 }  // namespace inferlab

@@ -136,6 +136,45 @@ TEST(CudaFused, RopeKvWriteEqualsRopeThenKvWriteBitForBit) {
     }
 }
 
+// The same for f16 / bf16 caches: rope_kv_write_half stores exactly what rope then
+// kv_write_half store (and rotates q and k the same).
+TEST(CudaFused, RopeKvWriteHalfEqualsRopeThenKvWriteHalfBitForBit) {
+  INFERLAB_REQUIRE_CUDA();
+  auto dev = make_device(DeviceKind::kCuda, 0);
+  CudaDevice& cuda = cuda_device(*dev, "cuda fused test");
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16})
+    for (int rows : {1, 3, 129}) {
+      const int n_heads = 32, n_kv = 4, hd = 64, n_slots = 400;
+      const std::string what = std::to_string(rows) + " rows, " + kv_dtype_name(dtype);
+      std::vector<float> inv(hd / 2);
+      for (int j = 0; j < hd / 2; ++j) inv[j] = 1.0f / std::pow(10000.0f, static_cast<float>(2 * j) / static_cast<float>(hd));
+      const std::size_t qn = static_cast<std::size_t>(rows) * n_heads * hd, kn = static_cast<std::size_t>(rows) * n_kv * hd;
+      const std::size_t cn = static_cast<std::size_t>(n_slots) * n_kv * hd;
+      const auto q = normal(qn, 16), k = normal(kn, 17), v = normal(kn, 18);
+      std::vector<int> pos(rows), slots(rows);
+      for (int r = 0; r < rows; ++r) {
+        pos[r] = 700 + 3 * r;
+        slots[r] = (r * 7 + 5) % n_slots;
+      }
+      Buffer dv = upload(cuda, v), dpos = upload(cuda, pos), dslots = upload(cuda, slots), dinv = upload(cuda, inv);
+      const std::vector<std::uint16_t> empty(cn, 0x7777);
+      Buffer uq = upload(cuda, q), uk = upload(cuda, k), ukc = upload(cuda, empty), uvc = upload(cuda, empty);
+      cuda.rope(uq.as<float>(), uk.as<float>(), dpos.as<int>(), rows, n_heads, n_kv, hd, dinv.as<float>(),
+                RopeStyle::kHalf);
+      cuda.kv_write_half(dtype, ukc.data(), uvc.data(), uk.as<float>(), dv.as<float>(), dslots.as<int>(), rows,
+                         n_kv * hd);
+      Buffer fq = upload(cuda, q), fk = upload(cuda, k), fkc = upload(cuda, empty), fvc = upload(cuda, empty);
+      cuda.rope_kv_write_half(dtype, fq.as<float>(), fk.as<float>(), dv.as<float>(), dpos.as<int>(), dslots.as<int>(),
+                              rows, n_heads, n_kv, hd, dinv.as<float>(), RopeStyle::kHalf, fkc.data(), fvc.data());
+      expect_same_bits(download<float>(cuda, fq, qn), download<float>(cuda, uq, qn), "q " + what);
+      expect_same_bits(download<std::uint16_t>(cuda, fkc, cn), download<std::uint16_t>(cuda, ukc, cn), "k cache " + what);
+      expect_same_bits(download<std::uint16_t>(cuda, fvc, cn), download<std::uint16_t>(cuda, uvc, cn), "v cache " + what);
+      std::size_t written = 0;  // the caches really took the rows
+      for (std::uint16_t b : download<std::uint16_t>(cuda, fkc, cn)) written += b != 0x7777;
+      EXPECT_GT(written, static_cast<std::size_t>(rows) * n_kv * hd / 2) << what;
+    }
+}
+
 // argmax and the sampled draw exactly the reference's (ties to the lower index, NaN rules; the
 // chunked draw of kernels/ref/token_choice.h, bit for bit), for every row and every draw.
 TEST(CudaFused, TokenChoiceMatchesTheReference) {
@@ -173,8 +212,8 @@ TEST(CudaFused, TokenChoiceMatchesTheReference) {
 #endif  // INFERLAB_HAVE_CUDA
 
 // A 150-token prefill then 6 decode steps; every row's logits.
-std::vector<float> run(Model& model, Attention& attention) {
-  testing::SequenceRunner runner(model, attention);
+std::vector<float> run(Model& model, Attention& attention, const KvFormat& format = {}) {
+  testing::SequenceRunner runner(model, attention, 16, 0, format);
   std::vector<int> prompt(150);
   for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((37 * i + 5) % 500);
   std::vector<float> all = runner.feed_all_logits(prompt);
@@ -206,6 +245,18 @@ TEST(CudaFused, ModelLogitsAreBitIdenticalFusedOrNot) {
     const std::vector<float> unfused = run(model, *attention);
     compute_device(*dev, "test").set_fuse(true);
     const std::vector<float> fused = run(model, *attention);
+    compute_device(*dev, "test").set_fuse(false);
+    expect_same_bits(fused, unfused, "logits");
+  }
+  // f16 / bf16 KV: the fused RoPE + KV write (rope_kv_write_half) against rope then kv_write_half.
+  auto quant = registry.create_quantization("none", registry.resolve(PluginKind::kQuantization, "none", {}, "test"), *dev);
+  Model model(w, *quant, *dev);
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
+    SCOPED_TRACE(kv_dtype_name(dtype));
+    compute_device(*dev, "test").set_fuse(false);
+    const std::vector<float> unfused = run(model, *attention, KvFormat(dtype));
+    compute_device(*dev, "test").set_fuse(true);
+    const std::vector<float> fused = run(model, *attention, KvFormat(dtype));
     compute_device(*dev, "test").set_fuse(false);
     expect_same_bits(fused, unfused, "logits");
   }

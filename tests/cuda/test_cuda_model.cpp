@@ -142,5 +142,53 @@ TEST(CudaModel, Smollm2ShapedRandomWeightsKlAgainstCpuBelow1e4) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// f16 / bf16 KV on the GPU (written by kv_write_half, read natively by each CUDA attention)
+// against the same format on the CPU (kv_quantize_row, the CPU naive plugin reading the widened
+// values through k_row / v_row): next-token KL < 1e-4 at SmolLM2's shapes, as f32 KV. Each attention's logits also
+// stay within KL 1e-3 of the f32-KV GPU run (the format's own cost, small at 4 layers).
+TEST(CudaModel, HalfKvCacheKlAgainstCpuBelow1e4ForEveryCudaAttention) {
+  INFERLAB_REQUIRE_CUDA();
+  Registry registry(Registry::default_search_path());
+  auto gpu = make_device(DeviceKind::kCuda, 0);
+  ModelSpec spec;
+  spec.preset = "smollm2-135m";
+  spec.n_layers = 4;
+  spec.seed = 7;
+  const ModelWeights weights = load_experiment_model(spec).weights;
+  const int vocab = weights.config.vocab_size;
+  std::vector<int> prompt(40);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7919 + 13) % static_cast<std::size_t>(vocab));
+  CpuDevice cpu(2);
+  testing::FloatQuantization cpu_quant;
+  Model cpu_model(weights, cpu_quant, cpu);
+  auto cpu_attention = registry.create_attention("naive", registry.resolve(PluginKind::kAttention, "naive", {}, "test"), cpu);
+  const auto gpu_quant = testing::none_quantization(*gpu);
+  Model gpu_model(weights, *gpu_quant, *gpu);
+  for (const char* name : {"naive", "flash", "split_k"}) {
+    auto attention = registry.create_attention(name, registry.resolve(PluginKind::kAttention, name, {}, "test"), *gpu);
+    testing::SequenceRunner f32_run(gpu_model, *attention, 16, 8);
+    std::vector<float> f32_logits = f32_run.feed_all_logits(prompt);
+    for (int t : {5, 99}) {  // two decode steps after the prefill
+      const std::vector<float>& l = f32_run.feed({t});
+      f32_logits.insert(f32_logits.end(), l.begin(), l.end());
+    }
+    for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
+      SCOPED_TRACE(std::string(name) + ", " + kv_dtype_name(dtype) + " KV");
+      testing::SequenceRunner cpu_run(cpu_model, *cpu_attention, 16, 8, KvFormat(dtype));
+      testing::SequenceRunner gpu_run(gpu_model, *attention, 16, 8, KvFormat(dtype));
+      std::vector<float> p = cpu_run.feed_all_logits(prompt), q = gpu_run.feed_all_logits(prompt);
+      for (int t : {5, 99}) {
+        const std::vector<float>& lp = cpu_run.feed({t});
+        p.insert(p.end(), lp.begin(), lp.end());
+        const std::vector<float>& lq = gpu_run.feed({t});
+        q.insert(q.end(), lq.begin(), lq.end());
+      }
+      ASSERT_EQ(p.size(), q.size());
+      EXPECT_LT(max_next_token_kl(p, q, vocab), 1e-4);
+      EXPECT_LT(max_next_token_kl(f32_logits, q, vocab), 1e-3);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace inferlab

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cuda_fixtures.h"
@@ -134,6 +136,38 @@ TEST(CudaOps, KvWriteF32AndInt8) {
     EXPECT_EQ(download<signed char>(*dev, vcodes, want_v.size()), want_v);
     EXPECT_EQ(download<float>(*dev, vscale, want_vs.size()), want_vs);
   }
+}
+
+// f16 / bf16 KV rows: every stored value bit for bit what the CPU device (kv_quantize_row's
+// round to nearest even) stores, overflow to inf and f16 subnormals included; slots not
+// written keep their old bits.
+TEST(CudaOps, KvWriteHalfMatchesTheHostRoundingBitForBit) {
+  INFERLAB_REQUIRE_CUDA();
+  auto dev = make_device(DeviceKind::kCuda, 0);
+  CpuDevice cpu(1);
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16})
+    for (int rows : kRows) {
+      SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + ", rows " + std::to_string(rows));
+      const int kvd = 3 * 40, n_slots = 300;
+      auto k = normal(static_cast<std::size_t>(rows) * kvd, 16, 3.0), v = normal(static_cast<std::size_t>(rows) * kvd, 17);
+      k[0] = 1e5f;    // beyond f16: inf (bf16 keeps it)
+      k[1] = -3e-7f;  // an f16 subnormal
+      k[2] = 0.1f + 0x1p-14f;  // not representable in either: rounds
+      std::vector<int> slots(rows);
+      for (int r = 0; r < rows; ++r) slots[r] = (r * 131 + 5) % n_slots;
+      const std::vector<std::uint16_t> old(static_cast<std::size_t>(n_slots) * kvd, 0xabcd);
+      std::vector<std::uint16_t> want_k = old, want_v = old;
+      cpu.kv_write_half(dtype, want_k.data(), want_v.data(), k.data(), v.data(), slots.data(), rows, kvd);
+      Buffer dk = upload(*dev, k), dv = upload(*dev, v), ds = upload(*dev, slots);
+      Buffer dkc = upload(*dev, old), dvc = upload(*dev, old);
+      compute_device(*dev, "cuda ops test")
+          .kv_write_half(dtype, dkc.data(), dvc.data(), dk.as<float>(), dv.as<float>(), ds.as<int>(), rows, kvd);
+      EXPECT_EQ(download<std::uint16_t>(*dev, dkc, old.size()), want_k);
+      EXPECT_EQ(download<std::uint16_t>(*dev, dvc, old.size()), want_v);
+    }
+  EXPECT_THROW(compute_device(*dev, "cuda ops test").kv_write_half(KvDtype::kInt8, nullptr, nullptr, nullptr, nullptr,
+                                                                     nullptr, 1, 8),
+               Error);
 }
 
 TEST(CudaOps, AddSwigluAddBias) {

@@ -59,15 +59,16 @@ void row(const std::string& op, const std::string& shape, double bytes, const Ti
               t.max_s * 1e6, bytes / t.median_s / 1e9);
 }
 
-// One decode problem: `seqs` sequences x 1 row at context 4096, f32 KV, through each variant
-// (plugin name, its parameters, the row's label).
+// One decode problem: `seqs` sequences x 1 row at context 4096, K/V stored as `dtype` (f32, or
+// f16 / bf16: the bytes moved halve), through each variant (plugin name, its parameters, the
+// row's label).
 struct AttentionVariant {
   std::string plugin;
   std::map<std::string, ParamValue> params;
   std::string label;
 };
 void attention_rows(const Registry& registry, Device& device, int seqs, int n_heads, int n_kv_heads, int head_dim,
-                    const std::vector<AttentionVariant>& variants) {
+                    const std::vector<AttentionVariant>& variants, KvDtype dtype = KvDtype::kF32) {
   AttentionProblemSpec spec;
   spec.seqs.assign(static_cast<std::size_t>(seqs), {4096, 1});
   spec.n_heads = n_heads;
@@ -79,8 +80,18 @@ void attention_rows(const Registry& registry, Device& device, int seqs, int n_he
   const AttentionBatch hb = problem.batch();
   KvLayerView kv = problem.kv();
   const std::size_t floats = static_cast<std::size_t>(kv.num_blocks) * kv.block_size * kv.n_kv_heads * kv.head_dim;
-  Buffer k = to_device(device, std::vector<float>(static_cast<const float*>(kv.k), static_cast<const float*>(kv.k) + floats));
-  Buffer v = to_device(device, std::vector<float>(static_cast<const float*>(kv.v), static_cast<const float*>(kv.v) + floats));
+  Buffer k, v;
+  if (kv_dtype_half(dtype)) {  // the 2-byte codes KvStorage would hold (rounded as kv_write_half)
+    std::vector<std::uint16_t> hk(floats), hv(floats);
+    kv_quantize_row(dtype, 1, static_cast<const float*>(kv.k), static_cast<int>(floats), hk.data(), nullptr);
+    kv_quantize_row(dtype, 1, static_cast<const float*>(kv.v), static_cast<int>(floats), hv.data(), nullptr);
+    k = to_device(device, hk);
+    v = to_device(device, hv);
+    kv.k_dtype = kv.v_dtype = dtype;
+  } else {
+    k = to_device(device, std::vector<float>(static_cast<const float*>(kv.k), static_cast<const float*>(kv.k) + floats));
+    v = to_device(device, std::vector<float>(static_cast<const float*>(kv.v), static_cast<const float*>(kv.v) + floats));
+  }
   kv.k = k.data();
   kv.v = v.data();
   const std::vector<int> qs(hb.query_start.begin(), hb.query_start.end()),
@@ -95,9 +106,10 @@ void attention_rows(const Registry& registry, Device& device, int seqs, int n_he
   db.host_block_table = bt;
   Buffer q = to_device(device, std::vector<float>(problem.q(), problem.q() + problem.out_size()));
   Buffer out = to_device(device, std::vector<float>(problem.out_size()));
-  const double bytes = static_cast<double>(problem.kv_floats_read()) * 4.0;  // K and V once
+  const double bytes = static_cast<double>(problem.kv_floats_read()) * (kv_dtype_half(dtype) ? 2.0 : 4.0);  // K, V once
   const std::string shape = std::to_string(seqs) + " seqs x ctx 4096, " + std::to_string(n_heads) + "/" +
-                            std::to_string(n_kv_heads) + " heads, d " + std::to_string(head_dim) + ", f32 KV";
+                            std::to_string(n_kv_heads) + " heads, d " + std::to_string(head_dim) + ", " +
+                            kv_dtype_name(dtype) + " KV";
   for (const AttentionVariant& v : variants) {
     auto attention = registry.create_attention(
         v.plugin, registry.resolve(PluginKind::kAttention, v.plugin, v.params, "roofline"), device);
@@ -284,6 +296,11 @@ int main() {
   attention_rows(registry, *device, 1, 32, 4, 64,
                  {{"flash", {}, "flash"}, {"flash", {{"decode_split", false}}, "flash decode_split=false"},
                   {"split_k", {}, "split_k"}});
+  // The same with bf16 / f16 KV read natively: half the bytes, so at bandwidth half the time.
+  attention_rows(registry, *device, 8, 32, 8, 128,
+                 {{"naive", {}, "naive"}, {"flash", {}, "flash"}, {"split_k", {}, "split_k"}}, inferlab::KvDtype::kBf16);
+  attention_rows(registry, *device, 1, 32, 4, 64, {{"flash", {}, "flash"}, {"split_k", {}, "split_k"}},
+                 inferlab::KvDtype::kF16);
   inferlab::testing::linear_rows(registry, *device);
   inferlab::testing::gguf_rows(registry, *device);
 #if INFERLAB_HAVE_CUDA

@@ -1,6 +1,6 @@
 // The CUDA attention kernels (kernels/cuda/attention_*.cu) through the three attention plugins on
-// a CudaDevice, against kernels/ref ref_paged_attention (double accumulation): f32 and int8 KV
-// (codes and per (slot, kv head) scales made here; the reference reads the same values
+// a CudaDevice, against kernels/ref ref_paged_attention (double accumulation): f32, int8, f16 and
+// bf16 KV (codes and per (slot, kv head) scales made here; the reference reads the same values
 // dequantised), rows 1 / 3 / 17, contexts 1 / 129 / 1000, block sizes 1 / 7 / 16, MHA / GQA /
 // MQA, head_dim 16 and 40 (not a multiple of a warp), the plugins' parameters at awkward values.
 // Unread slots are NaN (attention_fixtures; int8: NaN scales) and the output starts NaN.
@@ -76,6 +76,26 @@ Int8Kv quantize_kv(const float* x, std::size_t cells, int head_dim) {
   return q;
 }
 
+// A host f16 / bf16 copy of a problem's f32 K or V through kv_quantize_row (the KvStorage
+// format, rounded to nearest even; NaN cells stay NaN), and the values it stands for.
+struct HalfKv {
+  std::vector<std::uint16_t> codes;  // [slots, n_kv_heads, head_dim]
+  std::vector<float> widened;        // [slots, n_kv_heads, head_dim]
+};
+
+HalfKv half_kv(KvDtype dtype, const float* x, std::size_t cells, int head_dim) {
+  HalfKv h;
+  const std::size_t n = cells * static_cast<std::size_t>(head_dim);
+  h.codes.resize(n);
+  h.widened.resize(n);
+  for (std::size_t c = 0; c < cells; ++c) {
+    const std::size_t at = c * static_cast<std::size_t>(head_dim);
+    kv_quantize_row(dtype, head_dim, x + at, head_dim, h.codes.data() + at, nullptr);
+    kv_dequantize_row(dtype, head_dim, h.codes.data() + at, nullptr, head_dim, h.widened.data() + at);
+  }
+  return h;
+}
+
 class CudaAttention : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -83,11 +103,12 @@ class CudaAttention : public ::testing::Test {
     device_ = make_device(DeviceKind::kCuda, 1);
   }
 
-  // Runs the variant on the problem (int8 KV when int8) and returns max relative error against the
-  // reference, failing on any non-finite output.
+  // Runs the variant on the problem with K/V stored as `dtype` (f32, int8 per token-head, f16 or
+  // bf16) and returns max relative error against the reference on the values that dtype stores,
+  // failing on any non-finite output.
   // host_arrays: the batch also carries its arrays' host copies, as Model::forward passes them
   // (the plugins then plan without downloading).
-  double error_of(const Variant& variant, const AttentionProblem& problem, bool int8, bool host_arrays = false) {
+  double error_of(const Variant& variant, const AttentionProblem& problem, KvDtype dtype, bool host_arrays = false) {
     const Params params = registry_.resolve(PluginKind::kAttention, variant.plugin, variant.params, "test");
     auto attention = registry_.create_attention(variant.plugin, params, *device_);
     const AttentionBatch hb = problem.batch();
@@ -98,7 +119,14 @@ class CudaAttention : public ::testing::Test {
     std::vector<float> ref_k(static_cast<const float*>(kv.k), static_cast<const float*>(kv.k) + floats);
     std::vector<float> ref_v(static_cast<const float*>(kv.v), static_cast<const float*>(kv.v) + floats);
     Buffer k, v, ks, vs;
-    if (int8) {
+    if (kv_dtype_half(dtype)) {
+      HalfKv hk = half_kv(dtype, ref_k.data(), cells, kv.head_dim), hv = half_kv(dtype, ref_v.data(), cells, kv.head_dim);
+      k = to_device(*device_, hk.codes);
+      v = to_device(*device_, hv.codes);
+      ref_k = std::move(hk.widened);
+      ref_v = std::move(hv.widened);
+      kv.k_dtype = kv.v_dtype = dtype;
+    } else if (dtype == KvDtype::kInt8) {
       Int8Kv qk = quantize_kv(ref_k.data(), cells, kv.head_dim), qv = quantize_kv(ref_v.data(), cells, kv.head_dim);
       k = to_device(*device_, qk.codes);
       v = to_device(*device_, qv.codes);
@@ -157,15 +185,38 @@ TEST_F(CudaAttention, EveryKernelMatchesTheReferenceOnAwkwardPagedBatches) {
     for (int bs : {1, 7, 16})
       for (Heads h : kHeads)
         for (int head_dim : {16, 40})
-          for (bool int8 : {false, true}) {
+          for (KvDtype dtype : {KvDtype::kF32, KvDtype::kInt8}) {
             SCOPED_TRACE(variant.plugin + " #params " + std::to_string(variant.params.size()) + ", block_size " +
                          std::to_string(bs) + ", heads " + std::to_string(h.n_heads) + "/" +
-                         std::to_string(h.n_kv_heads) + ", head_dim " + std::to_string(head_dim) +
-                         (int8 ? ", int8 KV" : ", f32 KV"));
+                         std::to_string(h.n_kv_heads) + ", head_dim " + std::to_string(head_dim) + ", " +
+                         kv_dtype_name(dtype) + " KV");
             AttentionProblemSpec spec = problem_spec(seqs, bs, h, ++seed);
             spec.head_dim = head_dim;
             AttentionProblem problem(spec);
-            EXPECT_LT(error_of(variant, problem, int8), 1e-5);
+            EXPECT_LT(error_of(variant, problem, dtype), 1e-5);
+          }
+}
+
+// f16 / bf16 KV, read natively (2-byte loads widened to float in registers; flash two values per
+// load when head_dim is even, one at head_dim 15): every kernel and parameter set, decode rows,
+// prefill chunks and flash's decode split, against the reference on the values the format stores
+// (what kv_quantize_row / kv_write_half write) within 1e-5 relative, as f32 and int8.
+TEST_F(CudaAttention, HalfKvMatchesTheReferenceOnTheStoredValues) {
+  const std::vector<SeqShape> seqs = {{1, 1}, {129, 3}, {1000, 1}, {1000, 17}, {17, 17}, {129, 1}, {40, 0}};
+  std::uint64_t seed = 9000;
+  for (const Variant& variant : kVariants)
+    for (int bs : {1, 16})
+      for (Heads h : kHeads)
+        for (int head_dim : {16, 40, 15})
+          for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
+            SCOPED_TRACE(variant.plugin + " #params " + std::to_string(variant.params.size()) + ", block_size " +
+                         std::to_string(bs) + ", heads " + std::to_string(h.n_heads) + "/" +
+                         std::to_string(h.n_kv_heads) + ", head_dim " + std::to_string(head_dim) + ", " +
+                         kv_dtype_name(dtype) + " KV");
+            AttentionProblemSpec spec = problem_spec(seqs, bs, h, ++seed);
+            spec.head_dim = head_dim;
+            AttentionProblem problem(spec);
+            EXPECT_LT(error_of(variant, problem, dtype), 1e-5);
           }
 }
 
@@ -177,8 +228,9 @@ TEST_F(CudaAttention, LongContextDecodeAndPeakedScoresStayExact) {
     AttentionProblemSpec spec = problem_spec({{4096, 1}, {3000, 2}}, 16, {8, 2}, 7777);
     spec.q_scale = 20.0f;
     AttentionProblem problem(spec);
-    EXPECT_LT(error_of(variant, problem, false), 1e-4);
-    EXPECT_LT(error_of(variant, problem, false, /*host_arrays=*/true), 1e-4);
+    EXPECT_LT(error_of(variant, problem, KvDtype::kF32), 1e-4);
+    EXPECT_LT(error_of(variant, problem, KvDtype::kF32, /*host_arrays=*/true), 1e-4);
+    for (KvDtype half : {KvDtype::kF16, KvDtype::kBf16}) EXPECT_LT(error_of(variant, problem, half), 1e-4);
   }
 }
 

@@ -60,11 +60,12 @@ int runner_blocks(const Model& model, int block_size, int num_blocks) {
 }
 }  // namespace
 
-SequenceRunner::SequenceRunner(Model& model, Attention& attention, int block_size, int num_blocks)
+SequenceRunner::SequenceRunner(Model& model, Attention& attention, int block_size, int num_blocks,
+                               const KvFormat& format)
     : model_(model),
       attention_(attention),
       kv_(KvCacheConfig{block_size, runner_blocks(model, block_size, num_blocks), false}),
-      storage_(model.device(), model.config(), runner_blocks(model, block_size, num_blocks), block_size) {}
+      storage_(model.device(), model.config(), runner_blocks(model, block_size, num_blocks), block_size, format) {}
 
 const std::vector<float>& SequenceRunner::feed(const std::vector<int>& tokens) { return step(tokens, false); }
 

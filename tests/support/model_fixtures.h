@@ -43,7 +43,7 @@ class RefAttention final : public Attention {
 class SequenceRunner {
  public:
   SequenceRunner(Model& model, Attention& attention, int block_size = 16,
-                 int num_blocks = 0 /* 0: enough for max_seq_len */);
+                 int num_blocks = 0 /* 0: enough for max_seq_len */, const KvFormat& format = {});
   // Appends `tokens` in one step; returns the logits of its last row ([vocab]).
   const std::vector<float>& feed(const std::vector<int>& tokens);
   // As feed, but returns logits of every row ([tokens.size(), vocab]).

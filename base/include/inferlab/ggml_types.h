@@ -47,5 +47,7 @@ std::uint64_t ggml_tensor_bytes(GgmlType type, std::uint64_t n);
 float fp16_to_fp32(std::uint16_t h);
 std::uint16_t fp32_to_fp16(float f);
 float bf16_to_fp32(std::uint16_t b);
+// To bfloat16 rounding to nearest even (as __float2bfloat16_rn); NaN stays a quiet NaN.
+std::uint16_t fp32_to_bf16(float f);
 
 }  // namespace inferlab

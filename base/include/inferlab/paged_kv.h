@@ -7,6 +7,10 @@
 // Per layer and side, for `slots` = num_blocks * block_size token slots, H = n_kv_heads,
 // D = head_dim, g = group size along head_dim, G = D / g groups per token-head:
 //   f32   codes [slots, H, D] float                                       4·D bytes per token-head
+//   f16   codes [slots, H, D] IEEE binary16, rounded to nearest even       2·D bytes per token-head
+//   bf16  codes [slots, H, D] bfloat16 (the top half of an fp32), rounded to nearest even
+//                                                                          2·D bytes per token-head
+//         (no params: f16 / bf16 are a narrower float, not a quantization)
 //   int8  codes [slots, H, D] int8 (symmetric, q in [-127, 127]),
 //         params [slots, H, G] float, per group of g along D: scale = max|x| / 127, x ≈ scale·q
 //                                                                          D + 4·G bytes per token-head
@@ -27,10 +31,13 @@
 
 namespace inferlab {
 
-// How one side of one layer's K/V is stored. f16 is named (the simulator and the sizes speak
-// of it) but no storage implements it.
-enum class KvDtype { kF32, kF16, kInt8, kInt4 };
+// How one side of one layer's K/V is stored.
+enum class KvDtype { kF32, kF16, kInt8, kInt4, kBf16 };
 const char* kv_dtype_name(KvDtype dtype);
+// int8 / int4: codes with per-group params (scales); f32 / f16 / bf16 store the values themselves.
+inline bool kv_dtype_quantized(KvDtype dtype) { return dtype == KvDtype::kInt8 || dtype == KvDtype::kInt4; }
+// f16 / bf16: two bytes per value, no params.
+inline bool kv_dtype_half(KvDtype dtype) { return dtype == KvDtype::kF16 || dtype == KvDtype::kBf16; }
 // Bits per stored element (scales not included).
 int kv_dtype_bits(KvDtype dtype);
 
@@ -39,23 +46,26 @@ std::size_t kv_code_bytes(KvDtype dtype, int d);
 std::size_t kv_param_floats(KvDtype dtype, int d, int g);
 
 // One token-head: x [d] -> codes [kv_code_bytes] and params [kv_param_floats] (quantized
-// dtypes only).
+// dtypes only; f16 / bf16 round each value to nearest even, as the CUDA writers do, and take no
+// params).
 void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, float* params);
 // The inverse: out [d] = the values the codes stand for. The routine every attention plugin's
 // tile loop runs (through KvLayerView::k_row / v_row).
 void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out);
 // The largest |x - dequantize(quantize(x))| over the row for `dtype`: half a quantization step
-// of the coarsest group (0 for f32). Tests derive their tolerances from it.
+// of the coarsest group (0 for f32; for f16 / bf16 half a unit in the last place of the largest
+// |x|: max|x| · 2^-11 / 2^-8, plus f16's subnormal step 2^-25). Tests derive their tolerances from it.
 float kv_row_error_bound(KvDtype dtype, int g, const float* x, int d);
 
 // Read-only view of one layer's storage for attention kernels (device memory). Each side
-// (K, V) has its own dtype (kv_format.h has the layouts); on a CUDA device only f32 exists.
+// (K, V) has its own dtype (the layouts above); a CUDA device stores f32, f16 or bf16 (the same
+// on both sides of a layer) or int8 with one scale per token-head (kv_storage_problem).
 struct KvLayerView {
   KvDtype k_dtype = KvDtype::kF32;
   KvDtype v_dtype = KvDtype::kF32;
   const void* k = nullptr;  // codes [num_blocks * block_size, n_kv_heads, kv_code_bytes(k_dtype, head_dim)]
   const void* v = nullptr;  // codes [num_blocks * block_size, n_kv_heads, kv_code_bytes(v_dtype, head_dim)]
-  const float* k_params = nullptr;  // [num_blocks * block_size, n_kv_heads, kv_param_floats] quantized; else null
+  const float* k_params = nullptr;  // [num_blocks * block_size, n_kv_heads, kv_param_floats] int8/int4; else null
   const float* v_params = nullptr;
   int group_size = 0;  // quantized sides: head_dim values per scale (int8) or (scale, min) (int4)
   int num_blocks = 0;

@@ -349,6 +349,10 @@ void CudaDevice::kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float
                                int head_dim) {
   cuda::kv_write_int8(k_codes, v_codes, k_scale, v_scale, k, v, slots, rows, n_kv_heads, head_dim, s_->stream);
 }
+void CudaDevice::kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
+                               const int* slots, int rows, int kv_dim) {
+  cuda::kv_write_half(dtype, k_cache, v_cache, k, v, slots, rows, kv_dim, s_->stream);
+}
 void CudaDevice::add(float* x, const float* y, std::size_t n) { cuda::add(x, y, n, s_->stream); }
 void CudaDevice::swiglu(float* gate, const float* up, std::size_t n) { cuda::swiglu(gate, up, n, s_->stream); }
 void CudaDevice::add_bias(float* y, const float* b, int rows, int width) {
@@ -366,6 +370,12 @@ void CudaDevice::rope_kv_write_f32(float* q, float* k, const float* v, const int
                                    RopeStyle style, float* k_cache, float* v_cache) {
   cuda::rope_kv_write_f32(q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style, k_cache,
                           v_cache, s_->stream);
+}
+void CudaDevice::rope_kv_write_half(KvDtype dtype, float* q, float* k, const float* v, const int* positions,
+                                    const int* slots, int rows, int n_heads, int n_kv_heads, int head_dim,
+                                    const float* inv_freq, RopeStyle style, void* k_cache, void* v_cache) {
+  cuda::rope_kv_write_half(dtype, q, k, v, positions, slots, rows, n_heads, n_kv_heads, head_dim, inv_freq, style,
+                           k_cache, v_cache, s_->stream);
 }
 void CudaDevice::swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                                  int width) {

@@ -151,6 +151,12 @@ void ComputeDevice::rope_kv_write_f32(float*, float*, const float*, const int*, 
                                       const float*, RopeStyle, float*, float*) {
   no_fused_ops(*this, "rope_kv_write_f32");
 }
+void ComputeDevice::rope_kv_write_half(KvDtype dtype, float* q, float* k, const float* v, const int* positions,
+                                       const int* slots, int rows, int n_heads, int n_kv_heads, int head_dim,
+                                       const float* inv_freq, RopeStyle style, void* k_cache, void* v_cache) {
+  rope(q, k, positions, rows, n_heads, n_kv_heads, head_dim, inv_freq, style);
+  kv_write_half(dtype, k_cache, v_cache, k, v, slots, rows, n_kv_heads * head_dim);
+}
 void ComputeDevice::swiglu_quantize(float*, const float*, std::int8_t*, float*, int, int) {
   no_fused_ops(*this, "swiglu_quantize");
 }
@@ -275,6 +281,18 @@ void CpuDevice::kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float*
   // Single-threaded: a step writes only its own rows (one per token), a few KiB.
   ref::kv_write_int8(reinterpret_cast<signed char*>(k_codes), k_scale, k, slots, rows, n_kv_heads, head_dim);
   ref::kv_write_int8(reinterpret_cast<signed char*>(v_codes), v_scale, v, slots, rows, n_kv_heads, head_dim);
+}
+void CpuDevice::kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
+                              const int* slots, int rows, int kv_dim) {
+  check(kv_dtype_half(dtype), std::string("kv_write_half: dtype ") + kv_dtype_name(dtype) + " (allowed: f16, bf16)");
+  // Single-threaded, as kv_write_int8: a step writes only its own rows. A whole row at once: the
+  // conversion is per value, so the row's heads need no separate calls.
+  const std::size_t w = static_cast<std::size_t>(kv_dim);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t at = static_cast<std::size_t>(slots[r]) * w * 2;  // bytes
+    kv_quantize_row(dtype, kv_dim, k + static_cast<std::size_t>(r) * w, kv_dim, static_cast<char*>(k_cache) + at, nullptr);
+    kv_quantize_row(dtype, kv_dim, v + static_cast<std::size_t>(r) * w, kv_dim, static_cast<char*>(v_cache) + at, nullptr);
+  }
 }
 void CpuDevice::add(float* x, const float* y, std::size_t n) { cpu::add(x, y, n, pool_); }
 void CpuDevice::swiglu(float* gate, const float* up, std::size_t n) { cpu::swiglu(gate, up, n, pool_); }

@@ -81,10 +81,13 @@ void parse_kv(const Ctx& c, const toml::node& n, KvCacheConfig& kv) {
     kv.format.f32_first_layers = static_cast<int>(get_int(c, *v, "kv.f32_first_layers", 0, 1 << 16));
   if (auto v = t.get("f32_last_layers"))
     kv.format.f32_last_layers = static_cast<int>(get_int(c, *v, "kv.f32_last_layers", 0, 1 << 16));
-  for (const char* key : {"group_size", "f32_first_layers", "f32_last_layers"})
+  if (auto v = t.get("group_size"); v && !kv.format.quantized())
+    throw Error(c.at(*v) + ": kv.group_size shapes an int8/int4 KV cache but kv.dtype is " + kv.format.dtype_name() +
+                "; allowed: only with kv.dtype int8, int4, int8-keys, int4-keys, int8-values or int4-values");
+  for (const char* key : {"f32_first_layers", "f32_last_layers"})
     if (auto v = t.get(key); v && kv.format.all_f32())
-      throw Error(c.at(*v) + ": kv." + key + " shapes a quantized KV cache but kv.dtype is f32; allowed: only with " +
-                  "kv.dtype int8, int4, int8-keys, int4-keys, int8-values or int4-values");
+      throw Error(c.at(*v) + ": kv." + key + " keeps layers of a narrower KV cache in f32 but kv.dtype is f32; " +
+                  "allowed: only with kv.dtype f16, bf16, int8, int4, int8-keys, int4-keys, int8-values or int4-values");
   if (auto v = t.get("memory_mb")) kv.memory_mb = static_cast<int>(get_int(c, *v, "kv.memory_mb", 0, 1 << 24));
   if (kv.memory_mb > 0 && kv.num_blocks > 0)
     throw Error(c.at(n) + ": kv.memory_mb = " + std::to_string(kv.memory_mb) + " and kv.num_blocks = " +

@@ -141,8 +141,11 @@ std::string resolved_config_toml(const Plan& plan) {
       << ", reservation = \"" << kv_reservation_name(v.stack.kv.reservation)
       << "\", prefix_caching = " << (v.stack.kv.prefix_caching ? "true" : "false") << ", dtype = \""
       << v.stack.kv.format.dtype_name() << "\"";
-    if (!v.stack.kv.format.all_f32())  // the shape keys of a quantized cache (refused on an f32 one)
-      t << ", group_size = " << v.stack.kv.format.group_size << ", f32_first_layers = " << v.stack.kv.format.f32_first_layers
+    // The shape keys of a narrower cache (refused where they shape nothing: group_size without
+    // an int8/int4 side, the f32 layers on an f32 cache).
+    if (v.stack.kv.format.quantized()) t << ", group_size = " << v.stack.kv.format.group_size;
+    if (!v.stack.kv.format.all_f32())
+      t << ", f32_first_layers = " << v.stack.kv.format.f32_first_layers
         << ", f32_last_layers = " << v.stack.kv.format.f32_last_layers;
     t << ", memory_mb = " << v.stack.kv.memory_mb << " }\n";
   };

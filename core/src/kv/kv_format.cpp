@@ -19,7 +19,7 @@ std::string KvFormat::dtype_name() const {
 
 std::string KvFormat::name() const {
   std::string n = dtype_name();
-  if (!all_f32()) n += group_size > 0 ? " g" + std::to_string(group_size) : std::string(" per token-head");
+  if (quantized()) n += group_size > 0 ? " g" + std::to_string(group_size) : std::string(" per token-head");
   if (!all_f32() && (f32_first_layers > 0 || f32_last_layers > 0))
     n += " f32 layers " + std::to_string(f32_first_layers) + "+" + std::to_string(f32_last_layers);
   return n;
@@ -31,7 +31,8 @@ bool parse_kv_dtypes(const std::string& text, KvFormat& format) {
     KvDtype keys, values;
   };
   static const Entry kEntries[] = {
-      {"f32", KvDtype::kF32, KvDtype::kF32},         {"int8", KvDtype::kInt8, KvDtype::kInt8},
+      {"f32", KvDtype::kF32, KvDtype::kF32},         {"f16", KvDtype::kF16, KvDtype::kF16},
+      {"bf16", KvDtype::kBf16, KvDtype::kBf16},      {"int8", KvDtype::kInt8, KvDtype::kInt8},
       {"int4", KvDtype::kInt4, KvDtype::kInt4},      {"int8-keys", KvDtype::kInt8, KvDtype::kF32},
       {"int4-keys", KvDtype::kInt4, KvDtype::kF32},  {"int8-values", KvDtype::kF32, KvDtype::kInt8},
       {"int4-values", KvDtype::kF32, KvDtype::kInt4},
@@ -46,11 +47,9 @@ bool parse_kv_dtypes(const std::string& text, KvFormat& format) {
 }
 
 std::string kv_format_problem(const KvFormat& f, const ModelConfig& model) {
-  for (KvDtype d : {f.keys, f.values})
-    if (d == KvDtype::kF16) return "KV dtype f16 has no storage (allowed: f32, int8, int4)";
   const int hd = model.n_heads > 0 ? model.head_dim() : 0;
   const int g = kv_group(f, hd);
-  if (!f.all_f32() && (g < 2 || g % 2 != 0 || hd % g != 0))
+  if (f.quantized() && (g < 2 || g % 2 != 0 || hd % g != 0))
     return "KV group_size " + std::to_string(f.group_size) + " must be even and divide head_dim " + std::to_string(hd) +
            " of model '" + model.name + "' (0 = one group per token-head)";
   if (f.f32_first_layers < 0 || f.f32_last_layers < 0 || f.f32_first_layers + f.f32_last_layers > model.n_layers)

@@ -44,14 +44,17 @@ std::string kv_storage_problem(const KvFormat& format, const ModelConfig& model,
   if (kind == DeviceKind::kCpu || format.all_f32()) return "";
   const std::string prefix = "KV cache format '" + format.name() + "' has no storage on device '" + device_kind_name(kind);
   if (kind == DeviceKind::kSim) return prefix + "' (allowed there: f32)";
+  // f16 / bf16 on both sides: every layer is f32 or that dtype, each written and read per layer.
+  if (kv_dtype_half(format.keys) && format.values == format.keys) return "";
   const int head_dim = model.n_heads > 0 ? model.head_dim() : 0;
   bool int8_per_head = kv_group(format, head_dim) == head_dim;
   for (int l = 0; l < model.n_layers && int8_per_head; ++l)
     int8_per_head = format.key_dtype(l, model.n_layers) == KvDtype::kInt8 &&
                     format.value_dtype(l, model.n_layers) == KvDtype::kInt8;
   if (int8_per_head) return "";
-  return prefix + "' (allowed there: f32, or int8 on both sides of every layer with group_size 0 or head_dim " +
-         std::to_string(head_dim) + ")";
+  return prefix + "' (allowed there: f32; f16 or bf16 on both sides, f32_first_layers / f32_last_layers allowed; " +
+         "int8 on both sides of every layer with group_size 0 or head_dim " + std::to_string(head_dim) +
+         "; not stored on cuda: int4, one-sided formats, int8 in groups or beside f32 layers)";
 }
 
 KvStorage::Side KvStorage::make_side(KvDtype dtype) {
@@ -59,7 +62,7 @@ KvStorage::Side KvStorage::make_side(KvDtype dtype) {
   s.dtype = dtype;
   const std::size_t n = static_cast<std::size_t>(slots());
   s.codes = Buffer(device_, n * token_bytes(s));
-  if (dtype != KvDtype::kF32) s.params = Buffer(device_, n * token_params(s) * sizeof(float));
+  if (kv_dtype_quantized(dtype)) s.params = Buffer(device_, n * token_params(s) * sizeof(float));
   return s;
 }
 
@@ -80,8 +83,8 @@ KvLayerView KvStorage::layer(int l) const {
   view.v_dtype = v.dtype;
   view.k = k.codes.data();
   view.v = v.codes.data();
-  if (k.dtype != KvDtype::kF32) view.k_params = k.params.as<float>();
-  if (v.dtype != KvDtype::kF32) view.v_params = v.params.as<float>();
+  if (kv_dtype_quantized(k.dtype)) view.k_params = k.params.as<float>();
+  if (kv_dtype_quantized(v.dtype)) view.v_params = v.params.as<float>();
   view.group_size = kv_group(format_, head_dim_);
   view.num_blocks = num_blocks_;
   view.block_size = block_size_;
@@ -117,12 +120,27 @@ bool KvStorage::f32_layer(int layer, float*& k, float*& v) {
   return true;
 }
 
+bool KvStorage::half_layer(int layer, KvDtype& dtype, void*& k, void*& v) {
+  check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::half_layer: no layer " + std::to_string(layer) + " held");
+  Side& ks = k_[static_cast<std::size_t>(layer)];
+  Side& vs = v_[static_cast<std::size_t>(layer)];
+  if (!kv_dtype_half(ks.dtype) || vs.dtype != ks.dtype) return false;
+  dtype = ks.dtype;
+  k = ks.codes.data();
+  v = vs.codes.data();
+  return true;
+}
+
 void KvStorage::write(int layer, const float* k, const float* v, const int* slots, int rows) {
   check(layer >= 0 && layer < n_layers_ && held(layer), "KvStorage::write: no layer " + std::to_string(layer) + " held");
   Side& ks = k_[static_cast<std::size_t>(layer)];
   Side& vs = v_[static_cast<std::size_t>(layer)];
   if (ks.dtype == KvDtype::kF32 && vs.dtype == KvDtype::kF32) {
     device_.kv_write_f32(ks.codes.as<float>(), vs.codes.as<float>(), k, v, slots, rows, kv_dim_);
+    return;
+  }
+  if (kv_dtype_half(ks.dtype) && vs.dtype == ks.dtype) {
+    device_.kv_write_half(ks.dtype, ks.codes.data(), vs.codes.data(), k, v, slots, rows, kv_dim_);
     return;
   }
   if (device_.kind() != DeviceKind::kCpu) {  // int8 per token-head (the constructor checked)
@@ -161,7 +179,7 @@ void KvStorage::copy_blocks(std::span<const BlockCopy> copies) {
         auto* codes = s->codes.as<char>();
         device_.copy_on_device(codes + static_cast<std::size_t>(c.to) * span,
                                codes + static_cast<std::size_t>(c.from) * span, span);
-        if (s->dtype == KvDtype::kF32) continue;
+        if (!kv_dtype_quantized(s->dtype)) continue;
         const std::size_t pspan = bs * token_params(*s) * sizeof(float);
         auto* params = s->params.as<char>();
         device_.copy_on_device(params + static_cast<std::size_t>(c.to) * pspan,

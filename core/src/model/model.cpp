@@ -293,9 +293,14 @@ bool Model::attention_block(Pass& p, int l, KvStorage& kv, Attention& attention)
     if (layer.bk.bytes() > 0) dev.add_bias(p.k, layer.bk.as<float>(), rows, kvd);
     if (layer.bv.bytes() > 0) dev.add_bias(p.v, layer.bv.as<float>(), rows, kvd);
     float *k_cache = nullptr, *v_cache = nullptr;
+    void *k_half = nullptr, *v_half = nullptr;
+    KvDtype half = KvDtype::kF16;
     if (p.fuse && kv.f32_layer(l, k_cache, v_cache)) {
       dev.rope_kv_write_f32(p.q, p.k, p.v, p.positions, p.slots, rows, config_.n_heads, config_.n_kv_heads, hd,
                             inv_freq_.as<float>(), config_.rope_style, k_cache, v_cache);
+    } else if (p.fuse && kv.half_layer(l, half, k_half, v_half)) {
+      dev.rope_kv_write_half(half, p.q, p.k, p.v, p.positions, p.slots, rows, config_.n_heads, config_.n_kv_heads,
+                             hd, inv_freq_.as<float>(), config_.rope_style, k_half, v_half);
     } else {
       dev.rope(p.q, p.k, p.positions, rows, config_.n_heads, config_.n_kv_heads, hd, inv_freq_.as<float>(),
                config_.rope_style);

@@ -43,7 +43,7 @@ bool Model::graph_step(const StepBatch& batch, KvStorage& kv, Attention& attenti
     d_draws_ptr_ = stage_draws(choosing->draws, sbucket);
     token_scratch(sbucket);
   }
-  const GraphKey key{this, &kv, &attention, p.fuse, bucket, padded.max_blocks,
+  const GraphKey key{this,     &kv, &attention, p.fuse, bucket, padded.max_blocks, kv.format(),
                      choosing != nullptr ? choosing->choice : TokenChoice{}};
   switch (graphs_.plan(key, device_.memory_epoch())) {
     case GraphCache::Action::kReplay:

@@ -72,7 +72,7 @@ DeviceImpl flash_cuda() {
                                                         static_cast<int>(ctx.params.get_int("query_rows")),
                                                         ctx.params.get_bool("decode_split"));
           },
-          supports, {KvDtype::kF32, KvDtype::kInt8}};
+          supports, {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}};
 }
 
 }  // namespace inferlab::plugins

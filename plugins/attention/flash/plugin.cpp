@@ -31,7 +31,8 @@ inferlab::PluginDescriptor describe_flash() {
        "chunks chosen from the context length and the SM count, merged by a second kernel (FlashDecoding); "
        "false: one thread block per kv head (the ablation of that path)"},
   };
-  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
+  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kF16, inferlab::KvDtype::kBf16, inferlab::KvDtype::kInt8,
+                 inferlab::KvDtype::kInt4};
   // decode_split changes only the CUDA path: the CPU kernels refuse false rather than ignore it.
   auto cpu_supports = [](const inferlab::SupportQuery& q) {
     std::vector<std::string> reasons;

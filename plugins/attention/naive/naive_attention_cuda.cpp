@@ -33,7 +33,7 @@ void NaiveCudaAttention::forward(const AttentionBatch& batch, const KvLayerView&
 
 DeviceImpl naive_cuda() {
   return {[](const PluginContext&) { return std::make_unique<NaiveCudaAttention>(); }, {},
-          {KvDtype::kF32, KvDtype::kInt8}};
+          {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}};
 }
 
 }  // namespace inferlab::plugins

@@ -13,7 +13,8 @@ inferlab::PluginDescriptor describe_naive() {
   d.name = "naive";
   d.version = "1.0.0";
   d.summary = "Paged attention that materialises each score row, softmax, then V sum";
-  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
+  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kF16, inferlab::KvDtype::kBf16, inferlab::KvDtype::kInt8,
+                 inferlab::KvDtype::kInt4};
   d.devices = {{inferlab::DeviceKind::kCpu, [](const inferlab::PluginContext&) {
                   return std::make_unique<inferlab::plugins::NaiveAttention>();
                 }}};

@@ -29,7 +29,8 @@ inferlab::PluginDescriptor describe_split_k() {
        "a sequence with at most this many query rows is split; more rows (prefill) run tiled "
        "without splitting"},
   };
-  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
+  d.kv_dtypes = {inferlab::KvDtype::kF32, inferlab::KvDtype::kF16, inferlab::KvDtype::kBf16, inferlab::KvDtype::kInt8,
+                 inferlab::KvDtype::kInt4};
   d.devices = {{inferlab::DeviceKind::kCpu, [](const inferlab::PluginContext& ctx) {
                   return std::make_unique<SplitKAttention>(static_cast<int>(ctx.params.get_int("splits")),
                                                            static_cast<int>(ctx.params.get_int("min_split_tokens")),

@@ -58,7 +58,7 @@ DeviceImpl split_k_cuda() {
                                                          static_cast<int>(ctx.params.get_int("min_split_tokens")),
                                                          static_cast<int>(ctx.params.get_int("max_query_rows")));
           },
-          supports, {KvDtype::kF32, KvDtype::kInt8}};
+          supports, {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8}};
 }
 
 }  // namespace inferlab::plugins

@@ -60,19 +60,23 @@ PagedBatch paged_batch(const AttentionBatch& b) {
 }
 
 PagedKv paged_kv(const KvLayerView& kv, const char* who) {
-  // The CUDA kernels read f32 on both sides, or int8 on both sides with one scale per
-  // token-head (group = head_dim): the layout Device::kv_write_int8 writes.
+  // The CUDA kernels read each side as f32, f16 or bf16 (Device::kv_write_f32 / kv_write_half),
+  // or int8 on both sides with one scale per token-head (group = head_dim): the layout
+  // Device::kv_write_int8 writes.
+  const auto plain = [](KvDtype t) { return t == KvDtype::kF32 || kv_dtype_half(t); };
   const bool int8 = kv.k_dtype == KvDtype::kInt8 && kv.v_dtype == KvDtype::kInt8 &&
                     (kv.group_size == 0 || kv.group_size == kv.head_dim);
-  check(kv.all_f32() || int8, std::string(who) + ": the CUDA kernels read f32 KV or int8 KV with one scale per " +
-                                  "token-head, not K " + kv_dtype_name(kv.k_dtype) + " / V " + kv_dtype_name(kv.v_dtype) +
-                                  " (group " + std::to_string(kv.group_size) + ")");
+  check((plain(kv.k_dtype) && plain(kv.v_dtype)) || int8,
+        std::string(who) + ": the CUDA kernels read f32, f16 or bf16 KV, or int8 KV with one scale per " +
+            "token-head, not K " + kv_dtype_name(kv.k_dtype) + " / V " + kv_dtype_name(kv.v_dtype) + " (group " +
+            std::to_string(kv.group_size) + ")");
   PagedKv p;
   p.k = kv.k;
   p.v = kv.v;
   p.k_scale = kv.k_params;
   p.v_scale = kv.v_params;
-  p.int8 = int8;
+  p.k_dtype = kv.k_dtype;
+  p.v_dtype = kv.v_dtype;
   p.block_size = kv.block_size;
   return p;
 }

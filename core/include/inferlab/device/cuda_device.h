@@ -95,6 +95,8 @@ class CudaDevice final : public ComputeDevice {
                     int kv_dim) override;
   void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale, const float* k,
                      const float* v, const int* slots, int rows, int n_kv_heads, int head_dim) override;
+  void kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v, const int* slots,
+                     int rows, int kv_dim) override;
   void add(float* x, const float* y, std::size_t n) override;
   void swiglu(float* gate, const float* up, std::size_t n) override;
   void add_bias(float* y, const float* b, int rows, int width) override;
@@ -106,6 +108,9 @@ class CudaDevice final : public ComputeDevice {
   void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots, int rows,
                          int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
                          float* k_cache, float* v_cache) override;
+  void rope_kv_write_half(KvDtype dtype, float* q, float* k, const float* v, const int* positions, const int* slots,
+                          int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq, RopeStyle style,
+                          void* k_cache, void* v_cache) override;
   void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                        int width) override;
   // Token choice: kernels/cuda/classify.h (argmax_rows, sample_rows), on the stream, so a

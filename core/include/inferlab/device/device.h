@@ -142,6 +142,11 @@ class ComputeDevice : public Device {
   virtual void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale,
                              const float* k, const float* v, const int* slots, int rows, int n_kv_heads,
                              int head_dim) = 0;
+  // f16 / bf16 storage (dtype kF16 or kBf16): k_cache[slots[r] * kv_dim + c] = k[r, c] rounded to
+  // nearest even in `dtype` (kv_quantize_row's rounding, bit for bit), likewise v. k_cache,
+  // v_cache: [slots, kv_dim] 2-byte values; k, v: [rows, kv_dim].
+  virtual void kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
+                             const int* slots, int rows, int kv_dim) = 0;
   // x[i] += y[i] for n values (the residual stream).
   virtual void add(float* x, const float* y, std::size_t n) = 0;
   // gate[i] = silu(gate[i]) * up[i] for n values.
@@ -166,6 +171,11 @@ class ComputeDevice : public Device {
   virtual void rope_kv_write_f32(float* q, float* k, const float* v, const int* positions, const int* slots,
                                  int rows, int n_heads, int n_kv_heads, int head_dim, const float* inv_freq,
                                  RopeStyle style, float* k_cache, float* v_cache);
+  // rope (as above) then kv_write_half of the rotated k and of v. This default runs exactly that
+  // sequence (any device; the CPU's); the CUDA device does it in one pass over the rows.
+  virtual void rope_kv_write_half(KvDtype dtype, float* q, float* k, const float* v, const int* positions,
+                                  const int* slots, int rows, int n_heads, int n_kv_heads, int head_dim,
+                                  const float* inv_freq, RopeStyle style, void* k_cache, void* v_cache);
   // swiglu of gate, up [rows, width], then gate quantised per 32-block into act_q, act_scale.
   virtual void swiglu_quantize(float* gate, const float* up, std::int8_t* act_q, float* act_scale, int rows,
                                int width);
@@ -254,6 +264,8 @@ class CpuDevice final : public ComputeDevice {
                     int kv_dim) override;
   void kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float* k_scale, float* v_scale, const float* k,
                      const float* v, const int* slots, int rows, int n_kv_heads, int head_dim) override;
+  void kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v, const int* slots,
+                     int rows, int kv_dim) override;
   void add(float* x, const float* y, std::size_t n) override;
   void swiglu(float* gate, const float* up, std::size_t n) override;
   void add_bias(float* y, const float* b, int rows, int width) override;

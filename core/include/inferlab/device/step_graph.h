@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "inferlab/device/token_choice.h"
+#include "inferlab/kv/kv_format.h"
 
 namespace inferlab {
 
@@ -26,10 +27,12 @@ int graph_batch_bucket(int n_seqs, int max_bucket = kMaxGraphBatch);
 // >= max_blocks (at least 1), so a growing context recaptures only when it doubles.
 int graph_block_width(int max_blocks);
 
-// What a captured step depends on: the model (its weights and scratch), the KV pool, the
-// attention strategy (the other plugins act through the model's linears), whether the device
-// fuses, the padded shape, and the token choice it ends with (if any). A step whose key differs in any of these does not replay a graph
-// captured for another.
+// What a captured step depends on: the model (its weights and scratch), the KV pool and its
+// format (the captured KV writes and attention kernels are the ones of its dtypes: a pool of
+// another format at a reused address must not replay them), the attention strategy (the other
+// plugins act through the model's linears), whether the device fuses, the padded shape, and the
+// token choice it ends with (if any). A step whose key differs in any of these does not replay a
+// graph captured for another.
 struct GraphKey {
   const void* model = nullptr;
   const void* kv = nullptr;
@@ -37,12 +40,14 @@ struct GraphKey {
   bool fuse = false;
   int batch = 0;        // graph_batch_bucket of the step's sequences
   int block_width = 0;  // graph_block_width of its block table
+  KvFormat kv_format;   // the pool's (KvStorage::format())
   // The token choice the step ends with (Model::forward_choosing); kNone: it ends with logits.
   TokenChoice choice;
   bool operator==(const GraphKey&) const = default;
-  // The same model, pool, plugins and fuse flag (any shape).
+  // The same model, pool (and its format), plugins and fuse flag (any shape).
   bool same_owner(const GraphKey& other) const {
-    return model == other.model && kv == other.kv && attention == other.attention && fuse == other.fuse;
+    return model == other.model && kv == other.kv && attention == other.attention && fuse == other.fuse &&
+           kv_format == other.kv_format;
   }
 };
 
@@ -60,7 +65,7 @@ class StepGraph {
 // model's scratch, the staged inputs, the KV pool, workspaces). The device counts frees of its
 // memory (ComputeDevice::memory_epoch); a graph captured at another epoch may address a freed
 // block, so it is dropped before anything else happens. Graphs of another owner (model, pool,
-// attention, fuse) are dropped when a step of a new owner arrives.
+// format, attention, fuse) are dropped when a step of a new owner arrives.
 class GraphCache {
  public:
   enum class Action {

@@ -37,20 +37,24 @@ struct KvFormat {
     return layer_in_f32(layer, n_layers) ? KvDtype::kF32 : values;
   }
   bool all_f32() const { return keys == KvDtype::kF32 && values == KvDtype::kF32; }
-  // The [kv] dtype name of the sides: "f32", "int8", "int4-keys", "int8-values".
+  // A side is int8 or int4: group_size shapes it.
+  bool quantized() const { return kv_dtype_quantized(keys) || kv_dtype_quantized(values); }
+  // The [kv] dtype name of the sides: "f32", "f16", "int8", "int4-keys", "int8-values".
   std::string dtype_name() const;
-  // dtype_name(), then " g32" for int4 and " f32 layers 1+1" when
+  // dtype_name(), then " g32" for int8 / int4 and " f32 layers 1+1" when
   // layers are kept: for logs, manifests and errors.
   std::string name() const;
 };
 
-// The [kv] dtype names: "f32", "int8", "int4", "int8-keys", "int4-keys", "int8-values",
-// "int4-values" (the other side f32). Sets keys/values of `format`; false for anything else.
+// The [kv] dtype names: "f32", "f16", "bf16" (both sides), "int8", "int4", "int8-keys",
+// "int4-keys", "int8-values", "int4-values" (the other side f32). Sets keys/values of `format`;
+// false for anything else.
 bool parse_kv_dtypes(const std::string& text, KvFormat& format);
-inline constexpr const char* kKvDtypeNames = "f32, int8, int4, int8-keys, int4-keys, int8-values, int4-values";
+inline constexpr const char* kKvDtypeNames =
+    "f32, f16, bf16, int8, int4, int8-keys, int4-keys, int8-values, int4-values";
 
-// Why `format` cannot store `model`'s K/V (group size not dividing head_dim, more f32 layers
-// than the model has, f16); empty when it can.
+// Why `format` cannot store `model`'s K/V (a quantized side's group size not dividing head_dim,
+// more f32 layers than the model has); empty when it can.
 std::string kv_format_problem(const KvFormat& format, const ModelConfig& model);
 
 // Why an int4 side of `format` saves nothing over int8 on `model` (its group size leaves the

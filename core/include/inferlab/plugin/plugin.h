@@ -49,7 +49,8 @@ namespace inferlab {
 // ComputeDevice (the model's ops), which a simulated device is not. 9: CUDA graphs:
 // Attention::graph_capturable (a new virtual before forward) and ComputeDevice's graph virtuals.
 // 10: token choice on the device: Decoder::device_choice (a new virtual after layer_plan) and
-// ComputeDevice's chooses_tokens / choose_tokens.
+// ComputeDevice's chooses_tokens / choose_tokens; f16 / bf16 KV storage: KvDtype::kBf16,
+// ComputeDevice::kv_write_half and rope_kv_write_half (new virtuals), GraphKey::kv_format.
 inline constexpr int kPluginAbiVersion = 10;
 
 enum class PluginKind { kAttention, kQuantization, kScheduling, kDecoding };
