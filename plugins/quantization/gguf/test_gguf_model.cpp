@@ -339,6 +339,35 @@ INSTANTIATE_TEST_SUITE_P(Presets, GgufPerplexitySmolLM2Requantized,
                                            Requantized{"Q2_K_ffn_down", {"Q2_K", "IQ4_NL"}, 1.5e-1}),
                          [](const ::testing::TestParamInfo<Requantized>& p) { return std::string(p.param.preset); });
 
+// `inferlab perplexity --quantization gguf[:KEY=VALUE]` runs the file's own blocks (it once built
+// fp32 linears from dequantised copies, the strategy given no weights, and took no parameters):
+// its NLL is the in-process native model's for each activation path, and int8's differs from the
+// dequantised model's (`none`).
+TEST(GgufCli, PerplexityRunsTheFileBlocksWithTheGivenActivations) {
+  const std::string path = fixture("stories260K-Q4_0.gguf");
+  INFERLAB_REQUIRE_FILE(path);
+  const NllGap g = nll_gap(path, 256, 64);
+  auto cli_nll = [&](const std::string& quant) {
+    const testing::CliResult r = testing::run_inferlab("perplexity --model " + path + " --text " + testing::source_dir() +
+                                                           "/experiments/data/eval.txt --context 64 --max-tokens 256 "
+                                                           "--threads 2 --log warn --quantization " + quant,
+                                                       "", 120);
+    EXPECT_EQ(r.code, 0) << quant << ": " << r.err;
+    const std::size_t at = r.out.find("mean_nll: ");
+    EXPECT_NE(at, std::string::npos) << r.out;
+    return at == std::string::npos ? NAN : std::stod(r.out.substr(at + 10));
+  };
+  const double int8 = cli_nll("gguf"), fp32 = cli_nll("gguf:activations=fp32"), none = cli_nll("none");
+  EXPECT_NEAR(int8, g.int8_nll, 1e-5);  // the CLI prints 6 significant digits
+  EXPECT_NEAR(fp32, g.native_nll, 1e-5);
+  EXPECT_NEAR(none, g.fp32_nll, 1e-5);
+  EXPECT_GT(std::fabs(int8 - none), 1e-4) << "gguf's int8 path gave the dequantised model's NLL: fp32 linears?";
+  const testing::CliResult bad = testing::run_inferlab("perplexity --model " + path + " --text " + testing::source_dir() +
+                                                       "/experiments/data/eval.txt --quantization gguf:activation=fp32");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("unknown parameter 'activation'; allowed: activations, unpack"), std::string::npos) << bad.err;
+}
+
 // validate refuses the strategy on a model that is not a GGUF, naming the TOML line; on a GGUF
 // an experiment with both activation paths runs every cell.
 TEST(GgufExperiment, ValidateRefusesANonGgufModelAndAGgufOneRuns) {
