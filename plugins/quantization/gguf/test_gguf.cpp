@@ -125,6 +125,24 @@ TEST(GgufQuantization, TranscodedQ8_0PanelsGiveTheRowKernelsResults) {
   }
   EXPECT_THROW(cpu::transcode_to_q8_0(GgmlType::kQ4_0, std::vector<std::uint8_t>(18)), Error);
   EXPECT_THROW(cpu::transcode_to_q8_0(GgmlType::kQ5_0, std::vector<std::uint8_t>(23)), Error);  // not whole blocks
+  // Through the registry: transcode = false with fp32 activations (where nothing is transcoded)
+  // is refused, naming both keys.
+  Registry reg({testing::plugin_dir()});
+  ModelConfig gguf_model;
+  gguf_model.source_linear_types = {{"layers.0.wq", 6 /* Q5_0 */}};
+  for (const char* acts : {"fp32", "int8"}) {
+    const Params params = reg.resolve(PluginKind::kQuantization, "gguf",
+                                      {{"transcode", ParamValue(false)}, {"activations", ParamValue(std::string(acts))}}, "t");
+    const auto reasons =
+        reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{gguf_model, DeviceKind::kCpu, {}, params});
+    if (std::string(acts) == "int8") {
+      EXPECT_TRUE(reasons.empty());
+    } else {
+      ASSERT_EQ(reasons.size(), 1u);
+      EXPECT_NE(reasons[0].find("transcode = false"), std::string::npos) << reasons[0];
+      EXPECT_NE(reasons[0].find("activations"), std::string::npos) << reasons[0];
+    }
+  }
 }
 
 TEST(GgufQuantization, FloatTensorsRunInFp32) {
