@@ -16,6 +16,7 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "plugin_spec.h"
 #include "inferlab/formats/checkpoint.h"
 #include "inferlab/error.h"
 #include "inferlab/kv/memory_estimate.h"
@@ -59,62 +60,6 @@ std::vector<int> int_list(const std::string& text, const std::string& flag, int 
 void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
   if (v < lo || v > hi)
     throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
-}
-
-// One --quantization / --attention entry: "int4:group_size=32:activations=int8" is the plugin
-// int4 with two parameters. Each value is read as the type the plugin declares for that key
-// (Registry::resolve then checks ranges and choices); an unknown or repeated key, a missing '='
-// or an unreadable value is an Error naming the flag and what is allowed.
-struct PluginSpec {
-  std::string name;
-  std::map<std::string, ParamValue> params;
-};
-
-PluginSpec parse_plugin_spec(const Registry& reg, PluginKind kind, const std::string& text, const std::string& flag) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  for (std::string x; std::getline(ss, x, ':');) parts.push_back(x);
-  if (!text.empty() && text.back() == ':') parts.emplace_back();
-  PluginSpec spec{parts.empty() ? text : parts[0], {}};
-  const PluginDescriptor& d = reg.find(kind, spec.name, "bench: " + flag);
-  std::string keys;
-  for (const ParamSpec& p : d.params) keys += (keys.empty() ? "" : ", ") + p.name;
-  const std::string where = "bench: " + flag + " " + text + ": ";
-  for (std::size_t i = 1; i < parts.size(); ++i) {
-    const std::string& kv = parts[i];
-    const std::size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw Error(where + "'" + kv + "' is not KEY=VALUE; allowed: NAME[:KEY=VALUE...], here " + spec.name +
-                  " with keys " + (keys.empty() ? "(none)" : keys));
-    const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    auto it = std::find_if(d.params.begin(), d.params.end(), [&](const ParamSpec& p) { return p.name == key; });
-    if (it == d.params.end())
-      throw Error(where + "unknown parameter '" + key + "'; allowed: " + (keys.empty() ? "(none)" : keys));
-    if (spec.params.count(key)) throw Error(where + "parameter '" + key + "' given twice; allowed: once each");
-    const std::string bad = where + key + " = '" + value + "' is not of type " + param_type_name(it->type);
-    switch (it->type) {
-      case ParamType::kInt: {
-        std::int64_t v = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-        if (value.empty() || ec != std::errc() || end != value.data() + value.size()) throw Error(bad);
-        spec.params[key] = v;
-        break;
-      }
-      case ParamType::kFloat: {
-        char* end = nullptr;
-        const double v = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
-        if (value.empty() || end != value.c_str() + value.size()) throw Error(bad);
-        spec.params[key] = v;
-        break;
-      }
-      case ParamType::kBool:
-        if (value != "true" && value != "false") throw Error(bad + "; allowed: true, false");
-        spec.params[key] = value == "true";
-        break;
-      case ParamType::kString: spec.params[key] = value; break;
-    }
-  }
-  return spec;
 }
 
 struct Stack {
@@ -189,11 +134,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   // Every entry's name and parameters are checked before any model is built.
   std::vector<std::pair<std::string, Params>> quant_params, attention_params;
   for (const auto& q : quants) {
-    const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kQuantization, q, "--quantization");
+    const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kQuantization, q, "bench: --quantization");
     quant_params.emplace_back(spec.name, reg.resolve(PluginKind::kQuantization, spec.name, spec.params, "bench: --quantization " + q));
   }
   for (const auto& a : attentions) {
-    const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kAttention, a, "--attention");
+    const PluginSpec spec = parse_plugin_spec(reg, PluginKind::kAttention, a, "bench: --attention");
     attention_params.emplace_back(spec.name, reg.resolve(PluginKind::kAttention, spec.name, spec.params, "bench: --attention " + a));
   }
   // A model too big for this machine's memory is refused up front (llama-3-8b once asked for

@@ -1,4 +1,5 @@
 #include "commands.h"
+#include "plugin_spec.h"
 
 #include <algorithm>
 #include <charconv>
@@ -306,7 +307,7 @@ void add_model_options(po::options_description& o) {
       "tokenizer", po::value<std::string>()->default_value(""), "tokenizer file (llama2.c tokenizer.bin)")(
       "format", po::value<std::string>()->default_value("auto"), "auto, llama2c, gguf or hf")(
       "attention", po::value<std::string>()->default_value("flash"), "attention plugin")(
-      "quantization", po::value<std::string>()->default_value("none"), "quantization plugin")(
+      "quantization", po::value<std::string>()->default_value("none"), "quantization plugin, NAME[:KEY=VALUE...]")(
       "threads", po::value<int>()->default_value(0), "threads (0 = all cores)");
 }
 
@@ -326,7 +327,12 @@ ModelStack load_stack(const po::variables_map& vm) {
   s.device = make_device(DeviceKind::kCpu, vm["threads"].as<int>());
   const auto an = vm["attention"].as<std::string>(), qn = vm["quantization"].as<std::string>();
   s.attention = s.registry->create_attention(an, s.registry->resolve(PluginKind::kAttention, an, {}, "--attention"), *s.device);
-  s.quant = s.registry->create_quantization(qn, s.registry->resolve(PluginKind::kQuantization, qn, {}, "--quantization"), *s.device);
+  // NAME[:KEY=VALUE...] as bench takes it; the weights go to the strategy, since one that runs
+  // the checkpoint's own blocks (gguf) would otherwise build fp32 linears from dequantised copies.
+  const PluginSpec qs = parse_plugin_spec(*s.registry, PluginKind::kQuantization, qn, "--quantization");
+  s.quant = s.registry->create_quantization(
+      qs.name, s.registry->resolve(PluginKind::kQuantization, qs.name, qs.params, "--quantization " + qn), *s.device,
+      &s.loaded.weights);
   s.model = std::make_unique<Model>(s.loaded.weights, *s.quant, *s.device);
   return s;
 }

@@ -121,6 +121,17 @@ std::uint64_t packed_bytes(const PackedGguf& w);
 // the kernel is not available.
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in);
 
+// Q5_0 and IQ4_NL blocks are Q8_0 blocks in fewer bytes: per 32 weights an fp16 d and codes
+// whose values c (Q5_0: q - 16 in -16..15; IQ4_NL: its grid value in -127..113) fit int8, w = d c.
+// transcode_to_q8_0 writes them as Q8_0 blocks (d, c), so pack_gguf(kQ8_0, ...) runs them on the
+// panels with the same integer dot products (exact: Σ c x in int32, then d_w d_x), at 34 bytes
+// per block against the file's 22 / 18; dequantising a transcoded block gives the file's values
+// bit for bit (d * c). True for the types it takes.
+bool gguf_transcodes_to_q8_0(GgmlType type);
+// w [blocks of `type`] -> Q8_0 blocks (34 bytes each). Throws Error for another type or a byte
+// count that is not whole blocks.
+std::vector<std::uint8_t> transcode_to_q8_0(GgmlType type, const std::vector<std::uint8_t>& w);
+
 // Row `row`'s blocks as the file stored them (ggml_tensor_bytes(type, in) bytes into `bytes`).
 void unpack_gguf_row(const PackedGguf& w, int row, std::uint8_t* bytes);
 

@@ -84,6 +84,29 @@ bool gemm_gguf_packs(GgmlType type) {
 
 std::uint64_t packed_bytes(const PackedGguf& w) { return w.data.size(); }
 
+bool gguf_transcodes_to_q8_0(GgmlType type) { return type == GgmlType::kQ5_0 || type == GgmlType::kIQ4_NL; }
+
+std::vector<std::uint8_t> transcode_to_q8_0(GgmlType type, const std::vector<std::uint8_t>& w) {
+  const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
+  check(gguf_transcodes_to_q8_0(type), "transcode_to_q8_0: " + name + " blocks are not Q8_0 blocks (allowed: Q5_0, IQ4_NL)");
+  const std::size_t in_bytes = ggml_block_bytes(type), out_bytes = ggml_block_bytes(GgmlType::kQ8_0);
+  check(w.size() % in_bytes == 0, "transcode_to_q8_0: " + std::to_string(w.size()) + " bytes are not whole " + name +
+                                      " blocks of " + std::to_string(in_bytes));
+  const std::size_t blocks = w.size() / in_bytes;
+  std::vector<std::uint8_t> q8(blocks * out_bytes);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* src = w.data() + b * in_bytes;
+    std::uint8_t* dst = q8.data() + b * out_bytes;
+    dst[0] = src[0];  // the fp16 d as stored
+    dst[1] = src[1];
+    for (int i = 0; i < kBlock; ++i) {
+      const int c = type == GgmlType::kQ5_0 ? ref::q5_code(src + 2, i) - 16 : ref::kIq4Values[ref::split_nibble(src + 2, i)];
+      dst[2 + i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(c));
+    }
+  }
+  return q8;
+}
+
 PackedGguf pack_gguf(GgmlType type, const std::vector<std::uint8_t>& w, int out, int in) {
   const std::string name = ggml_type_name(static_cast<std::uint32_t>(type));
   check(gemm_gguf_available(), "pack_gguf: this build has neither AVX-512 VNNI nor AVX2 (use matmul_gguf_act)");

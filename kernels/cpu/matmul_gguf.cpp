@@ -1,6 +1,7 @@
 // Native GGUF-block matmuls (see matmul_gguf.h). One Format per block type says how to get a
 // block's half-chunk scales/offsets and a chunk's 32 codes; one kernel template runs them all.
 #include "kernels/cpu/matmul_gguf.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/matmul_gguf_formats.h"
 #include "kernels/cpu/simd.h"
 
@@ -175,10 +176,14 @@ void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out,
   const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
   const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
+  // Decode streams each row once and spends many instructions per byte: prefetch the stream
+  // decode_prefetch_bytes() ahead (decode_prefetch.h), a row's lines as the row starts.
+  const int ahead = n == 1 ? decode_prefetch_bytes() : 0;
   pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
     const int o1 = std::min(out, static_cast<int>(end) * kUnit);
     for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {
       const std::uint8_t* row = w + static_cast<std::size_t>(o) * row_bytes;
+      prefetch_ahead(row, row_bytes, ahead);
       int r = 0;
       for (; r + 4 <= n; r += 4) {
         Acts at = acts;

@@ -212,6 +212,25 @@ void gemm_gguf_prefetch(benchmark::State& state) {
   state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
 }
 
+// matmul_gguf_act's decode (the row kernels of the types the panels do not hold) with and
+// without its software prefetch, alternating call by call (decode_prefetch_ab).
+void matmul_gguf_act_prefetch(benchmark::State& state) {
+  Problem p(state);
+  inferlab::ThreadPool pool(2);
+  std::vector<std::int8_t> xq(p.x.size());
+  const int block = inferlab::cpu::gguf_act_block(p.type);
+  std::vector<float> xs(static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.in / block));
+  inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool, block);
+  int c = 0;
+  inferlab::bench::decode_prefetch_ab(state, static_cast<int>(state.range(5)), p.copies, static_cast<double>(p.bytes), [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    inferlab::cpu::matmul_gguf_act(p.type, p.copy(c), xq.data(), xs.data(), p.y.data(), p.n, p.out, p.in, pool);
+    c = c + 1 == p.copies ? 0 : c + 1;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  state.SetLabel(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type)));
+}
+
 // The read roofline: 2 threads each summing half of a dram_stream_bytes() array of floats, on 4 KiB pages
 // (huge:0, as matmul_gguf's copies of the file's blocks) or on the weights' huge pages (huge:1,
 // inferlab/huge_pages.h, where gemm_gguf's packed panels and the CLI's probe sit): compare a
@@ -296,6 +315,11 @@ BENCHMARK(gemm_gguf_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
     for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
       for (int ahead : {1024, inferlab::cpu::kDecodePrefetch, 4096}) b->Args({static_cast<int>(t), 1, 5632, 2048, 1, ahead, threads});
   b->ArgNames({"type", "n", "out", "in", "cold", "ahead", "threads"})->UseRealTime()->Iterations(60);
+});
+BENCHMARK(matmul_gguf_act_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
+  for (GgmlType t : {GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_XS})
+    b->Args({static_cast<int>(t), 1, 5632, 2048, 1, inferlab::cpu::kDecodePrefetch});
+  b->ArgNames({"type", "n", "out", "in", "cold", "ahead"})->UseRealTime()->Iterations(40);
 });
 BENCHMARK(memory_read)->ArgName("huge")->Arg(0)->Arg(1)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
 

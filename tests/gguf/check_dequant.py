@@ -53,14 +53,15 @@ TYPES = {
 ROWS = 24  # the first 20 rows with sane scales, the last 4 all random bytes
 
 
-def random_blocks(rng, qtype, scales, cols):
+def random_blocks(rng, qtype, scales, cols, rows=ROWS, wild=4):
+    """rows x cols values of random blocks: the last `wild` rows' scale bytes random too."""
     block, nbytes = gguf.GGML_QUANT_SIZES[qtype]
-    blocks = rng.integers(0, 256, size=(ROWS * cols // block, nbytes), dtype=np.uint8)
-    sane = (ROWS - 4) * cols // block
+    blocks = rng.integers(0, 256, size=(rows * cols // block, nbytes), dtype=np.uint8)
+    sane = (rows - wild) * cols // block
     for at, lo, hi in scales:
         h = rng.uniform(lo, hi, size=sane).astype(np.float16).view(np.uint8).reshape(sane, 2)
         blocks[:sane, at:at + 2] = h
-    return blocks.reshape(ROWS, cols // block * nbytes)
+    return blocks.reshape(rows, cols // block * nbytes)
 
 
 def main():

@@ -15,6 +15,7 @@
 #include "inferlab/formats/formats.h"
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "matmul_checks.h"
@@ -88,6 +89,30 @@ INSTANTIATE_TEST_SUITE_P(NativeTypes, MatmulGguf, ::testing::ValuesIn(kNative),
                          [](const ::testing::TestParamInfo<GgmlType>& p) {
                            return ggml_type_name(static_cast<std::uint32_t>(p.param));
                          });
+
+// The decode prefetch (decode_prefetch.h) only moves lines early: the same bits with it off.
+TEST(MatmulGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
+  ThreadPool pool(2);
+  const int out = 37, in = 512;
+  for (GgmlType type : kNative) {
+    SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)));
+    const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 77);
+    const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(in), 78);
+    const int ab = cpu::gguf_act_block(type);
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(in / ab));
+    cpu::quantize_act_rows(x.data(), 1, in, xq.data(), xs.data(), pool, ab);
+    std::vector<float> y[2];
+    const int was = cpu::set_decode_prefetch(cpu::kDecodePrefetch);
+    for (int off = 0; off < 2; ++off) {
+      cpu::set_decode_prefetch(off ? 0 : cpu::kDecodePrefetch);
+      y[off].assign(static_cast<std::size_t>(out), NAN);
+      cpu::matmul_gguf_act(type, blocks.data(), xq.data(), xs.data(), y[off].data(), 1, out, in, pool);
+    }
+    cpu::set_decode_prefetch(was);
+    EXPECT_EQ(y[0], y[1]);
+  }
+}
 
 TEST(MatmulGgufErrors, RefusesTypesWithoutKernelAndPartialBlocks) {
   ThreadPool pool(1);

@@ -47,12 +47,12 @@ bool packed_group(std::span<const GroupMember> group, std::vector<cpu::GemmGgufO
 }  // namespace
 
 GgufBlockLinear::GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in,
-                                 bool int8_activations, bool unpack)
+                                 bool int8_activations, bool unpack, bool transcode)
     : GgufBlockLinear(std::make_shared<const SourceBlocks>(SourceBlocks{static_cast<std::uint32_t>(type), std::move(blocks)}),
-                      out, in, int8_activations, unpack) {}
+                      out, in, int8_activations, unpack, transcode) {}
 
 GgufBlockLinear::GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int out, int in, bool int8_activations,
-                                 bool unpack)
+                                 bool unpack, bool transcode)
     : Linear(out, in),
       type_(static_cast<GgmlType>(blocks ? blocks->ggml_type : 0)),
       blocks_(std::move(blocks)),
@@ -62,8 +62,10 @@ GgufBlockLinear::GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int
   check(cpu::gguf_native_kernel(type), "quantization 'gguf': no native kernel for " +
                                            type_name(static_cast<std::uint32_t>(type)) + "; " + kAllowed);
   check_block_shape(*blocks_, out, in);
-  if (int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type)) {
-    packed_ = cpu::pack_gguf(type, blocks_->bytes, out, in);
+  if (int8_activations_ && cpu::gemm_gguf_available() &&
+      (cpu::gemm_gguf_packs(type) || (transcode && cpu::gguf_transcodes_to_q8_0(type)))) {
+    packed_ = cpu::gemm_gguf_packs(type) ? cpu::pack_gguf(type, blocks_->bytes, out, in)
+                                         : cpu::pack_gguf(GgmlType::kQ8_0, cpu::transcode_to_q8_0(type, blocks_->bytes), out, in);
     packed_.unpack = unpack;
     blocks_.reset();
   }
@@ -110,16 +112,17 @@ bool GgufBlockLinear::try_forward_group_act_blocks(std::span<const GroupMember> 
 
 void GgufBlockLinear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "quantization 'gguf'");
-  const std::uint64_t row_bytes = ggml_tensor_bytes(type_, static_cast<std::uint64_t>(in_features()));
+  const GgmlType held = packed() ? packed_.type : type_;  // a transcoded Q5_0 / IQ4_NL: Q8_0
+  const std::uint64_t row_bytes = ggml_tensor_bytes(held, static_cast<std::uint64_t>(in_features()));
   if (!packed()) {
-    dequantize(type_, blocks_->bytes.data() + static_cast<std::size_t>(row) * row_bytes,
+    dequantize(held, blocks_->bytes.data() + static_cast<std::size_t>(row) * row_bytes,
                static_cast<std::size_t>(in_features()), out);
     return;
   }
-  thread_local std::vector<std::uint8_t> unpacked;  // [row bytes]: the row as the file stored it
+  thread_local std::vector<std::uint8_t> unpacked;  // [row bytes]: the row as packed (the file's, or Q8_0's)
   unpacked.resize(row_bytes);
   cpu::unpack_gguf_row(packed_, row, unpacked.data());
-  dequantize(type_, unpacked.data(), static_cast<std::size_t>(in_features()), out);
+  dequantize(held, unpacked.data(), static_cast<std::size_t>(in_features()), out);
 }
 
 void check_block_shape(const SourceBlocks& blocks, int out, int in) {
@@ -177,8 +180,9 @@ std::uint64_t GgufQuantization::planned_bytes(const std::string& name, int out, 
   const auto n = static_cast<std::uint64_t>(out) * static_cast<std::uint64_t>(in);
   const std::optional<GgmlType> type = native_type(model, name);
   if (!type || static_cast<std::uint64_t>(in) % ggml_block_elements(*type) != 0) return n * sizeof(float);  // fp32
-  const std::uint64_t row = ggml_tensor_bytes(*type, static_cast<std::uint64_t>(in));
-  if (!repacks(*type)) return row * out;
+  if (!repacks(*type)) return ggml_tensor_bytes(*type, static_cast<std::uint64_t>(in)) * out;
+  const GgmlType held = cpu::gemm_gguf_packs(*type) ? *type : GgmlType::kQ8_0;  // transcoded Q5_0 / IQ4_NL
+  const std::uint64_t row = ggml_tensor_bytes(held, static_cast<std::uint64_t>(in));
   const std::uint64_t padded = (static_cast<std::uint64_t>(out) + 31) / 32 * 32 * row;
   return (padded * 37 + 35) / 36;  // Q4_K's 148 per 144 and Q5_K's 180 per 176 are below 37/36
 }
@@ -220,7 +224,7 @@ std::unique_ptr<Linear> GgufQuantization::make_linear(const std::string& name, s
 std::unique_ptr<Linear> GgufQuantization::place_blocks(const std::string& name,
                                                        std::shared_ptr<const SourceBlocks> blocks, int out, int in) {
   (void)name;
-  return std::make_unique<GgufBlockLinear>(std::move(blocks), out, in, int8_activations_, unpack_);
+  return std::make_unique<GgufBlockLinear>(std::move(blocks), out, in, int8_activations_, unpack_, transcode_);
 }
 
 std::unique_ptr<Linear> GgufQuantization::place_float(const std::string& name, std::vector<float> weight, int out,
@@ -230,7 +234,8 @@ std::unique_ptr<Linear> GgufQuantization::place_float(const std::string& name, s
 }
 
 bool GgufQuantization::repacks(GgmlType type) const {
-  return int8_activations_ && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type);
+  return int8_activations_ && cpu::gemm_gguf_available() &&
+         (cpu::gemm_gguf_packs(type) || (transcode_ && cpu::gguf_transcodes_to_q8_0(type)));
 }
 
 }  // namespace inferlab::plugins

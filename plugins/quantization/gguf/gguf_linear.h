@@ -23,15 +23,18 @@ class GgufBlockLinear : public Linear {
   // blocks: W [out, in] as `out` rows of ggml_tensor_bytes(type, in) bytes, taken over. Throws
   // Error for a type without a native kernel or blocks of the wrong size.
   // unpack: whether prefill unpacks the packed panels (cpu::PackedGguf::unpack; same bits).
+  // transcode: with int8 activations, Q5_0 / IQ4_NL blocks run as Q8_0 panels
+  // (cpu::transcode_to_q8_0: the same integer dots, 34 bytes per block); false keeps the file's
+  // blocks on matmul_gguf_act's row kernels.
   GgufBlockLinear(GgmlType type, std::vector<std::uint8_t> blocks, int out, int in, bool int8_activations,
-                  bool unpack = true);
+                  bool unpack = true, bool transcode = true);
   // The same on blocks shared with the loaded weights (ModelWeights::shared_source_blocks): the
   // linear holds them, no copy (dropped here once packed; the weights keep theirs).
   GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int out, int in, bool int8_activations,
-                  bool unpack = true);
-  // With int8_activations on a build with AVX-512 VNNI, Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K blocks
-  // are repacked here into cpu::gemm_gguf's panels (the file's bytes are then dropped: same
-  // codes, scales).
+                  bool unpack = true, bool transcode = true);
+  // With int8_activations on a build with the panels (AVX-512 VNNI or AVX2), Q8_0 / Q4_0 /
+  // Q4_1 / Q4_K / Q5_K / Q6_K blocks are repacked here into cpu::gemm_gguf's panels, and Q5_0 /
+  // IQ4_NL ones transcoded to Q8_0 panels (the file's bytes are then dropped: same codes, scales).
   // y[n, out] = x[n, in] · Wᵀ: fp32 activations (matmul_gguf), or x quantised per 32-block
   // (quantize_act_rows) and run by gemm_gguf when packed, else per 32 (256 for the K-quants) by
   // matmul_gguf_act, when int8_activations.
@@ -49,12 +52,13 @@ class GgufBlockLinear : public Linear {
   // Row `row` decoded from its blocks (the embedding lookup of a tied classifier reads it).
   void dequantize_row(int row, float* out) const override;
   // The blocks' bytes, scales included: exactly the file's; packed, cpu::packed_bytes (the
-  // file's, Q4_K's 148 per 144, and the rows padding out to a multiple of 32).
+  // file's, Q4_K's 148 per 144, and the rows padding out to a multiple of 32; transcoded Q5_0 /
+  // IQ4_NL: Q8_0's 34 bytes per block).
   std::uint64_t weight_bytes() const override;
   // True when the blocks run packed by cpu::gemm_gguf.
   bool packed() const { return blocks_ == nullptr; }
   const cpu::PackedGguf& packed_panels() const { return packed_; }  // empty unless packed()
-  GgmlType type() const { return type_; }
+  GgmlType type() const { return type_; }  // the file's type (transcoded or not)
   // The blocks it runs (shared with the loaded weights when built by GgufQuantization); null
   // once packed.
   const SourceBlocks* blocks() const { return blocks_.get(); }
@@ -79,8 +83,8 @@ class GgufQuantization : public Quantization {
  public:
   // weights: the run's weights with their stored blocks; null when planning (linears are then
   // built in fp32, an upper bound of the memory).
-  GgufQuantization(const ModelWeights* weights, bool int8_activations, bool unpack = true)
-      : weights_(weights), int8_activations_(int8_activations), unpack_(unpack) {}
+  GgufQuantization(const ModelWeights* weights, bool int8_activations, bool unpack = true, bool transcode = true)
+      : weights_(weights), int8_activations_(int8_activations), unpack_(unpack), transcode_(transcode) {}
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // The linear `name` on its GGUF blocks when it has some (then `weight` is empty: the model
   // asks needs_values first and dequantises nothing), else an fp32 linear of `weight`.
@@ -110,6 +114,7 @@ class GgufQuantization : public Quantization {
   const ModelWeights* weights_;
   bool int8_activations_;
   bool unpack_;
+  bool transcode_;
 };
 
 }  // namespace inferlab::plugins

@@ -60,22 +60,26 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                         GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
                         GgmlType::kQ6_K, GgmlType::kIQ4_XS})
-    for (bool int8 : {false, true}) {
-      SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + (int8 ? " int8" : " fp32"));
+    for (int variant = 0; variant < 3; ++variant) {  // fp32; int8; int8 with transcode = false
+      const bool int8 = variant > 0, transcode = variant < 2;
+      SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)) + (int8 ? " int8" : " fp32") +
+                   (transcode ? "" : " transcode=false"));
       std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 7);
       std::vector<float> w(static_cast<std::size_t>(out) * in);
       dequantize(type, blocks.data(), w.size(), w.data());
       const ModelWeights weights = weights_with("layers.0.w1", type, blocks);
-      GgufQuantization q(&weights, int8);
+      GgufQuantization q(&weights, int8, true, transcode);
       std::unique_ptr<Linear> native = q.make_linear("layers.0.w1", w, out, in);
       const auto* block_linear = dynamic_cast<GgufBlockLinear*>(native.get());
       ASSERT_NE(block_linear, nullptr);
-      // int8 activations on a VNNI build: every type here packed for cpu::gemm_gguf.
-      const bool packs = int8 && cpu::gemm_gguf_available() && cpu::gemm_gguf_packs(type);
+      // int8 activations on a build with the panels: the packed types, and Q5_0 / IQ4_NL as Q8_0
+      // panels unless transcode = false.
+      const bool transcoded = transcode && cpu::gguf_transcodes_to_q8_0(type);
+      const bool packs = int8 && cpu::gemm_gguf_available() && (cpu::gemm_gguf_packs(type) || transcoded);
       EXPECT_EQ(block_linear->packed(), packs);
       // The file's bytes, no fp32 copy; packed: out padded to 32 rows, nothing else (Q4_K's and
       // Q5_K's packed 6-bit scales and mins held one byte each: 148 bytes per 144, 180 per 176).
-      const std::uint64_t padded = ggml_tensor_bytes(type, std::uint64_t{32} * in);
+      const std::uint64_t padded = ggml_tensor_bytes(transcoded ? GgmlType::kQ8_0 : type, std::uint64_t{32} * in);
       const std::uint64_t packed_bytes = type == GgmlType::kQ4_K   ? padded / 144 * 148
                                          : type == GgmlType::kQ5_K ? padded / 176 * 180
                                                                    : padded;
@@ -97,6 +101,48 @@ TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
         EXPECT_GT(diff, 1e-6);
       }
     }
+}
+
+// Q5_0 and IQ4_NL blocks are Q8_0 blocks (d, c with c in int8): transcoded into Q8_0 panels they
+// run the same integer dot products as the row kernels on the file's bytes, so only the fp32
+// accumulation order differs; dequantize_row is the file's values bit for bit (above).
+TEST(GgufQuantization, TranscodedQ8_0PanelsGiveTheRowKernelsResults) {
+  if (!cpu::gemm_gguf_available()) GTEST_SKIP() << "this build has neither AVX-512 VNNI nor AVX2: nothing is packed";
+  const int out = 40, in = 576;  // SmolLM2's width; out not a multiple of the 32-row panel
+  for (GgmlType type : {GgmlType::kQ5_0, GgmlType::kIQ4_NL}) {
+    SCOPED_TRACE(ggml_type_name(static_cast<std::uint32_t>(type)));
+    const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 21);
+    const ModelWeights weights = weights_with("layers.0.w1", type, blocks);
+    GgufQuantization panels(&weights, true), rows(&weights, true, true, false);
+    const auto a = panels.make_linear("layers.0.w1", {}, out, in), b = rows.make_linear("layers.0.w1", {}, out, in);
+    ASSERT_TRUE(dynamic_cast<const GgufBlockLinear&>(*a).packed());
+    ASSERT_FALSE(dynamic_cast<const GgufBlockLinear&>(*b).packed());
+    EXPECT_EQ(dynamic_cast<const GgufBlockLinear&>(*a).type(), type);  // reports the file's type
+    for (int n : {1, 7, 40}) {  // decode, the packed tiles, the unpacked prefill
+      const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 30 + static_cast<std::uint64_t>(n));
+      EXPECT_LT(relative_diff(forward(*a, x, n), forward(*b, x, n)), 1e-6) << n << " rows";
+    }
+  }
+  EXPECT_THROW(cpu::transcode_to_q8_0(GgmlType::kQ4_0, std::vector<std::uint8_t>(18)), Error);
+  EXPECT_THROW(cpu::transcode_to_q8_0(GgmlType::kQ5_0, std::vector<std::uint8_t>(23)), Error);  // not whole blocks
+  // Through the registry: transcode = false with fp32 activations (where nothing is transcoded)
+  // is refused, naming both keys.
+  Registry reg({testing::plugin_dir()});
+  ModelConfig gguf_model;
+  gguf_model.source_linear_types = {{"layers.0.wq", 6 /* Q5_0 */}};
+  for (const char* acts : {"fp32", "int8"}) {
+    const Params params = reg.resolve(PluginKind::kQuantization, "gguf",
+                                      {{"transcode", ParamValue(false)}, {"activations", ParamValue(std::string(acts))}}, "t");
+    const auto reasons =
+        reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{gguf_model, DeviceKind::kCpu, {}, params});
+    if (std::string(acts) == "int8") {
+      EXPECT_TRUE(reasons.empty());
+    } else {
+      ASSERT_EQ(reasons.size(), 1u);
+      EXPECT_NE(reasons[0].find("transcode = false"), std::string::npos) << reasons[0];
+      EXPECT_NE(reasons[0].find("activations"), std::string::npos) << reasons[0];
+    }
+  }
 }
 
 TEST(GgufQuantization, FloatTensorsRunInFp32) {
