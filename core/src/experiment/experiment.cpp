@@ -22,6 +22,7 @@
 #include "inferlab/error.h"
 #include "inferlab/experiment/experiment_keys.h"
 #include "inferlab/experiment/input_checks.h"
+#include "inferlab/experiment/toml_input.h"
 #include "inferlab/model/model_config.h"
 #include "inferlab/sim/sim.h"
 
@@ -151,30 +152,10 @@ namespace {
 
 using namespace experiment_parse;  // Ctx, check_keys, get_* (experiment_parse.h)
 
-// The file's text, without a UTF-8 byte-order mark (TOML 1.0 allows one; the pre-scan would take
-// it for a bare non-ASCII key).
-std::string read_experiment_text(const std::string& path) {
-  require_regular_file(path, "an experiment TOML file (a results folder is resumed with run --resume DIR)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open experiment file");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  std::string text = buf.str();
-  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
-  return text;
-}
-
 // The TOML tree with the --set overrides applied; a syntax error at its file:line:col.
 toml::table parse_experiment_toml(const std::string& text, const std::string& path,
                                   const std::vector<std::string>& overrides) {
-  check_toml_text(text, path);  // toml++ recurses per key part: bound it first
-  toml::table root;
-  try {
-    root = toml::parse(text, path);
-  } catch (const toml::parse_error& e) {
-    throw Error(path + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
-                ": " + std::string(e.description()));
-  }
+  toml::table root = parse_toml_text(text, path);
   for (const auto& o : overrides) apply_override(root, o);
   return root;
 }
@@ -375,7 +356,7 @@ ExperimentSpec load(const std::string& path, const std::vector<std::string>& ove
   ExperimentSpec spec;
   spec.source_path = path;
   spec.overrides = overrides;
-  spec.source_text = read_experiment_text(path);
+  spec.source_text = read_toml_text(path, "an experiment TOML file (a results folder is resumed with run --resume DIR)");
   const toml::table root = parse_experiment_toml(spec.source_text, path, overrides);
   const Ctx c{path, {}};
   const std::string base_dir = fs::path(path).parent_path().string();

@@ -17,6 +17,7 @@
 #include "inferlab/repro/attention_memory.h"
 #include "inferlab/engine/batch.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment/toml_input.h"
 #include "inferlab/experiment/experiment.h"
 #include "inferlab/model/model_config.h"
 #include "inferlab/repro/radix_order.h"
@@ -399,12 +400,7 @@ double measure(const Claim& c, const Registry& registry) {
 }  // namespace
 
 std::vector<Claim> read_claims(const std::string& path, bool required) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw Error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml_file(path, "an experiment or claims TOML file");
   std::vector<Claim> claims;
   const toml::node* n = root.get("claim");
   if (n == nullptr && !required) return claims;

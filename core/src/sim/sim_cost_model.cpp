@@ -23,6 +23,7 @@
 
 #include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
+#include "inferlab/experiment/toml_input.h"
 #include "inferlab/support/log.h"
 
 namespace inferlab {
@@ -174,12 +175,7 @@ std::string text(const std::string& path, const toml::table& t, const std::strin
 }  // namespace
 
 CalibratedCostModel read_cost_model(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw Error(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-  }
+  const toml::table root = parse_toml_file(path, "a calibrated cost model TOML file");
   const toml::table* head = root["calibrated"].as_table();
   if (head == nullptr) throw Error(path + ": not a calibrated cost model (no [calibrated] table; write one with inferlab calibrate)");
   CalibratedCostModel m;
