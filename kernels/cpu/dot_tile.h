@@ -2,7 +2,9 @@
 // (matmul.cpp: fp32 weights; matmul_int8.cpp: int8 weights widened in registers or once into a
 // buffer; matmul_int4.cpp: int4 groups dequantized once into a buffer). Written once here as
 // templates over the vector type (simd.h: Vec512, Vec256, VecScalar), the weight type and the
-// output step, so every caller inlines its own instance.
+// output step, so every caller inlines its own instance. The row-tile walk and the split of the
+// output channels over the pool also serve the other row-major matmuls (matmul_int4_rows,
+// matmul_int4_act, matmul_int8_act, matmul_gguf).
 //
 // Summation order: y[r, c] accumulates x[r, k] * w[c, k] in V::kWidth lanes over the vector part
 // of k, sums the lanes (V::sum), then adds an `omp simd` sum of the rest of k. That order does not
