@@ -2,6 +2,7 @@
 // block's half-chunk scales/offsets and a chunk's 32 codes; one kernel template runs them all.
 #include "kernels/cpu/matmul_gguf.h"
 #include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/dot_tile.h"
 #include "kernels/cpu/matmul_gguf_formats.h"
 #include "kernels/cpu/simd.h"
 
@@ -172,16 +173,11 @@ template <class F, class Acts>
 void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
   const int blocks = in / F::kElems;
   const std::size_t row_bytes = static_cast<std::size_t>(blocks) * F::kBytes, ys = static_cast<std::size_t>(out);
-  constexpr int kUnit = 8;
-  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
-  const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
   // Decode streams each row once and spends many instructions per byte: prefetch the stream
   // decode_prefetch_bytes() ahead (decode_prefetch.h), a row's lines as the row starts.
   const int ahead = n == 1 ? decode_prefetch_bytes() : 0;
-  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-    const int o1 = std::min(out, static_cast<int>(end) * kUnit);
-    for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o) {
+  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
+    for (int o = o0; o < o1; ++o) {
       const std::uint8_t* row = w + static_cast<std::size_t>(o) * row_bytes;
       prefetch_ahead(row, row_bytes, ahead);
       int r = 0;
@@ -196,7 +192,7 @@ void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out,
         row_kernel<F, 1>(row, blocks, at, y + r * ys + o, ys);
       }
     }
-  }, grain);
+  });
 }
 
 constexpr const char* kNativeNames = "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS";

@@ -6,14 +6,13 @@
 // otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead.
 // Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/dot_tile.h"
 #include "kernels/cpu/matmul_int4_rows.h"
-#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "inferlab/error.h"
 #include "kernels/ref/matmul_int4.h"
@@ -25,6 +24,14 @@
 
 namespace inferlab::cpu {
 namespace {
+
+// The vector the dequantized rows are multiplied in (dot_tile.h): 8 lanes with AVX2, also under
+// AVX-512 (whose few-row batches go to matmul_int4_rows instead).
+#if INFERLAB_MATMUL_INT4_AVX2
+using DequantLanes = Vec256;
+#else
+using DequantLanes = VecScalar;
+#endif
 
 // The quantized matrix and its geometry.
 struct Int4Matrix {
@@ -75,40 +82,6 @@ void dequant_row(const Int4Matrix& m, int o, float* w) {
   }
 }
 
-// y[r, c] = x[r, :] · w[c, :] for R token rows and C dequantized weight rows.
-// x: [R, in] stride xs; w: [C, in] stride in; y: [R, C] stride ys.
-template <int R, int C>
-inline void tile_f32(const float* x, std::size_t xs, const float* w, float* y, std::size_t ys,
-                     int in) {
-  const std::size_t ws = static_cast<std::size_t>(in);
-  float acc[R][C] = {};
-  int k = 0;
-#if INFERLAB_MATMUL_INT4_AVX2
-  __m256 vacc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
-  for (; k + 8 <= in; k += 8) {
-    __m256 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w + c * ws + k);
-    for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x + r * xs + k);
-      for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(xv, wv[c], vacc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = hsum(vacc[r][c]);
-#endif
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      const float* xr = x + r * xs;
-      const float* wc = w + c * ws;
-      float a = 0.0f;
-#pragma omp simd reduction(+ : a)
-      for (int kk = k; kk < in; ++kk) a += xr[kk] * wc[kk];
-      y[r * ys + c] = acc[r][c] + a;
-    }
-}
-
 #if INFERLAB_MATMUL_INT4_AVX2
 // y[r, c] = x[r, :] · W[o + c, :] for R token rows and C channels, unpacking the codes in
 // registers: each 8-weight vector is dequantized once and used by all R rows. Only the last
@@ -156,14 +129,7 @@ inline void tile_int4(const float* x, std::size_t xs, const Int4Matrix& m, int o
 template <int C>
 void rows_int4(const float* x, std::size_t xs, const Int4Matrix& m, int o, float* y,
                std::size_t ys, int n) {
-  int r = 0;
-  for (; r + 4 <= n; r += 4) tile_int4<4, C>(x + r * xs, xs, m, o, y + r * ys, ys);
-  switch (n - r) {
-    case 3: tile_int4<3, C>(x + r * xs, xs, m, o, y + r * ys, ys); break;
-    case 2: tile_int4<2, C>(x + r * xs, xs, m, o, y + r * ys, ys); break;
-    case 1: tile_int4<1, C>(x + r * xs, xs, m, o, y + r * ys, ys); break;
-    default: break;
-  }
+  for_row_tiles(n, [&]<int R>(int r) { tile_int4<R, C>(x + r * xs, xs, m, o, y + r * ys, ys); });
 }
 
 // Token rows at which a block of weight rows is dequantized once into a float buffer and then
@@ -173,38 +139,20 @@ constexpr int kDequantOnceRows = 8;
 constexpr int kDequantOnceRows = 1;  // no in-register path: always dequantize once
 #endif
 
-// All n token rows against C weight rows already dequantized into w: [C, in].
-template <int C>
-void rows_f32(const float* x, std::size_t xs, const float* w, float* y, std::size_t ys, int n,
-              int in) {
-  int r = 0;
-  for (; r + 4 <= n; r += 4) tile_f32<4, C>(x + r * xs, xs, w, y + r * ys, ys, in);
-  for (; r < n; ++r) tile_f32<1, C>(x + r * xs, xs, w, y + r * ys, ys, in);
-}
-
 // All n token rows for output channels [o0, o1), in blocks of C channels; x stays in cache
 // while each block of weight rows is streamed once.
 template <int C>
 void run_channels(const float* x, const Int4Matrix& m, float* y, int n, int out, int o0, int o1) {
   const std::size_t xs = static_cast<std::size_t>(m.in), ys = static_cast<std::size_t>(out);
   if (n >= kDequantOnceRows) {
-    thread_local std::vector<float> w;  // [C, in]: this worker's buffer, reused across calls
-    w.resize(static_cast<std::size_t>(C) * m.in);
-    int o = o0;
-    for (; o + C <= o1; o += C) {
-      for (int c = 0; c < C; ++c) dequant_row(m, o + c, w.data() + c * xs);
-      rows_f32<C>(x, xs, w.data(), y + o, ys, n, m.in);
-    }
-    for (; o < o1; ++o) {
-      dequant_row(m, o, w.data());
-      rows_f32<1>(x, xs, w.data(), y + o, ys, n, m.in);
-    }
+    for_channel_blocks<C>(o0, o1, [&]<int CB>(int o) {
+      dot_rows_widened<DequantLanes, CB>(
+          x, xs, n, m.in, [&](int c, float* w) { dequant_row(m, o + c, w); }, y + o, ys, PlainDot{});
+    });
     return;
   }
 #if INFERLAB_MATMUL_INT4_AVX2
-  int o = o0;
-  for (; o + C <= o1; o += C) rows_int4<C>(x, xs, m, o, y + o, ys, n);
-  for (; o < o1; ++o) rows_int4<1>(x, xs, m, o, y + o, ys, n);
+  for_channel_blocks<C>(o0, o1, [&]<int CB>(int o) { rows_int4<CB>(x, xs, m, o, y + o, ys, n); });
 #endif
 }
 
@@ -219,28 +167,16 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
   if (n <= 0 || out <= 0) return;
   const Int4Matrix m{packed, scale, zero, ref::int4_row_bytes(in),
                      static_cast<std::size_t>(ref::int4_groups(in, group_size)), in, group_size};
-  // Units of 8 channels; a chunk should carry ~64K multiply-adds to amortise dispatch.
-  constexpr int kUnit = 8;
-  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
-  const std::size_t work_per_unit = static_cast<std::size_t>(kUnit) *
-                                    static_cast<std::size_t>(std::max(in, 1)) *
-                                    static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work_per_unit);
   if (n <= kInt4RowsMaxRows && int4_rows_supported(group_size)) {
     matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;
   }
-  pool.parallel_for(
-      units,
-      [&](std::size_t begin, std::size_t end) {
-        const int o0 = static_cast<int>(begin) * kUnit;
-        const int o1 = std::min(out, static_cast<int>(end) * kUnit);
-        if (n <= 2)
-          run_channels<4>(x, m, y, n, out, o0, o1);  // more weight loads in flight
-        else
-          run_channels<2>(x, m, y, n, out, o0, o1);
-      },
-      grain);
+  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
+    if (n <= 2)
+      run_channels<4>(x, m, y, n, out, o0, o1);  // more weight loads in flight
+    else
+      run_channels<2>(x, m, y, n, out, o0, o1);
+  });
 }
 
 }  // namespace inferlab::cpu

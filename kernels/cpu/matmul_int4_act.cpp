@@ -4,6 +4,7 @@
 // int32 lanes one per 32-block (row_stream).
 #include "kernels/cpu/matmul_int4_act.h"
 #include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/dot_tile.h"
 #include "kernels/cpu/int4_zero_term.h"
 #include "kernels/cpu/simd.h"
 
@@ -319,20 +320,14 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
       for (int i = b * kActBlock; i < std::min(in, (b + 1) * kActBlock); ++i) s += xq[static_cast<std::size_t>(r) * in + i];
       xsum[static_cast<std::size_t>(r) * blocks + b] = s;
     }
-  constexpr int kUnit = 8;
-  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
-  const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(std::max(in, 1)) *
-                           static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
 #if INFERLAB_INT4_ACT_VNNI
   if (n < kStreamRows) {
     const StreamActs acts = block_acts(xq, xs, xsum, n, in, group_size);
     const int ahead = decode_prefetch_bytes();
-    pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-      const int o1 = std::min(out, static_cast<int>(end) * kUnit);
+    parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
       auto run = [&](auto r_tag) {
         constexpr int R = decltype(r_tag)::value;
-        for (int o = static_cast<int>(begin) * kUnit; o < o1; ++o)
+        for (int o = o0; o < o1; ++o)
           row_stream<R>(acts, packed + static_cast<std::size_t>(o) * row_bytes, scale + static_cast<std::size_t>(o) * groups,
                         zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, y + o, ys, ahead);
       };
@@ -345,12 +340,11 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
         case 6: run(std::integral_constant<int, 6>{}); break;
         default: run(std::integral_constant<int, 7>{}); break;
       }
-    }, grain);
+    });
     return;
   }
 #endif
-  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-    const int o0 = static_cast<int>(begin) * kUnit, o1 = std::min(out, static_cast<int>(end) * kUnit);
+  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
     auto run = [&](auto c_tag) {
       constexpr int C = decltype(c_tag)::value;
       int o = o0;
@@ -376,7 +370,7 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
     };
     if (n <= 2) run(std::integral_constant<int, 4>{});
     else run(std::integral_constant<int, 2>{});
-  }, grain);
+  });
 }
 
 }  // namespace inferlab::cpu

@@ -18,6 +18,7 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/dot_tile.h"
 #include "kernels/cpu/int4_zero_term.h"
 #include "kernels/ref/matmul_int4.h"
 
@@ -169,14 +170,7 @@ void run_rows(const Prepared& a, const Matrix& m, float* y, int n, int out, int 
   const int ahead = decode_prefetch_bytes(), ahead_scales = ahead * 8 / m.group_size;  // scales: 8/gs of the codes' bytes
   const ScaleWalk walk(m.group_size);
   for (int o = o0; o < o1; ++o) {
-    int r = 0;
-    for (; r + 4 <= n; r += 4) row_tile<4>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales);
-    switch (n - r) {
-      case 3: row_tile<3>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); break;
-      case 2: row_tile<2>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); break;
-      case 1: row_tile<1>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); break;
-      default: break;
-    }
+    for_row_tiles(n, [&]<int R>(int r) { row_tile<R>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); });
   }
 }
 
@@ -193,14 +187,7 @@ void matmul_int4_rows(const float* x, const std::uint8_t* packed, const float* s
   if (out <= 0) return;
   const Prepared a = prepare(x, n, in, group_size);
   const Matrix m{packed, scale, zero, ref::int4_row_bytes(in), group_size, ref::int4_groups(in, group_size)};
-  constexpr int kUnit = 8;  // channels per unit; a chunk of units should carry ~64K multiply-adds
-  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
-  const std::size_t per_unit = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(std::max(in, 1)) *
-                               static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_unit);
-  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-    run_rows(a, m, y, n, out, static_cast<int>(begin) * kUnit, std::min(out, static_cast<int>(end) * kUnit));
-  }, grain);
+  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) { run_rows(a, m, y, n, out, o0, o1); });
 #else
   (void)x, (void)packed, (void)scale, (void)zero, (void)y, (void)out, (void)in, (void)pool;
 #endif

@@ -5,6 +5,7 @@
 // C channels, each weight block loaded once per tile.
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/dot_tile.h"
 #include "kernels/cpu/simd.h"
 
 #include <algorithm>
@@ -201,19 +202,13 @@ void quantize_act_rows(const float* x, int n, int in, std::int8_t* xq, float* xs
 void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y,
                      int n, int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
-  constexpr int kUnit = 8;
-  const std::size_t units = static_cast<std::size_t>((out + kUnit - 1) / kUnit);
-  const std::size_t work = static_cast<std::size_t>(kUnit) * static_cast<std::size_t>(std::max(in, 1)) *
-                           static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / work);
-  pool.parallel_for(units, [&](std::size_t begin, std::size_t end) {
-    const int o0 = static_cast<int>(begin) * kUnit, o1 = std::min(out, static_cast<int>(end) * kUnit);
+  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
 #if INFERLAB_INT8_ACT_AVX2
     if (n == 1) return run_rows(xq, xs, q, scale, y, in, o0, o1);
 #endif
     if (n <= 2) run_channels<4>(xq, xs, q, scale, y, n, out, in, o0, o1);
     else run_channels<2>(xq, xs, q, scale, y, n, out, in, o0, o1);
-  }, grain);
+  });
 }
 
 }  // namespace inferlab::cpu

@@ -1,5 +1,11 @@
-// Small AVX2 (and AVX-512) helpers shared by the CPU kernels (defined only where AVX2 and FMA are enabled).
+// Small AVX2 (and AVX-512) helpers shared by the CPU kernels, and the fp32 vector types the
+// kernels are written in: Vec512 (AVX-512F, 16 floats), Vec256 (AVX2+FMA, 8 floats), each
+// defined only where its instructions are enabled, and VecScalar (1 float) everywhere. One
+// struct per instruction set, each the same vocabulary, so a kernel is written once as a
+// template over the vector type (dot_tile.h, gemm_panels_impl.h).
 #pragma once
+
+#include <cstdint>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -24,5 +30,61 @@ inline float hsum(__m512 v) {
 }
 #endif
 
+// 8 fp32 lanes (ymm); load(const int8_t*) widens 8 int8 weights exactly.
+struct Vec256 {
+  using V = __m256;
+  static constexpr int kWidth = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V load(const std::int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V broadcast(float x) { return _mm256_set1_ps(x); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static float sum(V v) { return hsum(v); }
+};
+
+#if defined(__AVX512F__)
+// 16 fp32 lanes (zmm); load(const int8_t*) widens 16 int8 weights exactly (the all-lanes
+// zero-mask forms: GCC 12's unmasked conversions trip -Werror=maybe-uninitialized).
+struct Vec512 {
+  using V = __m512;
+  static constexpr int kWidth = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V load(const std::int8_t* p) {
+    constexpr __mmask16 kAll = 0xFFFF;
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepi8_epi32(kAll, b));
+  }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V broadcast(float x) { return _mm512_set1_ps(x); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static float sum(V v) { return hsum(v); }
+};
+#endif
+
 }  // namespace inferlab::cpu
 #endif
+
+namespace inferlab::cpu {
+
+// One fp32 lane: the portable fallback (a kernel over it may skip its vector loop, kWidth 1,
+// and leave the whole range to an `omp simd` loop).
+struct VecScalar {
+  using V = float;
+  static constexpr int kWidth = 1;
+  static V zero() { return 0.0f; }
+  static V load(const float* p) { return *p; }
+  static V load(const std::int8_t* p) { return static_cast<float>(*p); }
+  static void store(float* p, V v) { *p = v; }
+  static V broadcast(float x) { return x; }
+  static V fmadd(V a, V b, V c) { return a * b + c; }
+  static V add(V a, V b) { return a + b; }
+  static float sum(V v) { return v; }
+};
+
+}  // namespace inferlab::cpu

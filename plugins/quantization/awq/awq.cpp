@@ -10,7 +10,6 @@
 #include <cmath>
 
 #include "inferlab/error.h"
-#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 
@@ -111,25 +110,18 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
 }
 
 AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier)
-    : options_(options), skip_classifier_(skip_classifier) {
-  check_int4_group_size(options.group_size, "awq");
+    : CalibratedInt4Quantization(options.group_size, options.int8_activations, skip_classifier, "awq"),
+      options_(options) {
   check(options.grid >= 1 && options.samples >= 1, "quantization 'awq': grid and samples must be >= 1");
 }
 
-std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
-                                                     int in) {
-  return make_linear(name, std::move(weight), out, in, nullptr);
+bool AwqQuantization::calibrated(const LinearCalibration& calib) const {
+  return !calib.mean_abs.empty() && calib.sample_rows != 0;
 }
 
-std::unique_ptr<Linear> AwqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
-                                                     int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return place_float(std::move(weight), out, in);
-  if (calib == nullptr || calib->mean_abs.empty() || calib->sample_rows == 0) {
-    auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
-    plain->set_int8_activations(options_.int8_activations);
-    return place(std::move(plain));
-  }
-  return place(awq_quantize(weight, out, in, calib->mean_abs, calib->samples, calib->sample_rows, options_));
+std::unique_ptr<Linear> AwqQuantization::make_calibrated(const std::string& /*name*/, const std::vector<float>& weight,
+                                                         int out, int in, const LinearCalibration& calib) {
+  return place(awq_quantize(weight, out, in, calib.mean_abs, calib.samples, calib.sample_rows, options_));
 }
 
 CalibrationNeeds AwqQuantization::calibration_needs() const {
@@ -137,10 +129,6 @@ CalibrationNeeds AwqQuantization::calibration_needs() const {
   n.max_abs = true;
   n.samples = options_.samples;
   return n;
-}
-
-std::unique_ptr<Linear> AwqQuantization::place_float(std::vector<float> weight, int out, int in) {
-  return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
 }  // namespace inferlab::plugins

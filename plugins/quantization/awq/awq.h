@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "inferlab/plugin/quantization.h"
+#include "plugins/common/quantization/int4_strategy.h"
 #include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab::plugins {
@@ -54,34 +55,23 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
                                         const std::vector<float>& mean_abs, const std::vector<float>& x, int rows,
                                         const AwqOptions& options, AwqSearch* search = nullptr);
 
-// The strategy on the CPU; AwqCudaQuantization (awq_cuda.h) places its linears on a GPU.
-class AwqQuantization : public Quantization {
+// The strategy on the CPU; AwqCudaQuantization (awq_cuda.h) places its linears on a GPU. Without
+// calibration (or for a skipped classifier) the shared CalibratedInt4Quantization path.
+class AwqQuantization : public CalibratedInt4Quantization {
  public:
   AwqQuantization(const AwqOptions& options, bool skip_classifier);
-  using Quantization::make_linear;
-  // Without calibration: plain round-to-nearest int4 (quantization/int4's layer).
-  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
-  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in,
-                                      const LinearCalibration* calib) override;
   CalibrationNeeds calibration_needs() const override;
 
-  // quantization/int4's weight-only format: nibbles unpacked, offset and scaled (3 ops per
-  // weight) for a float multiply; a skipped classifier is fp32.
-  LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
-    if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
-    return {true, false, false, 3};
-  }
-
  protected:
-  // The linears as they run on the strategy's device: on the CPU, as built.
-  virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
+  bool calibrated(const LinearCalibration& calib) const override;
+  std::unique_ptr<Linear> make_calibrated(const std::string& name, const std::vector<float>& weight, int out, int in,
+                                          const LinearCalibration& calib) override;
+  using CalibratedInt4Quantization::place;
+  // An AwqLinear as it runs on the strategy's device: on the CPU, as built.
   virtual std::unique_ptr<Linear> place(std::unique_ptr<AwqLinear> linear) { return linear; }
-  // A skipped classifier as it runs on the strategy's device: on the CPU, a FloatLinear.
-  virtual std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in);
 
  private:
   AwqOptions options_;
-  bool skip_classifier_;
 };
 
 }  // namespace inferlab::plugins

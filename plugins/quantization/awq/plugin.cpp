@@ -31,21 +31,10 @@ inferlab::PluginDescriptor describe() {
       {"grid", ParamType::kInt, std::int64_t{20}, 1.0, 1000.0, {}, "alpha is searched over {0, 1/grid, ..., 1}"},
       {"samples", ParamType::kInt, std::int64_t{64}, 1.0, 65536.0, {},
        "Calibration rows (sampled with the [calibration] seed) the output error is measured on"},
-      {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
-       "Keep the 'classifier' (LM head) in fp32"},
-      {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt, {"auto", "fp32", "int8"},
-       "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only (W4A16); int8: "
-       "activations quantised per 32-block (W4A8, quantization/int4's kernels; group_size a multiple of 32)"},
+      skip_classifier_param(),
+      calibrated_int4_activations_param(),
   };
-  d.supports = [](const SupportQuery& q) {
-    std::vector<std::string> reasons;
-    if (q.params.get_int("group_size") % 8 != 0)
-      reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
-    if (q.params.get_string("activations") == "int8" && q.params.get_int("group_size") % 32 != 0)
-      reasons.push_back("activations = \"int8\" needs group_size a multiple of 32, got " +
-                        std::to_string(q.params.get_int("group_size")));
-    return reasons;
-  };
+  d.supports = int4_group_reasons;
   d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<AwqQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"));
   };

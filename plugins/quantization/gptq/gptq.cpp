@@ -13,7 +13,6 @@
 
 #include "inferlab/error.h"
 #include "kernels/ref/matmul_int4.h"
-#include "plugins/common/quantization/float_linear.h"
 
 namespace inferlab::plugins {
 
@@ -134,35 +133,25 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
 }
 
 GptqQuantization::GptqQuantization(const GptqOptions& options, bool skip_classifier)
-    : options_(options), skip_classifier_(skip_classifier) {
-  check_int4_group_size(options.group_size, "gptq");
+    : CalibratedInt4Quantization(options.group_size, options.int8_activations, skip_classifier, "gptq"),
+      options_(options) {
   check(options.damp > 0, "quantization 'gptq': damp must be > 0");
 }
 
-std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
-                                                      int in) {
-  return make_linear(name, std::move(weight), out, in, nullptr);
-}
-
-std::unique_ptr<Linear> GptqQuantization::make_linear(const std::string& name, std::vector<float> weight, int out,
-                                                      int in, const LinearCalibration* calib) {
-  if (skip_classifier_ && name == "classifier") return place_float(std::move(weight), out, in);
-  if (calib == nullptr || calib->hessian.empty()) {
-    auto plain = std::make_unique<Int4Linear>(weight, out, in, options_.group_size, false);
-    plain->set_int8_activations(options_.int8_activations);
-    return place(std::move(plain));
-  }
-  check(calib->in == in && calib->hessian.size() == static_cast<std::size_t>(in) * in,
+std::unique_ptr<Linear> GptqQuantization::make_calibrated(const std::string& name, const std::vector<float>& weight,
+                                                          int out, int in, const LinearCalibration& calib) {
+  check(calib.in == in && calib.hessian.size() == static_cast<std::size_t>(in) * in,
         "quantization 'gptq': the Hessian of " + name + " is not [in, in]");
   // Linears reading the same input share the record (and so H): factor it once. The record
   // outlives the model build; tokens and H's corners guard against an address reused later.
-  const std::array<double, 3> key = {static_cast<double>(calib->tokens), calib->hessian.front(), calib->hessian.back()};
+  const LinearCalibration* record = &calib;
+  const std::array<double, 3> key = {static_cast<double>(calib.tokens), calib.hessian.front(), calib.hessian.back()};
   auto it = std::find_if(factors_.begin(), factors_.end(), [&](const CachedFactor& c) {
-    return c.calib == calib && c.key == key;
+    return c.calib == record && c.key == key;
   });
   if (it == factors_.end()) {
     if (factors_.size() >= 4) factors_.erase(factors_.begin());  // a layer has at most 4 inputs
-    factors_.push_back({calib, key, gptq_factor(calib->hessian.data(), in, options_)});
+    factors_.push_back({record, key, gptq_factor(calib.hessian.data(), in, options_)});
     it = factors_.end() - 1;
   }
   auto linear = gptq_quantize(weight, out, it->factor, options_);
@@ -174,10 +163,6 @@ CalibrationNeeds GptqQuantization::calibration_needs() const {
   CalibrationNeeds n;
   n.hessian = true;
   return n;
-}
-
-std::unique_ptr<Linear> GptqQuantization::place_float(std::vector<float> weight, int out, int in) {
-  return std::make_unique<FloatLinear>(std::move(weight), out, in);
 }
 
 }  // namespace inferlab::plugins

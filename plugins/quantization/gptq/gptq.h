@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "inferlab/plugin/quantization.h"
+#include "plugins/common/quantization/int4_strategy.h"
 #include "plugins/common/quantization/int4_linear.h"
 
 namespace inferlab::plugins {
@@ -40,33 +41,20 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
 std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int out, const GptqFactor& factor,
                                           const GptqOptions& options);
 
-// The strategy on the CPU; GptqCudaQuantization (gptq_cuda.h) places its linears on a GPU.
-class GptqQuantization : public Quantization {
+// The strategy on the CPU; GptqCudaQuantization (gptq_cuda.h) places its linears on a GPU. Without
+// a Hessian (or for a skipped classifier) the shared CalibratedInt4Quantization path.
+class GptqQuantization : public CalibratedInt4Quantization {
  public:
   GptqQuantization(const GptqOptions& options, bool skip_classifier);
-  using Quantization::make_linear;
-  // Without calibration: plain round-to-nearest in the same format (quantization/int4's).
-  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
-  std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in,
-                                      const LinearCalibration* calib) override;
   CalibrationNeeds calibration_needs() const override;
 
-  // quantization/int4's weight-only format: nibbles unpacked, offset and scaled (3 ops per
-  // weight) for a float multiply; a skipped classifier is fp32.
-  LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
-    if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
-    return {true, false, false, 3};
-  }
-
  protected:
-  // The linear as it runs on the strategy's device: on the CPU, as built.
-  virtual std::unique_ptr<Linear> place(std::unique_ptr<Int4Linear> linear) { return linear; }
-  // A skipped classifier as it runs on the strategy's device: on the CPU, a FloatLinear.
-  virtual std::unique_ptr<Linear> place_float(std::vector<float> weight, int out, int in);
+  bool calibrated(const LinearCalibration& calib) const override { return !calib.hessian.empty(); }
+  std::unique_ptr<Linear> make_calibrated(const std::string& name, const std::vector<float>& weight, int out, int in,
+                                          const LinearCalibration& calib) override;
 
  private:
   GptqOptions options_;
-  bool skip_classifier_;
   // Factors of the last Hessians seen (wq/wk/wv and w1/w3 share theirs).
   struct CachedFactor {
     const LinearCalibration* calib;

@@ -1,5 +1,6 @@
 // Plugin descriptor for quantization/int4.
 #include "inferlab/plugin/plugin.h"
+#include "plugins/common/quantization/int4_strategy.h"
 #include "int4.h"
 #include "int4_cuda.h"
 
@@ -20,8 +21,7 @@ inferlab::PluginDescriptor describe() {
        "Input channels per scale (a multiple of 8); a partial last group is fine"},
       {"symmetric", ParamType::kBool, false, std::nullopt, std::nullopt, {},
        "true: scale = max|w|/7, q in [-7, 7]; false: min/max range with a 4-bit zero point"},
-      {"skip_classifier", ParamType::kBool, false, std::nullopt, std::nullopt, {},
-       "Keep the 'classifier' (LM head) in fp32"},
+      skip_classifier_param(),
       {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt, {"auto", "fp32", "int8"},
        "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only (W4A16); int8: "
        "activations quantised per 32-block on the fly (W4A8, group_size a multiple of 32; groups of 32 on AVX-512 "
@@ -30,16 +30,7 @@ inferlab::PluginDescriptor describe() {
        "With int8 activations and group_size 32 on AVX-512 VNNI builds: true stores Q4_0/Q4_1 blocks with "
        "fp16 scales (cpu::gemm_gguf); false keeps the fp32-scale format (matmul_int4_act). No effect otherwise"},
   };
-  d.supports = [](const SupportQuery& q) {
-    std::vector<std::string> reasons;
-    if (q.params.get_int("group_size") % 8 != 0)
-      reasons.push_back("group_size must be a multiple of 8, got " +
-                        std::to_string(q.params.get_int("group_size")));
-    if (q.params.get_string("activations") == "int8" && q.params.get_int("group_size") % 32 != 0)
-      reasons.push_back("activations = \"int8\" needs group_size a multiple of 32, got " +
-                        std::to_string(q.params.get_int("group_size")));
-    return reasons;
-  };
+  d.supports = int4_group_reasons;
   d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<Int4Quantization>(static_cast<int>(ctx.params.get_int("group_size")),
                                               ctx.params.get_bool("symmetric"),
