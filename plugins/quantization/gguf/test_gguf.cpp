@@ -55,6 +55,27 @@ double relative_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d / m;
 }
 
+// `key` = false (a parameter of the int8-activation path) is accepted with int8 activations and
+// refused with fp32 ones, naming both keys, on a model whose one linear has GGML type `type`.
+void expect_false_refused_with_fp32_activations(const std::string& key, int type) {
+  Registry reg({testing::plugin_dir()});
+  ModelConfig gguf_model;
+  gguf_model.source_linear_types = {{"layers.0.wq", type}};
+  for (const std::string acts : {"fp32", "int8"}) {
+    const Params params = reg.resolve(PluginKind::kQuantization, "gguf",
+                                      {{key, ParamValue(false)}, {"activations", ParamValue(acts)}}, "t");
+    const auto reasons =
+        reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{gguf_model, DeviceKind::kCpu, {}, params});
+    if (acts == "int8") {
+      EXPECT_TRUE(reasons.empty()) << key;
+    } else {
+      ASSERT_EQ(reasons.size(), 1u) << key;
+      EXPECT_NE(reasons[0].find(key + " = false"), std::string::npos) << reasons[0];
+      EXPECT_NE(reasons[0].find("activations"), std::string::npos) << reasons[0];
+    }
+  }
+}
+
 TEST(GgufQuantization, NativeLinearsComputeTheDequantizedLinear) {
   const int out = 24, in = 512, n = 5;
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
@@ -127,22 +148,7 @@ TEST(GgufQuantization, TranscodedQ8_0PanelsGiveTheRowKernelsResults) {
   EXPECT_THROW(cpu::transcode_to_q8_0(GgmlType::kQ5_0, std::vector<std::uint8_t>(23)), Error);  // not whole blocks
   // Through the registry: transcode = false with fp32 activations (where nothing is transcoded)
   // is refused, naming both keys.
-  Registry reg({testing::plugin_dir()});
-  ModelConfig gguf_model;
-  gguf_model.source_linear_types = {{"layers.0.wq", 6 /* Q5_0 */}};
-  for (const char* acts : {"fp32", "int8"}) {
-    const Params params = reg.resolve(PluginKind::kQuantization, "gguf",
-                                      {{"transcode", ParamValue(false)}, {"activations", ParamValue(std::string(acts))}}, "t");
-    const auto reasons =
-        reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{gguf_model, DeviceKind::kCpu, {}, params});
-    if (std::string(acts) == "int8") {
-      EXPECT_TRUE(reasons.empty());
-    } else {
-      ASSERT_EQ(reasons.size(), 1u);
-      EXPECT_NE(reasons[0].find("transcode = false"), std::string::npos) << reasons[0];
-      EXPECT_NE(reasons[0].find("activations"), std::string::npos) << reasons[0];
-    }
-  }
+  expect_false_refused_with_fp32_activations("transcode", 6 /* Q5_0 */);
 }
 
 TEST(GgufQuantization, FloatTensorsRunInFp32) {
@@ -210,22 +216,7 @@ TEST(GgufQuantization, UnpackParameterReachesThePanelsAndKeepsTheBits) {
     EXPECT_EQ(ys[0], ys[1]);
   }
   // Through the registry: unpack = false with fp32 activations is refused, naming both keys.
-  Registry reg({testing::plugin_dir()});
-  ModelConfig gguf_model;
-  gguf_model.source_linear_types = {{"layers.0.wq", 2 /* Q4_0 */}};
-  for (const char* acts : {"fp32", "int8"}) {
-    const Params params = reg.resolve(PluginKind::kQuantization, "gguf",
-                                      {{"unpack", ParamValue(false)}, {"activations", ParamValue(std::string(acts))}}, "t");
-    const auto reasons =
-        reg.check_support(PluginKind::kQuantization, "gguf", SupportQuery{gguf_model, DeviceKind::kCpu, {}, params});
-    if (std::string(acts) == "int8") {
-      EXPECT_TRUE(reasons.empty());
-    } else {
-      ASSERT_EQ(reasons.size(), 1u);
-      EXPECT_NE(reasons[0].find("unpack = false"), std::string::npos) << reasons[0];
-      EXPECT_NE(reasons[0].find("activations"), std::string::npos) << reasons[0];
-    }
-  }
+  expect_false_refused_with_fp32_activations("unpack", 2 /* Q4_0 */);
 }
 
 TEST(GgufQuantization, BadBlocksAndMissingBlocksAreErrors) {
