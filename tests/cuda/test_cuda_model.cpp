@@ -106,6 +106,21 @@ TEST(CudaModel, SmolLM2NextTokenKlAgainstCpuBelow1e4) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// SmolLM2-135M's shapes (GQA 9/3 heads, half-style RoPE, 49152-word tied classifier) with seeded
+// random weights and 4 layers, and a 40-token prompt spread over its vocabulary.
+ModelWeights smollm2_shaped_weights() {
+  ModelSpec spec;
+  spec.preset = "smollm2-135m";
+  spec.n_layers = 4;
+  spec.seed = 7;
+  return load_experiment_model(spec).weights;
+}
+std::vector<int> spread_prompt(int vocab) {
+  std::vector<int> prompt(40);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7919 + 13) % static_cast<std::size_t>(vocab));
+  return prompt;
+}
+
 // The same check at SmolLM2-135M's shapes (GQA 9/3 heads, half-style RoPE, 49152-word tied
 // classifier) with seeded random weights and 4 layers: needs no model file, so it also runs where
 // the GGUF is not carried (the GPU machine of scripts/gpu_check.sh).
@@ -116,14 +131,9 @@ TEST(CudaModel, Smollm2ShapedRandomWeightsKlAgainstCpuBelow1e4) {
   std::string skip;
   auto gpu_attention = cuda_attention(registry, *gpu, skip);
   if (!gpu_attention) GTEST_SKIP() << skip;
-  ModelSpec spec;
-  spec.preset = "smollm2-135m";
-  spec.n_layers = 4;
-  spec.seed = 7;
-  const ModelWeights weights = load_experiment_model(spec).weights;
+  const ModelWeights weights = smollm2_shaped_weights();
   const int vocab = weights.config.vocab_size;
-  std::vector<int> prompt(40);
-  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7919 + 13) % static_cast<std::size_t>(vocab));
+  const std::vector<int> prompt = spread_prompt(vocab);
 
   CpuDevice cpu(2);
   testing::FloatQuantization cpu_quant;
@@ -150,14 +160,9 @@ TEST(CudaModel, HalfKvCacheKlAgainstCpuBelow1e4ForEveryCudaAttention) {
   INFERLAB_REQUIRE_CUDA();
   Registry registry(Registry::default_search_path());
   auto gpu = make_device(DeviceKind::kCuda, 0);
-  ModelSpec spec;
-  spec.preset = "smollm2-135m";
-  spec.n_layers = 4;
-  spec.seed = 7;
-  const ModelWeights weights = load_experiment_model(spec).weights;
+  const ModelWeights weights = smollm2_shaped_weights();
   const int vocab = weights.config.vocab_size;
-  std::vector<int> prompt(40);
-  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7919 + 13) % static_cast<std::size_t>(vocab));
+  const std::vector<int> prompt = spread_prompt(vocab);
   CpuDevice cpu(2);
   testing::FloatQuantization cpu_quant;
   Model cpu_model(weights, cpu_quant, cpu);

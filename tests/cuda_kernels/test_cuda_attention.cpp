@@ -97,7 +97,7 @@ HalfKv half_kv(KvDtype dtype, const float* x, std::size_t cells, int head_dim) {
 }
 
 class CudaAttention : public ::testing::Test {
- protected:
+ public:  // expect_every_kernel_matches below runs error_of
   void SetUp() override {
     INFERLAB_REQUIRE_CUDA();
     device_ = make_device(DeviceKind::kCuda, 1);
@@ -177,15 +177,18 @@ class CudaAttention : public ::testing::Test {
 
 constexpr Heads kHeads[] = {{8, 2}, {4, 4}, {8, 1}};
 
-TEST_F(CudaAttention, EveryKernelMatchesTheReferenceOnAwkwardPagedBatches) {
-  // Rows 1 / 3 / 17 against contexts 1 / 129 / 1000, mixed in one batch, and a prefill chunk.
+// Every kernel and parameter set on one batch mixing decode rows and prefill chunks over paged
+// contexts (rows 1 / 3 / 17 against contexts 1 / 129 / 1000), at each block size, head layout,
+// head_dim and KV dtype given, within 1e-5 relative of the reference.
+void expect_every_kernel_matches(CudaAttention& t, std::initializer_list<int> block_sizes,
+                                 std::initializer_list<int> head_dims, std::initializer_list<KvDtype> dtypes,
+                                 std::uint64_t seed) {
   const std::vector<SeqShape> seqs = {{1, 1}, {129, 3}, {1000, 1}, {1000, 17}, {17, 17}, {129, 1}, {40, 0}};
-  std::uint64_t seed = 7000;
   for (const Variant& variant : kVariants)
-    for (int bs : {1, 7, 16})
+    for (int bs : block_sizes)
       for (Heads h : kHeads)
-        for (int head_dim : {16, 40})
-          for (KvDtype dtype : {KvDtype::kF32, KvDtype::kInt8}) {
+        for (int head_dim : head_dims)
+          for (KvDtype dtype : dtypes) {
             SCOPED_TRACE(variant.plugin + " #params " + std::to_string(variant.params.size()) + ", block_size " +
                          std::to_string(bs) + ", heads " + std::to_string(h.n_heads) + "/" +
                          std::to_string(h.n_kv_heads) + ", head_dim " + std::to_string(head_dim) + ", " +
@@ -193,8 +196,13 @@ TEST_F(CudaAttention, EveryKernelMatchesTheReferenceOnAwkwardPagedBatches) {
             AttentionProblemSpec spec = problem_spec(seqs, bs, h, ++seed);
             spec.head_dim = head_dim;
             AttentionProblem problem(spec);
-            EXPECT_LT(error_of(variant, problem, dtype), 1e-5);
+            EXPECT_LT(t.error_of(variant, problem, dtype), 1e-5);
           }
+}
+
+TEST_F(CudaAttention, EveryKernelMatchesTheReferenceOnAwkwardPagedBatches) {
+  // Rows 1 / 3 / 17 against contexts 1 / 129 / 1000, mixed in one batch, and a prefill chunk.
+  expect_every_kernel_matches(*this, {1, 7, 16}, {16, 40}, {KvDtype::kF32, KvDtype::kInt8}, 7000);
 }
 
 // f16 / bf16 KV, read natively (2-byte loads widened to float in registers; flash two values per
@@ -202,22 +210,7 @@ TEST_F(CudaAttention, EveryKernelMatchesTheReferenceOnAwkwardPagedBatches) {
 // prefill chunks and flash's decode split, against the reference on the values the format stores
 // (what kv_quantize_row / kv_write_half write) within 1e-5 relative, as f32 and int8.
 TEST_F(CudaAttention, HalfKvMatchesTheReferenceOnTheStoredValues) {
-  const std::vector<SeqShape> seqs = {{1, 1}, {129, 3}, {1000, 1}, {1000, 17}, {17, 17}, {129, 1}, {40, 0}};
-  std::uint64_t seed = 9000;
-  for (const Variant& variant : kVariants)
-    for (int bs : {1, 16})
-      for (Heads h : kHeads)
-        for (int head_dim : {16, 40, 15})
-          for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16}) {
-            SCOPED_TRACE(variant.plugin + " #params " + std::to_string(variant.params.size()) + ", block_size " +
-                         std::to_string(bs) + ", heads " + std::to_string(h.n_heads) + "/" +
-                         std::to_string(h.n_kv_heads) + ", head_dim " + std::to_string(head_dim) + ", " +
-                         kv_dtype_name(dtype) + " KV");
-            AttentionProblemSpec spec = problem_spec(seqs, bs, h, ++seed);
-            spec.head_dim = head_dim;
-            AttentionProblem problem(spec);
-            EXPECT_LT(error_of(variant, problem, dtype), 1e-5);
-          }
+  expect_every_kernel_matches(*this, {1, 16}, {16, 40, 15}, {KvDtype::kF16, KvDtype::kBf16}, 9000);
 }
 
 // A long decode context split over many blocks of the grid and a peaked softmax (large scores):

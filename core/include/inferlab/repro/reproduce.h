@@ -38,7 +38,8 @@ struct ClaimResult {
 // quantity included); none without a [claim] table, or an Error when `required`.
 std::vector<Claim> read_claims(const std::string& path, bool required = true);
 // What measuring a quantity needs: its own arguments only, the file's model (its shape, no run),
-// or a run of the file's experiment; kUnknown for a name no claim may use.
+// or a run of the file's experiment; kUnknown for a name no claim may use. Ordered by how much
+// of the file they need (`validate` takes the largest over a file's claims).
 enum class ClaimUse { kUnknown, kArguments, kModel, kRun };
 ClaimUse claim_quantity_use(const std::string& quantity);
 // Computes or runs what the claim needs (a ratio claim runs the file's experiment, which must
