@@ -53,8 +53,8 @@ Int4Linear::Int4Linear(const std::vector<float>& weight, int out, int in, int gr
 
 Int4Linear::Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
                        std::vector<std::uint8_t> zero)
-    : Linear(out, in), group_size_(group_size), packed_(std::move(packed)), scale_(std::move(scale)),
-      zero_(std::move(zero)) {
+    : Linear(out, in), group_size_(group_size), packed_(packed.begin(), packed.end()),
+      scale_(scale.begin(), scale.end()), zero_(zero.begin(), zero.end()) {
   check_int4_group_size(group_size, "int4");
   const std::size_t cells = static_cast<std::size_t>(out) * ref::int4_groups(in, group_size);
   check(packed_.size() == static_cast<std::size_t>(out) * ref::int4_row_bytes(in) && scale_.size() == cells &&

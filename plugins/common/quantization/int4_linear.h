@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/huge_pages.h"
 #include "inferlab/plugin/quantization.h"
 
 namespace inferlab {
@@ -45,17 +46,19 @@ class Int4Linear : public Linear {
   int group_size() const { return group_size_; }
   int groups() const;  // per row: ceil(in / group_size)
   bool symmetric() const { return zero_.empty(); }
-  const std::vector<float>& scale() const { return scale_; }  // [out, groups]
-  const std::vector<std::uint8_t>& packed() const { return packed_; }  // [out, ceil(in / 2)]
-  const std::vector<std::uint8_t>& zero() const { return zero_; }      // [out, groups]; empty when symmetric
+  const HugeVector<float>& scale() const { return scale_; }  // [out, groups]
+  const HugeVector<std::uint8_t>& packed() const { return packed_; }  // [out, ceil(in / 2)]
+  const HugeVector<std::uint8_t>& zero() const { return zero_; }      // [out, groups]; empty when symmetric
   // The weights the codes stand for, [out, in].
   std::vector<float> dequantized() const;
 
  private:
   int group_size_;
-  std::vector<std::uint8_t> packed_;  // [out, ceil(in / 2)]
-  std::vector<float> scale_;          // [out, groups]
-  std::vector<std::uint8_t> zero_;    // [out, groups]; empty when symmetric
+  // On 2 MiB pages once large (inferlab/huge_pages.h): decode reads them once per token, and on
+  // 4 KiB pages the few-row kernels ran well below the huge-page read probe (docs/kernels.md).
+  HugeVector<std::uint8_t> packed_;  // [out, ceil(in / 2)]
+  HugeVector<float> scale_;          // [out, groups]
+  HugeVector<std::uint8_t> zero_;    // [out, groups]; empty when symmetric
   bool int8_activations_ = false;
 };
 

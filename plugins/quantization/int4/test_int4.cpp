@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -154,6 +155,19 @@ TEST(Int4Quantization, WeightBytesAboutAnEighthOfFp32PlusScales) {
   // Odd in and a partial last group: ceil(in/2) bytes per row, ceil(in/gs) groups.
   auto odd = Int4Quantization(8, false, false).make_linear("w", gaussian(3 * 13, 6, 1.0), 3, 13);
   EXPECT_EQ(odd->weight_bytes(), 3u * 7 + 3u * 2 * 5);
+}
+
+// Decode reads every code once per token: on 4 KiB pages the few-row kernels stayed well below the
+// huge-page read probe (docs/kernels.md), so weights of 2 MiB and more sit on 2 MiB pages
+// (inferlab/huge_pages.h: 2 MiB-aligned mappings), whichever constructor made them.
+TEST(Int4Quantization, LargeWeightsSitOnHugePages) {
+  const int out = 1024, in = 4096;  // 2 MiB of codes
+  const Int4Linear made(gaussian(static_cast<std::size_t>(out) * in, 7, 1.0), out, in, 32, false);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(made.packed().data()) % kHugePageBytes, 0u);
+  const Int4Linear given(out, in, 32, std::vector<std::uint8_t>(made.packed().begin(), made.packed().end()),
+                         std::vector<float>(made.scale().begin(), made.scale().end()), {});
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(given.packed().data()) % kHugePageBytes, 0u);
+  EXPECT_EQ(given.packed(), made.packed());
 }
 
 TEST(Int4Quantization, GroupSizeAndSymmetricChangeOutputs) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "inferlab/error.h"
@@ -21,6 +22,15 @@ std::vector<float> gaussian(std::size_t count, std::uint64_t seed, double sigma)
   std::vector<float> v(count);
   for (float& f : v) f = static_cast<float>(sigma * rng.normal());
   return v;
+}
+
+// Decode reads every code once per token: on 4 KiB pages the row stream ran at ~0.7 of the
+// huge-page read probe (docs/kernels.md), so codes of 2 MiB and more sit on 2 MiB pages
+// (inferlab/huge_pages.h: 2 MiB-aligned mappings).
+TEST(Int8Quantization, LargeWeightsSitOnHugePages) {
+  const int out = 1024, in = 2048;  // 2 MiB of codes
+  const Int8Linear linear(gaussian(static_cast<std::size_t>(out) * in, 3, 0.05), out, in);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(linear.q().data()) % kHugePageBytes, 0u);
 }
 
 // For output o: y_int8 - y_fp32 = sum_i x_i (scale_o q_oi - w_oi), and rounding to the

@@ -8,8 +8,8 @@
 namespace inferlab {
 
 // A Buffer on `device` holding host's bytes; an empty Buffer when host is empty.
-template <class T>
-Buffer upload_to(Device& device, const std::vector<T>& host) {
+template <class T, class Alloc>
+Buffer upload_to(Device& device, const std::vector<T, Alloc>& host) {
   if (host.empty()) return Buffer();
   Buffer b(device, host.size() * sizeof(T));
   device.copy_to_device(b.data(), host.data(), host.size() * sizeof(T));
