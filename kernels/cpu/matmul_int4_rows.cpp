@@ -6,7 +6,7 @@
 // 128 codes, on the shuffle port beside the FMAs. Every group size dividing 128 or a multiple of it
 // is a multiple of 8, so lane i lies in one group. Per chunk and token row, sum over q of x * c per
 // lane is scaled by the lanes' group scales in one FMA; the zero points come off once per row from
-// the groups' sums X_g of x: y = sum_g s_g (sum x c) - sum_g s_g z_g X_g (int4_zero_term). The
+// the groups' sums X_g of x: y = sum_g s_g (sum x c) - sum_g s_g z_g X_g, folded into the lanes before their sum. The
 // activations are laid out once per call in plane order, zero past `in` so that the masked last
 // chunk contributes nothing.
 #include "kernels/cpu/matmul_int4_rows.h"
@@ -19,7 +19,6 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
-#include "kernels/cpu/int4_zero_term.h"
 #include "kernels/ref/matmul_int4.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -89,9 +88,11 @@ struct ScaleWalk {
   int per = 0;               // groups per chunk (group_size < 128), else 0
   int chunks_per_group = 1;  // group_size / 128 (group_size >= 128)
   __m512i idx;               // lane -> group within the chunk
+  __mmask16 load = 0;        // the chunk's `per` scales
   explicit ScaleWalk(int group_size) : idx(_mm512_setzero_si512()) {
     if (group_size < kChunk) {
       per = kChunk / group_size;
+      load = static_cast<__mmask16>((1u << per) - 1u);
       const int shift = __builtin_ctz(static_cast<unsigned>(group_size / 8));
       idx = _mm512_maskz_srli_epi32(0xFFFF, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                     static_cast<unsigned>(shift));
@@ -110,68 +111,113 @@ inline __m512 plane(__m512i v, __m512 table) {
   else return _mm512_maskz_permutexvar_ps(kAll, _mm512_maskz_srli_epi32(kAll, v, 4 * Q), table);
 }
 
-// y[r * ys] = x[r, :] · W[o, :] for R token rows (Prepared rows r0 .. r0 + R).
-template <int R>
-void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk, int o, float* y, std::size_t ys,
-              int ahead, int ahead_scales) {
-  const std::uint8_t* row = m.packed + static_cast<std::size_t>(o) * m.row_bytes;
-  const float* sw = m.scale + static_cast<std::size_t>(o) * m.groups;
-  const std::size_t full = m.row_bytes / kChunkBytes;
+// acc[r][c] += lane scales sv[c] * (x[r] · codes of v[c]) over one chunk of C weight rows
+// (Prepared rows xr[r] at the chunk): each row's 8 planes are unpacked once for all R token rows,
+// each x vector is loaded once for the C weight rows; every (r, c) is one chain of 8 FMAs and one
+// FMA with the scales (9 operations per 128 codes and token row, against 16 per weight row).
+template <int R, int C>
+inline void chunk_rows(const __m512i (&v)[C], const __m512 (&sv)[C], const float* const (&xr)[R],
+                       __m512 (&acc)[R][C]) {
   const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  int g = 0, in_group = 0;  // the chunk's first group; chunks of it passed (group_size >= 128)
-  for (std::size_t c = 0; c < a.chunks; ++c) {
-    const std::uint8_t* p = row + c * kChunkBytes;
-    __m512i v;
-    if (c < full) {
-      v = _mm512_loadu_si512(p);
-    } else {  // the last, partial chunk: bytes past the row read as code 0 against x = 0
-      const std::size_t left = m.row_bytes - c * kChunkBytes;
-      v = _mm512_maskz_loadu_epi8((__mmask64{1} << left) - 1, p);
-    }
-    prefetch_ahead(p, kChunkBytes, ahead);
-    if ((c & 3) == 0) prefetch_ahead(sw + g, 64, ahead_scales);
-    const __m512 w0 = plane<0>(v, table), w1 = plane<1>(v, table), w2 = plane<2>(v, table), w3 = plane<3>(v, table);
-    const __m512 w4 = plane<4>(v, table), w5 = plane<5>(v, table), w6 = plane<6>(v, table), w7 = plane<7>(v, table);
-    __m512 sv;
-    if (walk.per > 0) {
-      const int count = std::min(walk.per, m.groups - g);
-      sv = _mm512_maskz_permutexvar_ps(0xFFFF, walk.idx,
-                                       _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1u), sw + g));
-      g += walk.per;
-    } else {
-      sv = _mm512_set1_ps(sw[g]);
-      if (++in_group == walk.chunks_per_group) in_group = 0, ++g;
-    }
-    for (int r = 0; r < R; ++r) {  // two chains of four FMAs per row: the latency stays hidden
-      const float* xp = a.xp + (static_cast<std::size_t>(r0 + r) * a.chunks + c) * kChunk;
-      __m512 d0 = _mm512_mul_ps(_mm512_loadu_ps(xp), w0);
-      __m512 d1 = _mm512_mul_ps(_mm512_loadu_ps(xp + kLanes), w1);
-      d0 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + 2 * kLanes), w2, d0);
-      d1 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + 3 * kLanes), w3, d1);
-      d0 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + 4 * kLanes), w4, d0);
-      d1 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + 5 * kLanes), w5, d1);
-      d0 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + 6 * kLanes), w6, d0);
-      d1 = _mm512_fmadd_ps(_mm512_loadu_ps(xp + 7 * kLanes), w7, d1);
-      acc[r] = _mm512_fmadd_ps(_mm512_add_ps(d0, d1), sv, acc[r]);
-    }
+  __m512 w[C][8];
+  for (int c = 0; c < C; ++c) {
+    w[c][0] = plane<0>(v[c], table), w[c][1] = plane<1>(v[c], table), w[c][2] = plane<2>(v[c], table);
+    w[c][3] = plane<3>(v[c], table), w[c][4] = plane<4>(v[c], table), w[c][5] = plane<5>(v[c], table);
+    w[c][6] = plane<6>(v[c], table), w[c][7] = plane<7>(v[c], table);
   }
-  const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o) * m.groups : nullptr;
   for (int r = 0; r < R; ++r) {
-    const float* gx = a.gx + static_cast<std::size_t>(r0 + r) * a.groups;
-    y[static_cast<std::size_t>(r) * ys] = hsum(acc[r]) - int4_zero_term(sw, zo, gx, m.groups);
+    __m512 d[C];
+    const __m512 x0 = _mm512_loadu_ps(xr[r]);
+    for (int c = 0; c < C; ++c) d[c] = _mm512_mul_ps(x0, w[c][0]);
+    for (int q = 1; q < 8; ++q) {
+      const __m512 xq = _mm512_loadu_ps(xr[r] + q * kLanes);
+      for (int c = 0; c < C; ++c) d[c] = _mm512_fmadd_ps(xq, w[c][q], d[c]);
+    }
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(d[c], sv[c], acc[r][c]);
   }
 }
 
-// Channels [o0, o1) of all n token rows: each weight row once, tiles of up to 4 token rows.
-void run_rows(const Prepared& a, const Matrix& m, float* y, int n, int out, int o0, int o1) {
+// y[r * ys + c] = x[r, :] · W[o + c, :] for R token rows (Prepared rows r0 .. r0 + R) and C weight
+// rows. SmallGroups: group_size < 128 (walk.per groups per chunk). The full chunks run without a
+// branch; the last, partial one (bytes past the row read as code 0 against x = 0) after them.
+template <int R, int C, bool SmallGroups>
+void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk, int o, float* y, std::size_t ys,
+              int ahead, int ahead_scales) {
+  const std::uint8_t* rows[C];
+  const float* sw[C];
+  for (int c = 0; c < C; ++c) {
+    rows[c] = m.packed + static_cast<std::size_t>(o + c) * m.row_bytes;
+    sw[c] = m.scale + static_cast<std::size_t>(o + c) * m.groups;
+  }
+  const std::size_t full = m.row_bytes / kChunkBytes;
+  const float* xr[R];
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    xr[r] = a.xp + static_cast<std::size_t>(r0 + r) * a.chunks * kChunk;
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  int g = 0, in_group = 0;  // the chunk's first group; chunks of it passed (group_size >= 128)
+  auto scales = [&](__mmask16 load, __m512 (&sv)[C]) {
+    if constexpr (SmallGroups) {
+      for (int c = 0; c < C; ++c) sv[c] = _mm512_maskz_permutexvar_ps(0xFFFF, walk.idx, _mm512_maskz_loadu_ps(load, sw[c] + g));
+      g += walk.per;
+    } else {
+      (void)load;
+      for (int c = 0; c < C; ++c) sv[c] = _mm512_set1_ps(sw[c][g]);
+      if (++in_group == walk.chunks_per_group) in_group = 0, ++g;
+    }
+  };
+  __m512i v[C];
+  __m512 sv[C];
+  for (std::size_t k = 0; k < full; ++k) {
+    for (int c = 0; c < C; ++c) {
+      const std::uint8_t* p = rows[c] + k * kChunkBytes;
+      prefetch_ahead(p, kChunkBytes, ahead);
+      if ((k & 3) == 0) prefetch_ahead(sw[c] + g, 64, ahead_scales);
+      v[c] = _mm512_loadu_si512(p);
+    }
+    scales(walk.load, sv);
+    chunk_rows<R, C>(v, sv, xr, acc);
+    for (int r = 0; r < R; ++r) xr[r] += kChunk;
+  }
+  if (full < a.chunks) {
+    const __mmask64 left = (__mmask64{1} << (m.row_bytes - full * kChunkBytes)) - 1;
+    for (int c = 0; c < C; ++c) v[c] = _mm512_maskz_loadu_epi8(left, rows[c] + full * kChunkBytes);
+    scales(static_cast<__mmask16>((1u << std::min(walk.per, m.groups - g)) - 1u), sv);
+    chunk_rows<R, C>(v, sv, xr, acc);
+  }
+  // The zero points: acc -= s_g z_g X_g, 16 groups at a time, each s_g z_g once for the R rows.
+  for (int c = 0; c < C; ++c) {
+    const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o + c) * m.groups : nullptr;
+    for (int g0 = 0; g0 < m.groups; g0 += 16) {  // zero-mask forms throughout: GCC 12
+      const __mmask16 k = m.groups - g0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (m.groups - g0)) - 1);
+      const __m512 z = zo ? _mm512_maskz_cvtepi32_ps(k, _mm512_maskz_cvtepu8_epi32(k, _mm_maskz_loadu_epi8(k, zo + g0)))
+                          : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+      const __m512 sz = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sw[c] + g0), z);
+      for (int r = 0; r < R; ++r)
+        acc[r][c] = _mm512_fnmadd_ps(
+            sz, _mm512_maskz_loadu_ps(k, a.gx + static_cast<std::size_t>(r0 + r) * a.groups + g0), acc[r][c]);
+    }
+    for (int r = 0; r < R; ++r) y[static_cast<std::size_t>(r) * ys + c] = hsum(acc[r][c]);
+  }
+}
+
+// Channels [o0, o1) of all n token rows: each weight row once, tiles of up to 4 token rows; one
+// token row takes two weight rows at a time (two independent streams and chains, each x load
+// feeding both).
+template <bool SmallGroups>
+void run_rows(const Prepared& a, const Matrix& m, const ScaleWalk& walk, float* y, int n, int out, int o0, int o1) {
   const std::size_t ys = static_cast<std::size_t>(out);
   const int ahead = decode_prefetch_bytes(), ahead_scales = ahead * 8 / m.group_size;  // scales: 8/gs of the codes' bytes
-  const ScaleWalk walk(m.group_size);
-  for (int o = o0; o < o1; ++o) {
-    for_row_tiles(n, [&]<int R>(int r) { row_tile<R>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales); });
-  }
+  int o = o0;
+  for (; o + 2 <= o1; o += 2)
+    for_row_tiles(n, [&]<int R>(int r) {
+      row_tile<R, 2, SmallGroups>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales);
+    });
+  for (; o < o1; ++o)
+    for_row_tiles(n, [&]<int R>(int r) {
+      row_tile<R, 1, SmallGroups>(a, r, m, walk, o, y + r * ys + o, ys, ahead, ahead_scales);
+    });
 }
 
 }  // namespace
@@ -187,7 +233,13 @@ void matmul_int4_rows(const float* x, const std::uint8_t* packed, const float* s
   if (out <= 0) return;
   const Prepared a = prepare(x, n, in, group_size);
   const Matrix m{packed, scale, zero, ref::int4_row_bytes(in), group_size, ref::int4_groups(in, group_size)};
-  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) { run_rows(a, m, y, n, out, o0, o1); });
+  const ScaleWalk walk(group_size);
+  parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
+    if (walk.per > 0)
+      run_rows<true>(a, m, walk, y, n, out, o0, o1);
+    else
+      run_rows<false>(a, m, walk, y, n, out, o0, o1);
+  });
 #else
   (void)x, (void)packed, (void)scale, (void)zero, (void)y, (void)out, (void)in, (void)pool;
 #endif
