@@ -1,9 +1,9 @@
 // The few-row (decode) path of matmul_int4 on CPUs with AVX-512: the int4 codes become fp32 in
 // registers (one vpermps lookup per 16 codes, no conversion) and meet the fp32 activations in FMAs,
 // so the products are exact and the sums are fp32 ones (weight-only, W4A16 with fp32 activations).
-// Each weight row is read once, front to back, for all token rows (tiles of up to 4), 128 codes
-// per 64-byte load, prefetched ahead; no dequantised copy of the weights is written. Internal to
-// kernels/cpu; contract of the arguments: matmul_int4.h.
+// Each weight row is read once, front to back, for all token rows (tiles of up to 4 token rows and
+// 2 weight rows), 128 codes per 64-byte load, prefetched ahead; no dequantised copy of the weights
+// is written. Internal to kernels/cpu; contract of the arguments: matmul_int4.h.
 #pragma once
 #include <cstdint>
 
@@ -11,11 +11,11 @@
 
 namespace inferlab::cpu {
 
-// Token rows up to which matmul_int4 takes this path. Each token row costs 10 vector operations
-// per 128 codes against 17 shared ones, so from 8 rows on dequantizing a block of weight rows
-// once into floats shared by every row was as fast or faster (2026-12-06, Xeon, 1024 x 2048, one
-// thread: 8 rows equal, 16 rows 0.8x the time).
-constexpr int kInt4RowsMaxRows = 7;
+// Token rows up to which matmul_int4 takes this path. Each token row costs 9 vector operations
+// per 128 codes against 16 shared ones (per weight row); with two weight rows per tile it stayed
+// ahead of dequantizing a block of weight rows once into floats up to 8 rows (2026-12-06, Xeon,
+// 1024 x 2048 g32, one thread: 7 rows here 437 us, 8 rows dequantized once 661 us).
+constexpr int kInt4RowsMaxRows = 8;
 
 // Whether this build and group size have the path: AVX-512 F/BW/VL compiled in and group_size
 // dividing 128 or a multiple of it (each 8-code lane then lies in one group).
