@@ -59,15 +59,26 @@ Prepared prepare(const float* x, int n, int in, int group_size) {
   const std::size_t chunks = static_cast<std::size_t>((in + kChunk - 1) / kChunk);
   const std::size_t groups = static_cast<std::size_t>(ref::int4_groups(in, group_size));
   xp.assign(static_cast<std::size_t>(n) * chunks * kChunk, 0.0f);
-  gx.assign(static_cast<std::size_t>(n) * groups, 0.0f);
-  for (int r = 0; r < n; ++r)
-    for (int k = 0; k < in; ++k) {
-      const float v = x[static_cast<std::size_t>(r) * in + k];
-      const std::size_t c = static_cast<std::size_t>(k / kChunk), rc = static_cast<std::size_t>(r) * chunks + c;
-      const int p = k % kChunk;
-      xp[rc * kChunk + static_cast<std::size_t>((p % 8) * kLanes + p / 8)] = v;
-      gx[static_cast<std::size_t>(r) * groups + k / group_size] += v;
+  gx.resize(static_cast<std::size_t>(n) * groups);
+  // Without divisions: they made this single-threaded pass ~12 us of a 5632-wide row (2026-12-06).
+  for (int r = 0; r < n; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * in;
+    float* dst = xp.data() + static_cast<std::size_t>(r) * chunks * kChunk;
+    for (int k0 = 0; k0 < in; k0 += kChunk, dst += kChunk) {
+      if (in - k0 >= kChunk) {
+        for (int i = 0; i < kLanes; ++i)
+          for (int q = 0; q < 8; ++q) dst[q * kLanes + i] = xr[k0 + 8 * i + q];
+      } else {
+        for (int p = 0; p < in - k0; ++p) dst[(p % 8) * kLanes + p / 8] = xr[k0 + p];
+      }
     }
+    float* gr = gx.data() + static_cast<std::size_t>(r) * groups;
+    for (int g = 0, k0 = 0; k0 < in; ++g, k0 += group_size) {
+      float sum = 0.0f;
+      for (int k = k0; k < std::min(in, k0 + group_size); ++k) sum += xr[k];
+      gr[g] = sum;
+    }
+  }
   return {xp.data(), gx.data(), chunks, groups};
 }
 
