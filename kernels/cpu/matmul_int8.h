@@ -7,7 +7,8 @@
 // in registers once and reused for a block of up to 4 token rows; with AVX-512 and fewer than 8
 // token rows (decode) each weight row is instead read front to back, 16 codes per step (one
 // sequential stream per thread: interleaving 4 rows 8 bytes at a time stalled on loads and ran at
-// a third of the speed on SmolLM2); with the AMX bf16 tiles, 5 to 8 token rows (speculative
+// a third of the speed on SmolLM2; from 2 token rows on, two weight rows side by side share each
+// activation load); with the AMX bf16 tiles, 5 to 8 token rows (speculative
 // verification, a few sequences) widen 16 weight rows at a time to bf16 tiles that one tile
 // product per 32 inputs multiplies with all rows at once (matmul_int8_amx.h). Threads split the
 // output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
