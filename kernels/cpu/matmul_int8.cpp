@@ -12,6 +12,7 @@
 #include "kernels/cpu/dot_tile.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -136,7 +137,8 @@ void run_channels(const float* x, const std::int8_t* q, const float* scale, floa
 void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
                  int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
-  if (n >= kInt8AmxMinRows && n <= kInt8AmxMaxRows && amx_bf16_enabled()) {
+  const bool wide = sizeof(float) * static_cast<std::size_t>(std::min(n, 4)) * static_cast<std::size_t>(in) > kStreamActBytes;
+  if (n >= (wide ? kInt8AmxWideMinRows : kInt8AmxMinRows) && n <= kInt8AmxMaxRows && amx_bf16_enabled()) {
     matmul_int8_amx(x, q, scale, y, n, out, in, pool);
     return;
   }

@@ -1,10 +1,12 @@
 // The AMX few-row path of matmul_int8 (matmul_int8_amx.h).
 //
 // Tiles (all 16 rows x 64 bytes): C 0 (16 output channels x 16 columns of fp32 sums), A 1..2
-// (16 channels x 32 inputs, bf16), B 3..4 (16 input pairs x 16 columns x 2, bf16). Column 2r of
-// B holds bf16(x_r) and column 2r + 1 holds bf16(x_r - bf16(x_r)); columns past 2n are zero, so
-// y[r, o] = scale[o] · (C[o][2r] + C[o][2r + 1]) once every step of the row is summed. The inputs
-// past `in` are zero on both sides (masked weight loads, zero-padded activations).
+// (16 channels x 32 inputs, bf16), B 3..4 (16 input pairs x 16 columns x 2, bf16). Token row r
+// takes `parts` columns parts * r .. parts * r + parts - 1: bf16(x_r) and what is left of x_r after it,
+// again as bf16 — three parts (x = hi + mid + lo exactly, for up to 5 rows) or two (hi + lo, ~16
+// bits, 6 to 8 rows); columns past parts * n are zero, so y[r, o] = scale[o] · Σ_p C[o][parts r + p]
+// once every step of the row is summed. The inputs past `in` are zero on both sides (masked
+// weight loads, zero-padded activations).
 #include "kernels/cpu/matmul_int8_amx.h"
 
 #include <algorithm>
@@ -39,27 +41,29 @@ const AmxConfig& tile_config() {
   return c;
 }
 
-// x [n, in] as B tiles: [chunks][16 pairs][16 columns][2] bf16 (thread-local buffer of the caller).
-const std::uint16_t* prepare(const float* x, int n, int in, int chunks) {
+// x [n, in] as B tiles: [chunks][16 pairs][16 columns][2] bf16 (thread-local buffer of the caller),
+// `parts` columns per token row: part p is bf16 of what parts 0 .. p - 1 left of x (±inf: 0 after
+// the first part, not inf - inf).
+const std::uint16_t* prepare(const float* x, int n, int in, int chunks, int parts) {
   thread_local std::vector<std::uint16_t> b;
   b.assign(static_cast<std::size_t>(chunks) * kTileElems, 0);
   for (int r = 0; r < n; ++r)
     for (int k0 = 0; k0 < in; k0 += 16) {
       const __mmask16 m = in - k0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (in - k0)) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(m, x + static_cast<std::size_t>(r) * in + k0);
-      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-      const __m512 h = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, hi), 16));
-      const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);  // ±inf: lo 0, not inf - inf
-      const __m256i lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), v, h)));
-      alignas(32) std::uint16_t his[16], los[16];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(his), hi);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(los), lo);
+      __m512 left = _mm512_maskz_loadu_ps(m, x + static_cast<std::size_t>(r) * in + k0);
+      alignas(32) std::uint16_t part[3][16];
+      for (int p = 0; p < parts; ++p) {
+        const __m256i bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(left));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(part[p]), bits);
+        const __m512 h = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
+        const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);
+        left = _mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), left, h);
+      }
       for (int i = 0; i < 16 && k0 + i < in; ++i) {
         const int k = k0 + i;
         const std::size_t at = static_cast<std::size_t>(k / kChunk) * kTileElems +
                                static_cast<std::size_t>((k % kChunk) / 2) * 2 * kTile + static_cast<std::size_t>(k % 2);
-        b[at + static_cast<std::size_t>(2 * r) * 2] = his[i];
-        b[at + static_cast<std::size_t>(2 * r + 1) * 2] = los[i];
+        for (int p = 0; p < parts; ++p) b[at + static_cast<std::size_t>(parts * r + p) * 2] = part[p][i];
       }
     }
   return b.data();
@@ -111,8 +115,8 @@ inline void multiply_step(const std::uint16_t* b, int in, int k, const std::uint
 }
 
 // y[:, o0 .. o0 + rows) for all n token rows: rows <= 16 weight rows as one A tile row block.
-void channel_block(const std::uint16_t* b, const std::int8_t* q, const float* scale, float* y, int n, int out, int in,
-                   int o0, int rows, int ahead) {
+void channel_block(const std::uint16_t* b, const std::int8_t* q, const float* scale, float* y, int n, int parts,
+                   int out, int in, int o0, int rows, int ahead) {
   alignas(64) std::uint16_t a[2][2][kTileElems];  // [step parity][A tile]
   if (rows < kTile) std::fill(&a[0][0][0], &a[0][0][0] + 4 * kTileElems, std::uint16_t{0});
   const std::int8_t* qb = q + static_cast<std::size_t>(o0) * in;
@@ -133,8 +137,11 @@ void channel_block(const std::uint16_t* b, const std::int8_t* q, const float* sc
   _tile_stored(0, sums, 64);
   asm volatile("" ::: "memory");
   for (int m = 0; m < rows; ++m)
-    for (int r = 0; r < n; ++r)
-      y[static_cast<std::size_t>(r) * out + o0 + m] = scale[o0 + m] * (sums[m][2 * r] + sums[m][2 * r + 1]);
+    for (int r = 0; r < n; ++r) {
+      float sum = sums[m][parts * r];
+      for (int p = 1; p < parts; ++p) sum += sums[m][parts * r + p];
+      y[static_cast<std::size_t>(r) * out + o0 + m] = scale[o0 + m] * sum;
+    }
 }
 
 }  // namespace
@@ -152,7 +159,8 @@ void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, f
     return;
   }
   const int chunks = (in + kStep - 1) / kStep * 2;
-  const std::uint16_t* b = prepare(x, n, in, chunks);
+  const int parts = n * 3 <= kTile ? 3 : 2;
+  const std::uint16_t* b = prepare(x, n, in, chunks, parts);
   const std::size_t blocks = static_cast<std::size_t>((out + kTile - 1) / kTile);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / (static_cast<std::size_t>(kTile) * in));
   pool.parallel_for(blocks, [&](std::size_t begin, std::size_t end) {
@@ -163,7 +171,7 @@ void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, f
     const int ahead = decode_prefetch_bytes() / 8;
     for (std::size_t blk = begin; blk < end; ++blk) {
       const int o0 = static_cast<int>(blk) * kTile;
-      channel_block(b, q, scale, y, n, out, in, o0, std::min(kTile, out - o0), ahead);
+      channel_block(b, q, scale, y, n, parts, out, in, o0, std::min(kTile, out - o0), ahead);
     }
   }, grain);
 #else

@@ -1,26 +1,32 @@
 // The few-row path of matmul_int8 (W8A16) on Intel AMX's bf16 tiles: each 64-byte step of 16
 // weight rows is widened in registers to bfloat16 (every int8 is exact in bf16) and stored as two
 // 1 KiB A tiles in a per-thread staging buffer (the L1-resident operand `tdpbf16ps` loads, never
-// a dequantised row buffer); the activations, split once per call into two bfloat16 (hi + lo,
-// ~16 significant bits: the result is fp32 activations' to ~1e-5 of sum |x w|, asserted by the
-// parity test), form the B tiles, two columns per token row. So up to 8 token rows cost one tile
+// a dequantised row buffer); the activations, split once per call into three bfloat16 for up to 5
+// token rows (x = hi + mid + lo exactly: every product exact, as on the FMAs) or two from 6 (hi +
+// lo, ~16 significant bits: fp32 activations' result to ~1e-5 of sum |x w|, asserted by the
+// parity test), form the B tiles, one column per part. So up to 8 token rows cost one tile
 // product per step, the weights are read once for all rows, and the conversion is shared: a few
 // rows cost about what one does. Runs where amx_bf16_enabled() (kernels/cpu/amx.h); matmul_int8
 // keeps its AVX-512 row stream otherwise. Internal to kernels/cpu; contract: matmul_int8.h.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {
 
-// Token rows matmul_int8 sends here (two B-tile columns each: hi and lo, so at most 8). Below 5
-// the AVX-512 row stream is as fast or faster: widening 16 weight rows into tiles costs about
-// twice its work at one row. 16 TinyLlama layers streamed from DRAM, 2 threads, alternating, best
-// of 5 (loaded AMX Xeon, 2026-12-06): 3 rows 1.38x, 4 rows 1.07x the row stream's time, 5 rows
-// 0.86x, 6 rows 0.70x, 8 rows 0.51x.
+// Token rows matmul_int8 sends here (B-tile columns per row: three, x = hi + mid + lo exactly, up
+// to 5 rows; two, hi + lo, from 6; so at most 8). Below 5 the AVX-512 row stream is as fast or
+// faster while its tile of activations stays in L1: widening 16 weight rows into tiles costs about
+// twice its work at one row. Where 3 or 4 rows of activations outgrow kStreamActBytes (TinyLlama's
+// 5632-wide down projection) they stream from L2 once per weight row, and this path runs from
+// kInt8AmxWideMinRows rows instead (2 threads from DRAM, alternating, AMX Xeon, 2026-12-06:
+// 2048 x 5632 3 rows 9.5 -> 12.4 GB/s, 4 rows 7.4 -> 12.2; 2048-wide rows 3 rows 0.8x, 4 rows 0.9x).
 constexpr int kInt8AmxMinRows = 5;
+constexpr int kInt8AmxWideMinRows = 3;
 constexpr int kInt8AmxMaxRows = 8;
+constexpr std::size_t kStreamActBytes = std::size_t{32} << 10;
 
 // y[n, out] = x[n, in] · (scale ⊙ Q)^T as matmul_int8; requires amx_bf16_enabled() and
 // 1 <= n <= kInt8AmxMaxRows (throws inferlab::Error otherwise).

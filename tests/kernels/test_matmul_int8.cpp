@@ -111,6 +111,58 @@ TEST(MatmulInt8, ZeroRowsGiveZeroNotNaN) {
   }
 }
 
+// Up to 5 token rows every product is exact, whichever path runs (the row stream's FMAs, or
+// matmul_int8_amx with x as three bf16 parts): one nonzero code per weight row makes each output
+// a single product, so it must be fp32's correctly rounded q * x, then * scale (a few ulp). x
+// has all 24 mantissa bits; as hi + lo bf16 (~16 bits) it misses by ~1e-5.
+TEST(MatmulInt8, UpToFiveRowsTheProductsAreExact) {
+  ThreadPool pool(2);
+  const int out = 37;
+  for (int in : {100, 3001})  // 3001: 3 rows and more on the AMX tiles where they run
+  for (int n = 1; n <= 5; ++n) {
+    std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 40 + n);
+    for (float& v : x) v *= 1.0f + 0x1.555554p-9f;  // spread the mantissa bits
+    std::vector<std::int8_t> q(static_cast<std::size_t>(out) * in, 0);
+    std::vector<float> scale(out);
+    for (int o = 0; o < out; ++o) {
+      q[static_cast<std::size_t>(o) * in + (o * 7) % in] = static_cast<std::int8_t>(o % 2 ? 127 : -93);
+      scale[o] = 0.001f * static_cast<float>(o + 1);
+    }
+    std::vector<float> y(static_cast<std::size_t>(n) * out, std::nanf(""));
+    cpu::matmul_int8(x.data(), q.data(), scale.data(), y.data(), n, out, in, pool);
+    for (int r = 0; r < n; ++r)
+      for (int o = 0; o < out; ++o) {
+        const std::size_t i = static_cast<std::size_t>(o) * in + (o * 7) % in;
+        const double want = static_cast<double>(scale[o]) * q[i] * x[static_cast<std::size_t>(r) * in + (o * 7) % in];
+        ASSERT_NEAR(y[static_cast<std::size_t>(r) * out + o], want, 4e-7 * std::fabs(want))
+            << "n=" << n << " in=" << in << " r=" << r << " o=" << o;
+      }
+  }
+}
+
+// Rows whose activations outgrow the row stream's L1 budget take the AMX tiles from 3 rows on
+// (kInt8AmxWideMinRows): the same parity with the reference as every other shape.
+TEST(MatmulInt8, WideRowsMatchRef) {
+  ThreadPool pool(2);
+  const int out = 21, in = 3001;  // 64-byte steps, then a partial one
+  for (int n = 2; n <= 5; ++n) {
+    std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 60 + n);
+    std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, 70 + n, 0.05);
+    std::vector<std::int8_t> q(w.size());
+    std::vector<float> scale(out);
+    ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+    std::vector<float> want(static_cast<std::size_t>(n) * out), got(want.size(), std::nanf(""));
+    ref::matmul_int8(x.data(), q.data(), scale.data(), want.data(), n, out, in);
+    cpu::matmul_int8(x.data(), q.data(), scale.data(), got.data(), n, out, in, pool);
+    for (int r = 0; r < n; ++r)
+      for (int o = 0; o < out; ++o) {
+        double mag = 0;
+        for (int i = 0; i < in; ++i) mag += std::fabs(x[r * in + i] * q[o * in + i]) * scale[o];
+        ASSERT_NEAR(got[r * out + o], want[r * out + o], 1e-5 * mag + 1e-7) << "n=" << n << " r=" << r << " o=" << o;
+      }
+  }
+}
+
 }  // namespace
 }  // namespace inferlab
 
