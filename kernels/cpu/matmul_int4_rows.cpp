@@ -170,7 +170,8 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
   int g = 0, in_group = 0;  // the chunk's first group; chunks of it passed (group_size >= 128)
   auto scales = [&](__mmask16 load, __m512 (&sv)[C]) {
     if constexpr (SmallGroups) {
-      for (int c = 0; c < C; ++c) sv[c] = _mm512_maskz_permutexvar_ps(0xFFFF, walk.idx, _mm512_maskz_loadu_ps(load, sw[c] + g));
+      for (int c = 0; c < C; ++c)
+        sv[c] = _mm512_maskz_permutexvar_ps(0xFFFF, walk.idx, _mm512_maskz_loadu_ps(load, sw[c] + g));
       g += walk.per;
     } else {
       (void)load;

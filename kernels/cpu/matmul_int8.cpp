@@ -36,12 +36,13 @@ using TileLanes = VecScalar;
 
 #if INFERLAB_MATMUL_INT8_AVX512
 // y[r * ys + c] = scale[c] * x[r, :] · q[c * qs, + in) for R token rows and C (1 or 2) weight
-// rows, each read front to back: one sequential stream per weight row (the C-row tiles above walk C interleaved streams
-// 8 bytes at a time and stall on their loads at decode), prefetched `ahead` bytes on
-// (decode_prefetch.h: with ~3 vector instructions per 16 bytes the out-of-order window alone kept
-// too few lines in flight). 4 independent accumulators per token row hide the FMA latency. From 2
-// token rows on, C = 2 weight rows (two streams of 32 bytes a step) share each x load: 5-12 % less
-// time at 2-4 rows; one row keeps one stream (two were ~10 % slower there; Xeon, 2026-12-06).
+// rows, each read front to back: one sequential stream per weight row (the C-row tiles above walk
+// C interleaved streams 8 bytes at a time and stall on their loads at decode), prefetched `ahead`
+// bytes on (decode_prefetch.h: with ~3 vector instructions per 16 bytes the out-of-order window
+// alone kept too few lines in flight). 4 independent accumulators per token row and weight row
+// (2 when C = 2) hide the FMA latency. From 2 token rows on, C = 2 weight rows (two streams of 32
+// bytes a step) share each x load: 5-12 % less time at 2-4 rows; one row keeps one stream (two
+// were ~10 % slower there; Xeon, 2026-12-06).
 template <int R, int C>
 inline void row_stream(const float* x, std::size_t xs, const std::int8_t* q, std::size_t qs, const float* scale, float* y,
                        std::size_t ys, int in, int ahead) {
@@ -137,7 +138,9 @@ void run_channels(const float* x, const std::int8_t* q, const float* scale, floa
 void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
                  int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
-  const bool wide = sizeof(float) * static_cast<std::size_t>(std::min(n, 4)) * static_cast<std::size_t>(in) > kStreamActBytes;
+  // Wide: the row stream's tile of activations (up to 4 rows) would not stay in L1.
+  const bool wide =
+      sizeof(float) * static_cast<std::size_t>(std::min(n, 4)) * static_cast<std::size_t>(in) > kStreamActBytes;
   if (n >= (wide ? kInt8AmxWideMinRows : kInt8AmxMinRows) && n <= kInt8AmxMaxRows && amx_bf16_enabled()) {
     matmul_int8_amx(x, q, scale, y, n, out, in, pool);
     return;
