@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -51,19 +52,19 @@ const std::uint16_t* prepare(const float* x, int n, int in, int chunks, int part
     for (int k0 = 0; k0 < in; k0 += 16) {
       const __mmask16 m = in - k0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (in - k0)) - 1);
       __m512 left = _mm512_maskz_loadu_ps(m, x + static_cast<std::size_t>(r) * in + k0);
-      alignas(32) std::uint16_t part[3][16];
+      // 16 inputs are 8 (even, odd) pairs: each pair of bf16 one 32-bit word of the B layout, the
+      // words of consecutive pairs 2 * kTile halves apart.
+      std::uint16_t* dst = b.data() + static_cast<std::size_t>(k0 / kChunk) * kTileElems +
+                           static_cast<std::size_t>((k0 % kChunk) / 2) * 2 * kTile;
       for (int p = 0; p < parts; ++p) {
         const __m256i bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(left));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(part[p]), bits);
+        alignas(32) std::uint32_t words[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words), bits);
+        std::uint16_t* col = dst + static_cast<std::size_t>(parts * r + p) * 2;
+        for (int i = 0; i < 8; ++i) std::memcpy(col + static_cast<std::size_t>(i) * 2 * kTile, &words[i], sizeof words[i]);
         const __m512 h = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
         const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);
         left = _mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), left, h);
-      }
-      for (int i = 0; i < 16 && k0 + i < in; ++i) {
-        const int k = k0 + i;
-        const std::size_t at = static_cast<std::size_t>(k / kChunk) * kTileElems +
-                               static_cast<std::size_t>((k % kChunk) / 2) * 2 * kTile + static_cast<std::size_t>(k % 2);
-        for (int p = 0; p < parts; ++p) b[at + static_cast<std::size_t>(parts * r + p) * 2] = part[p][i];
       }
     }
   return b.data();
