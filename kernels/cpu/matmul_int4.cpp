@@ -6,7 +6,9 @@
 // otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead.
 // Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/dot_tile.h"
+#include "kernels/cpu/gemm_amx_dequant.h"
 #include "kernels/cpu/matmul_int4_rows.h"
 
 #include <algorithm>
@@ -32,6 +34,10 @@ using DequantLanes = Vec256;
 #else
 using DequantLanes = VecScalar;
 #endif
+
+// Token rows from which, where the AMX bf16 tiles run, blocks of weight rows are dequantised once
+// into bf16 tiles multiplied with all rows at once (gemm_amx_dequant.h).
+constexpr int kInt4AmxMinRows = 8;
 
 // The quantized matrix and its geometry.
 struct Int4Matrix {
@@ -169,6 +175,17 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
                      static_cast<std::size_t>(ref::int4_groups(in, group_size)), in, group_size};
   if (n <= kInt4RowsMaxRows && int4_rows_supported(group_size)) {
     matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
+    return;
+  }
+  if (n >= kInt4AmxMinRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
+    // s * (u - z) is a general fp32 value: two bf16 terms per weight.
+    AmxDequantWeights w;
+    w.row = [](const void* ctx, int o, float* dst) { dequant_row(*static_cast<const Int4Matrix*>(ctx), o, dst); };
+    w.ctx = &m;
+    w.out = out;
+    w.in = in;
+    w.weight_terms = 2;
+    gemm_amx_dequant(x, n, w, y, pool);
     return;
   }
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {

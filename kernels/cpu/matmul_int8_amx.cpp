@@ -18,6 +18,8 @@
 
 #if INFERLAB_AMX_BF16
 #include <immintrin.h>
+
+#include "kernels/cpu/amx_bf16_split.h"
 #endif
 
 namespace inferlab::cpu {
@@ -46,11 +48,8 @@ const std::uint16_t* prepare(const float* x, int n, int in, int chunks) {
   for (int r = 0; r < n; ++r)
     for (int k0 = 0; k0 < in; k0 += 16) {
       const __mmask16 m = in - k0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (in - k0)) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(m, x + static_cast<std::size_t>(r) * in + k0);
-      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-      const __m512 h = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, hi), 16));
-      const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);  // ±inf: lo 0, not inf - inf
-      const __m256i lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), v, h)));
+      __m256i hi, lo;
+      split_bf16(_mm512_maskz_loadu_ps(m, x + static_cast<std::size_t>(r) * in + k0), hi, lo);
       alignas(32) std::uint16_t his[16], los[16];
       _mm256_store_si256(reinterpret_cast<__m256i*>(his), hi);
       _mm256_store_si256(reinterpret_cast<__m256i*>(los), lo);
