@@ -35,10 +35,6 @@ using DequantLanes = Vec256;
 using DequantLanes = VecScalar;
 #endif
 
-// Token rows from which, where the AMX bf16 tiles run, blocks of weight rows are dequantised once
-// into bf16 tiles multiplied with all rows at once (gemm_amx_dequant.h).
-constexpr int kInt4AmxMinRows = 8;
-
 // The quantized matrix and its geometry.
 struct Int4Matrix {
   const std::uint8_t* packed;  // [out, row_bytes]
@@ -87,6 +83,37 @@ void dequant_row(const Int4Matrix& m, int o, float* w) {
     for (int kk = k; kk < k1; ++kk) w[kk] = static_cast<float>(code_at(row, kk) - z) * s;
   }
 }
+
+#if INFERLAB_AMX_BF16
+// dequant_row for the AMX path, 16 codes per step and the reference's rounding: per group a
+// table t[u] = (u - z) * s of the 16 code values, then the codes (a broadcast word shifted per
+// lane) as vpermps indices, which read only their low 4 bits.
+void dequant_row_lut(const Int4Matrix& m, int o, float* w) {
+  const std::uint8_t* row = m.row(o);
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  for (int g = 0, k0 = 0; k0 < m.in; ++g, k0 += m.group_size) {
+    const int k1 = std::min(m.in, k0 + m.group_size);
+    const float s = m.scale_of(o, g);
+    const int z = m.zero_of(o, g);
+    const __m512 table = _mm512_mul_ps(_mm512_sub_ps(iota, _mm512_set1_ps(static_cast<float>(z))), _mm512_set1_ps(s));
+    int k = k0;
+    for (; k + 8 <= k1; k += 16) {  // k is even: codes k.. start on a byte
+      const bool full = k + 16 <= k1;
+      std::uint64_t word = 0;
+      std::memcpy(&word, row + k / 2, full ? 8 : 4);
+      // zero-mask forms: GCC 12 warns on the plain ones (see gemm_panels_int8.cpp)
+      const __m512i idx = _mm512_maskz_srlv_epi32(
+          0xFFFF, _mm512_maskz_permutexvar_epi32(0xFFFF, pick, _mm512_set1_epi64(static_cast<long long>(word))), shifts);
+      _mm512_mask_storeu_ps(w + k, full ? __mmask16{0xFFFF} : __mmask16{0x00FF},
+                            _mm512_maskz_permutexvar_ps(0xFFFF, idx, table));
+      if (!full) k -= 8;
+    }
+    for (; k < k1; ++k) w[k] = static_cast<float>(code_at(row, k) - z) * s;
+  }
+}
+#endif
 
 #if INFERLAB_MATMUL_INT4_AVX2
 // y[r, c] = x[r, :] · W[o + c, :] for R token rows and C channels, unpacking the codes in
@@ -177,10 +204,11 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
     matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;
   }
+#if INFERLAB_AMX_BF16
   if (n >= kInt4AmxMinRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
     // s * (u - z) is a general fp32 value: two bf16 terms per weight.
     AmxDequantWeights w;
-    w.row = [](const void* ctx, int o, float* dst) { dequant_row(*static_cast<const Int4Matrix*>(ctx), o, dst); };
+    w.row = [](const void* ctx, int o, float* dst) { dequant_row_lut(*static_cast<const Int4Matrix*>(ctx), o, dst); };
     w.ctx = &m;
     w.out = out;
     w.in = in;
@@ -188,6 +216,7 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
     gemm_amx_dequant(x, n, w, y, pool);
     return;
   }
+#endif
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
     if (n <= 2)
       run_channels<4>(x, m, y, n, out, o0, o1);  // more weight loads in flight

@@ -9,8 +9,11 @@
 // sequential stream per thread: interleaving 4 rows 8 bytes at a time stalled on loads and ran at
 // a third of the speed on SmolLM2); with the AMX bf16 tiles, 5 to 8 token rows (speculative
 // verification, a few sequences) widen 16 weight rows at a time to bf16 tiles that one tile
-// product per 32 inputs multiplies with all rows at once (matmul_int8_amx.h). Threads split the
-// output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
+// product per 32 inputs multiplies with all rows at once (matmul_int8_amx.h); from 9 rows on
+// (prefill), blocks of 32 weight rows are widened once into bf16 tiles (exact: one term; the
+// channel scale on the fp32 sums) that multiply every token row (gemm_amx_dequant.h; x as two bf16
+// terms, ~1e-5 of sum |x w|; TinyLlama's 5632 x 2048, 2 threads, 2026-12-06: 9 rows 0.77x, 16 rows
+// 0.58x, 128 rows 0.26x the time of the float-buffer path). Threads split the output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
 // parity with the reference is tested in tests/kernels/test_matmul_int8.cpp.
 #pragma once
 #include <cstdint>

@@ -22,6 +22,7 @@
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/ref/matmul_int4.h"
 #include "kernels/ref/matmul_int8.h"
 #include "matmul_checks.h"
@@ -115,9 +116,13 @@ TEST(GemmAmxDequant, GgufBlocksMatchDequantizedMatmul) {
 
 // Every weight 1, every x 1 + 2^-8 + 2^-20: the fp32 paths sum exact products (in * x), the tiles
 // see x as bf16 hi + lo = 1 + 2^-8 (the 2^-20 is past their 16 bits): so the result says which
-// path ran. Each format gets its rows above its threshold, and again with the tiles switched off.
+// path ran. Each format gets its threshold's rows and more (and one row fewer, where the fp32
+// path runs below it: int8's 5..8 rows take matmul_int8_amx's tiles), and again with the tiles
+// switched off.
 struct PathCase {
   std::string name;
+  int min_rows;
+  bool fp32_below;
   std::function<void(const float* x, float* y, int n, int out, int in, ThreadPool& pool)> run;
 };
 
@@ -134,13 +139,13 @@ TEST(GemmAmxDequant, EveryFormatTakesTheTilesFromItsThresholdAndFallsBackWithout
   std::vector<std::uint8_t> q8(static_cast<std::size_t>(out) * (in / 32) * 34, 1);
   for (std::size_t b = 0; b < q8.size(); b += 34) q8[b] = 0x00, q8[b + 1] = 0x3C;
   const std::vector<PathCase> cases = {
-      {"int8", [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+      {"int8", cpu::kInt8AmxMaxRows + 1, false, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
          cpu::matmul_int8(x, q.data(), one_per_row.data(), y, n, o, i, p);
        }},
-      {"int4", [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+      {"int4", cpu::kInt4AmxMinRows, true, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
          cpu::matmul_int4(x, nibbles.data(), int4_scale.data(), nullptr, y, n, o, i, 32, p);
        }},
-      {"gguf Q8_0", [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+      {"gguf Q8_0", cpu::kGgufAmxMinRows, true, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
          cpu::matmul_gguf(GgmlType::kQ8_0, q8.data(), x, y, n, o, i, p);
        }},
   };
@@ -148,12 +153,12 @@ TEST(GemmAmxDequant, EveryFormatTakesTheTilesFromItsThresholdAndFallsBackWithout
   const float fp32 = static_cast<float>(in) * v, tiles = static_cast<float>(in) * (1.0f + std::ldexp(1.0f, -8));
   ASSERT_NE(fp32, tiles);
   for (const PathCase& c : cases)
-    for (int n : {cpu::kGgufAmxMinRows, 40}) {
+    for (int n : {c.min_rows - 1, c.min_rows, 40}) {
       SCOPED_TRACE(c.name + ", " + std::to_string(n) + " rows");
       const std::vector<float> x(static_cast<std::size_t>(n) * in, v);
       std::vector<float> y(static_cast<std::size_t>(n) * out, NAN);
       c.run(x.data(), y.data(), n, out, in, pool);
-      for (float got : y) ASSERT_EQ(got, tiles);
+      for (float got : y) ASSERT_EQ(got, n < c.min_rows && c.fp32_below ? fp32 : tiles);
       const bool before = cpu::set_amx_bf16(false);
       c.run(x.data(), y.data(), n, out, in, pool);
       cpu::set_amx_bf16(before);
