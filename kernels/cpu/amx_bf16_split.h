@@ -28,5 +28,15 @@ inline void split_bf16(__m512 v, __m256i& hi, __m256i& lo) {
   lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(bf16_residual(v, bf16_to_ps(hi))));
 }
 
+// Three terms hi + mid + lo of 16 floats: exactly v for every finite v away from the bottom of
+// the exponent range (24 significant bits; each rounding to bf16's 8 leaves at most 16, then 8).
+inline void split_bf16_3(__m512 v, __m256i& hi, __m256i& mid, __m256i& lo) {
+  __m512 r;
+  hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  r = bf16_residual(v, bf16_to_ps(hi));
+  mid = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(r));
+  lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(r, bf16_to_ps(mid))));
+}
+
 }  // namespace inferlab::cpu
 #endif

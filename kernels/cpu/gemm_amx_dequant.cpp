@@ -81,10 +81,8 @@ void dequantize_block(const Job& j, int o0, int R, std::uint16_t* a, float* f) {
   for (int i = 0; i < R * kTile; ++i) {
     const int o = o0 + i, ct = i / kTile;
     std::uint16_t* hi = a + static_cast<std::size_t>(ct) * w.weight_terms * plane + static_cast<std::size_t>(i % kTile) * j.k_pad;
-    std::uint16_t* lo = hi + plane;
     if (o >= w.out) {
-      std::fill(hi, hi + j.k_pad, std::uint16_t{0});
-      if (w.weight_terms == 2) std::fill(lo, lo + j.k_pad, std::uint16_t{0});
+      for (int t = 0; t < w.weight_terms; ++t) std::fill(hi + t * plane, hi + t * plane + j.k_pad, std::uint16_t{0});
       continue;
     }
     w.row(w.ctx, o, f);
@@ -95,10 +93,12 @@ void dequantize_block(const Job& j, int o0, int R, std::uint16_t* a, float* f) {
         continue;
       }
       for (int h = 0; h < kChunk; h += 16) {
-        __m256i th, tl;
-        split_bf16(_mm512_loadu_ps(f + k + h), th, tl);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + k + h), th);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + k + h), tl);
+        const __m512 v = _mm512_loadu_ps(f + k + h);
+        __m256i t[3];
+        if (w.weight_terms == 2) split_bf16(v, t[0], t[1]);
+        else split_bf16_3(v, t[0], t[1], t[2]);
+        for (int i = 0; i < w.weight_terms; ++i)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * plane + k + h), t[i]);
       }
     }
   }
@@ -132,14 +132,14 @@ void block(const Job& j, const std::uint16_t* a, int o0, int t0) {
     _tile_loadd(6, j.xb + x_tile_at(j, t0, kc, term), 64);
     if constexpr (C > 1) _tile_loadd(7, j.xb + x_tile_at(j, t0 + 1, kc, term), 64);
   };
-  for (int kc = 0; kc < j.k_chunks; ++kc) {  // the small products first: x_lo w_hi, x_hi w_hi, x_hi w_lo
+  for (int kc = 0; kc < j.k_chunks; ++kc) {  // x_lo w_hi, x_hi w_hi, then x_hi times the smaller terms
     load_a(0, kc);
     load_b(1, kc);
     products();
     load_b(0, kc);
     products();
-    if (terms == 2) {
-      load_a(1, kc);
+    for (int t = 1; t < terms; ++t) {
+      load_a(t, kc);
       products();
     }
   }
@@ -188,8 +188,8 @@ void run_channels(const Job& j, int b0, int b1) {
 #endif
 
 void gemm_amx_dequant(const float* x, int n, const AmxDequantWeights& w, float* y, ThreadPool& pool) {
-  check(w.row != nullptr && w.out >= 1 && w.in >= 1 && (w.weight_terms == 1 || w.weight_terms == 2), [&] {
-    return "gemm_amx_dequant: needs a row dequantiser, out, in >= 1 and weight_terms 1 or 2, got out=" +
+  check(w.row != nullptr && w.out >= 1 && w.in >= 1 && w.weight_terms >= 1 && w.weight_terms <= 3, [&] {
+    return "gemm_amx_dequant: needs a row dequantiser, out, in >= 1 and weight_terms 1, 2 or 3, got out=" +
            std::to_string(w.out) + " in=" + std::to_string(w.in) + " weight_terms=" + std::to_string(w.weight_terms);
   });
   check(amx_bf16_enabled(),

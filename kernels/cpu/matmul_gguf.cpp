@@ -281,7 +281,7 @@ bool try_amx(GgmlType type, const std::uint8_t* w, const float* x, float* y, int
   wd.ctx = &rows;
   wd.out = out;
   wd.in = in;
-  wd.weight_terms = 2;
+  wd.weight_terms = 3;
   gemm_amx_dequant(x, n, wd, y, pool);
   return true;
 #else

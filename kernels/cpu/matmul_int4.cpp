@@ -212,7 +212,7 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
     w.ctx = &m;
     w.out = out;
     w.in = in;
-    w.weight_terms = 2;
+    w.weight_terms = 3;
     gemm_amx_dequant(x, n, w, y, pool);
     return;
   }

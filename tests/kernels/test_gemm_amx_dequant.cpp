@@ -6,6 +6,7 @@
 // paths. Skipped, saying why, where the tiles do not run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -166,13 +167,56 @@ TEST(GemmAmxDequant, EveryFormatTakesTheTilesFromItsThresholdAndFallsBackWithout
     }
 }
 
+// The kernel itself on general fp32 weights: 2 and 3 terms within the fp32 tolerance; with 3 the
+// weights are exact, so an identity x (exact in bf16) gives back every weight bit for bit, which
+// is what a linear's dequantize_row promises (tests/conformance); 2 terms round them to 16 bits.
+TEST(GemmAmxDequant, WeightTermsTradeExactnessOfTheWeights) {
+  REQUIRE_AMX_BF16();
+  ThreadPool pool(2);
+  struct Rows {
+    const float* w;
+    int in;
+  };
+  const int out = 19, in = 45;
+  const std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, 9);
+  const Rows rows{w.data(), in};
+  cpu::AmxDequantWeights d;
+  d.row = [](const void* ctx, int o, float* dst) {
+    const auto& r = *static_cast<const Rows*>(ctx);
+    std::copy(r.w + static_cast<std::size_t>(o) * r.in, r.w + static_cast<std::size_t>(o + 1) * r.in, dst);
+  };
+  d.ctx = &rows;
+  d.out = out;
+  d.in = in;
+  std::vector<float> eye(static_cast<std::size_t>(in) * in, 0.0f);
+  for (int i = 0; i < in; ++i) eye[static_cast<std::size_t>(i) * in + i] = 1.0f;
+  const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(33) * in, 10);
+  for (int terms : {2, 3}) {
+    SCOPED_TRACE(std::to_string(terms) + " terms");
+    d.weight_terms = terms;
+    std::vector<float> y(static_cast<std::size_t>(33) * out, NAN);
+    cpu::gemm_amx_dequant(x.data(), 33, d, y.data(), pool);
+    testing::expect_matmul_matches_reference(x, w, y, 33, out, in);
+    std::vector<float> applied(static_cast<std::size_t>(in) * out, NAN);  // [in, out] = Wᵀ as applied
+    cpu::gemm_amx_dequant(eye.data(), in, d, applied.data(), pool);
+    int exact = 0;
+    for (int o = 0; o < out; ++o)
+      for (int i = 0; i < in; ++i) exact += applied[static_cast<std::size_t>(i) * out + o] == w[static_cast<std::size_t>(o) * in + i];
+    if (terms == 3) {
+      EXPECT_EQ(exact, out * in);
+    } else {
+      EXPECT_LT(exact, out * in / 2);
+    }
+  }
+}
+
 TEST(GemmAmxDequant, RefusesBadArgumentsAndMissingTiles) {
   ThreadPool pool(1);
   float x = 1, y = 0;
   cpu::AmxDequantWeights w;
   w.row = [](const void*, int, float* dst) { dst[0] = 1; };
   w.out = w.in = 1;
-  w.weight_terms = 3;
+  w.weight_terms = 4;
   EXPECT_THROW(cpu::gemm_amx_dequant(&x, 1, w, &y, pool), Error);
   w.weight_terms = 1;
   w.row = nullptr;
