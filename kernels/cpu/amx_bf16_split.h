@@ -28,14 +28,26 @@ inline void split_bf16(__m512 v, __m256i& hi, __m256i& lo) {
   lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(bf16_residual(v, bf16_to_ps(hi))));
 }
 
-// Three terms hi + mid + lo of 16 floats: exactly v for every finite v away from the bottom of
-// the exponent range (24 significant bits; each rounding to bf16's 8 leaves at most 16, then 8).
-inline void split_bf16_3(__m512 v, __m256i& hi, __m256i& mid, __m256i& lo) {
-  __m512 r;
-  hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-  r = bf16_residual(v, bf16_to_ps(hi));
-  mid = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(r));
-  lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_sub_ps(r, bf16_to_ps(mid))));
+// Three terms hi + mid + lo of 32 floats (v0: the first 16), as three 64-byte tile rows: exactly
+// v for every finite v away from the bottom of the exponent range. hi = bf16(v) rounded to nearest,
+// so the residual r = v - hi (exact) is at most 2^-8 |v| and 16 significant bits; mid and lo are
+// r's upper and lower 8 by truncation (a mask, a subtraction), and one word shuffle packs each of
+// them from two vectors' upper halves. mid and lo are 0 where hi is ±inf.
+inline void split_bf16_3x32(__m512 v0, __m512 v1, __m256i (&hi)[2], __m512i& mid, __m512i& lo) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  __m512i m[2], l[2];
+  const __m512 v[2] = {v0, v1};
+  for (int i = 0; i < 2; ++i) {
+    hi[i] = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v[i]));
+    const __m512 r = bf16_residual(v[i], bf16_to_ps(hi[i]));
+    m[i] = _mm512_and_si512(_mm512_castps_si512(r), top);
+    l[i] = _mm512_castps_si512(_mm512_sub_ps(r, _mm512_castsi512_ps(m[i])));
+  }
+  // word 2j + 1 of (a, b): the upper halves of a's 16 lanes, then b's
+  const __m512i odd = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                       23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  mid = _mm512_permutex2var_epi16(m[0], odd, m[1]);
+  lo = _mm512_permutex2var_epi16(l[0], odd, l[1]);
 }
 
 }  // namespace inferlab::cpu

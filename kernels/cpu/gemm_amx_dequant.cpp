@@ -92,13 +92,20 @@ void dequantize_block(const Job& j, int o0, int R, std::uint16_t* a, float* f) {
                                                                                    _mm512_loadu_ps(f + k))));
         continue;
       }
+      if (w.weight_terms == 3) {
+        __m256i h[2];
+        __m512i mid, lo;
+        split_bf16_3x32(_mm512_loadu_ps(f + k), _mm512_loadu_ps(f + k + 16), h, mid, lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + k), h[0]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + k + 16), h[1]);
+        _mm512_storeu_si512(hi + plane + k, mid);
+        _mm512_storeu_si512(hi + 2 * plane + k, lo);
+        continue;
+      }
       for (int h = 0; h < kChunk; h += 16) {
-        const __m512 v = _mm512_loadu_ps(f + k + h);
-        __m256i t[3];
-        if (w.weight_terms == 2) split_bf16(v, t[0], t[1]);
-        else split_bf16_3(v, t[0], t[1], t[2]);
-        for (int i = 0; i < w.weight_terms; ++i)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * plane + k + h), t[i]);
+        __m256i t[2];
+        split_bf16(_mm512_loadu_ps(f + k + h), t[0], t[1]);
+        for (int i = 0; i < 2; ++i) _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i * plane + k + h), t[i]);
       }
     }
   }

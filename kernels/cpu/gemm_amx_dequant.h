@@ -9,10 +9,12 @@
 // all n rows; the products run at the tile unit's rate (16x the fp32 FMA peak per core).
 //
 // Precision: each weight value as `weight_terms` bf16 terms — 1 when every value is exact in bf16
-// (an int8 code, with the per-channel scale applied to the fp32 sums), 2 (hi + lo, ~16 significant
-// bits) for general fp32 values such as s * (q - z) of int4 groups or a GGUF block's s * c + o;
-// x as hi + lo; the products x_hi w_hi, x_lo w_hi and x_hi w_lo are summed in fp32 (x_lo w_lo, below
-// 2^-16 relative, is dropped). The result is an fp32-activation matmul to ~1e-5 of sum |x w|.
+// (an int8 code, with the per-channel scale applied to the fp32 sums), 3 (hi + mid + lo: exact for
+// every fp32 value, so the weights applied are the format's bit for bit) for general values such
+// as s * (q - z) of int4 groups or a GGUF block's s * c + o; 2 (hi + lo, 16 significant bits) is
+// 1.3-1.4x faster at 128 rows but rounds such weights. x as hi + lo; x_lo meets only w_hi (the
+// other products, below 2^-16 relative, are dropped); sums in fp32. The result is an
+// fp32-activation matmul to ~1e-5 of sum |x w|.
 // Runs where amx_bf16_enabled() (kernels/cpu/amx.h); callers keep their own paths otherwise
 // (INFERLAB_AMX=0, CPUs or builds without AMX-BF16). Parity: tests/kernels/test_gemm_amx_dequant.cpp.
 #pragma once
@@ -33,12 +35,12 @@ struct AmxDequantWeights {
   RowFn row = nullptr;
   const void* ctx = nullptr;
   int out = 0, in = 0;
-  int weight_terms = 2;                  // 1: every value exact in bf16; 2: hi + lo
+  int weight_terms = 3;                  // 1: every value exact in bf16; 2: hi + lo; 3: exact
   const float* channel_scale = nullptr;  // [out]: y[r, o] = channel_scale[o] * (x_r · W_o); or none
 };
 
 // y[n, out] = x[n, in] · Wᵀ as described above. Requires amx_bf16_enabled(), out, in >= 1 and
-// weight_terms 1 or 2 (throws inferlab::Error otherwise); n <= 0 is a no-op. y must not alias x.
+// weight_terms 1, 2 or 3 (throws inferlab::Error otherwise); n <= 0 is a no-op. y must not alias x.
 void gemm_amx_dequant(const float* x, int n, const AmxDequantWeights& w, float* y, ThreadPool& pool);
 
 }  // namespace inferlab::cpu
