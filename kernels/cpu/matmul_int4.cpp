@@ -101,8 +101,9 @@ void dequant_row_lut(const Int4Matrix& m, int o, float* w) {
     int k = k0;
     for (; k + 8 <= k1; k += 16) {  // k is even: codes k.. start on a byte
       const bool full = k + 16 <= k1;
-      std::uint64_t word = 0;
-      std::memcpy(&word, row + k / 2, full ? 8 : 4);
+      std::uint64_t word = 0;  // constant sizes: an inlined load, not a call
+      if (full) std::memcpy(&word, row + k / 2, 8);
+      else std::memcpy(&word, row + k / 2, 4);
       // zero-mask forms: GCC 12 warns on the plain ones (see gemm_panels_int8.cpp)
       const __m512i idx = _mm512_maskz_srlv_epi32(
           0xFFFF, _mm512_maskz_permutexvar_epi32(0xFFFF, pick, _mm512_set1_epi64(static_cast<long long>(word))), shifts);
