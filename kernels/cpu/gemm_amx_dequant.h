@@ -12,7 +12,7 @@
 // (an int8 code, with the per-channel scale applied to the fp32 sums), 3 (hi + mid + lo: exact for
 // every fp32 value, so the weights applied are the format's bit for bit) for general values such
 // as s * (q - z) of int4 groups or a GGUF block's s * c + o; 2 (hi + lo, 16 significant bits) is
-// 1.3-1.4x faster at 128 rows but rounds such weights. x as hi + lo; x_lo meets only w_hi (the
+// ~1.25x faster at 128 rows but rounds such weights. x as hi + lo; x_lo meets only w_hi (the
 // other products, below 2^-16 relative, are dropped); sums in fp32. The result is an
 // fp32-activation matmul to ~1e-5 of sum |x w|.
 // Runs where amx_bf16_enabled() (kernels/cpu/amx.h); callers keep their own paths otherwise
