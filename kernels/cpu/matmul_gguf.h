@@ -13,7 +13,8 @@
 // K-quants: llama.cpp's Q8_0 / Q8_K activation blocks) and does the dots in integer lanes
 // (`maddubs` + `madd`), so it is bound by the bytes; matmul_gguf keeps x in fp32 and widens each code to float (bounded by the widening,
 // but equal to dequantise-then-matmul up to float rounding). Threads split the output rows; a
-// chunk's codes are unpacked once for up to 4 token rows (the prefill path).
+// chunk's codes are unpacked once for up to 4 token rows; where the AMX bf16 tiles run, prefill
+// from kGgufAmxMinRows rows goes to gemm_amx_dequant instead (below).
 // Parity with dequantize + fp32 matmul: tests/kernels/test_matmul_gguf.cpp; GB/s:
 // `inferlab_bench --benchmark_filter=MatmulGguf`.
 #pragma once

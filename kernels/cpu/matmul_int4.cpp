@@ -3,7 +3,8 @@
 // group's zero point and scaled in registers once per tile and feeds R FMAs; from
 // kDequantOnceRows rows on (and always without AVX2), a block of C weight rows is dequantized
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
-// otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead.
+// otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead;
+// with the AMX bf16 tiles, kInt4AmxMinRows and more to gemm_amx_dequant (rows by dequant_row_lut).
 // Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/amx.h"

@@ -4,7 +4,7 @@
 // widened once into a float buffer shared by all token rows. With AVX-512, batches below
 // kWidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
 // thread). With the AMX bf16 tiles, kInt8AmxMinRows..kInt8AmxMaxRows token rows go to
-// matmul_int8_amx. AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
+// matmul_int8_amx and more rows (of 32 inputs or more) to gemm_amx_dequant. AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
 // matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/amx.h"

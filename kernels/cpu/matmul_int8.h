@@ -13,8 +13,10 @@
 // (prefill), blocks of 32 weight rows are widened once into bf16 tiles (exact: one term; the
 // channel scale on the fp32 sums) that multiply every token row (gemm_amx_dequant.h; x as two bf16
 // terms, ~1e-5 of sum |x w|; TinyLlama's 5632 x 2048, 2 threads, 2026-12-06: 9 rows 0.77x, 16 rows
-// 0.58x, 128 rows 0.26x the time of the float-buffer path). Threads split the output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
-// parity with the reference is tested in tests/kernels/test_matmul_int8.cpp.
+// 0.46-0.69x, 128 rows 0.18-0.27x the time of the float-buffer path; rows of 32 inputs or more).
+// Threads split the output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports
+// weight GB/s against fp32; parity with the reference is tested in
+// tests/kernels/test_matmul_int8.cpp and tests/kernels/test_gemm_amx_dequant.cpp.
 #pragma once
 #include <cstdint>
 
