@@ -13,6 +13,8 @@
 
 #if INFERLAB_AMX_BF16
 #include <immintrin.h>
+
+#include "kernels/cpu/amx_bf16_split.h"
 #endif
 
 namespace inferlab::cpu {
@@ -90,14 +92,13 @@ void round_rows(const float* x, int in, const Job& j, std::uint16_t* a, int r0, 
     for (int k = 0; k < j.k_pad; k += 16) {
       const __mmask16 m = k + 16 <= in ? __mmask16(0xffff) : k < in ? __mmask16((1u << (in - k)) - 1) : __mmask16(0);
       const __m512 v = _mm512_maskz_loadu_ps(m, src + k);
-      const __m256i hi = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi_row + k), hi);
       if (j.x_terms == 2) {
-        const __m512 h = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, hi), 16));
-        const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);  // ±inf: lo 0, not inf - inf
-        const __m512 d = _mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), v, h);
-        const __m256i lo = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(d));
+        __m256i hi, lo;
+        split_bf16(v, hi, lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi_row + k), hi);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi_row + plane + k), lo);
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi_row + k), reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
       }
     }
   }

@@ -1,8 +1,10 @@
 // Native GGUF-block matmuls (see matmul_gguf.h). One Format per block type says how to get a
 // block's half-chunk scales/offsets and a chunk's 32 codes; one kernel template runs them all.
 #include "kernels/cpu/matmul_gguf.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
+#include "kernels/cpu/gemm_amx_dequant.h"
 #include "kernels/cpu/matmul_gguf_formats.h"
 #include "kernels/cpu/simd.h"
 
@@ -197,29 +199,95 @@ void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out,
 
 constexpr const char* kNativeNames = "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS";
 
-template <class Acts>
-void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
+// fn.template operator()<F>() for the Format of `type` (one of gguf_native_kernel's types).
+template <class Fn>
+void with_format(GgmlType type, const Fn& fn) {
+  switch (type) {
+    case GgmlType::kQ8_0: return fn.template operator()<FormatQ8_0>();
+    case GgmlType::kQ4_0: return fn.template operator()<FormatQ4_0>();
+    case GgmlType::kQ4_1: return fn.template operator()<FormatQ4_1>();
+    case GgmlType::kQ4_K: return fn.template operator()<FormatQ4_K>();
+    case GgmlType::kQ5_K: return fn.template operator()<FormatQ5_K>();
+    case GgmlType::kQ6_K: return fn.template operator()<FormatQ6_K>();
+    case GgmlType::kQ5_0: return fn.template operator()<FormatQ5_0>();
+    case GgmlType::kQ5_1: return fn.template operator()<FormatQ5_1>();
+    case GgmlType::kIQ4_NL: return fn.template operator()<FormatIQ4_NL>();
+    case GgmlType::kQ2_K: return fn.template operator()<FormatQ2_K>();
+    case GgmlType::kQ3_K: return fn.template operator()<FormatQ3_K>();
+    case GgmlType::kIQ4_XS: return fn.template operator()<FormatIQ4_XS>();
+    default: break;
+  }
+}
+
+void check_shape(GgmlType type, int in) {
   const std::size_t per = ggml_block_elements(type);
   check(gguf_native_kernel(type), "matmul_gguf: no native kernel for GGML type " +
                                       ggml_type_name(static_cast<std::uint32_t>(type)) + " (" + kNativeNames + ")");
   check(in > 0 && static_cast<std::size_t>(in) % per == 0,
         "matmul_gguf: in = " + std::to_string(in) + " is not a multiple of the " +
             ggml_type_name(static_cast<std::uint32_t>(type)) + " block of " + std::to_string(per));
-  switch (type) {
-    case GgmlType::kQ8_0: return run_rows<FormatQ8_0>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ4_0: return run_rows<FormatQ4_0>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ4_1: return run_rows<FormatQ4_1>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ4_K: return run_rows<FormatQ4_K>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ5_K: return run_rows<FormatQ5_K>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ6_K: return run_rows<FormatQ6_K>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ5_0: return run_rows<FormatQ5_0>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ5_1: return run_rows<FormatQ5_1>(w, acts, y, n, out, in, pool);
-    case GgmlType::kIQ4_NL: return run_rows<FormatIQ4_NL>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ2_K: return run_rows<FormatQ2_K>(w, acts, y, n, out, in, pool);
-    case GgmlType::kQ3_K: return run_rows<FormatQ3_K>(w, acts, y, n, out, in, pool);
-    case GgmlType::kIQ4_XS: return run_rows<FormatIQ4_XS>(w, acts, y, n, out, in, pool);
-    default: break;
+}
+
+template <class Acts>
+void dispatch(GgmlType type, const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
+  check_shape(type, in);
+  with_format(type, [&]<class F>() { run_rows<F>(w, acts, y, n, out, in, pool); });
+}
+
+#if INFERLAB_AMX_BF16
+// The blocks of one matrix as gemm_amx_dequant's row dequantiser reads them.
+struct BlockRows {
+  const std::uint8_t* w;
+  std::size_t row_bytes;
+  int blocks;
+};
+
+// Row o as fp32: each half-chunk of 16 codes widened and mapped by its s * c + o in one FMA.
+template <class F>
+void dequantize_block_row(const void* ctx, int o, float* dst) {
+  const auto& m = *static_cast<const BlockRows*>(ctx);
+  const std::uint8_t* row = m.w + static_cast<std::size_t>(o) * m.row_bytes;
+  HalfScales hs;
+  for (int blk = 0; blk < m.blocks; ++blk) {
+    const std::uint8_t* b = row + static_cast<std::size_t>(blk) * F::kBytes;
+    F::scales(b, hs);
+    for (int c = 0; c < F::kElems / kChunk; ++c) {
+      const __m256i u = F::codes(b, c);
+      float* d = dst + static_cast<std::size_t>(blk) * F::kElems + c * kChunk;
+      for (int half = 0; half < 2; ++half) {
+        const __m128i h = half ? _mm256_extracti128_si256(u, 1) : _mm256_castsi256_si128(u);
+        // zero-mask forms: GCC 12 warns on the plain ones (see gemm_panels_int8.cpp)
+        const __m512i wide = F::kSigned ? _mm512_maskz_cvtepi8_epi32(0xFFFF, h) : _mm512_maskz_cvtepu8_epi32(0xFFFF, h);
+        _mm512_storeu_ps(d + half * kHalf,
+                         _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, wide), _mm512_set1_ps(hs.s[2 * c + half]),
+                                         _mm512_set1_ps(hs.o[2 * c + half])));
+      }
+    }
   }
+}
+#endif
+
+// Where the AMX bf16 tiles run and n >= kGgufAmxMinRows: y = x · Wᵀ on them (gemm_amx_dequant.h),
+// each weight row dequantised once to two bf16 terms for all n rows; false otherwise.
+bool try_amx(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,
+             ThreadPool& pool) {
+  if (n < kGgufAmxMinRows || !amx_bf16_enabled()) return false;
+#if INFERLAB_AMX_BF16
+  check_shape(type, in);
+  const BlockRows rows{w, ggml_tensor_bytes(type, static_cast<std::uint64_t>(in)),
+                       in / static_cast<int>(ggml_block_elements(type))};
+  AmxDequantWeights wd;
+  with_format(type, [&]<class F>() { wd.row = &dequantize_block_row<F>; });
+  wd.ctx = &rows;
+  wd.out = out;
+  wd.in = in;
+  wd.weight_terms = 3;
+  gemm_amx_dequant(x, n, wd, y, pool);
+  return true;
+#else
+  (void)type, (void)w, (void)x, (void)y, (void)out, (void)in, (void)pool;
+  return false;
+#endif
 }
 
 }  // namespace
@@ -251,6 +319,7 @@ int gguf_act_block(GgmlType type) {
 void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,
                  ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
+  if (try_amx(type, w, x, y, n, out, in, pool)) return;
   const int halves = in / kHalf;
   std::vector<float> sum16(static_cast<std::size_t>(n) * static_cast<std::size_t>(std::max(halves, 0)));  // [n, in / 16]
   for (int r = 0; r < n; ++r)
@@ -276,6 +345,18 @@ void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y,
 void matmul_gguf_act(GgmlType type, const std::uint8_t* w, const std::int8_t* xq, const float* xs, float* y, int n,
                      int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
+  if (n >= kGgufAmxMinRows && amx_bf16_enabled()) {
+    // The activation blocks as fp32 values (xq * xs, rounded once), then the tiles as matmul_gguf.
+    const int block = gguf_act_block(type);
+    thread_local std::vector<float> xf;
+    xf.resize(static_cast<std::size_t>(n) * in);
+    const std::size_t scales = static_cast<std::size_t>((in + block - 1) / block);
+    for (int r = 0; r < n; ++r)
+      for (int k = 0; k < in; ++k)
+        xf[static_cast<std::size_t>(r) * in + k] =
+            static_cast<float>(xq[static_cast<std::size_t>(r) * in + k]) * xs[r * scales + static_cast<std::size_t>(k / block)];
+    if (try_amx(type, w, xf.data(), y, n, out, in, pool)) return;
+  }
   const int halves = in / kHalf;
   std::vector<int> sum16(static_cast<std::size_t>(n) * static_cast<std::size_t>(std::max(halves, 0)));  // [n, in / 16]
   for (int r = 0; r < n; ++r)

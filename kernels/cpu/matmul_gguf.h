@@ -13,7 +13,8 @@
 // K-quants: llama.cpp's Q8_0 / Q8_K activation blocks) and does the dots in integer lanes
 // (`maddubs` + `madd`), so it is bound by the bytes; matmul_gguf keeps x in fp32 and widens each code to float (bounded by the widening,
 // but equal to dequantise-then-matmul up to float rounding). Threads split the output rows; a
-// chunk's codes are unpacked once for up to 4 token rows (the prefill path).
+// chunk's codes are unpacked once for up to 4 token rows; where the AMX bf16 tiles run, prefill
+// from kGgufAmxMinRows rows goes to gemm_amx_dequant instead (below).
 // Parity with dequantize + fp32 matmul: tests/kernels/test_matmul_gguf.cpp; GB/s:
 // `inferlab_bench --benchmark_filter=MatmulGguf`.
 #pragma once
@@ -23,6 +24,12 @@
 #include "inferlab/thread_pool.h"
 
 namespace inferlab::cpu {
+
+// Token rows from which, where the AMX bf16 tiles run (kernels/cpu/amx.h), both kernels multiply
+// on them instead (gemm_amx_dequant.h): each weight row dequantised once, as two bf16 terms, for
+// all rows against x split into two bf16 terms (matmul_gguf_act: x = xq * xs first), so the
+// sums are fp32 ones to ~1e-5 of sum |x w|.
+constexpr int kGgufAmxMinRows = 16;
 
 // True for the types these kernels run: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS.

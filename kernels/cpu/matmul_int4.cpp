@@ -3,10 +3,13 @@
 // group's zero point and scaled in registers once per tile and feeds R FMAs; from
 // kDequantOnceRows rows on (and always without AVX2), a block of C weight rows is dequantized
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
-// otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead.
+// otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead;
+// with the AMX bf16 tiles, kInt4AmxMinRows and more to gemm_amx_dequant (rows by dequant_row_lut).
 // Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/dot_tile.h"
+#include "kernels/cpu/gemm_amx_dequant.h"
 #include "kernels/cpu/matmul_int4_rows.h"
 
 #include <algorithm>
@@ -81,6 +84,38 @@ void dequant_row(const Int4Matrix& m, int o, float* w) {
     for (int kk = k; kk < k1; ++kk) w[kk] = static_cast<float>(code_at(row, kk) - z) * s;
   }
 }
+
+#if INFERLAB_AMX_BF16
+// dequant_row for the AMX path, 16 codes per step and the reference's rounding: per group a
+// table t[u] = (u - z) * s of the 16 code values, then the codes (a broadcast word shifted per
+// lane) as vpermps indices, which read only their low 4 bits.
+void dequant_row_lut(const Int4Matrix& m, int o, float* w) {
+  const std::uint8_t* row = m.row(o);
+  const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  for (int g = 0, k0 = 0; k0 < m.in; ++g, k0 += m.group_size) {
+    const int k1 = std::min(m.in, k0 + m.group_size);
+    const float s = m.scale_of(o, g);
+    const int z = m.zero_of(o, g);
+    const __m512 table = _mm512_mul_ps(_mm512_sub_ps(iota, _mm512_set1_ps(static_cast<float>(z))), _mm512_set1_ps(s));
+    int k = k0;
+    for (; k + 8 <= k1; k += 16) {  // k is even: codes k.. start on a byte
+      const bool full = k + 16 <= k1;
+      std::uint64_t word = 0;  // constant sizes: an inlined load, not a call
+      if (full) std::memcpy(&word, row + k / 2, 8);
+      else std::memcpy(&word, row + k / 2, 4);
+      // zero-mask forms: GCC 12 warns on the plain ones (see gemm_panels_int8.cpp)
+      const __m512i idx = _mm512_maskz_srlv_epi32(
+          0xFFFF, _mm512_maskz_permutexvar_epi32(0xFFFF, pick, _mm512_set1_epi64(static_cast<long long>(word))), shifts);
+      _mm512_mask_storeu_ps(w + k, full ? __mmask16{0xFFFF} : __mmask16{0x00FF},
+                            _mm512_maskz_permutexvar_ps(0xFFFF, idx, table));
+      if (!full) k -= 8;
+    }
+    for (; k < k1; ++k) w[k] = static_cast<float>(code_at(row, k) - z) * s;
+  }
+}
+#endif
 
 #if INFERLAB_MATMUL_INT4_AVX2
 // y[r, c] = x[r, :] · W[o + c, :] for R token rows and C channels, unpacking the codes in
@@ -171,6 +206,19 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
     matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;
   }
+#if INFERLAB_AMX_BF16
+  if (n >= kInt4AmxMinRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
+    // s * (u - z) is a general fp32 value: two bf16 terms per weight.
+    AmxDequantWeights w;
+    w.row = [](const void* ctx, int o, float* dst) { dequant_row_lut(*static_cast<const Int4Matrix*>(ctx), o, dst); };
+    w.ctx = &m;
+    w.out = out;
+    w.in = in;
+    w.weight_terms = 3;
+    gemm_amx_dequant(x, n, w, y, pool);
+    return;
+  }
+#endif
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
     if (n <= 2)
       run_channels<4>(x, m, y, n, out, o0, o1);  // more weight loads in flight

@@ -4,12 +4,13 @@
 // widened once into a float buffer shared by all token rows. With AVX-512, batches below
 // kWidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
 // thread). With the AMX bf16 tiles, kInt8AmxMinRows..kInt8AmxMaxRows token rows go to
-// matmul_int8_amx. AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
+// matmul_int8_amx and more rows (of 32 inputs or more) to gemm_amx_dequant. AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
 // matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
+#include "kernels/cpu/gemm_amx_dequant.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 
 #include <algorithm>
@@ -100,6 +101,12 @@ void run_rows_streamed(const float* x, const std::int8_t* q, const float* scale,
 }
 #endif
 
+// w[0, in) = the codes of one weight row as exact floats.
+inline void widen_row(const std::int8_t* q, int in, float* w) {
+#pragma omp simd
+  for (int k = 0; k < in; ++k) w[k] = static_cast<float>(q[k]);
+}
+
 // Rows of a batch at which a block of weight rows is widened once into a float buffer and then
 // shared by every token row, instead of being re-widened for each tile of 4 rows.
 constexpr int kWidenOnceRows = 8;
@@ -119,11 +126,7 @@ void run_channels(const float* x, const std::int8_t* q, const float* scale, floa
     if (CB > 1 && n >= kWidenOnceRows) {
       dot_rows_widened<TileLanes, CB>(
           x, xs, n, in,
-          [&](int c, float* w) {
-            const std::int8_t* qc = qb + static_cast<std::size_t>(c) * xs;
-#pragma omp simd
-            for (int k = 0; k < in; ++k) w[k] = static_cast<float>(qc[k]);
-          },
+          [&](int c, float* w) { widen_row(qb + static_cast<std::size_t>(c) * xs, in, w); },
           y + o, ys, out_step);
       return;
     }
@@ -143,6 +146,25 @@ void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float
       sizeof(float) * static_cast<std::size_t>(std::min(n, 4)) * static_cast<std::size_t>(in) > kStreamActBytes;
   if (n >= (wide ? kInt8AmxWideMinRows : kInt8AmxMinRows) && n <= kInt8AmxMaxRows && amx_bf16_enabled()) {
     matmul_int8_amx(x, q, scale, y, n, out, in, pool);
+    return;
+  }
+  if (n > kInt8AmxMaxRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
+    // Codes are exact in bf16: one weight term, the channel scale on the fp32 sums.
+    struct Rows {
+      const std::int8_t* q;
+      int in;
+    } rows{q, in};
+    AmxDequantWeights w;
+    w.row = [](const void* ctx, int o, float* dst) {
+      const auto& m = *static_cast<const Rows*>(ctx);
+      widen_row(m.q + static_cast<std::size_t>(o) * m.in, m.in, dst);
+    };
+    w.ctx = &rows;
+    w.out = out;
+    w.in = in;
+    w.weight_terms = 1;
+    w.channel_scale = scale;
+    gemm_amx_dequant(x, n, w, y, pool);
     return;
   }
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {

@@ -10,9 +10,14 @@
 // a third of the speed on SmolLM2; from 2 token rows on, two weight rows side by side share each
 // activation load); with the AMX bf16 tiles, 5 to 8 token rows (speculative
 // verification, a few sequences) widen 16 weight rows at a time to bf16 tiles that one tile
-// product per 32 inputs multiplies with all rows at once (matmul_int8_amx.h). Threads split the
-// output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports weight GB/s against fp32;
-// parity with the reference is tested in tests/kernels/test_matmul_int8.cpp.
+// product per 32 inputs multiplies with all rows at once (matmul_int8_amx.h); from 9 rows on
+// (prefill), blocks of 32 weight rows are widened once into bf16 tiles (exact: one term; the
+// channel scale on the fp32 sums) that multiply every token row (gemm_amx_dequant.h; x as two bf16
+// terms, ~1e-5 of sum |x w|; TinyLlama's 5632 x 2048, 2 threads, 2026-12-06: 9 rows 0.77x, 16 rows
+// 0.46-0.69x, 128 rows 0.18-0.27x the time of the float-buffer path; rows of 32 inputs or more).
+// Threads split the output channels. `inferlab_bench --benchmark_filter=MatmulInt8` reports
+// weight GB/s against fp32; parity with the reference is tested in
+// tests/kernels/test_matmul_int8.cpp and tests/kernels/test_gemm_amx_dequant.cpp.
 #pragma once
 #include <cstdint>
 

@@ -21,6 +21,8 @@
 
 #if INFERLAB_AMX_BF16
 #include <immintrin.h>
+
+#include "kernels/cpu/amx_bf16_split.h"
 #endif
 
 namespace inferlab::cpu {
@@ -63,10 +65,7 @@ const std::uint16_t* prepare(const float* x, int n, int in, int chunks, int part
         std::uint16_t* col = dst + static_cast<std::size_t>(parts * r + p) * 2;
         for (int i = 0; i < 8; ++i)
           std::memcpy(col + static_cast<std::size_t>(i) * 2 * kTile, &words[i], sizeof words[i]);
-        const __m512 h =
-            _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
-        const __mmask16 inf = _mm512_fpclass_ps_mask(h, 0x18);
-        left = _mm512_maskz_sub_ps(static_cast<__mmask16>(~inf), left, h);
+        left = bf16_residual(left, bf16_to_ps(bits));
       }
     }
   return b.data();

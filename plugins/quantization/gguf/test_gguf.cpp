@@ -14,6 +14,7 @@
 #include "inferlab/error.h"
 #include "inferlab/plugin/registry.h"
 #include "inferlab/support/rng.h"
+#include "kernels/cpu/amx.h"
 #include "plugins/common/quantization/float_linear.h"
 #include "test_support.h"
 
@@ -141,7 +142,12 @@ TEST(GgufQuantization, TranscodedQ8_0PanelsGiveTheRowKernelsResults) {
     EXPECT_EQ(dynamic_cast<const GgufBlockLinear&>(*a).type(), type);  // reports the file's type
     for (int n : {1, 7, 40}) {  // decode, the packed tiles, the unpacked prefill
       const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 30 + static_cast<std::uint64_t>(n));
+      // From kGgufAmxMinRows rows the row kernels' side runs on the AMX bf16 tiles where they run
+      // (matmul_gguf.h: fp32 sums to ~1e-5 of sum |x w|); without them, the same integer dots.
+      const bool before = cpu::set_amx_bf16(false);
       EXPECT_LT(relative_diff(forward(*a, x, n), forward(*b, x, n)), 1e-6) << n << " rows";
+      cpu::set_amx_bf16(before);
+      EXPECT_LT(relative_diff(forward(*a, x, n), forward(*b, x, n)), 2e-5) << n << " rows, tiles where they run";
     }
   }
   EXPECT_THROW(cpu::transcode_to_q8_0(GgmlType::kQ4_0, std::vector<std::uint8_t>(18)), Error);

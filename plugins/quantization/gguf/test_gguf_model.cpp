@@ -327,7 +327,13 @@ TEST_P(GgufPerplexitySmolLM2Requantized, LoadsAndNativeBlocksGiveTheDequantizedP
 
 INSTANTIATE_TEST_SUITE_P(Presets, GgufPerplexitySmolLM2Requantized,
                          ::testing::Values(Requantized{"Q4_K_M", {"Q5_0", "Q4_K", "Q6_K", "Q8_0"}},
-                                           Requantized{"Q3_K_M", {"Q5_1", "IQ4_NL", "Q5_0", "Q5_K"}},
+                                           // Its int8 gap sits in a spread that float rounding
+                                           // alone spans: scaling the two Q5_1 attn_v outputs by
+                                           // 1 ± 1e-6..3e-6 moved it between -2.9e-2 and -5.3e-2
+                                           // (the integer row kernels -3.2e-2, their prefill on
+                                           // the AMX bf16 tiles -5.4e-2; 2026-12-06): each
+                                           // layer's activation blocks round again.
+                                           Requantized{"Q3_K_M", {"Q5_1", "IQ4_NL", "Q5_0", "Q5_K"}, 8e-2},
                                            Requantized{"Q2_K", {"Q3_K", "IQ4_NL"}},
                                            Requantized{"IQ4_XS", {"IQ4_XS", "IQ4_NL"}},
                                            // Q2_K down-projections wreck the model (NLL 6.35 against
