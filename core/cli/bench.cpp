@@ -252,7 +252,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       BenchRow& r = rows[i];
       if (r.test.kind != BenchTest::Kind::kPrompt) continue;
       const Stack& st = stacks[i % stacks.size()];
-      const auto [peak, name] = arithmetic_peak(peaks, st.arithmetic, st.bf16_weights);
+      const auto [peak, name] = arithmetic_peak(peaks, st.arithmetic, st.bf16_weights, r.test.n_prompt);
       r.arith_peak = name;
       r.arith_limit_s = peak > 0 ? 2 * pass_multiply_adds(weights.config, r.test.n_prompt) / peak : 0.0;
       const double bytes_per_pass = r.bytes_per_s[0] * r.seconds(0);  // the same bytes every repetition

@@ -79,18 +79,25 @@ struct BenchContext {
 };
 
 // The arithmetic peaks of this CPU the limits use, probed once on `threads` threads (op/s; a
-// multiply-add is 2 ops): fp32 FMA, bf16 pair dot, int8 dot (0 where the build lacks it).
+// multiply-add is 2 ops): fp32 FMA, bf16 pair dot, int8 dot, and the AMX tiles' int8 and bf16
+// products (0 where the build lacks it or the tiles do not run).
 struct ArithmeticPeaks {
-  double fp32_fma = 0, bf16_dot = 0, int8_dot = 0;
+  double fp32_fma = 0, bf16_dot = 0, int8_dot = 0, amx_int8 = 0, amx_bf16 = 0;
   static ArithmeticPeaks probe(int threads);
-  std::string describe() const;  // "fp32 FMA 310 GFLOP/s, bf16 dot 620, int8 dot 1240 Gop/s"
+  std::string describe() const;  // "fp32 FMA 310 GFLOP/s, bf16 dot 620, int8 dot 1240 Gop/s, ..."
 };
-// The peak a stack's linears run at best, and its name: int8 activations (a.int8_mma) the int8
-// dot, the bf16 strategy's weights (bf16_weights) the bf16 dot, the rest (fp32, f16, weight-only
-// formats widened to fp32) the fp32 FMA. A peak of 0 (not in this build) falls back to the fp32
-// FMA.
+// Token rows from which a pass's linears can run on the AMX tiles (one tile of 16 rows: the
+// prefill kernels' thresholds, kernels/cpu/gemm_amx_bf16.h, gemm_amx_dequant.h, amx_blocks.h).
+constexpr int kBenchAmxRows = 16;
+// The peak a pass of `rows` token rows of a stack's linears runs at best, and its name. From
+// kBenchAmxRows rows where the tiles run: int8 activations (a.int8_mma) the AMX int8 product,
+// every other quantized format (bf16, f16, weight-only int8 / int4 and GGUF blocks widened to
+// bf16 tiles) the AMX bf16 product. Otherwise int8 activations the int8 dot, the bf16 strategy's
+// weights (bf16_weights) the bf16 dot, the rest (fp32, f16, weight-only formats widened to
+// fp32) the fp32 FMA. Unquantized fp32 weights (a.native) always the fp32 FMA. A peak of 0 (not
+// in this build) falls back to the next.
 std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
-                                               bool bf16_weights);
+                                               bool bf16_weights, int rows);
 // Multiply-adds of one pass of `rows` token rows: every layer's linears per row, the
 // classifier once (bench's prefill asks one logit row).
 double pass_multiply_adds(const ModelConfig& cfg, int rows);

@@ -13,6 +13,8 @@ ArithmeticPeaks ArithmeticPeaks::probe(int threads) {
   p.fp32_fma = cpu::measure_fma_peak(threads).ops_per_second;
   p.bf16_dot = cpu::measure_bf16_dot_peak(threads).ops_per_second;
   p.int8_dot = cpu::measure_int8_dot_peak(threads).ops_per_second;
+  p.amx_int8 = cpu::measure_amx_int8_peak(threads).ops_per_second;
+  p.amx_bf16 = cpu::measure_amx_bf16_peak(threads).ops_per_second;
   return p;
 }
 
@@ -20,11 +22,21 @@ std::string ArithmeticPeaks::describe() const {
   char text[160];
   std::snprintf(text, sizeof text, "fp32 FMA %.0f GFLOP/s, bf16 dot %.0f GFLOP/s, int8 dot %.0f Gop/s", fp32_fma / 1e9,
                 bf16_dot / 1e9, int8_dot / 1e9);
-  return text;
+  std::string out = text;
+  if (amx_bf16 > 0 || amx_int8 > 0) {
+    std::snprintf(text, sizeof text, ", AMX bf16 %.0f GFLOP/s, AMX int8 %.0f Gop/s", amx_bf16 / 1e9, amx_int8 / 1e9);
+    out += text;
+  }
+  return out;
 }
 
 std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
-                                               bool bf16_weights) {
+                                               bool bf16_weights, int rows) {
+  if (a.native) return {peaks.fp32_fma, "fp32 FMA"};
+  if (rows >= kBenchAmxRows) {
+    if (a.int8_mma && peaks.amx_int8 > 0) return {peaks.amx_int8, "AMX int8"};
+    if (!a.int8_mma && peaks.amx_bf16 > 0) return {peaks.amx_bf16, "AMX bf16"};
+  }
   if (a.int8_mma && peaks.int8_dot > 0) return {peaks.int8_dot, "int8 dot"};
   if (bf16_weights && peaks.bf16_dot > 0) return {peaks.bf16_dot, "bf16 dot"};
   return {peaks.fp32_fma, "fp32 FMA"};

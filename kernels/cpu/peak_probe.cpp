@@ -135,6 +135,36 @@ void amx_loop() {
 }
 #endif
 
+#if INFERLAB_AMX_BF16
+// Per iteration: 4 tdpbf16ps of 16 x 16 x 32 bf16 pairs into fp32, independent (as amx_loop).
+constexpr double kAmxBf16OpsPerIteration = 4.0 * 2 * 16 * 16 * 32;
+void amx_bf16_loop() {
+  AmxConfig c;
+  for (int t = 0; t < 8; ++t) c.tile(t, 16, 64);
+  c.load();
+  alignas(64) static const std::uint16_t ones[16 * 32] = {0x3F80};  // bf16 1.0, then zeros
+  _tile_loadd(4, ones, 64);
+  _tile_loadd(5, ones, 64);
+  _tile_loadd(6, ones, 64);
+  _tile_loadd(7, ones, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const long n = g_iterations / 16;
+  for (long it = 0; it < n; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float out[16 * 16];
+  _tile_stored(0, out, 64);
+  g_int_sink = static_cast<int>(out[0]);
+  AmxConfig::release();
+}
+#endif
+
 // Ops per second of `loop` on `threads` threads started together.
 double run_threads(int threads, void (*loop)(), double ops_per_thread) {
   if (threads < 1) threads = 1;
@@ -174,6 +204,18 @@ Peak measure_amx_int8_peak(int threads) {
 #else
   (void)threads;
   return {0.0, "none (no AMX int8 in this build)"};
+#endif
+}
+
+Peak measure_amx_bf16_peak(int threads) {
+#if INFERLAB_AMX_BF16
+  if (amx_bf16_enabled())
+    return {run_threads(threads, amx_bf16_loop, kAmxBf16OpsPerIteration * static_cast<double>(kIterations / 16)),
+            "tdpbf16ps (amx_bf16)"};
+  return {0.0, "tdpbf16ps (amx_bf16): not granted by the kernel, or INFERLAB_AMX=0"};
+#else
+  (void)threads;
+  return {0.0, "none (no AMX bf16 in this build)"};
 #endif
 }
 

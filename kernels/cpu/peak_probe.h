@@ -5,7 +5,7 @@
 // clock. Which instructions: gemm::kIsaName's fp32 FMA (vfmadd231ps zmm with AVX-512, ymm with
 // AVX2, scalar otherwise) and for int8 `vpdpbusd` (AVX-512 VNNI) when compiled with it, else
 // AVX2 `vpmaddubsw` + `vpmaddwd` (+ `vpaddd`), else none (0); and the AMX tile unit's
-// (tdpbsud) where it runs; and the bf16 pair dot (`vdpbf16ps` zmm, AVX-512 BF16) when compiled
+// (tdpbsud, and tdpbf16ps for bf16) where it runs; and the bf16 pair dot (`vdpbf16ps` zmm, AVX-512 BF16) when compiled
 // with it, else none (0). Run by `inferlab_bench
 // --benchmark_filter=Peak` and by the GEMM benchmarks for their peak_fraction counters.
 #pragma once
@@ -27,5 +27,8 @@ Peak measure_bf16_dot_peak(int threads);
 // The AMX matrix unit's int8 peak (tdpbsud, 16 x 16 x 64 tiles; kernels/cpu/amx.h) of `threads`
 // threads; 0 where AMX does not run.
 Peak measure_amx_int8_peak(int threads);
+// The AMX matrix unit's bf16 peak (tdpbf16ps, 16 x 16 x 32 pair tiles into fp32) of `threads`
+// threads; 0 where the bf16 tiles do not run.
+Peak measure_amx_bf16_peak(int threads);
 
 }  // namespace inferlab::cpu

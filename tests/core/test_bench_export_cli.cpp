@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "format_writers.h"
 #include "inferlab/formats/formats.h"
 #include "inferlab/model/model_config.h"
 #include "inferlab/model/weights.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_gguf.h"
 #include "test_support.h"
 
@@ -109,6 +111,32 @@ TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
   const auto none = run_inferlab(tiny_bench(dir, "-p 4 -n '' -r 1", "none") + "-o md");
   ASSERT_EQ(none.code, 0) << none.err;
   EXPECT_EQ(none.out.find("| stack | k | ms | cost |"), std::string::npos) << none.out;
+}
+
+// From 16 rows the prefill kernels multiply on the AMX tiles where they run, so the arithmetic
+// limit takes the tiles' probed peak: int8 activations the int8 tiles, the bf16 weights the bf16
+// ones; fp32 weights stay on the FMAs; one row keeps the vector units' peaks.
+TEST(BenchCli, SixteenRowPassesTakeTheAmxPeakWhereTheTilesRun) {
+  testing::TempDir dir("bench_amx_peak");
+  const auto r = run_inferlab(tiny_bench(dir, "-p 1,16 -n '' -r 1", "none,bf16,int8:activations=int8") +
+                              "--bandwidth 20 -o csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = csv_rows(r.out, dir);
+  ASSERT_EQ(rows.size(), 1u + 2 * 3) << r.out;
+  const bool amx_bf16 = cpu::amx_bf16_enabled(), amx_int8 = cpu::amx_int8_enabled();
+  std::map<std::string, std::string> want16 = {{"none", "fp32 FMA"},
+                                               {"bf16", amx_bf16 ? "AMX bf16" : "bf16 dot"},
+                                               {"int8:activations=int8", amx_int8 ? "AMX int8" : "int8 dot"}};
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    SCOPED_TRACE(row[6] + " " + row[7]);
+    if (row[8] == "16") {
+      if (row[6] == "bf16" && !amx_bf16) continue;  // the bf16 dot, or the FMA in a build without it
+      EXPECT_EQ(row[24], want16.at(row[6]));
+    } else {
+      EXPECT_EQ(row[24].rfind("AMX", 0), std::string::npos) << row[24];
+    }
+  }
 }
 
 TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {
