@@ -104,63 +104,48 @@ constexpr const char* kBf16Instruction = "none (no AVX-512 BF16 in this build)";
 void bf16_loop() {}
 #endif
 
-#if INFERLAB_AMX_INT8
-// Per iteration: 4 tdpbsud of 16 x 16 x 64 (C tiles 0-3 from A tiles 4, 5 and B tiles 6, 7),
-// independent, so the matrix unit never waits on a result.
-constexpr double kAmxOpsPerIteration = 4.0 * 2 * 16 * 16 * 64;
+#if INFERLAB_AMX_INT8 || INFERLAB_AMX_BF16
+// Per iteration: 4 independent tile products (C tiles 0-3 from A tiles 4, 5 and B tiles 6, 7),
+// so the matrix unit never waits on a result: tdpbsud of 16 x 16 x 64 int8, or (Bf16) tdpbf16ps
+// of 16 x 16 x 32 bf16 pairs into fp32.
+template <bool Bf16>
+constexpr double kAmxOpsPerIteration = 4.0 * 2 * 16 * 16 * (Bf16 ? 32 : 64);
+template <bool Bf16>
 void amx_loop() {
   AmxConfig c;
   for (int t = 0; t < 8; ++t) c.tile(t, 16, 64);
   c.load();
-  alignas(64) static const std::int8_t ones[16 * 64] = {1};
-  _tile_loadd(4, ones, 64);
-  _tile_loadd(5, ones, 64);
-  _tile_loadd(6, ones, 64);
-  _tile_loadd(7, ones, 64);
+  // int8: the bytes 1, 0, 0, ...; bf16: 1.0, then zeros
+  alignas(64) static const std::uint16_t data[16 * 32] = {Bf16 ? std::uint16_t{0x3F80} : std::uint16_t{1}};
+  _tile_loadd(4, data, 64);
+  _tile_loadd(5, data, 64);
+  _tile_loadd(6, data, 64);
+  _tile_loadd(7, data, 64);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
   const long n = g_iterations / 16;  // 16 cycles a product: as long as the other loops
   for (long it = 0; it < n; ++it) {
-    _tile_dpbsud(0, 4, 6);
-    _tile_dpbsud(1, 4, 7);
-    _tile_dpbsud(2, 5, 6);
-    _tile_dpbsud(3, 5, 7);
+    if constexpr (Bf16) {
+#if INFERLAB_AMX_BF16
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+#endif
+    } else {
+#if INFERLAB_AMX_INT8
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
+      _tile_dpbsud(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+#endif
+    }
   }
-  alignas(64) std::int32_t out[16 * 16];
+  alignas(64) std::int32_t out[16 * 16];  // the bits of the sums: only kept alive
   _tile_stored(0, out, 64);
   g_int_sink = out[0];
-  AmxConfig::release();
-}
-#endif
-
-#if INFERLAB_AMX_BF16
-// Per iteration: 4 tdpbf16ps of 16 x 16 x 32 bf16 pairs into fp32, independent (as amx_loop).
-constexpr double kAmxBf16OpsPerIteration = 4.0 * 2 * 16 * 16 * 32;
-void amx_bf16_loop() {
-  AmxConfig c;
-  for (int t = 0; t < 8; ++t) c.tile(t, 16, 64);
-  c.load();
-  alignas(64) static const std::uint16_t ones[16 * 32] = {0x3F80};  // bf16 1.0, then zeros
-  _tile_loadd(4, ones, 64);
-  _tile_loadd(5, ones, 64);
-  _tile_loadd(6, ones, 64);
-  _tile_loadd(7, ones, 64);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  const long n = g_iterations / 16;
-  for (long it = 0; it < n; ++it) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  alignas(64) float out[16 * 16];
-  _tile_stored(0, out, 64);
-  g_int_sink = static_cast<int>(out[0]);
   AmxConfig::release();
 }
 #endif
@@ -199,7 +184,7 @@ Peak measure_bf16_dot_peak(int threads) {
 Peak measure_amx_int8_peak(int threads) {
 #if INFERLAB_AMX_INT8
   if (amx_int8_enabled())
-    return {run_threads(threads, amx_loop, kAmxOpsPerIteration * static_cast<double>(kIterations / 16)), "tdpbsud (amx_int8)"};
+    return {run_threads(threads, amx_loop<false>, kAmxOpsPerIteration<false> * static_cast<double>(kIterations / 16)), "tdpbsud (amx_int8)"};
   return {0.0, "tdpbsud (amx_int8): not granted by the kernel, or INFERLAB_AMX=0"};
 #else
   (void)threads;
@@ -210,7 +195,7 @@ Peak measure_amx_int8_peak(int threads) {
 Peak measure_amx_bf16_peak(int threads) {
 #if INFERLAB_AMX_BF16
   if (amx_bf16_enabled())
-    return {run_threads(threads, amx_bf16_loop, kAmxBf16OpsPerIteration * static_cast<double>(kIterations / 16)),
+    return {run_threads(threads, amx_loop<true>, kAmxOpsPerIteration<true> * static_cast<double>(kIterations / 16)),
             "tdpbf16ps (amx_bf16)"};
   return {0.0, "tdpbf16ps (amx_bf16): not granted by the kernel, or INFERLAB_AMX=0"};
 #else
