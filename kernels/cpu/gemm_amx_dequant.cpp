@@ -5,6 +5,8 @@
 // the rows are dequantised), B 6..7 (16 input pairs x 16 token rows x 2: one term of x). The
 // weights being A keeps them in their rows' order (no transpose per weight); x is laid out as B
 // once per call. C holds y transposed; it is written out once per channel block and token tile.
+// With group scales the C tiles are zeroed per group and their sums, scaled per channel, added to
+// fp32 accumulators in L1 (16 channels x 16 token rows per C tile, as C).
 #include "kernels/cpu/gemm_amx_dequant.h"
 
 #include <algorithm>
@@ -46,6 +48,7 @@ struct Job {
   const AmxDequantWeights* w;
   const std::uint16_t* xb;  // x as B tiles: [token tiles][k_chunks][hi, lo][kTileElems]
   int n, k_chunks, k_pad, token_tiles;
+  int groups, group_chunks;  // scale groups and input chunks per group (1 group of all without group_scale)
   float* y;
 };
 
@@ -73,14 +76,19 @@ void lay_out_x(const float* x, int in, const Job& j, std::uint16_t* xb, int t0, 
 }
 
 // Rows [o0, o0 + 16 R) of W as A-tile rows: a [R][weight_terms][16][k_pad] bf16; rows past `out`
-// and inputs past `in` zero. f: an fp32 row buffer of k_pad values.
-void dequantize_block(const Job& j, int o0, int R, std::uint16_t* a, float* f) {
+// and inputs past `in` zero. With group scales also sc [R][groups][16] (the broadcast reads of
+// the sums' rows; 0 past `out`). f: an fp32 row buffer of k_pad values.
+void dequantize_block(const Job& j, int o0, int R, std::uint16_t* a, float* sc, float* f) {
   const AmxDequantWeights& w = *j.w;
   const std::size_t plane = static_cast<std::size_t>(kTile) * j.k_pad;  // one term of one channel tile
   std::fill(f + w.in, f + j.k_pad, 0.0f);
   for (int i = 0; i < R * kTile; ++i) {
     const int o = o0 + i, ct = i / kTile;
     std::uint16_t* hi = a + static_cast<std::size_t>(ct) * w.weight_terms * plane + static_cast<std::size_t>(i % kTile) * j.k_pad;
+    if (w.group_scale)
+      for (int g = 0; g < j.groups; ++g)
+        sc[(ct * j.groups + g) * kTile + i % kTile] =
+            o < w.out ? w.group_scale[static_cast<std::size_t>(o) * j.groups + g] : 0.0f;
     if (o >= w.out) {
       for (int t = 0; t < w.weight_terms; ++t) std::fill(hi + t * plane, hi + t * plane + j.k_pad, std::uint16_t{0});
       continue;
@@ -111,20 +119,30 @@ void dequantize_block(const Job& j, int o0, int R, std::uint16_t* a, float* f) {
   }
 }
 
-// y for channel tiles [o0 / 16, + R) x token tiles [t0, t0 + C): C tiles 2r + c.
+// acc[2r + c] (+)= sc's scale of each channel row (group g) times sums[2r + c]: one group's
+// sums added to the accumulators (set by the first group).
 template <int R, int C>
-void block(const Job& j, const std::uint16_t* a, int o0, int t0) {
+void add_scaled_group(const Job& j, const float* sc, int g, const float (*sums)[kTile][kTile], float (*acc)[kTile][kTile]) {
+  for (int r = 0; r < R; ++r) {
+    const float* s = sc + (static_cast<std::size_t>(r) * j.groups + g) * kTile;
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < kTile; ++i) {
+        const __m512 scale = _mm512_set1_ps(s[i]), sum = _mm512_load_ps(sums[2 * r + c][i]);
+        _mm512_store_ps(acc[2 * r + c][i], g == 0 ? _mm512_mul_ps(scale, sum)
+                                                  : _mm512_fmadd_ps(scale, sum, _mm512_load_ps(acc[2 * r + c][i])));
+      }
+  }
+}
+
+// y for channel tiles [o0 / 16, + R) x token tiles [t0, t0 + C): C tiles 2r + c, per scale group
+// (all inputs without group scales).
+template <int R, int C>
+void block(const Job& j, const std::uint16_t* a, const float* sc, int o0, int t0) {
   const int terms = j.w->weight_terms;
   const std::size_t plane = static_cast<std::size_t>(kTile) * j.k_pad, lda = static_cast<std::size_t>(j.k_pad) * 2;
   const auto a_at = [&](int ct, int term, int kc) {
     return a + (static_cast<std::size_t>(ct) * terms + term) * plane + static_cast<std::size_t>(kc) * kChunk;
   };
-  // The tile loads are asm naming no memory operand: the plain stores of a and xb come first.
-  asm volatile("" ::: "memory");
-  _tile_zero(0);
-  if constexpr (C > 1) _tile_zero(1);
-  if constexpr (R > 1) _tile_zero(2);
-  if constexpr (R > 1 && C > 1) _tile_zero(3);
   const auto products = [] {
     _tile_dpbf16ps(0, 4, 6);
     if constexpr (C > 1) _tile_dpbf16ps(1, 4, 7);
@@ -139,23 +157,36 @@ void block(const Job& j, const std::uint16_t* a, int o0, int t0) {
     _tile_loadd(6, j.xb + x_tile_at(j, t0, kc, term), 64);
     if constexpr (C > 1) _tile_loadd(7, j.xb + x_tile_at(j, t0 + 1, kc, term), 64);
   };
-  for (int kc = 0; kc < j.k_chunks; ++kc) {  // x_lo w_hi, x_hi w_hi, then x_hi times the smaller terms
-    load_a(0, kc);
-    load_b(1, kc);
-    products();
-    load_b(0, kc);
-    products();
-    for (int t = 1; t < terms; ++t) {
-      load_a(t, kc);
-      products();
-    }
-  }
   alignas(64) float sums[4][kTile][kTile];
-  _tile_stored(0, sums[0], 64);
-  if constexpr (C > 1) _tile_stored(1, sums[1], 64);
-  if constexpr (R > 1) _tile_stored(2, sums[2], 64);
-  if constexpr (R > 1 && C > 1) _tile_stored(3, sums[3], 64);
-  asm volatile("" ::: "memory");  // keep the reads below after the tile stores
+  alignas(64) float acc[4][kTile][kTile];
+  for (int g = 0; g < j.groups; ++g) {
+    // The tile ops are asm naming no memory operand: the plain stores of a and xb and the reads
+    // of the previous group's sums come first.
+    asm volatile("" ::: "memory");
+    _tile_zero(0);
+    if constexpr (C > 1) _tile_zero(1);
+    if constexpr (R > 1) _tile_zero(2);
+    if constexpr (R > 1 && C > 1) _tile_zero(3);
+    const int kc1 = std::min(j.k_chunks, (g + 1) * j.group_chunks);
+    for (int kc = g * j.group_chunks; kc < kc1; ++kc) {  // x_lo w_hi, x_hi w_hi, then x_hi times the smaller terms
+      load_a(0, kc);
+      load_b(1, kc);
+      products();
+      load_b(0, kc);
+      products();
+      for (int t = 1; t < terms; ++t) {
+        load_a(t, kc);
+        products();
+      }
+    }
+    _tile_stored(0, sums[0], 64);
+    if constexpr (C > 1) _tile_stored(1, sums[1], 64);
+    if constexpr (R > 1) _tile_stored(2, sums[2], 64);
+    if constexpr (R > 1 && C > 1) _tile_stored(3, sums[3], 64);
+    asm volatile("" ::: "memory");  // keep the reads below after the tile stores
+    if (j.w->group_scale) add_scaled_group<R, C>(j, sc, g, sums, acc);
+  }
+  const float(*result)[kTile][kTile] = j.w->group_scale ? acc : sums;
   const AmxDequantWeights& w = *j.w;
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) {
@@ -164,7 +195,7 @@ void block(const Job& j, const std::uint16_t* a, int o0, int t0) {
       for (int t = 0; t < rows; ++t) {
         float* yr = j.y + static_cast<std::size_t>(row0 + t) * w.out + ch0;
         for (int i = 0; i < chans; ++i)
-          yr[i] = w.channel_scale ? w.channel_scale[ch0 + i] * sums[2 * r + c][i][t] : sums[2 * r + c][i][t];
+          yr[i] = w.channel_scale ? w.channel_scale[ch0 + i] * result[2 * r + c][i][t] : result[2 * r + c][i][t];
       }
     }
 }
@@ -174,19 +205,20 @@ void run_channels(const Job& j, int b0, int b1) {
   tile_config().load();
   const AmxDequantWeights& w = *j.w;
   thread_local std::vector<std::uint16_t> a;
-  thread_local std::vector<float> f;
+  thread_local std::vector<float> f, sc;
   a.resize(std::max(a.size(), static_cast<std::size_t>(2) * w.weight_terms * kTile * j.k_pad));
   f.resize(std::max(f.size(), static_cast<std::size_t>(j.k_pad)));
+  sc.resize(std::max(sc.size(), static_cast<std::size_t>(2) * j.groups * kTile));
   for (int b = b0; b < b1; ++b) {
     const int o0 = b * 2 * kTile;
     const int R = w.out - o0 > kTile ? 2 : 1;
-    dequantize_block(j, o0, R, a.data(), f.data());
+    dequantize_block(j, o0, R, a.data(), sc.data(), f.data());
     for (int t = 0; t < j.token_tiles; t += 2) {
       const bool two = t + 1 < j.token_tiles;
-      if (R == 2 && two) block<2, 2>(j, a.data(), o0, t);
-      else if (R == 2) block<2, 1>(j, a.data(), o0, t);
-      else if (two) block<1, 2>(j, a.data(), o0, t);
-      else block<1, 1>(j, a.data(), o0, t);
+      if (R == 2 && two) block<2, 2>(j, a.data(), sc.data(), o0, t);
+      else if (R == 2) block<2, 1>(j, a.data(), sc.data(), o0, t);
+      else if (two) block<1, 2>(j, a.data(), sc.data(), o0, t);
+      else block<1, 1>(j, a.data(), sc.data(), o0, t);
     }
   }
 }
@@ -201,6 +233,10 @@ void gemm_amx_dequant(const float* x, int n, const AmxDequantWeights& w, float* 
   });
   check(amx_bf16_enabled(),
         "gemm_amx_dequant: the AMX bf16 tiles are not available (not built, refused by the kernel, or INFERLAB_AMX=0)");
+  check(!w.group_scale || (w.weight_terms == 1 && w.group_size > 0 && w.group_size % 32 == 0), [&] {
+    return "gemm_amx_dequant: group scales need weight_terms 1 and a group_size that is a positive multiple of 32, "
+           "got weight_terms=" + std::to_string(w.weight_terms) + " group_size=" + std::to_string(w.group_size);
+  });
   if (n <= 0) return;
 #if INFERLAB_AMX_BF16
   Job j{};
@@ -209,6 +245,8 @@ void gemm_amx_dequant(const float* x, int n, const AmxDequantWeights& w, float* 
   j.k_chunks = (w.in + kChunk - 1) / kChunk;
   j.k_pad = j.k_chunks * kChunk;
   j.token_tiles = (n + kTile - 1) / kTile;
+  j.group_chunks = w.group_scale ? w.group_size / kChunk : j.k_chunks;
+  j.groups = (j.k_chunks + j.group_chunks - 1) / j.group_chunks;
   j.y = y;
   thread_local std::vector<std::uint16_t> xb;  // reused across calls: no page faults per call
   const std::size_t tiles = static_cast<std::size_t>(j.token_tiles) * j.k_chunks * 2;

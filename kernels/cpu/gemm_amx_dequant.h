@@ -9,9 +9,10 @@
 // all n rows; the products run at the tile unit's rate (16x the fp32 FMA peak per core).
 //
 // Precision: each weight value as `weight_terms` bf16 terms — 1 when every value is exact in bf16
-// (an int8 code, with the per-channel scale applied to the fp32 sums), 3 (hi + mid + lo: exact for
+// (an int8 code with the per-channel scale, or an int4 code with its group's scale, applied to the
+// fp32 sums), 3 (hi + mid + lo: exact for
 // every fp32 value, so the weights applied are the format's bit for bit) for general values such
-// as s * (q - z) of int4 groups or a GGUF block's s * c + o; 2 (hi + lo, 16 significant bits) is
+// as s * (q - z) of int4 groups of other sizes or a GGUF block's s * c + o; 2 (hi + lo, 16 significant bits) is
 // ~1.25x faster at 128 rows but rounds such weights. x as hi + lo; x_lo meets only w_hi (the
 // other products, below 2^-16 relative, are dropped); sums in fp32. The result is an
 // fp32-activation matmul to ~1e-5 of sum |x w|.
@@ -37,10 +38,19 @@ struct AmxDequantWeights {
   int out = 0, in = 0;
   int weight_terms = 3;                  // 1: every value exact in bf16; 2: hi + lo; 3: exact
   const float* channel_scale = nullptr;  // [out]: y[r, o] = channel_scale[o] * (x_r · W_o); or none
+  // Group-scaled codes (int4 groups): row() writes each weight's integer code (u - z, exact in one
+  // bf16 term: weight_terms 1) and W[o, k] = group_scale[o * G + k / group_size] * code, G =
+  // ceil(in / group_size). The tiles sum x times the codes of one group (group_size a multiple of
+  // 32: whole tile steps) and the vector units add scale * that sum to fp32 accumulators, so the
+  // weights applied are the fp32 products s * (u - z) exactly, at one weight term's tile cost
+  // instead of three.
+  const float* group_scale = nullptr;  // [out, G] or none
+  int group_size = 0;
 };
 
-// y[n, out] = x[n, in] · Wᵀ as described above. Requires amx_bf16_enabled(), out, in >= 1 and
-// weight_terms 1, 2 or 3 (throws inferlab::Error otherwise); n <= 0 is a no-op. y must not alias x.
+// y[n, out] = x[n, in] · Wᵀ as described above. Requires amx_bf16_enabled(), out, in >= 1,
+// weight_terms 1, 2 or 3 and, with group_scale, weight_terms 1 and group_size a positive multiple
+// of 32 (throws inferlab::Error otherwise); n <= 0 is a no-op. y must not alias x.
 void gemm_amx_dequant(const float* x, int n, const AmxDequantWeights& w, float* y, ThreadPool& pool);
 
 }  // namespace inferlab::cpu

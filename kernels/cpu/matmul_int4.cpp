@@ -88,15 +88,16 @@ void dequant_row(const Int4Matrix& m, int o, float* w) {
 #if INFERLAB_AMX_BF16
 // dequant_row for the AMX path, 16 codes per step and the reference's rounding: per group a
 // table t[u] = (u - z) * s of the 16 code values, then the codes (a broadcast word shifted per
-// lane) as vpermps indices, which read only their low 4 bits.
-void dequant_row_lut(const Int4Matrix& m, int o, float* w) {
+// lane) as vpermps indices, which read only their low 4 bits. codes: the integers u - z instead
+// (s = 1), for the group-scaled tiles.
+void dequant_row_lut(const Int4Matrix& m, int o, float* w, bool codes) {
   const std::uint8_t* row = m.row(o);
   const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i pick = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512i shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
   for (int g = 0, k0 = 0; k0 < m.in; ++g, k0 += m.group_size) {
     const int k1 = std::min(m.in, k0 + m.group_size);
-    const float s = m.scale_of(o, g);
+    const float s = codes ? 1.0f : m.scale_of(o, g);
     const int z = m.zero_of(o, g);
     const __m512 table = _mm512_mul_ps(_mm512_sub_ps(iota, _mm512_set1_ps(static_cast<float>(z))), _mm512_set1_ps(s));
     int k = k0;
@@ -208,13 +209,19 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
   }
 #if INFERLAB_AMX_BF16
   if (n >= kInt4AmxMinRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
-    // s * (u - z) is a general fp32 value: two bf16 terms per weight.
     AmxDequantWeights w;
-    w.row = [](const void* ctx, int o, float* dst) { dequant_row_lut(*static_cast<const Int4Matrix*>(ctx), o, dst); };
     w.ctx = &m;
     w.out = out;
     w.in = in;
-    w.weight_terms = 3;
+    if (group_size % 32 == 0) {  // groups of whole tile steps: the codes (one exact bf16 term), scaled per group
+      w.row = [](const void* ctx, int o, float* dst) { dequant_row_lut(*static_cast<const Int4Matrix*>(ctx), o, dst, true); };
+      w.weight_terms = 1;
+      w.group_scale = scale;
+      w.group_size = group_size;
+    } else {  // s * (u - z) is a general fp32 value: three bf16 terms per weight (exact)
+      w.row = [](const void* ctx, int o, float* dst) { dequant_row_lut(*static_cast<const Int4Matrix*>(ctx), o, dst, false); };
+      w.weight_terms = 3;
+    }
     gemm_amx_dequant(x, n, w, y, pool);
     return;
   }

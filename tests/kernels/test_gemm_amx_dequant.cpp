@@ -64,7 +64,7 @@ TEST(GemmAmxDequant, Int4GroupsMatchReference) {
   ThreadPool pool(2);
   for (int n : kRows)
     for (Shape s : {Shape{13, 37}, Shape{45, 100}, Shape{19, 300}})
-      for (int gs : {8, 32, 40, 128})
+      for (int gs : {8, 32, 40, 64, 128})  // 32, 64, 128: the group-scaled codes; 8, 40: three terms
         for (bool symmetric : {true, false}) {
           SCOPED_TRACE(std::to_string(n) + " rows, " + std::to_string(s.out) + "x" + std::to_string(s.in) + " g" +
                        std::to_string(gs) + (symmetric ? " symmetric" : " zero points"));
@@ -210,6 +210,63 @@ TEST(GemmAmxDequant, WeightTermsTradeExactnessOfTheWeights) {
   }
 }
 
+// Which int4 tile path runs: codes 1 (u = 9, symmetric) at scale 1 + 2^-10, x = 1 + 2^-8 + 2^-20
+// (on the tiles hi 1 + 2^-7, lo -2^-8). The group-scaled codes sum x_hi + x_lo exactly per group
+// and scale the sums: in * (1 + 2^-8) * (1 + 2^-10), exact in fp32. Three weight terms (hi 1, mid
+// 2^-10) drop x_lo w_mid = -2^-18: in * (x_hi (1 + 2^-10) + x_lo). in = 96 makes g64's last group
+// a partial one.
+TEST(GemmAmxDequant, Int4GroupsOfWholeTileStepsScaleTheSumsOfTheirCodes) {
+  REQUIRE_AMX_BF16();
+  ThreadPool pool(2);
+  const int out = 21, in = 96;
+  const std::vector<std::uint8_t> nibbles(static_cast<std::size_t>(out) * ref::int4_row_bytes(in), 0x99);
+  const float s = 1.0f + std::ldexp(1.0f, -10), v = 1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20);
+  const double x_hi = 1.0 + std::ldexp(1.0, -7), x_lo = -std::ldexp(1.0, -8);
+  const auto scaled_codes = static_cast<float>(in * (x_hi + x_lo) * s);
+  const auto three_terms = static_cast<float>(in * (x_hi * s + x_lo));
+  ASSERT_EQ(static_cast<double>(scaled_codes), in * (x_hi + x_lo) * s);  // exact: bit-equal is the test
+  ASSERT_EQ(static_cast<double>(three_terms), in * (x_hi * s + x_lo));
+  ASSERT_NE(scaled_codes, three_terms);
+  for (int gs : {32, 64, 48, 96})
+    for (int n : {cpu::kInt4AmxMinRows, 40}) {
+      SCOPED_TRACE("g" + std::to_string(gs) + ", " + std::to_string(n) + " rows");
+      const std::vector<float> scale(static_cast<std::size_t>(out) * ref::int4_groups(in, gs), s);
+      const std::vector<float> x(static_cast<std::size_t>(n) * in, v);
+      std::vector<float> y(static_cast<std::size_t>(n) * out, NAN);
+      cpu::matmul_int4(x.data(), nibbles.data(), scale.data(), nullptr, y.data(), n, out, in, gs, pool);
+      for (float got : y) ASSERT_EQ(got, gs % 32 == 0 ? scaled_codes : three_terms);
+    }
+}
+
+// What DequantizedRowsAreTheAppliedWeights (tests/conformance) asks of the int4 linears, on the
+// kernel: an identity x (exact in bf16) gives back every dequantised weight bit for bit, on both
+// int4 tile paths (scale the codes' sums per group; three terms), with and without zero points.
+TEST(GemmAmxDequant, Int4TilesApplyTheDequantizedWeightsExactly) {
+  REQUIRE_AMX_BF16();
+  ThreadPool pool(2);
+  const int out = 33, in = 200;
+  std::vector<float> eye(static_cast<std::size_t>(in) * in, 0.0f);
+  for (int i = 0; i < in; ++i) eye[static_cast<std::size_t>(i) * in + i] = 1.0f;
+  for (int gs : {32, 64, 128, 40})
+    for (bool symmetric : {true, false}) {
+      SCOPED_TRACE("g" + std::to_string(gs) + (symmetric ? " symmetric" : " zero points"));
+      const std::vector<float> w = testing::random_normal(static_cast<std::size_t>(out) * in, gs + symmetric, 0.05);
+      const int groups = ref::int4_groups(in, gs);
+      std::vector<std::uint8_t> packed(static_cast<std::size_t>(out) * ref::int4_row_bytes(in));
+      std::vector<std::uint8_t> zero(symmetric ? 0 : static_cast<std::size_t>(out) * groups);
+      std::vector<float> scale(static_cast<std::size_t>(out) * groups), deq(w.size());
+      const std::uint8_t* zp = symmetric ? nullptr : zero.data();
+      ref::quantize_int4_groups(w.data(), out, in, gs, packed.data(), scale.data(), symmetric ? nullptr : zero.data());
+      ref::dequantize_int4(packed.data(), scale.data(), zp, out, in, gs, deq.data());
+      std::vector<float> applied(static_cast<std::size_t>(in) * out, NAN);  // [in, out] = Wᵀ as applied
+      cpu::matmul_int4(eye.data(), packed.data(), scale.data(), zp, applied.data(), in, out, in, gs, pool);
+      int exact = 0;
+      for (int o = 0; o < out; ++o)
+        for (int i = 0; i < in; ++i) exact += applied[static_cast<std::size_t>(i) * out + o] == deq[static_cast<std::size_t>(o) * in + i];
+      EXPECT_EQ(exact, out * in);
+    }
+}
+
 TEST(GemmAmxDequant, RefusesBadArgumentsAndMissingTiles) {
   ThreadPool pool(1);
   float x = 1, y = 0;
@@ -222,6 +279,17 @@ TEST(GemmAmxDequant, RefusesBadArgumentsAndMissingTiles) {
   w.row = nullptr;
   EXPECT_THROW(cpu::gemm_amx_dequant(&x, 1, w, &y, pool), Error);
   w.row = [](const void*, int, float* dst) { dst[0] = 1; };
+  const float group_scale = 1;
+  w.group_scale = &group_scale;
+  for (int gs : {0, 48}) {  // group scales need whole tile steps and codes as one term
+    w.group_size = gs;
+    EXPECT_THROW(cpu::gemm_amx_dequant(&x, 1, w, &y, pool), Error);
+  }
+  w.group_size = 32;
+  w.weight_terms = 3;
+  EXPECT_THROW(cpu::gemm_amx_dequant(&x, 1, w, &y, pool), Error);
+  w.weight_terms = 1;
+  w.group_scale = nullptr;
   const bool before = cpu::set_amx_bf16(false);
   EXPECT_THROW(cpu::gemm_amx_dequant(&x, 1, w, &y, pool), Error);
   cpu::set_amx_bf16(before);
