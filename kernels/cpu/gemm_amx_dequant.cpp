@@ -125,12 +125,14 @@ template <int R, int C>
 void add_scaled_group(const Job& j, const float* sc, int g, const float (*sums)[kTile][kTile], float (*acc)[kTile][kTile]) {
   for (int r = 0; r < R; ++r) {
     const float* s = sc + (static_cast<std::size_t>(r) * j.groups + g) * kTile;
-    for (int c = 0; c < C; ++c)
-      for (int i = 0; i < kTile; ++i) {
-        const __m512 scale = _mm512_set1_ps(s[i]), sum = _mm512_load_ps(sums[2 * r + c][i]);
+    for (int i = 0; i < kTile; ++i) {
+      const __m512 scale = _mm512_set1_ps(s[i]);  // one broadcast for the C token tiles
+      for (int c = 0; c < C; ++c) {
+        const __m512 sum = _mm512_load_ps(sums[2 * r + c][i]);
         _mm512_store_ps(acc[2 * r + c][i], g == 0 ? _mm512_mul_ps(scale, sum)
                                                   : _mm512_fmadd_ps(scale, sum, _mm512_load_ps(acc[2 * r + c][i])));
       }
+    }
   }
 }
 

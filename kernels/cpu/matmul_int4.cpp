@@ -4,7 +4,8 @@
 // kDequantOnceRows rows on (and always without AVX2), a block of C weight rows is dequantized
 // once into a float buffer shared by all token rows. AVX2/FMA when available, `omp simd` loops
 // otherwise. With AVX-512, up to kInt4RowsMaxRows token rows go to matmul_int4_rows instead;
-// with the AMX bf16 tiles, kInt4AmxMinRows and more to gemm_amx_dequant (rows by dequant_row_lut).
+// with the AMX bf16 tiles, kInt4AmxCodesMinRows (groups of whole tile steps) or kInt4AmxMinRows and
+// more to gemm_amx_dequant (rows by dequant_row_lut).
 // Contract and roofline: matmul_int4.h; format: kernels/ref/matmul_int4.h.
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/amx.h"
@@ -208,12 +209,13 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
     return;
   }
 #if INFERLAB_AMX_BF16
-  if (n >= kInt4AmxMinRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
+  const bool codes = group_size % 32 == 0;  // groups of whole tile steps: the codes, scaled per group
+  if (n >= (codes ? kInt4AmxCodesMinRows : kInt4AmxMinRows) && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
     AmxDequantWeights w;
     w.ctx = &m;
     w.out = out;
     w.in = in;
-    if (group_size % 32 == 0) {  // groups of whole tile steps: the codes (one exact bf16 term), scaled per group
+    if (codes) {  // u - z: one exact bf16 term
       w.row = [](const void* ctx, int o, float* dst) { dequant_row_lut(*static_cast<const Int4Matrix*>(ctx), o, dst, true); };
       w.weight_terms = 1;
       w.group_scale = scale;

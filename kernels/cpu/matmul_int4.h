@@ -21,12 +21,16 @@
 namespace inferlab::cpu {
 
 // Token rows from which, where the AMX bf16 tiles run (kernels/cpu/amx.h) and in >= 32, blocks
-// of 32 weight rows are dequantised once (a vpermps lookup of the group's 16 values, the
-// reference's rounding) into three bf16 terms each (exact) and multiplied on the tiles with every
-// token row (gemm_amx_dequant.h: fp32 sums, ~1e-5 of sum |x w|). Below 16 the dequantisation is
-// not paid back (TinyLlama's 5632 x 2048 g32, 2 threads, loaded VM, 2026-12-06: 16 rows 0.94-1.01x
-// the time of the float-buffer path, 24 rows 0.77x, 32 rows 0.60x, 128 rows 0.33-0.41x).
+// of 32 weight rows are dequantised once (a vpermps lookup of the group's 16 values) and
+// multiplied on the tiles with every token row (gemm_amx_dequant.h: fp32 sums, ~1e-5 of sum |x w|).
+// Groups of a multiple of 32 take the codes u - z (one exact bf16 term) with each group's sums
+// scaled in fp32; from kInt4AmxCodesMinRows rows, the first count the few-row path leaves (1 thread,
+// TinyLlama's 5632 x 2048, loaded VM, 2026-12-06: 9 rows 0.87x the time of the float-buffer path at
+// g32, 0.72x at g128; 12 rows 0.74x, 0.59x). Other group sizes take s * (u - z) as three bf16 terms
+// (the reference's rounding, exact) from kInt4AmxMinRows: below it the dequantisation is not paid
+// back (g32, 2 threads, 2026-12-06: 16 rows 0.94-1.01x the float-buffer path, 32 rows 0.60x).
 constexpr int kInt4AmxMinRows = 16;
+constexpr int kInt4AmxCodesMinRows = 9;
 
 // x: [n, in], packed: [out, ceil(in / 2)], scale: [out, G], zero: [out, G] or nullptr
 // (symmetric: zero point 8), y: [n, out], G = ceil(in / group_size). group_size must be a

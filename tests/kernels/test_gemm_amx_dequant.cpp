@@ -1,7 +1,7 @@
 // The weight-only formats' prefill on the AMX bf16 tiles (kernels/cpu/gemm_amx_dequant.h), as
 // matmul_int8 (W8A16), matmul_int4 (W4A16 groups) and matmul_gguf / matmul_gguf_act run it from
 // their row thresholds: parity with the reference over odd shapes (in not a multiple of 32, out
-// not a multiple of 16, 16 to 128 rows), and proof that the tiles ran (their x has 16 significant
+// not a multiple of 16, 9 to 128 rows), and proof that the tiles ran (their x has 16 significant
 // bits, a value the fp32 paths keep whole) and that INFERLAB_AMX=0's switch restores the fp32
 // paths. Skipped, saying why, where the tiles do not run.
 #include <gtest/gtest.h>
@@ -35,7 +35,7 @@ namespace {
   if (!cpu::amx_bf16_enabled()) GTEST_SKIP() << "AMX bf16 tiles not running here (built: " \
                                               << cpu::amx_bf16_built() << ")"
 
-constexpr int kRows[] = {16, 17, 33, 128};
+constexpr int kRows[] = {9, 16, 17, 33, 128};
 
 struct Shape {
   int out, in;
@@ -117,13 +117,14 @@ TEST(GemmAmxDequant, GgufBlocksMatchDequantizedMatmul) {
 
 // Every weight 1, every x 1 + 2^-8 + 2^-20: the fp32 paths sum exact products (in * x), the tiles
 // see x as bf16 hi + lo = 1 + 2^-8 (the 2^-20 is past their 16 bits): so the result says which
-// path ran. Each format gets its threshold's rows and more (and one row fewer, where the fp32
-// path runs below it: int8's 5..8 rows take matmul_int8_amx's tiles), and again with the tiles
-// switched off.
+// path ran. Each format gets its threshold's rows and more (and one row fewer: the fp32 path, or
+// int8's 5..8 rows matmul_int8_amx's tiles, or int4's few-row path with its own arithmetic at 8
+// rows, not the tiles), and again with the tiles switched off.
+enum class Below { kFp32, kTiles, kFewRows };
 struct PathCase {
   std::string name;
   int min_rows;
-  bool fp32_below;
+  Below below;
   std::function<void(const float* x, float* y, int n, int out, int in, ThreadPool& pool)> run;
 };
 
@@ -136,17 +137,21 @@ TEST(GemmAmxDequant, EveryFormatTakesTheTilesFromItsThresholdAndFallsBackWithout
   // int4 symmetric (zero point 8) codes 9 at scale 1 are 1.
   const std::vector<std::uint8_t> nibbles(static_cast<std::size_t>(out) * ref::int4_row_bytes(in), 0x99);
   const std::vector<float> int4_scale(static_cast<std::size_t>(out) * ref::int4_groups(in, 32), 1.0f);
+  const std::vector<float> int4_scale16(static_cast<std::size_t>(out) * ref::int4_groups(in, 16), 1.0f);
   // Q8_0 blocks: d = 1 (f16 0x3C00), codes 1.
   std::vector<std::uint8_t> q8(static_cast<std::size_t>(out) * (in / 32) * 34, 1);
   for (std::size_t b = 0; b < q8.size(); b += 34) q8[b] = 0x00, q8[b + 1] = 0x3C;
   const std::vector<PathCase> cases = {
-      {"int8", cpu::kInt8AmxMaxRows + 1, false, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+      {"int8", cpu::kInt8AmxMaxRows + 1, Below::kTiles, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
          cpu::matmul_int8(x, q.data(), one_per_row.data(), y, n, o, i, p);
        }},
-      {"int4", cpu::kInt4AmxMinRows, true, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+      {"int4 g32", cpu::kInt4AmxCodesMinRows, Below::kFewRows, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
          cpu::matmul_int4(x, nibbles.data(), int4_scale.data(), nullptr, y, n, o, i, 32, p);
        }},
-      {"gguf Q8_0", cpu::kGgufAmxMinRows, true, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+      {"int4 g16", cpu::kInt4AmxMinRows, Below::kFp32, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
+         cpu::matmul_int4(x, nibbles.data(), int4_scale16.data(), nullptr, y, n, o, i, 16, p);
+       }},
+      {"gguf Q8_0", cpu::kGgufAmxMinRows, Below::kFp32, [&](const float* x, float* y, int n, int o, int i, ThreadPool& p) {
          cpu::matmul_gguf(GgmlType::kQ8_0, q8.data(), x, y, n, o, i, p);
        }},
   };
@@ -158,12 +163,19 @@ TEST(GemmAmxDequant, EveryFormatTakesTheTilesFromItsThresholdAndFallsBackWithout
       SCOPED_TRACE(c.name + ", " + std::to_string(n) + " rows");
       const std::vector<float> x(static_cast<std::size_t>(n) * in, v);
       std::vector<float> y(static_cast<std::size_t>(n) * out, NAN);
+      const bool few = n < c.min_rows && c.below == Below::kFewRows;
       c.run(x.data(), y.data(), n, out, in, pool);
-      for (float got : y) ASSERT_EQ(got, n < c.min_rows && c.fp32_below ? fp32 : tiles);
+      for (float got : y) {
+        if (few) ASSERT_NE(got, tiles);
+        else ASSERT_EQ(got, n < c.min_rows && c.below == Below::kFp32 ? fp32 : tiles);
+      }
       const bool before = cpu::set_amx_bf16(false);
       c.run(x.data(), y.data(), n, out, in, pool);
       cpu::set_amx_bf16(before);
-      for (float got : y) ASSERT_EQ(got, fp32);
+      for (float got : y) {
+        if (few) ASSERT_NE(got, tiles);
+        else ASSERT_EQ(got, fp32);
+      }
     }
 }
 
@@ -228,7 +240,8 @@ TEST(GemmAmxDequant, Int4GroupsOfWholeTileStepsScaleTheSumsOfTheirCodes) {
   ASSERT_EQ(static_cast<double>(three_terms), in * (x_hi * s + x_lo));
   ASSERT_NE(scaled_codes, three_terms);
   for (int gs : {32, 64, 48, 96})
-    for (int n : {cpu::kInt4AmxMinRows, 40}) {
+    for (int n : {cpu::kInt4AmxCodesMinRows, cpu::kInt4AmxMinRows, 40}) {
+      if (gs % 32 != 0 && n < cpu::kInt4AmxMinRows) continue;  // three terms from their own threshold
       SCOPED_TRACE("g" + std::to_string(gs) + ", " + std::to_string(n) + " rows");
       const std::vector<float> scale(static_cast<std::size_t>(out) * ref::int4_groups(in, gs), s);
       const std::vector<float> x(static_cast<std::size_t>(n) * in, v);
