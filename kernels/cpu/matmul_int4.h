@@ -25,8 +25,8 @@ namespace inferlab::cpu {
 // multiplied on the tiles with every token row (gemm_amx_dequant.h: fp32 sums, ~1e-5 of sum |x w|).
 // Groups of a multiple of 32 take the codes u - z (one exact bf16 term) with each group's sums
 // scaled in fp32; from kInt4AmxCodesMinRows rows, the first count the few-row path leaves (1 thread,
-// TinyLlama's 5632 x 2048, loaded VM, 2026-12-06: 9 rows 0.87x the time of the float-buffer path at
-// g32, 0.72x at g128; 12 rows 0.74x, 0.59x). Other group sizes take s * (u - z) as three bf16 terms
+// TinyLlama's 5632 x 2048, loaded VM, 2026-12-06 11:12 UTC: 9 rows 0.84x the time of the
+// float-buffer path at g32, 0.70x at g128; 12 rows 0.69x, 0.55x). Other group sizes take s * (u - z) as three bf16 terms
 // (the reference's rounding, exact) from kInt4AmxMinRows: below it the dequantisation is not paid
 // back (g32, 2 threads, 2026-12-06: 16 rows 0.94-1.01x the float-buffer path, 32 rows 0.60x).
 constexpr int kInt4AmxMinRows = 16;
