@@ -60,7 +60,7 @@ echo "test: the core, loader and plugin tests under ASan + UBSan"
 slow_float='SimCli\.ReproduceExactPassesAndAClaimPastItsToleranceFails|EndToEnd\.QuickstartWritesEveryFileAndColumn'
 slow_float+='|AttentionIo\.FittedExponentsAreTheoremTwos|BenchCli\.BandwidthProbeIsCachedPerMachine'
 slow_float+='|BenchCli\.RowCountSweepPrintsCostsBesideBothLimits|BenchCli\.JsonAndMarkdownCarryTheSameTests'
-slow_float+='|SimCalibration\.CalibratedSimulationMatchesARealCpuRunWithin15Percent'
+slow_float+='|SimCalibration\.CalibratedSimulationMatchesARealCpuRun'
 slow_float+='|.*OnSmolLM2.*|.*PerplexitySmolLM2.*|KvFormats\.SmolLM2Int8PerplexityWithinPointZeroFiveOfF32Kv'
 ctest --test-dir build-san --output-on-failure -j "$jobs" --timeout 900 \
   -E "_NOT_BUILT\$|^install\\.|^($slow_float)\$" -LE '^(report|docs|slurm|conformance)$'
