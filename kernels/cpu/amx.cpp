@@ -93,6 +93,15 @@ void AmxConfig::load() const {
 #endif
 }
 
+const AmxConfig& amx_full_tiles() {
+  static const AmxConfig c = [] {
+    AmxConfig cfg;
+    for (int t = 0; t < 8; ++t) cfg.tile(t, 16, 64);
+    return cfg;
+  }();
+  return c;
+}
+
 void AmxConfig::release() {
 #if INFERLAB_AMX_INT8 || INFERLAB_AMX_BF16
   _tile_release();

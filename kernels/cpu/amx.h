@@ -52,4 +52,8 @@ struct alignas(64) AmxConfig {
   static void release();
 };
 
+// Every one of the 8 tiles at its largest, 16 rows x 64 bytes: the configuration the full-tile
+// kernels (gemm_amx_bf16, gemm_amx_dequant, matmul_int8_amx, the int8 panels, the peak probe) load.
+const AmxConfig& amx_full_tiles();
+
 }  // namespace inferlab::cpu

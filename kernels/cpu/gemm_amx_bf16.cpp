@@ -74,15 +74,6 @@ struct Job {
   float* y;
 };
 
-const AmxConfig& tile_config() {
-  static const AmxConfig c = [] {
-    AmxConfig cfg;
-    for (int t = 0; t < 8; ++t) cfg.tile(t, kTile, 64);  // C: 16 fp32; A, B: 32 bf16 (16 pairs)
-    return cfg;
-  }();
-  return c;
-}
-
 // x rows [r0, r1) rounded into the A buffer as x_terms bf16 terms, padding columns zero.
 void round_rows(const float* x, int in, const Job& j, std::uint16_t* a, int r0, int r1) {
   const std::size_t plane = static_cast<std::size_t>(j.n_pad) * j.k_pad;
@@ -151,7 +142,7 @@ void block(const Job& j, int rt, int ot) {
 }
 
 void run_outputs(const Job& j, int ot0, int ot1) {
-  tile_config().load();
+  amx_full_tiles().load();
   const int row_tiles = j.n_pad / kTile;
   for (int ot = ot0; ot < ot1; ot += 2) {
     const bool two = ot + 1 < ot1;

@@ -34,15 +34,6 @@ constexpr int kTile = 16;                   // channels per A tile, token rows p
 constexpr int kChunk = 32;                  // inputs per A tile row
 constexpr int kTileElems = kTile * kChunk;  // bf16 per tile
 
-const AmxConfig& tile_config() {
-  static const AmxConfig c = [] {
-    AmxConfig cfg;
-    for (int t = 0; t < 8; ++t) cfg.tile(t, kTile, 64);
-    return cfg;
-  }();
-  return c;
-}
-
 // What every thread of one call reads.
 struct Job {
   const AmxDequantWeights* w;
@@ -204,7 +195,7 @@ void block(const Job& j, const std::uint16_t* a, const float* sc, int o0, int t0
 
 // Channel blocks [b0, b1) of 32 channels: each dequantised once, then multiplied with every token tile.
 void run_channels(const Job& j, int b0, int b1) {
-  tile_config().load();
+  amx_full_tiles().load();
   const AmxDequantWeights& w = *j.w;
   thread_local std::vector<std::uint16_t> a;
   thread_local std::vector<float> f, sc;

@@ -291,16 +291,6 @@ bool amx_per_token_fits(const PackedPanelsInt8& w, int n) {
   return n >= kAmxRows && w.out % kCols == 0 && w.in % kAmxDepth == 0 && w.in <= kTokenBlockMax && amx_int8_enabled();
 }
 
-// C tiles 0-3 (16 x 16 int32), A (tokens) 4, 5 and B (channels) 6, 7: 16 rows x 64 bytes.
-const AmxConfig& amx_config() {
-  static const AmxConfig c = [] {
-    AmxConfig k;
-    for (int t = 0; t < 8; ++t) k.tile(t, kAmxRows, 64);
-    return k;
-  }();
-  return c;
-}
-
 // C tile `sums` (16 token rows from `row0`, `rows` of them real, x 16 channels of half h of
 // panel p) into y: (float(sum - 128 Σx) * xs) * scale, as micro_tile rounds it.
 inline void amx_store(const std::int32_t (*sums)[16], const int* rowsum, const float* xs, const float* scale, float* y,
@@ -342,7 +332,9 @@ void amx_per_token(const std::int8_t* xq, const float* xs, const PackedPanelsInt
   const auto lda = static_cast<long>(in);
   const std::size_t ldc = static_cast<std::size_t>(out);
   pool.parallel_for(static_cast<std::size_t>(panels), [&](std::size_t begin, std::size_t end) {
-    amx_config().load();
+    // C tiles 0-3 (16 x 16 int32), A (tokens) 4, 5 and B (channels) 6, 7: 16 rows x 64 bytes.
+    static_assert(kAmxRows == 16, "amx_full_tiles: 16-row tiles");
+    amx_full_tiles().load();
     alignas(64) std::int32_t c[4][kAmxRows][16];
     for (auto p = static_cast<int>(begin); p < static_cast<int>(end); ++p) {
       const std::uint8_t* wp = w.data.data() + static_cast<std::size_t>(p) * pbytes;

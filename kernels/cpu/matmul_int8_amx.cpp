@@ -35,15 +35,6 @@ constexpr int kChunk = 32;            // inputs per A tile row
 constexpr int kStep = 2 * kChunk;     // inputs per 64-byte weight load
 constexpr int kTileElems = kTile * kChunk;
 
-const AmxConfig& tile_config() {
-  static const AmxConfig c = [] {
-    AmxConfig cfg;
-    for (int t = 0; t < 5; ++t) cfg.tile(t, kTile, 64);
-    return cfg;
-  }();
-  return c;
-}
-
 // x [n, in] as B tiles: [chunks][16 pairs][16 columns][2] bf16 (thread-local buffer of the caller),
 // `parts` columns per token row: part p is bf16 of what parts 0 .. p - 1 left of x (±inf: 0 after
 // the first part, not inf - inf).
@@ -166,7 +157,7 @@ void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, f
   const std::size_t blocks = static_cast<std::size_t>((out + kTile - 1) / kTile);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / (static_cast<std::size_t>(kTile) * in));
   pool.parallel_for(blocks, [&](std::size_t begin, std::size_t end) {
-    tile_config().load();
+    amx_full_tiles().load();
     // 16 weight rows stream side by side: 2 KiB ahead in each (the one-stream kernels' distance)
     // kept 512 lines requested at once and read DRAM at 5.4 GB/s where 256 bytes (4 steps) read
     // 9.0 (2 threads, 8 rows, 11264 x 2048 from DRAM, 2026-12-06; 128-256 alike).
