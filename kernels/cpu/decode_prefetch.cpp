@@ -2,11 +2,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace inferlab::cpu {
 namespace {
+// INFERLAB_PREFETCH=0 starts with the software prefetch off (the hardware prefetcher alone), as
+// INFERLAB_AMX=0 keeps the AMX tiles off: what a whole-model A/B (`inferlab bench` in two
+// processes) compares. Any other value keeps the default.
+int initial() {
+  const char* env = std::getenv("INFERLAB_PREFETCH");
+  return env != nullptr && std::strcmp(env, "0") == 0 ? 0 : kDecodePrefetch;
+}
 std::atomic<int>& setting() {
-  static std::atomic<int> bytes{kDecodePrefetch};
+  static std::atomic<int> bytes{initial()};
   return bytes;
 }
 }  // namespace

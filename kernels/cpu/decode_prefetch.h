@@ -1,10 +1,13 @@
-// Software prefetch for the CPU decode kernels that stream a weight matrix once per token:
-// gemm_gguf's AVX2 decode tiles (gemm_gguf_avx2.cpp) and matmul_int8_act's AVX2 row stream.
-// Such a kernel spends several times the instructions per byte of a plain read-sum, so the
-// out-of-order window holds fewer bytes ahead and one core keeps too few lines in flight; the
-// hardware prefetcher alone left 4-bit decode at 25-28 GB/s where the read probe reached 33-36
-// (Zen 3, 2026-12-04). Prefetching a couple of KiB ahead in the stream restores it
-// (docs/kernels.md, "Decode prefetch"). Internal to kernels/cpu.
+// Software prefetch for the CPU kernels that stream a weight matrix once per pass of one or a
+// few token rows: gemm_gguf's decode and few-row tiles (AVX2 and VNNI), gemm_panels_int8's
+// micro-tiles, the fp32 / f16 / bf16 panels' few_rows, and the int8 / int4 row streams. Such a
+// kernel spends several times the instructions per byte of a plain read-sum (R times more with
+// R rows), so the out-of-order window holds fewer bytes ahead and one core keeps too few lines
+// in flight; the hardware prefetcher alone left 4-bit decode at 25-28 GB/s where the read probe
+// reached 33-36 (Zen 3, 2026-12-04), and TinyLlama's 4-row passes 1.3-1.5x a one-row pass where
+// prefetching takes them to 1.1-1.25x (AMX Xeon, 2026-12-06). Prefetching a couple of KiB ahead
+// in the stream restores it (docs/kernels.md, "Decode prefetch"). INFERLAB_PREFETCH=0 starts
+// with it off. Internal to kernels/cpu.
 #pragma once
 #include <cstddef>
 #include <cstdint>

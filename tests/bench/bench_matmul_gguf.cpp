@@ -183,17 +183,14 @@ void gemm_gguf_unpack(benchmark::State& state) {
   state.SetLabel(std::string(inferlab::ggml_type_name(static_cast<std::uint32_t>(p.type))) + kTiles);
 }
 
-// What the AVX2 decode tiles' software prefetch buys (set_decode_prefetch, kernels/cpu/decode_prefetch.h): one
-// token row against cold weights (each call the next copy, as a decode step streams its
+// What the decode and few-row tiles' software prefetch buys (set_decode_prefetch,
+// kernels/cpu/decode_prefetch.h; the AVX2 tiles, and the VNNI ones below the AMX tiles' rows):
+// n token rows against cold weights (each call the next copy, as a decode step streams its
 // matrices), prefetching `ahead` bytes ahead and not at all, alternating call by call in one
 // process, on 1 and 2 threads. Counters: prefetch_GB/s and plain_GB/s (the file's bytes over the
 // median call) and gain = plain / prefetch time.
 void gemm_gguf_prefetch(benchmark::State& state) {
   if (skip_unless_packed(state)) return;
-#if !INFERLAB_GEMM_GGUF_AVX2
-  state.SkipWithError("only the AVX2 decode tiles prefetch; this build runs the VNNI ones");
-  return;
-#endif
   Problem p(state);
   inferlab::ThreadPool pool(static_cast<int>(state.range(6)));
   std::vector<inferlab::cpu::PackedGguf> packs;
@@ -313,7 +310,8 @@ BENCHMARK(gemm_gguf_unpack)->Apply([](benchmark::internal::Benchmark* b) {
 BENCHMARK(gemm_gguf_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
-      for (int ahead : {1024, inferlab::cpu::kDecodePrefetch, 4096}) b->Args({static_cast<int>(t), 1, 5632, 2048, 1, ahead, threads});
+      for (int n : {1, 4, 8})
+        for (int ahead : {1024, inferlab::cpu::kDecodePrefetch, 4096}) b->Args({static_cast<int>(t), n, 5632, 2048, 1, ahead, threads});
   b->ArgNames({"type", "n", "out", "in", "cold", "ahead", "threads"})->UseRealTime()->Iterations(60);
 });
 BENCHMARK(matmul_gguf_act_prefetch)->Apply([](benchmark::internal::Benchmark* b) {

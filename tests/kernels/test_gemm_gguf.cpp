@@ -165,33 +165,33 @@ TEST_P(GemmGguf, PrefillUnpackedOrPackedGivesTheSameBits) {
   for (std::size_t i = 0; i < unpacked.size(); ++i) ASSERT_EQ(unpacked[i], on_packed[i]) << "element " << i;
 }
 
-// Decode (one token row) with the AVX2 tiles' software prefetch (the default) and without it
-// (set_decode_prefetch(0), what gemm_gguf_prefetch's benchmark compares) gives the same bits;
-// a distance past the matrix's end (prefetches that touch nothing of it) too. Negative: 0.
-TEST_P(GemmGguf, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
+// Decode (one token row) and few-row passes with the tiles' software prefetch (the default) and
+// without it (set_decode_prefetch(0), what gemm_gguf_prefetch's benchmark compares) give the
+// same bits; a distance past the matrix's end (prefetches that touch nothing of it) too.
+// Negative: 0.
+TEST_P(GemmGguf, DecodeAndFewRowsWithOrWithoutPrefetchGiveTheSameBits) {
   const GgmlType type = GetParam();
   SKIP_UNLESS_PACKED(type);
-#if !INFERLAB_GEMM_GGUF_AVX2
-  GTEST_SKIP() << "only the AVX2 decode tiles prefetch; this build runs the VNNI ones";
-#endif
   ThreadPool pool(2);
   const int out = 130, in = is_k(type) ? 768 : 800;
   const cpu::PackedGguf packed = cpu::pack_gguf(type, testing::random_gguf_blocks(type, out, in, 15), out, in);
-  const QuantRows q = quantized_rows(1, in, 16, pool);
-  std::vector<float> with(static_cast<std::size_t>(out)), without(with.size()), far(with.size());
-  ASSERT_EQ(cpu::decode_prefetch_bytes(), cpu::kDecodePrefetch);
-  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, with.data(), 1, pool);
-  EXPECT_EQ(cpu::set_decode_prefetch(0), cpu::kDecodePrefetch);
-  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, without.data(), 1, pool);
-  cpu::set_decode_prefetch(1 << 24);  // clamped to kMaxDecodePrefetch, past the matrix's end
-  cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, far.data(), 1, pool);
-  EXPECT_EQ(cpu::decode_prefetch_bytes(), cpu::kMaxDecodePrefetch);
-  cpu::set_decode_prefetch(-5);
-  EXPECT_EQ(cpu::decode_prefetch_bytes(), 0);
-  cpu::set_decode_prefetch(cpu::kDecodePrefetch);
-  for (int i = 0; i < out; ++i) {
-    ASSERT_EQ(with[i], without[i]) << "row " << i;
-    ASSERT_EQ(with[i], far[i]) << "row " << i;
+  for (int n : {1, 3, 9}) {
+    const QuantRows q = quantized_rows(n, in, 16, pool);
+    std::vector<float> with(static_cast<std::size_t>(n) * out), without(with.size()), far(with.size());
+    ASSERT_EQ(cpu::decode_prefetch_bytes(), cpu::kDecodePrefetch);
+    cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, with.data(), n, pool);
+    EXPECT_EQ(cpu::set_decode_prefetch(0), cpu::kDecodePrefetch);
+    cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, without.data(), n, pool);
+    cpu::set_decode_prefetch(1 << 24);  // clamped to kMaxDecodePrefetch, past the matrix's end
+    cpu::gemm_gguf(q.xq.data(), q.xs.data(), packed, far.data(), n, pool);
+    EXPECT_EQ(cpu::decode_prefetch_bytes(), cpu::kMaxDecodePrefetch);
+    cpu::set_decode_prefetch(-5);
+    EXPECT_EQ(cpu::decode_prefetch_bytes(), 0);
+    cpu::set_decode_prefetch(cpu::kDecodePrefetch);
+    for (std::size_t i = 0; i < with.size(); ++i) {
+      ASSERT_EQ(with[i], without[i]) << "n " << n << " element " << i;
+      ASSERT_EQ(with[i], far[i]) << "n " << n << " element " << i;
+    }
   }
 }
 

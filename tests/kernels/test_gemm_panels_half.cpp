@@ -10,6 +10,7 @@
 #include "inferlab/error.h"
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_half.h"
 #include "kernels/ref/half.h"
@@ -82,6 +83,27 @@ TEST_P(GemmPanelsHalf, FewRowsMatchReferenceAtEveryRowCount) {
     SCOPED_TRACE("n=" + std::to_string(n));
     const auto x = random_normal(static_cast<std::size_t>(n) * in, 50 + n);
     testing::expect_matmul_matches_reference(x, c.widened, run_half(x, c, n, out, in, format, pool), n, out, in);
+  }
+}
+
+// few_rows' software prefetch (decode_prefetch.h; on by default) reads nothing into the sums:
+// the same bits with it, without it and with a distance past the matrix's end.
+TEST_P(GemmPanelsHalf, FewRowsWithOrWithoutPrefetchGiveTheSameBits) {
+  const cpu::HalfFormat format = GetParam();
+  const int out = 9 * 32 + 5, in = 2 * 256 + 37;
+  const Case c = make_weights(out, in, format, 23);
+  ThreadPool pool(2);
+  for (int n : {1, 4, 8}) {
+    const auto x = random_normal(static_cast<std::size_t>(n) * in, 70 + n);
+    ASSERT_EQ(cpu::decode_prefetch_bytes(), cpu::kDecodePrefetch);
+    const auto with = run_half(x, c, n, out, in, format, pool);
+    cpu::set_decode_prefetch(0);
+    const auto without = run_half(x, c, n, out, in, format, pool);
+    cpu::set_decode_prefetch(1 << 24);
+    const auto far = run_half(x, c, n, out, in, format, pool);
+    cpu::set_decode_prefetch(cpu::kDecodePrefetch);
+    EXPECT_EQ(with, without) << "n " << n;
+    EXPECT_EQ(with, far) << "n " << n;
   }
 }
 

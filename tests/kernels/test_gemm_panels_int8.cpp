@@ -11,6 +11,7 @@
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
@@ -89,6 +90,27 @@ TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
     EXPECT_EQ(gemm(row, 1, out, in, three),
               std::vector<float>(y1.begin() + static_cast<long>(r) * out, y1.begin() + static_cast<long>(r + 1) * out))
         << "row " << r;
+  }
+}
+
+// The micro-tiles' software prefetch (decode_prefetch.h; on by default, what INFERLAB_PREFETCH=0
+// turns off for an A/B) reads nothing into the sums: the same bits with it, without it and with
+// a distance past the matrix's end, at one row (the 4-panel decode tile), a few and a tile.
+TEST(GemmPanelsInt8, FewRowsWithOrWithoutPrefetchGiveTheSameBits) {
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  ThreadPool pool(2);
+  const int out = 200, in = 600;
+  for (int n : {1, 4, 16}) {
+    const Case c(n, out, in, 17 + n);
+    ASSERT_EQ(cpu::decode_prefetch_bytes(), cpu::kDecodePrefetch);
+    const auto with = gemm(c, n, out, in, pool);
+    cpu::set_decode_prefetch(0);
+    const auto without = gemm(c, n, out, in, pool);
+    cpu::set_decode_prefetch(1 << 24);
+    const auto far = gemm(c, n, out, in, pool);
+    cpu::set_decode_prefetch(cpu::kDecodePrefetch);
+    EXPECT_EQ(with, without) << "n " << n;
+    EXPECT_EQ(with, far) << "n " << n;
   }
 }
 
