@@ -1,12 +1,13 @@
 // The AMX few-row path of matmul_int8 (matmul_int8_amx.h).
 //
-// Tiles (all 16 rows x 64 bytes): C 0 (16 output channels x 16 columns of fp32 sums), A 1..2
-// (16 channels x 32 inputs, bf16), B 3..4 (16 input pairs x 16 columns x 2, bf16). Token row r
-// takes `parts` columns parts * r .. parts * r + parts - 1: bf16(x_r) and what is left of x_r after it,
-// again as bf16 — three parts (x = hi + mid + lo exactly, for up to 5 rows) or two (hi + lo, ~16
-// bits, 6 to 8 rows); columns past parts * n are zero, so y[r, o] = scale[o] · Σ_p C[o][parts r + p]
-// once every step of the row is summed. The inputs past `in` are zero on both sides (masked
-// weight loads, zero-padded activations).
+// Tiles (all 16 rows x 64 bytes): C 0 and 5 (16 output channels x 16 columns of fp32 sums: column
+// set 0 and 1), A 1..2 (16 channels x 32 inputs, bf16), B 3..4 (set 0) and 6..7 (set 1) (16 input
+// pairs x 16 columns x 2, bf16). Token row r takes `parts` columns parts * r .. parts * r + parts
+// - 1 (column c in set c / 16): bf16(x_r) and what is left of x_r after it, again as bf16 — three
+// parts (x = hi + mid + lo exactly, up to 5 rows) or two (hi + lo, ~16 bits, 6 to 16 rows);
+// columns past parts * n are zero, so y[r, o] = scale[o] · Σ_p C[o][parts r + p] once every step
+// of the row is summed. The second set's tile products run only where a row uses it. The inputs
+// past `in` are zero on both sides (masked weight loads, zero-padded activations).
 #include "kernels/cpu/matmul_int8_amx.h"
 
 #include <algorithm>
@@ -35,12 +36,13 @@ constexpr int kChunk = 32;            // inputs per A tile row
 constexpr int kStep = 2 * kChunk;     // inputs per 64-byte weight load
 constexpr int kTileElems = kTile * kChunk;
 
-// x [n, in] as B tiles: [chunks][16 pairs][16 columns][2] bf16 (thread-local buffer of the caller),
-// `parts` columns per token row: part p is bf16 of what parts 0 .. p - 1 left of x (±inf: 0 after
-// the first part, not inf - inf).
-const std::uint16_t* prepare(const float* x, int n, int in, int chunks, int parts) {
+// x [n, in] as B tiles: [sets][chunks][16 pairs][16 columns][2] bf16 (thread-local buffer of the
+// caller), `parts` columns per token row: part p is bf16 of what parts 0 .. p - 1 left of x (±inf:
+// 0 after the first part, not inf - inf).
+const std::uint16_t* prepare(const float* x, int n, int in, int chunks, int parts, int sets) {
   thread_local std::vector<std::uint16_t> b;
-  b.assign(static_cast<std::size_t>(chunks) * kTileElems, 0);
+  const std::size_t set_elems = static_cast<std::size_t>(chunks) * kTileElems;
+  b.assign(static_cast<std::size_t>(sets) * set_elems, 0);
   for (int r = 0; r < n; ++r)
     for (int k0 = 0; k0 < in; k0 += 16) {
       const __mmask16 m = in - k0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (in - k0)) - 1);
@@ -53,7 +55,9 @@ const std::uint16_t* prepare(const float* x, int n, int in, int chunks, int part
         const __m256i bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(left));
         alignas(32) std::uint32_t words[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(words), bits);
-        std::uint16_t* col = dst + static_cast<std::size_t>(parts * r + p) * 2;
+        const int column = parts * r + p;
+        std::uint16_t* col = dst + static_cast<std::size_t>(column / kTile) * set_elems +
+                             static_cast<std::size_t>(column % kTile) * 2;
         for (int i = 0; i < 8; ++i)
           std::memcpy(col + static_cast<std::size_t>(i) * 2 * kTile, &words[i], sizeof words[i]);
         left = bf16_residual(left, bf16_to_ps(bits));
@@ -93,46 +97,62 @@ inline void convert_step(const std::int8_t* q, int in, int k, int rows, int ahea
 
 // The tile products of the step at k, its A tiles in a (converted one step before: the stores
 // have left the store buffer by the time the tile unit loads them).
-inline void multiply_step(const std::uint16_t* b, int in, int k, const std::uint16_t (*a)[kTileElems]) {
+// Two: the second column set's products too (b1: its B tiles).
+template <bool Two>
+inline void multiply_step(const std::uint16_t* b, const std::uint16_t* b1, int in, int k,
+                          const std::uint16_t (*a)[kTileElems]) {
   // The stores were plain C++; the tile loads are asm naming no memory operand.
   asm volatile("" ::: "memory");
   const std::size_t c = static_cast<std::size_t>(k / kChunk);
   _tile_loadd(1, a[0], 64);
   _tile_loadd(3, b + c * kTileElems, 64);
   _tile_dpbf16ps(0, 1, 3);
+  if constexpr (Two) {
+    _tile_loadd(6, b1 + c * kTileElems, 64);
+    _tile_dpbf16ps(5, 1, 6);
+  }
   if (k + kChunk < in) {
     _tile_loadd(2, a[1], 64);
     _tile_loadd(4, b + (c + 1) * kTileElems, 64);
     _tile_dpbf16ps(0, 2, 4);
+    if constexpr (Two) {
+      _tile_loadd(7, b1 + (c + 1) * kTileElems, 64);
+      _tile_dpbf16ps(5, 2, 7);
+    }
   }
 }
 
 // y[:, o0 .. o0 + rows) for all n token rows: rows <= 16 weight rows as one A tile row block.
-void channel_block(const std::uint16_t* b, const std::int8_t* q, const float* scale, float* y, int n, int parts,
-                   int out, int in, int o0, int rows, int ahead) {
+// b1: the second column set's B tiles (Two).
+template <bool Two>
+void channel_block(const std::uint16_t* b, const std::uint16_t* b1, const std::int8_t* q, const float* scale, float* y,
+                   int n, int parts, int out, int in, int o0, int rows, int ahead) {
   alignas(64) std::uint16_t a[2][2][kTileElems];  // [step parity][A tile]
   if (rows < kTile) std::fill(&a[0][0][0], &a[0][0][0] + 4 * kTileElems, std::uint16_t{0});
   const std::int8_t* qb = q + static_cast<std::size_t>(o0) * in;
   _tile_zero(0);
+  if constexpr (Two) _tile_zero(5);
   int k = 0, parity = 0;
   for (; k + kStep <= in; k += kStep, parity ^= 1) {
     convert_step<true>(qb, in, k, rows, ahead, a[parity]);
-    if (k > 0) multiply_step(b, in, k - kStep, a[parity ^ 1]);
+    if (k > 0) multiply_step<Two>(b, b1, in, k - kStep, a[parity ^ 1]);
   }
   if (k < in) {
     convert_step<false>(qb, in, k, rows, ahead, a[parity]);
-    if (k > 0) multiply_step(b, in, k - kStep, a[parity ^ 1]);
-    multiply_step(b, in, k, a[parity]);
+    if (k > 0) multiply_step<Two>(b, b1, in, k - kStep, a[parity ^ 1]);
+    multiply_step<Two>(b, b1, in, k, a[parity]);
   } else {
-    multiply_step(b, in, k - kStep, a[parity ^ 1]);
+    multiply_step<Two>(b, b1, in, k - kStep, a[parity ^ 1]);
   }
-  alignas(64) float sums[kTile][kTile];
-  _tile_stored(0, sums, 64);
+  alignas(64) float sums[2][kTile][kTile];  // [column set][channel][column]
+  _tile_stored(0, sums[0], 64);
+  if constexpr (Two) _tile_stored(5, sums[1], 64);
   asm volatile("" ::: "memory");
+  auto at = [&](int m, int c) { return sums[c / kTile][m][c % kTile]; };
   for (int m = 0; m < rows; ++m)
     for (int r = 0; r < n; ++r) {
-      float sum = sums[m][parts * r];
-      for (int p = 1; p < parts; ++p) sum += sums[m][parts * r + p];
+      float sum = at(m, parts * r);
+      for (int p = 1; p < parts; ++p) sum += at(m, parts * r + p);
       y[static_cast<std::size_t>(r) * out + o0 + m] = scale[o0 + m] * sum;
     }
 }
@@ -152,8 +172,10 @@ void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, f
     return;
   }
   const int chunks = (in + kStep - 1) / kStep * 2;
-  const int parts = n * 3 <= kTile ? 3 : 2;
-  const std::uint16_t* b = prepare(x, n, in, chunks, parts);
+  const int parts = n * 3 <= kTile ? 3 : 2;  // three in two sets cost 6-8 rows 1.27x (2026-12-06)
+  const int sets = (parts * n + kTile - 1) / kTile;
+  const std::uint16_t* b = prepare(x, n, in, chunks, parts, sets);
+  const std::uint16_t* b1 = b + static_cast<std::size_t>(chunks) * kTileElems;  // set 1 (where sets = 2)
   const std::size_t blocks = static_cast<std::size_t>((out + kTile - 1) / kTile);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / (static_cast<std::size_t>(kTile) * in));
   pool.parallel_for(blocks, [&](std::size_t begin, std::size_t end) {
@@ -164,7 +186,9 @@ void matmul_int8_amx(const float* x, const std::int8_t* q, const float* scale, f
     const int ahead = decode_prefetch_bytes() / 8;
     for (std::size_t blk = begin; blk < end; ++blk) {
       const int o0 = static_cast<int>(blk) * kTile;
-      channel_block(b, q, scale, y, n, parts, out, in, o0, std::min(kTile, out - o0), ahead);
+      const int rows = std::min(kTile, out - o0);
+      if (sets == 2) channel_block<true>(b, b1, q, scale, y, n, parts, out, in, o0, rows, ahead);
+      else channel_block<false>(b, b1, q, scale, y, n, parts, out, in, o0, rows, ahead);
     }
   }, grain);
 #else

@@ -4,9 +4,11 @@
 // a dequantised row buffer); the activations, split once per call into three bfloat16 for up to 5
 // token rows (x = hi + mid + lo exactly: every product exact, as on the FMAs) or two from 6 (hi +
 // lo, ~16 significant bits: fp32 activations' result to ~1e-5 of sum |x w|, asserted by the
-// parity test), form the B tiles, one column per part. So up to 8 token rows cost one tile
-// product per step, the weights are read once for all rows, and the conversion is shared: a few
-// rows cost about what one does. Runs where amx_bf16_enabled() (kernels/cpu/amx.h); matmul_int8
+// parity test), form the B tiles, one column per part, in one set of 16 columns up to 8 rows and
+// two from 9. So up to 16 token rows cost one or two tile products per A tile, the weights are
+// read once for all rows, and the conversion is shared (TinyLlama, AMX Xeon, 2026-12-06: a 16-row
+// pass took 3.98x a one-row pass on gemm_amx_dequant, which widens the weights once per call into
+// tiles for every 16 token rows, and 2.2-2.4x here). Runs where amx_bf16_enabled() (kernels/cpu/amx.h); matmul_int8
 // keeps its AVX-512 row stream otherwise. Internal to kernels/cpu; contract: matmul_int8.h.
 #pragma once
 #include <cstddef>
@@ -17,7 +19,7 @@
 namespace inferlab::cpu {
 
 // Token rows matmul_int8 sends here (B-tile columns per row: three, x = hi + mid + lo exactly, up
-// to 5 rows; two, hi + lo, from 6; so at most 8). Below 5 the AVX-512 row stream is as fast or
+// to 5 rows; two, hi + lo, from 6; at most 32 columns, two sets of 16, so at most 16 rows). Below 5 the AVX-512 row stream is as fast or
 // faster while its tile of activations stays in L1: widening 16 weight rows into tiles costs about
 // twice its work at one row. Where 3 or 4 rows of activations outgrow kStreamActBytes (TinyLlama's
 // 5632-wide down projection) they stream from L2 once per weight row, and this path runs from
@@ -25,7 +27,7 @@ namespace inferlab::cpu {
 // 2048 x 5632 3 rows 9.5 -> 12.4 GB/s, 4 rows 7.4 -> 12.2; 2048-wide rows 3 rows 0.8x, 4 rows 0.9x).
 constexpr int kInt8AmxMinRows = 5;
 constexpr int kInt8AmxWideMinRows = 3;
-constexpr int kInt8AmxMaxRows = 8;
+constexpr int kInt8AmxMaxRows = 16;
 constexpr std::size_t kStreamActBytes = std::size_t{32} << 10;
 
 // y[n, out] = x[n, in] · (scale ⊙ Q)^T as matmul_int8; requires amx_bf16_enabled() and

@@ -64,7 +64,7 @@ TEST(MatmulInt8, RefMatchesDequantizedDot) {
 
 TEST(MatmulInt8, FastMatchesRefOverAwkwardShapes) {
   ThreadPool pool1(1), pool2(2);
-  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 129};  // 5..8: the AMX path where it runs
+  const int ns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 129};  // 5..16: the AMX path where it runs
   const int outs[] = {1, 3, 8, 13, 129};
   const int ins[] = {1, 7, 8, 9, 33, 48, 200, 257};  // 200, 257: 64-byte steps, then 16s, then a tail
   for (int n : ns)
