@@ -40,4 +40,13 @@ inline void prefetch_ahead(const void* p, std::size_t bytes, int ahead) {
 #endif
 }
 
+// One line into L1, unconditionally (for loops that must not branch on the distance).
+inline void prefetch_line(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const std::uint8_t*>(p)));
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
+
 }  // namespace inferlab::cpu

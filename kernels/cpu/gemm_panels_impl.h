@@ -23,16 +23,24 @@ namespace inferlab::cpu::gemm {
 constexpr int kDepth = 256;
 
 // c[rows, cols] (row stride ldc) = (accumulate ? c : 0) + a · b over kc input channels.
-// a: [kc][R] (one row tile of packed x), b: [kc][kPanel] (one weight block).
+// a: [kc][R] (one row tile of packed x), b: [kc][kPanel] (one weight block), prefetched `ahead`
+// bytes on (few_rows' streams; 0 for prefill, whose blocks are reused from L2 by every tile).
 template <class Load, int R>
-void micro_tile(const float* a, const typename Load::Storage* b, int kc, float* c, std::size_t ldc, int cols, bool accumulate) {
+void micro_tile(const float* a, const typename Load::Storage* b, int kc, float* c, std::size_t ldc, int cols, bool accumulate,
+                int ahead) {
   typename Vec::V acc[R][kVectors];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) acc[r][v] = Vec::zero();
+  // Branch-free: with ahead = 0 each step prefetches its own line (a load-port uop, no traffic).
+  // A branch on ahead in the loop made GCC 12 keep R = 8's 16 accumulators on the stack.
+  const auto* pf = reinterpret_cast<const std::uint8_t*>(b) + (ahead > 0 ? ahead : 0);
+  constexpr std::size_t kStepBytes = kPanel * sizeof(typename Load::Storage);
   for (int k = 0; k < kc; ++k) {
     typename Vec::V bv[kVectors];
+#pragma GCC unroll 2
+    for (std::size_t l = 0; l < kStepBytes; l += 64) prefetch_line(pf + k * kStepBytes + l);
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) bv[v] = Load::load(b + k * kPanel + v * Vec::kWidth);
 #pragma GCC unroll 16
@@ -42,8 +50,13 @@ void micro_tile(const float* a, const typename Load::Storage* b, int kc, float* 
       for (int v = 0; v < kVectors; ++v) acc[r][v] = Vec::fmadd(av, bv[v], acc[r][v]);
     }
   }
+  // Constant indices (unrolled) keep acc in registers: with a loop over r here GCC 12 also kept
+  // acc on the stack and stored all of it every step (16 zmm stores per step at R = 8: the 8-row
+  // f16 pass store-bound at 2.2x a one-row pass).
   if (cols == kPanel) {
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
       for (int v = 0; v < kVectors; ++v) {
         float* p = c + r * ldc + v * Vec::kWidth;
         Vec::store(p, accumulate ? Vec::add(Vec::load(p), acc[r][v]) : acc[r][v]);
@@ -51,14 +64,16 @@ void micro_tile(const float* a, const typename Load::Storage* b, int kc, float* 
     return;
   }
   alignas(64) float tile[R][kPanel];  // the narrow last panel: spill, then write cols columns
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) Vec::store(&tile[r][v * Vec::kWidth], acc[r][v]);
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < cols; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r][j];
 }
 
 template <class Load>
-using MicroTile = void (*)(const float*, const typename Load::Storage*, int, float*, std::size_t, int, bool);
+using MicroTile = void (*)(const float*, const typename Load::Storage*, int, float*, std::size_t, int, bool, int);
 
 template <class Load, std::size_t... I>
 constexpr std::array<MicroTile<Load>, sizeof...(I)> micro_tiles(std::index_sequence<I...>) {
@@ -96,7 +111,7 @@ struct Problem {
 
 // All row tiles against weight block [k0, k0 + kc) of panel p.
 template <class Load>
-void block_times_rows(const Problem<Load>& pb, int p, int k0, int kc) {
+void block_times_rows(const Problem<Load>& pb, int p, int k0, int kc, int ahead = 0) {
   using S = typename Load::Storage;
   const int out = pb.out, in = pb.in, cols = std::min(kPanel, out - p * kPanel);
   const S* b = pb.w + static_cast<std::size_t>(p) * kPanel * in + static_cast<std::size_t>(k0) * cols;
@@ -112,7 +127,7 @@ void block_times_rows(const Problem<Load>& pb, int p, int k0, int kc) {
     const int r0 = t * kRows, rows = std::min(kRows, pb.n - r0);
     const float* a = pb.a + static_cast<std::size_t>(r0) * in + static_cast<std::size_t>(k0) * rows;
     float* c = pb.y + static_cast<std::size_t>(r0) * out + static_cast<std::size_t>(p) * kPanel;
-    kMicroTiles<Load>[static_cast<std::size_t>(rows - 1)](a, b, kc, c, static_cast<std::size_t>(out), cols, k0 > 0);
+    kMicroTiles<Load>[static_cast<std::size_t>(rows - 1)](a, b, kc, c, static_cast<std::size_t>(out), cols, k0 > 0, t == 0 ? ahead : 0);
   }
 }
 
@@ -167,8 +182,11 @@ void rows_times_panel_group(const Problem<Load>& pb, int p, int k0, int kc) {
         for (int v = 0; v < kVectors; ++v) acc[r][g][v] = Vec::fmadd(av, bv[g][v], acc[r][g][v]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int g = 0; g < G; ++g)
+#pragma GCC unroll 4
       for (int v = 0; v < kVectors; ++v) {
         float* c = pb.y + static_cast<std::size_t>(r) * pb.out + static_cast<std::size_t>(p + g) * kPanel + v * Vec::kWidth;
         Vec::store(c, k0 > 0 ? Vec::add(Vec::load(c), acc[r][g][v]) : acc[r][g][v]);
@@ -188,7 +206,7 @@ void few_rows(const Problem<Load>& pb, int p0, int p1) {
     for (; p + G <= full; p += G)
       for (int k0 = 0; k0 < in; k0 += kDepth) rows_times_panel_group<Load, R, G>(pb, p, k0, std::min(kDepth, in - k0));
   for (; p < p1; ++p)
-    for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+    for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0), pb.ahead);
 }
 
 template <class Load>
@@ -198,15 +216,24 @@ constexpr std::array<FewRows<Load>, sizeof...(I)> few_rows_table(std::index_sequ
   return {&few_rows<Load, static_cast<int>(I) + 1>...};
 }
 
-// Panels [p0, p1). One row tile (decode, small batches): few_rows. Several: blocks of kDepth
-// input channels outermost, so the row tiles' slice of x (n x kDepth) stays in L2 while the
-// thread's panels pass. Same arithmetic either way.
+// Panels [p0, p1). One row tile (decode, small batches): few_rows. Up to kStreamTiles: each panel
+// from start to end (its blocks in k order, every tile per block), so the stream the first tile
+// prefetches is the one read next (TinyLlama 12-row passes, AMX Xeon, 2026-12-06: see
+// docs/performance.md). More: blocks of kDepth input channels outermost, so the row tiles' slice
+// of x (n x kDepth) stays in L2 while the thread's panels pass. Same arithmetic every way: per
+// output, FMAs in k order within a block, blocks added in k order.
+constexpr int kStreamTiles = 2;
 template <class Load>
 void run_panels(const Problem<Load>& pb, int p0, int p1) {
   const int in = pb.in;
   if (pb.tiles == 1) {
     static constexpr auto kFewRows = few_rows_table<Load>(std::make_index_sequence<kRows>{});
     kFewRows[static_cast<std::size_t>(pb.n - 1)](pb, p0, p1);
+    return;
+  }
+  if (pb.tiles <= kStreamTiles) {  // each panel streamed once, front to back, prefetched by tile 0
+    for (int p = p0; p < p1; ++p)
+      for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0), pb.ahead);
     return;
   }
   for (int k0 = 0; k0 < in; k0 += kDepth)
