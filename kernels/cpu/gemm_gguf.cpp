@@ -124,21 +124,28 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
   const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
   const std::size_t stride = panel_bytes(T, w.in);
   const std::uint8_t* panel[G];  // each panel one stream (gemm_gguf.h)
+#pragma GCC unroll 16
   for (int g = 0; g < G; ++g) panel[g] = w.data.data() + static_cast<std::size_t>(p + g) * stride;
   __m512 facc[R][V];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
   [[maybe_unused]] __m512 dF[V] = {}, mF[V] = {};  // hoisted d and dmin
   for (int b = 0; b < a.blocks; ++b) {
     const std::size_t xb0 = at0 + static_cast<std::size_t>(b) * kRows;  // + r: row r's block slot
     __m512i iacc[R][V];
     [[maybe_unused]] __m512i jacc[V];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(kOffset<T> * a.sum[xb0 + r]);
     if constexpr (kSplit)
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) jacc[v] = _mm512_setzero_si512();
     // Per panel: the record's head (fp16 d, then m / dmin: 32 rows each), the block's slot.
     const std::uint8_t *head[G], *slot[G], *planes[G];
+#pragma GCC unroll 16
     for (int g = 0; g < G; ++g) {
       head[g] = record_head(panel[g], kL, b);
       slot[g] = block_slot(panel[g], kL, b);
@@ -151,6 +158,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
     auto head_m = [&](int v) { return reinterpret_cast<const std::uint16_t*>(head[v / 2] + 64) + (v % 2) * 16; };
     if constexpr (kHoist)
       if (b % kL.blocks_per_record == 0)
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) {
           dF[v] = halves_to_float(head_d(v));
           if constexpr (is_q45k(T)) mF[v] = halves_to_float(head_m(v));
@@ -168,9 +176,12 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         __m512i wv[V];
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) wv[v] = load64(slot[v / 2] + kL.code(s) + (v % 2) * 64);
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + s * SB + 4 * r);
+#pragma GCC unroll 16
           for (int v = 0; v < V; ++v) {
             if (kSplit && s % 2 == 1) jacc[v] = _mm512_dpbusd_epi32(jacc[v], wv[v], xv);
             else iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
@@ -181,6 +192,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
       // Both halves in one pass over the codes (each byte's two nibbles are a code of each
       // half), into two sets of int32 sums, so each line is loaded once.
       __m512i hacc[V];  // the second half's sums (iacc: the first's)
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) {
         iacc[0][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0]);
         hacc[v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + kRows]);
@@ -188,6 +200,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         const __m512i x0 = broadcast4(x + s * SB), x1 = broadcast4(x + (4 + s) * SB);
+#pragma GCC unroll 16
         for (int g = 0; g < G; ++g) {
           __m512i c[4];
           q6_codes(load64(slot[g] + kL.code(s)), load64(slot[g] + kL.code(s) + 64), load64(planes[g] + kL.plane(s)), c);
@@ -199,6 +212,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
       }
       // The tiles' order of roundings ((d sc) d_x per half, the first half first).
       const __m512 xs = _mm512_set1_ps(a.xs[xb0]);
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) {
         const std::uint8_t* sc = slot[v / 2] + kL.scale + (v % 2) * 16;
         const __m512 s0 = _mm512_mul_ps(d_of(v), s8_to_float(sc)), s1 = _mm512_mul_ps(d_of(v), s8_to_float(sc + 32));
@@ -210,21 +224,28 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
       // The halves one after the other, each with its own scale: one set of int32 sums, folded
       // after each half.
       for (int half = 0; half < 2; ++half) {
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r)  // w = d sc (c - 32): 32 x the half's sum of x off
+#pragma GCC unroll 16
           for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-32 * a.half_sum[2 * xb0 + half * kRows + r]);
 #pragma GCC unroll 4
         for (int s = 0; s < 4; ++s) {
           __m512i c[V];
+#pragma GCC unroll 16
           for (int g = 0; g < G; ++g)
             q6_half(load64(slot[g] + kL.code(s)), load64(slot[g] + kL.code(s) + 64), load64(planes[g] + kL.plane(s)), half, c + 2 * g);
+#pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
             const __m512i xv = broadcast4(x + (4 * half + s) * SB + 4 * r);
+#pragma GCC unroll 16
             for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], c[v], xv);
           }
         }
         // The half's own scale d sc d_x (the slot's int8 scales: [half][32 rows]).
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) {
           const __m512 sv = _mm512_mul_ps(d_of(v), s8_to_float(slot[v / 2] + kL.scale + half * 32 + (v % 2) * 16));
+#pragma GCC unroll 16
           for (int r = 0; r < R; ++r)
             facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
         }
@@ -234,12 +255,15 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
 #pragma GCC unroll 4
       for (int s = 0; s < 4; ++s) {
         __m512i lo[V], hi[V];
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) {
           nibbles(load64(slot[v / 2] + kL.code(s) + (v % 2) * 64), lo[v], hi[v]);
           if constexpr (kQ5) fifth_bits(load64(planes[v / 2] + kL.plane(s / 2)), s, v % 2, lo[v], hi[v]);
         }
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m512i xlo = broadcast4(x + s * SB + 4 * r), xhi = broadcast4(x + (4 + s) * SB + 4 * r);
+#pragma GCC unroll 16
           for (int v = 0; v < V; ++v)
             if constexpr (kSplit) {
               iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], lo[v], xlo);
@@ -251,13 +275,16 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
       }
     }
     if constexpr (kSplit)
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) iacc[0][v] = _mm512_add_epi32(iacc[0][v], jacc[v]);
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) {
       if constexpr (is_q45k(T)) {
         // w = d sc_j c - dmin m_j: a Q4_1 block of scale d sc_j and min -dmin m_j (the slot's
         // bytes: sc[32 rows], then m[32 rows]).
         const std::uint8_t* sub = slot[v / 2] + kL.scale + (v % 2) * 16;
         const __m512 dw = _mm512_mul_ps(d_of(v), u8_to_float(sub)), mw = _mm512_mul_ps(m_of(v), u8_to_float(sub + 32));
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
@@ -265,6 +292,7 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
         }
       } else {
         const __m512 dw = halves_to_float(head_d(v));
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const float xs = a.xs[xb0 + r];
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(dw, _mm512_set1_ps(xs)), facc[r][v]);
@@ -274,8 +302,10 @@ void packed_tile(const ActTiles& a, int t, const PackedGguf& w, int p, float* y,
       }
     }
   }
+#pragma GCC unroll 16
   for (int v = 0; v < V; ++v) {
     const auto mask = static_cast<__mmask16>((1u << std::clamp(width - 16 * v, 0, 16)) - 1);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldc + 16 * v, mask, facc[r][v]);
   }
 }
@@ -399,7 +429,9 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
   constexpr bool kMins = T == GgmlType::kQ4_1 || is_q45k(T);
   constexpr int kHalves = kQ6 ? 2 : 1, kSteps = 8 / kHalves;  // Q6_K: each half its own scale
   __m512 facc[R][V];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
   const std::size_t at0 = a.tile_blocks(t);  // the tile's (block, row) slots: at0 + b * kRows + r
   for (int b = 0; b < a.blocks; ++b) {
@@ -407,35 +439,46 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
     const std::int8_t* x = a.tile_x(t) + static_cast<std::size_t>(b) * (kBlock / 4) * SB;  // step s: + s SB
     for (int h = 0; h < kHalves; ++h) {
       __m512i iacc[R][V];
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const int start = kQ6 ? -32 * a.half_sum[2 * xb0 + h * kRows + r] : kOffset<T> * a.sum[xb0 + r];
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(start);
       }
 #pragma GCC unroll 8
       for (int s = 0; s < kSteps; ++s) {
         const int step = h * kSteps + s;
         __m512i wv[V];
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) wv[v] = load64(u.block_codes(b) + step * 128 + 64 * v);  // unaligned: Q8_0's slots in place
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m512i xv = broadcast4(x + step * SB + 4 * r);
+#pragma GCC unroll 16
           for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
         }
       }
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) {
         const __m512 sv = _mm512_load_ps(u.scale_line(b, h, v));
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r)
           facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(a.xs[xb0 + r])), facc[r][v]);
       }
     }
     if constexpr (kMins)
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) {
         const __m512 mv = _mm512_load_ps(u.scale_line(b, 1, v));
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r)
           facc[r][v] = _mm512_fmadd_ps(mv, _mm512_set1_ps(a.xsum[xb0 + r]), facc[r][v]);
       }
   }
+#pragma GCC unroll 16
   for (int v = 0; v < V; ++v) {
     const auto mask = static_cast<__mmask16>((1u << std::clamp(width - 16 * v, 0, 16)) - 1);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * ldc + 16 * v, mask, facc[r][v]);
   }
 }

@@ -69,12 +69,16 @@ void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_s
   const float* xs = a.xs + a.tile_blocks(t);
   const int* sum = a.sum + a.tile_blocks(t);
   __m512 facc[R][V];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) facc[r][v] = _mm512_setzero_ps();
   int left = a.steps;
   for (int b = 0; b < a.blocks; ++b, xs += kRows, sum += kRows) {
     __m512i iacc[R][V];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_set1_epi32(-128 * sum[r]);  // what the codes' + 128 add
     const int s1 = std::min(a.block_steps, left);
     left -= s1;
@@ -82,30 +86,38 @@ void micro_tile(const ActTiles& a, int t, const std::uint8_t* w, std::size_t w_s
 #pragma GCC unroll 8
     for (int s = 0; s < s1; ++s) {
       __m512i wv[V];
+#pragma GCC unroll 16
       for (int g = 0; g < G; ++g) prefetch_ahead(w + g * w_stride, step_bytes, ahead);
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) {
         const std::uint8_t* wp = w + (v / 2) * w_stride + (v % 2) * 64;
         wv[v] = kFull ? _mm512_loadu_si512(wp) : _mm512_maskz_loadu_epi8(wmask[v % 2], wp);
       }
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         std::int32_t four;
         std::memcpy(&four, xp + 4 * r, 4);
         const __m512i xv = _mm512_set1_epi32(four);
+#pragma GCC unroll 16
         for (int v = 0; v < V; ++v) iacc[r][v] = _mm512_dpbusd_epi32(iacc[r][v], wv[v], xv);
       }
       w += step_bytes;
       xp += SB;
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 sx = _mm512_set1_ps(xs[r]);
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) facc[r][v] = _mm512_fmadd_ps(to_float(iacc[r][v]), sx, facc[r][v]);
     }
   }
   // c = facc ⊙ scale, the zmm's valid columns only (masked: the narrow last panel's columns
   // past cols; G > 1 panels are always full).
+#pragma GCC unroll 16
   for (int v = 0; v < V; ++v) {
     const __mmask16 m = cmask[v % 2];
     const __m512 sw = _mm512_maskz_loadu_ps(m, scale + (v / 2) * kCols + (v % 2) * 16);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc + 16 * v, m, _mm512_mul_ps(facc[r][v], sw));
   }
 }

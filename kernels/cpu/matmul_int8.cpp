@@ -49,29 +49,42 @@ inline void row_stream(const float* x, std::size_t xs, const std::int8_t* q, std
                        std::size_t ys, int in, int ahead) {
   constexpr int U = C == 1 ? 4 : 2;
   __m512 acc[R][C][U];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c)
+#pragma GCC unroll 16
       for (int u = 0; u < U; ++u) acc[r][c][u] = _mm512_setzero_ps();
   int k = 0;
   for (; k + 16 * U <= in; k += 16 * U) {
     __m512 w[C][U];
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       prefetch_ahead(q + c * qs + k, 16 * U, ahead);
+#pragma GCC unroll 16
       for (int u = 0; u < U; ++u) w[c][u] = Vec512::load(q + c * qs + k + 16 * u);
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int u = 0; u < U; ++u) {
         const __m512 xv = _mm512_loadu_ps(x + r * xs + k + 16 * u);
+#pragma GCC unroll 16
         for (int c = 0; c < C; ++c) acc[r][c][u] = _mm512_fmadd_ps(xv, w[c][u], acc[r][c][u]);
       }
   }
   for (; k + 16 <= in; k += 16)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const __m512 w = Vec512::load(q + c * qs + k);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][c][0] = _mm512_fmadd_ps(_mm512_loadu_ps(x + r * xs + k), w, acc[r][c][0]);
     }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 16
       for (int u = 1; u < U; ++u) acc[r][c][0] = _mm512_add_ps(acc[r][c][0], acc[r][c][u]);
       float a = hsum(acc[r][c][0]);
       for (int kk = k; kk < in; ++kk) a += x[r * xs + kk] * static_cast<float>(q[c * qs + kk]);
