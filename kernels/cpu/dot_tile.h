@@ -41,20 +41,29 @@ inline void dot_tile(const float* x, std::size_t xs, const W* w, std::size_t ws,
   int k = 0;
   if constexpr (V::kWidth > 1) {
     typename V::V vacc[R][C];
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) vacc[r][c] = V::zero();
     for (; k + V::kWidth <= in; k += V::kWidth) {
       typename V::V wv[C];
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) wv[c] = V::load(w + c * ws + k);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const typename V::V xv = V::load(x + r * xs + k);
+#pragma GCC unroll 16
         for (int c = 0; c < C; ++c) vacc[r][c] = V::fmadd(xv, wv[c], vacc[r][c]);
       }
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) acc[r][c] = V::sum(vacc[r][c]);
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const float* xr = x + r * xs;
       const W* wc = w + c * ws;
@@ -123,6 +132,7 @@ void dot_rows_widened(const float* x, std::size_t xs, int n, int in, const Widen
                       Out out) {
   const std::size_t ws = static_cast<std::size_t>(in);
   float* w = thread_scratch(static_cast<std::size_t>(C) * ws);  // [C, in]
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c) widen(c, w + c * ws);
   for_row_tiles(n, [&]<int R>(int r) { dot_tile<V, R, C>(x + r * xs, xs, w, ws, y + r * ys, ys, in, out); });
 }

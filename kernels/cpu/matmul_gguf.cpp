@@ -44,6 +44,7 @@ void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::
   float acc[R] = {};
 #if INFERLAB_GGUF_AVX2
   __m256 vacc[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) vacc[r] = _mm256_setzero_ps();
 #endif
   HalfScales hs;
@@ -58,6 +59,7 @@ void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::
       if constexpr (kInt) {
         const __m256i ones = _mm256_set1_epi16(1);
         const __m256i mag = F::kSigned ? _mm256_sign_epi8(u, u) : u;  // maddubs wants unsigned left
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq + r * a.stride + k * kChunk));
           if (F::kSigned) x = _mm256_sign_epi8(x, u);
@@ -77,6 +79,7 @@ void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::
           return _mm256_cvtepi32_ps(F::kSigned ? _mm256_cvtepi8_epi32(v) : _mm256_cvtepu8_epi32(v));
         };
         const __m256 c0 = widen(lo), c1 = widen(_mm_srli_si128(lo, 8)), c2 = widen(hi), c3 = widen(_mm_srli_si128(hi, 8));
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const float* x = a.x + r * a.stride + k * kChunk;
           const __m256 fa = _mm256_fmadd_ps(c1, _mm256_loadu_ps(x + 8), _mm256_mul_ps(c0, _mm256_loadu_ps(x)));
@@ -91,6 +94,7 @@ void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::
 #else
       int codes[kChunk];
       for (int i = 0; i < kChunk; ++i) codes[i] = F::code(b, c, i);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
         for (int half = 0; half < 2; ++half) {
           const float s = half ? sb : sa, o = hs.o[2 * c + half];
@@ -109,6 +113,7 @@ void row_dot(const std::uint8_t* row, int blocks, const Acts& a, float* y, std::
 #endif
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #if INFERLAB_GGUF_AVX2
     acc[r] += hsum(vacc[r]);
@@ -134,6 +139,7 @@ void row_dot_k(const std::uint8_t* row, int blocks, const BlockActs& a, float* y
       sv[c] = _mm256_set_m128i(_mm_set1_epi16(ks.sc[2 * c + 1]), _mm_set1_epi16(ks.sc[2 * c]));
     }
 #endif
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const std::int8_t* x = a.xq + r * a.stride + static_cast<std::size_t>(blk) * F::kElems;
       int dot = 0;
@@ -158,6 +164,7 @@ void row_dot_k(const std::uint8_t* row, int blocks, const BlockActs& a, float* y
                 (ks.D * static_cast<float>(dot) + ks.M * static_cast<float>(mins));
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) y[static_cast<std::size_t>(r) * ys] = acc[r];
 }
 

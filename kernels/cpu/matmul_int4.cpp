@@ -127,16 +127,20 @@ template <int R, int C>
 inline void tile_int4(const float* x, std::size_t xs, const Int4Matrix& m, int o, float* y,
                       std::size_t ys) {
   const std::uint8_t* rows[C];
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c) rows[c] = m.row(o + c);
   float acc[R][C] = {};
   __m256 vacc[R][C];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
   for (int g = 0, k0 = 0; k0 < m.in; ++g, k0 += m.group_size) {
     const int k1 = std::min(m.in, k0 + m.group_size);
     float s[C];
     int z[C];
     __m256 vs[C], vb[C];
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       s[c] = m.scale_of(o + c, g);
       z[c] = m.zero_of(o + c, g);
@@ -146,19 +150,26 @@ inline void tile_int4(const float* x, std::size_t xs, const Int4Matrix& m, int o
     int k = k0;
     for (; k + 8 <= k1; k += 8) {
       __m256 wv[C];
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) wv[c] = dequant8(rows[c], k, vs[c], vb[c]);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const __m256 xv = _mm256_loadu_ps(x + r * xs + k);
+#pragma GCC unroll 16
         for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(xv, wv[c], vacc[r][c]);
       }
     }
     for (; k < k1; ++k)
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
         const float wk = static_cast<float>(code_at(rows[c], k) - z[c]) * s[c];
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) acc[r][c] += x[r * xs + k] * wk;
       }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) y[r * ys + c] = hsum(vacc[r][c]) + acc[r][c];
 }
 

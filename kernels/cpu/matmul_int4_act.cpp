@@ -1,7 +1,7 @@
 // int4 x int8 matmul (see matmul_int4_act.h). Tile: R token rows x C channels; per 32-block the
 // C weight blocks are unpacked once and meet each row's activation block in maddubs/madd. With
-// AVX-512 VNNI, batches below kStreamRows stream one weight row at a time through vpdpbusd, its
-// int32 lanes one per 32-block (row_stream).
+// AVX-512 VNNI, every batch streams one weight row at a time through vpdpbusd, its int32 lanes
+// one per 32-block (row_stream), in groups of up to 7 token rows.
 #include "kernels/cpu/matmul_int4_act.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
@@ -56,21 +56,26 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
   int b = 0;
 #if INFERLAB_INT4_ACT_AVX2
   __m256 vacc[R][C];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   for (; b < full; ++b) {
     const int k = b * kActBlock, g = k / group_size;
     __m256i wv[C];
     float ws[C];
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       wv[c] = unpack32(packed + c * row_bytes + static_cast<std::size_t>(k / 2));
       ws[c] = scale[static_cast<std::size_t>(c) * groups + g];
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * xqs + k));
       const float sx = xs[r * xss + static_cast<std::size_t>(b)];
       const int xsum_b = xsum[r * xss + static_cast<std::size_t>(b)];
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
         const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[c], xv), ones);  // 8 x sum(u * x)
         const float s = sx * ws[c];
@@ -80,12 +85,16 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
       }
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] += hsum(vacc[r][c]);
 #endif
   for (; b < blocks; ++b) {  // the tail block, or every block without AVX2
     const int k = b * kActBlock, g = k / group_size, end = std::min(in, k + kActBlock);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
         int ux = 0;
         for (int i = k; i < end; ++i) ux += code_at(packed + c * row_bytes, i) * xq[r * xqs + static_cast<std::size_t>(i)];
@@ -94,12 +103,14 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
                      static_cast<float>(ux - z * xsum[r * xss + static_cast<std::size_t>(b)]);
       }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) y[r * ys + c] = acc[r][c];
 }
 
 #if INFERLAB_INT4_ACT_VNNI
-// Decode and few rows (n < kStreamRows): each weight row is read front to back (one sequential
+// Every batch (up to 7 token rows a pass, kStreamRows): each weight row is read front to back (one sequential
 // stream per thread, prefetched ahead) in chunks of 16 blocks (256 bytes), and the int32 lanes of
 // vpdpbusd are the chunk's 16 blocks, as gemm_gguf's lanes are its panel's 32 rows: dword j of
 // block l (its codes 8j .. 8j+7) is moved into lane l of vector j by a 4 x 16 transpose of the
@@ -113,6 +124,11 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
 // pass), so a few-row pass reads and unpacks each weight row once. The zero point is pulled out of
 // the loop: sum over blocks of s_g * sx_b * z_g * sum(x_b) = sum over groups of s_g * z_g * zc[g],
 // zc[g] = sum over g's blocks of sx_b * sum(x_b), per row.
+// Token rows one pass takes (up to 7); more run in groups of up to 7, each weight row read from
+// memory once and again from L1 for every further group. The AVX2 tiles (tile above) ran such
+// batches at a third of that speed or less (TinyLlama W4A8 g128, AMX Xeon, 2026-12-06: 8 rows
+// 174-178 -> 58-59 ms, 16 rows 330-343 -> 109-113, pp128 2.64-2.74 -> 0.93 s), so with VNNI every
+// batch streams.
 constexpr int kStreamRows = 8;
 constexpr int kChunkBlocks = 16;                         // blocks per chunk: one per int32 lane
 constexpr int kChunkBytes = kChunkBlocks * kActBlock / 2;  // 256 bytes of codes
@@ -128,6 +144,13 @@ struct StreamActs {
   std::size_t xls, xss, xqs;  // row strides of xl, xs / xsum, xq
   int full, chunks, groups, in, group_size;
   bool half_last;  // the last chunk holds 1..8 blocks: the half layout (row_stream)
+  // The same layout from token row r0 on.
+  StreamActs from_row(int r0) const {
+    StreamActs a = *this;
+    const auto r = static_cast<std::size_t>(r0);
+    a.xl += r * xls, a.xs += r * xss, a.zc += r * static_cast<std::size_t>(groups), a.xq += r * xqs, a.xsum += r * xss;
+    return a;
+  }
 };
 
 // Token row r's part of the tail block (fewer than 32 inputs past the last full block; 0 when
@@ -191,12 +214,13 @@ inline __m512 chunk_scales(const StreamActs& a, const float* sw, int c, int coun
   return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, g, sw, 4);
 }
 
-// y[r * ys] = x[r, :] · W[o, :] for the R token rows of a (all of a call's rows: R < kStreamRows).
+// y[r * ys] = x[r, :] · W[o, :] for the R token rows of a (R < kStreamRows).
 template <int R>
 inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
                        float* y, std::size_t ys, int ahead) {
   constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
   __m512 acc[R];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   const int whole = a.half_last ? a.chunks - 1 : a.chunks;
   for (int c = 0; c < whole; ++c) {
@@ -205,6 +229,7 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
     const int count = std::min(kChunkBlocks, a.full - c * kChunkBlocks);
     const ChunkCodes w = chunk_codes(p, count);
     const __m512 ws = chunk_scales(a, sw, c, count);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const std::int8_t* xv = a.xl + r * a.xls + static_cast<std::size_t>(c) * kChunkActs;
       __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w.u[0], _mm512_loadu_si512(xv));
@@ -236,6 +261,7 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
       u[2 * j + 1] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, w, 4), mask);
     }
     const __m512 ws = chunk_scales(a, sw, c, count);  // lanes 8-15 zero
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const std::int8_t* xv = a.xl + r * a.xls + static_cast<std::size_t>(c) * kChunkActs;
       __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_loadu_si512(xv));
@@ -249,6 +275,7 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
       acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d), _mm512_mul_ps(ws, sx), acc[r]);
     }
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     float t = hsum(acc[r]);
     t -= int4_zero_term(sw, zero, a.zc + r * static_cast<std::size_t>(a.groups), a.groups);
@@ -321,24 +348,48 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
       xsum[static_cast<std::size_t>(r) * blocks + b] = s;
     }
 #if INFERLAB_INT4_ACT_VNNI
-  if (n < kStreamRows) {
+  {
     const StreamActs acts = block_acts(xq, xs, xsum, n, in, group_size);
     const int ahead = decode_prefetch_bytes();
     parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
-      auto run = [&](auto r_tag) {
-        constexpr int R = decltype(r_tag)::value;
-        for (int o = o0; o < o1; ++o)
-          row_stream<R>(acts, packed + static_cast<std::size_t>(o) * row_bytes, scale + static_cast<std::size_t>(o) * groups,
-                        zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, y + o, ys, ahead);
-      };
-      switch (n) {
-        case 1: run(std::integral_constant<int, 1>{}); break;
-        case 2: run(std::integral_constant<int, 2>{}); break;
-        case 3: run(std::integral_constant<int, 3>{}); break;
-        case 4: run(std::integral_constant<int, 4>{}); break;
-        case 5: run(std::integral_constant<int, 5>{}); break;
-        case 6: run(std::integral_constant<int, 6>{}); break;
-        default: run(std::integral_constant<int, 7>{}); break;
+      if (n < kStreamRows) {  // one pass
+        auto run = [&](auto r_tag) {
+          constexpr int R = decltype(r_tag)::value;
+          for (int o = o0; o < o1; ++o)
+            row_stream<R>(acts, packed + static_cast<std::size_t>(o) * row_bytes, scale + static_cast<std::size_t>(o) * groups,
+                          zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, y + o, ys, ahead);
+        };
+        switch (n) {
+          case 1: run(std::integral_constant<int, 1>{}); break;
+          case 2: run(std::integral_constant<int, 2>{}); break;
+          case 3: run(std::integral_constant<int, 3>{}); break;
+          case 4: run(std::integral_constant<int, 4>{}); break;
+          case 5: run(std::integral_constant<int, 5>{}); break;
+          case 6: run(std::integral_constant<int, 6>{}); break;
+          default: run(std::integral_constant<int, 7>{}); break;
+        }
+        return;
+      }
+      // More rows: each weight row once from memory, then again from L1 for every further
+      // group of up to 7 token rows (the same sums per row as one pass gives it).
+      for (int o = o0; o < o1; ++o) {
+        const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
+        const float* sw = scale + static_cast<std::size_t>(o) * groups;
+        const std::uint8_t* zo = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
+        for (int r0 = 0; r0 < n; r0 += kStreamRows - 1) {
+          const StreamActs a = acts.from_row(r0);
+          float* yo = y + static_cast<std::size_t>(r0) * ys + o;
+          const int ahead_once = r0 == 0 ? ahead : 0;
+          switch (std::min(kStreamRows - 1, n - r0)) {
+            case 1: row_stream<1>(a, row, sw, zo, yo, ys, ahead_once); break;
+            case 2: row_stream<2>(a, row, sw, zo, yo, ys, ahead_once); break;
+            case 3: row_stream<3>(a, row, sw, zo, yo, ys, ahead_once); break;
+            case 4: row_stream<4>(a, row, sw, zo, yo, ys, ahead_once); break;
+            case 5: row_stream<5>(a, row, sw, zo, yo, ys, ahead_once); break;
+            case 6: row_stream<6>(a, row, sw, zo, yo, ys, ahead_once); break;
+            default: row_stream<7>(a, row, sw, zo, yo, ys, ahead_once); break;
+          }
+        }
       }
     });
     return;

@@ -131,19 +131,24 @@ inline void chunk_rows(const __m512i (&v)[C], const __m512 (&sv)[C], const float
                        __m512 (&acc)[R][C]) {
   const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512 w[C][8];
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
     w[c][0] = plane<0>(v[c], table), w[c][1] = plane<1>(v[c], table), w[c][2] = plane<2>(v[c], table);
     w[c][3] = plane<3>(v[c], table), w[c][4] = plane<4>(v[c], table), w[c][5] = plane<5>(v[c], table);
     w[c][6] = plane<6>(v[c], table), w[c][7] = plane<7>(v[c], table);
   }
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     __m512 d[C];
     const __m512 x0 = _mm512_loadu_ps(xr[r]);
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) d[c] = _mm512_mul_ps(x0, w[c][0]);
     for (int q = 1; q < 8; ++q) {
       const __m512 xq = _mm512_loadu_ps(xr[r] + q * kLanes);
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) d[c] = _mm512_fmadd_ps(xq, w[c][q], d[c]);
     }
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(d[c], sv[c], acc[r][c]);
   }
 }
@@ -156,6 +161,7 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
               int ahead, int ahead_scales) {
   const std::uint8_t* rows[C];
   const float* sw[C];
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
     rows[c] = m.packed + static_cast<std::size_t>(o + c) * m.row_bytes;
     sw[c] = m.scale + static_cast<std::size_t>(o + c) * m.groups;
@@ -163,18 +169,22 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
   const std::size_t full = m.row_bytes / kChunkBytes;
   const float* xr[R];
   __m512 acc[R][C];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     xr[r] = a.xp + static_cast<std::size_t>(r0 + r) * a.chunks * kChunk;
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   }
   int g = 0, in_group = 0;  // the chunk's first group; chunks of it passed (group_size >= 128)
   auto scales = [&](__mmask16 load, __m512 (&sv)[C]) {
     if constexpr (SmallGroups) {
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c)
         sv[c] = _mm512_maskz_permutexvar_ps(0xFFFF, walk.idx, _mm512_maskz_loadu_ps(load, sw[c] + g));
       g += walk.per;
     } else {
       (void)load;
+#pragma GCC unroll 16
       for (int c = 0; c < C; ++c) sv[c] = _mm512_set1_ps(sw[c][g]);
       if (++in_group == walk.chunks_per_group) in_group = 0, ++g;
     }
@@ -182,6 +192,7 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
   __m512i v[C];
   __m512 sv[C];
   for (std::size_t k = 0; k < full; ++k) {
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
       const std::uint8_t* p = rows[c] + k * kChunkBytes;
       prefetch_ahead(p, kChunkBytes, ahead);
@@ -190,15 +201,18 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
     }
     scales(walk.load, sv);
     chunk_rows<R, C>(v, sv, xr, acc);
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) xr[r] += kChunk;
   }
   if (full < a.chunks) {
     const __mmask64 left = (__mmask64{1} << (m.row_bytes - full * kChunkBytes)) - 1;
+#pragma GCC unroll 16
     for (int c = 0; c < C; ++c) v[c] = _mm512_maskz_loadu_epi8(left, rows[c] + full * kChunkBytes);
     scales(static_cast<__mmask16>((1u << std::min(walk.per, m.groups - g)) - 1u), sv);
     chunk_rows<R, C>(v, sv, xr, acc);
   }
   // The zero points: acc -= s_g z_g X_g, 16 groups at a time, each s_g z_g once for the R rows.
+#pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
     const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o + c) * m.groups : nullptr;
     for (int g0 = 0; g0 < m.groups; g0 += 16) {  // zero-mask forms throughout: GCC 12
@@ -206,10 +220,12 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
       const __m512 z = zo ? _mm512_maskz_cvtepi32_ps(k, _mm512_maskz_cvtepu8_epi32(k, _mm_maskz_loadu_epi8(k, zo + g0)))
                           : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
       const __m512 sz = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sw[c] + g0), z);
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
         acc[r][c] = _mm512_fnmadd_ps(
             sz, _mm512_maskz_loadu_ps(k, a.gx + static_cast<std::size_t>(r0 + r) * a.groups + g0), acc[r][c]);
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) y[static_cast<std::size_t>(r) * ys + c] = hsum(acc[r][c]);
   }
 }

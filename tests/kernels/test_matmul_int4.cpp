@@ -179,7 +179,7 @@ namespace {
 
 // W4A8: the AVX2 tiles (nibble unpack + maddubs, zero point as zero * sum(x)) and the AVX-512 VNNI
 // row stream (lanes one per block) against the reference, symmetric and asymmetric, group sizes
-// 32 .. 1024, in not a multiple of 32, 1..9 rows.
+// 32 .. 1024, in not a multiple of 32, 1..22 rows.
 TEST(MatmulInt4Act, FastMatchesRefOverAwkwardShapes) {
   struct Shape {
     int n, out, in, gs;
@@ -191,7 +191,10 @@ TEST(MatmulInt4Act, FastMatchesRefOverAwkwardShapes) {
                           // pass, full chunks and a partial one, groups per chunk 16, 4 and 1, groups of 96
                           // and 160 (scales gathered per block), of 512 and 1024 (one per chunk or more)
                           {2, 9, 2048, 128}, {3, 7, 1570, 128}, {5, 5, 1536, 32}, {6, 6, 1000, 512},
-                          {7, 4, 2080, 160}, {4, 8, 1536, 96}, {1, 5, 3072, 1024}, {7, 3, 5632, 128}};
+                          {7, 4, 2080, 160}, {4, 8, 1536, 96}, {1, 5, 3072, 1024}, {7, 3, 5632, 128},
+                          // more rows stream in groups of up to 7 (8: 7 + 1, 15: 7 + 7 + 1, 22: a
+                          // half last chunk too)
+                          {8, 6, 2048, 128}, {15, 5, 1000, 64}, {22, 9, 576, 32}};
   for (bool symmetric : {true, false})
     for (int threads : {1, 3})
       for (const Shape& s : shapes) {
