@@ -182,9 +182,10 @@ template <class F, class Acts>
 void run_rows(const std::uint8_t* w, const Acts& acts, float* y, int n, int out, int in, ThreadPool& pool) {
   const int blocks = in / F::kElems;
   const std::size_t row_bytes = static_cast<std::size_t>(blocks) * F::kBytes, ys = static_cast<std::size_t>(out);
-  // Decode streams each row once and spends many instructions per byte: prefetch the stream
-  // decode_prefetch_bytes() ahead (decode_prefetch.h), a row's lines as the row starts.
-  const int ahead = n == 1 ? decode_prefetch_bytes() : 0;
+  // Decode and a few rows stream each weight row once and spend many instructions per byte:
+  // prefetch the stream decode_prefetch_bytes() ahead (decode_prefetch.h), a row's lines as the
+  // row starts.
+  const int ahead = decode_prefetch_bytes();
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
     for (int o = o0; o < o1; ++o) {
       const std::uint8_t* row = w + static_cast<std::size_t>(o) * row_bytes;
