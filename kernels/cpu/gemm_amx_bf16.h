@@ -12,7 +12,7 @@
 //  the dropped x_lo*w_lo is below 2^-16 relative.
 // K (in) needs no alignment: the tiles are zero-padded to 32 inputs and 16 outputs.
 // Runs where amx_bf16_enabled() (kernels/cpu/amx.h); callers keep their own path otherwise and
-// for fewer than kAmxBf16MinRows rows. Parity: tests/kernels/test_gemm_amx_bf16.cpp.
+// for fewer than amx_bf16_min_rows(weight_terms) rows. Parity: tests/kernels/test_gemm_amx_bf16.cpp.
 #pragma once
 #include <cstdint>
 
@@ -22,8 +22,13 @@
 
 namespace inferlab::cpu {
 
-// Rows from which gemm_amx_bf16 is worth running (one A tile of tokens).
+// Rows from which gemm_amx_bf16 is worth running (one A tile of tokens) with one weight term;
+// with two (f16 as exact hi + lo: twice the bytes), from 24: at 16 rows the fp32 panels, which
+// read the f16 weights once, took 0.86-0.88x the tiles' time, at 24 1.23x (TinyLlama f16, AMX
+// Xeon, 2026-12-06).
 constexpr int kAmxBf16MinRows = 16;
+constexpr int kAmxBf16SplitMinRows = 24;
+constexpr int amx_bf16_min_rows(int weight_terms) { return weight_terms == 1 ? kAmxBf16MinRows : kAmxBf16SplitMinRows; }
 
 struct PackedAmxBf16 {
   int out = 0, in = 0;

@@ -142,8 +142,9 @@ TEST(GemmAmxBf16, RefusesBadArgumentsAndRunsOnlyWhereEnabled) {
   cpu::set_amx_bf16(before);
 }
 
-// HalfLinear: below 16 rows, with amx = off, or with the tiles switched off (INFERLAB_AMX=0's
-// switch), forward is the fp32 panels' result bit for bit; from 16 rows it is the tiles'.
+// HalfLinear: below 16 rows (24 with f16's two weight terms), with amx = off, or with the tiles
+// switched off (INFERLAB_AMX=0's switch), forward is the fp32 panels' result bit for bit; from
+// there on it is the tiles'.
 TEST(GemmAmxBf16, HalfLinearFallsBackToThePanelsBitForBit) {
   REQUIRE_AMX_BF16();
   CpuDevice device(2);
@@ -152,14 +153,15 @@ TEST(GemmAmxBf16, HalfLinearFallsBackToThePanelsBitForBit) {
   for (cpu::HalfFormat f : {cpu::HalfFormat::kBF16, cpu::HalfFormat::kF16}) {
     const HalfLinear panels(w, out, in, f, device, HalfAmx::kOff);
     const HalfLinear tiles(w, out, in, f, device, HalfAmx::kSplit);
-    for (int n : {1, 15, 16, 33}) {
+    const int from = cpu::amx_bf16_min_rows(f == cpu::HalfFormat::kF16 ? 2 : 1);
+    for (int n : {1, 15, 16, 23, 24, 33}) {
       const auto x = random_normal(static_cast<std::size_t>(n) * in, 100 + n);
       std::vector<float> want(static_cast<std::size_t>(n) * out), got(want.size());
       panels.forward(x.data(), want.data(), n, device);
       tiles.forward(x.data(), got.data(), n, device);
       EXPECT_FALSE(panels.uses_amx(n));
-      EXPECT_EQ(tiles.uses_amx(n), n >= cpu::kAmxBf16MinRows);
-      if (n < cpu::kAmxBf16MinRows) EXPECT_EQ(got, want) << n;
+      EXPECT_EQ(tiles.uses_amx(n), n >= from) << n;
+      if (n < from) EXPECT_EQ(got, want) << n;
       else EXPECT_NE(got, want) << n;  // a different summation: the tiles really ran
       const bool before = cpu::set_amx_bf16(false);
       EXPECT_FALSE(tiles.uses_amx(n));

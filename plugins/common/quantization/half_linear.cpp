@@ -47,7 +47,7 @@ HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::H
 }
 
 bool HalfLinear::uses_amx(int n) const {
-  return !amx_.data.empty() && n >= cpu::kAmxBf16MinRows && cpu::amx_bf16_enabled();
+  return !amx_.data.empty() && n >= cpu::amx_bf16_min_rows(amx_.weight_terms) && cpu::amx_bf16_enabled();
 }
 
 void HalfLinear::forward(const float* x, float* y, int n, Device& device) const {

@@ -15,8 +15,8 @@ PluginDescriptor half_plugin_descriptor(const HalfPluginInfo& info) {
   d.summary = info.summary;
   d.params = {{"amx", ParamType::kString, std::string(half_amx_name(info.default_amx)), std::nullopt, std::nullopt,
                {"split", "bf16", "off"},
-               "CPU prefill (16 rows and more) on the AMX bf16 tiles where they run (fewer rows, INFERLAB_AMX=0 "
-               "or no AMX: the fp32 panels). " + info.amx_doc}};
+               "CPU prefill (16 rows and more; 24 with f16's split weights) on the AMX bf16 tiles where they run "
+               "(fewer rows, INFERLAB_AMX=0 or no AMX: the fp32 panels). " + info.amx_doc}};
   const cpu::HalfFormat format = info.format;
   d.devices[DeviceKind::kCpu] = [format](const PluginContext& ctx) -> std::unique_ptr<Quantization> {
     return std::make_unique<HalfQuantization>(format, ctx.device, half_amx_from_name(ctx.params.get_string("amx")));
