@@ -275,12 +275,10 @@ inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float
       acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d), _mm512_mul_ps(ws, sx), acc[r]);
     }
   }
+  fold_int4_zero_points<R>(sw, zero, a.zc, a.groups, a.groups, [&](int r) -> __m512& { return acc[r]; });
+  const bool tail = a.full * kActBlock < a.in;
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) {
-    float t = hsum(acc[r]);
-    t -= int4_zero_term(sw, zero, a.zc + r * static_cast<std::size_t>(a.groups), a.groups);
-    y[r * ys] = t + tail_block(a, row, sw, zero, r);
-  }
+  for (int r = 0; r < R; ++r) y[r * ys] = hsum(acc[r]) + (tail ? tail_block(a, row, sw, zero, r) : 0.0f);
 }
 
 // The per-call activation layout of row_stream (thread-local buffers of the calling thread): per

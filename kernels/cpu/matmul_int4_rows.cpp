@@ -19,6 +19,7 @@
 #include "inferlab/error.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
+#include "kernels/cpu/int4_zero_term.h"
 #include "kernels/ref/matmul_int4.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -211,20 +212,12 @@ void row_tile(const Prepared& a, int r0, const Matrix& m, const ScaleWalk& walk,
     scales(static_cast<__mmask16>((1u << std::min(walk.per, m.groups - g)) - 1u), sv);
     chunk_rows<R, C>(v, sv, xr, acc);
   }
-  // The zero points: acc -= s_g z_g X_g, 16 groups at a time, each s_g z_g once for the R rows.
+  // The zero points (int4_zero_term.h): acc -= s_g z_g X_g.
 #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
     const std::uint8_t* zo = m.zero ? m.zero + static_cast<std::size_t>(o + c) * m.groups : nullptr;
-    for (int g0 = 0; g0 < m.groups; g0 += 16) {  // zero-mask forms throughout: GCC 12
-      const __mmask16 k = m.groups - g0 >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << (m.groups - g0)) - 1);
-      const __m512 z = zo ? _mm512_maskz_cvtepi32_ps(k, _mm512_maskz_cvtepu8_epi32(k, _mm_maskz_loadu_epi8(k, zo + g0)))
-                          : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
-      const __m512 sz = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sw[c] + g0), z);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[r][c] = _mm512_fnmadd_ps(
-            sz, _mm512_maskz_loadu_ps(k, a.gx + static_cast<std::size_t>(r0 + r) * a.groups + g0), acc[r][c]);
-    }
+    fold_int4_zero_points<R>(sw[c], zo, a.gx + static_cast<std::size_t>(r0) * a.groups, a.groups, m.groups,
+                             [&acc, c](int r) -> __m512& { return acc[r][c]; });
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) y[static_cast<std::size_t>(r) * ys + c] = hsum(acc[r][c]);
   }
