@@ -520,6 +520,16 @@ bool two_decode_panels() {
   return intel;
 }
 
+// 2-4 token rows of the one-block types take two panels per tile, as decode does: two weight
+// streams per thread and twice the independent sums (TinyLlama, AMX Xeon, 2026-12-06, alternating:
+// 4 rows Q4_0 28.5-28.8 -> 24.0 ms, Q8_0 46-47 -> 42-44, the int4 plugin's Q4_1 panels 30.4 ->
+// 25.9-26.9; 2 rows Q8_0 47-48 -> 39-41). The K-quants keep one: Q6_K's two-panel tiles spill
+// their sums (tests/kernels/check_spills.py).
+// Up to 4 rows for Q8_0, 3 for the nibble types (at 4 their two-panel tiles spilled 11-12 zmm per
+// block: 32 sums and the unpacked codes do not fit; 0: one panel).
+template <GgmlType T>
+constexpr int kTwoPanelMaxRows = T == GgmlType::kQ8_0 ? 4 : T == GgmlType::kQ4_0 || T == GgmlType::kQ4_1 ? 3 : 0;
+
 // Token tiles from which a thread unpacks each panel once (prefill_tile) instead of running
 // packed_tile on it: with fewer (batched decode) the panel streams from memory while the tiles
 // compute, and unpacking it first took the cold 8-row GEMM at 5632 x 2048 from 0.5-0.6 to 0.8-0.9
@@ -565,6 +575,14 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
         packed_tile<T, 1, 1, kRowStepBytes>(a, 0, w, p, yp, ldc, width, ahead);
         ++p;
       }
+      continue;
+    }
+    if (n <= kTwoPanelMaxRows<T> && p + 2 <= p1) {  // two streams, as decode
+      const int both = std::min(2 * kPanel, w.out - p * kPanel);
+      if (n == 2) packed_tile<T, 2, 2>(a, 0, w, p, yp, ldc, both, ahead);
+      else if (n == 3) packed_tile<T, 3, 2>(a, 0, w, p, yp, ldc, both, ahead);
+      else if constexpr (kTwoPanelMaxRows<T> >= 4) packed_tile<T, 4, 2>(a, 0, w, p, yp, ldc, both, ahead);
+      p += 2;
       continue;
     }
     if (tiles < kUnpackTiles || !w.unpack || !gemm_gguf_unpack_enabled()) {

@@ -125,12 +125,12 @@ TEST_P(GemmGguf, OneRowMatchesItsRowInATileBitForBit) {
   const GgmlType type = GetParam();
   SKIP_UNLESS_PACKED(type);
   ThreadPool pool(2);
-  // 5 panels: a pair and a lone one at decode; 7 rows: 2 tiles on the packed panels, 49 rows: 9
-  // tiles on the unpacked panels.
+  // 5 panels: a pair and a lone one at decode (and in the two-panel tiles of 2-4 rows); 7 rows: 2
+  // tiles on the packed panels, 49 rows: 9 tiles on the unpacked panels.
   const int out = 130, in = is_k(type) ? 768 : 800;
   const std::vector<std::uint8_t> blocks = testing::random_gguf_blocks(type, out, in, 11);
   const cpu::PackedGguf packed = cpu::pack_gguf(type, blocks, out, in);
-  for (int n : {7, 49}) {
+  for (int n : {2, 3, 4, 7, 49}) {
     SCOPED_TRACE(std::to_string(n) + " rows");
     const QuantRows q = quantized_rows(n, in, 12, pool);
     const std::vector<std::int8_t>& xq = q.xq;
