@@ -2,21 +2,27 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 namespace inferlab::cpu {
 namespace {
 // INFERLAB_PREFETCH=<bytes> starts with that distance (0: the software prefetch off, the hardware
 // prefetcher alone), as INFERLAB_AMX=0 keeps the AMX tiles off: what a whole-model A/B
-// (`inferlab bench` in two processes) compares. Clamped to [0, kMaxDecodePrefetch]; anything but
-// a plain decimal number keeps the default.
+// (`inferlab bench` in two processes) compares. A value that is not a byte count in
+// [0, kMaxDecodePrefetch] keeps the default and says so on stderr, once (this is read before any
+// logger exists).
 int initial() {
   const char* env = std::getenv("INFERLAB_PREFETCH");
-  if (env == nullptr || *env == '\0') return kDecodePrefetch;
+  if (env == nullptr) return kDecodePrefetch;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 0) return kDecodePrefetch;
-  return static_cast<int>(std::min<long>(v, kMaxDecodePrefetch));
+  if (*env == '\0' || *end != '\0' || v < 0 || v > kMaxDecodePrefetch) {
+    std::fprintf(stderr, "inferlab: warning: INFERLAB_PREFETCH='%s' is not a byte count in [0, %d]; prefetching %d bytes ahead\n",
+                 env, kMaxDecodePrefetch, kDecodePrefetch);
+    return kDecodePrefetch;
+  }
+  return static_cast<int>(v);
 }
 std::atomic<int>& setting() {
   static std::atomic<int> bytes{initial()};

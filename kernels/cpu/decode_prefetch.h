@@ -6,8 +6,8 @@
 // in flight; the hardware prefetcher alone left 4-bit decode at 25-28 GB/s where the read probe
 // reached 33-36 (Zen 3, 2026-12-04), and TinyLlama's 4-row passes 1.3-1.5x a one-row pass where
 // prefetching takes them to 1.1-1.25x (AMX Xeon, 2026-12-06). Prefetching a couple of KiB ahead
-// in the stream restores it (docs/kernels.md, "Decode prefetch"). INFERLAB_PREFETCH=0 starts
-// with it off. Internal to kernels/cpu.
+// in the stream restores it (docs/kernels.md, "Decode prefetch"). INFERLAB_PREFETCH=<bytes> sets
+// the distance a process starts with (0: off). Internal to kernels/cpu.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,30 +23,24 @@ constexpr int kMaxDecodePrefetch = 1 << 16;
 int set_decode_prefetch(int bytes);
 int decode_prefetch_bytes();
 
-// Prefetches (into L1) the cache lines of [p + ahead, p + ahead + bytes); nothing for ahead <= 0.
-// `asm volatile`: GCC 12 at -O3 deleted every _mm_prefetch of the AVX2 decode tiles' loops as
-// dead code (objdump showed no prefetcht0 in them; -fno-tree-dce kept them). The addresses may
-// lie up to kMaxDecodePrefetch past the end of the weights: a prefetch never faults. Elsewhere
-// __builtin_prefetch (ARM's prfm).
-inline void prefetch_ahead(const void* p, std::size_t bytes, int ahead) {
-#if defined(__x86_64__) || defined(__i386__)
-  if (ahead <= 0) return;
-  const auto* base = static_cast<const std::uint8_t*>(p) + ahead;
-  for (std::size_t l = 0; l < bytes; l += 64) asm volatile("prefetcht0 %0" : : "m"(base[l]));
-#else
-  if (ahead <= 0) return;
-  const auto* base = static_cast<const std::uint8_t*>(p) + ahead;
-  for (std::size_t l = 0; l < bytes; l += 64) __builtin_prefetch(base + l, 0, 3);
-#endif
-}
-
 // One line into L1, unconditionally (for loops that must not branch on the distance).
+// `asm volatile`: GCC 12 at -O3 deleted every _mm_prefetch of the AVX2 decode tiles' loops as
+// dead code (objdump showed no prefetcht0 in them; -fno-tree-dce kept them). The address may lie
+// up to kMaxDecodePrefetch past the end of the weights: a prefetch never faults. Elsewhere
+// __builtin_prefetch (ARM's prfm).
 inline void prefetch_line(const void* p) {
 #if defined(__x86_64__) || defined(__i386__)
   asm volatile("prefetcht0 %0" : : "m"(*static_cast<const std::uint8_t*>(p)));
 #else
   __builtin_prefetch(p, 0, 3);
 #endif
+}
+
+// Prefetches (into L1) the cache lines of [p + ahead, p + ahead + bytes); nothing for ahead <= 0.
+inline void prefetch_ahead(const void* p, std::size_t bytes, int ahead) {
+  if (ahead <= 0) return;
+  const auto* base = static_cast<const std::uint8_t*>(p) + ahead;
+  for (std::size_t l = 0; l < bytes; l += 64) prefetch_line(base + l);
 }
 
 }  // namespace inferlab::cpu

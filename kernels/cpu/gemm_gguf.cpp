@@ -520,13 +520,12 @@ bool two_decode_panels() {
   return intel;
 }
 
-// 2-4 token rows of the one-block types take two panels per tile, as decode does: two weight
-// streams per thread and twice the independent sums (TinyLlama, AMX Xeon, 2026-12-06, alternating:
-// 4 rows Q4_0 28.5-28.8 -> 24.0 ms, Q8_0 46-47 -> 42-44, the int4 plugin's Q4_1 panels 30.4 ->
-// 25.9-26.9; 2 rows Q8_0 47-48 -> 39-41). The K-quants keep one: Q6_K's two-panel tiles spill
-// their sums (tests/kernels/check_spills.py).
-// Up to 4 rows for Q8_0, 3 for the nibble types (at 4 their two-panel tiles spilled 11-12 zmm per
-// block: 32 sums and the unpacked codes do not fit; 0: one panel).
+// A few token rows of the one-block types take two panels per tile, as decode does: two weight
+// streams per thread and twice the independent sums. Up to 4 rows for Q8_0, 3 for Q4_0 / Q4_1
+// (the int4 plugin's W4A8 g32 panels too); the nibble types at 4 rows and the K-quants keep one,
+// their two-panel tiles spilling 11-12 zmm per block (tests/kernels/check_spills.py). TinyLlama,
+// AMX Xeon, alternating, 2026-12-06: Q8_0 2 rows 45-48 -> 39-41 ms, 4 rows 45-47 -> 42-44; Q4_0
+// 2-3 rows 25-27 -> 23-25.
 template <GgmlType T>
 constexpr int kTwoPanelMaxRows = T == GgmlType::kQ8_0 ? 4 : T == GgmlType::kQ4_0 || T == GgmlType::kQ4_1 ? 3 : 0;
 

@@ -110,7 +110,7 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
 }
 
 #if INFERLAB_INT4_ACT_VNNI
-// Every batch (up to 7 token rows a pass, kStreamRows): each weight row is read front to back (one sequential
+// Every batch (up to kPassRows = 7 token rows a pass): each weight row is read front to back (one sequential
 // stream per thread, prefetched ahead) in chunks of 16 blocks (256 bytes), and the int32 lanes of
 // vpdpbusd are the chunk's 16 blocks, as gemm_gguf's lanes are its panel's 32 rows: dword j of
 // block l (its codes 8j .. 8j+7) is moved into lane l of vector j by a 4 x 16 transpose of the
@@ -124,12 +124,12 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
 // pass), so a few-row pass reads and unpacks each weight row once. The zero point is pulled out of
 // the loop: sum over blocks of s_g * sx_b * z_g * sum(x_b) = sum over groups of s_g * z_g * zc[g],
 // zc[g] = sum over g's blocks of sx_b * sum(x_b), per row.
-// Token rows one pass takes (up to 7); more run in groups of up to 7, each weight row read from
+// Token rows one pass takes; more run in groups of up to kPassRows, each weight row read from
 // memory once and again from L1 for every further group. The AVX2 tiles (tile above) ran such
 // batches at a third of that speed or less (TinyLlama W4A8 g128, AMX Xeon, 2026-12-06: 8 rows
 // 174-178 -> 58-59 ms, 16 rows 330-343 -> 109-113, pp128 2.64-2.74 -> 0.93 s), so with VNNI every
 // batch streams.
-constexpr int kStreamRows = 8;
+constexpr int kPassRows = 7;
 constexpr int kChunkBlocks = 16;                         // blocks per chunk: one per int32 lane
 constexpr int kChunkBytes = kChunkBlocks * kActBlock / 2;  // 256 bytes of codes
 constexpr int kChunkActs = kChunkBlocks * kActBlock;      // 512 activations: 8 vectors of 64
@@ -214,7 +214,7 @@ inline __m512 chunk_scales(const StreamActs& a, const float* sw, int c, int coun
   return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), valid, g, sw, 4);
 }
 
-// y[r * ys] = x[r, :] · W[o, :] for the R token rows of a (R < kStreamRows).
+// y[r * ys] = x[r, :] · W[o, :] for the R token rows of a (R <= kPassRows).
 template <int R>
 inline void row_stream(const StreamActs& a, const std::uint8_t* row, const float* sw, const std::uint8_t* zero,
                        float* y, std::size_t ys, int ahead) {
@@ -350,35 +350,17 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
     const StreamActs acts = block_acts(xq, xs, xsum, n, in, group_size);
     const int ahead = decode_prefetch_bytes();
     parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
-      if (n < kStreamRows) {  // one pass
-        auto run = [&](auto r_tag) {
-          constexpr int R = decltype(r_tag)::value;
-          for (int o = o0; o < o1; ++o)
-            row_stream<R>(acts, packed + static_cast<std::size_t>(o) * row_bytes, scale + static_cast<std::size_t>(o) * groups,
-                          zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, y + o, ys, ahead);
-        };
-        switch (n) {
-          case 1: run(std::integral_constant<int, 1>{}); break;
-          case 2: run(std::integral_constant<int, 2>{}); break;
-          case 3: run(std::integral_constant<int, 3>{}); break;
-          case 4: run(std::integral_constant<int, 4>{}); break;
-          case 5: run(std::integral_constant<int, 5>{}); break;
-          case 6: run(std::integral_constant<int, 6>{}); break;
-          default: run(std::integral_constant<int, 7>{}); break;
-        }
-        return;
-      }
-      // More rows: each weight row once from memory, then again from L1 for every further
-      // group of up to 7 token rows (the same sums per row as one pass gives it).
+      // Each weight row once from memory, then again from L1 for every further group of up to
+      // kPassRows token rows (the same sums per row as one pass gives it).
       for (int o = o0; o < o1; ++o) {
         const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
         const float* sw = scale + static_cast<std::size_t>(o) * groups;
         const std::uint8_t* zo = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
-        for (int r0 = 0; r0 < n; r0 += kStreamRows - 1) {
+        for (int r0 = 0; r0 < n; r0 += kPassRows) {
           const StreamActs a = acts.from_row(r0);
           float* yo = y + static_cast<std::size_t>(r0) * ys + o;
           const int ahead_once = r0 == 0 ? ahead : 0;
-          switch (std::min(kStreamRows - 1, n - r0)) {
+          switch (std::min(kPassRows, n - r0)) {
             case 1: row_stream<1>(a, row, sw, zo, yo, ys, ahead_once); break;
             case 2: row_stream<2>(a, row, sw, zo, yo, ys, ahead_once); break;
             case 3: row_stream<3>(a, row, sw, zo, yo, ys, ahead_once); break;
