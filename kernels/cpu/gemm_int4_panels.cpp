@@ -1,0 +1,233 @@
+// int4 group panels x int8 activation blocks (see gemm_int4_panels.h).
+#include "kernels/cpu/gemm_int4_panels.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "kernels/cpu/decode_prefetch.h"
+#include "kernels/ref/matmul_int4.h"
+#include "kernels/ref/matmul_int8.h"
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define INFERLAB_INT4_PANELS 1
+#endif
+
+namespace inferlab::cpu {
+namespace {
+
+using ref::kActBlock;
+constexpr int P = kInt4PanelRows;
+constexpr int kVectors = 4;                          // per block and panel: 8 codes of each row
+constexpr int kBlockBytes = kVectors * P * 4;        // 256: one panel's codes of one block
+// Token rows a pass takes: with two vpdpbusd chains per row, 4 rows keep 4 accumulators, 4 group
+// sums, 8 code vectors and 8 chains in registers (kernels.accumulators_in_registers).
+constexpr int kPassRows = 4;
+
+inline int code_at(const std::uint8_t* row, int i) {
+  const std::uint8_t byte = row[i / 2];
+  return (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
+}
+
+inline std::size_t code_offset(int blocks, int p, int b, int j, int l, int t) {
+  return ((static_cast<std::size_t>(p) * blocks + b) * kVectors + j) * (P * 4) + static_cast<std::size_t>(l) * 4 + t;
+}
+
+#if INFERLAB_INT4_PANELS
+struct PassArgs {
+  const std::int8_t* xq;  // [n, in]
+  const float* xs;        // [n, blocks]
+  const float* zc;        // [n, groups]: per group, sum over its blocks of xs * sum(xq)
+  int in, blocks, groups, per;  // per: blocks per group
+};
+
+inline __m512i bcast4(const std::int8_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// y[r * ys + l] for the R token rows from r0 and the `valid` rows of panel p.
+template <int R>
+void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, int valid,
+                int ahead) {
+  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
+  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * a.blocks * kBlockBytes;
+  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * a.groups * P;
+  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * a.groups * P;
+  const std::int8_t* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
+  const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
+  const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int g = 0; g < a.groups; ++g) {
+    __m512 accg[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) accg[r] = _mm512_setzero_ps();
+    const int b1 = std::min(a.blocks, (g + 1) * a.per);
+    for (int b = g * a.per; b < b1; ++b) {
+      const std::uint8_t* pc = codes + static_cast<std::size_t>(b) * kBlockBytes;
+      prefetch_ahead(pc, kBlockBytes, ahead);
+      __m512i u[2 * kVectors];
+#pragma GCC unroll 4
+      for (int j = 0; j < kVectors; ++j) {
+        const __m512i v = _mm512_loadu_si512(pc + 64 * j);
+        u[2 * j] = _mm512_and_si512(v, mask);
+        u[2 * j + 1] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, v, 4), mask);
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const std::int8_t* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock;
+        __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast4(xb));
+        __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], bcast4(xb + 4));
+#pragma GCC unroll 4
+        for (int j = 1; j < kVectors; ++j) {
+          d0 = _mm512_dpbusd_epi32(d0, u[2 * j], bcast4(xb + 8 * j));
+          d1 = _mm512_dpbusd_epi32(d1, u[2 * j + 1], bcast4(xb + 8 * j + 4));
+        }
+        accg[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_add_epi32(d0, d1)),
+                                  _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]), accg[r]);
+      }
+    }
+    // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale.
+    const __m512 z = zw ? _mm512_maskz_cvtepi32_ps(kAll, _mm512_maskz_cvtepu8_epi32(
+                                                             kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                                                       zw + static_cast<std::size_t>(g) * P))))
+                        : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+    const __m512 s = _mm512_loadu_ps(sw + static_cast<std::size_t>(g) * P);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(
+          _mm512_fnmadd_ps(z, _mm512_set1_ps(zc[static_cast<std::size_t>(r) * a.groups + g]), accg[r]), s, acc[r]);
+  }
+  const __mmask16 keep = valid >= P ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid) - 1u);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + static_cast<std::size_t>(r) * ys, keep, acc[r]);
+}
+#endif
+
+}  // namespace
+
+bool int4_panels_available(int in, int group_size) {
+#if INFERLAB_INT4_PANELS
+  return in > 0 && in % kActBlock == 0 && group_size > 0 && group_size % kActBlock == 0;
+#else
+  (void)in, (void)group_size;
+  return false;
+#endif
+}
+
+Int4Panels pack_int4_panels(const std::uint8_t* packed, const float* scale, const std::uint8_t* zero, int out, int in,
+                            int group_size) {
+  check(out > 0 && int4_panels_available(in, group_size),
+        "pack_int4_panels: needs an AVX-512 VNNI build, in and group_size multiples of 32; got in " +
+            std::to_string(in) + ", group_size " + std::to_string(group_size));
+  Int4Panels w;
+  w.out = out, w.in = in, w.group_size = group_size, w.groups = ref::int4_groups(in, group_size);
+  w.panels = (out + P - 1) / P;
+  const int blocks = in / kActBlock;
+  const std::size_t row_bytes = ref::int4_row_bytes(in);
+  w.codes.assign(static_cast<std::size_t>(w.panels) * blocks * kBlockBytes, 0);
+  w.scale.assign(static_cast<std::size_t>(w.panels) * w.groups * P, 0.0f);
+  if (zero) w.zero.assign(w.scale.size(), 0);
+  for (int o = 0; o < out; ++o) {
+    const int p = o / P, l = o % P;
+    const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
+    for (int b = 0; b < blocks; ++b)
+      for (int j = 0; j < kVectors; ++j)
+        for (int t = 0; t < 4; ++t) {
+          const int i = b * kActBlock + 8 * j + t;
+          w.codes[code_offset(blocks, p, b, j, l, t)] =
+              static_cast<std::uint8_t>(code_at(row, i) | (code_at(row, i + 4) << 4));
+        }
+    for (int g = 0; g < w.groups; ++g) {
+      const std::size_t dst = (static_cast<std::size_t>(p) * w.groups + g) * P + l;
+      const std::size_t src = static_cast<std::size_t>(o) * w.groups + g;
+      w.scale[dst] = scale[src];
+      if (zero) w.zero[dst] = zero[src];
+    }
+  }
+  return w;
+}
+
+void unpack_int4_panels_row(const Int4Panels& w, int row, std::uint8_t* packed_row, float* scale_row,
+                            std::uint8_t* zero_row) {
+  check(row >= 0 && row < w.out, "unpack_int4_panels_row: row " + std::to_string(row) + " outside [0, " +
+                                     std::to_string(w.out) + ")");
+  const int p = row / P, l = row % P, blocks = w.in / kActBlock;
+  std::memset(packed_row, 0, ref::int4_row_bytes(w.in));
+  for (int b = 0; b < blocks; ++b)
+    for (int j = 0; j < kVectors; ++j)
+      for (int t = 0; t < 4; ++t) {
+        const std::uint8_t byte = w.codes[code_offset(blocks, p, b, j, l, t)];
+        for (int h = 0; h < 2; ++h) {
+          const int i = b * kActBlock + 8 * j + 4 * h + t, code = h == 0 ? byte & 0x0F : byte >> 4;
+          packed_row[i / 2] |= static_cast<std::uint8_t>(i % 2 == 0 ? code : code << 4);
+        }
+      }
+  for (int g = 0; g < w.groups; ++g) {
+    const std::size_t src = (static_cast<std::size_t>(p) * w.groups + g) * P + l;
+    scale_row[g] = w.scale[src];
+    if (!w.symmetric()) zero_row[g] = w.zero[src];
+  }
+}
+
+std::uint64_t int4_panels_bytes(const Int4Panels& w) {
+  const std::uint64_t cells = static_cast<std::uint64_t>(w.out) * w.groups;
+  return static_cast<std::uint64_t>(w.out) * ref::int4_row_bytes(w.in) + cells * sizeof(float) +
+         (w.symmetric() ? 0 : cells);
+}
+
+void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
+  if (n <= 0 || w.out <= 0) return;
+#if INFERLAB_INT4_PANELS
+  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
+  // Per row and group: sum over the group's blocks of xs * sum(xq) (the zero point's term). The
+  // calling thread's buffer; the workers reach it through the pointer.
+  thread_local std::vector<float> zc_buffer;
+  zc_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
+  float* const zc = zc_buffer.data();
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      const std::int8_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
+      int s = 0;
+      for (int i = 0; i < kActBlock; ++i) s += xb[i];
+      zc[static_cast<std::size_t>(r) * w.groups + b / per] += xs[static_cast<std::size_t>(r) * blocks + b] * static_cast<float>(s);
+    }
+  const PassArgs a{xq, xs, zc, in, blocks, w.groups, per};
+  const int ahead = decode_prefetch_bytes();
+  const std::size_t ys = static_cast<std::size_t>(w.out);
+  const std::size_t per_panel = static_cast<std::size_t>(P) * in * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
+  pool.parallel_for(
+      static_cast<std::size_t>(w.panels),
+      [&](std::size_t p0, std::size_t p1) {
+        for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
+          const int valid = std::min(P, w.out - p * P);
+          // The panel once from memory, then from L1 / L2 for every further group of rows.
+          for (int r0 = 0; r0 < n; r0 += kPassRows) {
+            float* yp = y + static_cast<std::size_t>(r0) * ys + static_cast<std::size_t>(p) * P;
+            const int ahead_once = r0 == 0 ? ahead : 0;
+            switch (std::min(kPassRows, n - r0)) {
+              case 1: panel_pass<1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              case 2: panel_pass<2>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              case 3: panel_pass<3>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              default: panel_pass<4>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+            }
+          }
+        }
+      },
+      grain);
+#else
+  (void)xq, (void)xs, (void)y, (void)pool;
+  check(false, "gemm_int4_panels: this build has no AVX-512 VNNI kernel (int4_panels_available)");
+#endif
+}
+
+}  // namespace inferlab::cpu

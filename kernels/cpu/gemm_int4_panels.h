@@ -1,0 +1,52 @@
+// W4A8 on int4 groups (kernels/ref/matmul_int4.h: codes 0..15, an fp32 scale and a uint8 zero
+// point per group of `group_size` inputs) held as panels of 16 output rows, the layout
+// gemm_gguf gives GGUF blocks: one vpdpbusd lane per output row, so a pass of up to 4 token rows
+// reads and unpacks each panel once and no lane ever needs a horizontal sum. The same bytes as the
+// rows (a permutation of the codes; the scales and zero points transposed per panel), the same
+// arithmetic as matmul_int4_act: per 32-block an exact integer dot product of the codes with the
+// int8 activations (cpu::quantize_act_rows), scaled by the block's activation scale, and per group
+// the zero point's term and the group's scale. Each token row's sums are formed in the same order
+// whatever the row count (speculative verification relies on it). Needs AVX-512 VNNI; in and
+// group_size multiples of 32 (int4_panels_available). Parity: tests/kernels/test_gemm_int4_panels.cpp.
+#pragma once
+#include <cstdint>
+
+#include "inferlab/huge_pages.h"
+#include "inferlab/thread_pool.h"
+
+namespace inferlab::cpu {
+
+constexpr int kInt4PanelRows = 16;
+
+struct Int4Panels {
+  int out = 0, in = 0, group_size = 0, groups = 0, panels = 0;
+  // Panel p, block b (inputs 32b .. 32b+31), vector j (0..3), lane l (row 16p + l), byte t:
+  // low nibble the code of input 32b + 8j + t, high nibble that of input 32b + 8j + 4 + t.
+  // Rows past `out` hold code 0, scale 0 and zero point 0.
+  HugeVector<std::uint8_t> codes;  // [panels][in / 32][4][16][4]
+  HugeVector<float> scale;         // [panels][groups][16]
+  HugeVector<std::uint8_t> zero;   // [panels][groups][16]; empty when symmetric
+  bool symmetric() const { return zero.empty(); }
+};
+
+// Whether this build has the kernel and it takes the shape: in and group_size multiples of 32.
+bool int4_panels_available(int in, int group_size);
+
+// The panels of packed [out, ceil(in / 2)], scale [out, groups], zero [out, groups] or null
+// (symmetric). Throws Error where int4_panels_available is false.
+Int4Panels pack_int4_panels(const std::uint8_t* packed, const float* scale, const std::uint8_t* zero, int out, int in,
+                            int group_size);
+
+// Row `row` back in the row format: packed_row [ceil(in / 2)], scale_row [groups], zero_row
+// [groups] (untouched when symmetric).
+void unpack_int4_panels_row(const Int4Panels& w, int row, std::uint8_t* packed_row, float* scale_row,
+                            std::uint8_t* zero_row);
+
+// Bytes the panels hold for the real rows (codes, scales, zero points; the padding rows left out):
+// those of the row format.
+std::uint64_t int4_panels_bytes(const Int4Panels& w);
+
+// y[n, out] = x · Wᵀ for xq [n, in], xs [n, in / 32] from cpu::quantize_act_rows (block 32).
+void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+
+}  // namespace inferlab::cpu

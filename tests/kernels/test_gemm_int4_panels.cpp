@@ -1,0 +1,117 @@
+// The int4 group panels (kernels/cpu/gemm_int4_panels.h): the layout round-trips to the rows, the
+// kernel matches the W4A8 reference over awkward shapes and every row count a pass groups, and
+// a token row's result does not depend on how many rows share its pass.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "inferlab/error.h"
+#include "inferlab/support/rng.h"
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_int4_panels.h"
+#include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/ref/matmul_int4.h"
+#include "kernels/ref/matmul_int8.h"
+
+namespace inferlab {
+namespace {
+
+struct Weights {
+  std::vector<std::uint8_t> packed, zero;
+  std::vector<float> scale;
+};
+
+Weights quantized(int out, int in, int gs, bool symmetric, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> w(static_cast<std::size_t>(out) * in);
+  for (float& v : w) v = static_cast<float>(0.1 * rng.normal() + (symmetric ? 0.0 : 0.03));
+  Weights q;
+  q.packed.resize(static_cast<std::size_t>(out) * ref::int4_row_bytes(in));
+  q.scale.resize(static_cast<std::size_t>(out) * ref::int4_groups(in, gs));
+  if (!symmetric) q.zero.resize(q.scale.size());
+  ref::quantize_int4_groups(w.data(), out, in, gs, q.packed.data(), q.scale.data(),
+                            symmetric ? nullptr : q.zero.data());
+  return q;
+}
+
+TEST(GemmInt4Panels, AvailableForMultiplesOf32Only) {
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  EXPECT_TRUE(cpu::int4_panels_available(576, 32));
+  EXPECT_FALSE(cpu::int4_panels_available(100, 32));
+  EXPECT_FALSE(cpu::int4_panels_available(576, 16));
+  EXPECT_THROW(cpu::pack_int4_panels(nullptr, nullptr, nullptr, 4, 100, 32), Error);
+}
+
+TEST(GemmInt4Panels, RowsRoundTripAndBytesMatchTheRowFormat) {
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  for (bool symmetric : {true, false}) {
+    const int out = 37, in = 320, gs = 128, groups = ref::int4_groups(in, gs);
+    const Weights q = quantized(out, in, gs, symmetric, 5);
+    const cpu::Int4Panels w =
+        cpu::pack_int4_panels(q.packed.data(), q.scale.data(), symmetric ? nullptr : q.zero.data(), out, in, gs);
+    EXPECT_EQ(cpu::int4_panels_bytes(w), q.packed.size() + q.scale.size() * 4 + q.zero.size());
+    std::vector<std::uint8_t> row(ref::int4_row_bytes(in)), zero(groups, 99);
+    std::vector<float> scale(groups);
+    for (int o = 0; o < out; ++o) {
+      cpu::unpack_int4_panels_row(w, o, row.data(), scale.data(), zero.data());
+      const std::size_t rb = ref::int4_row_bytes(in);
+      ASSERT_EQ(std::vector<std::uint8_t>(q.packed.begin() + o * rb, q.packed.begin() + (o + 1) * rb), row) << o;
+      for (int g = 0; g < groups; ++g) {
+        ASSERT_EQ(scale[g], q.scale[o * groups + g]);
+        ASSERT_EQ(zero[g], symmetric ? 99 : q.zero[o * groups + g]);
+      }
+    }
+  }
+}
+
+TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  struct Shape {
+    int n, out, in, gs;
+  };
+  // Rows 1..4 (one pass), 5..9 (4 + 1, 4 + 4 + 1), 22; outputs not a multiple of 16 (a partial
+  // last panel), groups of 32 .. 1024, a partial last group (576 in groups of 128 and 256).
+  const Shape shapes[] = {{1, 1, 32, 32},    {1, 16, 576, 128},  {2, 17, 576, 256}, {3, 33, 1536, 128},
+                          {4, 40, 2048, 64}, {5, 15, 576, 32},   {6, 48, 320, 160}, {7, 9, 5632, 128},
+                          {8, 20, 1024, 1024}, {9, 31, 96, 96}, {22, 18, 576, 128}};
+  for (bool symmetric : {true, false})
+    for (int threads : {1, 3})
+      for (const Shape& s : shapes) {
+        SCOPED_TRACE("n " + std::to_string(s.n) + " out " + std::to_string(s.out) + " in " + std::to_string(s.in) +
+                     " gs " + std::to_string(s.gs) + (symmetric ? " sym" : " asym"));
+        ThreadPool pool(threads);
+        const Weights q = quantized(s.out, s.in, s.gs, symmetric, static_cast<std::uint64_t>(s.in * 3 + s.n));
+        const std::uint8_t* z = symmetric ? nullptr : q.zero.data();
+        const cpu::Int4Panels w = cpu::pack_int4_panels(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs);
+        Rng rng(static_cast<std::uint64_t>(s.out));
+        std::vector<float> x(static_cast<std::size_t>(s.n) * s.in);
+        for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
+        std::vector<std::int8_t> xq(x.size());
+        std::vector<float> xs(static_cast<std::size_t>(s.n) * ref::act_blocks(s.in));
+        cpu::quantize_act_rows(x.data(), s.n, s.in, xq.data(), xs.data(), pool);
+        std::vector<float> want(static_cast<std::size_t>(s.n) * s.out), got(want.size(), std::nanf(""));
+        ref::matmul_int4_act(xq.data(), xs.data(), q.packed.data(), q.scale.data(), z, want.data(), s.n, s.out, s.in,
+                             s.gs);
+        cpu::gemm_int4_panels(xq.data(), xs.data(), w, got.data(), s.n, pool);
+        double mag = 0;
+        for (float v : want) mag = std::max(mag, std::fabs(static_cast<double>(v)));
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(got[i])) << i;
+          ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, mag)) << i;
+        }
+        // Each row alone gives its row of the batch bit for bit (row-count invariance).
+        std::vector<float> one(static_cast<std::size_t>(s.out));
+        for (int r = 0; r < s.n; ++r) {
+          cpu::gemm_int4_panels(xq.data() + static_cast<std::size_t>(r) * s.in,
+                                xs.data() + static_cast<std::size_t>(r) * ref::act_blocks(s.in), w, one.data(), 1, pool);
+          for (int o = 0; o < s.out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * s.out + o]) << r << " " << o;
+        }
+      }
+}
+
+}  // namespace
+}  // namespace inferlab
