@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int4_act.h"
 #include "kernels/cpu/matmul_int8_act.h"
@@ -38,27 +39,27 @@ Int4Grid int4_grid(float lo, float hi) {
 }
 
 Int4Linear::Int4Linear(const std::vector<float>& weight, int out, int in, int group_size, bool symmetric)
-    : Linear(out, in), group_size_(group_size) {
+    : Linear(out, in), group_size_(group_size), symmetric_(symmetric) {
   check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in,
         "quantization 'int4': weight holds " + std::to_string(weight.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
   check_int4_group_size(group_size, "int4");
   const std::size_t cells = static_cast<std::size_t>(out) * ref::int4_groups(in, group_size);
-  packed_.resize(static_cast<std::size_t>(out) * ref::int4_row_bytes(in));
-  scale_.resize(cells);
-  if (!symmetric) zero_.resize(cells);
-  ref::quantize_int4_groups(weight.data(), out, in, group_size, packed_.data(), scale_.data(),
-                            symmetric ? nullptr : zero_.data());
+  rows_.packed.resize(static_cast<std::size_t>(out) * ref::int4_row_bytes(in));
+  rows_.scale.resize(cells);
+  if (!symmetric) rows_.zero.resize(cells);
+  ref::quantize_int4_groups(weight.data(), out, in, group_size, rows_.packed.data(), rows_.scale.data(),
+                            symmetric ? nullptr : rows_.zero.data());
 }
 
 Int4Linear::Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
                        std::vector<std::uint8_t> zero)
-    : Linear(out, in), group_size_(group_size), packed_(packed.begin(), packed.end()),
-      scale_(scale.begin(), scale.end()), zero_(zero.begin(), zero.end()) {
+    : Linear(out, in), group_size_(group_size), symmetric_(zero.empty()),
+      rows_{{packed.begin(), packed.end()}, {scale.begin(), scale.end()}, {zero.begin(), zero.end()}} {
   check_int4_group_size(group_size, "int4");
   const std::size_t cells = static_cast<std::size_t>(out) * ref::int4_groups(in, group_size);
-  check(packed_.size() == static_cast<std::size_t>(out) * ref::int4_row_bytes(in) && scale_.size() == cells &&
-            (zero_.empty() || zero_.size() == cells),
+  check(rows_.packed.size() == static_cast<std::size_t>(out) * ref::int4_row_bytes(in) &&
+            rows_.scale.size() == cells && (rows_.zero.empty() || rows_.zero.size() == cells),
         "Int4Linear: packed codes, scales or zero points do not match [" + std::to_string(out) + ", " +
             std::to_string(in) + "] in groups of " + std::to_string(group_size));
 }
@@ -68,6 +69,28 @@ void Int4Linear::set_int8_activations(bool on) {
         "int4 with activations = \"int8\" needs group_size a multiple of " + std::to_string(ref::kActBlock) +
             ", got " + std::to_string(group_size_));
   int8_activations_ = on;
+  if (on && !holds_panels() && cpu::int4_panels_available(in_features(), group_size_)) {
+    panels_ = cpu::pack_int4_panels(rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(),
+                                    out_features(), in_features(), group_size_);
+    rows_ = Int4Rows{};  // released: the panels hold the same bytes
+  } else if (!on && holds_panels()) {
+    rows_ = rows();
+    panels_ = cpu::Int4Panels{};
+  }
+}
+
+Int4Rows Int4Linear::rows() const {
+  if (!holds_panels()) return rows_;
+  const int out = out_features(), g = groups();
+  const std::size_t rb = ref::int4_row_bytes(in_features());
+  Int4Rows r;
+  r.packed.resize(static_cast<std::size_t>(out) * rb);
+  r.scale.resize(static_cast<std::size_t>(out) * g);
+  if (!symmetric_) r.zero.resize(r.scale.size());
+  for (int o = 0; o < out; ++o)
+    cpu::unpack_int4_panels_row(panels_, o, r.packed.data() + o * rb, r.scale.data() + static_cast<std::size_t>(o) * g,
+                                symmetric_ ? nullptr : r.zero.data() + static_cast<std::size_t>(o) * g);
+  return r;
 }
 
 void Int4Linear::forward(const float* x, float* y, int n, Device& device) const {
@@ -82,34 +105,49 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     forward_act_blocks(xq.data(), xs.data(), y, n, device);
     return;
   }
-  cpu::matmul_int4(x, packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y, n,
+  cpu::matmul_int4(x, rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(), y, n,
                    out_features(), in_features(), group_size_, pool);
 }
 
 void Int4Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
   if (!int8_activations_) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
-  cpu::matmul_int4_act(xq, xs, packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), y, n,
-                       out_features(), in_features(), group_size_, cpu_pool(device, "int4 linear"));
+  ThreadPool& pool = cpu_pool(device, "int4 linear");
+  if (holds_panels()) {
+    cpu::gemm_int4_panels(xq, xs, panels_, y, n, pool);
+    return;
+  }
+  cpu::matmul_int4_act(xq, xs, rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(), y,
+                       n, out_features(), in_features(), group_size_, pool);
 }
 
 void Int4Linear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "int4 linear");
   const std::size_t r = static_cast<std::size_t>(row), g = static_cast<std::size_t>(groups());
-  const std::size_t row_bytes = static_cast<std::size_t>(in_features() + 1) / 2;
-  ref::dequantize_int4(packed_.data() + r * row_bytes, scale_.data() + r * g,
-                       zero_.empty() ? nullptr : zero_.data() + r * g, 1, in_features(), group_size_, out);
+  if (holds_panels()) {
+    std::vector<std::uint8_t> packed(ref::int4_row_bytes(in_features())), zero(g);
+    std::vector<float> scale(g);
+    cpu::unpack_int4_panels_row(panels_, row, packed.data(), scale.data(), zero.data());
+    ref::dequantize_int4(packed.data(), scale.data(), symmetric_ ? nullptr : zero.data(), 1, in_features(),
+                         group_size_, out);
+    return;
+  }
+  const std::size_t row_bytes = ref::int4_row_bytes(in_features());
+  ref::dequantize_int4(rows_.packed.data() + r * row_bytes, rows_.scale.data() + r * g,
+                       symmetric_ ? nullptr : rows_.zero.data() + r * g, 1, in_features(), group_size_, out);
 }
 
 std::uint64_t Int4Linear::weight_bytes() const {
-  return static_cast<std::uint64_t>(packed_.size()) + static_cast<std::uint64_t>(scale_.size()) * sizeof(float) +
-         static_cast<std::uint64_t>(zero_.size());
+  if (holds_panels()) return cpu::int4_panels_bytes(panels_);
+  return static_cast<std::uint64_t>(rows_.packed.size()) + static_cast<std::uint64_t>(rows_.scale.size()) * sizeof(float) +
+         static_cast<std::uint64_t>(rows_.zero.size());
 }
 
 int Int4Linear::groups() const { return ref::int4_groups(in_features(), group_size_); }
 
 std::vector<float> Int4Linear::dequantized() const {
+  const Int4Rows r = rows();
   std::vector<float> w(static_cast<std::size_t>(out_features()) * in_features());
-  ref::dequantize_int4(packed_.data(), scale_.data(), zero_.empty() ? nullptr : zero_.data(), out_features(),
+  ref::dequantize_int4(r.packed.data(), r.scale.data(), symmetric_ ? nullptr : r.zero.data(), out_features(),
                        in_features(), group_size_, w.data());
   return w;
 }

@@ -9,8 +9,16 @@
 
 #include "inferlab/huge_pages.h"
 #include "inferlab/plugin/quantization.h"
+#include "kernels/cpu/gemm_int4_panels.h"
 
 namespace inferlab {
+
+// The row format of an Int4Linear's codes (kernels/ref/matmul_int4.h).
+struct Int4Rows {
+  HugeVector<std::uint8_t> packed;  // [out, ceil(in / 2)]
+  HugeVector<float> scale;          // [out, groups]
+  HugeVector<std::uint8_t> zero;    // [out, groups]; empty when symmetric
+};
 
 // A strategy's `activations` parameter for its int4 linears: "int8" (W4A8: activations
 // quantised per 32-block, integer dot products), "fp32" (weight-only, W4A16) or "auto" (the
@@ -32,7 +40,10 @@ class Int4Linear : public Linear {
   // an Int4CudaLinear (plugins/common/quantization/int4_linear_cuda.h) runs the same codes.
   void forward(const float* x, float* y, int n, Device& device) const override;
   // Quantise activations to int8 blocks on the fly (dynamic W4A8). Throws Error unless
-  // group_size is a multiple of 32 (each activation block must lie in one weight group).
+  // group_size is a multiple of 32 (each activation block must lie in one weight group). Where
+  // this CPU has the kernel and in is a multiple of 32 (cpu::int4_panels_available), the codes
+  // move into cpu::gemm_int4_panels' panels of 16 rows (the same bytes; the rows are released, and
+  // come back when int8 activations are turned off).
   void set_int8_activations(bool on);
   // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
   // group when asymmetric).
@@ -45,20 +56,25 @@ class Int4Linear : public Linear {
 
   int group_size() const { return group_size_; }
   int groups() const;  // per row: ceil(in / group_size)
-  bool symmetric() const { return zero_.empty(); }
-  const HugeVector<float>& scale() const { return scale_; }  // [out, groups]
-  const HugeVector<std::uint8_t>& packed() const { return packed_; }  // [out, ceil(in / 2)]
-  const HugeVector<std::uint8_t>& zero() const { return zero_; }      // [out, groups]; empty when symmetric
+  bool symmetric() const { return symmetric_; }
+  // Whether the codes are held as cpu::gemm_int4_panels' panels (else as rows).
+  bool holds_panels() const { return panels_.out > 0; }
+  // The codes in the row format (rebuilt from the panels when held as panels): what a CUDA
+  // device uploads.
+  Int4Rows rows() const;
+  // The stored rows: empty while the codes are held as panels (holds_panels).
+  const HugeVector<std::uint8_t>& packed() const { return rows_.packed; }
   // The weights the codes stand for, [out, in].
   std::vector<float> dequantized() const;
 
  private:
   int group_size_;
-  // On 2 MiB pages once large (inferlab/huge_pages.h): decode reads them once per token, and on
-  // 4 KiB pages the few-row kernels ran well below the huge-page read probe (docs/kernels.md).
-  HugeVector<std::uint8_t> packed_;  // [out, ceil(in / 2)]
-  HugeVector<float> scale_;          // [out, groups]
-  HugeVector<std::uint8_t> zero_;    // [out, groups]; empty when symmetric
+  bool symmetric_;
+  // One of the two holds the codes. On 2 MiB pages once large (inferlab/huge_pages.h): decode
+  // reads them once per token, and on 4 KiB pages the few-row kernels ran well below the
+  // huge-page read probe (docs/kernels.md).
+  Int4Rows rows_;
+  cpu::Int4Panels panels_;
   bool int8_activations_ = false;
 };
 

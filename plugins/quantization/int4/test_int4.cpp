@@ -53,13 +53,14 @@ TEST(Int4Quantization, ErrorWithinPerGroupBound) {
       auto linear = Int4Quantization(gs, symmetric, false).make_linear("layers.0.w1", w, out, in);
       const auto& q = dynamic_cast<const Int4Linear&>(*linear);
       const int G = q.groups();
+      const auto scales = q.rows().scale;
       ASSERT_EQ(G, (in + gs - 1) / gs);
       std::vector<float> y = run(*linear, x, n);
       for (int r = 0; r < n; ++r)
         for (int o = 0; o < out; ++o) {
           double bound = 0, mag = 0;
           for (int i = 0; i < in; ++i) {
-            bound += q.scale()[o * G + i / gs] / 2 * std::fabs(x[r * in + i]);
+            bound += scales[o * G + i / gs] / 2 * std::fabs(x[r * in + i]);
             mag += std::fabs(x[r * in + i] * w[o * in + i]);
           }
           double err = std::fabs(y[r * out + o] - y_fp32[r * out + o]);
@@ -164,8 +165,9 @@ TEST(Int4Quantization, LargeWeightsSitOnHugePages) {
   const int out = 1024, in = 4096;  // 2 MiB of codes
   const Int4Linear made(gaussian(static_cast<std::size_t>(out) * in, 7, 1.0), out, in, 32, false);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(made.packed().data()) % kHugePageBytes, 0u);
-  const Int4Linear given(out, in, 32, std::vector<std::uint8_t>(made.packed().begin(), made.packed().end()),
-                         std::vector<float>(made.scale().begin(), made.scale().end()), {});
+  const Int4Rows rows = made.rows();
+  const Int4Linear given(out, in, 32, std::vector<std::uint8_t>(rows.packed.begin(), rows.packed.end()),
+                         std::vector<float>(rows.scale.begin(), rows.scale.end()), {});
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(given.packed().data()) % kHugePageBytes, 0u);
   EXPECT_EQ(given.packed(), made.packed());
 }
