@@ -24,9 +24,14 @@ using ref::kActBlock;
 constexpr int P = kInt4PanelRows;
 constexpr int kVectors = 4;                          // per block and panel: 8 codes of each row
 constexpr int kBlockBytes = kVectors * P * 4;        // 256: one panel's codes of one block
-// Token rows a pass takes: with two vpdpbusd chains per row, 4 rows keep 4 accumulators, 4 group
-// sums, 8 code vectors and 8 chains in registers (kernels.accumulators_in_registers).
-constexpr int kPassRows = 4;
+// Token rows a pass takes: 8 accumulators, 8 group sums and the block's 8 code vectors stay in
+// registers (kernels.accumulators_in_registers), each row's block sum one vpdpbusd chain; up to
+// kTwoChainRows rows take two chains each, to hide the instruction's latency. Against passes of 4
+// rows, two chains each (SmolLM2-shaped layers x30, g128, one thread, AMX Xeon, 2026-12-06,
+// alternating): 4 rows level (3.1-3.2 ms), 6 rows 4.9-5.1 -> 4.0, 8 rows 5.9-6.3 -> 5.2-5.5, 16
+// rows 13.5-13.9 -> 10.4-10.8.
+constexpr int kPassRows = 8;
+constexpr int kTwoChainRows = 3;
 
 inline int code_at(const std::uint8_t* row, int i) {
   const std::uint8_t byte = row[i / 2];
@@ -84,14 +89,22 @@ void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y,
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         const std::int8_t* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock;
-        __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast4(xb));
-        __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], bcast4(xb + 4));
+        __m512i d;
+        if constexpr (R <= kTwoChainRows) {  // two chains: few rows hide vpdpbusd's latency
+          __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast4(xb));
+          __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], bcast4(xb + 4));
 #pragma GCC unroll 4
-        for (int j = 1; j < kVectors; ++j) {
-          d0 = _mm512_dpbusd_epi32(d0, u[2 * j], bcast4(xb + 8 * j));
-          d1 = _mm512_dpbusd_epi32(d1, u[2 * j + 1], bcast4(xb + 8 * j + 4));
+          for (int j = 1; j < kVectors; ++j) {
+            d0 = _mm512_dpbusd_epi32(d0, u[2 * j], bcast4(xb + 8 * j));
+            d1 = _mm512_dpbusd_epi32(d1, u[2 * j + 1], bcast4(xb + 8 * j + 4));
+          }
+          d = _mm512_add_epi32(d0, d1);
+        } else {
+          d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast4(xb));
+#pragma GCC unroll 8
+          for (int k = 1; k < 2 * kVectors; ++k) d = _mm512_dpbusd_epi32(d, u[k], bcast4(xb + 4 * k));
         }
-        accg[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_add_epi32(d0, d1)),
+        accg[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d),
                                   _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]), accg[r]);
       }
     }
@@ -210,7 +223,7 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
       [&](std::size_t p0, std::size_t p1) {
         for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
           const int valid = std::min(P, w.out - p * P);
-          // The panel once from memory, then from L1 / L2 for every further group of rows.
+          // The panel once from memory, then from L1 / L2 for every further group of kPassRows rows.
           for (int r0 = 0; r0 < n; r0 += kPassRows) {
             float* yp = y + static_cast<std::size_t>(r0) * ys + static_cast<std::size_t>(p) * P;
             const int ahead_once = r0 == 0 ? ahead : 0;
@@ -218,7 +231,11 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
               case 1: panel_pass<1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
               case 2: panel_pass<2>(a, w, p, r0, yp, ys, valid, ahead_once); break;
               case 3: panel_pass<3>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              default: panel_pass<4>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              case 4: panel_pass<4>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              case 5: panel_pass<5>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              case 6: panel_pass<6>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              case 7: panel_pass<7>(a, w, p, r0, yp, ys, valid, ahead_once); break;
+              default: panel_pass<8>(a, w, p, r0, yp, ys, valid, ahead_once); break;
             }
           }
         }
