@@ -74,8 +74,8 @@ TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
     int n, out, in, gs;
   };
   // Rows 1..8 (one pass: two chains per row up to 3 rows, one from 4), 9 (8 + 1), 22 (8 + 8 + 6);
-  // outputs not a multiple of 16 (a partial
-  // last panel), groups of 32 .. 1024, a partial last group (576 in groups of 128 and 256).
+  // outputs not a multiple of 16 (a partial last panel); groups of 32 .. 1024; a partial last group
+  // (576 in groups of 128 and 256).
   const Shape shapes[] = {{1, 1, 32, 32},    {1, 16, 576, 128},  {2, 17, 576, 256}, {3, 33, 1536, 128},
                           {4, 40, 2048, 64}, {5, 15, 576, 32},   {6, 48, 320, 160}, {7, 9, 5632, 128},
                           {8, 20, 1024, 1024}, {9, 31, 96, 96}, {22, 18, 576, 128}};
