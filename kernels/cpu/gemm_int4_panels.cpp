@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "inferlab/error.h"
+#include "kernels/cpu/amx.h"
+#include "kernels/cpu/amx_blocks.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/ref/matmul_int4.h"
 #include "kernels/ref/matmul_int8.h"
@@ -32,6 +34,10 @@ constexpr int kBlockBytes = kVectors * P * 4;        // 256: one panel's codes o
 // rows 13.5-13.9 -> 10.4-10.8.
 constexpr int kPassRows = 8;
 constexpr int kTwoChainRows = 3;
+// Token rows from which prefill takes the AMX int8 tiles where they run (below): TinyLlama W4A8
+// g128, 2 threads, AMX Xeon, 2026-12-06, alternating, t/s VNNI passes -> tiles: pp16 287-293 ->
+// 210-240, pp32 323-328 -> 290-306, pp64 321-333 -> 359-372, pp128 319-335 -> 385-409.
+constexpr int kAmxMinRows = 48;
 
 inline int code_at(const std::uint8_t* row, int i) {
   const std::uint8_t byte = row[i / 2];
@@ -145,6 +151,119 @@ void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y,
 }
 #endif
 
+
+#if INFERLAB_INT4_PANELS && INFERLAB_AMX_INT8
+// Prefill on the AMX int8 tiles: a panel's block, its codes masked apart into 8 lines of 16 rows x
+// 4 codes (vector j's low nibbles, then its high ones: inputs 4k .. 4k + 3 in line k), is
+// `tdpbsud`'s unsigned K x 16 operand as it stands; 16 token rows x the block's 32 int8
+// activations are its signed 16 x K one. One tile product gives the 16 x 16 int32 block sums the
+// VNNI pass forms lane by lane, and the fold repeats the pass's operations in its order, so both
+// paths give the same bits (row-count invariance across the threshold). The fold is the cost (a
+// tile store, then 16 loads, conversions and FMAs per block); it keeps 16 group sums in
+// registers and the tile's outputs in y. Tried and not kept (2026-12-06): 8-token tiles with
+// every sum in registers, with or without two C tiles folded one block late (128 rows of
+// SmolLM2-shaped layers x30: 1.06-1.10x the VNNI passes, against 1.15-1.27x for this).
+constexpr int kAmxRows = 16;  // token rows per tile
+// C tile 0: 16 token rows x 16 int32; A tile 2: 16 token rows x 32 activations; B tile 3: 8 lines.
+const AmxConfig& amx_config() {
+  static const AmxConfig c = AmxConfig{}.tile(0, kAmxRows, 64).tile(2, kAmxRows, kActBlock).tile(3, kActBlock / 4, 64);
+  return c;
+}
+constexpr int kAmxLine = 64;  // bytes per B line: 16 rows x 4 codes
+
+// The token side, made once per call: per tile of 16 token rows (zero rows past n) and block, the
+// rows' 32 activations as one 512-byte run, their scales; per tile and group the zero-point sums.
+struct AmxTokens {
+  int tiles = 0;
+  std::vector<std::int8_t> x;  // [tiles][blocks][16][32]
+  std::vector<float> xs;       // [tiles][blocks][16]
+  std::vector<float> zc;       // [tiles][groups][16]
+};
+
+void make_amx_tokens(const PassArgs& a, int n, AmxTokens& k) {
+  k.tiles = (n + kAmxRows - 1) / kAmxRows;
+  k.x.assign(static_cast<std::size_t>(k.tiles) * a.blocks * kAmxRows * kActBlock, 0);
+  k.xs.assign(static_cast<std::size_t>(k.tiles) * a.blocks * kAmxRows, 0.0f);
+  k.zc.assign(static_cast<std::size_t>(k.tiles) * a.groups * kAmxRows, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const int t = r / kAmxRows, i = r % kAmxRows;
+    for (int b = 0; b < a.blocks; ++b) {
+      const std::size_t at = (static_cast<std::size_t>(t) * a.blocks + b) * kAmxRows + i;
+      std::memcpy(k.x.data() + at * kActBlock, a.xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock,
+                  kActBlock);
+      k.xs[at] = a.xs[static_cast<std::size_t>(r) * a.blocks + b];
+    }
+    for (int g = 0; g < a.groups; ++g)
+      k.zc[(static_cast<std::size_t>(t) * a.groups + g) * kAmxRows + i] = a.zc[static_cast<std::size_t>(r) * a.groups + g];
+  }
+}
+
+// Panel p's codes as B lines: [blocks][8 lines][64 bytes] into u.
+void unpack_amx_panel(const Int4Panels& w, int blocks, int p, std::uint8_t* u) {
+  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * blocks * kBlockBytes;
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  for (int b = 0; b < blocks; ++b)
+    for (int j = 0; j < kVectors; ++j) {
+      const __m512i v = _mm512_loadu_si512(codes + static_cast<std::size_t>(b) * kBlockBytes + 64 * j);
+      std::uint8_t* dst = u + (static_cast<std::size_t>(b) * 2 * kVectors + 2 * j) * kAmxLine;
+      _mm512_storeu_si512(dst, _mm512_and_si512(v, mask));
+      _mm512_storeu_si512(dst + kAmxLine, _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, v, 4), mask));
+    }
+}
+
+// y[r * ys + l] for every token row and the `valid` rows of panel p, its codes unpacked in u.
+void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n, const std::uint8_t* u, int p,
+               float* y, std::size_t ys, int valid) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  const std::size_t panel_cells = static_cast<std::size_t>(a.groups) * P;
+  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
+  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
+  const std::int8_t* kx = k.x.data();
+  const float* kxs = k.xs.data();
+  const float* kzc = k.zc.data();
+  alignas(64) std::int32_t c[kAmxRows][16];
+  const __mmask16 keep = valid >= P ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid) - 1u);
+  for (int t = 0; t < k.tiles; ++t) {
+    // The 16 group sums in registers; the tile's outputs accumulate in y, one load and store per
+    // row and group (16 more sums would not fit the registers).
+    const int rows = std::min(kAmxRows, n - t * kAmxRows);
+    float* yt = y + static_cast<std::size_t>(t) * kAmxRows * ys;
+    for (int r = 0; r < rows; ++r) _mm512_mask_storeu_ps(yt + r * ys, keep, _mm512_setzero_ps());
+    amx_blocks::Acc accg;
+    for (int g = 0; g < a.groups; ++g) {
+#pragma GCC unroll 16
+      for (int r = 0; r < kAmxRows; ++r) accg.row(r) = _mm512_setzero_ps();
+      const int b1 = std::min(a.blocks, (g + 1) * a.per);
+      for (int b = g * a.per; b < b1; ++b) {
+        const std::size_t at = (static_cast<std::size_t>(t) * a.blocks + b) * kAmxRows;
+        _tile_zero(0);
+        _tile_loadd(2, kx + at * kActBlock, kActBlock);
+        _tile_loadd(3, u + static_cast<std::size_t>(b) * 2 * kVectors * kAmxLine, kAmxLine);
+        _tile_dpbsud(0, 2, 3);
+        _tile_stored(0, c, 64);
+#pragma GCC unroll 16
+        for (int r = 0; r < kAmxRows; ++r)
+          accg.row(r) = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_load_si512(c[r])), _mm512_set1_ps(kxs[at + r]),
+                                        accg.row(r));
+      }
+      const std::size_t cell = static_cast<std::size_t>(g) * P;
+      const __m512 z =
+          zw ? _mm512_maskz_cvtepi32_ps(
+                   kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(zw + cell))))
+             : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+      const __m512 s = _mm512_loadu_ps(sw + cell);
+      const float* zc = kzc + (static_cast<std::size_t>(t) * a.groups + g) * kAmxRows;
+#pragma GCC unroll 16
+      for (int r = 0; r < kAmxRows; ++r)
+        if (r < rows)
+          _mm512_mask_storeu_ps(yt + r * ys, keep,
+                                _mm512_fmadd_ps(_mm512_fnmadd_ps(z, _mm512_set1_ps(zc[r]), accg.row(r)), s,
+                                                _mm512_maskz_loadu_ps(keep, yt + r * ys)));
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 bool int4_panels_available(int in, int group_size) {
@@ -236,6 +355,29 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
   const PassArgs a{xq, xs, zc, in, blocks, w.groups, per};
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
+#if INFERLAB_AMX_INT8
+  if (n >= kAmxMinRows && amx_int8_enabled()) {
+    thread_local AmxTokens tokens_buffer;
+    make_amx_tokens(a, n, tokens_buffer);
+    const AmxTokens& tokens = tokens_buffer;  // the workers reach the caller's buffer through this
+    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / (static_cast<std::size_t>(P) * in * n));
+    pool.parallel_for(
+        static_cast<std::size_t>(w.panels),
+        [&](std::size_t p0, std::size_t p1) {
+          amx_config().load();
+          thread_local std::vector<std::uint8_t> unpacked;
+          unpacked.resize(static_cast<std::size_t>(blocks) * 2 * kVectors * kAmxLine);
+          std::uint8_t* u = unpacked.data();
+          for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
+            unpack_amx_panel(w, blocks, p, u);
+            asm volatile("" ::: "memory");  // the tile loads name no memory operand (gemm_gguf.cpp)
+            amx_panel(a, w, tokens, n, u, p, y + static_cast<std::size_t>(p) * P, ys, std::min(P, w.out - p * P));
+          }
+        },
+        grain);
+    return;
+  }
+#endif
   const std::size_t per_panel = static_cast<std::size_t>(P) * in * static_cast<std::size_t>(n);
   const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
   pool.parallel_for(
