@@ -26,18 +26,6 @@ using ref::kActBlock;
 constexpr int P = kInt4PanelRows;
 constexpr int kVectors = 4;                          // per block and panel: 8 codes of each row
 constexpr int kBlockBytes = kVectors * P * 4;        // 256: one panel's codes of one block
-// Token rows a pass takes: 8 accumulators, 8 group sums and the block's 8 code vectors stay in
-// registers (kernels.accumulators_in_registers), each row's block sum one vpdpbusd chain; up to
-// kTwoChainRows rows take two chains each, to hide the instruction's latency. Against passes of 4
-// rows, two chains each (SmolLM2-shaped layers x30, g128, one thread, AMX Xeon, 2026-12-06,
-// alternating): 4 rows level (3.1-3.2 ms), 6 rows 4.9-5.1 -> 4.0, 8 rows 5.9-6.3 -> 5.2-5.5, 16
-// rows 13.5-13.9 -> 10.4-10.8.
-constexpr int kPassRows = 8;
-constexpr int kTwoChainRows = 3;
-// Token rows from which prefill takes the AMX int8 tiles where they run (below): TinyLlama W4A8
-// g128, 2 threads, AMX Xeon, 2026-12-06, alternating, t/s VNNI passes -> tiles: pp16 287-293 ->
-// 210-240, pp32 323-328 -> 290-306, pp64 321-333 -> 359-372, pp128 319-335 -> 385-409.
-constexpr int kAmxMinRows = 48;
 
 inline int code_at(const std::uint8_t* row, int i) {
   const std::uint8_t byte = row[i / 2];
@@ -49,6 +37,15 @@ inline std::size_t code_offset(int blocks, int p, int b, int j, int l, int t) {
 }
 
 #if INFERLAB_INT4_PANELS
+// Token rows a pass takes: 8 accumulators, 8 group sums and the block's 8 code vectors stay in
+// registers (kernels.accumulators_in_registers), each row's block sum one vpdpbusd chain; up to
+// kTwoChainRows rows take two chains each, to hide the instruction's latency. Against passes of 4
+// rows, two chains each (SmolLM2-shaped layers x30, g128, one thread, AMX Xeon, 2026-12-06,
+// alternating): 4 rows level (3.1-3.2 ms), 6 rows 4.9-5.1 -> 4.0, 8 rows 5.9-6.3 -> 5.2-5.5, 16
+// rows 13.5-13.9 -> 10.4-10.8.
+constexpr int kPassRows = 8;
+constexpr int kTwoChainRows = 3;
+
 struct PassArgs {
   const std::int8_t* xq;  // [n, in]
   const float* xs;        // [n, blocks]
@@ -163,6 +160,10 @@ void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y,
 // registers and the tile's outputs in y. Tried and not kept (2026-12-06): 8-token tiles with
 // every sum in registers, with or without two C tiles folded one block late (128 rows of
 // SmolLM2-shaped layers x30: 1.06-1.10x the VNNI passes, against 1.15-1.27x for this).
+// Token rows from which prefill takes the AMX int8 tiles where they run (below): TinyLlama W4A8
+// g128, 2 threads, AMX Xeon, 2026-12-06, alternating, t/s VNNI passes -> tiles: pp16 287-293 ->
+// 210-240, pp32 323-328 -> 290-306, pp64 321-333 -> 359-372, pp128 319-335 -> 385-409.
+constexpr int kAmxMinRows = 48;
 constexpr int kAmxRows = 16;  // token rows per tile
 // C tile 0: 16 token rows x 16 int32; A tile 2: 16 token rows x 32 activations; B tile 3: 8 lines.
 const AmxConfig& amx_config() {
