@@ -121,6 +121,19 @@ TEST(PanelUnion, ADelayedThreadsPanelsAreTakenByTheOther) {
     cpu::parallel_for_panel_union(members, 1, claim, pool, [&](int member, int p0, int p1) {
       if (member == 0 && p0 == 0) {
         delayed = std::this_thread::get_id();
+        // Held until the other thread has run its own 20 panels (on a loaded machine it may
+        // start late: a fixed 200 ms let the delayed thread run all 40 in one CI run), then 200 ms
+        // more for it to take this share's.
+        auto others = [&] {
+          const std::lock_guard<std::mutex> lock(m);
+          int k = 0;
+          for (const auto& [id, n] : ran)
+            if (id != delayed) k += n;
+          return k;
+        };
+        const auto start = std::chrono::steady_clock::now();
+        while (others() < 20 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
       }
       const std::lock_guard<std::mutex> lock(m);
