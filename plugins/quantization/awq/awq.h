@@ -40,7 +40,6 @@ class AwqLinear : public Linear {
   std::unique_ptr<Int4Linear> q_;
   std::vector<float> inv_scale_;          // [in]
   double alpha_;
-  mutable std::vector<float> scaled_;     // [n, in] scratch
 };
 
 struct AwqSearch {
