@@ -85,6 +85,15 @@ void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y,
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) accg[q][r] = _mm512_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
+    // The group scales and zero points (streams of their own) twice as far ahead as the codes:
+    // TinyLlama W4A8 g128 one row, 2 threads, alternating: 22.5-24.4 -> 22.0-22.8 ms (4 rows level).
+    if (ahead > 0) {
+      const int sp = std::max(1, 2 * ahead / (a.per * kBlockBytes));
+      for (int q = 0; q < NP; ++q) {
+        prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+        if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+      }
+    }
     for (int b = g * a.per; b < b1; ++b) {
       __m512i u[NP][2 * kVectors];
 #pragma GCC unroll 2

@@ -13,6 +13,7 @@
 #include "inferlab/error.h"
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int4.h"
@@ -115,6 +116,33 @@ TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
           for (int o = 0; o < s.out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * s.out + o]) << r << " " << o;
         }
       }
+}
+
+// The codes' and the group scales' prefetch (decode_prefetch.h) changes no bit, at one row (two
+// panels a pass) and a few, on and off and past the end of the weights.
+TEST(GemmInt4Panels, WithOrWithoutPrefetchGiveTheSameBits) {
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  const int out = 40, in = 1024, gs = 128;
+  ThreadPool pool(2);
+  const Weights q = quantized(out, in, gs, false, 9);
+  const cpu::Int4Panels w = cpu::pack_int4_panels(q.packed.data(), q.scale.data(), q.zero.data(), out, in, gs);
+  for (int n : {1, 4}) {
+    Rng rng(static_cast<std::uint64_t>(n));
+    std::vector<float> x(static_cast<std::size_t>(n) * in);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(n) * ref::act_blocks(in));
+    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+    std::vector<float> want(static_cast<std::size_t>(n) * out), got(want.size());
+    const int before = cpu::set_decode_prefetch(0);
+    cpu::gemm_int4_panels(xq.data(), xs.data(), w, want.data(), n, pool);
+    for (int ahead : {cpu::kDecodePrefetch, cpu::kMaxDecodePrefetch}) {
+      cpu::set_decode_prefetch(ahead);
+      cpu::gemm_int4_panels(xq.data(), xs.data(), w, got.data(), n, pool);
+      EXPECT_EQ(got, want) << "n " << n << ", ahead " << ahead;
+    }
+    cpu::set_decode_prefetch(before);
+  }
 }
 
 }  // namespace
