@@ -18,6 +18,7 @@
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int4.h"
 #include "kernels/ref/matmul_int8.h"
+#include "matmul_checks.h"
 
 namespace inferlab {
 namespace {
@@ -72,50 +73,37 @@ TEST(GemmInt4Panels, RowsRoundTripAndBytesMatchTheRowFormat) {
 
 TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
   if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
-  struct Shape {
-    int n, out, in, gs;
-  };
   // Rows 1..8 (one pass: two chains per row up to 3 rows, one from 4), 9 (8 + 1), 22 (8 + 8 + 6);
   // outputs not a multiple of 16 (a partial last panel); groups of 32 .. 1024; a partial last group
   // (576 in groups of 128 and 256).
-  const Shape shapes[] = {{1, 1, 32, 32},    {1, 16, 576, 128},  {2, 17, 576, 256}, {3, 33, 1536, 128},
+  const testing::Int4Shape shapes[] = {{1, 1, 32, 32},    {1, 16, 576, 128},  {2, 17, 576, 256}, {3, 33, 1536, 128},
                           {4, 40, 2048, 64}, {5, 15, 576, 32},   {6, 48, 320, 160}, {7, 9, 5632, 128},
                           {8, 20, 1024, 1024}, {9, 31, 96, 96}, {22, 18, 576, 128},
                           // from 48 rows, where AMX runs, its tiles: 3 full ones; 4 with a partial last
                           {48, 17, 320, 64},   {53, 33, 576, 128}};
-  for (bool symmetric : {true, false})
-    for (int threads : {1, 3})
-      for (const Shape& s : shapes) {
-        SCOPED_TRACE("n " + std::to_string(s.n) + " out " + std::to_string(s.out) + " in " + std::to_string(s.in) +
-                     " gs " + std::to_string(s.gs) + (symmetric ? " sym" : " asym"));
-        ThreadPool pool(threads);
-        const Weights q = quantized(s.out, s.in, s.gs, symmetric, static_cast<std::uint64_t>(s.in * 3 + s.n));
-        const std::uint8_t* z = symmetric ? nullptr : q.zero.data();
-        const cpu::Int4Panels w = cpu::pack_int4_panels(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs);
-        Rng rng(static_cast<std::uint64_t>(s.out));
-        std::vector<float> x(static_cast<std::size_t>(s.n) * s.in);
-        for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
-        std::vector<std::int8_t> xq(x.size());
-        std::vector<float> xs(static_cast<std::size_t>(s.n) * ref::act_blocks(s.in));
-        cpu::quantize_act_rows(x.data(), s.n, s.in, xq.data(), xs.data(), pool);
-        std::vector<float> want(static_cast<std::size_t>(s.n) * s.out), got(want.size(), std::nanf(""));
-        ref::matmul_int4_act(xq.data(), xs.data(), q.packed.data(), q.scale.data(), z, want.data(), s.n, s.out, s.in,
-                             s.gs);
-        cpu::gemm_int4_panels(xq.data(), xs.data(), w, got.data(), s.n, pool);
-        double mag = 0;
-        for (float v : want) mag = std::max(mag, std::fabs(static_cast<double>(v)));
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          ASSERT_TRUE(std::isfinite(got[i])) << i;
-          ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, mag)) << i;
-        }
-        // Each row alone gives its row of the batch bit for bit (row-count invariance).
-        std::vector<float> one(static_cast<std::size_t>(s.out));
-        for (int r = 0; r < s.n; ++r) {
-          cpu::gemm_int4_panels(xq.data() + static_cast<std::size_t>(r) * s.in,
-                                xs.data() + static_cast<std::size_t>(r) * ref::act_blocks(s.in), w, one.data(), 1, pool);
-          for (int o = 0; o < s.out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * s.out + o]) << r << " " << o;
-        }
-      }
+  testing::for_each_int4_case(shapes, [](const testing::Int4Shape& s, bool symmetric, ThreadPool& pool) {
+    const Weights q = quantized(s.out, s.in, s.gs, symmetric, static_cast<std::uint64_t>(s.in * 3 + s.n));
+    const std::uint8_t* z = symmetric ? nullptr : q.zero.data();
+    const cpu::Int4Panels w = cpu::pack_int4_panels(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs);
+    Rng rng(static_cast<std::uint64_t>(s.out));
+    std::vector<float> x(static_cast<std::size_t>(s.n) * s.in);
+    for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(s.n) * ref::act_blocks(s.in));
+    cpu::quantize_act_rows(x.data(), s.n, s.in, xq.data(), xs.data(), pool);
+    std::vector<float> want(static_cast<std::size_t>(s.n) * s.out), got(want.size(), std::nanf(""));
+    ref::matmul_int4_act(xq.data(), xs.data(), q.packed.data(), q.scale.data(), z, want.data(), s.n, s.out, s.in,
+                         s.gs);
+    cpu::gemm_int4_panels(xq.data(), xs.data(), w, got.data(), s.n, pool);
+    testing::expect_near_scaled(got, want, 1e-5);
+    // Each row alone gives its row of the batch bit for bit (row-count invariance).
+    std::vector<float> one(static_cast<std::size_t>(s.out));
+    for (int r = 0; r < s.n; ++r) {
+      cpu::gemm_int4_panels(xq.data() + static_cast<std::size_t>(r) * s.in,
+                            xs.data() + static_cast<std::size_t>(r) * ref::act_blocks(s.in), w, one.data(), 1, pool);
+      for (int o = 0; o < s.out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * s.out + o]) << r << " " << o;
+    }
+  });
 }
 
 // The codes' and the group scales' prefetch (decode_prefetch.h) changes no bit, at one row (two

@@ -181,10 +181,7 @@ namespace {
 // row stream (lanes one per block) against the reference, symmetric and asymmetric, group sizes
 // 32 .. 1024, in not a multiple of 32, 1..22 rows.
 TEST(MatmulInt4Act, FastMatchesRefOverAwkwardShapes) {
-  struct Shape {
-    int n, out, in, gs;
-  };
-  const Shape shapes[] = {{1, 1, 32, 32}, {1, 9, 33, 32}, {2, 17, 100, 64}, {3, 8, 576, 64},
+  const testing::Int4Shape shapes[] = {{1, 1, 32, 32}, {1, 9, 33, 32}, {2, 17, 100, 64}, {3, 8, 576, 64},
                           {5, 13, 288, 128}, {9, 40, 1000, 32}, {1, 64, 1536, 128},
                           {1, 24, 576, 32}, {1, 40, 1000, 32}, {4, 12, 576, 32},
                           // the VNNI stream's chunks of 16 blocks (lane l: block 16c + l): 1..7 rows in one
@@ -195,43 +192,35 @@ TEST(MatmulInt4Act, FastMatchesRefOverAwkwardShapes) {
                           // more rows stream in groups of up to 7 (8: 7 + 1, 15: 7 + 7 + 1, 22: a
                           // half last chunk too)
                           {8, 6, 2048, 128}, {15, 5, 1000, 64}, {22, 9, 576, 32}};
-  for (bool symmetric : {true, false})
-    for (int threads : {1, 3})
-      for (const Shape& s : shapes) {
-        SCOPED_TRACE("n " + std::to_string(s.n) + " out " + std::to_string(s.out) + " in " + std::to_string(s.in) +
-                     " gs " + std::to_string(s.gs) + (symmetric ? " sym" : " asym"));
-        ThreadPool pool(threads);
-        Rng rng(static_cast<std::uint64_t>(s.in * 7 + s.n));
-        std::vector<float> x(static_cast<std::size_t>(s.n) * s.in), w(static_cast<std::size_t>(s.out) * s.in);
-        for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
-        for (float& v : w) v = static_cast<float>(0.1 * rng.normal() + (symmetric ? 0.0 : 0.03));
-        const int groups = ref::int4_groups(s.in, s.gs);
-        std::vector<std::uint8_t> packed(static_cast<std::size_t>(s.out) * ref::int4_row_bytes(s.in));
-        std::vector<float> scale(static_cast<std::size_t>(s.out) * groups);
-        std::vector<std::uint8_t> zero(symmetric ? 0 : scale.size());
-        ref::quantize_int4_groups(w.data(), s.out, s.in, s.gs, packed.data(), scale.data(),
-                                  symmetric ? nullptr : zero.data());
-        std::vector<std::int8_t> xq(x.size());
-        std::vector<float> xs(static_cast<std::size_t>(s.n) * ref::act_blocks(s.in));
-        cpu::quantize_act_rows(x.data(), s.n, s.in, xq.data(), xs.data(), pool);
-        std::vector<float> want(static_cast<std::size_t>(s.n) * s.out), got(want.size(), std::nanf(""));
-        const std::uint8_t* z = symmetric ? nullptr : zero.data();
-        ref::matmul_int4_act(xq.data(), xs.data(), packed.data(), scale.data(), z, want.data(), s.n, s.out, s.in, s.gs);
-        cpu::matmul_int4_act(xq.data(), xs.data(), packed.data(), scale.data(), z, got.data(), s.n, s.out, s.in, s.gs,
-                             pool);
-        double mag = 0;
-        for (float v : want) mag = std::max(mag, std::fabs(static_cast<double>(v)));
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          ASSERT_TRUE(std::isfinite(got[i])) << i;
-          ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0, mag)) << i;
-        }
-        // And close to the fp32-activation int4 product: only the activation rounding differs.
-        std::vector<float> w4a16(want.size());
-        ref::matmul_int4(x.data(), packed.data(), scale.data(), z, w4a16.data(), s.n, s.out, s.in, s.gs);
-        double err = 0;
-        for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(got[i]) - w4a16[i]));
-        EXPECT_LT(err, 0.03 * std::max(1.0, mag));
-      }
+  testing::for_each_int4_case(shapes, [](const testing::Int4Shape& s, bool symmetric, ThreadPool& pool) {
+    Rng rng(static_cast<std::uint64_t>(s.in * 7 + s.n));
+    std::vector<float> x(static_cast<std::size_t>(s.n) * s.in), w(static_cast<std::size_t>(s.out) * s.in);
+    for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
+    for (float& v : w) v = static_cast<float>(0.1 * rng.normal() + (symmetric ? 0.0 : 0.03));
+    const int groups = ref::int4_groups(s.in, s.gs);
+    std::vector<std::uint8_t> packed(static_cast<std::size_t>(s.out) * ref::int4_row_bytes(s.in));
+    std::vector<float> scale(static_cast<std::size_t>(s.out) * groups);
+    std::vector<std::uint8_t> zero(symmetric ? 0 : scale.size());
+    ref::quantize_int4_groups(w.data(), s.out, s.in, s.gs, packed.data(), scale.data(),
+                              symmetric ? nullptr : zero.data());
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(s.n) * ref::act_blocks(s.in));
+    cpu::quantize_act_rows(x.data(), s.n, s.in, xq.data(), xs.data(), pool);
+    std::vector<float> want(static_cast<std::size_t>(s.n) * s.out), got(want.size(), std::nanf(""));
+    const std::uint8_t* z = symmetric ? nullptr : zero.data();
+    ref::matmul_int4_act(xq.data(), xs.data(), packed.data(), scale.data(), z, want.data(), s.n, s.out, s.in, s.gs);
+    cpu::matmul_int4_act(xq.data(), xs.data(), packed.data(), scale.data(), z, got.data(), s.n, s.out, s.in, s.gs,
+                         pool);
+    testing::expect_near_scaled(got, want, 1e-5);
+    double mag = 0;
+    for (float v : want) mag = std::max(mag, std::fabs(static_cast<double>(v)));
+    // And close to the fp32-activation int4 product: only the activation rounding differs.
+    std::vector<float> w4a16(want.size());
+    ref::matmul_int4(x.data(), packed.data(), scale.data(), z, w4a16.data(), s.n, s.out, s.in, s.gs);
+    double err = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) err = std::max(err, std::fabs(static_cast<double>(got[i]) - w4a16[i]));
+    EXPECT_LT(err, 0.03 * std::max(1.0, mag));
+  });
 }
 
 }  // namespace
