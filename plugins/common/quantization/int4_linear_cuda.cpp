@@ -12,12 +12,14 @@
 
 namespace inferlab {
 
-Int4CudaLinear::Int4CudaLinear(const Int4Linear& host, Device& device)
+Int4CudaLinear::Int4CudaLinear(const Int4Linear& host, Device& device) : Int4CudaLinear(host, host.rows(), device) {}
+
+Int4CudaLinear::Int4CudaLinear(const Int4Linear& host, const Int4Rows& rows, Device& device)
     : Linear(host.out_features(), host.in_features()),
       host_(host),
-      device_packed_(upload_to(device, host.rows().packed)),
-      device_scale_(upload_to(device, host.rows().scale)),
-      device_zero_(upload_to(device, host.rows().zero)) {}
+      device_packed_(upload_to(device, rows.packed)),
+      device_scale_(upload_to(device, rows.scale)),
+      device_zero_(upload_to(device, rows.zero)) {}
 
 Int4CudaLinear::Int4CudaLinear(std::unique_ptr<Int4Linear> host, Device& device) : Int4CudaLinear(*host, device) {
   owned_ = std::move(host);

@@ -33,6 +33,8 @@ class Int4CudaLinear final : public Linear {
   void dequantize_row(int row, float* out) const override { host_.dequantize_row(row, out); }
 
  private:
+  // Uploads rows: host's codes in the row format, rebuilt once where host holds CPU panels.
+  Int4CudaLinear(const Int4Linear& host, const Int4Rows& rows, Device& device);
   cuda::Int4Weights weights() const;  // the device arrays, as the kernels take them
   std::unique_ptr<Int4Linear> owned_;  // null for a view
   const Int4Linear& host_;
