@@ -2,6 +2,7 @@
 #include "kernels/cpu/gemm_int4_panels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -57,6 +58,45 @@ inline __m512i bcast4(const std::int8_t* p) {
   std::int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
+}
+
+// The int16 form's arguments (gemm_int4_panels_int16).
+struct PassArgs16 {
+  const std::int16_t* xq;  // [n, in] in the panels' pair order
+  const float* xs;         // [n, blocks]
+  const float* zc;         // [n, groups]
+  int in, blocks, groups, per;
+};
+
+inline __m512i bcast_pair(const std::int16_t* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// acc[r] += s ⊙ (accg[r] - z ⊙ zc[r * zc_stride]) for the group whose 16 scales and zero points
+// sit at `cell` of the panel's sw and zw.
+template <int R>
+inline void fold_group(const float* sw, const std::uint8_t* zw, std::size_t cell, const float* zc, int zc_stride,
+                       const __m512 (&accg)[R], __m512 (&acc)[R]) {
+  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
+  const __m512 z =
+      zw ? _mm512_maskz_cvtepi32_ps(
+               kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(zw + cell))))
+         : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+  const __m512 s = _mm512_loadu_ps(sw + cell);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+    acc[r] = _mm512_fmadd_ps(
+        _mm512_fnmadd_ps(z, _mm512_set1_ps(zc[static_cast<std::size_t>(r) * zc_stride]), accg[r]), s, acc[r]);
+}
+
+// y[r * ys + l] = lane l of acc[r] for the panel's `valid` rows.
+template <int R>
+inline void store_panel(const __m512 (&acc)[R], int valid, float* y, std::size_t ys) {
+  const __mmask16 keep = valid >= P ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid) - 1u);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + static_cast<std::size_t>(r) * ys, keep, acc[r]);
 }
 
 // y[r * ys + q * 16 + l] for the R token rows from r0 and the valid[q] rows of the NP panels from
@@ -134,26 +174,108 @@ void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y,
     }
     // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale.
 #pragma GCC unroll 2
-    for (int q = 0; q < NP; ++q) {
-      const std::size_t cell = q * panel_cells + static_cast<std::size_t>(g) * P;
-      const __m512 z =
-          zw ? _mm512_maskz_cvtepi32_ps(
-                   kAll, _mm512_maskz_cvtepu8_epi32(kAll, _mm_loadu_si128(reinterpret_cast<const __m128i*>(zw + cell))))
-             : _mm512_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
-      const __m512 s = _mm512_loadu_ps(sw + cell);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[q][r] = _mm512_fmadd_ps(
-            _mm512_fnmadd_ps(z, _mm512_set1_ps(zc[static_cast<std::size_t>(r) * a.groups + g]), accg[q][r]), s,
-            acc[q][r]);
-    }
+    for (int q = 0; q < NP; ++q)
+      fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, zc + g, a.groups, accg[q], acc[q]);
   }
 #pragma GCC unroll 2
-  for (int q = 0; q < NP; ++q) {
-    const __mmask16 keep = valid[q] >= P ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << valid[q]) - 1u);
+  for (int q = 0; q < NP; ++q) store_panel<R>(acc[q], valid[q], y + q * P, ys);
+}
+
+// The int16 form of panel_pass (W4A16 in integers, gemm_int4_panels_int16): each 16-bit word of a
+// code vector holds 4 nibbles (inputs 8j + t, 8j + 4 + t, 8j + t + 1, 8j + t + 5 for t = 0 or 2 by
+// the word), so plane s = (word >> 4s) & 0xF holds one code per word, and vpdpwssd takes a lane's
+// two words against the 32-bit broadcast of the activation pair that the panels' pair order
+// (quantize_panel_acts_int16) puts there. 4 planes (6 operations) and 4 vpdpwssd per vector and
+// token row, against 2 masks and 2 vpdpbusd for int8; one row takes 4 chains, up to kTwoChainRows
+// rows 2, to hide the instruction's latency. Block sums as panel_pass (|sum| <= 32 * 15 * 32767
+// fits int32).
+template <int R, int NP>
+void panel_pass16(const PassArgs16& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, const int* valid,
+                  int ahead) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  constexpr __mmask32 kAll32 = ~__mmask32{0};
+  constexpr int kChains = R == 1 ? 4 : R <= kTwoChainRows ? 2 : 1;
+  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
+  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes;
+  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
+  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
+  const std::int16_t* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
+  const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
+  const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
+  const __m512i mask = _mm512_set1_epi16(0x000F);
+  __m512 acc[NP][R];
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + static_cast<std::size_t>(r) * ys + q * P, keep, acc[q][r]);
+  for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
+  for (int g = 0; g < a.groups; ++g) {
+    __m512 accg[NP][R];
+#pragma GCC unroll 16
+    for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) accg[q][r] = _mm512_setzero_ps();
+    const int b1 = std::min(a.blocks, (g + 1) * a.per);
+    if (ahead > 0) {  // as panel_pass
+      const int sp = std::max(1, 2 * ahead / (a.per * kBlockBytes));
+      for (int q = 0; q < NP; ++q) {
+        prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+        if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+      }
+    }
+    for (int b = g * a.per; b < b1; ++b) {
+      const std::uint8_t* pc[NP];
+#pragma GCC unroll 2
+      for (int q = 0; q < NP; ++q) {
+        pc[q] = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+        prefetch_ahead(pc[q], kBlockBytes, ahead);
+      }
+      __m512i d[NP][R][kChains];
+#pragma GCC unroll 2
+      for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+          for (int c = 0; c < kChains; ++c) d[q][r][c] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int j = 0; j < kVectors; ++j) {
+        __m512i u[NP][4];
+#pragma GCC unroll 2
+        for (int q = 0; q < NP; ++q) {
+          const __m512i v = _mm512_loadu_si512(pc[q] + 64 * j);
+          u[q][0] = _mm512_and_si512(v, mask);
+          u[q][1] = _mm512_and_si512(_mm512_maskz_srli_epi16(kAll32, v, 4), mask);
+          u[q][2] = _mm512_and_si512(_mm512_maskz_srli_epi16(kAll32, v, 8), mask);
+          u[q][3] = _mm512_maskz_srli_epi16(kAll32, v, 12);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const std::int16_t* xb =
+              xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
+#pragma GCC unroll 2
+          for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; ++t)
+              d[q][r][t % kChains] = _mm512_dpwssd_epi32(d[q][r][t % kChains], u[q][t], bcast_pair(xb + 2 * t));
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512 sx = _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]);
+#pragma GCC unroll 2
+        for (int q = 0; q < NP; ++q) {
+          __m512i sum = d[q][r][0];
+#pragma GCC unroll 4
+          for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, d[q][r][c]);
+          accg[q][r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, sum), sx, accg[q][r]);
+        }
+      }
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; ++q)
+      fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, zc + g, a.groups, accg[q], acc[q]);
   }
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) store_panel<R>(acc[q], valid[q], y + q * P, ys);
 }
 #endif
 
@@ -274,6 +396,49 @@ void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n
 }
 #endif
 
+#if INFERLAB_INT4_PANELS
+// The VNNI passes over the panels, split across the pool: pass.template operator()<R, NP>(p, r0, y,
+// valid, ahead) runs R token rows from r0 against NP panels from p, y at (r0, 16p).
+template <class Pass>
+void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
+  const int ahead = decode_prefetch_bytes();
+  const std::size_t ys = static_cast<std::size_t>(w.out);
+  const std::size_t per_panel = static_cast<std::size_t>(P) * w.in * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
+  pool.parallel_for(
+      static_cast<std::size_t>(w.panels),
+      [&](std::size_t p0, std::size_t p1) {
+        int p = static_cast<int>(p0);
+        // Decode: two panels a pass, two weight streams per thread (TinyLlama W4A8 g128 one row, 2
+        // threads, AMX Xeon, 2026-12-06, alternating: 26.2-27.1 -> 24.8-25.6 ms).
+        if (n == 1)
+          for (; p + 2 <= static_cast<int>(p1); p += 2) {
+            const int valid[2] = {std::min(P, w.out - p * P), std::min(P, w.out - (p + 1) * P)};
+            pass.template operator()<1, 2>(p, 0, y + static_cast<std::size_t>(p) * P, valid, ahead);
+          }
+        for (; p < static_cast<int>(p1); ++p) {
+          const int valid[1] = {std::min(P, w.out - p * P)};
+          // The panel once from memory, then from L1 / L2 for every further group of kPassRows rows.
+          for (int r0 = 0; r0 < n; r0 += kPassRows) {
+            float* yp = y + static_cast<std::size_t>(r0) * ys + static_cast<std::size_t>(p) * P;
+            const int ahead_once = r0 == 0 ? ahead : 0;
+            switch (std::min(kPassRows, n - r0)) {
+              case 1: pass.template operator()<1, 1>(p, r0, yp, valid, ahead_once); break;
+              case 2: pass.template operator()<2, 1>(p, r0, yp, valid, ahead_once); break;
+              case 3: pass.template operator()<3, 1>(p, r0, yp, valid, ahead_once); break;
+              case 4: pass.template operator()<4, 1>(p, r0, yp, valid, ahead_once); break;
+              case 5: pass.template operator()<5, 1>(p, r0, yp, valid, ahead_once); break;
+              case 6: pass.template operator()<6, 1>(p, r0, yp, valid, ahead_once); break;
+              case 7: pass.template operator()<7, 1>(p, r0, yp, valid, ahead_once); break;
+              default: pass.template operator()<8, 1>(p, r0, yp, valid, ahead_once); break;
+            }
+          }
+        }
+      },
+      grain);
+}
+#endif
+
 }  // namespace
 
 bool int4_panels_available(int in, int group_size) {
@@ -363,7 +528,6 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
       zc[static_cast<std::size_t>(r) * w.groups + b / per] += xs[static_cast<std::size_t>(r) * blocks + b] * static_cast<float>(s);
     }
   const PassArgs a{xq, xs, zc, in, blocks, w.groups, per};
-  const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
 #if INFERLAB_AMX_INT8
   if (n >= kAmxMinRows && amx_int8_enabled()) {
@@ -388,42 +552,57 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
     return;
   }
 #endif
-  const std::size_t per_panel = static_cast<std::size_t>(P) * in * static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
-  pool.parallel_for(
-      static_cast<std::size_t>(w.panels),
-      [&](std::size_t p0, std::size_t p1) {
-        int p = static_cast<int>(p0);
-        // Decode: two panels a pass, two weight streams per thread (TinyLlama W4A8 g128 one row, 2
-        // threads, AMX Xeon, 2026-12-06, alternating: 26.2-27.1 -> 24.8-25.6 ms).
-        if (n == 1)
-          for (; p + 2 <= static_cast<int>(p1); p += 2) {
-            const int valid[2] = {std::min(P, w.out - p * P), std::min(P, w.out - (p + 1) * P)};
-            panel_pass<1, 2>(a, w, p, 0, y + static_cast<std::size_t>(p) * P, ys, valid, ahead);
-          }
-        for (; p < static_cast<int>(p1); ++p) {
-          const int valid[1] = {std::min(P, w.out - p * P)};
-          // The panel once from memory, then from L1 / L2 for every further group of kPassRows rows.
-          for (int r0 = 0; r0 < n; r0 += kPassRows) {
-            float* yp = y + static_cast<std::size_t>(r0) * ys + static_cast<std::size_t>(p) * P;
-            const int ahead_once = r0 == 0 ? ahead : 0;
-            switch (std::min(kPassRows, n - r0)) {
-              case 1: panel_pass<1, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              case 2: panel_pass<2, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              case 3: panel_pass<3, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              case 4: panel_pass<4, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              case 5: panel_pass<5, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              case 6: panel_pass<6, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              case 7: panel_pass<7, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-              default: panel_pass<8, 1>(a, w, p, r0, yp, ys, valid, ahead_once); break;
-            }
-          }
-        }
-      },
-      grain);
+  run_passes(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
+    panel_pass<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
+  });
 #else
   (void)xq, (void)xs, (void)y, (void)pool;
   check(false, "gemm_int4_panels: this build has no AVX-512 VNNI kernel (int4_panels_available)");
+#endif
+}
+
+void quantize_panel_acts_int16(const float* x, int n, int in, std::int16_t* xq, float* xs) {
+  check(in > 0 && in % kActBlock == 0,
+        "quantize_panel_acts_int16: in must be a positive multiple of 32, got " + std::to_string(in));
+  const int blocks = in / kActBlock;
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      const float* xb = x + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
+      std::int16_t* qb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
+      float amax = 0.0f;
+      for (int i = 0; i < kActBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float inv = amax > 0.0f ? kInt16ActMax / amax : 0.0f;
+      xs[static_cast<std::size_t>(r) * blocks + b] = amax / kInt16ActMax;
+      for (int i = 0; i < kActBlock; ++i) {
+        const float v = std::clamp(std::nearbyint(xb[i] * inv), -kInt16ActMax, kInt16ActMax);
+        qb[int16_pair_slot(i)] = static_cast<std::int16_t>(v);
+      }
+    }
+}
+
+void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4Panels& w, float* y, int n,
+                            ThreadPool& pool) {
+  if (n <= 0 || w.out <= 0) return;
+#if INFERLAB_INT4_PANELS
+  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
+  thread_local std::vector<float> zc_buffer;  // as gemm_int4_panels
+  zc_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
+  float* const zc = zc_buffer.data();
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      const std::int16_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
+      int s = 0;
+      for (int i = 0; i < kActBlock; ++i) s += xb[i];
+      zc[static_cast<std::size_t>(r) * w.groups + b / per] += xs[static_cast<std::size_t>(r) * blocks + b] * static_cast<float>(s);
+    }
+  const PassArgs16 a{xq, xs, zc, in, blocks, w.groups, per};
+  const std::size_t ys = static_cast<std::size_t>(w.out);
+  run_passes(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
+    panel_pass16<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
+  });
+#else
+  (void)xq, (void)xs, (void)y, (void)pool;
+  check(false, "gemm_int4_panels_int16: this build has no AVX-512 VNNI kernel (int4_panels_available)");
 #endif
 }
 

@@ -49,4 +49,19 @@ std::uint64_t int4_panels_bytes(const Int4Panels& w);
 // y[n, out] = x · Wᵀ for xq [n, in], xs [n, in / 32] from cpu::quantize_act_rows (block 32).
 void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 
+// W4A16 in integers: activations as int16 per 32-block (scale max |x| / 32767: an error of at most
+// 2^-16 of the block's largest value, below an fp16 rounding of it) against the same panels, in
+// `vpdpwssd` (int16 pairs into int32 lanes). The activations lie in the panels' pair order: within
+// each 8 inputs, 0 2 4 6 1 3 5 7 (int16_pair_slot).
+constexpr float kInt16ActMax = 32767.0f;
+// Where input i of a 32-block sits in the pair order.
+constexpr int int16_pair_slot(int i) { return (i & ~7) + ((i & 1) ? 4 + (i & 7) / 2 : (i & 7) / 2); }
+// x [n, in] (in a multiple of 32) as xq [n, in] int16 in the pair order and xs [n, in / 32]:
+// xq = round(x / xs), xs = max |x| / 32767 per block (0 for an all-zero block).
+void quantize_panel_acts_int16(const float* x, int n, int in, std::int16_t* xq, float* xs);
+// y[n, out] = x · Wᵀ for xq, xs from quantize_panel_acts_int16. Passes of up to 8 token rows as
+// gemm_int4_panels' (no AMX path).
+void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4Panels& w, float* y, int n,
+                            ThreadPool& pool);
+
 }  // namespace inferlab::cpu

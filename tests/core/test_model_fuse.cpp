@@ -31,7 +31,7 @@ class Int4ActQuantization final : public Quantization {
   using Quantization::make_linear;
   std::unique_ptr<Linear> make_linear(const std::string&, std::vector<float> weight, int out, int in) override {
     auto linear = std::make_unique<Int4Linear>(weight, out, in, 32, false);
-    linear->set_int8_activations(true);
+    linear->set_activations(Int4Activations::kInt8);
     return linear;
   }
 };

@@ -82,7 +82,7 @@ class RecordingQuantization final : public Quantization {
     std::unique_ptr<Linear> inner;
     if (int4_) {
       auto l = std::make_unique<Int4Linear>(weight, out, in, 32, false);
-      l->set_int8_activations(true);
+      l->set_activations(Int4Activations::kInt8);
       inner = std::move(l);
     } else {
       inner = f32_.make_linear(name, std::move(weight), out, in);

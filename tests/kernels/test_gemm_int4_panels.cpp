@@ -133,5 +133,55 @@ TEST(GemmInt4Panels, WithOrWithoutPrefetchGiveTheSameBits) {
   }
 }
 
+// W4A16 in integers (gemm_int4_panels_int16): the int16 blocks hold each activation to 2^-16 of its
+// block's largest, in the panels' pair order; against a double reference on those values and the
+// dequantised weights over the shapes above (one row: four chains, up to 3 rows two, then one),
+// and each row alone gives its row of the batch bit for bit.
+TEST(GemmInt4Panels, Int16ActivationsMatchTheReference) {
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(cpu::int16_pair_slot(i) / 8, i / 8) << i;
+  EXPECT_EQ(cpu::int16_pair_slot(2), 1);
+  EXPECT_EQ(cpu::int16_pair_slot(1), 4);
+  EXPECT_EQ(cpu::int16_pair_slot(15), 15);
+  const testing::Int4Shape shapes[] = {{1, 1, 32, 32},     {1, 16, 576, 128}, {2, 17, 576, 256}, {3, 33, 1536, 128},
+                                       {4, 40, 2048, 64},  {5, 15, 576, 32},  {6, 48, 320, 160}, {7, 9, 5632, 128},
+                                       {8, 20, 1024, 1024}, {9, 31, 96, 96},  {22, 18, 576, 128}, {53, 33, 576, 128}};
+  testing::for_each_int4_case(shapes, [](const testing::Int4Shape& s, bool symmetric, ThreadPool& pool) {
+    const Weights q = quantized(s.out, s.in, s.gs, symmetric, static_cast<std::uint64_t>(s.in * 5 + s.n));
+    const std::uint8_t* z = symmetric ? nullptr : q.zero.data();
+    const cpu::Int4Panels w = cpu::pack_int4_panels(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs);
+    Rng rng(static_cast<std::uint64_t>(s.out + 7));
+    std::vector<float> x(static_cast<std::size_t>(s.n) * s.in);
+    for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
+    const int blocks = s.in / 32;
+    std::vector<std::int16_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(s.n) * blocks);
+    cpu::quantize_panel_acts_int16(x.data(), s.n, s.in, xq.data(), xs.data());
+    std::vector<float> wd(static_cast<std::size_t>(s.out) * s.in);
+    ref::dequantize_int4(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs, wd.data());
+    std::vector<float> got(static_cast<std::size_t>(s.n) * s.out, std::nanf(""));
+    cpu::gemm_int4_panels_int16(xq.data(), xs.data(), w, got.data(), s.n, pool);
+    for (int r = 0; r < s.n; ++r)
+      for (int o = 0; o < s.out; ++o) {
+        double want = 0, mag = 0;
+        for (int i = 0; i < s.in; ++i) {
+          const std::size_t at = static_cast<std::size_t>(r) * s.in + i;
+          const double xi = static_cast<double>(xs[at / 32]) * xq[at - at % 32 + cpu::int16_pair_slot(i % 32)];
+          // Nearest, up to fp32 x * (1 / xs)'s rounding: ~2 * 2^-24 * 32767 = 0.004 of a step.
+          ASSERT_LE(std::fabs(xi - x[at]), xs[at / 32] * 0.505) << "activation " << i;
+          want += xi * wd[static_cast<std::size_t>(o) * s.in + i];
+          mag += std::fabs(xi * wd[static_cast<std::size_t>(o) * s.in + i]);
+        }
+        ASSERT_NEAR(got[static_cast<std::size_t>(r) * s.out + o], want, 2e-6 * mag + 1e-6) << "r " << r << " o " << o;
+      }
+    std::vector<float> one(static_cast<std::size_t>(s.out));
+    for (int r = 0; r < s.n; ++r) {
+      cpu::gemm_int4_panels_int16(xq.data() + static_cast<std::size_t>(r) * s.in,
+                                  xs.data() + static_cast<std::size_t>(r) * blocks, w, one.data(), 1, pool);
+      for (int o = 0; o < s.out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * s.out + o]) << r << " " << o;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace inferlab

@@ -19,10 +19,12 @@ void check_int4_group_size(int group_size, const std::string& who) {
             std::to_string(group_size));
 }
 
-bool int4_int8_activations(const std::string& activations, int group_size) {
-  check(activations == "auto" || activations == "fp32" || activations == "int8",
-        "int4 activations = \"" + activations + "\"; allowed: auto, fp32, int8");
-  return activations == "int8" || (activations == "auto" && group_size % ref::kActBlock == 0);
+Int4Activations int4_activations(const std::string& activations, int group_size) {
+  if (activations == "int8") return Int4Activations::kInt8;
+  if (activations == "int16") return Int4Activations::kInt16;
+  if (activations == "fp32") return Int4Activations::kFp32;
+  check(activations == "auto", "int4 activations = \"" + activations + "\"; allowed: auto, fp32, int16, int8");
+  return group_size % ref::kActBlock == 0 ? Int4Activations::kInt8 : Int4Activations::kFp32;
 }
 
 int Int4Grid::code(float w) const {
@@ -64,11 +66,13 @@ Int4Linear::Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t
             std::to_string(in) + "] in groups of " + std::to_string(group_size));
 }
 
-void Int4Linear::set_int8_activations(bool on) {
+void Int4Linear::set_activations(Int4Activations activations) {
+  const bool on = activations != Int4Activations::kFp32;
   check(!on || group_size_ % ref::kActBlock == 0,
-        "int4 with activations = \"int8\" needs group_size a multiple of " + std::to_string(ref::kActBlock) +
-            ", got " + std::to_string(group_size_));
-  int8_activations_ = on;
+        std::string("int4 with activations = \"") + (activations == Int4Activations::kInt8 ? "int8" : "int16") +
+            "\" needs group_size a multiple of " + std::to_string(ref::kActBlock) + ", got " +
+            std::to_string(group_size_));
+  activations_ = activations;
   if (on && !holds_panels() && cpu::int4_panels_available(in_features(), group_size_)) {
     panels_ = cpu::pack_int4_panels(rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(),
                                     out_features(), in_features(), group_size_);
@@ -95,7 +99,7 @@ Int4Rows Int4Linear::rows() const {
 
 void Int4Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "int4 linear");
-  if (int8_activations_) {
+  if (activations_ == Int4Activations::kInt8) {
     thread_local std::vector<std::int8_t> xq;
     thread_local std::vector<float> xs;
     const int in = in_features();
@@ -105,12 +109,22 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     forward_act_blocks(xq.data(), xs.data(), y, n, device);
     return;
   }
+  if (activations_ == Int4Activations::kInt16 && holds_panels()) {
+    thread_local std::vector<std::int16_t> xq;
+    thread_local std::vector<float> xs;
+    const int in = in_features();
+    xq.resize(static_cast<std::size_t>(n) * in);
+    xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
+    cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
+    cpu::gemm_int4_panels_int16(xq.data(), xs.data(), panels_, y, n, pool);
+    return;
+  }
   cpu::matmul_int4(x, rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(), y, n,
                    out_features(), in_features(), group_size_, pool);
 }
 
 void Int4Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
-  if (!int8_activations_) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  if (!reads_act_blocks()) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
   ThreadPool& pool = cpu_pool(device, "int4 linear");
   if (holds_panels()) {
     cpu::gemm_int4_panels(xq, xs, panels_, y, n, pool);

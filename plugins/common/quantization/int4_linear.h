@@ -20,11 +20,18 @@ struct Int4Rows {
   HugeVector<std::uint8_t> zero;    // [out, groups]; empty when symmetric
 };
 
-// A strategy's `activations` parameter for its int4 linears: "int8" (W4A8: activations
-// quantised per 32-block, integer dot products), "fp32" (weight-only, W4A16) or "auto" (the
+// How an Int4Linear's activations meet its codes.
+enum class Int4Activations {
+  kFp32,  // weight-only, fp32 activations (cpu::matmul_int4): the exact products
+  kInt16,  // 16-bit activations: int16 per 32-block (an error of at most 2^-16 of the block's
+           // largest value, below fp16's rounding), integer dot products (W4A16 on the CPU's VNNI)
+  kInt8,   // activations quantised per 32-block, integer dot products (W4A8)
+};
+
+// A strategy's `activations` parameter for its int4 linears: "int8", "int16", "fp32" or "auto" (the
 // default of quantization/int4, gptq and awq: int8 where group_size is a multiple of 32, being
-// the fast path at every row count, else fp32). Returns whether the linears quantise activations.
-bool int4_int8_activations(const std::string& activations, int group_size);
+// the fast path at every row count, else fp32). Throws Error naming the allowed values otherwise.
+Int4Activations int4_activations(const std::string& activations, int group_size);
 
 class Int4Linear : public Linear {
  public:
@@ -35,23 +42,26 @@ class Int4Linear : public Linear {
   // (symmetric), G = ceil(in / group_size).
   Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
              std::vector<std::uint8_t> zero);
-  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4, or, with int8 activations,
-  // x quantised per 32-block and kernels/cpu/matmul_int4_act (W4A8). The CPU; on a CUDA device
+  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4 (fp32 activations), or x
+  // quantised per 32-block: int8 through gemm_int4_panels or matmul_int4_act (W4A8), int16
+  // through gemm_int4_panels_int16. The CPU; on a CUDA device
   // an Int4CudaLinear (plugins/common/quantization/int4_linear_cuda.h) runs the same codes.
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // Quantise activations to int8 blocks on the fly (dynamic W4A8). Throws Error unless
-  // group_size is a multiple of 32 (each activation block must lie in one weight group). Where
-  // this CPU has the kernel and in is a multiple of 32 (cpu::int4_panels_available), the codes
+  // kInt8 and kInt16 quantise activations per 32-block on the fly and throw Error unless
+  // group_size is a multiple of 32 (each activation block must lie in one weight group); where
+  // this CPU has the kernels and in is a multiple of 32 (cpu::int4_panels_available), the codes
   // move into cpu::gemm_int4_panels' panels of 16 rows (the same bytes; the rows are released, and
-  // come back when int8 activations are turned off).
-  void set_int8_activations(bool on);
+  // come back with kFp32). Elsewhere kInt8 takes matmul_int4_act's row stream and kInt16 the fp32
+  // path (exact activations). kFp32 (the default) keeps the activations.
+  void set_activations(Int4Activations activations);
+  Int4Activations activations() const { return activations_; }
   // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
   // group when asymmetric).
   std::uint64_t weight_bytes() const override;
   // scale · (code − zero) of the row's groups (ref::dequantize_int4 on one row).
   void dequantize_row(int row, float* out) const override;
   // With int8 activations: matmul_int4_act on blocks quantised by the caller.
-  bool reads_act_blocks() const override { return int8_activations_; }
+  bool reads_act_blocks() const override { return activations_ == Int4Activations::kInt8; }
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
 
   int group_size() const { return group_size_; }
@@ -75,7 +85,7 @@ class Int4Linear : public Linear {
   // huge-page read probe (docs/kernels.md).
   Int4Rows rows_;
   cpu::Int4Panels panels_;
-  bool int8_activations_ = false;
+  Int4Activations activations_ = Int4Activations::kFp32;
 };
 
 // Throws Error unless group_size is a multiple of 8 in [8, 4096]; `who` names the strategy.

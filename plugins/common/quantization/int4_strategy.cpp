@@ -5,9 +5,9 @@
 
 namespace inferlab {
 
-CalibratedInt4Quantization::CalibratedInt4Quantization(int group_size, bool int8_activations, bool skip_classifier,
-                                                       const std::string& who)
-    : group_size_(group_size), int8_activations_(int8_activations), skip_classifier_(skip_classifier) {
+CalibratedInt4Quantization::CalibratedInt4Quantization(int group_size, Int4Activations activations,
+                                                       bool skip_classifier, const std::string& who)
+    : group_size_(group_size), activations_(activations), skip_classifier_(skip_classifier) {
   check_int4_group_size(group_size, who);
 }
 
@@ -21,7 +21,7 @@ std::unique_ptr<Linear> CalibratedInt4Quantization::make_linear(const std::strin
   if (skip_classifier_ && name == "classifier") return place_float(std::move(weight), out, in);
   if (calib != nullptr && calibrated(*calib)) return make_calibrated(name, weight, out, in, *calib);
   auto plain = std::make_unique<Int4Linear>(weight, out, in, group_size_, false);
-  plain->set_int8_activations(int8_activations_);
+  plain->set_activations(activations_);
   return place(std::move(plain));
 }
 
@@ -33,9 +33,17 @@ std::vector<std::string> int4_group_reasons(const SupportQuery& q) {
   std::vector<std::string> reasons;
   if (q.params.get_int("group_size") % 8 != 0)
     reasons.push_back("group_size must be a multiple of 8, got " + std::to_string(q.params.get_int("group_size")));
-  if (q.params.get_string("activations") == "int8" && q.params.get_int("group_size") % 32 != 0)
-    reasons.push_back("activations = \"int8\" needs group_size a multiple of 32, got " +
+  const std::string acts = q.params.get_string("activations");
+  if ((acts == "int8" || acts == "int16") && q.params.get_int("group_size") % 32 != 0)
+    reasons.push_back("activations = \"" + acts + "\" needs group_size a multiple of 32, got " +
                       std::to_string(q.params.get_int("group_size")));
+  return reasons;
+}
+
+std::vector<std::string> int4_cuda_reasons(const SupportQuery& q) {
+  std::vector<std::string> reasons;
+  if (q.params.get_string("activations") == "int16")
+    reasons.push_back("activations = \"int16\" is a CPU kernel (allowed on cuda: auto, fp32, int8)");
   return reasons;
 }
 
@@ -45,9 +53,12 @@ ParamSpec skip_classifier_param() {
 }
 
 ParamSpec calibrated_int4_activations_param() {
-  return {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt, {"auto", "fp32", "int8"},
-          "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only (W4A16); int8: "
-          "activations quantised per 32-block (W4A8, quantization/int4's kernels; group_size a multiple of 32)"};
+  return {"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt,
+          {"auto", "fp32", "int16", "int8"},
+          "auto (default): int8 where group_size is a multiple of 32, else fp32; fp32: weight-only, exact fp32 "
+          "activations; int16: 16-bit activations, int16 per 32-block (W4A16 in integers, error below fp16's; "
+          "CPU; group_size a multiple of 32); int8: activations quantised per 32-block (W4A8, quantization/int4's "
+          "kernels; group_size a multiple of 32)"};
 }
 
 }  // namespace inferlab

@@ -17,7 +17,7 @@ namespace inferlab {
 class CalibratedInt4Quantization : public Quantization {
  public:
   // Throws Error unless group_size is a multiple of 8 in [8, 4096]; `who` names the strategy.
-  CalibratedInt4Quantization(int group_size, bool int8_activations, bool skip_classifier, const std::string& who);
+  CalibratedInt4Quantization(int group_size, Int4Activations activations, bool skip_classifier, const std::string& who);
   using Quantization::make_linear;
   // Without calibration: plain round-to-nearest int4 (quantization/int4's layer).
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in) override;
@@ -46,17 +46,19 @@ class CalibratedInt4Quantization : public Quantization {
 
  private:
   int group_size_;
-  bool int8_activations_;
+  Int4Activations activations_;
   bool skip_classifier_;
 };
 
 // The descriptor's supports() of the int4 group strategies (int4, gptq, awq): group_size a
-// multiple of 8, and of 32 with activations = "int8".
+// multiple of 8, and of 32 with activations = "int8" or "int16".
 std::vector<std::string> int4_group_reasons(const SupportQuery& q);
+// What their CUDA implementations refuse besides: activations = "int16" (a CPU kernel).
+std::vector<std::string> int4_cuda_reasons(const SupportQuery& q);
 
 // The `skip_classifier` parameter (default false) of the int4 group strategies.
 ParamSpec skip_classifier_param();
-// The `activations` parameter ("auto", "fp32", "int8"; default "auto") of gptq and awq.
+// The `activations` parameter ("auto", "fp32", "int16", "int8"; default "auto") of gptq and awq.
 ParamSpec calibrated_int4_activations_param();
 
 }  // namespace inferlab

@@ -121,12 +121,12 @@ std::unique_ptr<AwqLinear> awq_quantize(const std::vector<float>& weight, int ou
   }
   if (search) *search = s;
   auto best = std::make_unique<Int4Linear>(best_ws, out, in, o.group_size, false);  // Q(W diag(s))
-  best->set_int8_activations(o.int8_activations);
+  best->set_activations(o.activations);
   return std::make_unique<AwqLinear>(std::move(best), std::move(best_inv), s.alpha);
 }
 
 AwqQuantization::AwqQuantization(const AwqOptions& options, bool skip_classifier)
-    : CalibratedInt4Quantization(options.group_size, options.int8_activations, skip_classifier, "awq"),
+    : CalibratedInt4Quantization(options.group_size, options.activations, skip_classifier, "awq"),
       options_(options) {
   check(options.grid >= 1 && options.samples >= 1, "quantization 'awq': grid and samples must be >= 1");
 }

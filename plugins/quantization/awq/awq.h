@@ -16,7 +16,8 @@ struct AwqOptions {
   int group_size = 64;  // input channels per int4 scale (multiple of 8)
   int grid = 20;        // α ∈ {0, 1/grid, …, 1}
   int samples = 64;     // calibration rows the output error is measured on
-  bool int8_activations = false;  // W4A8: the int4 layer quantises (x ⊙ s⁻¹) per 32-block (group_size % 32 == 0)
+  // fp32 (weight-only), int16 (W4A16, 32-blocks) or int8 (W4A8: the int4 layer quantises (x ⊙ s⁻¹) per 32-block, group_size % 32 == 0)
+  Int4Activations activations = Int4Activations::kFp32;
 };
 
 // y = (x ⊙ s⁻¹) · Q(W diag(s))ᵀ: the per-channel scale applied to the activation inside the

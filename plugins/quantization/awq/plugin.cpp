@@ -10,7 +10,7 @@ inferlab::plugins::AwqOptions awq_options(const inferlab::Params& p) {
   o.group_size = static_cast<int>(p.get_int("group_size"));
   o.grid = static_cast<int>(p.get_int("grid"));
   o.samples = static_cast<int>(p.get_int("samples"));
-  o.int8_activations = inferlab::int4_int8_activations(p.get_string("activations"), o.group_size);
+  o.activations = inferlab::int4_activations(p.get_string("activations"), o.group_size);
   return o;
 }
 
@@ -24,7 +24,7 @@ inferlab::PluginDescriptor describe() {
   d.summary =
       "AWQ (Lin et al. 2023): per-input-channel scales mean|x|^alpha from [calibration] activations, alpha "
       "grid-searched per linear on calibration rows, then int4 group-wise; int8-block (W4A8, default where "
-      "group_size % 32 == 0) or fp32 activations; fp32 KV";
+      "group_size % 32 == 0), fp32 or int16 activations; fp32 KV";
   d.params = {
       {"group_size", ParamType::kInt, std::int64_t{64}, 8.0, 4096.0, {},
        "Input channels per scale (a multiple of 8; AWQ's usual choice is 128)"},
@@ -39,10 +39,11 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<AwqQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"));
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // awq_cuda.cpp
-    return std::make_unique<AwqCudaQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
-                                                 ctx.device);
-  };
+  d.devices[DeviceKind::kCuda] = {[](const PluginContext& ctx) {  // awq_cuda.cpp
+     return std::make_unique<AwqCudaQuantization>(awq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
+                                                  ctx.device);
+   },
+                                   int4_cuda_reasons};
 #endif
   return d;
 }

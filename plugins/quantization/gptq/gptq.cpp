@@ -133,7 +133,7 @@ std::unique_ptr<Int4Linear> gptq_quantize(const std::vector<float>& weight, int 
 }
 
 GptqQuantization::GptqQuantization(const GptqOptions& options, bool skip_classifier)
-    : CalibratedInt4Quantization(options.group_size, options.int8_activations, skip_classifier, "gptq"),
+    : CalibratedInt4Quantization(options.group_size, options.activations, skip_classifier, "gptq"),
       options_(options) {
   check(options.damp > 0, "quantization 'gptq': damp must be > 0");
 }
@@ -155,7 +155,7 @@ std::unique_ptr<Linear> GptqQuantization::make_calibrated(const std::string& nam
     it = factors_.end() - 1;
   }
   auto linear = gptq_quantize(weight, out, it->factor, options_);
-  linear->set_int8_activations(options_.int8_activations);
+  linear->set_activations(options_.activations);
   return place(std::move(linear));
 }
 

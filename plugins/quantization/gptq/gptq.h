@@ -19,7 +19,8 @@ struct GptqOptions {
   double damp = 0.01;     // λ = damp · mean(diag H) added to the diagonal
   bool act_order = false; // quantize columns in order of decreasing H_ii (static groups)
   int block_size = 128;   // columns per lazy batch update (rounded up to a multiple of group_size)
-  bool int8_activations = false;  // W4A8: the linears quantise activations per 32-block (group_size % 32 == 0)
+  // fp32 (weight-only), int16 (W4A16, 32-blocks) or int8 (W4A8: the linears quantise activations per 32-block, group_size % 32 == 0)
+  Int4Activations activations = Int4Activations::kFp32;
 };
 
 // What GPTQ derives from H alone (shared by every linear reading the same input): dead inputs,

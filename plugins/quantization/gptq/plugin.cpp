@@ -11,7 +11,7 @@ inferlab::plugins::GptqOptions gptq_options(const inferlab::Params& p) {
   o.damp = p.get_float("damp");
   o.act_order = p.get_bool("act_order");
   o.block_size = static_cast<int>(p.get_int("block_size"));
-  o.int8_activations = inferlab::int4_int8_activations(p.get_string("activations"), o.group_size);
+  o.activations = inferlab::int4_activations(p.get_string("activations"), o.group_size);
   return o;
 }
 
@@ -42,10 +42,11 @@ inferlab::PluginDescriptor describe() {
     return std::make_unique<GptqQuantization>(gptq_options(ctx.params), ctx.params.get_bool("skip_classifier"));
   };
 #if INFERLAB_HAVE_CUDA
-  d.devices[DeviceKind::kCuda] = [](const PluginContext& ctx) {  // gptq_cuda.cpp
-    return std::make_unique<GptqCudaQuantization>(gptq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
-                                                  ctx.device);
-  };
+  d.devices[DeviceKind::kCuda] = {[](const PluginContext& ctx) {  // gptq_cuda.cpp
+     return std::make_unique<GptqCudaQuantization>(gptq_options(ctx.params), ctx.params.get_bool("skip_classifier"),
+                                                   ctx.device);
+   },
+                                   int4_cuda_reasons};
 #endif
   return d;
 }

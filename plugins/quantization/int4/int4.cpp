@@ -6,13 +6,14 @@
 
 namespace inferlab::plugins {
 
-Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations,
+Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_classifier, Int4Activations activations,
                                    bool q4_blocks)
-    : group_size_(group_size), symmetric_(symmetric), skip_classifier_(skip_classifier),
-      int8_activations_(int8_activations), q4_blocks_(q4_blocks) {
+    : group_size_(group_size), symmetric_(symmetric), skip_classifier_(skip_classifier), activations_(activations),
+      q4_blocks_(q4_blocks) {
   check_int4_group_size(group_size, "int4");
-  check(!int8_activations || group_size % 32 == 0,
-        "quantization 'int4': activations = \"int8\" needs group_size a multiple of 32, got " +
+  check(activations == Int4Activations::kFp32 || group_size % 32 == 0,
+        std::string("quantization 'int4': activations = \"") +
+            (activations == Int4Activations::kInt8 ? "int8" : "int16") + "\" needs group_size a multiple of 32, got " +
             std::to_string(group_size));
 }
 
@@ -30,14 +31,14 @@ std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,
     // A scale beyond fp16 (or a non-finite weight): this layer keeps the fp32-scale format.
   }
   auto linear = std::make_unique<Int4Linear>(weight, out, in, group_size_, symmetric_);
-  linear->set_int8_activations(int8_activations_);
+  linear->set_activations(activations_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
   return place(std::move(linear));
 }
 
 bool Int4Quantization::packs_q4_panels(int in) const {
-  return q4_blocks_ && int8_activations_ && group_size_ == 32 && in % 32 == 0 && cpu::gemm_gguf_available();
+  return q4_blocks_ && activations_ == Int4Activations::kInt8 && group_size_ == 32 && in % 32 == 0 && cpu::gemm_gguf_available();
 }
 
 std::unique_ptr<Linear> Int4Quantization::place_float(std::vector<float> weight, int out, int in) {

@@ -23,11 +23,12 @@ class Int4Quantization : public Quantization {
  public:
   using Quantization::make_linear;  // the overload taking calibration stays visible
   // skip_classifier: the "classifier" tensor stays fp32 (quantization 'none's FloatLinear).
-  // int8_activations: dynamic W4A8 (group_size must be a multiple of 32).
+  // activations: kInt8 is dynamic W4A8, kInt16 W4A16 in int16 blocks (group_size must be a
+  // multiple of 32 for both), kFp32 weight-only (Int4Linear::set_activations).
   // q4_blocks: with int8 activations, store groups of 32 as Q4_0/Q4_1 panels where the build
   // allows (make_linear); false keeps the fp32-scale format and matmul_int4_act there too.
-  Int4Quantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations = false,
-                   bool q4_blocks = true);
+  Int4Quantization(int group_size, bool symmetric, bool skip_classifier,
+                   Int4Activations activations = Int4Activations::kFp32, bool q4_blocks = true);
   // With q4_blocks, int8 activations, groups of 32, in a multiple of 32 and a build with
   // cpu::gemm_gguf (AVX-512 VNNI): a Q4PanelLinear (Q4_0 blocks when symmetric, Q4_1 otherwise;
   // fp16 scales, q4_panel_linear.h), unless a scale does not fit in fp16. Otherwise an Int4Linear.
@@ -40,7 +41,8 @@ class Int4Quantization : public Quantization {
   // activations unpacked to int8 (2 ops) for an int8 one; a skipped classifier is fp32.
   LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
     if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
-    return int8_activations_ ? LinearArithmetic{true, false, true, 2} : LinearArithmetic{true, false, false, 3};
+    return activations_ == Int4Activations::kInt8 ? LinearArithmetic{true, false, true, 2}
+                                                  : LinearArithmetic{true, false, false, 3};
   }
 
  protected:
@@ -51,7 +53,9 @@ class Int4Quantization : public Quantization {
 
  private:
   int group_size_;
-  bool symmetric_, skip_classifier_, int8_activations_, q4_blocks_;
+  bool symmetric_, skip_classifier_;
+  Int4Activations activations_;
+  bool q4_blocks_;
 };
 
 }  // namespace inferlab::plugins

@@ -11,8 +11,9 @@ namespace inferlab::plugins {
 // Q4 panels).
 class Int4CudaQuantization final : public Int4Quantization {
  public:
-  Int4CudaQuantization(int group_size, bool symmetric, bool skip_classifier, bool int8_activations, Device& device)
-      : Int4Quantization(group_size, symmetric, skip_classifier, int8_activations, /*q4_blocks=*/false),
+  Int4CudaQuantization(int group_size, bool symmetric, bool skip_classifier, Int4Activations activations,
+                       Device& device)
+      : Int4Quantization(group_size, symmetric, skip_classifier, activations, /*q4_blocks=*/false),
         device_(device) {}
 
  protected:

@@ -233,20 +233,40 @@ TEST(Int4Quantization, Q4BlocksIsRefusedOnCudaWhereItWouldNotAct) {
 #endif
 }
 
+// activations = "int16" is a CPU kernel: int4, gptq and awq refuse it on cuda, naming it, and take it
+// on the CPU.
+TEST(Int4Quantization, Int16ActivationsAreRefusedOnCuda) {
+#if INFERLAB_HAVE_CUDA
+  Registry reg({testing::plugin_dir()});
+  const ModelConfig model{.name = "m", .dim = 64, .hidden_dim = 128, .n_layers = 1, .n_heads = 2, .n_kv_heads = 2,
+                          .vocab_size = 4};
+  for (const char* plugin : {"int4", "gptq", "awq"}) {
+    const Params p = reg.resolve(PluginKind::kQuantization, plugin, {{"activations", ParamValue(std::string("int16"))}}, "t");
+    EXPECT_TRUE(reg.check_support(PluginKind::kQuantization, plugin, {model, DeviceKind::kCpu, KvFormat{}, p}).empty());
+    const auto reasons = reg.check_support(PluginKind::kQuantization, plugin, {model, DeviceKind::kCuda, KvFormat{}, p});
+    ASSERT_EQ(reasons.size(), 1u) << plugin;
+    EXPECT_NE(reasons[0].find("activations = \"int16\" is a CPU kernel"), std::string::npos) << reasons[0];
+  }
+#else
+  GTEST_SKIP() << "this build has no CUDA: no cuda implementation to refuse it";
+#endif
+}
+
 // Fast by default: int4, gptq and awq resolve activations = "auto", which is the W4A8 path (the
 // same bits as asking for "int8") where group_size is a multiple of 32 and the weight-only path
 // (the bits of "fp32") otherwise; bad values name the allowed ones.
 TEST(Int4Quantization, DefaultActivationsAreInt8WhereTheGroupsAllowIt) {
-  EXPECT_TRUE(int4_int8_activations("auto", 32));
-  EXPECT_TRUE(int4_int8_activations("auto", 128));
-  EXPECT_FALSE(int4_int8_activations("auto", 16));
-  EXPECT_FALSE(int4_int8_activations("fp32", 64));
-  EXPECT_TRUE(int4_int8_activations("int8", 64));
+  EXPECT_EQ(int4_activations("auto", 32), Int4Activations::kInt8);
+  EXPECT_EQ(int4_activations("auto", 128), Int4Activations::kInt8);
+  EXPECT_EQ(int4_activations("auto", 16), Int4Activations::kFp32);
+  EXPECT_EQ(int4_activations("fp32", 64), Int4Activations::kFp32);
+  EXPECT_EQ(int4_activations("int16", 64), Int4Activations::kInt16);
+  EXPECT_EQ(int4_activations("int8", 64), Int4Activations::kInt8);
   try {
-    int4_int8_activations("bf16", 32);
-    ADD_FAILURE() << "bf16 accepted";
+    int4_activations("f16", 32);
+    ADD_FAILURE() << "f16 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("allowed: auto, fp32, int8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allowed: auto, fp32, int16, int8"), std::string::npos) << e.what();
   }
   Registry reg({testing::plugin_dir()});
   CpuDevice device(2);
@@ -269,6 +289,10 @@ TEST(Int4Quantization, DefaultActivationsAreInt8WhereTheGroupsAllowIt) {
       const std::vector<float> by_default = forward(plugin, gs, nullptr);
       const std::vector<float> fp32 = forward(plugin, gs, "fp32");
       if (gs % 32 == 0) {
+        // int16 blocks: near the fp32 activations (2^-16 of each block's largest), not them.
+        const std::vector<float> int16 = forward(plugin, gs, "int16");
+        EXPECT_NE(int16, fp32);
+        for (std::size_t i = 0; i < fp32.size(); ++i) EXPECT_NEAR(int16[i], fp32[i], 1e-3 * (1.0 + std::fabs(fp32[i])));
         EXPECT_EQ(by_default, forward(plugin, gs, "int8"));
         EXPECT_NE(by_default, fp32);
       } else {

@@ -25,7 +25,8 @@ using namespace int4_test;
 
 std::unique_ptr<Linear> make(const std::vector<float>& w, int out, int in, bool symmetric, int gs = 32,
                              bool int8 = true, const std::string& name = "layers.0.w1") {
-  return Int4Quantization(gs, symmetric, false, int8).make_linear(name, w, out, in);
+  return Int4Quantization(gs, symmetric, false, int8 ? Int4Activations::kInt8 : Int4Activations::kFp32)
+      .make_linear(name, w, out, in);
 }
 
 const Q4PanelLinear* panels(const Linear& l) { return dynamic_cast<const Q4PanelLinear*>(&l); }
@@ -64,7 +65,7 @@ TEST(Q4PanelLinear, BuiltForInt8ActivationsAndGroupsOf32Only) {
     // Other group sizes, fp32 activations, in not a multiple of 32, q4_blocks = false: the
     // fp32-scale format.
     for (auto* other : {make(w, out, in, sym, 64).release(), make(w, out, in, sym, 32, false).release(),
-                        Int4Quantization(32, sym, false, true, false).make_linear("w", w, out, in).release(),
+                        Int4Quantization(32, sym, false, Int4Activations::kInt8, false).make_linear("w", w, out, in).release(),
                         make(std::vector<float>(w.begin(), w.begin() + out * 48), out, 48, sym).release()}) {
       std::unique_ptr<Linear> owned(other);
       EXPECT_EQ(panels(*owned), nullptr);
@@ -240,7 +241,7 @@ TEST(Q4PanelLinear, BothActivationModesWithinTheGaussianTolerances) {
     for (int int8 : {0, 1}) err[sym][int8] = rel(*make(w, out, in, sym != 0, 32, int8 != 0));
   // The fp32-scale W4A8 layer (today's path elsewhere) on the same weights.
   Int4Linear fp32_scales(w, out, in, 32, false);
-  fp32_scales.set_int8_activations(true);
+  fp32_scales.set_activations(Int4Activations::kInt8);
   const double asym_fp32_scales = rel(fp32_scales);
   std::printf("gaussian rel. error g32: asym fp32-act %.5f int8-act %.5f (fp32 scales %.5f); sym %.5f %.5f\n",
               err[0][0], err[0][1], asym_fp32_scales, err[1][0], err[1][1]);
