@@ -79,10 +79,10 @@ struct BenchContext {
 };
 
 // The arithmetic peaks of this CPU the limits use, probed once on `threads` threads (op/s; a
-// multiply-add is 2 ops): fp32 FMA, bf16 pair dot, int8 dot, and the AMX tiles' int8 and bf16
+// multiply-add is 2 ops): fp32 FMA, bf16 pair dot, int8 dot, int16 pair dot, and the AMX tiles' int8 and bf16
 // products (0 where the build lacks it or the tiles do not run).
 struct ArithmeticPeaks {
-  double fp32_fma = 0, bf16_dot = 0, int8_dot = 0, amx_int8 = 0, amx_bf16 = 0;
+  double fp32_fma = 0, bf16_dot = 0, int8_dot = 0, int16_dot = 0, amx_int8 = 0, amx_bf16 = 0;
   static ArithmeticPeaks probe(int threads);
   std::string describe() const;  // "fp32 FMA 310 GFLOP/s, bf16 dot 620, int8 dot 1240 Gop/s, ..."
 };
@@ -90,6 +90,7 @@ struct ArithmeticPeaks {
 // prefill kernels' thresholds, kernels/cpu/gemm_amx_bf16.h, gemm_amx_dequant.h, amx_blocks.h).
 constexpr int kBenchAmxRows = 16;
 // The peak a pass of `rows` token rows of a stack's linears runs at best, and its name. From
+// a.int16_dot the int16 dot at every row count (its kernel has no tile form). From
 // kBenchAmxRows rows where the tiles run: int8 activations (a.int8_mma) the AMX int8 product,
 // every other quantized format (bf16, f16, weight-only int8 / int4 and GGUF blocks widened to
 // bf16 tiles) the AMX bf16 product. Otherwise int8 activations the int8 dot, the bf16 strategy's

@@ -13,15 +13,16 @@ ArithmeticPeaks ArithmeticPeaks::probe(int threads) {
   p.fp32_fma = cpu::measure_fma_peak(threads).ops_per_second;
   p.bf16_dot = cpu::measure_bf16_dot_peak(threads).ops_per_second;
   p.int8_dot = cpu::measure_int8_dot_peak(threads).ops_per_second;
+  p.int16_dot = cpu::measure_int16_dot_peak(threads).ops_per_second;
   p.amx_int8 = cpu::measure_amx_int8_peak(threads).ops_per_second;
   p.amx_bf16 = cpu::measure_amx_bf16_peak(threads).ops_per_second;
   return p;
 }
 
 std::string ArithmeticPeaks::describe() const {
-  char text[160];
-  std::snprintf(text, sizeof text, "fp32 FMA %.0f GFLOP/s, bf16 dot %.0f GFLOP/s, int8 dot %.0f Gop/s", fp32_fma / 1e9,
-                bf16_dot / 1e9, int8_dot / 1e9);
+  char text[200];
+  std::snprintf(text, sizeof text, "fp32 FMA %.0f GFLOP/s, bf16 dot %.0f GFLOP/s, int8 dot %.0f Gop/s, int16 dot %.0f Gop/s",
+                fp32_fma / 1e9, bf16_dot / 1e9, int8_dot / 1e9, int16_dot / 1e9);
   std::string out = text;
   if (amx_bf16 > 0 || amx_int8 > 0) {
     std::snprintf(text, sizeof text, ", AMX bf16 %.0f GFLOP/s, AMX int8 %.0f Gop/s", amx_bf16 / 1e9, amx_int8 / 1e9);
@@ -33,6 +34,7 @@ std::string ArithmeticPeaks::describe() const {
 std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
                                                bool bf16_weights, int rows) {
   if (a.native) return {peaks.fp32_fma, "fp32 FMA"};
+  if (a.int16_dot && peaks.int16_dot > 0) return {peaks.int16_dot, "int16 dot"};  // no tile form
   if (rows >= kBenchAmxRows) {
     if (a.int8_mma && peaks.amx_int8 > 0) return {peaks.amx_int8, "AMX int8"};
     if (!a.int8_mma && peaks.amx_bf16 > 0) return {peaks.amx_bf16, "AMX bf16"};

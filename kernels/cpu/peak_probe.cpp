@@ -80,6 +80,29 @@ constexpr const char* kInt8Instruction = "none (no AVX2 in this build)";
 void int8_loop() {}
 #endif
 
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+constexpr int kInt16MacsPerChainOp = 32;  // vpdpwssd zmm: 16 lanes x 2 int16 products
+constexpr const char* kInt16Instruction = "vpdpwssd zmm (avx512_vnni)";
+void int16_loop() {
+  const __m512i a = _mm512_set1_epi16(static_cast<short>(g_iterations & 3)), b = _mm512_set1_epi16(1);
+  __m512i acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+  const long n = g_iterations;
+  for (long it = 0; it < n; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpwssd_epi32(acc[i], a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) std::int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  g_int_sink = lanes[0];
+}
+#else
+constexpr int kInt16MacsPerChainOp = 0;
+constexpr const char* kInt16Instruction = "none (no AVX-512 VNNI in this build)";
+void int16_loop() {}
+#endif
+
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
 constexpr int kBf16MacsPerChainOp = 32;  // vdpbf16ps zmm: 16 fp32 lanes x 2 bf16 products
 constexpr const char* kBf16Instruction = "vdpbf16ps zmm (avx512_bf16)";
@@ -171,6 +194,12 @@ Peak measure_int8_dot_peak(int threads) {
   if (kInt8MacsPerChainOp == 0) return {0.0, kInt8Instruction};
   const double ops = 2.0 * kInt8MacsPerChainOp * kChains * static_cast<double>(kIterations);
   return {run_threads(threads, int8_loop, ops), kInt8Instruction};
+}
+
+Peak measure_int16_dot_peak(int threads) {
+  if (kInt16MacsPerChainOp == 0) return {0.0, kInt16Instruction};
+  const double ops = 2.0 * kInt16MacsPerChainOp * kChains * static_cast<double>(kIterations);
+  return {run_threads(threads, int16_loop, ops), kInt16Instruction};
 }
 
 Peak measure_bf16_dot_peak(int threads) {

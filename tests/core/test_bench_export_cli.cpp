@@ -115,21 +115,33 @@ TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
 
 // From 16 rows the prefill kernels multiply on the AMX tiles where they run, so the arithmetic
 // limit takes the tiles' probed peak: int8 activations the int8 tiles, the bf16 weights the bf16
-// ones; fp32 weights stay on the FMAs; one row keeps the vector units' peaks.
+// ones; fp32 weights stay on the FMAs; one row keeps the vector units' peaks. int4 with int16
+// activations takes the int16 dot at every row count (its kernel has no tile form).
 TEST(BenchCli, SixteenRowPassesTakeTheAmxPeakWhereTheTilesRun) {
   testing::TempDir dir("bench_amx_peak");
-  const auto r = run_inferlab(tiny_bench(dir, "-p 1,16 -n '' -r 1", "none,bf16,int8:activations=int8") +
-                              "--bandwidth 20 -o csv");
+  const auto r = run_inferlab(
+      tiny_bench(dir, "-p 1,16 -n '' -r 1", "none,bf16,int8:activations=int8,int4:activations=int16") +
+      "--bandwidth 20 -o csv");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = csv_rows(r.out, dir);
-  ASSERT_EQ(rows.size(), 1u + 2 * 3) << r.out;
+  ASSERT_EQ(rows.size(), 1u + 2 * 4) << r.out;
   const bool amx_bf16 = cpu::amx_bf16_enabled(), amx_int8 = cpu::amx_int8_enabled();
+#if defined(__AVX512VNNI__)
+  const char* int16_peak = "int16 dot";
+#else
+  const char* int16_peak = "fp32 FMA";  // no int16 dot in this build: the limit falls back
+#endif
   std::map<std::string, std::string> want16 = {{"none", "fp32 FMA"},
                                                {"bf16", amx_bf16 ? "AMX bf16" : "bf16 dot"},
-                                               {"int8:activations=int8", amx_int8 ? "AMX int8" : "int8 dot"}};
+                                               {"int8:activations=int8", amx_int8 ? "AMX int8" : "int8 dot"},
+                                               {"int4:activations=int16", int16_peak}};
   for (std::size_t i = 1; i < rows.size(); ++i) {
     const auto& row = rows[i];
     SCOPED_TRACE(row[6] + " " + row[7]);
+    if (row[6] == "int4:activations=int16") {
+      EXPECT_EQ(row[24], int16_peak);
+      continue;
+    }
     if (row[8] == "16") {
       if (row[6] == "bf16" && !amx_bf16) continue;  // the bf16 dot, or the FMA in a build without it
       EXPECT_EQ(row[24], want16.at(row[6]));

@@ -27,6 +27,13 @@ Int4Activations int4_activations(const std::string& activations, int group_size)
   return group_size % ref::kActBlock == 0 ? Int4Activations::kInt8 : Int4Activations::kFp32;
 }
 
+LinearArithmetic int4_arithmetic(Int4Activations activations) {
+  if (activations == Int4Activations::kInt8) return {true, false, true, 2};
+  LinearArithmetic a{true, false, false, 3};
+  a.int16_dot = activations == Int4Activations::kInt16;
+  return a;
+}
+
 int Int4Grid::code(float w) const {
   return static_cast<int>(std::clamp((scale > 0.0f ? std::lround(w / scale) : 0L) + zero, 0L, 15L));
 }

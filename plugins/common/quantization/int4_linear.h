@@ -33,6 +33,11 @@ enum class Int4Activations {
 // the fast path at every row count, else fp32). Throws Error naming the allowed values otherwise.
 Int4Activations int4_activations(const std::string& activations, int group_size);
 
+// How the int4 linears multiply: nibbles unpacked, offset and scaled (3 ops per weight) for a
+// float multiply; with int8 activations unpacked (2 ops) for an int8 one; with int16 ones an
+// int16 dot on the CPU (a 16-bit float multiply on a simulated GPU).
+LinearArithmetic int4_arithmetic(Int4Activations activations);
+
 class Int4Linear : public Linear {
  public:
   // weight: [out, in] fp32, quantized here by round-to-nearest. group_size: a multiple of 8 in

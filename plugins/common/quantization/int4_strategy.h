@@ -26,11 +26,10 @@ class CalibratedInt4Quantization : public Quantization {
   std::unique_ptr<Linear> make_linear(const std::string& name, std::vector<float> weight, int out, int in,
                                       const LinearCalibration* calib) override;
 
-  // quantization/int4's weight-only format: nibbles unpacked, offset and scaled (3 ops per
-  // weight) for a float multiply; a skipped classifier is fp32.
+  // quantization/int4's format (int4_arithmetic); a skipped classifier is fp32.
   LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
     if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
-    return {true, false, false, 3};
+    return int4_arithmetic(activations_);
   }
 
  protected:

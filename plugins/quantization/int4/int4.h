@@ -37,12 +37,10 @@ class Int4Quantization : public Quantization {
   // True when a linear of `in` input channels would be built as a Q4PanelLinear.
   bool packs_q4_panels(int in) const;
 
-  // Nibbles unpacked, offset and scaled (3 ops per weight) for a float multiply, or with int8
-  // activations unpacked to int8 (2 ops) for an int8 one; a skipped classifier is fp32.
+  // int4_arithmetic (int4_linear.h); a skipped classifier is fp32.
   LinearArithmetic arithmetic(const std::string& name, const ModelConfig&) const override {
     if (skip_classifier_ && name == "classifier") return {true, true, false, 0};
-    return activations_ == Int4Activations::kInt8 ? LinearArithmetic{true, false, true, 2}
-                                                  : LinearArithmetic{true, false, false, 3};
+    return int4_arithmetic(activations_);
   }
 
  protected:

@@ -106,6 +106,10 @@ struct LinearArithmetic {
   // Scalar ops per weight to unpack it (shift, mask, subtract a zero point, scale) before the
   // multiply; done once per weight for every 128 rows of a step (a GEMM tile's rows).
   double dequant_ops = 0;
+  // CPU only: the multiply runs as int16 dot products (activations in int16 blocks, vpdpwssd);
+  // inferlab bench's arithmetic limit takes that peak. A simulated GPU reads such a linear as
+  // int8_mma = false (16-bit activations at the bf16 tensor rate).
+  bool int16_dot = false;
 };
 
 class Quantization {
