@@ -13,6 +13,7 @@
 #include "inferlab/support/rng.h"
 #include "int4.h"
 #include "int4_test_helpers.h"
+#include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/ref/ops.h"
 #include "test_support.h"
 
@@ -231,6 +232,30 @@ TEST(Int4Quantization, Q4BlocksIsRefusedOnCudaWhereItWouldNotAct) {
 #else
   GTEST_SKIP() << "this build has no CUDA: the int4 plugin has no cuda implementation to refuse it";
 #endif
+}
+
+// int16 activations run on the panels where in is a multiple of 32 (near the fp32 activations, not
+// them) and take the exact fp32 kernel where it is not (the panels' blocks need whole 32-blocks).
+TEST(Int4Quantization, Int16ActivationsTakeThePanelsWhereTheBlocksFit) {
+  CpuDevice device(2);
+  for (int in : {96, 100}) {
+    const int out = 20, n = 3;
+    const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 31, 0.05);
+    const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 32, 1.0);
+    Int4Linear int16(w, out, in, 32, false), fp32(w, out, in, 32, false);
+    int16.set_activations(Int4Activations::kInt16);
+    EXPECT_EQ(int16.holds_panels(), in % 32 == 0 && cpu::int4_panels_available(in, 32)) << in;
+    const std::vector<float> a = run(int16, x, n), b = run(fp32, x, n);
+    if (int16.holds_panels()) {
+      EXPECT_NE(a, b) << in;
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-3 * (1.0 + std::fabs(b[i]))) << in;
+    } else {
+      EXPECT_EQ(a, b) << in;
+    }
+    int16.set_activations(Int4Activations::kFp32);  // the rows come back: the exact kernel again
+    EXPECT_FALSE(int16.holds_panels());
+    EXPECT_EQ(run(int16, x, n), b) << in;
+  }
 }
 
 // activations = "int16" is a CPU kernel: int4, gptq and awq refuse it on cuda, naming it, and take it
