@@ -53,7 +53,10 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool i
 void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   if (!int8_activations_) {
-    cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
+    if (n <= kW8PanelMaxRows && !w8_.data.empty())
+      cpu::gemm_panels_w8(x, w8_, y, n, pool);
+    else
+      cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
     return;
   }
   const ActBlocks a = quantize_acts(x, n, in_features(), pool);
@@ -100,7 +103,11 @@ void Int8Linear::dequantize_row(int row, float* out) const {
 }
 
 void Int8Linear::pack_for_host() {
-  if (!int8_activations_ || !cpu::gemm_panels_int8_available()) return;
+  if (!int8_activations_) {
+    if (w8_.data.empty()) w8_ = cpu::pack_panels_w8(q_.data(), scale_.data(), out_features(), in_features());
+    return;
+  }
+  if (!cpu::gemm_panels_int8_available()) return;
   panels_ = cpu::pack_panels_int8(q_.data(), scale_.data(), out_features(), in_features());
   q_ = {};
 }

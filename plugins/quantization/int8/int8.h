@@ -13,6 +13,7 @@
 #include "inferlab/huge_pages.h"
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/gemm_panels_w8.h"
 
 namespace inferlab::plugins {
 
@@ -25,8 +26,12 @@ class Int8Linear : public Linear {
   void forward(const float* x, float* y, int n, Device& device) const override;
   // With int8 activations on a build with AVX-512 VNNI: q is repacked into the panels of
   // kernels/cpu/gemm_panels_int8.h (decode and prefill both run from them) and the row-major
-  // copy is released. Otherwise nothing to do.
+  // copy is released. With fp32 activations: a second copy of q as the W8A16 panels of
+  // kernels/cpu/gemm_panels_w8.h for decode and few rows (kW8PanelMaxRows; the row-major codes
+  // stay for the prefill kernels, as the half linears keep their AMX copy).
   void pack_for_host();
+  // Token rows up to which fp32 activations take the W8A16 panels.
+  static constexpr int kW8PanelMaxRows = 4;
   // out*in bytes of int8 plus 4*out bytes of scales; in panels, plus their int16 block sums
   // (1/16 byte per weight) and in rounded up to 4.
   std::uint64_t weight_bytes() const override;
@@ -53,6 +58,7 @@ class Int8Linear : public Linear {
   // token, and on 4 KiB pages it ran at ~0.7 of the huge-page read probe (docs/kernels.md).
   HugeVector<std::int8_t> q_;  // [out, in] (empty when in panels_)
   cpu::PackedPanelsInt8 panels_;  // W8A8 with VNNI (pack_for_host); empty otherwise
+  cpu::PackedPanelsW8 w8_;        // W8A16 decode panels (pack_for_host); empty otherwise
   HugeVector<float> scale_;    // [out]
   bool int8_activations_ = false;
 };
