@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "inferlab/error.h"
@@ -47,31 +48,54 @@ inline std::size_t code_offset(int blocks, int p, int b, int j, int l, int t) {
 constexpr int kPassRows = 8;
 constexpr int kTwoChainRows = 3;
 
-struct PassArgs {
-  const std::int8_t* xq;  // [n, in]
-  const float* xs;        // [n, blocks]
-  const float* zc;        // [n, groups]: per group, sum over its blocks of xs * sum(xq)
+// A pass's activations: int8 (W4A8) or int16 in the pair order (gemm_int4_panels_int16).
+template <class T>
+struct Acts {
+  const T* xq;      // [n, in]
+  const float* xs;  // [n, blocks]
+  const float* zc;  // [n, groups]: per group, sum over its blocks of xs * sum(xq)
   int in, blocks, groups, per;  // per: blocks per group
 };
+using PassArgs = Acts<std::int8_t>;
+using PassArgs16 = Acts<std::int16_t>;
 
-inline __m512i bcast4(const std::int8_t* p) {
+// Acts for xq [n, in], xs [n, in / 32] against w: the zero-point sums zc formed here, in the
+// calling thread's buffer (the workers reach it through the pointer).
+template <class T>
+Acts<T> make_acts(const T* xq, const float* xs, const Int4Panels& w, int n) {
+  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
+  thread_local std::vector<float> zc_buffer;
+  zc_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
+  float* const zc = zc_buffer.data();
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < blocks; ++b) {
+      const T* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
+      int s = 0;
+      for (int i = 0; i < kActBlock; ++i) s += xb[i];
+      zc[static_cast<std::size_t>(r) * w.groups + b / per] += xs[static_cast<std::size_t>(r) * blocks + b] * static_cast<float>(s);
+    }
+  return {xq, xs, zc, in, blocks, w.groups, per};
+}
+
+// The 4 bytes at p in every 32-bit lane (4 int8 activations, or 2 int16 ones).
+template <class T>
+inline __m512i bcast4(const T* p) {
   std::int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
 
-// The int16 form's arguments (gemm_int4_panels_int16).
-struct PassArgs16 {
-  const std::int16_t* xq;  // [n, in] in the panels' pair order
-  const float* xs;         // [n, blocks]
-  const float* zc;         // [n, groups]
-  int in, blocks, groups, per;
-};
-
-inline __m512i bcast_pair(const std::int16_t* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+// The group scales and zero points of NP panels (streams of their own), group g's successors twice
+// as far ahead as the codes: TinyLlama W4A8 g128 one row, 2 threads, alternating: 22.5-24.4 ->
+// 22.0-22.8 ms (4 rows level).
+template <int NP>
+inline void prefetch_group(const float* sw, const std::uint8_t* zw, std::size_t panel_cells, int g, int per, int ahead) {
+  if (ahead <= 0) return;
+  const int sp = std::max(1, 2 * ahead / (per * kBlockBytes));
+  for (int q = 0; q < NP; ++q) {
+    prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+    if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+  }
 }
 
 // acc[r] += s ⊙ (accg[r] - z ⊙ zc[r * zc_stride]) for the group whose 16 scales and zero points
@@ -101,87 +125,8 @@ inline void store_panel(const __m512 (&acc)[R], int valid, float* y, std::size_t
 
 // y[r * ys + q * 16 + l] for the R token rows from r0 and the valid[q] rows of the NP panels from
 // p (one pass over the blocks: NP weight streams per thread).
-template <int R, int NP>
-void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, const int* valid,
-                int ahead) {
-  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
-  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
-  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes;
-  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
-  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
-  const std::int8_t* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
-  const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
-  const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
-  const __m512i mask = _mm512_set1_epi8(0x0F);
-  __m512 acc[NP][R];
-#pragma GCC unroll 16
-  for (int q = 0; q < NP; ++q)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
-  for (int g = 0; g < a.groups; ++g) {
-    __m512 accg[NP][R];
-#pragma GCC unroll 16
-    for (int q = 0; q < NP; ++q)
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) accg[q][r] = _mm512_setzero_ps();
-    const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    // The group scales and zero points (streams of their own) twice as far ahead as the codes:
-    // TinyLlama W4A8 g128 one row, 2 threads, alternating: 22.5-24.4 -> 22.0-22.8 ms (4 rows level).
-    if (ahead > 0) {
-      const int sp = std::max(1, 2 * ahead / (a.per * kBlockBytes));
-      for (int q = 0; q < NP; ++q) {
-        prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
-        if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
-      }
-    }
-    for (int b = g * a.per; b < b1; ++b) {
-      __m512i u[NP][2 * kVectors];
-#pragma GCC unroll 2
-      for (int q = 0; q < NP; ++q) {
-        const std::uint8_t* pc = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
-        prefetch_ahead(pc, kBlockBytes, ahead);
-#pragma GCC unroll 4
-        for (int j = 0; j < kVectors; ++j) {
-          const __m512i v = _mm512_loadu_si512(pc + 64 * j);
-          u[q][2 * j] = _mm512_and_si512(v, mask);
-          u[q][2 * j + 1] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, v, 4), mask);
-        }
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const std::int8_t* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock;
-        const __m512 sx = _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]);
-#pragma GCC unroll 2
-        for (int q = 0; q < NP; ++q) {
-          __m512i d;
-          if constexpr (R <= kTwoChainRows) {  // two chains: few rows hide vpdpbusd's latency
-            __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[q][0], bcast4(xb));
-            __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[q][1], bcast4(xb + 4));
-#pragma GCC unroll 4
-            for (int j = 1; j < kVectors; ++j) {
-              d0 = _mm512_dpbusd_epi32(d0, u[q][2 * j], bcast4(xb + 8 * j));
-              d1 = _mm512_dpbusd_epi32(d1, u[q][2 * j + 1], bcast4(xb + 8 * j + 4));
-            }
-            d = _mm512_add_epi32(d0, d1);
-          } else {
-            d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[q][0], bcast4(xb));
-#pragma GCC unroll 8
-            for (int k = 1; k < 2 * kVectors; ++k) d = _mm512_dpbusd_epi32(d, u[q][k], bcast4(xb + 4 * k));
-          }
-          accg[q][r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d), sx, accg[q][r]);
-        }
-      }
-    }
-    // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale.
-#pragma GCC unroll 2
-    for (int q = 0; q < NP; ++q)
-      fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, zc + g, a.groups, accg[q], acc[q]);
-  }
-#pragma GCC unroll 2
-  for (int q = 0; q < NP; ++q) store_panel<R>(acc[q], valid[q], y + q * P, ys);
-}
-
-// The int16 form of panel_pass (W4A16 in integers, gemm_int4_panels_int16): each 16-bit word of a
+//
+// With int16 activations (W4A16 in integers, gemm_int4_panels_int16): each 16-bit word of a
 // code vector holds 4 nibbles (inputs 8j + t, 8j + 4 + t, 8j + t + 1, 8j + t + 5 for t = 0 or 2 by
 // the word), so plane s = (word >> 4s) & 0xF holds one code per word, and vpdpwssd takes a lane's
 // two words against the 32-bit broadcast of the activation pair that the panels' pair order
@@ -189,20 +134,21 @@ void panel_pass(const PassArgs& a, const Int4Panels& w, int p, int r0, float* y,
 // token row, against 2 masks and 2 vpdpbusd for int8; one row takes 4 chains, up to kTwoChainRows
 // rows 2, to hide the instruction's latency. Block sums as panel_pass (|sum| <= 32 * 15 * 32767
 // fits int32).
-template <int R, int NP>
-void panel_pass16(const PassArgs16& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, const int* valid,
-                  int ahead) {
-  constexpr __mmask16 kAll = 0xFFFF;
-  constexpr __mmask32 kAll32 = ~__mmask32{0};
-  constexpr int kChains = R == 1 ? 4 : R <= kTwoChainRows ? 2 : 1;
+template <int R, int NP, class T>
+void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, const int* valid,
+                int ahead) {
+  constexpr bool kInt16 = std::is_same_v<T, std::int16_t>;
+  [[maybe_unused]] constexpr __mmask32 kAll32 = ~__mmask32{0};
+  [[maybe_unused]] constexpr int kChains = R == 1 ? 4 : R <= kTwoChainRows ? 2 : 1;  // int16: chains per row
+  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
   const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
   const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes;
   const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
   const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
-  const std::int16_t* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
+  const T* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
   const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
   const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
-  const __m512i mask = _mm512_set1_epi16(0x000F);
+  const __m512i mask = kInt16 ? _mm512_set1_epi16(0x000F) : _mm512_set1_epi8(0x0F);
   __m512 acc[NP][R];
 #pragma GCC unroll 16
   for (int q = 0; q < NP; ++q)
@@ -215,61 +161,95 @@ void panel_pass16(const PassArgs16& a, const Int4Panels& w, int p, int r0, float
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) accg[q][r] = _mm512_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    if (ahead > 0) {  // as panel_pass
-      const int sp = std::max(1, 2 * ahead / (a.per * kBlockBytes));
-      for (int q = 0; q < NP; ++q) {
-        prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
-        if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
-      }
-    }
+    prefetch_group<NP>(sw, zw, panel_cells, g, a.per, ahead);
     for (int b = g * a.per; b < b1; ++b) {
-      const std::uint8_t* pc[NP];
-#pragma GCC unroll 2
-      for (int q = 0; q < NP; ++q) {
-        pc[q] = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
-        prefetch_ahead(pc[q], kBlockBytes, ahead);
-      }
-      __m512i d[NP][R][kChains];
-#pragma GCC unroll 2
-      for (int q = 0; q < NP; ++q)
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-          for (int c = 0; c < kChains; ++c) d[q][r][c] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int j = 0; j < kVectors; ++j) {
-        __m512i u[NP][4];
-#pragma GCC unroll 2
+      if constexpr (kInt16) {
+        const std::uint8_t* pc[NP];
+  #pragma GCC unroll 2
         for (int q = 0; q < NP; ++q) {
-          const __m512i v = _mm512_loadu_si512(pc[q] + 64 * j);
-          u[q][0] = _mm512_and_si512(v, mask);
-          u[q][1] = _mm512_and_si512(_mm512_maskz_srli_epi16(kAll32, v, 4), mask);
-          u[q][2] = _mm512_and_si512(_mm512_maskz_srli_epi16(kAll32, v, 8), mask);
-          u[q][3] = _mm512_maskz_srli_epi16(kAll32, v, 12);
+          pc[q] = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+          prefetch_ahead(pc[q], kBlockBytes, ahead);
         }
-#pragma GCC unroll 16
+        __m512i d[NP][R][kChains];
+  #pragma GCC unroll 2
+        for (int q = 0; q < NP; ++q)
+  #pragma GCC unroll 16
+          for (int r = 0; r < R; ++r)
+  #pragma GCC unroll 4
+            for (int c = 0; c < kChains; ++c) d[q][r][c] = _mm512_setzero_si512();
+  #pragma GCC unroll 4
+        for (int j = 0; j < kVectors; ++j) {
+          __m512i u[NP][4];
+  #pragma GCC unroll 2
+          for (int q = 0; q < NP; ++q) {
+            const __m512i v = _mm512_loadu_si512(pc[q] + 64 * j);
+            u[q][0] = _mm512_and_si512(v, mask);
+            u[q][1] = _mm512_and_si512(_mm512_maskz_srli_epi16(kAll32, v, 4), mask);
+            u[q][2] = _mm512_and_si512(_mm512_maskz_srli_epi16(kAll32, v, 8), mask);
+            u[q][3] = _mm512_maskz_srli_epi16(kAll32, v, 12);
+          }
+  #pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const std::int16_t* xb =
+                xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
+  #pragma GCC unroll 2
+            for (int q = 0; q < NP; ++q)
+  #pragma GCC unroll 4
+              for (int t = 0; t < 4; ++t)
+                d[q][r][t % kChains] = _mm512_dpwssd_epi32(d[q][r][t % kChains], u[q][t], bcast4(xb + 2 * t));
+          }
+        }
+  #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const std::int16_t* xb =
-              xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
-#pragma GCC unroll 2
-          for (int q = 0; q < NP; ++q)
-#pragma GCC unroll 4
-            for (int t = 0; t < 4; ++t)
-              d[q][r][t % kChains] = _mm512_dpwssd_epi32(d[q][r][t % kChains], u[q][t], bcast_pair(xb + 2 * t));
+          const __m512 sx = _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]);
+  #pragma GCC unroll 2
+          for (int q = 0; q < NP; ++q) {
+            __m512i sum = d[q][r][0];
+  #pragma GCC unroll 4
+            for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, d[q][r][c]);
+            accg[q][r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, sum), sx, accg[q][r]);
+          }
         }
-      }
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m512 sx = _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]);
-#pragma GCC unroll 2
+      } else {
+        __m512i u[NP][2 * kVectors];
+  #pragma GCC unroll 2
         for (int q = 0; q < NP; ++q) {
-          __m512i sum = d[q][r][0];
-#pragma GCC unroll 4
-          for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, d[q][r][c]);
-          accg[q][r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, sum), sx, accg[q][r]);
+          const std::uint8_t* pc = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+          prefetch_ahead(pc, kBlockBytes, ahead);
+  #pragma GCC unroll 4
+          for (int j = 0; j < kVectors; ++j) {
+            const __m512i v = _mm512_loadu_si512(pc + 64 * j);
+            u[q][2 * j] = _mm512_and_si512(v, mask);
+            u[q][2 * j + 1] = _mm512_and_si512(_mm512_maskz_srli_epi16(~__mmask32{0}, v, 4), mask);
+          }
+        }
+  #pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const std::int8_t* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock;
+          const __m512 sx = _mm512_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]);
+  #pragma GCC unroll 2
+          for (int q = 0; q < NP; ++q) {
+            __m512i d;
+            if constexpr (R <= kTwoChainRows) {  // two chains: few rows hide vpdpbusd's latency
+              __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[q][0], bcast4(xb));
+              __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[q][1], bcast4(xb + 4));
+  #pragma GCC unroll 4
+              for (int j = 1; j < kVectors; ++j) {
+                d0 = _mm512_dpbusd_epi32(d0, u[q][2 * j], bcast4(xb + 8 * j));
+                d1 = _mm512_dpbusd_epi32(d1, u[q][2 * j + 1], bcast4(xb + 8 * j + 4));
+              }
+              d = _mm512_add_epi32(d0, d1);
+            } else {
+              d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[q][0], bcast4(xb));
+  #pragma GCC unroll 8
+              for (int k = 1; k < 2 * kVectors; ++k) d = _mm512_dpbusd_epi32(d, u[q][k], bcast4(xb + 4 * k));
+            }
+            accg[q][r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, d), sx, accg[q][r]);
+          }
         }
       }
     }
+    // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale.
 #pragma GCC unroll 2
     for (int q = 0; q < NP; ++q)
       fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, zc + g, a.groups, accg[q], acc[q]);
@@ -514,36 +494,23 @@ std::uint64_t int4_panels_bytes(const Int4Panels& w) {
 void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_INT4_PANELS
-  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
-  // Per row and group: sum over the group's blocks of xs * sum(xq) (the zero point's term). The
-  // calling thread's buffer; the workers reach it through the pointer.
-  thread_local std::vector<float> zc_buffer;
-  zc_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
-  float* const zc = zc_buffer.data();
-  for (int r = 0; r < n; ++r)
-    for (int b = 0; b < blocks; ++b) {
-      const std::int8_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
-      int s = 0;
-      for (int i = 0; i < kActBlock; ++i) s += xb[i];
-      zc[static_cast<std::size_t>(r) * w.groups + b / per] += xs[static_cast<std::size_t>(r) * blocks + b] * static_cast<float>(s);
-    }
-  const PassArgs a{xq, xs, zc, in, blocks, w.groups, per};
+  const PassArgs a = make_acts(xq, xs, w, n);  // the zero point's term per row and group
   const std::size_t ys = static_cast<std::size_t>(w.out);
 #if INFERLAB_AMX_INT8
   if (n >= kAmxMinRows && amx_int8_enabled()) {
     thread_local AmxTokens tokens_buffer;
     make_amx_tokens(a, n, tokens_buffer);
     const AmxTokens& tokens = tokens_buffer;  // the workers reach the caller's buffer through this
-    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / (static_cast<std::size_t>(P) * in * n));
+    const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 18) / (static_cast<std::size_t>(P) * a.in * n));
     pool.parallel_for(
         static_cast<std::size_t>(w.panels),
         [&](std::size_t p0, std::size_t p1) {
           amx_config().load();
           thread_local std::vector<std::uint8_t> unpacked;
-          unpacked.resize(static_cast<std::size_t>(blocks) * 2 * kVectors * kAmxLine);
+          unpacked.resize(static_cast<std::size_t>(a.blocks) * 2 * kVectors * kAmxLine);
           std::uint8_t* u = unpacked.data();
           for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
-            unpack_amx_panel(w, blocks, p, u);
+            unpack_amx_panel(w, a.blocks, p, u);
             asm volatile("" ::: "memory");  // the tile loads name no memory operand (gemm_gguf.cpp)
             amx_panel(a, w, tokens, n, u, p, y + static_cast<std::size_t>(p) * P, ys, std::min(P, w.out - p * P));
           }
@@ -584,21 +551,10 @@ void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4P
                             ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_INT4_PANELS
-  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
-  thread_local std::vector<float> zc_buffer;  // as gemm_int4_panels
-  zc_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
-  float* const zc = zc_buffer.data();
-  for (int r = 0; r < n; ++r)
-    for (int b = 0; b < blocks; ++b) {
-      const std::int16_t* xb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
-      int s = 0;
-      for (int i = 0; i < kActBlock; ++i) s += xb[i];
-      zc[static_cast<std::size_t>(r) * w.groups + b / per] += xs[static_cast<std::size_t>(r) * blocks + b] * static_cast<float>(s);
-    }
-  const PassArgs16 a{xq, xs, zc, in, blocks, w.groups, per};
+  const PassArgs16 a = make_acts(xq, xs, w, n);
   const std::size_t ys = static_cast<std::size_t>(w.out);
   run_passes(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
-    panel_pass16<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
+    panel_pass<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
   });
 #else
   (void)xq, (void)xs, (void)y, (void)pool;

@@ -39,22 +39,32 @@ void fma_loop() {
 }
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
-constexpr int kInt8MacsPerChainOp = 64;  // vpdpbusd zmm: 16 lanes x 4 byte products
-constexpr const char* kInt8Instruction = "vpdpbusd zmm (avx512_vnni)";
-void int8_loop() {
+// kChains chains of Dot (an AVX-512 VNNI dot product into int32 lanes: c + a . b), the operands
+// small enough that the sums stay far from overflow.
+template <class Dot>
+void vnni_loop() {
   const __m512i a = _mm512_set1_epi8(static_cast<char>(g_iterations & 3)), b = _mm512_set1_epi8(1);
   __m512i acc[kChains];
   for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
   const long n = g_iterations;
   for (long it = 0; it < n; ++it)
 #pragma GCC unroll 12
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    for (int i = 0; i < kChains; ++i) acc[i] = Dot{}(acc[i], a, b);
   __m512i s = acc[0];
   for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, acc[i]);
   alignas(64) std::int32_t lanes[16];
   _mm512_store_si512(lanes, s);
   g_int_sink = lanes[0];
 }
+struct DotBusd {
+  __m512i operator()(__m512i c, __m512i a, __m512i b) const { return _mm512_dpbusd_epi32(c, a, b); }
+};
+struct DotWssd {
+  __m512i operator()(__m512i c, __m512i a, __m512i b) const { return _mm512_dpwssd_epi32(c, a, b); }
+};
+constexpr int kInt8MacsPerChainOp = 64;  // vpdpbusd zmm: 16 lanes x 4 byte products
+constexpr const char* kInt8Instruction = "vpdpbusd zmm (avx512_vnni)";
+void int8_loop() { vnni_loop<DotBusd>(); }
 #elif defined(__AVX2__)
 constexpr int kInt8MacsPerChainOp = 32;  // maddubs + madd + add on ymm: 32 byte products
 constexpr const char* kInt8Instruction = "vpmaddubsw + vpmaddwd ymm (avx2)";
@@ -83,20 +93,7 @@ void int8_loop() {}
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
 constexpr int kInt16MacsPerChainOp = 32;  // vpdpwssd zmm: 16 lanes x 2 int16 products
 constexpr const char* kInt16Instruction = "vpdpwssd zmm (avx512_vnni)";
-void int16_loop() {
-  const __m512i a = _mm512_set1_epi16(static_cast<short>(g_iterations & 3)), b = _mm512_set1_epi16(1);
-  __m512i acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
-  const long n = g_iterations;
-  for (long it = 0; it < n; ++it)
-#pragma GCC unroll 12
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpwssd_epi32(acc[i], a, b);
-  __m512i s = acc[0];
-  for (int i = 1; i < kChains; ++i) s = _mm512_add_epi32(s, acc[i]);
-  alignas(64) std::int32_t lanes[16];
-  _mm512_store_si512(lanes, s);
-  g_int_sink = lanes[0];
-}
+void int16_loop() { vnni_loop<DotWssd>(); }
 #else
 constexpr int kInt16MacsPerChainOp = 0;
 constexpr const char* kInt16Instruction = "none (no AVX-512 VNNI in this build)";
