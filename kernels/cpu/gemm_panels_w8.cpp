@@ -3,6 +3,7 @@
 #include "kernels/cpu/gemm_panels_w8.h"
 
 #include <string>
+#include <vector>
 
 #include "inferlab/error.h"
 #include "kernels/cpu/gemm_panels_impl.h"
@@ -28,6 +29,16 @@ struct LoadInt8 {
   }
 };
 
+// y[r, o] *= scale[o] over n rows.
+void apply_scales(const PackedPanelsW8& w, float* y, int n) {
+  const float* s = w.scale.data();
+  for (int r = 0; r < n; ++r) {
+    float* yr = y + static_cast<std::size_t>(r) * w.out;
+#pragma omp simd
+    for (int o = 0; o < w.out; ++o) yr[o] *= s[o];
+  }
+}
+
 }  // namespace
 
 PackedPanelsW8 pack_panels_w8(const std::int8_t* q, const float* scale, int out, int in) {
@@ -46,12 +57,23 @@ PackedPanelsW8 pack_panels_w8(const std::int8_t* q, const float* scale, int out,
 void gemm_panels_w8(const float* x, const PackedPanelsW8& w, float* y, int n, ThreadPool& pool) {
   if (n <= 0) return;
   gemm::gemm_panels<LoadInt8>(x, w.data.data(), w.out, w.in, y, n, pool);
-  const float* s = w.scale.data();
-  for (int r = 0; r < n; ++r) {
-    float* yr = y + static_cast<std::size_t>(r) * w.out;
-#pragma omp simd
-    for (int o = 0; o < w.out; ++o) yr[o] *= s[o];
+  apply_scales(w, y, n);
+}
+
+void gemm_panels_w8_group(const float* x, std::span<const GemmPanelsW8Output> group, int n, ThreadPool& pool) {
+  if (n <= 0 || group.empty()) return;
+  const int in = group.front().w->in;
+  thread_local std::vector<gemm::GroupOutput<LoadInt8>> members;
+  members.clear();
+  for (const GemmPanelsW8Output& m : group) {
+    check(m.w->in == in, [&] {
+      return "gemm_panels_w8_group: the matrices read one input, but their in differ (" + std::to_string(in) + " and " +
+             std::to_string(m.w->in) + ")";
+    });
+    members.push_back({m.w->data.data(), m.w->out, m.y});
   }
+  gemm::gemm_panels_group<LoadInt8>(x, members, in, n, pool);
+  for (const GemmPanelsW8Output& m : group) apply_scales(*m.w, m.y, n);
 }
 
 }  // namespace inferlab::cpu

@@ -7,6 +7,7 @@
 // rows, front to back, as one stream per thread. Parity: tests/kernels/test_gemm_panels_w8.cpp.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
@@ -26,5 +27,15 @@ PackedPanelsW8 pack_panels_w8(const std::int8_t* q, const float* scale, int out,
 
 // x: [n, in] fp32, y: [n, out] (y must not alias x). n <= 0 is a no-op.
 void gemm_panels_w8(const float* x, const PackedPanelsW8& w, float* y, int n, ThreadPool& pool);
+
+// One matrix of a group: y [n, w->out].
+struct GemmPanelsW8Output {
+  const PackedPanelsW8* w;
+  float* y;
+};
+// Every member's y = x · Wᵀ (as gemm_panels_w8 on each, bit for bit) in one pool dispatch
+// (gemm_panels_impl.h's group: wq/wk/wv, w1/w3). The members share in (throws inferlab::Error
+// otherwise).
+void gemm_panels_w8_group(const float* x, std::span<const GemmPanelsW8Output> group, int n, ThreadPool& pool);
 
 }  // namespace inferlab::cpu

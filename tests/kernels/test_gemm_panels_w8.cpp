@@ -46,3 +46,36 @@ TEST(GemmPanelsW8, MatchesTheReferenceOverAwkwardShapes) {
 
 }  // namespace
 }  // namespace inferlab
+
+namespace inferlab {
+namespace {
+
+// A group reading one x (wq/wk/wv) gives each member's gemm_panels_w8 bits in one dispatch.
+TEST(GemmPanelsW8, GroupGivesEachMembersBits) {
+  ThreadPool pool(3);
+  const int in = 288, outs[] = {96, 33, 33};
+  std::vector<cpu::PackedPanelsW8> panels;
+  for (int m = 0; m < 3; ++m) {
+    const std::vector<float> w = testing::random_normal(static_cast<std::size_t>(outs[m]) * in, 50 + m, 0.05);
+    std::vector<std::int8_t> q(w.size());
+    std::vector<float> scale(static_cast<std::size_t>(outs[m]));
+    ref::quantize_int8_rows(w.data(), outs[m], in, q.data(), scale.data());
+    panels.push_back(cpu::pack_panels_w8(q.data(), scale.data(), outs[m], in));
+  }
+  for (int n : {1, 3, 4}) {
+    const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 60 + n);
+    std::vector<std::vector<float>> alone(3), grouped(3);
+    std::vector<cpu::GemmPanelsW8Output> group;
+    for (int m = 0; m < 3; ++m) {
+      alone[m].assign(static_cast<std::size_t>(n) * outs[m], 0.0f);
+      grouped[m].assign(alone[m].size(), std::nanf(""));
+      cpu::gemm_panels_w8(x.data(), panels[m], alone[m].data(), n, pool);
+      group.push_back({&panels[m], grouped[m].data()});
+    }
+    cpu::gemm_panels_w8_group(x.data(), group, n, pool);
+    for (int m = 0; m < 3; ++m) EXPECT_EQ(grouped[m], alone[m]) << "member " << m << ", " << n << " rows";
+  }
+}
+
+}  // namespace
+}  // namespace inferlab

@@ -63,7 +63,29 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
   forward_act_blocks(a.xq, a.xs, y, n, device);
 }
 
+namespace {
+
+// The group's W8A16 panels when every member is an Int8Linear with them (fp32 activations on the
+// CPU), filled into `out`; false otherwise.
+bool w8_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsW8Output>& out) {
+  out.clear();
+  for (const GroupMember& m : group) {
+    const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
+    if (q == nullptr || q->w8_panels().data.empty()) return false;
+    out.push_back({&q->w8_panels(), m.y});
+  }
+  return true;
+}
+
+}  // namespace
+
 bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
+  if (!int8_activations_) {  // W8A16: the decode panels as one dispatch, where they run
+    thread_local std::vector<cpu::GemmPanelsW8Output> w8;
+    if (n > kW8PanelMaxRows || !w8_group(group, w8)) return false;
+    cpu::gemm_panels_w8_group(x, w8, n, cpu_pool(device, "quantization 'int8'"));
+    return true;
+  }
   thread_local std::vector<cpu::GemmPanelsInt8Output> members;
   if (!panel_group(group, members)) return false;
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");

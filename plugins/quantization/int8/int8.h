@@ -40,9 +40,10 @@ class Int8Linear : public Linear {
   // With int8 activations: matmul_int8_act on blocks quantised by the caller.
   bool reads_act_blocks() const override { return int8_activations_; }
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
-  // A group of Int8Linears all in panels (int8 activations on a VNNI build) runs as one
-  // cpu::gemm_panels_int8_group, x quantised once; any other group (fp32 activations, another
-  // kind): false.
+  // A group of Int8Linears all in panels runs as one dispatch: with int8 activations (VNNI
+  // builds) cpu::gemm_panels_int8_group, x quantised once; with fp32 activations up to
+  // kW8PanelMaxRows rows cpu::gemm_panels_w8_group. Any other group (another kind, more rows):
+  // false.
   bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
   bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
                                     Device& device) const override;
@@ -52,6 +53,8 @@ class Int8Linear : public Linear {
   const HugeVector<float>& scale() const { return scale_; }
   // W8A8 panels (pack_for_host with int8 activations and VNNI); empty otherwise.
   const cpu::PackedPanelsInt8& panels() const { return panels_; }
+  // W8A16 decode panels (pack_for_host with fp32 activations on the CPU); empty otherwise.
+  const cpu::PackedPanelsW8& w8_panels() const { return w8_; }
 
  private:
   // On 2 MiB pages once large (inferlab/huge_pages.h): the decode row stream reads them once per

@@ -162,12 +162,18 @@ TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
   const Linear* const qkv[] = {q.get(), k.get(), v.get()};
   testing::expect_group_in_one_dispatch(gate_up, device, 40);
   testing::expect_group_in_one_dispatch(qkv, device, 50, false);  // alone: inline, no dispatch at 1 row
-  // fp32 activations: no panels, the group falls back to one call each.
+  // fp32 activations (W8A16): up to kW8PanelMaxRows rows the decode panels as one dispatch, more
+  // rows one call each; the same bits either way.
   Int8Quantization fp32_acts(false);
-  const auto a = fp32_acts.make_linear("a", gaussian(40 * 70, 6, 0.05), 40, 70),
-             b = fp32_acts.make_linear("b", gaussian(33 * 70, 7, 0.05), 33, 70);
+  const auto a = fp32_acts.make_linear("a", gaussian(h * d, 6, 0.05), h, d),
+             b = fp32_acts.make_linear("b", gaussian(h * d, 7, 0.05), h, d);
   const Linear* const plain[] = {a.get(), b.get()};
-  testing::expect_group_matches_separate(plain, 3, device, 60);
+  for (int n : {1, 3, Int8Linear::kW8PanelMaxRows}) {
+    const testing::GroupDispatches g = testing::expect_group_matches_separate(plain, n, device, 60 + n);
+    EXPECT_EQ(g.grouped, 1u) << n << " rows";
+    EXPECT_GT(g.separate, g.grouped) << n << " rows";
+  }
+  testing::expect_group_matches_separate(plain, Int8Linear::kW8PanelMaxRows + 3, device, 70);
 }
 
 }  // namespace
