@@ -1,6 +1,6 @@
 // W4A8 on int4 groups (kernels/ref/matmul_int4.h: codes 0..15, an fp32 scale and a uint8 zero
 // point per group of `group_size` inputs) held as panels of 16 output rows, the layout
-// gemm_gguf gives GGUF blocks: one vpdpbusd lane per output row, so a pass of up to 4 token rows
+// gemm_gguf gives GGUF blocks: one vpdpbusd lane per output row, so a pass of up to 8 token rows
 // reads and unpacks each panel once and no lane ever needs a horizontal sum. The same bytes as the
 // rows (a permutation of the codes; the scales and zero points transposed per panel), the same
 // arithmetic as matmul_int4_act: per 32-block an exact integer dot product of the codes with the

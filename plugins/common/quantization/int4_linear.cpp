@@ -27,6 +27,20 @@ Int4Activations int4_activations(const std::string& activations, int group_size)
   return group_size % ref::kActBlock == 0 ? Int4Activations::kInt8 : Int4Activations::kFp32;
 }
 
+const char* int4_activations_name(Int4Activations activations) {
+  switch (activations) {
+    case Int4Activations::kInt8: return "int8";
+    case Int4Activations::kInt16: return "int16";
+    default: return "fp32";
+  }
+}
+
+void check_int4_activations(Int4Activations activations, int group_size, const std::string& who) {
+  check(activations == Int4Activations::kFp32 || group_size % ref::kActBlock == 0,
+        who + " with activations = \"" + int4_activations_name(activations) + "\" needs group_size a multiple of " +
+            std::to_string(ref::kActBlock) + ", got " + std::to_string(group_size));
+}
+
 LinearArithmetic int4_arithmetic(Int4Activations activations) {
   if (activations == Int4Activations::kInt8) return {true, false, true, 2};
   LinearArithmetic a{true, false, false, 3};
@@ -74,11 +88,8 @@ Int4Linear::Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t
 }
 
 void Int4Linear::set_activations(Int4Activations activations) {
+  check_int4_activations(activations, group_size_, "int4");
   const bool on = activations != Int4Activations::kFp32;
-  check(!on || group_size_ % ref::kActBlock == 0,
-        std::string("int4 with activations = \"") + (activations == Int4Activations::kInt8 ? "int8" : "int16") +
-            "\" needs group_size a multiple of " + std::to_string(ref::kActBlock) + ", got " +
-            std::to_string(group_size_));
   activations_ = activations;
   if (on && !holds_panels() && cpu::int4_panels_available(in_features(), group_size_)) {
     panels_ = cpu::pack_int4_panels(rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(),

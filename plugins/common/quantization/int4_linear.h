@@ -32,6 +32,11 @@ enum class Int4Activations {
 // default of quantization/int4, gptq and awq: int8 where group_size is a multiple of 32, being
 // the fast path at every row count, else fp32). Throws Error naming the allowed values otherwise.
 Int4Activations int4_activations(const std::string& activations, int group_size);
+// The parameter value that names it ("fp32", "int16", "int8").
+const char* int4_activations_name(Int4Activations activations);
+// Throws Error unless group_size suits `activations` (a multiple of 32 where they are quantised
+// per 32-block, each block lying in one weight group); `who` names the strategy.
+void check_int4_activations(Int4Activations activations, int group_size, const std::string& who);
 
 // How the int4 linears multiply: nibbles unpacked, offset and scaled (3 ops per weight) for a
 // float multiply; with int8 activations unpacked (2 ops) for an int8 one; with int16 ones an

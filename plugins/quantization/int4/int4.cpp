@@ -11,10 +11,7 @@ Int4Quantization::Int4Quantization(int group_size, bool symmetric, bool skip_cla
     : group_size_(group_size), symmetric_(symmetric), skip_classifier_(skip_classifier), activations_(activations),
       q4_blocks_(q4_blocks) {
   check_int4_group_size(group_size, "int4");
-  check(activations == Int4Activations::kFp32 || group_size % 32 == 0,
-        std::string("quantization 'int4': activations = \"") +
-            (activations == Int4Activations::kInt8 ? "int8" : "int16") + "\" needs group_size a multiple of 32, got " +
-            std::to_string(group_size));
+  check_int4_activations(activations, group_size, "quantization 'int4'");
 }
 
 std::unique_ptr<Linear> Int4Quantization::make_linear(const std::string& name,

@@ -212,6 +212,17 @@ TEST(Int4Quantization, RejectsBadGroupSizeAndMismatchedWeight) {
   EXPECT_THROW(Int4Quantization(12, false, false), Error);
   EXPECT_THROW(Int4Quantization(4, false, false), Error);
   EXPECT_THROW(Int4Quantization(8192, false, false), Error);
+  for (Int4Activations acts : {Int4Activations::kInt8, Int4Activations::kInt16}) {  // blocks of 32 per group
+    try {
+      Int4Quantization(16, false, false, acts);
+      ADD_FAILURE() << "group_size 16 accepted with " << int4_activations_name(acts);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("activations = \"") + int4_activations_name(acts) +
+                                           "\" needs group_size a multiple of 32, got 16"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_THROW(Int4Quantization(32, false, false).make_linear("w", std::vector<float>(10), 3, 4),
                Error);
 }

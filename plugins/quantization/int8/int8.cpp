@@ -24,17 +24,26 @@ ActBlocks quantize_acts(const float* x, int n, int in, ThreadPool& pool) {
   return {xq.data(), xs.data()};
 }
 
-// The group's panels when every member is an Int8Linear in panels (int8 activations, VNNI) and
-// an Int8Linear runs on the CPU only (gemm_panels_int8_group's operands, filled into `out`); false
-// otherwise.
-bool panel_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsInt8Output>& out) {
+// The group's operands when every member is an Int8Linear holding the panels `panels` returns
+// (non-empty: W8A8 panels with int8 activations on VNNI builds, W8A16 decode panels with fp32
+// ones; an Int8Linear runs on the CPU only), filled into `out`; false otherwise.
+template <class Output, class Panels>
+bool collect_group(std::span<const GroupMember> group, std::vector<Output>& out, Panels panels) {
   out.clear();
   for (const GroupMember& m : group) {
     const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
-    if (q == nullptr || q->panels().data.empty()) return false;
-    out.push_back({&q->panels(), m.y});
+    if (q == nullptr || panels(*q).data.empty()) return false;
+    out.push_back({&panels(*q), m.y});
   }
   return true;
+}
+
+bool panel_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsInt8Output>& out) {
+  return collect_group(group, out, [](const Int8Linear& q) -> const cpu::PackedPanelsInt8& { return q.panels(); });
+}
+
+bool w8_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsW8Output>& out) {
+  return collect_group(group, out, [](const Int8Linear& q) -> const cpu::PackedPanelsW8& { return q.w8_panels(); });
 }
 
 }  // namespace
@@ -62,22 +71,6 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
   const ActBlocks a = quantize_acts(x, n, in_features(), pool);
   forward_act_blocks(a.xq, a.xs, y, n, device);
 }
-
-namespace {
-
-// The group's W8A16 panels when every member is an Int8Linear with them (fp32 activations on the
-// CPU), filled into `out`; false otherwise.
-bool w8_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsW8Output>& out) {
-  out.clear();
-  for (const GroupMember& m : group) {
-    const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
-    if (q == nullptr || q->w8_panels().data.empty()) return false;
-    out.push_back({&q->w8_panels(), m.y});
-  }
-  return true;
-}
-
-}  // namespace
 
 bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
   if (!int8_activations_) {  // W8A16: the decode panels as one dispatch, where they run
