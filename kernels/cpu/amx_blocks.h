@@ -30,6 +30,7 @@
 
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/act_tiles.h"
+#include "kernels/cpu/decode_prefetch.h"
 
 namespace inferlab::cpu::amx_blocks {
 
@@ -116,9 +117,10 @@ template <bool kMins, bool kChannel>
 
 // y[r, j] (r < the tokens, j < width) for one panel against every token tile. Blocks run in
 // pairs, into C tiles 0 and 1 stored into one of two buffers, and a pair is folded one pair
-// later, in block order: a load that meets a tile store still in flight waits for it.
+// later, in block order: a load that meets a tile store still in flight waits for it. `next`
+// (the caller's next panel, say) is pulled into L2 a few lines per pair.
 template <bool kMins, bool kChannel>
-void panel(const View k, float* y, std::size_t ldc, int width) {
+void panel(const View k, float* y, std::size_t ldc, int width, SpreadPrefetch next = {}) {
   constexpr long lda = kBlock;  // Tokens' rows
   alignas(64) std::int32_t c[2][2][kRows][16];  // [pair parity][C tile]
   const int pairs = k.blocks / 2;
@@ -140,6 +142,7 @@ void panel(const View k, float* y, std::size_t ldc, int width) {
         _tile_dpbssd(1, 4, 5);
         _tile_stored(0, c[q][0], 64);
         _tile_stored(1, c[q][1], 64);
+        next.step();
         if (p > 0) {
           fold<kMins, kChannel>(acc, c[1 - q][0], k, t, h, b - 2);
           fold<kMins, kChannel>(acc, c[1 - q][1], k, t, h, b - 1);
@@ -170,7 +173,10 @@ void panel(const View k, float* y, std::size_t ldc, int width) {
         if (r < rows) _mm512_mask_storeu_ps(yt + r * ldc, mask, acc.row(r));
     }
   }
+  next.rest();
 }
+// Steps of panel()'s loop over a View: what a SpreadPrefetch over it is spread across.
+inline int panel_steps(const View& k) { return k.tiles * 2 * std::max(1, k.blocks / 2); }
 
 }  // namespace inferlab::cpu::amx_blocks
 #endif

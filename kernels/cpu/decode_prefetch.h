@@ -36,6 +36,40 @@ inline void prefetch_line(const void* p) {
 #endif
 }
 
+// One line into L2 (prefetcht1): bytes a compute-bound loop reads only after its current work.
+inline void prefetch_line_l2(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const std::uint8_t*>(p)));
+#else
+  __builtin_prefetch(p, 0, 2);
+#endif
+}
+
+// The next block of weights pulled into L2 while a loop computes on the current one, a few
+// lines per step() over about `steps` calls: the AMX prefill kernels unpack a panel, then spend
+// as long in tile products on it as its bytes take to arrive from memory, and without this the
+// two phases ran one after the other (one token tile of Q8_0 at 5632 x 2048: 2.3x a one-row pass).
+// Default-constructed: does nothing.
+class SpreadPrefetch {
+ public:
+  SpreadPrefetch() = default;
+  SpreadPrefetch(const void* from, std::size_t bytes, int steps)
+      : p_(static_cast<const std::uint8_t*>(from)), end_(p_ + bytes),
+        per_(steps > 0 ? (bytes / 64 + static_cast<std::size_t>(steps) - 1) / static_cast<std::size_t>(steps) : 0) {}
+  void step() {
+    for (std::size_t i = 0; i < per_ && p_ < end_; ++i, p_ += 64) prefetch_line_l2(p_);
+  }
+  // Whatever step() has not reached yet.
+  void rest() {
+    for (; p_ < end_; p_ += 64) prefetch_line_l2(p_);
+  }
+
+ private:
+  const std::uint8_t* p_ = nullptr;
+  const std::uint8_t* end_ = nullptr;
+  std::size_t per_ = 0;
+};
+
 // Prefetches (into L1) the cache lines of [p + ahead, p + ahead + bytes); nothing for ahead <= 0.
 inline void prefetch_ahead(const void* p, std::size_t bytes, int ahead) {
   if (ahead <= 0) return;

@@ -555,8 +555,13 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
       // GCC's tile loads are asm that names no memory operand: without this barrier the
       // unpacking's stores could be moved past the loads that read them.
       asm volatile("" ::: "memory");
-      amx_blocks::panel<T == GgmlType::kQ4_1 || is_q45k(T), false>(amx_blocks::view(k, u.codes, u.codes_stride, u.scale_line(0, 0, 0), nullptr),
-                                                                  y + static_cast<std::size_t>(p) * kPanel, ldc, std::min(kPanel, w.out - p * kPanel));
+      const amx_blocks::View v = amx_blocks::view(k, u.codes, u.codes_stride, u.scale_line(0, 0, 0), nullptr);
+      const std::size_t pb = panel_bytes(T, w.in);
+      // The next panel (this thread's next claim, as a rule) into L2 while this one computes.
+      const SpreadPrefetch next = p + 1 < (w.out + kPanel - 1) / kPanel ? SpreadPrefetch(w.data.data() + static_cast<std::size_t>(p + 1) * pb, pb, amx_blocks::panel_steps(v))
+                                             : SpreadPrefetch{};
+      amx_blocks::panel<T == GgmlType::kQ4_1 || is_q45k(T), false>(v, y + static_cast<std::size_t>(p) * kPanel, ldc,
+                                                                  std::min(kPanel, w.out - p * kPanel), next);
     }
     return;
   }

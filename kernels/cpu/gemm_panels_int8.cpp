@@ -244,9 +244,11 @@ void amx_block_panels(const amx_blocks::Tokens& k, const PackedPanelsInt8& w, fl
     // GCC's tile loads are asm that names no memory operand: without this barrier the stores
     // above could be moved past the loads that read them.
     asm volatile("" ::: "memory");
-    amx_blocks::panel<false, true>(amx_blocks::view(k, codes, std::size_t{kBlock} * kCols, nullptr,
-                                                    w.scale.data() + static_cast<std::size_t>(p) * kCols),
-                                   y + static_cast<std::size_t>(p) * kCols, static_cast<std::size_t>(w.out), kCols);
+    const amx_blocks::View v = amx_blocks::view(k, codes, std::size_t{kBlock} * kCols, nullptr,
+                                                w.scale.data() + static_cast<std::size_t>(p) * kCols);
+    // The next panel (this thread's next claim, as a rule) into L2 while this one computes.
+    const SpreadPrefetch next = p + 1 < w.out / kCols ? SpreadPrefetch(src + pbytes, pbytes, amx_blocks::panel_steps(v)) : SpreadPrefetch{};
+    amx_blocks::panel<false, true>(v, y + static_cast<std::size_t>(p) * kCols, static_cast<std::size_t>(w.out), kCols, next);
   }
 }
 #endif
