@@ -221,11 +221,12 @@ namespace {
 // weight operand, and the per-channel scale is applied at the store as micro_tile applies it:
 // the same int32 sums folded the same way, the same bits. Whole panels only (out % 32 == 0: the
 // narrow last panel's steps are cols * 4 bytes) and whole blocks (in % 32 == 0).
-// From two token tiles: at one (16 rows) the micro-tiles, which read the panel in place, were as
-// fast or faster (TinyLlama's 2048 x 2048 and 5632 x 2048, 2 threads, main-thread CPU time,
-// interleaved medians of 4-6 on the loaded AMX Xeon, 2026-12-06: 16 rows 1.06-1.09x the
-// micro-tiles' time, 32 rows 0.96-0.97x, 128 rows 0.80-0.81x).
-constexpr int kAmxBlockMinRows = 2 * amx_blocks::kRows;
+// From one token tile (16 rows). Before the next panel was prefetched during the tile products
+// (amx_blocks::panel's SpreadPrefetch) the micro-tiles, which read the panel in place, were as
+// fast or faster at 16 rows (1.06-1.09x the micro-tiles' time at TinyLlama's shapes); with it,
+// TinyLlama W8A8's whole 16-row pass took 80.6 -> 71.8 ms on the tiles (2 threads, alternating,
+// AMX Xeon, 2026-12-06).
+constexpr int kAmxBlockMinRows = amx_blocks::kRows;
 
 bool amx_blocks_fit(const PackedPanelsInt8& w, int n) {
   return n >= kAmxBlockMinRows && w.out % kCols == 0 && w.in % kBlock == 0 && amx_int8_enabled();

@@ -17,7 +17,7 @@
 //    stays in L1/L2 while the row tiles pass, and each output is written once), and threads
 //    split the panels, as in gemm_panels_f32.h; for one row (decode) 4 panels run at once,
 //    so the weights stream front to back;
-//  - where AMX runs (kernels/cpu/amx.h), prefill of 32 rows and more of whole panels runs on the
+//  - where AMX runs (kernels/cpu/amx.h), passes of 16 rows and more of whole panels run on the
 //    tile unit instead, through the GGUF blocks' AMX code (kernels/cpu/amx_blocks.h): a panel's
 //    32-input block is Q8_0's slot layout, read with its offset flipped off, its int32 sums
 //    folded into fp32 as micro_tile folds them (the same bits; gemm_panels_int8_uses_amx);

@@ -114,7 +114,7 @@ TEST(GemmPanelsInt8, FewRowsWithOrWithoutPrefetchGiveTheSameBits) {
   }
 }
 
-// Where AMX runs (kernels/cpu/amx_blocks.h), 32 rows or more of whole panels and blocks run on
+// Where AMX runs (kernels/cpu/amx_blocks.h), 16 rows or more of whole panels and blocks run on
 // its tiles and give every row the VNNI micro-tiles' bits (the same int32 sums, folded in the
 // same order); other shapes keep the micro-tiles. Rows: below the threshold, two 16-row tiles,
 // two and a one-row tail, several with a tail; in: an odd and an even number of 32-blocks.
@@ -123,12 +123,12 @@ TEST(GemmPanelsInt8, AmxTilesGiveTheVnniTilesBits) {
   ThreadPool pool(2);
   const int shapes[][2] = {{64, 160}, {96, 576}, {32, 1024}, {33, 160}, {64, 300}};
   for (const auto& sh : shapes)
-    for (int n : {31, 32, 33, 49}) {
+    for (int n : {15, 16, 17, 32, 33, 49}) {
       const int out = sh[0], in = sh[1];
       SCOPED_TRACE("n=" + std::to_string(n) + " out=" + std::to_string(out) + " in=" + std::to_string(in));
       const Case c(n, out, in, static_cast<std::uint64_t>(n * 13 + out + in));
       const auto packed = cpu::pack_panels_int8(c.q.data(), c.scale.data(), out, in);
-      EXPECT_EQ(cpu::gemm_panels_int8_uses_amx(packed, n), n >= 32 && out % 32 == 0 && in % 32 == 0);
+      EXPECT_EQ(cpu::gemm_panels_int8_uses_amx(packed, n), n >= 16 && out % 32 == 0 && in % 32 == 0);
       const auto amx = gemm(c, n, out, in, pool);
       cpu::set_amx_int8(false);
       EXPECT_FALSE(cpu::gemm_panels_int8_uses_amx(packed, n));

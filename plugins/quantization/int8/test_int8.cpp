@@ -120,7 +120,7 @@ TEST(Int8Quantization, Int8ActivationsMatchReferenceForDecodeAndPrefill) {
   }
 }
 
-// W8A8 prefill of 32 rows and more runs on the AMX tiles where they run (TinyLlama's shapes are
+// W8A8 passes of 16 rows and more run on the AMX tiles where they run (TinyLlama's shapes are
 // whole panels and blocks), with the bits of the VNNI micro-tiles it ran on before.
 TEST(Int8Quantization, W8A8PrefillRunsOnTheAmxTilesWithTheVnniBits) {
   if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here";
@@ -128,8 +128,8 @@ TEST(Int8Quantization, W8A8PrefillRunsOnTheAmxTilesWithTheVnniBits) {
   const int out = 256, in = 2048;
   const auto linear = Int8Quantization(true).make_linear("layers.0.wq", gaussian(static_cast<std::size_t>(out) * in, 10, 0.05), out, in);
   const auto& int8 = dynamic_cast<const Int8Linear&>(*linear);
-  EXPECT_FALSE(cpu::gemm_panels_int8_uses_amx(int8.panels(), 16));
-  for (int n : {32, 128}) {
+  EXPECT_FALSE(cpu::gemm_panels_int8_uses_amx(int8.panels(), 15));
+  for (int n : {16, 32, 128}) {
     EXPECT_TRUE(cpu::gemm_panels_int8_uses_amx(int8.panels(), n)) << n;
     const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 11, 1.0);
     std::vector<float> amx(static_cast<std::size_t>(n) * out), vnni(amx.size());
