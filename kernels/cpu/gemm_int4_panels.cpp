@@ -273,8 +273,10 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
 // SmolLM2-shaped layers x30: 1.06-1.10x the VNNI passes, against 1.15-1.27x for this).
 // Token rows from which prefill takes the AMX int8 tiles where they run (below): TinyLlama W4A8
 // g128, 2 threads, AMX Xeon, 2026-12-06, alternating, t/s VNNI passes -> tiles: pp16 287-293 ->
-// 210-240, pp32 323-328 -> 290-306, pp64 321-333 -> 359-372, pp128 319-335 -> 385-409.
-constexpr int kAmxMinRows = 48;
+// 210-240, pp32 323-328 -> 290-306, pp64 321-333 -> 359-372, pp128 319-335 -> 385-409. With the
+// next panel's codes prefetched during the tile products (21:50 UTC, two rounds, 32-row pass):
+// from 48 rows 106-109 ms, from 32 99-102, from 16 97-101 (16 rows level with the passes).
+constexpr int kAmxMinRows = 32;
 constexpr int kAmxRows = 16;  // token rows per tile
 // C tile 0: 16 token rows x 16 int32; A tile 2: 16 token rows x 32 activations; B tile 3: 8 lines.
 const AmxConfig& amx_config() {
@@ -325,7 +327,7 @@ void unpack_amx_panel(const Int4Panels& w, int blocks, int p, std::uint8_t* u) {
 
 // y[r * ys + l] for every token row and the `valid` rows of panel p, its codes unpacked in u.
 void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n, const std::uint8_t* u, int p,
-               float* y, std::size_t ys, int valid) {
+               float* y, std::size_t ys, int valid, SpreadPrefetch next) {
   constexpr __mmask16 kAll = 0xFFFF;
   const std::size_t panel_cells = static_cast<std::size_t>(a.groups) * P;
   const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
@@ -353,6 +355,7 @@ void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n
         _tile_loadd(3, u + static_cast<std::size_t>(b) * 2 * kVectors * kAmxLine, kAmxLine);
         _tile_dpbsud(0, 2, 3);
         _tile_stored(0, c, 64);
+        next.step();
 #pragma GCC unroll 16
         for (int r = 0; r < kAmxRows; ++r)
           accg.row(r) = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(kAll, _mm512_load_si512(c[r])), _mm512_set1_ps(kxs[at + r]),
@@ -373,6 +376,7 @@ void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n
                                                 _mm512_maskz_loadu_ps(keep, yt + r * ys)));
     }
   }
+  next.rest();
 }
 #endif
 
@@ -512,7 +516,12 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
           for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
             unpack_amx_panel(w, a.blocks, p, u);
             asm volatile("" ::: "memory");  // the tile loads name no memory operand (gemm_gguf.cpp)
-            amx_panel(a, w, tokens, n, u, p, y + static_cast<std::size_t>(p) * P, ys, std::min(P, w.out - p * P));
+            // The next panel's codes (this thread's next, as a rule) into L2 while this one computes
+            // (amx_blocks.h's panel does the same; docs/kernels.md "Next panel into L2").
+            const std::size_t cb = static_cast<std::size_t>(a.blocks) * kBlockBytes;
+            const SpreadPrefetch next = p + 1 < w.panels ? SpreadPrefetch(w.codes.data() + (p + 1) * cb, cb, tokens.tiles * a.blocks)
+                                                         : SpreadPrefetch{};
+            amx_panel(a, w, tokens, n, u, p, y + static_cast<std::size_t>(p) * P, ys, std::min(P, w.out - p * P), next);
           }
         },
         grain);

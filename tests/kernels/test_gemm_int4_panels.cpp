@@ -1,7 +1,7 @@
 // The int4 group panels (kernels/cpu/gemm_int4_panels.h): the layout round-trips to the rows, the
 // kernel matches the W4A8 reference over awkward shapes and every row count a pass groups, and
 // a token row's result does not depend on how many rows share its pass, nor on whether they ran
-// on the AMX tiles (48 rows and more where AMX runs; INFERLAB_AMX=0 runs the VNNI passes).
+// on the AMX tiles (32 rows and more where AMX runs; INFERLAB_AMX=0 runs the VNNI passes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,8 +79,9 @@ TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
   const testing::Int4Shape shapes[] = {{1, 1, 32, 32},    {1, 16, 576, 128},  {2, 17, 576, 256}, {3, 33, 1536, 128},
                           {4, 40, 2048, 64}, {5, 15, 576, 32},   {6, 48, 320, 160}, {7, 9, 5632, 128},
                           {8, 20, 1024, 1024}, {9, 31, 96, 96}, {22, 18, 576, 128},
-                          // from 48 rows, where AMX runs, its tiles: 3 full ones; 4 with a partial last
-                          {48, 17, 320, 64},   {53, 33, 576, 128}};
+                          // from 32 rows, where AMX runs, its tiles: 2 full ones; 3 with a partial last;
+                          // 4 with a partial last
+                          {32, 17, 320, 64},   {37, 33, 576, 128}, {48, 17, 320, 64}, {53, 33, 576, 128}};
   testing::for_each_int4_case(shapes, [](const testing::Int4Shape& s, bool symmetric, ThreadPool& pool) {
     const Weights q = quantized(s.out, s.in, s.gs, symmetric, static_cast<std::uint64_t>(s.in * 3 + s.n));
     const std::uint8_t* z = symmetric ? nullptr : q.zero.data();
