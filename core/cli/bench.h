@@ -87,7 +87,8 @@ struct ArithmeticPeaks {
   std::string describe() const;  // "fp32 FMA 310 GFLOP/s, bf16 dot 620, int8 dot 1240 Gop/s, ..."
 };
 // Token rows from which a pass's linears can run on the AMX tiles (one tile of 16 rows: the
-// prefill kernels' thresholds, kernels/cpu/gemm_amx_bf16.h, gemm_amx_dequant.h, amx_blocks.h).
+// prefill kernels' thresholds, gemm_amx_dequant.h, amx_blocks.h); the bf16 strategy's from
+// cpu::kAmxBf16MinRows (kernels/cpu/gemm_amx_bf16.h).
 constexpr int kBenchAmxRows = 16;
 // The peak a pass of `rows` token rows of a stack's linears runs at best, and its name. From
 // a.int16_dot the int16 dot at every row count (its kernel has no tile form). From

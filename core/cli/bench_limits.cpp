@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "bench.h"
+#include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/cpu/peak_probe.h"
 
 namespace inferlab::cli {
@@ -35,7 +36,8 @@ std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, con
                                                bool bf16_weights, int rows) {
   if (a.native) return {peaks.fp32_fma, "fp32 FMA"};
   if (a.int16_dot && peaks.int16_dot > 0) return {peaks.int16_dot, "int16 dot"};  // no tile form
-  if (rows >= kBenchAmxRows) {
+  // The bf16 strategy's tiles start below one full token tile (gemm_amx_bf16.h).
+  if (rows >= (bf16_weights && !a.int8_mma ? cpu::kAmxBf16MinRows : kBenchAmxRows)) {
     if (a.int8_mma && peaks.amx_int8 > 0) return {peaks.amx_int8, "AMX int8"};
     if (!a.int8_mma && peaks.amx_bf16 > 0) return {peaks.amx_bf16, "AMX bf16"};
   }

@@ -154,7 +154,7 @@ TEST(GemmAmxBf16, HalfLinearFallsBackToThePanelsBitForBit) {
     const HalfLinear panels(w, out, in, f, device, HalfAmx::kOff);
     const HalfLinear tiles(w, out, in, f, device, HalfAmx::kSplit);
     const int from = cpu::amx_bf16_min_rows(f == cpu::HalfFormat::kF16 ? 2 : 1);
-    for (int n : {1, 15, 16, 23, 24, 33}) {
+    for (int n : {1, 6, 7, 15, 16, 23, 24, 33}) {
       const auto x = random_normal(static_cast<std::size_t>(n) * in, 100 + n);
       std::vector<float> want(static_cast<std::size_t>(n) * out), got(want.size());
       panels.forward(x.data(), want.data(), n, device);
