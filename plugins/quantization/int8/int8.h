@@ -30,8 +30,11 @@ class Int8Linear : public Linear {
   // kernels/cpu/gemm_panels_w8.h for decode and few rows (kW8PanelMaxRows; the row-major codes
   // stay for the prefill kernels, as the half linears keep their AMX copy).
   void pack_for_host();
-  // Token rows up to which fp32 activations take the W8A16 panels.
-  static constexpr int kW8PanelMaxRows = 4;
+  // Token rows up to which fp32 activations take the W8A16 panels; from 7 the AMX bf16 tiles of
+  // matmul_int8_amx (where they run) are as fast or faster (TinyLlama, 2 threads, AMX Xeon,
+  // 2026-12-06, alternating, ms panels / tiles: 5 rows 54-55 / 71-76, 6 rows 60 / 70-75, 7 rows
+  // 72-77 / ~72, 8 rows 80-83 / 72-75).
+  static constexpr int kW8PanelMaxRows = 6;
   // out*in bytes of int8 plus 4*out bytes of scales; in panels, plus their int16 block sums
   // (1/16 byte per weight) and in rounded up to 4.
   std::uint64_t weight_bytes() const override;
