@@ -41,18 +41,7 @@ void gemm_panels_f32(const float* x, const PackedPanelsF32& w, float* y, int n, 
 }
 
 void gemm_panels_f32_group(const float* x, std::span<const GemmPanelsF32Output> group, int n, ThreadPool& pool) {
-  if (group.empty()) return;
-  const int in = group.front().w->in;
-  thread_local std::vector<gemm::GroupOutput<LoadF32>> members;
-  members.clear();
-  for (const GemmPanelsF32Output& m : group) {
-    check(m.w->in == in, [&] {
-      return "gemm_panels_f32_group: the matrices read one input, but their in differ (" + std::to_string(in) +
-             " and " + std::to_string(m.w->in) + ")";
-    });
-    members.push_back({m.w->data.data(), m.w->out, m.y});
-  }
-  gemm::gemm_panels_group<LoadF32>(x, members, in, n, pool);
+  gemm::gemm_panels_outputs<LoadF32>("gemm_panels_f32_group", x, group, n, pool);
 }
 
 }  // namespace inferlab::cpu

@@ -1,17 +1,20 @@
 // The packed-panel GEMM's algorithm (layout, blocking, micro-kernels: gemm_panels_f32.h), for
-// any weight element type: Load::Storage is how a weight is stored (float, or the 16-bit f16 /
-// bf16 of gemm_panels_half.h) and Load::load widens Vec::kWidth of them to one fp32 vector, so
-// the arithmetic (fp32 FMAs, fixed summation order) is the same for every type. Internal to
-// kernels/cpu: included by gemm_panels_f32.cpp and gemm_panels_half.cpp only.
+// any weight element type: Load::Storage is how a weight is stored (float, the 16-bit f16 /
+// bf16 of gemm_panels_half.h, or the int8 codes of gemm_panels_w8.h) and Load::load widens
+// Vec::kWidth of them to one fp32 vector, so the arithmetic (fp32 FMAs, fixed summation order)
+// is the same for every type. Internal to kernels/cpu: included by gemm_panels_f32.cpp,
+// gemm_panels_half.cpp and gemm_panels_w8.cpp only.
 #pragma once
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "inferlab/error.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_vec.h"
@@ -279,6 +282,25 @@ void gemm_panels_group(const float* x, std::span<const GroupOutput<Load>> group,
     const GroupOutput<Load>& m = group[static_cast<std::size_t>(member)];
     run_panels(Problem<Load>{a, m.w, m.out, in, m.y, n, tiles, ahead}, p0, p1);
   });
+}
+
+// A public group call's members (each with w->data, w->out, w->in and y: GemmPanelsF32Output,
+// GemmPanelsW8Output) checked to read one input and run as gemm_panels_group; `who` names the
+// call in the error.
+template <class Load, class Output>
+void gemm_panels_outputs(const char* who, const float* x, std::span<const Output> group, int n, ThreadPool& pool) {
+  if (group.empty()) return;
+  const int in = group.front().w->in;
+  thread_local std::vector<GroupOutput<Load>> members;
+  members.clear();
+  for (const Output& m : group) {
+    check(m.w->in == in, [&] {
+      return std::string(who) + ": the matrices read one input, but their in differ (" + std::to_string(in) + " and " +
+             std::to_string(m.w->in) + ")";
+    });
+    members.push_back({m.w->data.data(), m.w->out, m.y});
+  }
+  gemm_panels_group<Load>(x, members, in, n, pool);
 }
 
 // y[n, out] = x[n, in] · W^T for W in panels of Load::Storage: the group of one.

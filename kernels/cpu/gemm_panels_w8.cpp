@@ -3,7 +3,6 @@
 #include "kernels/cpu/gemm_panels_w8.h"
 
 #include <string>
-#include <vector>
 
 #include "inferlab/error.h"
 #include "kernels/cpu/gemm_panels_impl.h"
@@ -61,18 +60,8 @@ void gemm_panels_w8(const float* x, const PackedPanelsW8& w, float* y, int n, Th
 }
 
 void gemm_panels_w8_group(const float* x, std::span<const GemmPanelsW8Output> group, int n, ThreadPool& pool) {
-  if (n <= 0 || group.empty()) return;
-  const int in = group.front().w->in;
-  thread_local std::vector<gemm::GroupOutput<LoadInt8>> members;
-  members.clear();
-  for (const GemmPanelsW8Output& m : group) {
-    check(m.w->in == in, [&] {
-      return "gemm_panels_w8_group: the matrices read one input, but their in differ (" + std::to_string(in) + " and " +
-             std::to_string(m.w->in) + ")";
-    });
-    members.push_back({m.w->data.data(), m.w->out, m.y});
-  }
-  gemm::gemm_panels_group<LoadInt8>(x, members, in, n, pool);
+  if (n <= 0) return;
+  gemm::gemm_panels_outputs<LoadInt8>("gemm_panels_w8_group", x, group, n, pool);
   for (const GemmPanelsW8Output& m : group) apply_scales(*m.w, m.y, n);
 }
 

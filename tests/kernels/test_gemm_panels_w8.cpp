@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "inferlab/error.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_w8.h"
 #include "kernels/ref/matmul_int8.h"
 #include "matmul_checks.h"
@@ -75,6 +77,33 @@ TEST(GemmPanelsW8, GroupGivesEachMembersBits) {
     cpu::gemm_panels_w8_group(x.data(), group, n, pool);
     for (int m = 0; m < 3; ++m) EXPECT_EQ(grouped[m], alone[m]) << "member " << m << ", " << n << " rows";
   }
+}
+
+// A group whose matrices read inputs of different widths is refused by name, before anything runs
+// (the W8A16 and the fp32 panels share the check: gemm_panels_impl.h's gemm_panels_outputs).
+TEST(GemmPanelsW8, GroupOfDifferentInputWidthsIsRefused) {
+  ThreadPool pool(2);
+  const std::vector<std::int8_t> q(64, 1);
+  const std::vector<float> scale(4, 1.0f), x(16, 1.0f);
+  const auto a = cpu::pack_panels_w8(q.data(), scale.data(), 4, 16);
+  const auto b = cpu::pack_panels_w8(q.data(), scale.data(), 4, 8);
+  std::vector<float> ya(4, 7.0f), yb(4, 7.0f);
+  const std::vector<cpu::GemmPanelsW8Output> group = {{&a, ya.data()}, {&b, yb.data()}};
+  try {
+    cpu::gemm_panels_w8_group(x.data(), group, 1, pool);
+    FAIL() << "a group with in 16 and 8 ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm_panels_w8_group: the matrices read one input, but their in differ (16 and 8)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(ya, std::vector<float>(4, 7.0f));
+
+  const std::vector<float> w(64, 1.0f);
+  const auto fa = cpu::pack_panels_f32(w.data(), 4, 16);
+  const auto fb = cpu::pack_panels_f32(w.data(), 4, 8);
+  const std::vector<cpu::GemmPanelsF32Output> fgroup = {{&fa, ya.data()}, {&fb, yb.data()}};
+  EXPECT_THROW(cpu::gemm_panels_f32_group(x.data(), fgroup, 1, pool), Error);
 }
 
 }  // namespace
