@@ -38,8 +38,20 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// "128,512" -> {128, 512}, each in [lo, hi]; anything else is an Error naming the flag.
-std::vector<int> int_list(const std::string& text, const std::string& flag, int lo, int hi) {
+void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
+  if (v < lo || v > hi)
+    throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
+}
+
+struct Stack {
+  std::string attention_name, quant_name;
+  std::shared_ptr<Attention> attention;
+  std::shared_ptr<Model> model;  // one per quantization, shared by its attention stacks
+};
+
+}  // namespace
+
+std::vector<int> int_list(const std::string& command, const std::string& text, const std::string& flag, int lo, int hi) {
   std::vector<int> out;
   for (const std::string& item : split(text)) {
     std::size_t used = 0;
@@ -50,27 +62,12 @@ std::vector<int> int_list(const std::string& text, const std::string& flag, int 
       used = 0;
     }
     if (used != item.size() || used == 0 || v < lo || v > hi)
-      throw Error("bench: " + flag + " = " + text + ": '" + item + "' is not allowed; allowed: comma-separated integers " +
+      throw Error(command + ": " + flag + " = " + text + ": '" + item + "' is not allowed; allowed: comma-separated integers " +
                   std::to_string(lo) + " .. " + std::to_string(hi));
     out.push_back(static_cast<int>(v));
   }
   return out;
 }
-
-void check_range(const std::string& flag, int v, int lo, int hi, const std::string& what) {
-  if (v < lo || v > hi)
-    throw Error("bench: " + flag + " = " + std::to_string(v) + " is out of range; allowed: " + what);
-}
-
-struct Stack {
-  std::string attention_name, quant_name;
-  std::shared_ptr<Attention> attention;
-  std::shared_ptr<Model> model;  // one per quantization, shared by its attention stacks
-  LinearArithmetic arithmetic;   // how its layers' linears multiply (the arithmetic limit's peak)
-  bool bf16_weights = false;     // quantization 'bf16': weights stored as bf16 (the bf16 dot's peak)
-};
-
-}  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
   po::options_description o("bench options");
@@ -97,9 +94,9 @@ int cmd_bench(const std::vector<std::string>& args) {
                      "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [--cuda-graphs] [--device-choice] [-o md|csv|json]",
                      o, nullptr, vm))
     return 0;
-  const std::vector<int> prompts = int_list(vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
-  const std::vector<int> gens = int_list(vm["n-gen"].as<std::string>(), "--n-gen (-n)", 1, 1 << 20);
-  const std::vector<int> batches = int_list(vm["batch"].as<std::string>(), "--batch", 1, 4096);
+  const std::vector<int> prompts = int_list("bench", vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
+  const std::vector<int> gens = int_list("bench", vm["n-gen"].as<std::string>(), "--n-gen (-n)", 1, 1 << 20);
+  const std::vector<int> batches = int_list("bench", vm["batch"].as<std::string>(), "--batch", 1, 4096);
   const int context = vm["context"].as<int>(), repeats = vm["repeats"].as<int>(), threads = vm["threads"].as<int>();
   check_range("--context", context, 1, 1 << 20, "1 .. 1048576");
   check_range("--repeats", repeats, 1, 1000, "1 .. 1000");
@@ -175,11 +172,9 @@ int cmd_bench(const std::vector<std::string>& args) {
     const auto& [qname, qparams] = quant_params[qi];
     auto quant = reg.create_quantization(qname, qparams, *device, &weights);  // gguf runs the checkpoint's own blocks
     auto model = std::make_shared<Model>(weights, *quant, *device);
-    const LinearArithmetic arithmetic = quant->arithmetic("layers.0.wq", weights.config);
     for (std::size_t ai = 0; ai < attentions.size(); ++ai)
       stacks.push_back({attentions[ai], quants[qi],
-                        reg.create_attention(attention_params[ai].first, attention_params[ai].second, *device), model,
-                        arithmetic, qname == "bf16"});
+                        reg.create_attention(attention_params[ai].first, attention_params[ai].second, *device), model});
   }
   BenchContext ctx;
   ctx.repetitions = repeats;
@@ -244,17 +239,14 @@ int cmd_bench(const std::vector<std::string>& args) {
       }
     }
   // The prompt tests' limits (the row-count sweep): the bytes a pass reads at the bandwidth, its
-  // arithmetic at the stack's probed peak (probed once, after the timed runs).
+  // arithmetic at the peaks of its linears' kernels (probed once, after the timed runs).
   if (device_kind == DeviceKind::kCpu && !prompts.empty()) {
     const ArithmeticPeaks peaks = ArithmeticPeaks::probe(used_threads);
     ctx.peaks = peaks.describe();
     for (std::size_t i = 0; i < rows.size(); ++i) {
       BenchRow& r = rows[i];
       if (r.test.kind != BenchTest::Kind::kPrompt) continue;
-      const Stack& st = stacks[i % stacks.size()];
-      const auto [peak, name] = arithmetic_peak(peaks, st.arithmetic, st.bf16_weights, r.test.n_prompt);
-      r.arith_peak = name;
-      r.arith_limit_s = peak > 0 ? 2 * pass_multiply_adds(weights.config, r.test.n_prompt) / peak : 0.0;
+      set_arithmetic_limit(peaks, *stacks[i % stacks.size()].model, r.test.n_prompt, r);
       const double bytes_per_pass = r.bytes_per_s[0] * r.seconds(0);  // the same bytes every repetition
       r.read_limit_s = ctx.bandwidth_bytes_per_s > 0 ? bytes_per_pass / ctx.bandwidth_bytes_per_s : 0.0;
     }

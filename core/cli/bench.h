@@ -15,8 +15,12 @@
 #include "inferlab/plugin/attention.h"
 #include "inferlab/plugin/quantization.h"
 #include "inferlab/model/model.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::cli {
+
+// "128,512" -> {128, 512}, each in [lo, hi]; anything else is an Error naming the command and flag.
+std::vector<int> int_list(const std::string& command, const std::string& text, const std::string& flag, int lo, int hi);
 
 struct BenchTest {
   enum class Kind { kPrompt, kGen, kBatchedGen };
@@ -50,10 +54,13 @@ struct BenchRow {
   std::vector<double> probe_bytes_per_s;
   // Prompt tests on the CPU (the row-count sweep `-p 1,2,4,8,16`): the two limits of one pass,
   // in seconds — the bytes it must read at the read bandwidth, and its linears' arithmetic
-  // (2 · rows · weights, the classifier once: one logit row) at the probed peak of the stack's
-  // arithmetic, named by arith_peak ("fp32 FMA", "bf16 dot", "int8 dot"). 0: unknown.
+  // (2 · rows · weights, the classifier once: one logit row), each linear's multiply-adds at the
+  // probed peak of the arithmetic its kernel runs (kernels/cpu/linear_plan.h). arith_peak names
+  // the arithmetic of most of the multiply-adds ("fp32 FMA", "int8 dot", "AMX int8", ...), kernel
+  // the kernels the pass's linears run, most multiply-adds first ("int8_amx+panels_f32"). 0 / "":
+  // unknown.
   double read_limit_s = 0, arith_limit_s = 0;
-  std::string arith_peak;
+  std::string arith_peak, kernel;
   double mean_tps() const;
   double sd_tps() const;  // sample standard deviation (0 for one repetition)
   double mean_bytes_per_s() const;
@@ -86,23 +93,14 @@ struct ArithmeticPeaks {
   static ArithmeticPeaks probe(int threads);
   std::string describe() const;  // "fp32 FMA 310 GFLOP/s, bf16 dot 620, int8 dot 1240 Gop/s, ..."
 };
-// Token rows from which a pass's linears can run on the AMX tiles (one tile of 16 rows: the
-// prefill kernels' thresholds, gemm_amx_dequant.h, amx_blocks.h); the bf16 strategy's from
-// cpu::kAmxBf16MinRows (kernels/cpu/gemm_amx_bf16.h).
-constexpr int kBenchAmxRows = 16;
-// The peak a pass of `rows` token rows of a stack's linears runs at best, and its name. From
-// a.int16_dot the int16 dot at every row count (its kernel has no tile form). From
-// kBenchAmxRows rows where the tiles run: int8 activations (a.int8_mma) the AMX int8 product,
-// every other quantized format (bf16, f16, weight-only int8 / int4 and GGUF blocks widened to
-// bf16 tiles) the AMX bf16 product. Otherwise int8 activations the int8 dot, the bf16 strategy's
-// weights (bf16_weights) the bf16 dot, the rest (fp32, f16, weight-only formats widened to
-// fp32) the fp32 FMA. Unquantized fp32 weights (a.native) always the fp32 FMA. A peak of 0 (not
-// in this build) falls back to the next.
-std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
-                                               bool bf16_weights, int rows);
-// Multiply-adds of one pass of `rows` token rows: every layer's linears per row, the
-// classifier once (bench's prefill asks one logit row).
-double pass_multiply_adds(const ModelConfig& cfg, int rows);
+// The peak of one arithmetic (op/s); an arithmetic this build has no probe for (0) takes the
+// fp32 FMA's, named so.
+std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, cpu::CpuArithmetic a);
+// The arithmetic limit of one pass of `rows` token rows of `model` (every layer's linears at
+// `rows`, the classifier at one row: bench's prefill asks one logit row): each linear's
+// multiply-adds at the peak of its kernel's arithmetic (Linear::cpu_kernel; fp32 FMA for a linear
+// that names none). Fills r.arith_limit_s, r.arith_peak and r.kernel.
+void set_arithmetic_limit(const ArithmeticPeaks& peaks, const Model& model, int rows, BenchRow& r);
 
 // Markdown like llama-bench's (plus stack, GB/s, roofline and × the first stack), CSV with a
 // header row, or a JSON array of objects (samples included). Columns: docs/performance.md.

@@ -1,10 +1,12 @@
 // The two limits inferlab bench prints beside a prompt test's measured pass (bench.h): the bytes
-// the pass reads at the read bandwidth, and its linears' multiply-adds at the probed peak of
-// the arithmetic the stack's format allows (kernels/cpu/peak_probe.h).
+// the pass reads at the read bandwidth, and its linears' multiply-adds at the probed peak
+// (kernels/cpu/peak_probe.h) of the arithmetic each linear's kernel runs (kernels/cpu/linear_plan.h).
+#include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "bench.h"
-#include "kernels/cpu/gemm_amx_bf16.h"
+#include "kernels/cpu/linear_plan.h"
 #include "kernels/cpu/peak_probe.h"
 
 namespace inferlab::cli {
@@ -32,24 +34,45 @@ std::string ArithmeticPeaks::describe() const {
   return out;
 }
 
-std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, const LinearArithmetic& a,
-                                               bool bf16_weights, int rows) {
-  if (a.native) return {peaks.fp32_fma, "fp32 FMA"};
-  if (a.int16_dot && peaks.int16_dot > 0) return {peaks.int16_dot, "int16 dot"};  // no tile form
-  // The bf16 strategy's tiles start below one full token tile (gemm_amx_bf16.h).
-  if (rows >= (bf16_weights && !a.int8_mma ? cpu::kAmxBf16MinRows : kBenchAmxRows)) {
-    if (a.int8_mma && peaks.amx_int8 > 0) return {peaks.amx_int8, "AMX int8"};
-    if (!a.int8_mma && peaks.amx_bf16 > 0) return {peaks.amx_bf16, "AMX bf16"};
+std::pair<double, std::string> arithmetic_peak(const ArithmeticPeaks& peaks, cpu::CpuArithmetic a) {
+  double peak = 0;
+  switch (a) {
+    case cpu::CpuArithmetic::kFp32Fma: peak = peaks.fp32_fma; break;
+    case cpu::CpuArithmetic::kInt8Dot: peak = peaks.int8_dot; break;
+    case cpu::CpuArithmetic::kInt16Dot: peak = peaks.int16_dot; break;
+    case cpu::CpuArithmetic::kAmxInt8: peak = peaks.amx_int8; break;
+    case cpu::CpuArithmetic::kAmxBf16: peak = peaks.amx_bf16; break;
   }
-  if (a.int8_mma && peaks.int8_dot > 0) return {peaks.int8_dot, "int8 dot"};
-  if (bf16_weights && peaks.bf16_dot > 0) return {peaks.bf16_dot, "bf16 dot"};
-  return {peaks.fp32_fma, "fp32 FMA"};
+  if (peak > 0) return {peak, cpu::cpu_arithmetic_name(a)};
+  return {peaks.fp32_fma, cpu::cpu_arithmetic_name(cpu::CpuArithmetic::kFp32Fma)};
 }
 
-double pass_multiply_adds(const ModelConfig& cfg, int rows) {
-  const double d = cfg.dim, h = cfg.hidden_dim, kv = cfg.kv_dim();
-  const double per_layer = d * d + 2 * kv * d + d * d + 3 * h * d;  // wq, wk, wv, wo, w1, w2, w3
-  return per_layer * cfg.n_layers * rows + static_cast<double>(cfg.vocab_size) * d;
+void set_arithmetic_limit(const ArithmeticPeaks& peaks, const Model& model, int rows, BenchRow& r) {
+  const std::vector<const Linear*> linears = model.linears();
+  std::map<std::string, double> by_kernel, by_peak;  // multiply-adds
+  double seconds = 0;
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    const Linear& l = *linears[i];
+    const int n = i + 1 == linears.size() ? 1 : rows;  // the classifier: one logit row
+    const double mads = static_cast<double>(l.out_features()) * l.in_features() * n;
+    const std::string kernel = l.cpu_kernel(n);
+    const cpu::CpuKernelInfo* info = cpu::find_cpu_kernel(kernel);
+    const auto [peak, name] = arithmetic_peak(peaks, info ? info->arithmetic : cpu::CpuArithmetic::kFp32Fma);
+    if (peak > 0) seconds += 2 * mads / peak;
+    by_kernel[info ? kernel : "?"] += mads;
+    by_peak[name] += mads;
+  }
+  auto most_first = [](const std::map<std::string, double>& m) {
+    std::vector<std::pair<double, std::string>> v;
+    for (const auto& [name, mads] : m) v.emplace_back(-mads, name);
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  r.arith_limit_s = seconds;
+  const auto peaks_used = most_first(by_peak);
+  r.arith_peak = peaks_used.empty() ? "" : peaks_used.front().second;
+  r.kernel.clear();
+  for (const auto& [mads, name] : most_first(by_kernel)) r.kernel += (r.kernel.empty() ? "" : "+") + name;
 }
 
 }  // namespace inferlab::cli

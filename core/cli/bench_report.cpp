@@ -77,17 +77,18 @@ void write_few_row_table(std::ostream& out, const std::vector<BenchRow>& rows, c
   if (!any) return;
   out << "\nrow-count sweep: a prompt test of k rows is one pass; cost = its time over the same stack's pp1 "
          "(per repetition, mean); limits of the pass: its bytes read once at the read bandwidth, and its "
-         "linears' multiply-adds at the probed peak of the stack's arithmetic ("
-      << ctx.peaks << "); × limit = the pass over the larger limit\n\n"
-      << "| stack | k | ms | cost | read limit ms | arithmetic limit ms | peak | × limit |\n"
-      << "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n";
+         "linears' multiply-adds at the probed peak of the arithmetic of each linear's kernel ("
+      << ctx.peaks << "; peak: that of most multiply-adds); kernels: what the linears run (inferlab kernels), "
+         "most multiply-adds first; × limit = the pass over the larger limit\n\n"
+      << "| stack | k | ms | cost | read limit ms | arithmetic limit ms | peak | kernels | × limit |\n"
+      << "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |\n";
   for (const BenchRow& r : rows) {
     const double cost = cost_vs_one_row(rows, r);
     if (cost <= 0) continue;
     const double ms = 1e3 * r.test.n_prompt / r.mean_tps(), limit = 1e3 * std::max(r.read_limit_s, r.arith_limit_s);
     out << "| " << r.attention << " + " << r.quantization << " | " << r.test.n_prompt << " | " << std::fixed
         << std::setprecision(1) << ms << " | " << std::setprecision(2) << cost << " | " << std::setprecision(1)
-        << 1e3 * r.read_limit_s << " | " << 1e3 * r.arith_limit_s << " | " << r.arith_peak << " | ";
+        << 1e3 * r.read_limit_s << " | " << 1e3 * r.arith_limit_s << " | " << r.arith_peak << " | " << r.kernel << " | ";
     if (limit > 0) out << std::setprecision(2) << ms / limit;
     else out << "-";
     out << " |\n";
@@ -162,7 +163,7 @@ void write_bench_markdown(std::ostream& out, const std::vector<BenchRow>& rows, 
 
 void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
   out << "model,size_bytes,params,backend,threads,attention,quantization,test,n_prompt,n_gen,n_batch,n_depth,"
-         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,probe_gbs,roofline_now_frac,ratio_to_first,cost_vs_pp1,read_limit_ms,arith_limit_ms,arith_peak\n";
+         "repetitions,avg_ts,stddev_ts,avg_gbs,bandwidth_gbs,roofline_frac,probe_gbs,roofline_now_frac,ratio_to_first,cost_vs_pp1,read_limit_ms,arith_limit_ms,arith_peak,kernel\n";
   out << std::setprecision(9);
   for (const BenchRow& r : rows)
     out << csv_field(r.model) << "," << r.size_bytes << "," << r.params << "," << csv_field(r.backend) << ","
@@ -172,7 +173,7 @@ void write_bench_csv(std::ostream& out, const std::vector<BenchRow>& rows, const
         << r.mean_bytes_per_s() / 1e9 << "," << ctx.bandwidth_bytes_per_s / 1e9 << "," << roofline(r, ctx) << ","
         << r.mean_probe_bytes_per_s() / 1e9 << "," << r.roofline_now() << "," << ratio_to_first(rows, r) << ","
         << cost_vs_one_row(rows, r) << "," << 1e3 * r.read_limit_s << "," << 1e3 * r.arith_limit_s << ","
-        << csv_field(r.arith_peak) << "\n";
+        << csv_field(r.arith_peak) << "," << csv_field(r.kernel) << "\n";
 }
 
 void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, const BenchContext& ctx) {
@@ -193,7 +194,8 @@ void write_bench_json(std::ostream& out, const std::vector<BenchRow>& rows, cons
     for (std::size_t k = 0; k < r.probe_bytes_per_s.size(); ++k) out << (k ? ", " : "") << r.probe_bytes_per_s[k] / 1e9;
     out << "], \"roofline_now_frac\": " << r.roofline_now() << ", \"ratio_to_first\": " << ratio_to_first(rows, r)
         << ", \"cost_vs_pp1\": " << cost_vs_one_row(rows, r) << ", \"read_limit_ms\": " << 1e3 * r.read_limit_s
-        << ", \"arith_limit_ms\": " << 1e3 * r.arith_limit_s << ", \"arith_peak\": " << json_string(r.arith_peak) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+        << ", \"arith_limit_ms\": " << 1e3 * r.arith_limit_s << ", \"arith_peak\": " << json_string(r.arith_peak)
+        << ", \"kernel\": " << json_string(r.kernel) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   out << "]\n";
 }

@@ -54,6 +54,7 @@ int cmd_submit(const std::vector<std::string>& args);
 int cmd_calibrate(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_conformance(const std::vector<std::string>& args);
+int cmd_kernels(const std::vector<std::string>& args);
 
 // --model | --preset [--seed] [--n-layers] (bench, export: preset_model.cpp). The spec loads with
 // load_experiment_model; display_name is the path or "<preset> (random weights, seed S)".

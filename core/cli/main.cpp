@@ -1,4 +1,4 @@
-// inferlab: run, submit, merge, compare, plot, report, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate, conformance.
+// inferlab: run, submit, merge, compare, plot, report, validate, plugins, generate, perplexity, bench, export, trace, tokenize, reproduce, calibrate, conformance, kernels.
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -32,6 +32,7 @@ const char* kUsage =
     "  perplexity --model M --text FILE [--context N] [--stride S] [--no-bos]\n"
     "  tokenize --model M (--prompt TEXT | --file F) [--ids | --pieces] [--no-bos] [--check]\n"
     "  bench [--model M | --preset P] [--attention a,b] [--quantization x,y]   forward-pass A/B\n"
+    "  kernels [--rows 1,2,4] [--out N] [--in N] [--format F]   the CPU kernel each weight format runs per row count\n"
     "  export (--model M | --preset P) --format gguf --type f32|f16|q8_0|q4_0 --out F   weights for llama.cpp\n"
     "  trace stats FILE | trace convert FILE --to canonical      trace statistics, format conversion\n"
     "  reproduce [--class exact|cpu|gpu] [FILE...]               check published claims (experiments/repro)\n"
@@ -97,6 +98,7 @@ int main(int argc, char** argv) {
     if (cmd == "calibrate") return inferlab::cli::cmd_calibrate(args);
     if (cmd == "export") return inferlab::cli::cmd_export(args);
     if (cmd == "conformance") return inferlab::cli::cmd_conformance(args);
+    if (cmd == "kernels") return inferlab::cli::cmd_kernels(args);
     std::cerr << "inferlab: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const boost::program_options::invalid_option_value& e) {

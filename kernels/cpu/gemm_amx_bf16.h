@@ -18,21 +18,12 @@
 
 #include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
-#include "kernels/cpu/matmul_half.h"
+#include "kernels/cpu/linear_plan.h"
+#include "kernels/cpu/gemm_panels_half.h"
 
 namespace inferlab::cpu {
 
-// Rows from which gemm_amx_bf16 is worth running with one weight term (bf16 weights): from 7,
-// where the half panels' 7-row tile runs out of registers (TinyLlama bf16, AMX Xeon, 2026-12-06,
-// two rounds alternating, cost over one row, panels / tiles: 5 rows 1.09-1.11 / 1.22-1.31, 6 rows
-// 1.10-1.14 / 1.14-1.20, 7 rows 1.33-1.35 / 1.18-1.19, 8 rows 1.45-1.47 / 1.19-1.21, 12 rows
-// 1.96 / 1.22-1.25; the tiles' 16 token rows half empty cost little against the weights' read);
-// with two (f16 as exact hi + lo: twice the bytes), from 24: at 16 rows the fp32 panels, which
-// read the f16 weights once, took 0.86-0.88x the tiles' time, at 24 1.23x (TinyLlama f16, AMX
-// Xeon, 2026-12-06).
-constexpr int kAmxBf16MinRows = 7;
-constexpr int kAmxBf16SplitMinRows = 24;
-constexpr int amx_bf16_min_rows(int weight_terms) { return weight_terms == 1 ? kAmxBf16MinRows : kAmxBf16SplitMinRows; }
+// Rows from which it is worth running: amx_bf16_min_rows (linear_plan.h).
 
 struct PackedAmxBf16 {
   int out = 0, in = 0;

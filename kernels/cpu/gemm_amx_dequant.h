@@ -20,13 +20,13 @@
 // (INFERLAB_AMX=0, CPUs or builds without AMX-BF16). Parity: tests/kernels/test_gemm_amx_dequant.cpp.
 #pragma once
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::cpu {
 
-// Inputs from which callers send their rows here: one tile's depth. Shorter rows would multiply
-// mostly zero padding, and a sum of fewer terms averages less of the per-product error (up to
-// ~3 * 2^-16 relative: x_lo and w_lo rounded, x_lo w_lo dropped) away.
-constexpr int kAmxDequantMinIn = 32;
+// Callers send rows of kAmxDequantMinIn inputs or more here (linear_plan.h): one tile's depth.
+// Shorter rows would multiply mostly zero padding, and a sum of fewer terms averages less of the
+// per-product error (up to ~3 * 2^-16 relative: x_lo and w_lo rounded, x_lo w_lo dropped) away.
 
 // A weight matrix W [out, in] as the kernel reads it.
 struct AmxDequantWeights {

@@ -2,6 +2,7 @@
 // the layout, the tiles and the contract; the packing: gemm_gguf_pack.cpp; the panel layout:
 // gemm_gguf_layout.h.
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/linear_plan.h"
 
 #include <algorithm>
 #include <array>
@@ -487,10 +488,10 @@ void prefill_tile(const ActTiles& a, int t, const Unpacked& u, float* y, std::si
 // AMX prefill (kernels/cpu/amx_blocks.h, shared with gemm_panels_int8). A panel unpacked with its
 // offsets taken off (unpack_panel's kSigned: the weights' own integer codes, [step][32 rows][4]
 // bytes) is the tiles' weight operand as it is, and its fp32 scale lines their block scales.
-// Token rows from which the AMX tiles take over from the VNNI ones.
-constexpr int kAmxMinRows = amx_blocks::kRows;
-// The types that run on them: not Q6_K, whose scales are per 16 inputs (two tile products of
-// half the depth per block, each with its fold: slower than its VNNI tiles).
+// The AMX tiles take over from the VNNI ones from kAmxBlocksMinRows rows (linear_plan.h: the
+// plan). The types that run on them: not Q6_K, whose scales are per 16 inputs (two tile products
+// of half the depth per block, each with its fold: slower than its VNNI tiles), as the plan says.
+static_assert(kAmxBlocksMinRows == amx_blocks::kRows, "the AMX tiles start at one token tile");
 constexpr bool kAmxType(GgmlType t) { return t != GgmlType::kQ6_K; }
 #endif
 
@@ -627,7 +628,7 @@ bool gemm_gguf_available() {
 
 bool gemm_gguf_uses_amx(GgmlType type, int n) {
 #if INFERLAB_GEMM_GGUF_AMX
-  return kAmxType(type) && n >= kAmxMinRows && amx_int8_enabled();
+  return plan_cpu_linear(CpuFormat::kGguf, n, CpuLinearShape{.type = type}, CpuIsa::host()) == CpuKernel::kGgufPanelsAmx;
 #else
   (void)type, (void)n;
   return false;
@@ -675,8 +676,8 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
 #if INFERLAB_GEMM_GGUF_AMX
   thread_local amx_blocks::Tokens tokens;
   bool amx_types = false;
-  for (const GemmGgufOutput& o : group) amx_types = amx_types || kAmxType(o.w->type);
-  if (amx_types && n >= kAmxMinRows && amx_int8_enabled()) {
+  for (const GemmGgufOutput& o : group) amx_types = amx_types || gemm_gguf_uses_amx(o.w->type, n);
+  if (amx_types) {
     amx_blocks::make_tokens(a, xq, n, in, tokens, pool);
     amx = &tokens;
   }

@@ -1,5 +1,6 @@
 // int4 group panels x int8 activation blocks (see gemm_int4_panels.h).
 #include "kernels/cpu/gemm_int4_panels.h"
+#include "kernels/cpu/linear_plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -271,12 +272,12 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
 // registers and the tile's outputs in y. Tried and not kept (2026-12-06): 8-token tiles with
 // every sum in registers, with or without two C tiles folded one block late (128 rows of
 // SmolLM2-shaped layers x30: 1.06-1.10x the VNNI passes, against 1.15-1.27x for this).
-// Token rows from which prefill takes the AMX int8 tiles where they run (below): TinyLlama W4A8
+// Token rows from which prefill takes the AMX int8 tiles where they run (below;
+// kInt4PanelsAmxMinRows, linear_plan.h, from these measurements): TinyLlama W4A8
 // g128, 2 threads, AMX Xeon, 2026-12-06, alternating, t/s VNNI passes -> tiles: pp16 287-293 ->
 // 210-240, pp32 323-328 -> 290-306, pp64 321-333 -> 359-372, pp128 319-335 -> 385-409. With the
 // next panel's codes prefetched during the tile products (21:50 UTC, two rounds, 32-row pass):
 // from 48 rows 106-109 ms, from 32 99-102, from 16 97-101 (16 rows level with the passes).
-constexpr int kAmxMinRows = 32;
 constexpr int kAmxRows = 16;  // token rows per tile
 // C tile 0: 16 token rows x 16 int32; A tile 2: 16 token rows x 32 activations; B tile 3: 8 lines.
 const AmxConfig& amx_config() {
@@ -501,7 +502,8 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
   const PassArgs a = make_acts(xq, xs, w, n);  // the zero point's term per row and group
   const std::size_t ys = static_cast<std::size_t>(w.out);
 #if INFERLAB_AMX_INT8
-  if (n >= kAmxMinRows && amx_int8_enabled()) {
+  if (plan_cpu_linear(CpuFormat::kW4A8, n, CpuLinearShape{.out = w.out, .in = w.in, .group_size = w.group_size},
+                      CpuIsa::host()) == CpuKernel::kInt4PanelsAmx) {
     thread_local AmxTokens tokens_buffer;
     make_amx_tokens(a, n, tokens_buffer);
     const AmxTokens& tokens = tokens_buffer;  // the workers reach the caller's buffer through this

@@ -11,9 +11,11 @@
 
 #include "inferlab/huge_pages.h"
 #include "inferlab/thread_pool.h"
-#include "kernels/cpu/matmul_half.h"
 
 namespace inferlab::cpu {
+
+// The two half-precision weight formats: IEEE binary16 (1-5-10 bits) and bfloat16 (1-8-7).
+enum class HalfFormat { kF16, kBF16 };
 
 // W [out, in] as half-precision panels (same panel layout as PackedPanelsF32).
 struct PackedPanelsHalf {

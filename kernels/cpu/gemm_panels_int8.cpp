@@ -1,5 +1,6 @@
 // Packed int8 GEMM: see gemm_panels_int8.h for the layout, the blocking and the contract.
 #include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/linear_plan.h"
 
 #include <algorithm>
 #include <array>
@@ -226,10 +227,12 @@ namespace {
 // fast or faster at 16 rows (1.06-1.09x the micro-tiles' time at TinyLlama's shapes); with it,
 // TinyLlama W8A8's whole 16-row pass took 80.6 -> 71.8 ms on the tiles (2 threads, alternating,
 // AMX Xeon, 2026-12-06).
-constexpr int kAmxBlockMinRows = amx_blocks::kRows;
+// (kAmxBlocksMinRows, linear_plan.h; its plan asks out % 32 and in % 32.)
+static_assert(kAmxBlocksMinRows == amx_blocks::kRows && kCols == 32 && kBlock == 32, "the plan's AMX W8A8 shape");
 
 bool amx_blocks_fit(const PackedPanelsInt8& w, int n) {
-  return n >= kAmxBlockMinRows && w.out % kCols == 0 && w.in % kBlock == 0 && amx_int8_enabled();
+  return plan_cpu_linear(CpuFormat::kW8A8, n, CpuLinearShape{.out = w.out, .in = w.in}, CpuIsa::host()) ==
+         CpuKernel::kPanelsInt8Amx;
 }
 
 void amx_block_panels(const amx_blocks::Tokens& k, const PackedPanelsInt8& w, float* y, int p0, int p1) {
@@ -309,8 +312,11 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const
 constexpr int kAmxRows = 16;   // token rows per tile, channels per C tile
 constexpr int kAmxDepth = 64;  // inputs per tile product
 
+static_assert(kPerTokenAmxMinRows == kAmxRows && kAmxDepth == 64 && kTokenBlockMax == 65536, "the plan's per-token shape");
+
 bool amx_per_token_fits(const PackedPanelsInt8& w, int n) {
-  return n >= kAmxRows && w.out % kCols == 0 && w.in % kAmxDepth == 0 && w.in <= kTokenBlockMax && amx_int8_enabled();
+  return plan_cpu_linear(CpuFormat::kW8A8PerToken, n, CpuLinearShape{.out = w.out, .in = w.in}, CpuIsa::host()) ==
+         CpuKernel::kPerTokenAmx;
 }
 
 // C tile `sums` (16 token rows from `row0`, `rows` of them real, x 16 channels of half h of

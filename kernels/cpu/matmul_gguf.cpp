@@ -279,7 +279,9 @@ void dequantize_block_row(const void* ctx, int o, float* dst) {
 // each weight row dequantised once to two bf16 terms for all n rows; false otherwise.
 bool try_amx(GgmlType type, const std::uint8_t* w, const float* x, float* y, int n, int out, int in,
              ThreadPool& pool) {
-  if (n < kGgufAmxMinRows || !amx_bf16_enabled()) return false;
+  if (plan_cpu_linear(CpuFormat::kGgufFp32, n, CpuLinearShape{.out = out, .in = in, .type = type}, CpuIsa::host()) !=
+      CpuKernel::kAmxDequant)
+    return false;
 #if INFERLAB_AMX_BF16
   check_shape(type, in);
   const BlockRows rows{w, ggml_tensor_bytes(type, static_cast<std::uint64_t>(in)),
@@ -353,7 +355,8 @@ void matmul_gguf(GgmlType type, const std::uint8_t* w, const float* x, float* y,
 void matmul_gguf_act(GgmlType type, const std::uint8_t* w, const std::int8_t* xq, const float* xs, float* y, int n,
                      int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
-  if (n >= kGgufAmxMinRows && amx_bf16_enabled()) {
+  if (plan_cpu_linear(CpuFormat::kGguf, n, CpuLinearShape{.out = out, .in = in, .type = type, .packed = false},
+                      CpuIsa::host()) == CpuKernel::kAmxDequant) {
     // The activation blocks as fp32 values (xq * xs, rounded once), then the tiles as matmul_gguf.
     const int block = gguf_act_block(type);
     thread_local std::vector<float> xf;

@@ -22,14 +22,14 @@
 
 #include "inferlab/ggml_types.h"
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::cpu {
 
-// Token rows from which, where the AMX bf16 tiles run (kernels/cpu/amx.h), both kernels multiply
-// on them instead (gemm_amx_dequant.h): each weight row dequantised once, as two bf16 terms, for
-// all rows against x split into two bf16 terms (matmul_gguf_act: x = xq * xs first), so the
-// sums are fp32 ones to ~1e-5 of sum |x w|.
-constexpr int kGgufAmxMinRows = 16;
+// From kGgufAmxMinRows token rows (linear_plan.h), where the AMX bf16 tiles run
+// (kernels/cpu/amx.h), both kernels multiply on them instead (gemm_amx_dequant.h): each weight
+// row dequantised once, as two bf16 terms, for all rows against x split into two bf16 terms
+// (matmul_gguf_act: x = xq * xs first), so the sums are fp32 ones to ~1e-5 of sum |x w|.
 
 // True for the types these kernels run: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS.

@@ -215,13 +215,15 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
   if (n <= 0 || out <= 0) return;
   const Int4Matrix m{packed, scale, zero, ref::int4_row_bytes(in),
                      static_cast<std::size_t>(ref::int4_groups(in, group_size)), in, group_size};
-  if (n <= kInt4RowsMaxRows && int4_rows_supported(group_size)) {
+  const CpuKernel k = plan_cpu_linear(CpuFormat::kW4A16, n, CpuLinearShape{.out = out, .in = in, .group_size = group_size},
+                                      CpuIsa::host());
+  if (k == CpuKernel::kInt4Rows) {
     matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;
   }
 #if INFERLAB_AMX_BF16
-  const bool codes = group_size % 32 == 0;  // groups of whole tile steps: the codes, scaled per group
-  if (n >= (codes ? kInt4AmxCodesMinRows : kInt4AmxMinRows) && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
+  if (k == CpuKernel::kAmxDequant) {
+    const bool codes = group_size % 32 == 0;  // groups of whole tile steps: the codes, scaled per group
     AmxDequantWeights w;
     w.ctx = &m;
     w.out = out;

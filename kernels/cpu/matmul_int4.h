@@ -17,20 +17,13 @@
 #include <cstdint>
 
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::cpu {
 
-// Token rows from which, where the AMX bf16 tiles run (kernels/cpu/amx.h) and in >= 32, blocks
-// of 32 weight rows are dequantised once (a vpermps lookup of the group's 16 values) and
-// multiplied on the tiles with every token row (gemm_amx_dequant.h: fp32 sums, ~1e-5 of sum |x w|).
-// Groups of a multiple of 32 take the codes u - z (one exact bf16 term) with each group's sums
-// scaled in fp32; from kInt4AmxCodesMinRows rows, the first count the few-row path leaves (1 thread,
-// TinyLlama's 5632 x 2048, loaded VM, 2026-12-06 11:12 UTC: 9 rows 0.84x the time of the
-// float-buffer path at g32, 0.70x at g128; 12 rows 0.69x, 0.55x). Other group sizes take s * (u - z) as three bf16 terms
-// (the reference's rounding, exact) from kInt4AmxMinRows: below it the dequantisation is not paid
-// back (g32, 2 threads, 2026-12-06: 16 rows 0.94-1.01x the float-buffer path, 32 rows 0.60x).
-constexpr int kInt4AmxMinRows = 16;
-constexpr int kInt4AmxCodesMinRows = 9;
+// Which rows take which path (the register lookup up to kInt4RowsMaxRows; where the AMX bf16
+// tiles run, gemm_amx_dequant from kInt4AmxCodesMinRows or kInt4AmxMinRows; the dequantising
+// tiles otherwise) is plan_cpu_linear's (linear_plan.h, with the measurements behind it).
 
 // x: [n, in], packed: [out, ceil(in / 2)], scale: [out, G], zero: [out, G] or nullptr
 // (symmetric: zero point 8), y: [n, out], G = ceil(in / group_size). group_size must be a

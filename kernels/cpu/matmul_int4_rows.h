@@ -8,14 +8,11 @@
 #include <cstdint>
 
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::cpu {
 
-// Token rows up to which matmul_int4 takes this path. Each token row costs 9 vector operations
-// per 128 codes against 16 shared ones (per weight row); with two weight rows per tile it stayed
-// ahead of dequantizing a block of weight rows once into floats up to 8 rows (2026-12-06, Xeon,
-// 1024 x 2048 g32, one thread: 7 rows here 437 us, 8 rows dequantized once 661 us).
-constexpr int kInt4RowsMaxRows = 8;
+// matmul_int4 takes this path up to kInt4RowsMaxRows rows (linear_plan.h).
 
 // Whether this build and group size have the path: AVX-512 F/BW/VL compiled in and group_size
 // dividing 128 or a multiple of it (each 8-code lane then lies in one group).

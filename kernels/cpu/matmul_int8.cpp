@@ -1,15 +1,17 @@
 // Weight-only int8 matmul: register tiles of R token rows x C output channels. For small
 // batches each 8-wide int8 weight vector is sign-extended and converted to float in registers
-// once per tile and feeds R FMAs; from kWidenOnceRows rows on, a block of C weight rows is
+// once per tile and feeds R FMAs; from kInt8WidenOnceRows rows on (linear_plan.h), a block of C weight rows is
 // widened once into a float buffer shared by all token rows. With AVX-512, batches below
-// kWidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
+// kInt8WidenOnceRows stream one weight row at a time instead (row_stream: one sequential read per
 // thread). With the AMX bf16 tiles, kInt8AmxMinRows..kInt8AmxMaxRows token rows go to
-// matmul_int8_amx and more rows (of 32 inputs or more) to gemm_amx_dequant. AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
+// matmul_int8_amx and more rows (of 32 inputs or more) to gemm_amx_dequant: the choice is
+// plan_cpu_linear's (linear_plan.h). AVX2/FMA when available, an `omp simd` loop otherwise. Contract and roofline:
 // matmul_int8.h.
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
+#include "kernels/cpu/linear_plan.h"
 #include "kernels/cpu/gemm_amx_dequant.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 
@@ -20,7 +22,7 @@
 #include <immintrin.h>
 #define INFERLAB_MATMUL_INT8_AVX2 1
 #endif
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)  // as CpuIsa::avx512
 #define INFERLAB_MATMUL_INT8_AVX512 1
 #endif
 
@@ -28,7 +30,7 @@ namespace inferlab::cpu {
 namespace {
 
 // The vector the C-row tiles widen int8 weights into (dot_tile.h): 8 lanes with AVX2, also under
-// AVX-512 (whose batches below kWidenOnceRows take row_stream instead).
+// AVX-512 (whose batches below kInt8WidenOnceRows take row_stream instead).
 #if INFERLAB_MATMUL_INT8_AVX2
 using TileLanes = Vec256;
 #else
@@ -92,7 +94,7 @@ inline void row_stream(const float* x, std::size_t xs, const std::int8_t* q, std
     }
 }
 
-// Channels [o0, o1) of n < kWidenOnceRows token rows: pairs of weight rows from 2 token rows on,
+// Channels [o0, o1) of n < kInt8WidenOnceRows token rows: pairs of weight rows from 2 token rows on,
 // else one weight row at a time (row_stream).
 void run_rows_streamed(const float* x, const std::int8_t* q, const float* scale, float* y, int n, int out, int in,
                        int o0, int o1) {
@@ -120,13 +122,9 @@ inline void widen_row(const std::int8_t* q, int in, float* w) {
   for (int k = 0; k < in; ++k) w[k] = static_cast<float>(q[k]);
 }
 
-// Rows of a batch at which a block of weight rows is widened once into a float buffer and then
-// shared by every token row, instead of being re-widened for each tile of 4 rows.
-constexpr int kWidenOnceRows = 8;
-
 // All n rows for output channels [o0, o1): each block of C weight rows is streamed once and
 // reused across every token row (x stays in cache), widened once into a buffer from
-// kWidenOnceRows rows on, else in registers by every tile; the single channels left over are
+// kInt8WidenOnceRows rows on, else in registers by every tile; the single channels left over are
 // always widened in registers (without AVX2 the two orders of the `omp simd` sum differ in the
 // last bits, and this keeps a channel's result what it has been).
 template <int C>
@@ -136,7 +134,7 @@ void run_channels(const float* x, const std::int8_t* q, const float* scale, floa
   for_channel_blocks<C>(o0, o1, [&]<int CB>(int o) {
     const std::int8_t* qb = q + static_cast<std::size_t>(o) * xs;
     const ScaledDot out_step{scale + o};
-    if (CB > 1 && n >= kWidenOnceRows) {
+    if (CB > 1 && n >= kInt8WidenOnceRows) {
       dot_rows_widened<TileLanes, CB>(
           x, xs, n, in,
           [&](int c, float* w) { widen_row(qb + static_cast<std::size_t>(c) * xs, in, w); },
@@ -154,14 +152,13 @@ void run_channels(const float* x, const std::int8_t* q, const float* scale, floa
 void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float* y, int n,
                  int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
-  // Wide: the row stream's tile of activations (up to 4 rows) would not stay in L1.
-  const bool wide =
-      sizeof(float) * static_cast<std::size_t>(std::min(n, 4)) * static_cast<std::size_t>(in) > kStreamActBytes;
-  if (n >= (wide ? kInt8AmxWideMinRows : kInt8AmxMinRows) && n <= kInt8AmxMaxRows && amx_bf16_enabled()) {
+  const CpuKernel k = plan_cpu_linear(CpuFormat::kW8A16, n, CpuLinearShape{.out = out, .in = in, .packed = false},
+                                      CpuIsa::host());
+  if (k == CpuKernel::kInt8Amx) {
     matmul_int8_amx(x, q, scale, y, n, out, in, pool);
     return;
   }
-  if (n > kInt8AmxMaxRows && in >= kAmxDequantMinIn && amx_bf16_enabled()) {
+  if (k == CpuKernel::kAmxDequant) {
     // Codes are exact in bf16: one weight term, the channel scale on the fp32 sums.
     struct Rows {
       const std::int8_t* q;
@@ -182,7 +179,7 @@ void matmul_int8(const float* x, const std::int8_t* q, const float* scale, float
   }
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
 #if INFERLAB_MATMUL_INT8_AVX512
-    if (n < kWidenOnceRows) {
+    if (k == CpuKernel::kInt8Stream) {
       run_rows_streamed(x, q, scale, y, n, out, in, o0, o1);
       return;
     }

@@ -15,20 +15,12 @@
 #include <cstdint>
 
 #include "inferlab/thread_pool.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::cpu {
 
-// Token rows matmul_int8 sends here (B-tile columns per row: three, x = hi + mid + lo exactly, up
-// to 5 rows; two, hi + lo, from 6; at most 32 columns, two sets of 16, so at most 16 rows). Below 5 the AVX-512 row stream is as fast or
-// faster while its tile of activations stays in L1: widening 16 weight rows into tiles costs about
-// twice its work at one row. Where 3 or 4 rows of activations outgrow kStreamActBytes (TinyLlama's
-// 5632-wide down projection) they stream from L2 once per weight row, and this path runs from
-// kInt8AmxWideMinRows rows instead (2 threads from DRAM, alternating, AMX Xeon, 2026-12-06:
-// 2048 x 5632 3 rows 9.5 -> 12.4 GB/s, 4 rows 7.4 -> 12.2; 2048-wide rows 3 rows 0.8x, 4 rows 0.9x).
-constexpr int kInt8AmxMinRows = 5;
-constexpr int kInt8AmxWideMinRows = 3;
-constexpr int kInt8AmxMaxRows = 16;
-constexpr std::size_t kStreamActBytes = std::size_t{32} << 10;
+// The rows matmul_int8 sends here (kInt8AmxMinRows .. kInt8AmxMaxRows, and from
+// kInt8AmxWideMinRows for wide rows) are linear_plan.h's, with the measurements behind them.
 
 // y[n, out] = x[n, in] · (scale ⊙ Q)^T as matmul_int8; requires amx_bf16_enabled() and
 // 1 <= n <= kInt8AmxMaxRows (throws inferlab::Error otherwise).

@@ -1,6 +1,6 @@
 // Prefill GEMM benchmarks: the machine's measured compute peaks (Peak*), then the packed-panel
 // GEMMs (kernels/cpu/gemm_panels_f32.h, gemm_panels_half.h, gemm_panels_int8.h) against the
-// row-major kernels they replace in FloatLinear (matmul_f32), HalfLinear (matmul_half) and the
+// row-major kernels they replace in FloatLinear (matmul_f32) and the
 // W8A8 Int8Linear (matmul_int8_act), and the per-token W8A8 of SmoothQuant (GemmPanelsInt8PerToken), at SmolLM2-135M
 // and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512} token rows, on the shared pool
 // (all hardware threads).
@@ -21,7 +21,6 @@
 #include "kernels/cpu/gemm_panels_half.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_half.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/peak_probe.h"
 #include "kernels/ref/half.h"
@@ -117,16 +116,6 @@ void BM_GemmPanelsF16(benchmark::State& state) {
   const auto h = to_f16(p.w);
   const auto packed = inferlab::cpu::pack_panels_half(h.data(), p.out, p.in, inferlab::cpu::HalfFormat::kF16);
   time_calls(state, [&] { inferlab::cpu::gemm_panels_half(p.x.data(), packed, p.y.data(), p.n, pool()); }, p.y.data());
-  set_counters(state, p.n, p.out, p.in, 2.0 * p.out * p.in);
-}
-
-void BM_MatmulRowMajorF16(benchmark::State& state) {
-  F32Problem p(state);
-  const auto h = to_f16(p.w);
-  time_calls(state, [&] {
-    inferlab::cpu::matmul_half(p.x.data(), h.data(), p.y.data(), p.n, p.out, p.in, inferlab::cpu::HalfFormat::kF16,
-                               pool());
-  }, p.y.data());
   set_counters(state, p.n, p.out, p.in, 2.0 * p.out * p.in);
 }
 
@@ -254,7 +243,6 @@ BENCHMARK(BM_GemmPanelsF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond
 BENCHMARK(BM_GemmAmxF16Split)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmAmxBf16Split)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmAmxBf16Rounded)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_MatmulRowMajorF16)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8)->Apply(prefill_shapes)->Apply(amx_edge_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8Vnni)->Apply(prefill_shapes)->Apply(amx_edge_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_GemmPanelsInt8PerToken)->Apply(prefill_shapes)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -12,6 +12,7 @@
 #include "inferlab/model/weights.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/linear_plan.h"
 #include "test_support.h"
 
 namespace inferlab {
@@ -40,7 +41,7 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
   const std::vector<std::string> header = {
       "model", "size_bytes", "params", "backend", "threads", "attention", "quantization", "test", "n_prompt", "n_gen",
       "n_batch", "n_depth", "repetitions", "avg_ts", "stddev_ts", "avg_gbs", "bandwidth_gbs", "roofline_frac",
-      "probe_gbs", "roofline_now_frac", "ratio_to_first", "cost_vs_pp1", "read_limit_ms", "arith_limit_ms", "arith_peak"};
+      "probe_gbs", "roofline_now_frac", "ratio_to_first", "cost_vs_pp1", "read_limit_ms", "arith_limit_ms", "arith_peak", "kernel"};
   EXPECT_EQ(rows[0], header);
   const std::vector<std::string> tests = {"pp8", "pp8", "tg4", "tg4", "tg4 x2 @ d8", "tg4 x2 @ d8"};
   const long long params = preset_config("stories260k").parameter_count();
@@ -96,6 +97,7 @@ TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
     EXPECT_GT(std::stod(row[22]), 0.0);
     EXPECT_GT(std::stod(row[23]), 0.0);
     EXPECT_EQ(row[24], row[6] == "none" ? "fp32 FMA" : "int8 dot");
+    EXPECT_NE(row[25], "");  // the kernels the pass ran
   }
   // Rows 1, 3, 5: stack none at pp1, pp2, pp4. The read limit is the weights once for every k
   // (plus k rows of K/V); the arithmetic limit grows with the rows (the one logit row aside).
@@ -103,7 +105,8 @@ TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
   EXPECT_GT(std::stod(rows[5][23]), 2.5 * std::stod(rows[1][23]));
   const auto m = run_inferlab(sweep + "-o md");
   ASSERT_EQ(m.code, 0) << m.err;
-  EXPECT_NE(m.out.find("| stack | k | ms | cost | read limit ms | arithmetic limit ms | peak | × limit |"), std::string::npos)
+  EXPECT_NE(m.out.find("| stack | k | ms | cost | read limit ms | arithmetic limit ms | peak | kernels | × limit |"),
+            std::string::npos)
       << m.out;
   EXPECT_NE(m.out.find("| naive + int8:activations=int8 | 4 | "), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("fp32 FMA "), std::string::npos) << m.out;
@@ -118,7 +121,10 @@ TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
 // ones (from 7 rows: at 8 the bf16 tiles, the others not yet); fp32 weights stay on the FMAs; one
 // row keeps the vector units' peaks. int4 with int16 activations takes the int16 dot at every row
 // count (its kernel has no tile form).
-TEST(BenchCli, SixteenRowPassesTakeTheAmxPeakWhereTheTilesRun) {
+// The arithmetic limit takes, per linear, the peak of the kernel its plan runs (kernels/cpu/
+// linear_plan.h): the kernel column names them (most multiply-adds first) and the peak column
+// is the first one's arithmetic.
+TEST(BenchCli, EachPassTakesThePeakOfTheKernelsItsLinearsRun) {
   testing::TempDir dir("bench_amx_peak");
   const auto r = run_inferlab(
       tiny_bench(dir, "-p 1,8,16 -n '' -r 1", "none,bf16,int8:activations=int8,int4:activations=int16") +
@@ -126,29 +132,47 @@ TEST(BenchCli, SixteenRowPassesTakeTheAmxPeakWhereTheTilesRun) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = csv_rows(r.out, dir);
   ASSERT_EQ(rows.size(), 1u + 3 * 4) << r.out;
+  ASSERT_EQ(rows[0][24], "arith_peak");
+  ASSERT_EQ(rows[0][25], "kernel");
+  auto arithmetic_of = [](const std::string& kernel) -> std::string {
+    for (int k = 0; k <= static_cast<int>(cpu::CpuKernel::kGgufRows); ++k) {
+      const cpu::CpuKernelInfo& info = cpu::cpu_kernel_info(static_cast<cpu::CpuKernel>(k));
+      if (kernel == info.name) return cpu::cpu_arithmetic_name(info.arithmetic);
+    }
+    return "unknown kernel " + kernel;
+  };
   const bool amx_bf16 = cpu::amx_bf16_enabled(), amx_int8 = cpu::amx_int8_enabled();
-#if defined(__AVX512VNNI__)
-  const char* int16_peak = "int16 dot";
-#else
-  const char* int16_peak = "fp32 FMA";  // no int16 dot in this build: the limit falls back
-#endif
-  std::map<std::string, std::string> want16 = {{"none", "fp32 FMA"},
-                                               {"bf16", amx_bf16 ? "AMX bf16" : "bf16 dot"},
-                                               {"int8:activations=int8", amx_int8 ? "AMX int8" : "int8 dot"},
-                                               {"int4:activations=int16", int16_peak}};
   for (std::size_t i = 1; i < rows.size(); ++i) {
     const auto& row = rows[i];
-    SCOPED_TRACE(row[6] + " " + row[7]);
+    SCOPED_TRACE(row[6] + " " + row[8] + " rows: " + row[24] + ", " + row[25]);
+    const std::string first = row[25].substr(0, row[25].find('+'));
+    const std::string arithmetic = arithmetic_of(first);
+#if defined(__AVX512VNNI__)
+    EXPECT_EQ(row[24], arithmetic);
+#else
+    if (arithmetic != "int16 dot") {
+      EXPECT_EQ(row[24], arithmetic);  // else no int16 probe here: the FMA's peak
+    }
+#endif
+    EXPECT_GT(std::stod(row[23]), 0.0);  // arith_limit_ms
+    const int k = std::stoi(row[8]);
+    if (row[6] == "none") {
+      EXPECT_EQ(row[25], "panels_f32");
+    }
+    if (row[6] == "bf16") {
+      EXPECT_EQ(row[25], amx_bf16 && k >= cpu::kAmxBf16MinRows ? "amx_bf16" : "panels_half");
+    }
+    if (row[6] == "int8:activations=int8" && k >= cpu::kAmxBlocksMinRows && amx_int8) {
+      EXPECT_NE(row[25].find("panels_int8_amx"), std::string::npos);  // the linears of whole panels and blocks
+    }
+    if (row[6] == "int8:activations=int8" && k < cpu::kAmxBlocksMinRows) {
+      EXPECT_EQ(row[25].find("amx"), std::string::npos);
+    }
+#if defined(__AVX512VNNI__)
     if (row[6] == "int4:activations=int16") {
-      EXPECT_EQ(row[24], int16_peak);
-      continue;
+      EXPECT_NE(row[25].find("int4_panels_int16"), std::string::npos);
     }
-    if (row[8] == "16" || (row[8] == "8" && row[6] == "bf16")) {
-      if (row[6] == "bf16" && !amx_bf16) continue;  // the bf16 dot, or the FMA in a build without it
-      EXPECT_EQ(row[24], want16.at(row[6]));
-    } else {
-      EXPECT_EQ(row[24].rfind("AMX", 0), std::string::npos) << row[24];
-    }
+#endif
   }
 }
 

@@ -102,6 +102,15 @@ std::uint64_t Model::weight_bytes() const {
   return bytes;
 }
 
+std::vector<const Linear*> Model::linears() const {
+  std::vector<const Linear*> out;
+  for (const auto& l : layers_)
+    for (const Linear* lin : {l->wq.get(), l->wk.get(), l->wv.get(), l->wo.get(), l->w1.get(), l->w2.get(), l->w3.get()})
+      out.push_back(lin);
+  out.push_back(classifier_.get());
+  return out;
+}
+
 std::uint64_t Model::embedding_bytes() const { return embedding_ ? embedding_->weight_bytes() : 0; }
 
 const int* Model::upload(const std::vector<int>& host, Buffer& staging) {

@@ -11,6 +11,7 @@
 
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_panels_f32.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab {
 
@@ -25,6 +26,7 @@ class FloatLinear : public Linear {
   bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
   // 4 bytes per weight.
   std::uint64_t weight_bytes() const override;
+  std::string cpu_kernel(int) const override { return cpu::cpu_kernel_info(cpu::CpuKernel::kPanelsF32).name; }
   // A copy of the row.
   void dequantize_row(int row, float* out) const override;
 

@@ -46,9 +46,15 @@ HalfLinear::HalfLinear(const std::vector<float>& weight, int out, int in, cpu::H
   }
 }
 
-bool HalfLinear::uses_amx(int n) const {
-  return !amx_.data.empty() && n >= cpu::amx_bf16_min_rows(amx_.weight_terms) && cpu::amx_bf16_enabled();
+cpu::CpuKernel HalfLinear::plan(int rows) const {
+  const cpu::CpuLinearShape shape{.out = out_features(), .in = in_features(),
+                                  .weight_terms = amx_.data.empty() ? 1 : amx_.weight_terms,
+                                  .amx_packed = !amx_.data.empty()};
+  return cpu::plan_cpu_linear(format_ == cpu::HalfFormat::kF16 ? cpu::CpuFormat::kF16 : cpu::CpuFormat::kBf16, rows,
+                              shape, cpu::CpuIsa::host());
 }
+
+bool HalfLinear::uses_amx(int n) const { return plan(n) == cpu::CpuKernel::kAmxBf16; }
 
 void HalfLinear::forward(const float* x, float* y, int n, Device& device) const {
   if (uses_amx(n)) cpu::gemm_amx_bf16(x, amx_, amx_x_terms_, y, n, cpu_pool(device, "half linear"));

@@ -13,14 +13,15 @@
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_amx_bf16.h"
 #include "kernels/cpu/gemm_panels_half.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab {
 
 // "f16" or "bf16".
 const char* half_format_name(cpu::HalfFormat format);
 
-// CPU prefill on the AMX bf16 tiles (kernels/cpu/gemm_amx_bf16.h), from 16 rows where the tiles
-// run (fewer rows, INFERLAB_AMX=0, no AMX, or the kernel refusing the tile state: the panels).
+// CPU prefill on the AMX bf16 tiles (kernels/cpu/gemm_amx_bf16.h), from amx_bf16_min_rows rows
+// (kernels/cpu/linear_plan.h) where the tiles run (fewer rows, INFERLAB_AMX=0, no AMX, or the kernel refusing the tile state: the panels).
 //  kSplit: weights exact (f16 as two bf16 terms), x as two bf16 terms (about 2^-16): within the
 //          format's CPU bound; kBf16: weights and x rounded once to bf16 (2^-8 each: within
 //          bf16's two-operand bound, outside f16's); kOff: the fp32 panels always.
@@ -41,8 +42,10 @@ class HalfLinear : public Linear {
   // The row widened to fp32.
   void dequantize_row(int row, float* out) const override;
   cpu::HalfFormat format() const { return format_; }
-  // Whether a forward of n rows runs on the AMX tiles now.
+  // Whether a forward of n rows runs on the AMX tiles now (cpu_kernel: the plan's kAmxBf16).
   bool uses_amx(int n) const;
+  std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
+  cpu::CpuKernel plan(int rows) const;
   // The stored weights widened back to fp32 [out, in] (tests).
   std::vector<float> dequantized() const;
 

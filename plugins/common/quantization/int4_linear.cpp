@@ -115,6 +115,16 @@ Int4Rows Int4Linear::rows() const {
   return r;
 }
 
+cpu::CpuKernel Int4Linear::plan(int rows) const {
+  const cpu::CpuFormat f = activations_ == Int4Activations::kInt8    ? cpu::CpuFormat::kW4A8
+                           : activations_ == Int4Activations::kInt16 ? cpu::CpuFormat::kW4A16Int16
+                                                                     : cpu::CpuFormat::kW4A16;
+  return cpu::plan_cpu_linear(
+      f, rows,
+      cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .group_size = group_size_, .packed = holds_panels()},
+      cpu::CpuIsa::host());
+}
+
 void Int4Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "int4 linear");
   if (activations_ == Int4Activations::kInt8) {
@@ -127,7 +137,7 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     forward_act_blocks(xq.data(), xs.data(), y, n, device);
     return;
   }
-  if (activations_ == Int4Activations::kInt16 && holds_panels()) {
+  if (plan(n) == cpu::CpuKernel::kInt4PanelsInt16) {
     thread_local std::vector<std::int16_t> xq;
     thread_local std::vector<float> xs;
     const int in = in_features();
@@ -137,7 +147,27 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     cpu::gemm_int4_panels_int16(xq.data(), xs.data(), panels_, y, n, pool);
     return;
   }
-  cpu::matmul_int4(x, rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(), y, n,
+  const float* xa = x;
+  if (activations_ == Int4Activations::kInt16 && in_features() % ref::kActBlock == 0) {
+    // No int16 panels here (a build without AVX-512 VNNI): the same int16 blocks, as fp32 values
+    // (xq * xs, exact) into the fp32 kernel, so the parameter gives its activations' numerics.
+    const int in = in_features(), blocks = in / ref::kActBlock;
+    thread_local std::vector<std::int16_t> xq;
+    thread_local std::vector<float> xs, rounded;
+    xq.resize(static_cast<std::size_t>(n) * in);
+    xs.resize(static_cast<std::size_t>(n) * blocks);
+    rounded.resize(xq.size());
+    cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
+    for (int r = 0; r < n; ++r)
+      for (int b = 0; b < blocks; ++b) {
+        const std::size_t at = static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * ref::kActBlock;
+        const float scale = xs[static_cast<std::size_t>(r) * blocks + b];
+        for (int i = 0; i < ref::kActBlock; ++i)
+          rounded[at + i] = static_cast<float>(xq[at + cpu::int16_pair_slot(i)]) * scale;
+      }
+    xa = rounded.data();
+  }
+  cpu::matmul_int4(xa, rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(), y, n,
                    out_features(), in_features(), group_size_, pool);
 }
 

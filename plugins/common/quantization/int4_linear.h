@@ -10,6 +10,7 @@
 #include "inferlab/huge_pages.h"
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_int4_panels.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab {
 
@@ -54,9 +55,13 @@ class Int4Linear : public Linear {
              std::vector<std::uint8_t> zero);
   // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4 (fp32 activations), or x
   // quantised per 32-block: int8 through gemm_int4_panels or matmul_int4_act (W4A8), int16
-  // through gemm_int4_panels_int16. The CPU; on a CUDA device
+  // through gemm_int4_panels_int16 (without its panels — no AVX-512 VNNI — the int16 blocks'
+  // values through matmul_int4; in not a multiple of 32: fp32). The CPU; on a CUDA device
   // an Int4CudaLinear (plugins/common/quantization/int4_linear_cuda.h) runs the same codes.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // The plan's kernel for the activations (kernels/cpu/linear_plan.h: W4A16, W4A16 int16, W4A8).
+  std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
+  cpu::CpuKernel plan(int rows) const;
   // kInt8 and kInt16 quantise activations per 32-block on the fly and throw Error unless
   // group_size is a multiple of 32 (each activation block must lie in one weight group); where
   // this CPU has the kernels and in is a multiple of 32 (cpu::int4_panels_available), the codes

@@ -73,6 +73,13 @@ GgufBlockLinear::GgufBlockLinear(std::shared_ptr<const SourceBlocks> blocks, int
 
 std::uint64_t GgufBlockLinear::weight_bytes() const { return packed() ? cpu::packed_bytes(packed_) : blocks_->bytes.size(); }
 
+cpu::CpuKernel GgufBlockLinear::plan(int rows) const {
+  const cpu::CpuLinearShape shape{
+      .out = out_features(), .in = in_features(), .type = packed() ? packed_.type : type_, .packed = packed()};
+  return cpu::plan_cpu_linear(int8_activations_ ? cpu::CpuFormat::kGguf : cpu::CpuFormat::kGgufFp32, rows, shape,
+                              cpu::CpuIsa::host());
+}
+
 void GgufBlockLinear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'gguf'");
   const int in = in_features();

@@ -14,6 +14,7 @@
 #include "inferlab/plugin/quantization.h"
 #include "inferlab/model/weights.h"
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::plugins {
 
@@ -39,6 +40,9 @@ class GgufBlockLinear : public Linear {
   // (quantize_act_rows) and run by gemm_gguf when packed, else per 32 (256 for the K-quants) by
   // matmul_gguf_act, when int8_activations.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // The plan's kernel (kernels/cpu/linear_plan.h): the packed blocks, or the file's rows.
+  std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
+  cpu::CpuKernel plan(int rows) const;
   // Packed (gemm_gguf's panels, blocks of 32): the model may hand x already quantised per
   // 32-block ([device] fuse = true quantises once inside the RMSNorm / SwiGLU producing x).
   bool reads_act_blocks() const override { return packed(); }

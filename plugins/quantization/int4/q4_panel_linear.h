@@ -17,6 +17,7 @@
 
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_gguf.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::plugins {
 
@@ -35,6 +36,13 @@ class Q4PanelLinear : public Linear {
   // y[n, out] = x[n, in] · W_hatᵀ with x quantised per 32-block (cpu::quantize_act_rows) and
   // cpu::gemm_gguf.
   void forward(const float* x, float* y, int n, Device& device) const override;
+  // The plan's kernel for the GGUF Q4_0 / Q4_1 blocks (kernels/cpu/linear_plan.h).
+  std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
+  cpu::CpuKernel plan(int rows) const {
+    return cpu::plan_cpu_linear(cpu::CpuFormat::kGguf, rows,
+                                cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .type = packed_.type},
+                                cpu::CpuIsa::host());
+  }
   bool reads_act_blocks() const override { return true; }
   // xq [n, in], xs [n, in / 32]: cpu::gemm_gguf directly.
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;

@@ -59,10 +59,17 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool i
   ref::quantize_int8_rows(weight.data(), out, in, q_.data(), scale_.data());
 }
 
+cpu::CpuKernel Int8Linear::plan(int rows) const {
+  const bool packed = int8_activations_ ? !panels_.data.empty() : !w8_.data.empty();
+  return cpu::plan_cpu_linear(int8_activations_ ? cpu::CpuFormat::kW8A8 : cpu::CpuFormat::kW8A16, rows,
+                              cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = packed},
+                              cpu::CpuIsa::host());
+}
+
 void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   if (!int8_activations_) {
-    if (n <= kW8PanelMaxRows && !w8_.data.empty())
+    if (plan(n) == cpu::CpuKernel::kPanelsW8)
       cpu::gemm_panels_w8(x, w8_, y, n, pool);
     else
       cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
@@ -75,7 +82,7 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
 bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
   if (!int8_activations_) {  // W8A16: the decode panels as one dispatch, where they run
     thread_local std::vector<cpu::GemmPanelsW8Output> w8;
-    if (n > kW8PanelMaxRows || !w8_group(group, w8)) return false;
+    if (plan(n) != cpu::CpuKernel::kPanelsW8 || !w8_group(group, w8)) return false;
     cpu::gemm_panels_w8_group(x, w8, n, cpu_pool(device, "quantization 'int8'"));
     return true;
   }

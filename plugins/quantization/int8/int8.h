@@ -14,6 +14,7 @@
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/gemm_panels_w8.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::plugins {
 
@@ -30,11 +31,11 @@ class Int8Linear : public Linear {
   // kernels/cpu/gemm_panels_w8.h for decode and few rows (kW8PanelMaxRows; the row-major codes
   // stay for the prefill kernels, as the half linears keep their AMX copy).
   void pack_for_host();
-  // Token rows up to which fp32 activations take the W8A16 panels; from 7 the AMX bf16 tiles of
-  // matmul_int8_amx (where they run) are as fast or faster (TinyLlama, 2 threads, AMX Xeon,
-  // 2026-12-06, alternating, ms panels / tiles: 5 rows 54-55 / 71-76, 6 rows 60 / 70-75, 7 rows
-  // 72-77 / ~72, 8 rows 80-83 / 72-75).
-  static constexpr int kW8PanelMaxRows = 6;
+  // Token rows up to which fp32 activations take the W8A16 panels (kernels/cpu/linear_plan.h).
+  static constexpr int kW8PanelMaxRows = cpu::kW8PanelMaxRows;
+  // The plan's kernel: W8A16 (panels, then matmul_int8's) or W8A8 (panels, or matmul_int8_act).
+  std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
+  cpu::CpuKernel plan(int rows) const;
   // out*in bytes of int8 plus 4*out bytes of scales; in panels, plus their int16 block sums
   // (1/16 byte per weight) and in rounded up to 4.
   std::uint64_t weight_bytes() const override;

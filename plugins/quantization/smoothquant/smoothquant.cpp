@@ -5,7 +5,6 @@
 
 #include "inferlab/error.h"
 #include "kernels/cpu/gemm_panels_int8.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "plugins/common/quantization/float_linear.h"
 
@@ -64,7 +63,8 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
     xsm = xs_.data();
   }
   if (!quantize_) {
-    cpu::matmul_f32(xsm, w_smoothed_.data(), y, n, out_features(), in_features(), pool);
+    if (!f32_.data.empty()) cpu::gemm_panels_f32(xsm, f32_, y, n, pool);
+    else cpu::gemm_panels_f32(xsm, cpu::pack_panels_f32(w_smoothed_.data(), out_features(), in_features()), y, n, pool);
     return;
   }
   // Dynamic per-token activation scale: max|x_t| / 127 (one block of `in` values per row).
@@ -90,8 +90,21 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
   }, /*grain=*/16);
 }
 
+cpu::CpuKernel W8A8Linear::plan(int rows) const {
+  if (!quantize_) return cpu::CpuKernel::kPanelsF32;
+  return cpu::plan_cpu_linear(
+      cpu::CpuFormat::kW8A8PerToken, rows,
+      cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = !panels_.data.empty()},
+      cpu::CpuIsa::host());
+}
+
 void W8A8Linear::pack_for_host() {
-  if (!quantize_ || !cpu::gemm_panels_int8_available() || !panels_.data.empty()) return;
+  if (!quantize_) {  // the fp32 W diag(s) in panels: the row-major copy is released
+    if (f32_.data.empty()) f32_ = cpu::pack_panels_f32(w_smoothed_.data(), out_features(), in_features());
+    std::vector<float>().swap(w_smoothed_);
+    return;
+  }
+  if (!cpu::gemm_panels_int8_available() || !panels_.data.empty()) return;
   panels_ = cpu::pack_panels_int8(q_.data(), w_scale_.data(), out_features(), in_features());
   std::vector<std::int8_t>().swap(q_);  // the panels hold the codes now
 }
@@ -99,6 +112,11 @@ void W8A8Linear::pack_for_host() {
 void W8A8Linear::dequantize_row(int row, float* out) const {
   check_linear_row(*this, row, "quantization 'smoothquant'");
   const std::size_t in = static_cast<std::size_t>(in_features()), at = static_cast<std::size_t>(row) * in;
+  if (!f32_.data.empty()) {
+    cpu::unpack_panel_row_f32(f32_, row, out);
+    for (std::size_t j = 0; j < in && !inv_smooth_.empty(); ++j) out[j] *= inv_smooth_[j];
+    return;
+  }
   if (!panels_.data.empty()) {
     cpu::unpack_panel_row_int8(panels_, row, out);  // scale[row] * codes
     for (std::size_t j = 0; j < in && !inv_smooth_.empty(); ++j) out[j] *= inv_smooth_[j];
@@ -112,7 +130,7 @@ void W8A8Linear::dequantize_row(int row, float* out) const {
 
 std::uint64_t W8A8Linear::weight_bytes() const {
   const std::uint64_t smooth = inv_smooth_.size() * sizeof(float);
-  if (!quantize_) return w_smoothed_.size() * sizeof(float) + smooth;
+  if (!quantize_) return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * sizeof(float) + smooth;
   if (!panels_.data.empty()) return cpu::packed_bytes(panels_) + smooth;
   return q_.size() + w_scale_.size() * sizeof(float) + smooth;
 }

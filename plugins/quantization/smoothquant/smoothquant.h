@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "inferlab/plugin/quantization.h"
+#include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::plugins {
 
@@ -22,18 +24,23 @@ class W8A8Linear : public Linear {
   void forward(const float* x, float* y, int n, Device& device) const override;
   // With AVX-512 VNNI: the int8 codes move into the packed panels of
   // kernels/cpu/gemm_panels_int8.h (the row-major copy is released), and forward runs
-  // gemm_panels_int8_per_token — bit-identical to the plain loop it replaces. Otherwise (or
-  // quantize false) nothing changes.
+  // gemm_panels_int8_per_token — bit-identical to the plain loop it replaces; without VNNI nothing
+  // changes. With quantize false the fp32 W diag(s) moves into gemm_panels_f32's panels (a forward
+  // before this packs them per call).
   void pack_for_host();
   // int8: out·in codes + 4·out scales (+ 4·in for s⁻¹ when smoothing); fp32 (quantize false):
   // 4·out·in (+ 4·in).
   std::uint64_t weight_bytes() const override;
+  // The plan's kernel (kernels/cpu/linear_plan.h): per-token W8A8, or fp32 panels (quantize false).
+  std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
+  cpu::CpuKernel plan(int rows) const;
   // The row of the weights forward multiplies x by: (W diag(s))_q[row, :] ⊙ s⁻¹ (the int8 codes
   // times their scale, or the fp32 W diag(s) when quantize is false).
   void dequantize_row(int row, float* out) const override;
   const std::vector<float>& smooth() const { return inv_smooth_; }
   bool quantize() const { return quantize_; }
-  // Row-major codes and their scales (empty codes once packed); W diag(s) when quantize is false.
+  // Row-major codes and their scales (empty codes once packed); W diag(s) when quantize is false
+  // (empty once packed).
   const std::vector<std::int8_t>& codes() const { return q_; }
   const std::vector<float>& scales() const { return w_scale_; }
   const std::vector<float>& smoothed() const { return w_smoothed_; }
@@ -44,7 +51,8 @@ class W8A8Linear : public Linear {
   std::vector<std::int8_t> q_;        // [out, in] int8(W diag(s)) (released once packed)
   cpu::PackedPanelsInt8 panels_;      // the same codes and scales in VNNI panels (pack_for_host)
   std::vector<float> w_scale_;        // [out]
-  std::vector<float> w_smoothed_;     // [out, in] fp32 W diag(s) (quantize false only)
+  std::vector<float> w_smoothed_;     // [out, in] fp32 W diag(s) (quantize false only; released once packed)
+  cpu::PackedPanelsF32 f32_;          // the same in fp32 panels (quantize false, pack_for_host)
   mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹
   mutable std::vector<std::int8_t> xq_;  // [n, in] scratch: int8 activations
   mutable std::vector<float> x_scale_;   // [n]

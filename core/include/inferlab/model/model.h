@@ -38,6 +38,8 @@ class Model {
   // Bytes of the token-embedding table within weight_bytes(); a step reads only its tokens'
   // rows of it, so a decode step reads weight_bytes() - embedding_bytes() (+ those rows).
   std::uint64_t embedding_bytes() const;
+  // Every layer's linears (wq, wk, wv, wo, w1, w2, w3, layer by layer), then the classifier.
+  std::vector<const Linear*> linears() const;
 
   // Runs batch.rows() tokens: writes their K/V into `kv` (storage on this model's device) at
   // batch.slots, and fills logits [batch.logit_rows.size(), vocab] on the host. Under a layer

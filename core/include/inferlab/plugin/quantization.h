@@ -50,6 +50,14 @@ class Linear {
   virtual bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const;
   virtual bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
                                             const float* xs, int n, Device& device) const;
+  // The name of the CPU kernel a forward of `rows` token rows runs (kernels/cpu/linear_plan.h's
+  // cpu_kernel_info(k).name: the plan its forward follows), for the kernel column and the
+  // arithmetic limit of `inferlab bench`; "" for a linear that does not run on the CPU's linear
+  // kernels (a GPU's, a test's).
+  virtual std::string cpu_kernel(int rows) const {
+    (void)rows;
+    return "";
+  }
   int out_features() const { return out_; }
   int in_features() const { return in_; }
 
