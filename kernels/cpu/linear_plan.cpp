@@ -109,8 +109,8 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
       return s.amx_packed && isa.amx_bf16 && n >= amx_bf16_min_rows(f == CpuFormat::kBf16 ? 1 : s.weight_terms)
                  ? CpuKernel::kAmxBf16
                  : CpuKernel::kPanelsHalf;
-    case CpuFormat::kW8A16:
-      return s.packed && n <= kW8PanelMaxRows ? CpuKernel::kPanelsW8 : plan_int8_rows(n, s.in, isa);
+    case CpuFormat::kW8A16:  // without the AMX tiles the panels serve every row count
+      return s.packed && (n <= kW8PanelMaxRows || !isa.amx_bf16) ? CpuKernel::kPanelsW8 : plan_int8_rows(n, s.in, isa);
     case CpuFormat::kW8A8:
       if (!s.packed) return CpuKernel::kInt8ActRows;
       return isa.amx_int8 && n >= kAmxBlocksMinRows && s.out % 32 == 0 && s.in % 32 == 0 ? CpuKernel::kPanelsInt8Amx

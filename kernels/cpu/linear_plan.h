@@ -109,7 +109,10 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
 constexpr int kAmxBf16MinRows = 7;
 constexpr int kAmxBf16SplitMinRows = 24;
 constexpr int amx_bf16_min_rows(int weight_terms) { return weight_terms == 1 ? kAmxBf16MinRows : kAmxBf16SplitMinRows; }
-// W8A16: the int8 panels up to these rows (gemm_panels_w8.h); from 7 the AMX bf16 tiles of
+// W8A16: the int8 panels (gemm_panels_w8.h) at every row count where the AMX bf16 tiles do not
+// run (AVX2-only Zen 3, 2026-12-06, TinyLlama, alternating: 8 / 16 / 128-row passes 273-280 /
+// 416-480 / 3068-3291 ms on matmul_int8's tiles, 141-155 / 270-287 / 2068-2148 on the panels,
+// level with f16's), and up to these rows where they do; from 7 the AMX bf16 tiles of
 // matmul_int8_amx are as fast or faster (TinyLlama, 2 threads, AMX Xeon, 2026-12-06, alternating,
 // ms panels / tiles: 5 rows 54-55 / 71-76, 6 rows 60 / 70-75, 7 rows 72-77 / ~72, 8 rows 80-83 /
 // 72-75).

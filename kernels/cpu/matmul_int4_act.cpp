@@ -46,10 +46,13 @@ inline int code_at(const std::uint8_t* row, int i) {
   return (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
 }
 
+// zc [R rows, stride zcs]: per group, the sum over its full blocks of sx_b * sum(x_b) (the
+// zero-point term's activations, full_block_sums), read by the AVX2 loop only.
 template <int R, int C>
 inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::size_t xqs, std::size_t xss,
                  const std::uint8_t* packed, std::size_t row_bytes, const float* scale, const std::uint8_t* zero,
-                 int groups, float* y, std::size_t ys, int in, int group_size) {
+                 int groups, float* y, std::size_t ys, int in, int group_size, [[maybe_unused]] const float* zc,
+                 [[maybe_unused]] std::size_t zcs, [[maybe_unused]] int ahead) {
   const int blocks = ref::act_blocks(in);
   [[maybe_unused]] const int full = in / kActBlock;  // the AVX2 loop's bound
   float acc[R][C] = {};
@@ -67,28 +70,34 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
     float ws[C];
 #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) {
-      wv[c] = unpack32(packed + c * row_bytes + static_cast<std::size_t>(k / 2));
+      const std::uint8_t* p = packed + c * row_bytes + static_cast<std::size_t>(k / 2);
+      if (b % 4 == 0) prefetch_ahead(p, 64, ahead);  // one line per 4 blocks of each weight row
+      wv[c] = unpack32(p);
       ws[c] = scale[static_cast<std::size_t>(c) * groups + g];
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * xqs + k));
       const float sx = xs[r * xss + static_cast<std::size_t>(b)];
-      const int xsum_b = xsum[r * xss + static_cast<std::size_t>(b)];
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
         const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(wv[c], xv), ones);  // 8 x sum(u * x)
-        const float s = sx * ws[c];
-        vacc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(s), vacc[r][c]);
-        const int z = zero ? zero[static_cast<std::size_t>(c) * groups + g] : ref::kInt4SymmetricZero;
-        acc[r][c] -= s * static_cast<float>(z * xsum_b);
+        vacc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(sx * ws[c]), vacc[r][c]);
       }
     }
   }
+  // The zero points once per group, not per block: sum_g s_g z_g zc[r][g].
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) acc[r][c] += hsum(vacc[r][c]);
+    for (int c = 0; c < C; ++c) {
+      float zt = 0.0f;
+      for (int g = 0; g < groups && g * group_size < full * kActBlock; ++g) {
+        const int z = zero ? zero[static_cast<std::size_t>(c) * groups + g] : ref::kInt4SymmetricZero;
+        zt += scale[static_cast<std::size_t>(c) * groups + g] * static_cast<float>(z) * zc[r * zcs + static_cast<std::size_t>(g)];
+      }
+      acc[r][c] += hsum(vacc[r][c]) - zt;
+    }
 #endif
   for (; b < blocks; ++b) {  // the tail block, or every block without AVX2
     const int k = b * kActBlock, g = k / group_size, end = std::min(in, k + kActBlock);
@@ -375,6 +384,17 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
     return;
   }
 #endif
+  // Per token row and group, the zero-point term's activations over the full blocks (tile's AVX2 loop).
+  thread_local std::vector<float> zc_buffer;
+  zc_buffer.assign(static_cast<std::size_t>(n) * groups, 0.0f);
+  const float* const zc = zc_buffer.data();
+  const std::size_t zcs = static_cast<std::size_t>(groups);
+  for (int r = 0; r < n; ++r)
+    for (int b = 0; b < in / kActBlock; ++b) {
+      const std::size_t rb = static_cast<std::size_t>(r) * blocks + b;
+      zc_buffer[static_cast<std::size_t>(r) * groups + b * kActBlock / group_size] += xs[rb] * static_cast<float>(xsum[rb]);
+    }
+  const int ahead = decode_prefetch_bytes();
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
     auto run = [&](auto c_tag) {
       constexpr int C = decltype(c_tag)::value;
@@ -386,10 +406,10 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
         int r = 0;
         for (; r + 4 <= n; r += 4)
           tile<4, C>(xq + r * xqs, xs + r * xss, xsum + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
-                     y + r * ys + o, ys, in, group_size);
+                     y + r * ys + o, ys, in, group_size, zc + r * zcs, zcs, r == 0 ? ahead : 0);
         for (; r < n; ++r)
           tile<1, C>(xq + r * xqs, xs + r * xss, xsum + r * xss, xqs, xss, pb, row_bytes, sb, zb, groups,
-                     y + r * ys + o, ys, in, group_size);
+                     y + r * ys + o, ys, in, group_size, zc + r * zcs, zcs, r == 0 ? ahead : 0);
       }
       for (; o < o1; ++o)
         for (int r = 0; r < n; ++r)
@@ -397,7 +417,7 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
                      packed + static_cast<std::size_t>(o) * row_bytes, row_bytes,
                      scale + static_cast<std::size_t>(o) * groups,
                      zero ? zero + static_cast<std::size_t>(o) * groups : nullptr, groups, y + r * ys + o, ys, in,
-                     group_size);
+                     group_size, zc + r * zcs, zcs, 0);
     };
     if (n <= 2) run(std::integral_constant<int, 4>{});
     else run(std::integral_constant<int, 2>{});

@@ -67,11 +67,18 @@ TEST(CpuLinearPlan, W8A16PanelsThenTheAmxTilesThenTheDequantisingTiles) {
   EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8AmxWideMinRows, rows, amx()), K::kInt8Amx);
   rows.in = kAmxDequantMinIn - 1;  // too short for a tile step
   EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8AmxMaxRows + 1, rows, amx()), K::kInt8Tiles);
-  // Without AMX: the panels, then the stream below kInt8WidenOnceRows with AVX-512, else the tiles.
-  EXPECT_EQ(plan_cpu_linear(F::kW8A16, 1, kNarrow, avx2()), K::kPanelsW8);
-  EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows - 1, kNarrow, avx512()), K::kInt8Stream);
-  EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows, kNarrow, avx512()), K::kInt8Tiles);
-  EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows - 1, kNarrow, avx2()), K::kInt8Tiles);
+  // Without AMX the panels serve every row count (Zen 3, 2026-12-06: TinyLlama 8 / 16 / 128-row
+  // passes 273-280 / 416-480 / 3068-3291 ms on matmul_int8's tiles, 141-155 / 270-287 / 2068-2148
+  // on the panels, level with f16's); matmul_int8's own choice below them: the stream below
+  // kInt8WidenOnceRows with AVX-512, else the tiles.
+  for (int n : {1, kW8PanelMaxRows + 1, 16, 512}) {
+    EXPECT_EQ(plan_cpu_linear(F::kW8A16, n, kNarrow, avx2()), K::kPanelsW8) << n;
+    EXPECT_EQ(plan_cpu_linear(F::kW8A16, n, kNarrow, vnni()), K::kPanelsW8) << n;
+  }
+  rows.in = kNarrow.in;
+  EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows - 1, rows, avx512()), K::kInt8Stream);
+  EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows, rows, avx512()), K::kInt8Tiles);
+  EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows - 1, rows, avx2()), K::kInt8Tiles);
 }
 
 TEST(CpuLinearPlan, W8A8PanelsWithTheAmxTilesForWholePanelsAndBlocks) {

@@ -28,10 +28,11 @@ class Int8Linear : public Linear {
   // With int8 activations on a build with AVX-512 VNNI: q is repacked into the panels of
   // kernels/cpu/gemm_panels_int8.h (decode and prefill both run from them) and the row-major
   // copy is released. With fp32 activations: a second copy of q as the W8A16 panels of
-  // kernels/cpu/gemm_panels_w8.h for decode and few rows (kW8PanelMaxRows; the row-major codes
-  // stay for the prefill kernels, as the half linears keep their AMX copy).
+  // kernels/cpu/gemm_panels_w8.h, for every row count without the AMX bf16 tiles and up to
+  // kW8PanelMaxRows with them (the plan, kernels/cpu/linear_plan.h; the row-major codes stay for
+  // the tiles' prefill kernels, as the half linears keep their AMX copy).
   void pack_for_host();
-  // Token rows up to which fp32 activations take the W8A16 panels (kernels/cpu/linear_plan.h).
+  // Token rows up to which fp32 activations take the W8A16 panels where the AMX tiles run.
   static constexpr int kW8PanelMaxRows = cpu::kW8PanelMaxRows;
   // The plan's kernel: W8A16 (panels, then matmul_int8's) or W8A8 (panels, or matmul_int8_act).
   std::string cpu_kernel(int rows) const override { return cpu::cpu_kernel_info(plan(rows)).name; }
@@ -45,9 +46,9 @@ class Int8Linear : public Linear {
   bool reads_act_blocks() const override { return int8_activations_; }
   void forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const override;
   // A group of Int8Linears all in panels runs as one dispatch: with int8 activations (VNNI
-  // builds) cpu::gemm_panels_int8_group, x quantised once; with fp32 activations up to
-  // kW8PanelMaxRows rows cpu::gemm_panels_w8_group. Any other group (another kind, more rows):
-  // false.
+  // builds) cpu::gemm_panels_int8_group, x quantised once; with fp32 activations, where the plan
+  // takes the panels, cpu::gemm_panels_w8_group. Any other group (another kind, the AMX tiles'
+  // rows): false.
   bool try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const override;
   bool try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq, const float* xs, int n,
                                     Device& device) const override;

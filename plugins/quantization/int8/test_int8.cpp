@@ -162,8 +162,8 @@ TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
   const Linear* const qkv[] = {q.get(), k.get(), v.get()};
   testing::expect_group_in_one_dispatch(gate_up, device, 40);
   testing::expect_group_in_one_dispatch(qkv, device, 50, false);  // alone: inline, no dispatch at 1 row
-  // fp32 activations (W8A16): up to kW8PanelMaxRows rows the decode panels as one dispatch, more
-  // rows one call each; the same bits either way.
+  // fp32 activations (W8A16): the panels' rows (up to kW8PanelMaxRows where the AMX tiles run,
+  // every count elsewhere) as one dispatch, the tiles' rows one call each; the same bits either way.
   Int8Quantization fp32_acts(false);
   const auto a = fp32_acts.make_linear("a", gaussian(h * d, 6, 0.05), h, d),
              b = fp32_acts.make_linear("b", gaussian(h * d, 7, 0.05), h, d);
