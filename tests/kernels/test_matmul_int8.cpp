@@ -176,7 +176,9 @@ TEST(MatmulInt8Act, FastMatchesRefOverAwkwardShapes) {
   struct Shape {
     int n, out, in;
   };
-  const Shape shapes[] = {{1, 1, 1}, {1, 7, 31}, {1, 64, 32}, {1, 5, 200}, {1, 13, 2048}, {2, 33, 65}, {3, 17, 100}, {5, 9, 288}, {9, 40, 1000}};
+  const Shape shapes[] = {{1, 1, 1}, {1, 7, 31}, {1, 64, 32}, {1, 5, 200}, {1, 13, 2048}, {2, 33, 65}, {3, 17, 100}, {5, 9, 288}, {9, 40, 1000},
+                          // the AVX2 few-row stream (2 to 4 rows): odd and even block counts, a tail block
+                          {4, 11, 96}, {4, 6, 160}, {2, 5, 64}, {3, 7, 2080}, {4, 3, 33}};
   for (int threads : {1, 3})
     for (const Shape& s : shapes) {
       SCOPED_TRACE("n " + std::to_string(s.n) + " out " + std::to_string(s.out) + " in " + std::to_string(s.in));
