@@ -11,6 +11,7 @@
 #include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/gemm_panels_int8.h"
 #include "kernels/cpu/linear_plan.h"
+#include "kernels/cpu/matmul_gguf.h"
 
 namespace po = boost::program_options;
 
@@ -79,13 +80,14 @@ int cmd_kernels(const std::vector<std::string>& args) {
   const std::string type_name = vm["type"].as<std::string>();
   GgmlType type{};
   bool known = false;
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                     GgmlType::kIQ4_NL, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K,
-                     GgmlType::kQ6_K, GgmlType::kIQ4_XS})
-    if (ggml_type_name(static_cast<std::uint32_t>(t)) == type_name) type = t, known = true;
-  if (!known)
-    throw Error("kernels: --type = " + type_name +
-                "; allowed: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS");
+  std::string types;  // the block types the CPU kernels run (matmul_gguf.h), for the message
+  for (std::uint32_t id = 0; id < 64; ++id) {
+    const auto t = static_cast<GgmlType>(id);
+    if (!ggml_type_supported(id) || !ggml_type_is_quantized(t) || !cpu::gguf_native_kernel(t)) continue;
+    types += (types.empty() ? "" : ", ") + ggml_type_name(id);
+    if (ggml_type_name(id) == type_name) type = t, known = true;
+  }
+  if (!known) throw Error("kernels: --type = " + type_name + "; allowed: " + types);
   std::vector<const cpu::CpuFormatInfo*> formats;
   if (vm.count("format")) {
     const cpu::CpuFormatInfo* f = cpu::find_cpu_format(vm["format"].as<std::string>());

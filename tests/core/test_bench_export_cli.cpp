@@ -176,6 +176,26 @@ TEST(BenchCli, EachPassTakesThePeakOfTheKernelsItsLinearsRun) {
   }
 }
 
+// inferlab kernels prints the plan's kernel per format and row count for this host, and refuses an
+// unknown format or block type naming what is allowed.
+TEST(KernelsCli, PrintsThePlanPerFormatAndRowCountAndRefusesUnknownNames) {
+  const auto r = run_inferlab("kernels --rows 1,16 --format w8a16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const cpu::CpuLinearShape shape{.out = 5632, .in = 2048};  // the command's default linear; W8A16 packs its panels
+  const cpu::CpuIsa isa = cpu::CpuIsa::host();
+  const std::string want = std::string("| w8a16 | int8 (default) | ") +
+                           cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A16, 1, shape, isa)).name + " | " +
+                           cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A16, 16, shape, isa)).name + " |";
+  EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+  const auto bad_type = run_inferlab("kernels --type Q9");
+  EXPECT_NE(bad_type.code, 0);
+  EXPECT_NE(bad_type.err.find("--type = Q9; allowed: "), std::string::npos) << bad_type.err;
+  EXPECT_NE(bad_type.err.find("Q4_K"), std::string::npos) << bad_type.err;
+  const auto bad_format = run_inferlab("kernels --format w9");
+  EXPECT_NE(bad_format.code, 0);
+  EXPECT_NE(bad_format.err.find("--format = w9; allowed: f32, f16"), std::string::npos) << bad_format.err;
+}
+
 TEST(BenchCli, JsonAndMarkdownCarryTheSameTests) {
   testing::TempDir dir("bench_json");
   const auto j = run_inferlab(tiny_bench(dir) + "-o json --bandwidth 20");
