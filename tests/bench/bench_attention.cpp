@@ -23,9 +23,13 @@
 
 #include "inferlab/thread_pool.h"
 #include "plugins/attention/flash/flash_attention.cpp"
-#include "plugins/attention/flash/flash_attention_cuda.cpp"  // the CUDA paths (empty without CUDA)
+#if INFERLAB_HAVE_CUDA  // the CUDA paths exist only in a CUDA build
+#include "plugins/attention/flash/flash_attention_cuda.cpp"
+#endif
 #include "plugins/attention/naive/naive_attention.cpp"
+#if INFERLAB_HAVE_CUDA  // the CUDA paths exist only in a CUDA build
 #include "plugins/attention/naive/naive_attention_cuda.cpp"
+#endif
 #include "tests/support/attention_fixtures.cpp"
 
 namespace {

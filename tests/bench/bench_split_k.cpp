@@ -18,7 +18,9 @@
 #include "plugins/attention/naive/naive_attention.h"
 #include "plugins/attention/split_k/partial_attention.cpp"
 #include "plugins/attention/split_k/split_k_attention.cpp"
-#include "plugins/attention/split_k/split_k_attention_cuda.cpp"  // its CUDA path (empty without CUDA)
+#if INFERLAB_HAVE_CUDA  // the CUDA paths exist only in a CUDA build
+#include "plugins/attention/split_k/split_k_attention_cuda.cpp"
+#endif
 #include "tests/support/attention_fixtures.h"
 
 namespace {

@@ -229,6 +229,7 @@ TEST_F(CudaAttention, LongContextDecodeAndPeakedScoresStayExact) {
 
 // A batch that carries its arrays' host copies is planned from them: mirror_batch returns the
 // host arrays even where the device arrays (never read) hold something else.
+#if INFERLAB_HAVE_CUDA  // cuda_device and mirror_batch exist only in a CUDA build
 TEST_F(CudaAttention, MirrorTakesTheHostArraysWithoutDownloading) {
   const std::vector<int> qs = {0, 1, 3}, cl = {5, 9}, bt = {0, 1, -1, 2, 3, 4};
   Buffer other = to_device(*device_, std::vector<int>(6, 77));
@@ -249,6 +250,7 @@ TEST_F(CudaAttention, MirrorTakesTheHostArraysWithoutDownloading) {
   EXPECT_EQ(m.block_table, bt);
   EXPECT_EQ(m.view.rows(), 3);
 }
+#endif
 
 }  // namespace
 }  // namespace inferlab::testing
