@@ -20,6 +20,11 @@
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #define INFERLAB_INT4_PANELS 1
+#define INFERLAB_INT4_PANELS_VNNI 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)  // CpuIsa::avx2
+#include <immintrin.h>
+#define INFERLAB_INT4_PANELS 1
+#define INFERLAB_INT4_PANELS_AVX2 1
 #endif
 
 namespace inferlab::cpu {
@@ -39,7 +44,7 @@ inline std::size_t code_offset(int blocks, int p, int b, int j, int l, int t) {
   return ((static_cast<std::size_t>(p) * blocks + b) * kVectors + j) * (P * 4) + static_cast<std::size_t>(l) * 4 + t;
 }
 
-#if INFERLAB_INT4_PANELS
+#if INFERLAB_INT4_PANELS_VNNI
 // Token rows a pass takes: 8 accumulators, 8 group sums and the block's 8 code vectors stay in
 // registers (kernels.accumulators_in_registers), each row's block sum one vpdpbusd chain; up to
 // kTwoChainRows rows take two chains each, to hide the instruction's latency. Against passes of 4
@@ -48,6 +53,9 @@ inline std::size_t code_offset(int blocks, int p, int b, int j, int l, int t) {
 // rows 13.5-13.9 -> 10.4-10.8.
 constexpr int kPassRows = 8;
 constexpr int kTwoChainRows = 3;
+#endif
+
+#if INFERLAB_INT4_PANELS
 
 // A pass's activations: int8 (W4A8) or int16 in the pair order (gemm_int4_panels_int16).
 template <class T>
@@ -78,14 +86,6 @@ Acts<T> make_acts(const T* xq, const float* xs, const Int4Panels& w, int n) {
   return {xq, xs, zc, in, blocks, w.groups, per};
 }
 
-// The 4 bytes at p in every 32-bit lane (4 int8 activations, or 2 int16 ones).
-template <class T>
-inline __m512i bcast4(const T* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // The group scales and zero points of NP panels (streams of their own), group g's successors twice
 // as far ahead as the codes: TinyLlama W4A8 g128 one row, 2 threads, alternating: 22.5-24.4 ->
 // 22.0-22.8 ms (4 rows level).
@@ -97,6 +97,17 @@ inline void prefetch_group(const float* sw, const std::uint8_t* zw, std::size_t 
     prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
     if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
   }
+}
+#endif
+
+#if INFERLAB_INT4_PANELS_VNNI
+
+// The 4 bytes at p in every 32-bit lane (4 int8 activations, or 2 int16 ones).
+template <class T>
+inline __m512i bcast4(const T* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
 }
 
 // acc[r] += s ⊙ (accg[r] - z ⊙ zc[r * zc_stride]) for the group whose 16 scales and zero points
@@ -261,7 +272,131 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
 #endif
 
 
-#if INFERLAB_INT4_PANELS && INFERLAB_AMX_INT8
+#if INFERLAB_INT4_PANELS_AVX2
+// Without AVX-512 VNNI: a panel's 16 rows as two halves of 8, one ymm lane per weight row (bytes
+// 0-31 of each 64-byte code vector are rows 0-7, 32-63 rows 8-15), the same per-lane operations as
+// the VNNI passes in the same order, so each output gets the same bits on either ISA.
+//  - W4A8: `vpmaddubsw` takes a lane's 4 codes (0..15, the unsigned operand) against the token's 4
+//    activations broadcast, giving two pair sums of at most 15 * 127 * 2 = 3810 in magnitude, so a
+//    whole 32-block's 8 pair sums per lane stay in int16 (|sum| <= 30480) with `vpaddw`, widened
+//    by one `vpmaddwd` per block: one multiply and one add per 32 products (gemm_gguf_avx2.cpp's
+//    nibble blocks), where VNNI spends one vpdpbusd.
+//  - int16 activations: the 4 planes of a vector's 16-bit words (as the VNNI pass) against the
+//    activation pairs with `vpmaddwd`, summed in int32 (exact, |sum| <= 32 * 15 * 32767).
+// Token rows a half pass takes: R int sums, R group sums and R totals in registers beside the
+// codes (16 ymm).
+constexpr int kHalfPassRows = 4;
+constexpr int kHalf = 8;  // weight rows per half
+
+inline __m256i bcast4_avx2(const void* p) {
+  std::int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256i load32_avx2(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// Holds v in a register here, so GCC keeps a block's int16 chain as a chain (gemm_gguf_avx2.cpp's pin).
+inline void pin_avx2(__m256i& v) { asm("" : "+x"(v)); }
+
+// y[r * ys + 8 q + l] for the R token rows from r0 and halves h0 .. h0 + G - 1 of panel p (`valid`:
+// the panel's real rows; lanes past it are not written).
+template <int R, int G, class T>
+void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
+               int ahead) {
+  constexpr bool kInt16 = std::is_same_v<T, std::int16_t>;
+  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
+  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes + kHalf * 4 * h0;
+  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
+  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
+  const T* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
+  const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
+  const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
+  const __m256i mask = kInt16 ? _mm256_set1_epi16(0x000F) : _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[G][R];
+  for (int q = 0; q < G; ++q)
+    for (int r = 0; r < R; ++r) acc[q][r] = _mm256_setzero_ps();
+  for (int g = 0; g < a.groups; ++g) {
+    __m256 accg[G][R];
+    for (int q = 0; q < G; ++q)
+      for (int r = 0; r < R; ++r) accg[q][r] = _mm256_setzero_ps();
+    const int b1 = std::min(a.blocks, (g + 1) * a.per);
+    prefetch_group<1>(sw, zw, panel_cells, g, a.per, ahead);
+    for (int b = g * a.per; b < b1; ++b) {
+      const std::uint8_t* pc = codes + static_cast<std::size_t>(b) * kBlockBytes;
+      prefetch_ahead(pc - kHalf * 4 * h0, kBlockBytes, ahead);
+      __m256i d[G][R];  // W4A8: int16 pair sums, widened after the block; int16: int32 sums
+      for (int q = 0; q < G; ++q)
+        for (int r = 0; r < R; ++r) d[q][r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int j = 0; j < kVectors; ++j) {
+        if constexpr (kInt16) {
+          __m256i u[G][4];
+          for (int q = 0; q < G; ++q) {
+            const __m256i v = load32_avx2(pc + 64 * j + 32 * q);
+            u[q][0] = _mm256_and_si256(v, mask);
+            u[q][1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+            u[q][2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), mask);
+            u[q][3] = _mm256_srli_epi16(v, 12);
+          }
+          for (int r = 0; r < R; ++r) {
+            const T* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
+            for (int t = 0; t < 4; ++t) {
+              const __m256i xv = bcast4_avx2(xb + 2 * t);
+              for (int q = 0; q < G; ++q) d[q][r] = _mm256_add_epi32(d[q][r], _mm256_madd_epi16(u[q][t], xv));
+            }
+          }
+        } else {
+          __m256i lo[G], hi[G];
+          for (int q = 0; q < G; ++q) {
+            const __m256i v = load32_avx2(pc + 64 * j + 32 * q);
+            lo[q] = _mm256_and_si256(v, mask);
+            hi[q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+          }
+          for (int r = 0; r < R; ++r) {
+            const T* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
+            const __m256i xl = bcast4_avx2(xb), xh = bcast4_avx2(xb + 4);
+            for (int q = 0; q < G; ++q) {
+              d[q][r] = _mm256_add_epi16(d[q][r], _mm256_add_epi16(_mm256_maddubs_epi16(lo[q], xl),
+                                                                   _mm256_maddubs_epi16(hi[q], xh)));
+              pin_avx2(d[q][r]);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m256 sx = _mm256_set1_ps(xs[static_cast<std::size_t>(r) * a.blocks + b]);
+        for (int q = 0; q < G; ++q) {
+          const __m256i sum = kInt16 ? d[q][r] : _mm256_madd_epi16(d[q][r], ones);
+          accg[q][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sx, accg[q][r]);
+        }
+      }
+    }
+    // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale (fold_group).
+    for (int q = 0; q < G; ++q) {
+      const std::size_t cell = static_cast<std::size_t>(g) * P + kHalf * q;
+      const __m256 z = zw ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zw + cell))))
+                          : _mm256_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+      const __m256 s = _mm256_loadu_ps(sw + cell);
+      for (int r = 0; r < R; ++r)
+        acc[q][r] = _mm256_fmadd_ps(
+            _mm256_fnmadd_ps(z, _mm256_set1_ps(zc[static_cast<std::size_t>(r) * a.groups + g]), accg[q][r]), s, acc[q][r]);
+    }
+  }
+  for (int q = 0; q < G; ++q) {
+    const int cols = std::clamp(valid - kHalf * (h0 + q), 0, kHalf);
+    if (cols == 0) break;
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < R; ++r) {
+      float* out = y + static_cast<std::size_t>(r) * ys + kHalf * q;
+      if (cols == kHalf) _mm256_storeu_ps(out, acc[q][r]);
+      else _mm256_maskstore_ps(out, keep, acc[q][r]);
+    }
+  }
+}
+#endif
+
+
+#if INFERLAB_INT4_PANELS_VNNI && INFERLAB_AMX_INT8
 // Prefill on the AMX int8 tiles: a panel's block, its codes masked apart into 8 lines of 16 rows x
 // 4 codes (vector j's low nibbles, then its high ones: inputs 4k .. 4k + 3 in line k), is
 // `tdpbsud`'s unsigned K x 16 operand as it stands; 16 token rows x the block's 32 int8
@@ -381,7 +516,7 @@ void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n
 }
 #endif
 
-#if INFERLAB_INT4_PANELS
+#if INFERLAB_INT4_PANELS_VNNI
 // The VNNI passes over the panels, split across the pool: pass.template operator()<R, NP>(p, r0, y,
 // valid, ahead) runs R token rows from r0 against NP panels from p, y at (r0, 16p).
 template <class Pass>
@@ -424,6 +559,44 @@ void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pa
 }
 #endif
 
+#if INFERLAB_INT4_PANELS_AVX2
+// The AVX2 half passes, split across the pool: pass.template operator()<R, G>(p, h0, r0, y, valid,
+// ahead) runs R token rows from r0 against halves h0 .. h0 + G - 1 of panel p, y at (r0, 16p + 8h0).
+// Decode reads a panel front to back (both halves a pass); a few rows take one half at a time (the
+// other's codes wait in L1 / L2), kHalfPassRows token rows a pass.
+template <class Pass>
+void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
+  const int ahead = decode_prefetch_bytes();
+  const std::size_t ys = static_cast<std::size_t>(w.out);
+  const std::size_t per_panel = static_cast<std::size_t>(P) * w.in * static_cast<std::size_t>(n);
+  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
+  pool.parallel_for(
+      static_cast<std::size_t>(w.panels),
+      [&](std::size_t p0, std::size_t p1) {
+        for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
+          const int valid = std::min(P, w.out - p * P);
+          float* yp = y + static_cast<std::size_t>(p) * P;
+          if (n == 1) {
+            pass.template operator()<1, 2>(p, 0, 0, yp, valid, ahead);
+            continue;
+          }
+          for (int h = 0; h < 2 && kHalf * h < valid; ++h)
+            for (int r0 = 0; r0 < n; r0 += kHalfPassRows) {
+              float* yh = yp + static_cast<std::size_t>(r0) * ys + kHalf * h;
+              const int ahead_once = h == 0 && r0 == 0 ? ahead : 0;
+              switch (std::min(kHalfPassRows, n - r0)) {
+                case 1: pass.template operator()<1, 1>(p, h, r0, yh, valid, ahead_once); break;
+                case 2: pass.template operator()<2, 1>(p, h, r0, yh, valid, ahead_once); break;
+                case 3: pass.template operator()<3, 1>(p, h, r0, yh, valid, ahead_once); break;
+                default: pass.template operator()<4, 1>(p, h, r0, yh, valid, ahead_once); break;
+              }
+            }
+        }
+      },
+      grain);
+}
+#endif
+
 }  // namespace
 
 bool int4_panels_available(int in, int group_size) {
@@ -438,7 +611,7 @@ bool int4_panels_available(int in, int group_size) {
 Int4Panels pack_int4_panels(const std::uint8_t* packed, const float* scale, const std::uint8_t* zero, int out, int in,
                             int group_size) {
   check(out > 0 && int4_panels_available(in, group_size),
-        "pack_int4_panels: needs an AVX-512 VNNI build, in and group_size multiples of 32; got in " +
+        "pack_int4_panels: needs an AVX2 or AVX-512 VNNI build, in and group_size multiples of 32; got in " +
             std::to_string(in) + ", group_size " + std::to_string(group_size));
   Int4Panels w;
   w.out = out, w.in = in, w.group_size = group_size, w.groups = ref::int4_groups(in, group_size);
@@ -501,7 +674,7 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
 #if INFERLAB_INT4_PANELS
   const PassArgs a = make_acts(xq, xs, w, n);  // the zero point's term per row and group
   const std::size_t ys = static_cast<std::size_t>(w.out);
-#if INFERLAB_AMX_INT8
+#if INFERLAB_INT4_PANELS_VNNI && INFERLAB_AMX_INT8
   if (plan_cpu_linear(CpuFormat::kW4A8, n, CpuLinearShape{.out = w.out, .in = w.in, .group_size = w.group_size},
                       CpuIsa::host()) == CpuKernel::kInt4PanelsAmx) {
     thread_local AmxTokens tokens_buffer;
@@ -530,12 +703,18 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
     return;
   }
 #endif
+#if INFERLAB_INT4_PANELS_VNNI
   run_passes(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
     panel_pass<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
   });
 #else
+  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead) {
+    half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead);
+  });
+#endif
+#else
   (void)xq, (void)xs, (void)y, (void)pool;
-  check(false, "gemm_int4_panels: this build has no AVX-512 VNNI kernel (int4_panels_available)");
+  check(false, "gemm_int4_panels: this build has no AVX2 or AVX-512 VNNI kernel (int4_panels_available)");
 #endif
 }
 
@@ -564,12 +743,18 @@ void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4P
 #if INFERLAB_INT4_PANELS
   const PassArgs16 a = make_acts(xq, xs, w, n);
   const std::size_t ys = static_cast<std::size_t>(w.out);
+#if INFERLAB_INT4_PANELS_VNNI
   run_passes(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
     panel_pass<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
   });
 #else
+  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead) {
+    half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead);
+  });
+#endif
+#else
   (void)xq, (void)xs, (void)y, (void)pool;
-  check(false, "gemm_int4_panels_int16: this build has no AVX-512 VNNI kernel (int4_panels_available)");
+  check(false, "gemm_int4_panels_int16: this build has no AVX2 or AVX-512 VNNI kernel (int4_panels_available)");
 #endif
 }
 

@@ -19,16 +19,21 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #include <immintrin.h>
 #define INFERLAB_GEMM_INT8_VNNI 1
+#define INFERLAB_GEMM_INT8_PANELS 1
 #if INFERLAB_AMX_INT8
 #define INFERLAB_GEMM_INT8_AMX 1
 #endif
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)  // CpuIsa::avx2
+#include <immintrin.h>
+#define INFERLAB_GEMM_INT8_AVX2 1
+#define INFERLAB_GEMM_INT8_PANELS 1
 #endif
 
 namespace inferlab::cpu {
 namespace {
 
 constexpr int kCols = 32;        // channels per panel: two zmm of s32 lanes
-[[maybe_unused]] constexpr int kBlock = ref::kActBlock;  // unused without VNNI (clang -Wunused-const-variable)
+[[maybe_unused]] constexpr int kBlock = ref::kActBlock;  // unused without the panels (clang -Wunused-const-variable)
 // Per-token scales: one scale block per row as long as its integer sum cannot overflow
 // (|(w + 128) x| <= 255 * 127 per product): then each output is one int32 sum, converted once.
 [[maybe_unused]] constexpr int kTokenBlockMax = 65536;
@@ -170,10 +175,120 @@ void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int 
 }
 #endif
 
+
+#if INFERLAB_GEMM_INT8_AVX2
+constexpr int kRows = kTileRows;
+
+// Without VNNI: `vpmaddubsw` on the same panels. A ymm holds 8 channels x 4 inputs of a step (one
+// int32 lane per channel). The codes + 128 would saturate vpmaddubsw's int16 pair sums, so they are
+// flipped back to signed c once per step and the sign trick taken (|c| as the unsigned operand, x
+// carrying c's sign: |pair| <= 127 * 127 * 2), widened by `vpmaddwd` every step (gemm_gguf_avx2's
+// Q8_0). Each block's int32 sum is then Σ c x exactly, the integer the VNNI tile forms as
+// (c + 128) · x - 128 Σx, folded by the same conversion and FMA, the scale applied at the store:
+// the same operations per output as micro_tile above, the same bits.
+// R token rows x V groups of 8 channels from group v0 of the panel: one row (decode) takes the
+// panel's 4 groups (the step's 128 bytes front to back), a tile of rows one group at a time (R int
+// sums + R fp32 sums + the step's codes in 16 ymm).
+template <int R, int V, bool kFull, int SB = kTileStepBytes>
+void micro_tile_avx2(const ActTiles& a, int t, const std::uint8_t* w, int v0, const float* scale, float* c,
+                     std::size_t ldc, int cols, int ahead) {
+  const std::size_t step_bytes = kFull ? std::size_t{kCols} * 4 : static_cast<std::size_t>(cols) * 4;
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i keep[V];  // lanes of real channels (the narrow last panel)
+  for (int v = 0; v < V; ++v) keep[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols - 8 * (v0 + v)), lane);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
+  const std::int8_t* xp = a.tile_x(t);
+  const float* xs = a.xs + a.tile_blocks(t);
+  __m256 facc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) facc[r][v] = _mm256_setzero_ps();
+  w += 32 * v0;
+  int left = a.steps;
+  for (int b = 0; b < a.blocks; ++b, xs += kRows) {
+    __m256i iacc[R][V];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < V; ++v) iacc[r][v] = _mm256_setzero_si256();
+    const int s1 = std::min(a.block_steps, left);
+    left -= s1;
+#pragma GCC unroll 8
+    for (int s = 0; s < s1; ++s) {
+      prefetch_ahead(w, step_bytes, ahead);
+      __m256i xv[R];
+      for (int r = 0; r < R; ++r) {
+        std::int32_t four;
+        std::memcpy(&four, xp + 4 * r, 4);
+        xv[r] = _mm256_set1_epi32(four);
+      }
+      for (int v = 0; v < V; ++v) {
+        const __m256i* wp = reinterpret_cast<const __m256i*>(w + 32 * v);
+        const __m256i cv = _mm256_xor_si256(
+            kFull ? _mm256_loadu_si256(wp) : _mm256_maskload_epi32(reinterpret_cast<const int*>(wp), keep[v]), flip);
+        const __m256i mag = _mm256_abs_epi8(cv);
+        for (int r = 0; r < R; ++r)
+          iacc[r][v] = _mm256_add_epi32(iacc[r][v],
+                                        _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(xv[r], cv)), ones));
+      }
+      w += step_bytes;
+      xp += SB;
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 sx = _mm256_set1_ps(xs[r]);
+      for (int v = 0; v < V; ++v) facc[r][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[r][v]), sx, facc[r][v]);
+    }
+  }
+  for (int v = 0; v < V; ++v) {
+    const int g = v0 + v;
+    if (8 * g >= cols) break;
+    const __m256 sw = _mm256_maskload_ps(scale + 8 * g, keep[v]);
+    for (int r = 0; r < R; ++r) {
+      float* out = c + r * ldc + 8 * g;
+      if (8 * g + 8 <= cols) _mm256_storeu_ps(out, _mm256_mul_ps(facc[r][v], sw));
+      else _mm256_maskstore_ps(out, keep[v], _mm256_mul_ps(facc[r][v], sw));
+    }
+  }
+}
+
+// A tile's R rows against the panel's groups of 8 channels, one group at a time.
+template <int R, bool kFull>
+void tile_groups_avx2(const ActTiles& a, int t, const std::uint8_t* w, const float* scale, float* c, std::size_t ldc,
+                      int cols, int ahead) {
+  for (int g = 0; 8 * g < cols; ++g) micro_tile_avx2<R, 1, kFull>(a, t, w, g, scale, c, ldc, cols, g == 0 ? ahead : 0);
+}
+using TileGroups = void (*)(const ActTiles&, int, const std::uint8_t*, const float*, float*, std::size_t, int, int);
+template <bool kFull, std::size_t... I>
+constexpr std::array<TileGroups, sizeof...(I)> avx2_tiles(std::index_sequence<I...>) {
+  return {&tile_groups_avx2<static_cast<int>(I) + 1, kFull>...};
+}
+constexpr auto kFullTilesAvx2 = avx2_tiles<true>(std::make_index_sequence<kRows>{});
+constexpr auto kNarrowTilesAvx2 = avx2_tiles<false>(std::make_index_sequence<kRows>{});
+constexpr int kDecodeGroup = 1;  // panels per decode claim (panel_union): each panel alone
+
+// As the VNNI run_panels: each panel over the whole depth; one row reads a panel front to back.
+void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int n, int p0, int p1) {
+  const int out = pw.out, in = pw.in;
+  const std::size_t pbytes = full_panel_bytes(in);
+  const int ahead = decode_prefetch_bytes();
+  for (int p = p0; p < p1; ++p) {
+    const int cols = std::min(kCols, out - p * kCols);
+    const std::uint8_t* w = pw.data.data() + static_cast<std::size_t>(p) * pbytes;
+    const float* scale = pw.scale.data() + static_cast<std::size_t>(p) * kCols;
+    float* y = yall + static_cast<std::size_t>(p) * kCols;
+    if (n == 1) {
+      if (cols == kCols) micro_tile_avx2<1, 4, true, kRowStepBytes>(a, 0, w, 0, scale, y, static_cast<std::size_t>(out), cols, ahead);
+      else micro_tile_avx2<1, 4, false, kRowStepBytes>(a, 0, w, 0, scale, y, static_cast<std::size_t>(out), cols, ahead);
+      continue;
+    }
+    const auto& tiles = cols == kCols ? kFullTilesAvx2 : kNarrowTilesAvx2;
+    for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
+      tiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](
+          a, t, w, scale, y + static_cast<std::size_t>(r0) * out, static_cast<std::size_t>(out), cols, t == 0 ? ahead : 0);
+  }
+}
+#endif
 }  // namespace
 
 bool gemm_panels_int8_available() {
-#if INFERLAB_GEMM_INT8_VNNI
+#if INFERLAB_GEMM_INT8_PANELS
   return true;
 #else
   return false;
@@ -181,7 +296,7 @@ bool gemm_panels_int8_available() {
 }
 
 PackedPanelsInt8 pack_panels_int8(const std::int8_t* q, const float* scale, int out, int in) {
-  check(gemm_panels_int8_available(), "pack_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
+  check(gemm_panels_int8_available(), "pack_panels_int8: this build has neither AVX-512 VNNI nor AVX2 (use matmul_int8_act)");
   check(out > 0 && in > 0, "pack_panels_int8: out and in must be positive, got out=" + std::to_string(out) +
                                " in=" + std::to_string(in));
   PackedPanelsInt8 packed;
@@ -257,7 +372,7 @@ void amx_block_panels(const amx_blocks::Tokens& k, const PackedPanelsInt8& w, fl
 }
 #endif
 
-#if INFERLAB_GEMM_INT8_VNNI
+#if INFERLAB_GEMM_INT8_PANELS
 // Runs the group's panels (one parallel_for over their union, kernels/cpu/panel_union.h) over
 // scale blocks of `block` inputs (a multiple of 4): xs [n][blocks] one scale per row and block;
 // the activation tiles (kernels/cpu/act_tiles.h: codes interleaved, block sums) are made once
@@ -430,18 +545,18 @@ void gemm_panels_int8(const std::int8_t* xq, const float* xs, const PackedPanels
 void gemm_panels_int8_group(const std::int8_t* xq, const float* xs, std::span<const GemmPanelsInt8Output> group,
                             int n, ThreadPool& pool) {
   if (n <= 0 || group.empty()) return;
-#if INFERLAB_GEMM_INT8_VNNI
+#if INFERLAB_GEMM_INT8_PANELS
   run_gemm(xq, xs, kBlock, group, n, pool);
 #else
   (void)xq, (void)xs, (void)pool;
-  check(false, "gemm_panels_int8: this build has no AVX-512 VNNI (use matmul_int8_act)");
+  check(false, "gemm_panels_int8: this build has neither AVX-512 VNNI nor AVX2 (use matmul_int8_act)");
 #endif
 }
 
 void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const PackedPanelsInt8& w, float* y, int n,
                                 ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;
-#if INFERLAB_GEMM_INT8_VNNI
+#if INFERLAB_GEMM_INT8_PANELS
 #if INFERLAB_GEMM_INT8_AMX
   if (amx_per_token_fits(w, n)) return amx_per_token(xq, xs, w, y, n, pool);
 #endif
@@ -460,7 +575,7 @@ void gemm_panels_int8_per_token(const std::int8_t* xq, const float* xs, const Pa
   run_gemm(xq, spread.data(), kTokenBlockMax, one, n, pool);
 #else
   (void)xq, (void)xs, (void)y, (void)pool;
-  check(false, "gemm_panels_int8_per_token: this build has no AVX-512 VNNI");
+  check(false, "gemm_panels_int8_per_token: this build has neither AVX-512 VNNI nor AVX2");
 #endif
 }
 
