@@ -321,6 +321,8 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
       for (int r = 0; r < R; ++r) accg[q][r] = _mm256_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
     prefetch_group<1>(sw, zw, panel_cells, g, a.per, ahead);
+    const T* xr[R];  // each token row's block b
+    for (int r = 0; r < R; ++r) xr[r] = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
     for (int b = g * a.per; b < b1; ++b) {
       const std::uint8_t* pc = codes + static_cast<std::size_t>(b) * kBlockBytes;
       prefetch_ahead(pc - kHalf * 4 * h0, kBlockBytes, ahead);
@@ -339,7 +341,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
             u[q][3] = _mm256_srli_epi16(v, 12);
           }
           for (int r = 0; r < R; ++r) {
-            const T* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
+            const T* xb = xr[r] + 8 * j;
             for (int t = 0; t < 4; ++t) {
               const __m256i xv = bcast4_avx2(xb + 2 * t);
               for (int q = 0; q < G; ++q) d[q][r] = _mm256_add_epi32(d[q][r], _mm256_madd_epi16(u[q][t], xv));
@@ -353,7 +355,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
             hi[q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
           }
           for (int r = 0; r < R; ++r) {
-            const T* xb = xq + static_cast<std::size_t>(r) * a.in + static_cast<std::size_t>(b) * kActBlock + 8 * j;
+            const T* xb = xr[r] + 8 * j;
             const __m256i xl = bcast4_avx2(xb), xh = bcast4_avx2(xb + 4);
             for (int q = 0; q < G; ++q) {
               d[q][r] = _mm256_add_epi16(d[q][r], _mm256_add_epi16(_mm256_maddubs_epi16(lo[q], xl),
@@ -369,6 +371,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
           const __m256i sum = kInt16 ? d[q][r] : _mm256_madd_epi16(d[q][r], ones);
           accg[q][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sx, accg[q][r]);
         }
+        xr[r] += kActBlock;
       }
     }
     // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale (fold_group).

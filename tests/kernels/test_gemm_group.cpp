@@ -218,7 +218,7 @@ cpu::PackedPanelsInt8 random_int8_panels(int out, int in, std::uint64_t seed) {
 }
 
 TEST(GemmPanelsInt8Group, GivesEachMemberItsOwnBits) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   for (int in : {70, 576})
     for (int n : {1, 7})
       for (int threads : {1, 2, 3}) {
@@ -236,7 +236,7 @@ TEST(GemmPanelsInt8Group, GivesEachMemberItsOwnBits) {
 
 // SmolLM2's w1/w3 at decode: 48 panels each, two dispatches alone, one grouped.
 TEST(GemmPanelsInt8Group, GateAndUpShareOneHandOff) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   ThreadPool pool(2);
   const cpu::PackedPanelsInt8 w1 = random_int8_panels(1536, 576, 1), w3 = random_int8_panels(1536, 576, 2);
   std::vector<float> h1(1536), h3(1536);

@@ -42,7 +42,7 @@ Weights quantized(int out, int in, int gs, bool symmetric, std::uint64_t seed) {
 }
 
 TEST(GemmInt4Panels, AvailableForMultiplesOf32Only) {
-  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no int4 panels (neither AVX-512 VNNI nor AVX2)";
   EXPECT_TRUE(cpu::int4_panels_available(576, 32));
   EXPECT_FALSE(cpu::int4_panels_available(100, 32));
   EXPECT_FALSE(cpu::int4_panels_available(576, 16));
@@ -50,7 +50,7 @@ TEST(GemmInt4Panels, AvailableForMultiplesOf32Only) {
 }
 
 TEST(GemmInt4Panels, RowsRoundTripAndBytesMatchTheRowFormat) {
-  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no int4 panels (neither AVX-512 VNNI nor AVX2)";
   for (bool symmetric : {true, false}) {
     const int out = 37, in = 320, gs = 128, groups = ref::int4_groups(in, gs);
     const Weights q = quantized(out, in, gs, symmetric, 5);
@@ -72,7 +72,7 @@ TEST(GemmInt4Panels, RowsRoundTripAndBytesMatchTheRowFormat) {
 }
 
 TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
-  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no int4 panels (neither AVX-512 VNNI nor AVX2)";
   // Rows 1..8 (one pass: two chains per row up to 3 rows, one from 4), 9 (8 + 1), 22 (8 + 8 + 6);
   // outputs not a multiple of 16 (a partial last panel); groups of 32 .. 1024; a partial last group
   // (576 in groups of 128 and 256).
@@ -110,7 +110,7 @@ TEST(GemmInt4Panels, MatchesTheReferenceOverAwkwardShapes) {
 // The codes' and the group scales' prefetch (decode_prefetch.h) changes no bit, at one row (two
 // panels a pass) and a few, on and off and past the end of the weights.
 TEST(GemmInt4Panels, WithOrWithoutPrefetchGiveTheSameBits) {
-  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no int4 panels (neither AVX-512 VNNI nor AVX2)";
   const int out = 40, in = 1024, gs = 128;
   ThreadPool pool(2);
   const Weights q = quantized(out, in, gs, false, 9);
@@ -139,7 +139,7 @@ TEST(GemmInt4Panels, WithOrWithoutPrefetchGiveTheSameBits) {
 // dequantised weights over the shapes above (one row: four chains, up to 3 rows two, then one),
 // and each row alone gives its row of the batch bit for bit.
 TEST(GemmInt4Panels, Int16ActivationsMatchTheReference) {
-  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no AVX-512 VNNI int4 panels";
+  if (!cpu::int4_panels_available(64, 128)) GTEST_SKIP() << "this build has no int4 panels (neither AVX-512 VNNI nor AVX2)";
   for (int i = 0; i < 32; ++i) EXPECT_EQ(cpu::int16_pair_slot(i) / 8, i / 8) << i;
   EXPECT_EQ(cpu::int16_pair_slot(2), 1);
   EXPECT_EQ(cpu::int16_pair_slot(1), 4);

@@ -64,7 +64,7 @@ void expect_matches_reference(int n, int out, int in, ThreadPool& pool) {
 }
 
 TEST(GemmPanelsInt8, MatchesReferenceOnAwkwardShapes) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   ThreadPool pool(3);
   const int rows[] = {1, 2, 5, 6, 7, 13, 17};
   // in: below one step of 4, not a multiple of 4, of 32, exactly the 256-input cache block,
@@ -75,7 +75,7 @@ TEST(GemmPanelsInt8, MatchesReferenceOnAwkwardShapes) {
 }
 
 TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   const int n = 11, out = 200, in = 600;
   const Case c(n, out, in, 5);
   ThreadPool one(1), three(3);
@@ -97,7 +97,7 @@ TEST(GemmPanelsInt8, BitwiseSameForAnyThreadCountAndBatchSize) {
 // turns off for an A/B) reads nothing into the sums: the same bits with it, without it and with
 // a distance past the matrix's end, at one row (the 4-panel decode tile), a few and a tile.
 TEST(GemmPanelsInt8, FewRowsWithOrWithoutPrefetchGiveTheSameBits) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   ThreadPool pool(2);
   const int out = 200, in = 600;
   for (int n : {1, 4, 16}) {
@@ -142,7 +142,7 @@ TEST(GemmPanelsInt8, AmxTilesGiveTheVnniTilesBits) {
 // so the kernel must equal the plain loop bit for bit — (float(sum) * xs[r]) * scale[o] — at
 // every tile edge, in the decode micro-kernel (n = 1) and for rows longer than a cache block.
 TEST(GemmPanelsInt8, PerTokenIsBitIdenticalToThePlainLoop) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   ThreadPool pool(3);
   // {64, 576}, {96, 1024} with 16 rows or more: the AMX tiles where they run (whole panels, in %
   // 64 == 0), a tile pair, a pair and a tail, a lone tile with a tail.
@@ -179,7 +179,7 @@ TEST(GemmPanelsInt8, PerTokenIsBitIdenticalToThePlainLoop) {
 // A row past 65,536 inputs (one int32 sum could overflow) is summed in blocks sharing the row's
 // scale: no longer bit-identical, still the int64 result to float rounding.
 TEST(GemmPanelsInt8, PerTokenRowsPastTheInt32BoundStayExactToRounding) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   ThreadPool pool(2);
   // All codes 127: the kernel's sum of (w + 128) x over the row, 255 * 127 * 70000, would pass
   // 2^31 in one int32 (the true dot product, 127 * 127 * 70000, fits).

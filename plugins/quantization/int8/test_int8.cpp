@@ -149,7 +149,7 @@ TEST(Int8Quantization, RejectsMismatchedWeight) {
 // SmolLM2's w1 / w3 at decode pay two dispatches alone, one together; its q/k/v (30 panels) run
 // on one thread alone (each under a grain) and are split over both together.
 TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI: no panels";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   Int8Quantization quant(true);
   const int d = 576, h = 1536;
   const auto w1 = quant.make_linear("layers.0.w1", gaussian(h * d, 1, 0.05), h, d),

@@ -92,7 +92,7 @@ TEST(SmoothQuant, SmoothingLowersTheErrorOnOutlierChannels) {
 // of an unpacked linear: the same bits for every token and output, and the same dequantised
 // rows, at shapes off the 32-channel panels and the 4-input steps.
 TEST(SmoothQuant, PackedPanelsAreBitIdenticalToThePlainLoop) {
-  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no AVX-512 VNNI";
+  if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   for (const auto& [out, in, n] : {std::tuple{37, 130, 7}, std::tuple{64, 96, 1}, std::tuple{5, 1001, 13}}) {
     const Problem p = make_problem(out, in, n, static_cast<std::uint64_t>(out + in));
     const std::vector<float> s = smoothing_scales(p.w, out, in, p.calib.max_abs, 0.5);
