@@ -40,6 +40,9 @@ cpu::CpuLinearShape as_built(cpu::CpuFormat f, int out, int in, int group_size, 
     case cpu::CpuFormat::kW4A8:
       s.packed = cpu::int4_panels_available(in, group_size);
       break;
+    case cpu::CpuFormat::kW4A16:
+      s.packed = cpu::int4_panels_f32_available(in, group_size);
+      break;
     case cpu::CpuFormat::kGguf:
       s.packed = cpu::gemm_gguf_available() && (cpu::gemm_gguf_packs(type) || cpu::gguf_transcodes_to_q8_0(type));
       if (s.packed && !cpu::gemm_gguf_packs(type)) s.type = GgmlType::kQ8_0;  // transcoded (Q5_0, IQ4_NL)

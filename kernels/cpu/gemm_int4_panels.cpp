@@ -408,6 +408,122 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
     }
   }
 }
+
+// W4A16 with exact fp32 activations on AVX2 (gemm_int4_panels_f32): a code vector's byte t holds
+// the codes of inputs 8j + t (low nibble) and 8j + 4 + t (high). `vpand` with 0xF << 8t leaves
+// code * 2^8t in each row's int32 lane (the high nibbles the same from the vector shifted right by
+// 4), which `vcvtdq2ps` makes an exact float, so the FMA takes the activation pre-scaled by 2^-8t
+// (F32Acts::xw; exact for activations above 2^-102): the FMA's product is code * x, rounded once
+// into the sum as with the codes' own floats. One AND and one conversion per 8 weights, shared by
+// the pass's token rows, and one FMA per 8 weights and row. Per group the zero point's term is
+// taken off the products' sum once: s (Σ x q - z Σ x), as the int8 passes fold theirs. Each row's
+// products run in two chains (low and high nibbles) whatever the row count, so a row's bits do
+// not depend on its pass. Tried (2026-12-07, Zen 3, 1536 x 576 g128 x150 streamed, one thread):
+// 4 chains a row with the codes shifted into place (one mask register) spilled at one row and
+// took 7.9-8.9 ms against 6.4-6.7 for this (f16's panels 11.4-14.3, matmul_int4 16.2).
+struct F32Acts {
+  const float* xw;    // [n, in]: x, input 8j + t and 8j + 4 + t scaled by 2^-8t (t < 4)
+  const float* gsum;  // [n, groups]: Σ x over the group
+  int in, blocks, groups, per;
+};
+
+F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n) {
+  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
+  thread_local HugeVector<float> xw_buffer;
+  thread_local std::vector<float> gsum_buffer;
+  if (xw_buffer.size() < static_cast<std::size_t>(n) * in) xw_buffer.resize(static_cast<std::size_t>(n) * in);
+  gsum_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * in;
+    float* dst = xw_buffer.data() + static_cast<std::size_t>(r) * in;
+    for (int i = 0; i < in; ++i) dst[i] = std::ldexp(xr[i], -8 * (i % 4));
+    for (int g = 0; g < w.groups; ++g) {
+      const int i1 = std::min(in, (g + 1) * w.group_size);
+      float sum = 0.0f;
+      for (int i = g * w.group_size; i < i1; ++i) sum += xr[i];
+      gsum_buffer[static_cast<std::size_t>(r) * w.groups + g] = sum;
+    }
+  }
+  return {xw_buffer.data(), gsum_buffer.data(), in, blocks, w.groups, per};
+}
+
+template <int R, int G>
+void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
+                   int ahead, bool next = false) {
+  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
+  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes + kHalf * 4 * h0;
+  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
+  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
+  const float* gsum = a.gsum + static_cast<std::size_t>(r0) * a.groups;
+  const __m256i mask[4] = {_mm256_set1_epi32(0xF), _mm256_set1_epi32(0xF00), _mm256_set1_epi32(0xF0000),
+                           _mm256_set1_epi32(0xF000000)};
+  __m256 acc[G][R];
+  for (int q = 0; q < G; ++q)
+    for (int r = 0; r < R; ++r) acc[q][r] = _mm256_setzero_ps();
+  for (int g = 0; g < a.groups; ++g) {
+    __m256 c0[G][R], c1[G][R];  // the group's products: low nibbles, high nibbles
+    for (int q = 0; q < G; ++q)
+      for (int r = 0; r < R; ++r) c0[q][r] = c1[q][r] = _mm256_setzero_ps();
+    const int b1 = std::min(a.blocks, (g + 1) * a.per);
+    if (next) {
+      prefetch_line(sw - kHalf * h0 + panel_cells + static_cast<std::size_t>(g) * P);
+      if (zw) prefetch_line(zw - kHalf * h0 + panel_cells + static_cast<std::size_t>(g) * P);
+    } else {
+      prefetch_group<1>(sw, zw, panel_cells, g, a.per, ahead);
+    }
+    const float* xr[R];
+    for (int r = 0; r < R; ++r)
+      xr[r] = a.xw + static_cast<std::size_t>(r0 + r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
+    for (int b = g * a.per; b < b1; ++b) {
+      const std::uint8_t* pc = codes + static_cast<std::size_t>(b) * kBlockBytes;
+      prefetch_ahead(pc - kHalf * 4 * h0, kBlockBytes, next ? static_cast<int>(panel_bytes) : ahead);
+#pragma GCC unroll 4
+      for (int j = 0; j < kVectors; ++j) {
+        __m256i v[G], vh[G];
+        for (int q = 0; q < G; ++q) {
+          v[q] = load32_avx2(pc + 64 * j + 32 * q);
+          vh[q] = _mm256_srli_epi32(v[q], 4);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          __m256 lo[G], hi[G];
+          for (int q = 0; q < G; ++q) {
+            lo[q] = _mm256_cvtepi32_ps(_mm256_and_si256(v[q], mask[t]));
+            hi[q] = _mm256_cvtepi32_ps(_mm256_and_si256(vh[q], mask[t]));
+          }
+          for (int r = 0; r < R; ++r) {
+            const __m256 xl = _mm256_broadcast_ss(xr[r] + 8 * j + t), xh = _mm256_broadcast_ss(xr[r] + 8 * j + 4 + t);
+            for (int q = 0; q < G; ++q) {
+              c0[q][r] = _mm256_fmadd_ps(lo[q], xl, c0[q][r]);
+              c1[q][r] = _mm256_fmadd_ps(hi[q], xh, c1[q][r]);
+            }
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) xr[r] += kActBlock;
+    }
+    for (int q = 0; q < G; ++q) {
+      const std::size_t cell = static_cast<std::size_t>(g) * P + kHalf * q;
+      const __m256 z = zw ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zw + cell))))
+                          : _mm256_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+      const __m256 s = _mm256_loadu_ps(sw + cell);
+      for (int r = 0; r < R; ++r)
+        acc[q][r] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_set1_ps(gsum[static_cast<std::size_t>(r) * a.groups + g]),
+                                                     _mm256_add_ps(c0[q][r], c1[q][r])),
+                                    s, acc[q][r]);
+    }
+  }
+  for (int q = 0; q < G; ++q) {
+    const int cols = std::clamp(valid - kHalf * (h0 + q), 0, kHalf);
+    if (cols == 0) break;
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < R; ++r) {
+      float* out = y + static_cast<std::size_t>(r) * ys + kHalf * q;
+      if (cols == kHalf) _mm256_storeu_ps(out, acc[q][r]);
+      else _mm256_maskstore_ps(out, keep, acc[q][r]);
+    }
+  }
+}
 #endif
 
 
@@ -581,7 +697,7 @@ void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pa
 // (the other's codes wait in L1 / L2), kHalfPassRows token rows a pass, and the second half's first
 // pass prefetches the thread's next panel (without it the first pass waited for memory and the
 // second for nothing: SmolLM2's 4-row pass, one thread, Zen 3, ...).
-template <class Pass>
+template <int kRows = kHalfPassRows, class Pass>
 void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
@@ -598,16 +714,16 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
             continue;
           }
           for (int h = 0; h < 2 && kHalf * h < valid; ++h)
-            for (int r0 = 0; r0 < n; r0 += kHalfPassRows) {
+            for (int r0 = 0; r0 < n; r0 += kRows) {
               float* yh = yp + static_cast<std::size_t>(r0) * ys + kHalf * h;
               const int ahead_once = h == 0 && r0 == 0 ? ahead : 0;
               const bool next = ahead > 0 && h == 1 && r0 == 0 && p + 1 < static_cast<int>(p1);
-              switch (std::min(kHalfPassRows, n - r0)) {
-                case 1: pass.template operator()<1, 1>(p, h, r0, yh, valid, ahead_once, next); break;
-                case 2: pass.template operator()<2, 1>(p, h, r0, yh, valid, ahead_once, next); break;
-                case 3: pass.template operator()<3, 1>(p, h, r0, yh, valid, ahead_once, next); break;
-                default: pass.template operator()<4, 1>(p, h, r0, yh, valid, ahead_once, next); break;
-              }
+              const int rows = std::min(kRows, n - r0);
+              if (rows == 1) pass.template operator()<1, 1>(p, h, r0, yh, valid, ahead_once, next);
+              if constexpr (kRows >= 2) if (rows == 2) pass.template operator()<2, 1>(p, h, r0, yh, valid, ahead_once, next);
+              if constexpr (kRows >= 3) if (rows == 3) pass.template operator()<3, 1>(p, h, r0, yh, valid, ahead_once, next);
+              if constexpr (kRows >= 4) if (rows == 4) pass.template operator()<4, 1>(p, h, r0, yh, valid, ahead_once, next);
+              static_assert(kRows >= 1 && kRows <= 4, "passes of 1-4 token rows");
             }
         }
       },
@@ -773,6 +889,29 @@ void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4P
 #else
   (void)xq, (void)xs, (void)y, (void)pool;
   check(false, "gemm_int4_panels_int16: this build has no AVX2 or AVX-512 VNNI kernel (int4_panels_available)");
+#endif
+}
+
+bool int4_panels_f32_available(int in, int group_size) {
+#if INFERLAB_INT4_PANELS_AVX2
+  return int4_panels_available(in, group_size);
+#else
+  (void)in, (void)group_size;
+  return false;
+#endif
+}
+
+void gemm_int4_panels_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
+  if (n <= 0 || w.out <= 0) return;
+#if INFERLAB_INT4_PANELS_AVX2
+  const F32Acts a = make_f32_acts(x, w, n);
+  const std::size_t ys = static_cast<std::size_t>(w.out);
+  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead, bool next) {
+    f32_half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead, next);
+  });
+#else
+  (void)x, (void)y, (void)pool;
+  check(false, "gemm_int4_panels_f32: this build has no AVX2-only kernel (int4_panels_f32_available)");
 #endif
 }
 

@@ -64,4 +64,12 @@ void quantize_panel_acts_int16(const float* x, int n, int in, std::int16_t* xq, 
 void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4Panels& w, float* y, int n,
                             ThreadPool& pool);
 
+// W4A16 with exact fp32 activations on the same panels, for AVX2 builds without AVX-512 (where
+// matmul_int4_rows' register lookup serves it): each code widened to an exact float in the lane
+// of its row (an AND and a conversion per 8 weights, shared by the pass's token rows), multiplied
+// with the activation in an FMA, the zero point's term taken off once per group. Passes as
+// gemm_int4_panels'. x [n, in] fp32, y [n, out].
+bool int4_panels_f32_available(int in, int group_size);
+void gemm_int4_panels_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+
 }  // namespace inferlab::cpu

@@ -45,6 +45,7 @@ const CpuKernelInfo& cpu_kernel_info(CpuKernel k) {
       {"int4_panels", A::kInt8Dot, "kernels/cpu/gemm_int4_panels.h"},
       {"int4_panels_amx", A::kAmxInt8, "kernels/cpu/gemm_int4_panels.h"},
       {"int4_panels_int16", A::kInt16Dot, "kernels/cpu/gemm_int4_panels.h"},
+      {"int4_panels_f32", A::kFp32Fma, "kernels/cpu/gemm_int4_panels.h"},
       {"int4_act_rows", A::kInt8Dot, "kernels/cpu/matmul_int4_act.h"},
       {"gguf_panels", A::kInt8Dot, "kernels/cpu/gemm_gguf.h"},
       {"gguf_panels_amx", A::kAmxInt8, "kernels/cpu/gemm_gguf.h"},
@@ -120,8 +121,8 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
       return isa.amx_int8 && n >= kPerTokenAmxMinRows && s.out % 32 == 0 && s.in % 64 == 0 && s.in <= 65536
                  ? CpuKernel::kPerTokenAmx
                  : CpuKernel::kPanelsInt8;
-    case CpuFormat::kW4A16:
-      return plan_int4_rows(n, s.in, s.group_size, isa);
+    case CpuFormat::kW4A16:  // AVX2 without AVX-512: the panels where packed (int4_panels_f32_available)
+      return s.packed && isa.avx2 && !isa.avx512 ? CpuKernel::kInt4PanelsF32 : plan_int4_rows(n, s.in, s.group_size, isa);
     case CpuFormat::kW4A16Int16:
       return s.packed ? CpuKernel::kInt4PanelsInt16 : plan_int4_rows(n, s.in, s.group_size, isa);
     case CpuFormat::kW4A8:

@@ -66,6 +66,7 @@ enum class CpuKernel {
   kInt4Panels,      // gemm_int4_panels.h: VNNI on the group panels
   kInt4PanelsAmx,   // gemm_int4_panels.h: AMX int8 tiles on the group panels
   kInt4PanelsInt16, // gemm_int4_panels.h: vpdpwssd on the group panels, int16 activations
+  kInt4PanelsF32,   // gemm_int4_panels.h: AVX2 codes widened in their rows' lanes, fp32 FMA
   kInt4ActRows,     // matmul_int4_act.h: int4 × int8 rows (AVX2 maddubs / VNNI), no panels
   kGgufPanels,      // gemm_gguf.h: VNNI tiles on the packed blocks
   kGgufPanelsAmx,   // gemm_gguf.h + amx_blocks.h: AMX int8 tiles on the packed blocks

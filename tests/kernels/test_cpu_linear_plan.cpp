@@ -114,7 +114,12 @@ TEST(CpuLinearPlan, W4A16LookupThenTheAmxTilesByGroupSize) {
   EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4RowsMaxRows, s, amx()), K::kInt4Rows);
   EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxMinRows - 1, s, amx()), K::kInt4Dequant);
   s.group_size = 32;
-  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx2()), K::kInt4Dequant);  // no AVX-512: no lookup
+  // AVX2 without AVX-512 (no lookup): the panels with fp32 activations where packed, else the rows.
+  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx2()), K::kInt4PanelsF32);
+  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 64, s, avx2()), K::kInt4PanelsF32);
+  s.packed = false;
+  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx2()), K::kInt4Dequant);
+  s.packed = true;
   // int16 activations: their panels where packed (no AMX form), else the fp32 plan.
   EXPECT_EQ(plan_cpu_linear(F::kW4A16Int16, 512, s, amx()), K::kInt4PanelsInt16);
   s.packed = false;
@@ -179,6 +184,7 @@ TEST(CpuLinearPlan, HostIsaAgreesWithTheKernelsBuild) {
   const CpuIsa isa = CpuIsa::host();
   EXPECT_EQ(isa.vnni || isa.avx2, gemm_panels_int8_available());
   EXPECT_EQ(isa.vnni || isa.avx2, int4_panels_available(64, 32));
+  EXPECT_EQ(isa.avx2 && !isa.avx512, int4_panels_f32_available(64, 32));
   EXPECT_EQ(isa.vnni || isa.avx2, gemm_gguf_available());
   EXPECT_EQ(isa.avx512, int4_rows_supported(32));
   EXPECT_EQ(isa.amx_int8, amx_int8_enabled());

@@ -184,5 +184,46 @@ TEST(GemmInt4Panels, Int16ActivationsMatchTheReference) {
   });
 }
 
+// W4A16 with exact fp32 activations on the panels (gemm_int4_panels_f32, AVX2 builds): against a
+// double reference on the dequantised weights over the shapes above (rows 1-4 a pass, 5 = 4 + 1,
+// partial panels and groups), and each row alone gives its row of the batch bit for bit.
+TEST(GemmInt4Panels, Fp32ActivationsMatchTheReference) {
+  if (!cpu::int4_panels_f32_available(64, 128)) GTEST_SKIP() << "the fp32-activation panels are an AVX2-only kernel";
+  EXPECT_FALSE(cpu::int4_panels_f32_available(100, 32));
+  EXPECT_FALSE(cpu::int4_panels_f32_available(576, 16));
+  const testing::Int4Shape shapes[] = {{1, 1, 32, 32},     {1, 16, 576, 128}, {2, 17, 576, 256}, {3, 33, 1536, 128},
+                                       {4, 40, 2048, 64},  {5, 15, 576, 32},  {6, 48, 320, 160}, {7, 9, 5632, 128},
+                                       {8, 20, 1024, 1024}, {9, 31, 96, 96},  {22, 18, 576, 128}};
+  testing::for_each_int4_case(shapes, [](const testing::Int4Shape& s, bool symmetric, ThreadPool& pool) {
+    const Weights q = quantized(s.out, s.in, s.gs, symmetric, static_cast<std::uint64_t>(s.in * 7 + s.n));
+    const std::uint8_t* z = symmetric ? nullptr : q.zero.data();
+    const cpu::Int4Panels w = cpu::pack_int4_panels(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs);
+    Rng rng(static_cast<std::uint64_t>(s.out + 11));
+    std::vector<float> x(static_cast<std::size_t>(s.n) * s.in);
+    for (float& v : x) v = static_cast<float>(2.0 * rng.normal());
+    std::vector<float> wd(static_cast<std::size_t>(s.out) * s.in);
+    ref::dequantize_int4(q.packed.data(), q.scale.data(), z, s.out, s.in, s.gs, wd.data());
+    std::vector<float> got(static_cast<std::size_t>(s.n) * s.out, std::nanf(""));
+    cpu::gemm_int4_panels_f32(x.data(), w, got.data(), s.n, pool);
+    for (int r = 0; r < s.n; ++r)
+      for (int o = 0; o < s.out; ++o) {
+        double want = 0, mag = 0;
+        for (int i = 0; i < s.in; ++i) {
+          const double p = static_cast<double>(x[static_cast<std::size_t>(r) * s.in + i]) * wd[static_cast<std::size_t>(o) * s.in + i];
+          want += p;
+          mag += std::fabs(p);
+        }
+        // The zero point's term is taken off per group: an error of a few fp32 roundings of the
+        // group's |x q| and |z Σx| sums, bounded by 15 |x| per weight against |x w|.
+        ASSERT_NEAR(got[static_cast<std::size_t>(r) * s.out + o], want, 4e-6 * mag + 1e-5) << "r " << r << " o " << o;
+      }
+    std::vector<float> one(static_cast<std::size_t>(s.out));
+    for (int r = 0; r < s.n; ++r) {
+      cpu::gemm_int4_panels_f32(x.data() + static_cast<std::size_t>(r) * s.in, w, one.data(), 1, pool);
+      for (int o = 0; o < s.out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * s.out + o]) << r << " " << o;
+    }
+  });
+}
+
 }  // namespace
 }  // namespace inferlab

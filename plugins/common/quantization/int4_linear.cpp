@@ -91,11 +91,15 @@ void Int4Linear::set_activations(Int4Activations activations) {
   check_int4_activations(activations, group_size_, "int4");
   const bool on = activations != Int4Activations::kFp32;
   activations_ = activations;
-  if (on && !holds_panels() && cpu::int4_panels_available(in_features(), group_size_)) {
+  // The panels serve int8 / int16 activations where their kernels run, and fp32 ones on AVX2
+  // without AVX-512 (gemm_int4_panels_f32; with AVX-512 the rows' register lookup does).
+  const bool panels = on ? cpu::int4_panels_available(in_features(), group_size_)
+                         : cpu::int4_panels_f32_available(in_features(), group_size_);
+  if (panels && !holds_panels()) {
     panels_ = cpu::pack_int4_panels(rows_.packed.data(), rows_.scale.data(), symmetric_ ? nullptr : rows_.zero.data(),
                                     out_features(), in_features(), group_size_);
     rows_ = Int4Rows{};  // released: the panels hold the same bytes
-  } else if (!on && holds_panels()) {
+  } else if (!panels && holds_panels()) {
     rows_ = rows();
     panels_ = cpu::Int4Panels{};
   }
@@ -145,6 +149,10 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
     cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
     cpu::gemm_int4_panels_int16(xq.data(), xs.data(), panels_, y, n, pool);
+    return;
+  }
+  if (plan(n) == cpu::CpuKernel::kInt4PanelsF32) {
+    cpu::gemm_int4_panels_f32(x, panels_, y, n, pool);
     return;
   }
   const float* xa = x;

@@ -53,7 +53,8 @@ class Int4Linear : public Linear {
   // (symmetric), G = ceil(in / group_size).
   Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,
              std::vector<std::uint8_t> zero);
-  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4 (fp32 activations), or x
+  // y[n, out] = x[n, in] · W_q^T through kernels/cpu/matmul_int4 (fp32 activations; on AVX2
+  // builds without AVX-512 gemm_int4_panels_f32 on the panels), or x
   // quantised per 32-block: int8 through gemm_int4_panels or matmul_int4_act (W4A8), int16
   // through gemm_int4_panels_int16 (without its panels — no AVX-512 VNNI — the int16 blocks'
   // values through matmul_int4; in not a multiple of 32: fp32). The CPU; on a CUDA device
@@ -66,8 +67,9 @@ class Int4Linear : public Linear {
   // group_size is a multiple of 32 (each activation block must lie in one weight group); where
   // this CPU has the kernels and in is a multiple of 32 (cpu::int4_panels_available), the codes
   // move into cpu::gemm_int4_panels' panels of 16 rows (the same bytes; the rows are released, and
-  // come back with kFp32). Elsewhere kInt8 takes matmul_int4_act's row stream and kInt16 the fp32
-  // path (exact activations). kFp32 (the default) keeps the activations.
+  // come back with kFp32 unless the fp32 panels take them: cpu::int4_panels_f32_available).
+  // Elsewhere kInt8 takes matmul_int4_act's row stream and kInt16 the fp32 path (exact
+  // activations). kFp32 (the default) keeps the activations.
   void set_activations(Int4Activations activations);
   Int4Activations activations() const { return activations_; }
   // out*ceil(in/2) bytes of codes + 4 bytes of scale per group (+ 1 byte of zero point per
