@@ -297,6 +297,60 @@ inline __m256i load32_avx2(const std::uint8_t* p) { return _mm256_loadu_si256(re
 // Holds v in a register here, so GCC keeps a block's int16 chain as a chain (gemm_gguf_avx2.cpp's pin).
 inline void pin_avx2(__m256i& v) { asm("" : "+x"(v)); }
 
+// Half h0 of panel p (its first row 8 h0): the codes, group scales and zero points from there.
+struct HalfPanel {
+  const std::uint8_t* codes;
+  const float* sw;
+  const std::uint8_t* zw;    // null when symmetric
+  std::size_t panel_bytes;   // codes of a whole panel
+  std::size_t panel_cells;   // group cells of a whole panel
+  int h0;
+};
+[[gnu::always_inline]] inline HalfPanel half_panel(const Int4Panels& w, int blocks, int groups, int p, int h0) {
+  const std::size_t pb = static_cast<std::size_t>(blocks) * kBlockBytes, pcells = static_cast<std::size_t>(groups) * P;
+  return {w.codes.data() + p * pb + kHalf * 4 * h0, w.scale.data() + p * pcells + kHalf * h0,
+          w.symmetric() ? nullptr : w.zero.data() + p * pcells + kHalf * h0, pb, pcells, h0};
+}
+// Group g's cells ahead in this panel's stream, or (next) the next panel's.
+[[gnu::always_inline]] inline void prefetch_half_group(HalfPanel hp, int g, int per, int ahead, bool next) {
+  if (!next) return prefetch_group<1>(hp.sw, hp.zw, hp.panel_cells, g, per, ahead);
+  prefetch_line(hp.sw - kHalf * hp.h0 + hp.panel_cells + static_cast<std::size_t>(g) * P);
+  if (hp.zw) prefetch_line(hp.zw - kHalf * hp.h0 + hp.panel_cells + static_cast<std::size_t>(g) * P);
+}
+// Block b's codes (all 16 rows) ahead in the stream, or the next panel's.
+[[gnu::always_inline]] inline void prefetch_half_block(HalfPanel hp, const std::uint8_t* pc, int ahead, bool next) {
+  prefetch_ahead(pc - kHalf * 4 * hp.h0, kBlockBytes, next ? static_cast<int>(hp.panel_bytes) : ahead);
+}
+// acc[q][r] += s ⊙ (sum[q][r] - z ⊙ zc[r * stride]) for group g of halves h0 .. h0 + G - 1 (the
+// VNNI passes' fold_group, 8 lanes at a time).
+template <int R, int G>
+[[gnu::always_inline]] inline void fold_half_group(HalfPanel hp, int g, const float* zc, int stride, const __m256 (&sum)[G][R],
+                            __m256 (&acc)[G][R]) {
+  for (int q = 0; q < G; ++q) {
+    const std::size_t cell = static_cast<std::size_t>(g) * P + kHalf * q;
+    const __m256 z = hp.zw ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(hp.zw + cell))))
+                           : _mm256_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
+    const __m256 s = _mm256_loadu_ps(hp.sw + cell);
+    for (int r = 0; r < R; ++r)
+      acc[q][r] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_set1_ps(zc[static_cast<std::size_t>(r) * stride + g]), sum[q][r]),
+                                  s, acc[q][r]);
+  }
+}
+// y[r * ys + 8 q + l] = lane l of acc[q][r] for the panel's `valid` rows.
+template <int R, int G>
+[[gnu::always_inline]] inline void store_halves(const __m256 (&acc)[G][R], int h0, int valid, float* y, std::size_t ys) {
+  for (int q = 0; q < G; ++q) {
+    const int cols = std::clamp(valid - kHalf * (h0 + q), 0, kHalf);
+    if (cols == 0) break;
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < R; ++r) {
+      float* out = y + static_cast<std::size_t>(r) * ys + kHalf * q;
+      if (cols == kHalf) _mm256_storeu_ps(out, acc[q][r]);
+      else _mm256_maskstore_ps(out, keep, acc[q][r]);
+    }
+  }
+}
+
 // y[r * ys + 8 q + l] for the R token rows from r0 and halves h0 .. h0 + G - 1 of panel p (`valid`:
 // the panel's real rows; lanes past it are not written).
 // `ahead`: the codes and group cells are prefetched that many bytes on in the stream (the first
@@ -306,10 +360,7 @@ template <int R, int G, class T>
 void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
                int ahead, bool next = false) {
   constexpr bool kInt16 = std::is_same_v<T, std::int16_t>;
-  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
-  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes + kHalf * 4 * h0;
-  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
-  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
+  const HalfPanel hp = half_panel(w, a.blocks, a.groups, p, h0);
   const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
   const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
   const __m256i mask = kInt16 ? _mm256_set1_epi16(0x000F) : _mm256_set1_epi8(0x0F);
@@ -322,12 +373,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
     for (int q = 0; q < G; ++q)
       for (int r = 0; r < R; ++r) accg[q][r] = _mm256_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    if (next) {
-      prefetch_line(sw - kHalf * h0 + panel_cells + static_cast<std::size_t>(g) * P);
-      if (zw) prefetch_line(zw - kHalf * h0 + panel_cells + static_cast<std::size_t>(g) * P);
-    } else {
-      prefetch_group<1>(sw, zw, panel_cells, g, a.per, ahead);
-    }
+    prefetch_half_group(hp, g, a.per, ahead, next);
     // Each token row's block b. (Activations stored pre-broadcast, 32 bytes per 4, so that a step's
     // operand is a plain load: 1.12x faster hot in L2, 0.9x over weights streamed from memory, where
     // their 8x the bytes crowd L1; SmolLM2-shaped g128, 4 rows, one thread, Zen 3, 2026-12-07.)
@@ -335,8 +381,8 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
     for (int r = 0; r < R; ++r)
       xr[r] = a.xq + static_cast<std::size_t>(r0 + r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
     for (int b = g * a.per; b < b1; ++b) {
-      const std::uint8_t* pc = codes + static_cast<std::size_t>(b) * kBlockBytes;
-      prefetch_ahead(pc - kHalf * 4 * h0, kBlockBytes, next ? static_cast<int>(panel_bytes) : ahead);
+      const std::uint8_t* pc = hp.codes + static_cast<std::size_t>(b) * kBlockBytes;
+      prefetch_half_block(hp, pc, ahead, next);
       __m256i d[G][R];  // W4A8: int16 pair sums, widened after the block; int16: int32 sums
       for (int q = 0; q < G; ++q)
         for (int r = 0; r < R; ++r) d[q][r] = _mm256_setzero_si256();
@@ -387,26 +433,9 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
       }
     }
     // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale (fold_group).
-    for (int q = 0; q < G; ++q) {
-      const std::size_t cell = static_cast<std::size_t>(g) * P + kHalf * q;
-      const __m256 z = zw ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zw + cell))))
-                          : _mm256_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
-      const __m256 s = _mm256_loadu_ps(sw + cell);
-      for (int r = 0; r < R; ++r)
-        acc[q][r] = _mm256_fmadd_ps(
-            _mm256_fnmadd_ps(z, _mm256_set1_ps(zc[static_cast<std::size_t>(r) * a.groups + g]), accg[q][r]), s, acc[q][r]);
-    }
+    fold_half_group<R, G>(hp, g, zc, a.groups, accg, acc);
   }
-  for (int q = 0; q < G; ++q) {
-    const int cols = std::clamp(valid - kHalf * (h0 + q), 0, kHalf);
-    if (cols == 0) break;
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int r = 0; r < R; ++r) {
-      float* out = y + static_cast<std::size_t>(r) * ys + kHalf * q;
-      if (cols == kHalf) _mm256_storeu_ps(out, acc[q][r]);
-      else _mm256_maskstore_ps(out, keep, acc[q][r]);
-    }
-  }
+  store_halves<R, G>(acc, h0, valid, y, ys);
 }
 
 // W4A16 with exact fp32 activations on AVX2 (gemm_int4_panels_f32): a code vector's byte t holds
@@ -450,10 +479,7 @@ F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n) {
 template <int R, int G>
 void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
                    int ahead, bool next = false) {
-  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
-  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes + kHalf * 4 * h0;
-  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
-  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells + kHalf * h0;
+  const HalfPanel hp = half_panel(w, a.blocks, a.groups, p, h0);
   const float* gsum = a.gsum + static_cast<std::size_t>(r0) * a.groups;
   const __m256i mask[4] = {_mm256_set1_epi32(0xF), _mm256_set1_epi32(0xF00), _mm256_set1_epi32(0xF0000),
                            _mm256_set1_epi32(0xF000000)};
@@ -465,18 +491,13 @@ void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0,
     for (int q = 0; q < G; ++q)
       for (int r = 0; r < R; ++r) c0[q][r] = c1[q][r] = _mm256_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    if (next) {
-      prefetch_line(sw - kHalf * h0 + panel_cells + static_cast<std::size_t>(g) * P);
-      if (zw) prefetch_line(zw - kHalf * h0 + panel_cells + static_cast<std::size_t>(g) * P);
-    } else {
-      prefetch_group<1>(sw, zw, panel_cells, g, a.per, ahead);
-    }
+    prefetch_half_group(hp, g, a.per, ahead, next);
     const float* xr[R];
     for (int r = 0; r < R; ++r)
       xr[r] = a.xw + static_cast<std::size_t>(r0 + r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
     for (int b = g * a.per; b < b1; ++b) {
-      const std::uint8_t* pc = codes + static_cast<std::size_t>(b) * kBlockBytes;
-      prefetch_ahead(pc - kHalf * 4 * h0, kBlockBytes, next ? static_cast<int>(panel_bytes) : ahead);
+      const std::uint8_t* pc = hp.codes + static_cast<std::size_t>(b) * kBlockBytes;
+      prefetch_half_block(hp, pc, ahead, next);
 #pragma GCC unroll 4
       for (int j = 0; j < kVectors; ++j) {
         __m256i v[G], vh[G];
@@ -502,27 +523,12 @@ void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0,
       }
       for (int r = 0; r < R; ++r) xr[r] += kActBlock;
     }
-    for (int q = 0; q < G; ++q) {
-      const std::size_t cell = static_cast<std::size_t>(g) * P + kHalf * q;
-      const __m256 z = zw ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zw + cell))))
-                          : _mm256_set1_ps(static_cast<float>(ref::kInt4SymmetricZero));
-      const __m256 s = _mm256_loadu_ps(sw + cell);
-      for (int r = 0; r < R; ++r)
-        acc[q][r] = _mm256_fmadd_ps(_mm256_fnmadd_ps(z, _mm256_set1_ps(gsum[static_cast<std::size_t>(r) * a.groups + g]),
-                                                     _mm256_add_ps(c0[q][r], c1[q][r])),
-                                    s, acc[q][r]);
-    }
+    __m256 sum[G][R];
+    for (int q = 0; q < G; ++q)
+      for (int r = 0; r < R; ++r) sum[q][r] = _mm256_add_ps(c0[q][r], c1[q][r]);
+    fold_half_group<R, G>(hp, g, gsum, a.groups, sum, acc);
   }
-  for (int q = 0; q < G; ++q) {
-    const int cols = std::clamp(valid - kHalf * (h0 + q), 0, kHalf);
-    if (cols == 0) break;
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int r = 0; r < R; ++r) {
-      float* out = y + static_cast<std::size_t>(r) * ys + kHalf * q;
-      if (cols == kHalf) _mm256_storeu_ps(out, acc[q][r]);
-      else _mm256_maskstore_ps(out, keep, acc[q][r]);
-    }
-  }
+  store_halves<R, G>(acc, h0, valid, y, ys);
 }
 #endif
 
