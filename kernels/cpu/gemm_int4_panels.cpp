@@ -389,21 +389,19 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
 #pragma GCC unroll 4
       for (int j = 0; j < kVectors; ++j) {
         if constexpr (kInt16) {
-          __m256i u[G][4];
-          for (int q = 0; q < G; ++q) {
-            const __m256i v = load32_avx2(pc + 64 * j + 32 * q);
-            u[q][0] = _mm256_and_si256(v, mask);
-            u[q][1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-            u[q][2] = _mm256_and_si256(_mm256_srli_epi16(v, 8), mask);
-            u[q][3] = _mm256_srli_epi16(v, 12);
-          }
-          for (int r = 0; r < R; ++r) {
-            const T* xb = xr[r] + 8 * j;
-            for (int t = 0; t < 4; ++t) {
-              const __m256i xv = bcast4_avx2(xb + 2 * t);
-              for (int q = 0; q < G; ++q) d[q][r] = _mm256_add_epi32(d[q][r], _mm256_madd_epi16(u[q][t], xv));
+          // Plane t of each vector made as it is used.
+          __m256i v[G];
+          for (int q = 0; q < G; ++q) v[q] = load32_avx2(pc + 64 * j + 32 * q);
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t)
+            for (int q = 0; q < G; ++q) {
+              const __m256i u = t == 3 ? _mm256_srli_epi16(v[q], 12)
+                                       : _mm256_and_si256(t == 0 ? v[q] : _mm256_srli_epi16(v[q], 4 * t), mask);
+              for (int r = 0; r < R; ++r) {
+                d[q][r] = _mm256_add_epi32(d[q][r], _mm256_madd_epi16(u, bcast4_avx2(xr[r] + 8 * j + 2 * t)));
+                pin_avx2(d[q][r]);  // a chain, not GCC's reassociated tree over the block's products
+              }
             }
-          }
         } else {
           __m256i lo[G], hi[G];
           for (int q = 0; q < G; ++q) {
@@ -703,7 +701,7 @@ void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pa
 // (the other's codes wait in L1 / L2), kHalfPassRows token rows a pass, and the second half's first
 // pass prefetches the thread's next panel (without it the first pass waited for memory and the
 // second for nothing: SmolLM2's 4-row pass, one thread, Zen 3, ...).
-template <int kRows = kHalfPassRows, class Pass>
+template <int kRows = kHalfPassRows, int kWholeRows = 1, class Pass>
 void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
@@ -719,6 +717,11 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
             pass.template operator()<1, 2>(p, 0, 0, yp, valid, ahead, false);
             continue;
           }
+          if constexpr (kWholeRows >= 2)
+            if (n == 2) {
+              pass.template operator()<2, 2>(p, 0, 0, yp, valid, ahead, false);
+              continue;
+            }
           for (int h = 0; h < 2 && kHalf * h < valid; ++h)
             for (int r0 = 0; r0 < n; r0 += kRows) {
               float* yh = yp + static_cast<std::size_t>(r0) * ys + kHalf * h;
@@ -912,7 +915,7 @@ void gemm_int4_panels_f32(const float* x, const Int4Panels& w, float* y, int n, 
 #if INFERLAB_INT4_PANELS_AVX2
   const F32Acts a = make_f32_acts(x, w, n);
   const std::size_t ys = static_cast<std::size_t>(w.out);
-  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead, bool next) {
+  run_half_passes<kHalfPassRows, 2>(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead, bool next) {
     f32_half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead, next);
   });
 #else
