@@ -6,8 +6,10 @@
 // arithmetic as matmul_int4_act: per 32-block an exact integer dot product of the codes with the
 // int8 activations (cpu::quantize_act_rows), scaled by the block's activation scale, and per group
 // the zero point's term and the group's scale. Each token row's sums are formed in the same order
-// whatever the row count (speculative verification relies on it). Needs AVX-512 VNNI; in and
-// group_size multiples of 32 (int4_panels_available). Parity: tests/kernels/test_gemm_int4_panels.cpp.
+// whatever the row count (speculative verification relies on it). Needs AVX-512 VNNI
+// (gemm_int4_panels_vnni.cpp; AMX prefill where the tiles run) or AVX2 (gemm_int4_panels_avx2.cpp:
+// `vpmaddubsw` with int16 block sums on half panels of 8 rows, the same per-output operations); in
+// and group_size multiples of 32 (int4_panels_available). Parity: tests/kernels/test_gemm_int4_panels.cpp.
 #pragma once
 #include <cstdint>
 
@@ -51,7 +53,7 @@ void gemm_int4_panels(const std::int8_t* xq, const float* xs, const Int4Panels& 
 
 // W4A16 in integers: activations as int16 per 32-block (scale max |x| / 32767: an error of at most
 // 2^-16 of the block's largest value, below an fp16 rounding of it) against the same panels, in
-// `vpdpwssd` (int16 pairs into int32 lanes). The activations lie in the panels' pair order: within
+// `vpdpwssd` (int16 pairs into int32 lanes; AVX2: `vpmaddwd`). The activations lie in the panels' pair order: within
 // each 8 inputs, 0 2 4 6 1 3 5 7 (int16_pair_slot).
 constexpr float kInt16ActMax = 32767.0f;
 // Where input i of a 32-block sits in the pair order.

@@ -1,0 +1,65 @@
+// Internals of the int4 group panels (gemm_int4_panels.h), shared by the format's files:
+// gemm_int4_panels.cpp (packing, the public calls, the activations' zero-point sums),
+// gemm_int4_panels_vnni.cpp (AVX-512 VNNI passes and the AMX prefill), gemm_int4_panels_avx2.cpp
+// (AVX2 half passes, and W4A16 with fp32 activations). Internal to kernels/cpu.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "inferlab/thread_pool.h"
+#include "kernels/cpu/decode_prefetch.h"
+#include "kernels/cpu/gemm_int4_panels.h"
+#include "kernels/ref/matmul_int8.h"
+
+// Which kernels this build has (compile-time, -march=native): VNNI passes, else AVX2 ones.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define INFERLAB_INT4_PANELS 1
+#define INFERLAB_INT4_PANELS_VNNI 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)  // CpuIsa::avx2
+#define INFERLAB_INT4_PANELS 1
+#define INFERLAB_INT4_PANELS_AVX2 1
+#endif
+
+namespace inferlab::cpu::int4_panels {
+
+using ref::kActBlock;
+constexpr int P = kInt4PanelRows;
+constexpr int kVectors = 4;                    // per block and panel: 8 codes of each row
+constexpr int kBlockBytes = kVectors * P * 4;  // 256: one panel's codes of one block
+
+
+// A pass's activations: int8 (W4A8) or int16 in the pair order (gemm_int4_panels_int16).
+template <class T>
+struct Acts {
+  const T* xq;      // [n, in]
+  const float* xs;  // [n, blocks]
+  const float* zc;  // [n, groups]: per group, sum over its blocks of xs * sum(xq)
+  int in, blocks, groups, per;  // per: blocks per group
+};
+using PassArgs = Acts<std::int8_t>;
+using PassArgs16 = Acts<std::int16_t>;
+
+// The group scales and zero points of NP panels (streams of their own), group g's successors twice
+// as far ahead as the codes: TinyLlama W4A8 g128 one row, 2 threads, alternating: 22.5-24.4 ->
+// 22.0-22.8 ms (4 rows level).
+template <int NP>
+inline void prefetch_group(const float* sw, const std::uint8_t* zw, std::size_t panel_cells, int g, int per, int ahead) {
+  if (ahead <= 0) return;
+  const int sp = std::max(1, 2 * ahead / (per * kBlockBytes));
+  for (int q = 0; q < NP; ++q) {
+    prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+    if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
+  }
+}
+
+// y [n, w.out] for a's n token rows: the VNNI passes (with the AMX prefill where it runs) and the
+// AVX2 half passes; each is defined only where its ISA is built (INFERLAB_INT4_PANELS_*).
+void run_vnni(const Acts<std::int8_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+void run_vnni(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+void run_avx2(const Acts<std::int8_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+void run_avx2(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+// W4A16 with fp32 activations x [n, in] (AVX2 builds).
+void run_avx2_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+
+}  // namespace inferlab::cpu::int4_panels
