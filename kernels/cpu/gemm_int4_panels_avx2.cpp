@@ -5,7 +5,6 @@
 #if INFERLAB_INT4_PANELS_AVX2
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -45,24 +44,21 @@ struct HalfPanel {
   const std::uint8_t* codes;
   const float* sw;
   const std::uint8_t* zw;    // null when symmetric
-  std::size_t panel_bytes;   // codes of a whole panel
   std::size_t panel_cells;   // group cells of a whole panel
   int h0;
 };
 [[gnu::always_inline]] inline HalfPanel half_panel(const Int4Panels& w, int blocks, int groups, int p, int h0) {
   const std::size_t pb = static_cast<std::size_t>(blocks) * kBlockBytes, pcells = static_cast<std::size_t>(groups) * P;
   return {w.codes.data() + p * pb + kHalf * 4 * h0, w.scale.data() + p * pcells + kHalf * h0,
-          w.symmetric() ? nullptr : w.zero.data() + p * pcells + kHalf * h0, pb, pcells, h0};
+          w.symmetric() ? nullptr : w.zero.data() + p * pcells + kHalf * h0, pcells, h0};
 }
-// Group g's cells ahead in this panel's stream, or (next) the next panel's.
-[[gnu::always_inline]] inline void prefetch_half_group(HalfPanel hp, int g, int per, int ahead, bool next) {
-  if (!next) return prefetch_group<1>(hp.sw, hp.zw, hp.panel_cells, g, per, ahead);
-  prefetch_line(hp.sw - kHalf * hp.h0 + hp.panel_cells + static_cast<std::size_t>(g) * P);
-  if (hp.zw) prefetch_line(hp.zw - kHalf * hp.h0 + hp.panel_cells + static_cast<std::size_t>(g) * P);
+// Group g's cells ahead in the panel's stream.
+[[gnu::always_inline]] inline void prefetch_half_group(HalfPanel hp, int g, int per, int ahead) {
+  prefetch_group<1>(hp.sw, hp.zw, hp.panel_cells, g, per, ahead);
 }
-// Block b's codes (all 16 rows) ahead in the stream, or the next panel's.
-[[gnu::always_inline]] inline void prefetch_half_block(HalfPanel hp, const std::uint8_t* pc, int ahead, bool next) {
-  prefetch_ahead(pc - kHalf * 4 * hp.h0, kBlockBytes, next ? static_cast<int>(hp.panel_bytes) : ahead);
+// Block b's codes (all 16 rows) ahead in the stream.
+[[gnu::always_inline]] inline void prefetch_half_block(HalfPanel hp, const std::uint8_t* pc, int ahead) {
+  prefetch_ahead(pc - kHalf * 4 * hp.h0, kBlockBytes, ahead);
 }
 // acc[q][r] += s ⊙ (sum[q][r] - z ⊙ zc[r * stride]) for group g of halves h0 .. h0 + G - 1 (the
 // VNNI passes' fold_group, 8 lanes at a time).
@@ -97,11 +93,10 @@ template <int R, int G>
 // y[r * ys + 8 q + l] for the R token rows from r0 and halves h0 .. h0 + G - 1 of panel p (`valid`:
 // the panel's real rows; lanes past it are not written).
 // `ahead`: the codes and group cells are prefetched that many bytes on in the stream (the first
-// pass over a panel); with `next` instead, the next panel's (a later pass over this panel, whose
-// codes are in L1 / L2 already: the next panel arrives while it computes).
+// pass over a panel; 0 for the later ones, which find its codes in L1 / L2).
 template <int R, int G, class T>
 void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
-               int ahead, bool next = false) {
+               int ahead) {
   constexpr bool kInt16 = std::is_same_v<T, std::int16_t>;
   const HalfPanel hp = half_panel(w, a.blocks, a.groups, p, h0);
   const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
@@ -116,7 +111,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
     for (int q = 0; q < G; ++q)
       for (int r = 0; r < R; ++r) accg[q][r] = _mm256_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    prefetch_half_group(hp, g, a.per, ahead, next);
+    prefetch_half_group(hp, g, a.per, ahead);
     // Each token row's block b. (Activations stored pre-broadcast, 32 bytes per 4, so that a step's
     // operand is a plain load: 1.12x faster hot in L2, 0.9x over weights streamed from memory, where
     // their 8x the bytes crowd L1; SmolLM2-shaped g128, 4 rows, one thread, Zen 3, 2026-12-07.)
@@ -125,7 +120,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
       xr[r] = a.xq + static_cast<std::size_t>(r0 + r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
     for (int b = g * a.per; b < b1; ++b) {
       const std::uint8_t* pc = hp.codes + static_cast<std::size_t>(b) * kBlockBytes;
-      prefetch_half_block(hp, pc, ahead, next);
+      prefetch_half_block(hp, pc, ahead);
       __m256i d[G][R];  // W4A8: int16 pair sums, widened after the block; int16: int32 sums
       for (int q = 0; q < G; ++q)
         for (int r = 0; r < R; ++r) d[q][r] = _mm256_setzero_si256();
@@ -206,7 +201,8 @@ F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n) {
   for (int r = 0; r < n; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * in;
     float* dst = xw_buffer.data() + static_cast<std::size_t>(r) * in;
-    for (int i = 0; i < in; ++i) dst[i] = std::ldexp(xr[i], -8 * (i % 4));
+    constexpr float kScale[4] = {1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f};  // exact: powers of two
+    for (int i = 0; i < in; ++i) dst[i] = xr[i] * kScale[i % 4];
     for (int g = 0; g < w.groups; ++g) {
       const int i1 = std::min(in, (g + 1) * w.group_size);
       float sum = 0.0f;
@@ -219,7 +215,7 @@ F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n) {
 
 template <int R, int G>
 void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
-                   int ahead, bool next = false) {
+                   int ahead) {
   const HalfPanel hp = half_panel(w, a.blocks, a.groups, p, h0);
   const float* gsum = a.gsum + static_cast<std::size_t>(r0) * a.groups;
   const __m256i mask[4] = {_mm256_set1_epi32(0xF), _mm256_set1_epi32(0xF00), _mm256_set1_epi32(0xF0000),
@@ -232,13 +228,13 @@ void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0,
     for (int q = 0; q < G; ++q)
       for (int r = 0; r < R; ++r) c0[q][r] = c1[q][r] = _mm256_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    prefetch_half_group(hp, g, a.per, ahead, next);
+    prefetch_half_group(hp, g, a.per, ahead);
     const float* xr[R];
     for (int r = 0; r < R; ++r)
       xr[r] = a.xw + static_cast<std::size_t>(r0 + r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
     for (int b = g * a.per; b < b1; ++b) {
       const std::uint8_t* pc = hp.codes + static_cast<std::size_t>(b) * kBlockBytes;
-      prefetch_half_block(hp, pc, ahead, next);
+      prefetch_half_block(hp, pc, ahead);
 #pragma GCC unroll 4
       for (int j = 0; j < kVectors; ++j) {
         __m256i v[G], vh[G];
@@ -275,13 +271,13 @@ void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0,
 
 
 // The AVX2 half passes, split across the pool: pass.template operator()<R, G>(p, h0, r0, y, valid,
-// ahead, next) runs R token rows from r0 against halves h0 .. h0 + G - 1 of panel p, y at (r0, 16p +
-// 8h0). Decode reads a panel front to back (both halves a pass); a few rows take one half at a time
-// (the other's codes wait in L1 / L2), kHalfPassRows token rows a pass, and the second half's first
-// pass prefetches the thread's next panel, so that the first pass does not wait for memory while
-// the second waits for nothing (with the one add chain a row: SmolLM2's 1536 x 576 g128 x150
-// streamed, 4 rows, one thread, Zen 3, 2026-12-07, alternating: 8.16 -> 8.00 ms, within the noise).
-template <int kRows = kHalfPassRows, int kWholeRows = 1, class Pass>
+// ahead) runs R token rows from r0 against halves h0 .. h0 + G - 1 of panel p, y at (r0, 16p + 8h0).
+// Decode (and up to kWholeRows rows) reads a panel front to back, both halves a pass; more rows take
+// one half at a time (the other's codes wait in L1 / L2), kHalfPassRows token rows a pass. (Tried:
+// the second half's first pass prefetching the thread's next panel, 1536 x 576 g128 x150 streamed,
+// one thread, Zen 3, 2026-12-07, alternating: 2 rows 0.97x, 4 rows 1.02-1.04x the time without it;
+// not kept.)
+template <int kWholeRows = 1, class Pass>
 void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
@@ -294,25 +290,24 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
           const int valid = std::min(P, w.out - p * P);
           float* yp = y + static_cast<std::size_t>(p) * P;
           if (n == 1) {
-            pass.template operator()<1, 2>(p, 0, 0, yp, valid, ahead, false);
+            pass.template operator()<1, 2>(p, 0, 0, yp, valid, ahead);
             continue;
           }
           if constexpr (kWholeRows >= 2)
             if (n == 2) {
-              pass.template operator()<2, 2>(p, 0, 0, yp, valid, ahead, false);
+              pass.template operator()<2, 2>(p, 0, 0, yp, valid, ahead);
               continue;
             }
           for (int h = 0; h < 2 && kHalf * h < valid; ++h)
-            for (int r0 = 0; r0 < n; r0 += kRows) {
+            for (int r0 = 0; r0 < n; r0 += kHalfPassRows) {
               float* yh = yp + static_cast<std::size_t>(r0) * ys + kHalf * h;
               const int ahead_once = h == 0 && r0 == 0 ? ahead : 0;
-              const bool next = ahead > 0 && h == 1 && r0 == 0 && p + 1 < static_cast<int>(p1);
-              const int rows = std::min(kRows, n - r0);
-              if (rows == 1) pass.template operator()<1, 1>(p, h, r0, yh, valid, ahead_once, next);
-              if constexpr (kRows >= 2) if (rows == 2) pass.template operator()<2, 1>(p, h, r0, yh, valid, ahead_once, next);
-              if constexpr (kRows >= 3) if (rows == 3) pass.template operator()<3, 1>(p, h, r0, yh, valid, ahead_once, next);
-              if constexpr (kRows >= 4) if (rows == 4) pass.template operator()<4, 1>(p, h, r0, yh, valid, ahead_once, next);
-              static_assert(kRows >= 1 && kRows <= 4, "passes of 1-4 token rows");
+              switch (std::min(kHalfPassRows, n - r0)) {
+                case 1: pass.template operator()<1, 1>(p, h, r0, yh, valid, ahead_once); break;
+                case 2: pass.template operator()<2, 1>(p, h, r0, yh, valid, ahead_once); break;
+                case 3: pass.template operator()<3, 1>(p, h, r0, yh, valid, ahead_once); break;
+                default: pass.template operator()<4, 1>(p, h, r0, yh, valid, ahead_once); break;
+              }
             }
         }
       },
@@ -322,8 +317,8 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
 template <class T>
 void run_half(const Acts<T>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
   const std::size_t ys = static_cast<std::size_t>(w.out);
-  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead, bool next) {
-    half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead, next);
+  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead) {
+    half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead);
   });
 }
 
@@ -339,8 +334,8 @@ void run_avx2(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n,
 void run_avx2_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
   const F32Acts a = make_f32_acts(x, w, n);
   const std::size_t ys = static_cast<std::size_t>(w.out);
-  run_half_passes<kHalfPassRows, 2>(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead, bool next) {
-    f32_half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead, next);
+  run_half_passes<2>(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead) {
+    f32_half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead);
   });
 }
 

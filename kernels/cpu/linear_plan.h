@@ -56,16 +56,16 @@ enum class CpuKernel {
   kInt8Tiles,       // matmul_int8.cpp: dot_tile / a block widened once for every row (dot_tile.h)
   kInt8Amx,         // matmul_int8_amx.h: 16 weight rows widened to bf16 A tiles per step
   kAmxDequant,      // gemm_amx_dequant.h: 32 weight rows dequantised once into bf16 tiles per call
-  kPanelsInt8,      // gemm_panels_int8.h: VNNI micro-tiles on int8 panels
+  kPanelsInt8,      // gemm_panels_int8.h: VNNI (or AVX2 maddubs) micro-tiles on int8 panels
   kPanelsInt8Amx,   // gemm_panels_int8.h + amx_blocks.h: AMX int8 tiles, folded per 32-block
   kPerTokenAmx,     // gemm_panels_int8.h: per-token rows accumulated whole in AMX int8 C tiles
   kInt8ActRows,     // matmul_int8_act.h: int8 × int8 rows (AVX2 maddubs / VNNI), no panels
   kInt8Loop,        // smoothquant.cpp: the plain int32 loop (builds without VNNI)
   kInt4Rows,        // matmul_int4_rows.h: codes to exact floats by vpermps, FMA
   kInt4Dequant,     // matmul_int4.cpp: AVX2 unpack per tile, or a block dequantised once per call
-  kInt4Panels,      // gemm_int4_panels.h: VNNI on the group panels
+  kInt4Panels,      // gemm_int4_panels.h: VNNI (or AVX2 maddubs) on the group panels
   kInt4PanelsAmx,   // gemm_int4_panels.h: AMX int8 tiles on the group panels
-  kInt4PanelsInt16, // gemm_int4_panels.h: vpdpwssd on the group panels, int16 activations
+  kInt4PanelsInt16, // gemm_int4_panels.h: vpdpwssd (AVX2: vpmaddwd) on the group panels, int16 activations
   kInt4PanelsF32,   // gemm_int4_panels.h: AVX2 codes widened in their rows' lanes, fp32 FMA
   kInt4ActRows,     // matmul_int4_act.h: int4 × int8 rows (AVX2 maddubs / VNNI), no panels
   kGgufPanels,      // gemm_gguf.h: VNNI tiles on the packed blocks

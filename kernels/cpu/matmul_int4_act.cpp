@@ -118,62 +118,6 @@ inline void tile(const std::int8_t* xq, const float* xs, const int* xsum, std::s
     for (int c = 0; c < C; ++c) y[r * ys + c] = acc[r][c];
 }
 
-#if INFERLAB_INT4_ACT_AVX2
-// Few token rows (up to kAvx2StreamRows) without VNNI: each weight row is read once, front to
-// back and prefetched, and each of its 32-blocks unpacked once for all R rows; per block and row
-// one maddubs (codes u8 × x s8: pair sums at most 2 · 15 · 127, no saturation), one madd, one
-// conversion and one FMA by sx_b · s_g, in two chains per row; the zero points once per group
-// (zc, as tile's AVX2 loop). The tiles of 4 rows × C channels read C rows 16 bytes at a time.
-constexpr int kAvx2StreamRows = 4;
-
-template <int R>
-void row_stream_avx2(const std::int8_t* xq, const float* xs, const int* xsum, std::size_t xqs, std::size_t xss,
-                     const float* zc, std::size_t zcs, const std::uint8_t* row, const float* sw, const std::uint8_t* zo,
-                     float* y, std::size_t ys, int in, int group_size, int ahead) {
-  const int full = in / kActBlock, blocks = ref::act_blocks(in);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc0[R], acc1[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  auto step = [&](int b, __m256* acc) {
-    const int k = b * kActBlock;
-    const __m256i u = unpack32(row + k / 2);
-    const float s = sw[k / group_size];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * xqs + k));
-      const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), ones);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(xs[r * xss + static_cast<std::size_t>(b)] * s), acc[r]);
-    }
-  };
-  int b = 0;
-  for (; b + 2 <= full; b += 2) {
-    if (b % 4 == 0) prefetch_ahead(row + static_cast<std::size_t>(b) * kActBlock / 2, 64, ahead);
-    step(b, acc0);
-    step(b + 1, acc1);
-  }
-  if (b < full) step(b++, acc0);
-  const int groups = ref::int4_groups(in, group_size);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    float sum = hsum(_mm256_add_ps(acc0[r], acc1[r]));
-    for (int g = 0; g < groups && g * group_size < full * kActBlock; ++g) {
-      const int z = zo ? zo[g] : ref::kInt4SymmetricZero;
-      sum -= sw[g] * static_cast<float>(z) * zc[r * zcs + static_cast<std::size_t>(g)];
-    }
-    for (int t = full; t < blocks; ++t) {  // the tail block
-      const int k = t * kActBlock, g = k / group_size;
-      int ux = 0;
-      for (int i = k; i < in; ++i) ux += code_at(row, i) * xq[r * xqs + static_cast<std::size_t>(i)];
-      const int z = zo ? zo[g] : ref::kInt4SymmetricZero;
-      sum += xs[r * xss + static_cast<std::size_t>(t)] * sw[g] *
-             static_cast<float>(ux - z * xsum[r * xss + static_cast<std::size_t>(t)]);
-    }
-    y[r * ys] = sum;
-  }
-}
-#endif
-
 #if INFERLAB_INT4_ACT_VNNI
 // Every batch (up to kPassRows = 7 token rows a pass): each weight row is read front to back (one sequential
 // stream per thread, prefetched ahead) in chunks of 16 blocks (256 bytes), and the int32 lanes of
@@ -451,25 +395,6 @@ void matmul_int4_act(const std::int8_t* xq, const float* xs, const std::uint8_t*
       zc_buffer[static_cast<std::size_t>(r) * groups + b * kActBlock / group_size] += xs[rb] * static_cast<float>(xsum[rb]);
     }
   const int ahead = decode_prefetch_bytes();
-#if INFERLAB_INT4_ACT_AVX2
-  if (n <= kAvx2StreamRows) {
-    parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
-      for (int o = o0; o < o1; ++o) {
-        const std::uint8_t* row = packed + static_cast<std::size_t>(o) * row_bytes;
-        const float* sw = scale + static_cast<std::size_t>(o) * groups;
-        const std::uint8_t* zo = zero ? zero + static_cast<std::size_t>(o) * groups : nullptr;
-        float* yo = y + o;
-        switch (n) {
-          case 1: row_stream_avx2<1>(xq, xs, xsum, xqs, xss, zc, zcs, row, sw, zo, yo, ys, in, group_size, ahead); break;
-          case 2: row_stream_avx2<2>(xq, xs, xsum, xqs, xss, zc, zcs, row, sw, zo, yo, ys, in, group_size, ahead); break;
-          case 3: row_stream_avx2<3>(xq, xs, xsum, xqs, xss, zc, zcs, row, sw, zo, yo, ys, in, group_size, ahead); break;
-          default: row_stream_avx2<4>(xq, xs, xsum, xqs, xss, zc, zcs, row, sw, zo, yo, ys, in, group_size, ahead); break;
-        }
-      }
-    });
-    return;
-  }
-#endif
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
     auto run = [&](auto c_tag) {
       constexpr int C = decltype(c_tag)::value;

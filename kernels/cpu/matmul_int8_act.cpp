@@ -115,48 +115,6 @@ void run_rows(const std::int8_t* x, const float* xs, const std::int8_t* q, const
 }
 #endif
 
-#if INFERLAB_INT8_ACT_AVX2
-// 2 to 4 token rows: as run_rows, each weight row read once front to back (prefetched) for all R
-// rows, two chains per row; the tiles below read C rows 32 bytes apart in step without prefetch.
-template <int R>
-void run_rows_few(const std::int8_t* x, const float* xs, std::size_t xqs, std::size_t xss, const std::int8_t* q,
-                  const float* scale, float* y, std::size_t ys, int in, int o0, int o1) {
-  const int full = in / kActBlock, blocks = ref::act_blocks(in), ahead = decode_prefetch_bytes();
-  for (int o = o0; o < o1; ++o) {
-    const std::int8_t* w = q + static_cast<std::size_t>(o) * in;
-    __m256 acc0[R], acc1[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-    auto step = [&](int b, __m256* acc) {
-      const int k = b * kActBlock;
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k));
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const __m256i d = dot32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + r * xqs + k)), wv);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(xs[r * xss + static_cast<std::size_t>(b)]), acc[r]);
-      }
-    };
-    int b = 0;
-    for (; b + 2 <= full; b += 2) {
-      prefetch_ahead(w + static_cast<std::size_t>(b) * kActBlock, 2 * kActBlock, ahead);
-      step(b, acc0);
-      step(b + 1, acc1);
-    }
-    if (b < full) step(b++, acc0);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      float sum = hsum(_mm256_add_ps(acc0[r], acc1[r]));
-      for (int t = b; t < blocks; ++t) {  // the tail block
-        const int k = t * kActBlock;
-        sum += xs[r * xss + static_cast<std::size_t>(t)] *
-               static_cast<float>(dot_scalar(x + r * xqs + k, w + k, std::min(kActBlock, in - k)));
-      }
-      y[r * ys + static_cast<std::size_t>(o)] = sum * scale[o];
-    }
-  }
-}
-#endif
-
 template <int C>
 void run_channels(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y, int n,
                   int out, int in, int o0, int o1) {
@@ -247,11 +205,6 @@ void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* 
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
 #if INFERLAB_INT8_ACT_AVX2
     if (n == 1) return run_rows(xq, xs, q, scale, y, in, o0, o1);
-    const std::size_t xqs = static_cast<std::size_t>(in), xss = static_cast<std::size_t>(ref::act_blocks(in)),
-                      ys = static_cast<std::size_t>(out);
-    if (n == 2) return run_rows_few<2>(xq, xs, xqs, xss, q, scale, y, ys, in, o0, o1);
-    if (n == 3) return run_rows_few<3>(xq, xs, xqs, xss, q, scale, y, ys, in, o0, o1);
-    if (n == 4) return run_rows_few<4>(xq, xs, xqs, xss, q, scale, y, ys, in, o0, o1);
 #endif
     if (n <= 2) run_channels<4>(xq, xs, q, scale, y, n, out, in, o0, o1);
     else run_channels<2>(xq, xs, q, scale, y, n, out, in, o0, o1);
