@@ -270,14 +270,20 @@ void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0,
 
 
 
-// The AVX2 half passes, split across the pool: pass.template operator()<R, G>(p, h0, r0, y, valid,
-// ahead) runs R token rows from r0 against halves h0 .. h0 + G - 1 of panel p, y at (r0, 16p + 8h0).
-// Decode (and up to kWholeRows rows) reads a panel front to back, both halves a pass; more rows take
-// one half at a time (the other's codes wait in L1 / L2), kHalfPassRows token rows a pass. (Tried:
-// the second half's first pass prefetching the thread's next panel, 1536 x 576 g128 x150 streamed,
-// one thread, Zen 3, 2026-12-07, alternating: 2 rows 0.97x, 4 rows 1.02-1.04x the time without it;
-// not kept.)
-template <int kWholeRows = 1, class Pass>
+// The AVX2 passes, split across the pool: pass.template operator()<R, G>(p, h0, r0, y, valid, ahead)
+// runs R token rows from r0 against halves h0 .. h0 + G - 1 of panel p, y at (r0, 16p + 8h0). Up to
+// kWholeRows token rows, each tile of kHalfPassRows reads a panel front to back, both halves a pass
+// (the int8 / int16 activations: every row count); more rows (W4A16's fp32 FMAs: from 3, where
+// both halves' chains outgrow the registers) take one half at a time, the other's codes waiting
+// in L1 / L2. For the int8 / int16 passes one half at a time was the slower: the first half's pass
+// brought every line from memory while using half of it, and the second found them cached, the
+// two phases one after the other (1536 x 576 and 576 x 1536 g128 x100 streamed, one thread, Zen 3,
+// 2026-12-07, in-process alternating, same bits: W4A8 whole / halves 0.75-0.78 at 2 rows,
+// 0.80-0.82 at 3-16; int16 0.78-0.87 at 2-6, 0.85-0.92 at 8-16; W4A16 3-4 rows 1.38-1.47: kept as
+// halves). (Tried: the second half's first pass prefetching the thread's next panel, 2 rows 0.97x,
+// 4 rows 1.02-1.04x the time without it; not kept.)
+constexpr int kAllRows = 1 << 30;
+template <int kWholeRows, class Pass>
 void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
@@ -289,20 +295,22 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
         for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
           const int valid = std::min(P, w.out - p * P);
           float* yp = y + static_cast<std::size_t>(p) * P;
-          if (n == 1) {
-            pass.template operator()<1, 2>(p, 0, 0, yp, valid, ahead);
-            continue;
-          }
-          if constexpr (kWholeRows >= 2)
-            if (n == 2) {
-              pass.template operator()<2, 2>(p, 0, 0, yp, valid, ahead);
-              continue;
-            }
-          for (int h = 0; h < 2 && kHalf * h < valid; ++h)
+          const bool whole = n <= kWholeRows;
+          for (int h = 0; h < (whole ? 1 : 2) && kHalf * h < valid; ++h)
             for (int r0 = 0; r0 < n; r0 += kHalfPassRows) {
               float* yh = yp + static_cast<std::size_t>(r0) * ys + kHalf * h;
               const int ahead_once = h == 0 && r0 == 0 ? ahead : 0;
-              switch (std::min(kHalfPassRows, n - r0)) {
+              const int rows = std::min(kHalfPassRows, n - r0);
+              if (whole) {
+                switch (rows) {
+                  case 1: pass.template operator()<1, 2>(p, 0, r0, yh, valid, ahead_once); break;
+                  case 2: pass.template operator()<2, 2>(p, 0, r0, yh, valid, ahead_once); break;
+                  case 3: if constexpr (kWholeRows >= 3) pass.template operator()<3, 2>(p, 0, r0, yh, valid, ahead_once); break;
+                  default: if constexpr (kWholeRows >= 4) pass.template operator()<4, 2>(p, 0, r0, yh, valid, ahead_once); break;
+                }
+                continue;
+              }
+              switch (rows) {
                 case 1: pass.template operator()<1, 1>(p, h, r0, yh, valid, ahead_once); break;
                 case 2: pass.template operator()<2, 1>(p, h, r0, yh, valid, ahead_once); break;
                 case 3: pass.template operator()<3, 1>(p, h, r0, yh, valid, ahead_once); break;
@@ -317,7 +325,7 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
 template <class T>
 void run_half(const Acts<T>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
   const std::size_t ys = static_cast<std::size_t>(w.out);
-  run_half_passes(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead) {
+  run_half_passes<kAllRows>(w, y, n, pool, [&]<int R, int G>(int p, int h0, int r0, float* yp, int valid, int ahead) {
     half_pass<R, G>(a, w, p, h0, r0, yp, ys, valid, ahead);
   });
 }
