@@ -25,7 +25,7 @@
 //    docs/kernels.md: 1.17-1.27x cold on the nibble types at 2 threads, Zen 3).
 // Register budget (16 ymm): R * G int accumulators + R * G fp32 sums + the codes; tiles are
 // 6 x 8 (prefill: the 8-row group stays in L1 while every token tile passes), 1 x 32 (decode:
-// the panel is read front to back once) and 2-3 x 16 (the last, short tile). Q5_K and Q6_K's
+// the panel is read front to back once) and 2-5 x 16 or 32 (the last, short tile: short_tile). Q5_K and Q6_K's
 // 6 x 8 tiles spill (an int32 sum beside each int16 one) and still beat two tiles of 3 x 8:
 // gemm_gguf bench, n = 128, Zen 3, medians of alternating runs, 1.21x (Q5_K) and 1.34x (Q6_K).
 #include "kernels/cpu/gemm_gguf_avx2.h"
@@ -411,16 +411,23 @@ void tile_row_groups(const ActTiles& a, int t, int r0, const std::uint8_t* panel
     tile<T, R, G, SB>(a, t, r0, panel, in, q0, y + 8 * q0, ldc, width - 8 * q0, ahead);
 }
 
-// The last tile's rows (fewer than kTileRows): 1 x 32, 2 x 16, 3 x 16, 4 x 8 or 5 x 8.
+// The last tile's rows (fewer than kTileRows; batched decode, verification): 1 x 32, 2-3 x 16 (the
+// K-quants 2-3 x 32), 4-5 x 16. A panel's step holds all 32 rows' codes, so every group pass
+// reads every line; fewer, wider passes spill some sums but read each line fewer times: 4 x 16
+// and 5 x 16 took 0.79-0.91x the time of 4 x 8 / 5 x 8 for every type, the K-quants' 2-3 x 32
+// 0.69-0.91x that of 2-3 x 16, where Q8_0's took 1.04-1.18x and Q4_0's 0.84-1.13x (2048 x 2048
+// and 2048 x 5632 / 5632 x 2048 streamed, one thread, Zen 3, 2026-12-07, in-process alternating,
+// the same bits).
 template <GgmlType T>
 void short_tile(const ActTiles& a, int t, int rows, const std::uint8_t* panel, int in, float* y, std::size_t ldc,
                 int width) {
+  constexpr int kFew = is_kquant(T) ? 4 : 2;  // groups of 8 rows a 2-3-row pass takes
   switch (rows) {
     case 1: return tile_row_groups<T, 1, 4, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
-    case 2: return tile_row_groups<T, 2, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
-    case 3: return tile_row_groups<T, 3, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
-    case 4: return tile_row_groups<T, 4, 1, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
-    default: return tile_row_groups<T, 5, 1, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 2: return tile_row_groups<T, 2, kFew, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 3: return tile_row_groups<T, 3, kFew, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    case 4: return tile_row_groups<T, 4, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
+    default: return tile_row_groups<T, 5, 2, kTileStepBytes>(a, t, 0, panel, in, y, ldc, width);
   }
 }
 
