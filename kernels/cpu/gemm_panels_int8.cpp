@@ -186,9 +186,9 @@ constexpr int kRows = kTileRows;
 // Q8_0). Each block's int32 sum is then Σ c x exactly, the integer the VNNI tile forms as
 // (c + 128) · x - 128 Σx, folded by the same conversion and FMA, the scale applied at the store:
 // the same operations per output as micro_tile above, the same bits.
-// R token rows x V groups of 8 channels from group v0 of the panel: one row (decode) takes the
-// panel's 4 groups (the step's 128 bytes front to back), a tile of rows one group at a time (R int
-// sums + R fp32 sums + the step's codes in 16 ymm).
+// R token rows x V groups of 8 channels from group v0 of the panel: up to 3 rows (decode, a few
+// sequences) the panel's 4 groups (the step's 128 bytes front to back), more two groups
+// (tile_groups_avx2).
 template <int R, int V, bool kFull, int SB = kTileStepBytes>
 void micro_tile_avx2(const ActTiles& a, int t, const std::uint8_t* w, int v0, const float* scale, float* c,
                      std::size_t ldc, int cols, int ahead, SpreadPrefetch* next = nullptr) {  // next: a share per block
@@ -249,19 +249,28 @@ void micro_tile_avx2(const ActTiles& a, int t, const std::uint8_t* w, int v0, co
   }
 }
 
-// A tile's R rows against the panel's groups of 8 channels, one group at a time. The first group's
-// pass brings the panel's lines from memory while using a quarter of each, and the other three
-// find them in L1 / L2: one after the other, the pass from memory ran at the read's pace and the
-// three at the multiplies'. So the first tile spreads `next` (the thread's next panel, `next_bytes`;
-// null: none) into L2 over its four passes, one share per block, and every pass after a range's
-// first panel reads cached lines (SmolLM2's 1536 x 576 x 150 streamed, one thread, Zen 3,
-// 2026-12-07, alternating: 4 rows 13.3-16.5 -> 11.4-11.8 ms, 2 rows 10.1-12.4 -> 8.2-8.9).
+// A tile's R rows against the panel's groups of 8 channels, V at a time: up to 3 rows all four
+// (one pass, the step's 128 bytes front to back; some sums spill), more rows two (two passes).
+// A step holds all 32 channels' codes, so every pass reads every line of the panel: with a group
+// a pass (four passes) the first brought the lines from memory using a quarter of each and the
+// other three found them cached, one phase after the other. Against that, 2-3 rows one pass
+// took 0.62-0.74x the time, 4 rows two passes 0.80-0.88x, 5-8 rows 0.84-0.98x (SmolLM2's
+// 1536 x 576 and 576 x 1536 x100 streamed, one thread, Zen 3, 2026-12-07, in-process
+// alternating, the same bits). With two passes the first tile also spreads `next` (the thread's
+// next panel, `next_bytes`; null: none) into L2 over them, one share per block, so the second
+// pass after a range's first panel reads cached lines (four passes: 4 rows 13.3-16.5 -> 11.4-11.8
+// ms with it).
 template <int R, bool kFull>
 void tile_groups_avx2(const ActTiles& a, int t, const std::uint8_t* w, const float* scale, float* c, std::size_t ldc,
                       int cols, int ahead, const std::uint8_t* next, std::size_t next_bytes) {
-  SpreadPrefetch spread = next != nullptr ? SpreadPrefetch(next, next_bytes, 4 * a.blocks) : SpreadPrefetch{};
-  for (int g = 0; 8 * g < cols; ++g)
-    micro_tile_avx2<R, 1, kFull>(a, t, w, g, scale, c, ldc, cols, g == 0 ? ahead : 0, next != nullptr ? &spread : nullptr);
+  if constexpr (R <= 3) {
+    (void)next, (void)next_bytes;
+    micro_tile_avx2<R, 4, kFull>(a, t, w, 0, scale, c, ldc, cols, ahead);
+  } else {
+    SpreadPrefetch spread = next != nullptr ? SpreadPrefetch(next, next_bytes, 2 * a.blocks) : SpreadPrefetch{};
+    for (int g = 0; 8 * g < cols; g += 2)
+      micro_tile_avx2<R, 2, kFull>(a, t, w, g, scale, c, ldc, cols, g == 0 ? ahead : 0, next != nullptr ? &spread : nullptr);
+  }
 }
 using TileGroups = void (*)(const ActTiles&, int, const std::uint8_t*, const float*, float*, std::size_t, int, int,
                            const std::uint8_t*, std::size_t);

@@ -66,7 +66,7 @@ void expect_matches_reference(int n, int out, int in, ThreadPool& pool) {
 TEST(GemmPanelsInt8, MatchesReferenceOnAwkwardShapes) {
   if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
   ThreadPool pool(3);
-  const int rows[] = {1, 2, 5, 6, 7, 13, 17};
+  const int rows[] = {1, 2, 3, 4, 5, 6, 7, 13, 17};
   // in: below one step of 4, not a multiple of 4, of 32, exactly the 256-input cache block,
   // past it; out: around the 32-channel panel and the 4-panel decode group.
   const int shapes[][2] = {{1, 3}, {7, 13}, {31, 33}, {32, 256}, {33, 300}, {130, 64}, {129, 520}};
