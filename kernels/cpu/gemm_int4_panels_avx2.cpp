@@ -1,4 +1,4 @@
-// The int4 group panels on AVX2 without AVX-512 (see gemm_int4_panels.h): half passes for int8
+// The int4 group panels on AVX2 without AVX-512 (see gemm_int4_panels.h): the passes for int8
 // and int16 activations, and W4A16 with fp32 activations.
 #include "kernels/cpu/gemm_int4_panels_impl.h"
 

@@ -1,7 +1,7 @@
 // Internals of the int4 group panels (gemm_int4_panels.h), shared by the format's files:
 // gemm_int4_panels.cpp (packing, the public calls, the activations' zero-point sums),
 // gemm_int4_panels_vnni.cpp (AVX-512 VNNI passes and the AMX prefill), gemm_int4_panels_avx2.cpp
-// (AVX2 half passes, and W4A16 with fp32 activations). Internal to kernels/cpu.
+// (AVX2 passes on half or whole panels, and W4A16 with fp32 activations). Internal to kernels/cpu.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -54,7 +54,7 @@ inline void prefetch_group(const float* sw, const std::uint8_t* zw, std::size_t 
 }
 
 // y [n, w.out] for a's n token rows: the VNNI passes (with the AMX prefill where it runs) and the
-// AVX2 half passes; each is defined only where its ISA is built (INFERLAB_INT4_PANELS_*).
+// AVX2 passes; each is defined only where its ISA is built (INFERLAB_INT4_PANELS_*).
 void run_vnni(const Acts<std::int8_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 void run_vnni(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 void run_avx2(const Acts<std::int8_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
