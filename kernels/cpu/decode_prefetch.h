@@ -16,7 +16,7 @@ namespace inferlab::cpu {
 
 // How far ahead (bytes of the weight stream) the decode kernels above prefetch; 0: not at all
 // (the hardware prefetcher alone). Both give the same bits; the switch is there to measure what
-// it buys (`inferlab_bench --benchmark_filter='gemm_gguf_prefetch|matmul_int8_act_prefetch'`).
+// it buys (`inferlab_bench --benchmark_filter=gemm_gguf_prefetch`).
 // Values are clamped to [0, kMaxDecodePrefetch]. Returns the setting before.
 constexpr int kDecodePrefetch = 2048;
 constexpr int kMaxDecodePrefetch = 1 << 16;

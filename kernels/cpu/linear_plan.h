@@ -59,7 +59,7 @@ enum class CpuKernel {
   kPanelsInt8,      // gemm_panels_int8.h: VNNI (or AVX2 maddubs) micro-tiles on int8 panels
   kPanelsInt8Amx,   // gemm_panels_int8.h + amx_blocks.h: AMX int8 tiles, folded per 32-block
   kPerTokenAmx,     // gemm_panels_int8.h: per-token rows accumulated whole in AMX int8 C tiles
-  kInt8ActRows,     // matmul_int8_act.h: int8 × int8 rows (AVX2 maddubs / VNNI), no panels
+  kInt8ActRows,     // matmul_int8_act.h: int8 × int8 rows, a plain loop (builds without AVX2 / VNNI), no panels
   kInt8Loop,        // smoothquant.cpp: the plain int32 loop (builds without VNNI)
   kInt4Rows,        // matmul_int4_rows.h: codes to exact floats by vpermps, FMA
   kInt4Dequant,     // matmul_int4.cpp: AVX2 unpack per tile, or a block dequantised once per call

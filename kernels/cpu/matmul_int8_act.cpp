@@ -1,12 +1,8 @@
-// int8 x int8 matmul with per-block activation scales (see matmul_int8_act.h). AVX2: a 32-byte
-// block of activations and of weights meet in `maddubs(|x|, sign(w, x))` (u8 x s8 -> pairs of
-// s16, no overflow since |x|, |w| <= 127) and `madd(…, 1)` (-> 8 s32); the block's integer sum is
-// converted once and scaled by its activation scale with one FMA. Register tile: R token rows x
-// C channels, each weight block loaded once per tile.
+// int8 x int8 matmul with per-block activation scales (see matmul_int8_act.h): the portable row
+// kernel (a plain integer loop per 32-block, threads over output channels), and the activation
+// quantisation every int8-activation kernel shares (vectorised rounding on AVX2 / AVX-512).
 #include "kernels/cpu/matmul_int8_act.h"
-#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/dot_tile.h"
-#include "kernels/cpu/simd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,16 +20,7 @@ namespace {
 
 using ref::kActBlock;
 
-#if INFERLAB_INT8_ACT_AVX2
-// 8 lanes of int32 partial sums of x·w over one 32-byte block.
-inline __m256i dot32(__m256i x, __m256i w) {
-  const __m256i ax = _mm256_sign_epi8(x, x);  // |x|
-  const __m256i sw = _mm256_sign_epi8(w, x);  // w with x's sign (0 where x is 0)
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
-}
-#endif
-
-// Scalar block dot for the tail block (fewer than 32 values) and non-AVX2 builds.
+// One block's integer dot product (the last block may be short).
 inline int dot_scalar(const std::int8_t* x, const std::int8_t* w, int len) {
   int acc = 0;
 #pragma omp simd reduction(+ : acc)
@@ -45,28 +32,9 @@ template <int R, int C>
 inline void tile(const std::int8_t* xq, const float* xs, std::size_t xqs, std::size_t xss, const std::int8_t* q,
                  const float* scale, float* y, std::size_t ys, int in) {
   const std::size_t qs = static_cast<std::size_t>(in);
-  [[maybe_unused]] const int full = in / kActBlock;
   float acc[R][C] = {};
-  int b = 0;
-#if INFERLAB_INT8_ACT_AVX2
-  __m256 vacc[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_setzero_ps();
-  for (; b < full; ++b) {
-    const int k = b * kActBlock;
-    __m256i wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + c * qs + k));
-    for (int r = 0; r < R; ++r) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * xqs + k));
-      const __m256 s = _mm256_set1_ps(xs[r * xss + static_cast<std::size_t>(b)]);
-      for (int c = 0; c < C; ++c) vacc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(xv, wv[c])), s, vacc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) acc[r][c] = hsum(vacc[r][c]);
-#endif
   const int blocks = ref::act_blocks(in);
-  for (; b < blocks; ++b) {  // the tail block, or every block without AVX2
+  for (int b = 0; b < blocks; ++b) {
     const int k = b * kActBlock, len = std::min(kActBlock, in - k);
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c)
@@ -76,44 +44,6 @@ inline void tile(const std::int8_t* xq, const float* xs, std::size_t xqs, std::s
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) y[r * ys + c] = acc[r][c] * scale[c];
 }
-
-#if INFERLAB_INT8_ACT_AVX2
-// Decode (one token row): channel after channel, each weight row read front to back (one
-// sequential stream per thread; tile<1, 4> read 4 rows 2 KiB apart in step and ran TinyLlama's
-// int8 decode at 0.81x llama.cpp's Q8_0 on Zen 3), 4 blocks a step into 4 fp32 sums; the stream
-// is prefetched decode_prefetch_bytes() ahead (decode_prefetch.h: TinyLlama int8 tg64 25-28 -> 30-35
-// t/s, Zen 3).
-void run_rows(const std::int8_t* x, const float* xs, const std::int8_t* q, const float* scale, float* y, int in,
-              int o0, int o1) {
-  const int full = in / kActBlock, blocks = ref::act_blocks(in), ahead = decode_prefetch_bytes();
-  for (int o = o0; o < o1; ++o) {
-    const std::int8_t* w = q + static_cast<std::size_t>(o) * in;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    int b = 0;
-    for (; b + 4 <= full; b += 4) {
-      prefetch_ahead(w + static_cast<std::size_t>(b) * kActBlock, 4 * kActBlock, ahead);  // rows are contiguous
-      for (int u = 0; u < 4; ++u) {
-        const int k = (b + u) * kActBlock;
-        const __m256i d = dot32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)),
-                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
-        acc[u] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(xs[b + u]), acc[u]);
-      }
-    }
-    for (; b < full; ++b) {
-      const int k = b * kActBlock;
-      const __m256i d = dot32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + k)),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + k)));
-      acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_set1_ps(xs[b]), acc[0]);
-    }
-    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; b < blocks; ++b) {  // the tail block
-      const int k = b * kActBlock;
-      sum += xs[b] * static_cast<float>(dot_scalar(x + k, w + k, std::min(kActBlock, in - k)));
-    }
-    y[o] = sum * scale[o];
-  }
-}
-#endif
 
 template <int C>
 void run_channels(const std::int8_t* xq, const float* xs, const std::int8_t* q, const float* scale, float* y, int n,
@@ -203,9 +133,6 @@ void matmul_int8_act(const std::int8_t* xq, const float* xs, const std::int8_t* 
                      int n, int out, int in, ThreadPool& pool) {
   if (n <= 0 || out <= 0) return;
   parallel_for_channels(pool, n, out, in, [&](int o0, int o1) {
-#if INFERLAB_INT8_ACT_AVX2
-    if (n == 1) return run_rows(xq, xs, q, scale, y, in, o0, o1);
-#endif
     if (n <= 2) run_channels<4>(xq, xs, q, scale, y, n, out, in, o0, o1);
     else run_channels<2>(xq, xs, q, scale, y, n, out, in, o0, o1);
   });

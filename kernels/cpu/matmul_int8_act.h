@@ -2,12 +2,13 @@
 // y[n, out] = per-block-scaled xq[n, in] · (scale ⊙ Q)^T, the format of kernels/ref/matmul_int8.h
 // (per-channel int8 weights, Q8_0-style activation blocks of 32 with one fp32 scale each).
 //
-// Roofline: at n = 1 (decode) the kernel streams 1 byte per weight and does the dot products in
-// integer lanes — 32 multiply-adds per `maddubs` + `madd` pair on AVX2 (`vpdpbusd` on AVX-VNNI
-// would fold the two) — so it is bound by memory bandwidth, where the fp32-activation kernel
-// (matmul_int8.h) is bound by its int8 -> float widening. Threads split the output channels.
-// `inferlab_bench --benchmark_filter=MatmulInt8` compares both; parity with the reference is
-// tested in tests/kernels/test_matmul_int8.cpp.
+// The portable row kernel: an integer loop per 32-block, threads over the output channels. Every
+// build with AVX2 or AVX-512 VNNI packs W8A8 weights into kernels/cpu/gemm_panels_int8.h's panels
+// and runs them at every row count (the plan's `panels_int8`), so this serves the builds without
+// either (the plan's `int8_act_rows`); its AVX2 row stream and tiles were retired on 2026-12-07,
+// when the panels had served every AVX2 row count for a day. Parity with the reference:
+// tests/kernels/test_matmul_int8.cpp. Beside it, the activation quantisation that every
+// int8-activation kernel (panels, GGUF blocks, int4) shares.
 #pragma once
 #include <cstdint>
 

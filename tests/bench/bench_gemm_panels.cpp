@@ -1,7 +1,7 @@
 // Prefill GEMM benchmarks: the machine's measured compute peaks (Peak*), then the packed-panel
 // GEMMs (kernels/cpu/gemm_panels_f32.h, gemm_panels_half.h, gemm_panels_int8.h) against the
 // row-major kernels they replace in FloatLinear (matmul_f32) and the
-// W8A8 Int8Linear (matmul_int8_act), and the per-token W8A8 of SmoothQuant (GemmPanelsInt8PerToken), at SmolLM2-135M
+// W8A8 Int8Linear (matmul_int8_act: since 2026-12-07 only the portable loop, for builds without AVX2), and the per-token W8A8 of SmoothQuant (GemmPanelsInt8PerToken), at SmolLM2-135M
 // and TinyLlama-1.1B linear shapes for n in {1, 8, 128, 512} token rows, on the shared pool
 // (all hardware threads).
 //   inferlab_bench --benchmark_filter='Peak|GemmPanels|RowMajor'

@@ -1,7 +1,6 @@
 // Weight-only int8 vs fp32 matmul on the CPU at SmolLM2-135M's MLP shapes (576 -> 1536 and
 // 1536 -> 576), for decode (n = 1) and a small batch (n = 16), 2 threads.
 //   ./inferlab_bench --benchmark_filter=matmul_
-// (matmul_int8_act_prefetch: TinyLlama's MLP shapes, the decode stream with and without its prefetch.)
 // Counter weight_bytes_per_s: bytes of weight storage (int8 + scales, or fp32) per call
 // divided by wall time. `cold:1` cycles through enough copies of the matrix (of the bytes it
 // streams, inferlab::dram_stream_bytes(): 2x the last-level cache, at least 256 MiB) that the
@@ -12,14 +11,12 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include "inferlab/huge_pages.h"
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
-#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
@@ -92,8 +89,9 @@ void matmul_int8(benchmark::State& state) {
   });
 }
 
-// W8A8: the activations quantised per 32-block on every call (as the plugin does), then the
-// integer-dot kernel; the quantisation is inside the timed call.
+// W8A8 on the portable row kernel (what builds without AVX2 run; the others run the panels,
+// bench_gemm_panels.cpp): the activations quantised per 32-block on every call (as the plugin
+// does), then the integer loop; the quantisation is inside the timed call.
 void matmul_int8_act(benchmark::State& state) {
   Problem p(state, true);
   inferlab::ThreadPool pool(2);
@@ -104,28 +102,6 @@ void matmul_int8_act(benchmark::State& state) {
     inferlab::cpu::matmul_int8_act(xq.data(), xs.data(), p.q.data() + c * p.size,
                                    p.scale.data() + static_cast<std::size_t>(c) * p.out, p.y.data(), p.n, p.out,
                                    p.in, pool);
-  });
-}
-
-// What matmul_int8_act's decode stream gains from its software prefetch (set_decode_prefetch,
-// kernels/cpu/decode_prefetch.h): one token row against cold weights, with the default distance
-// and with none, alternating call by call in one process (TinyLlama's 5632 x 2048 and 2048 x
-// 5632). Counters: prefetch_GB/s, plain_GB/s (median calls) and gain = plain / prefetch time.
-void matmul_int8_act_prefetch(benchmark::State& state) {
-  Problem p(state, true);
-  inferlab::ThreadPool pool(2);
-  std::vector<std::int8_t> xq(p.x.size());
-  std::vector<float> xs(static_cast<std::size_t>(p.n) * inferlab::ref::act_blocks(p.in));
-  inferlab::cpu::quantize_act_rows(p.x.data(), p.n, p.in, xq.data(), xs.data(), pool);
-  int c = 0;
-  inferlab::bench::decode_prefetch_ab(state, inferlab::cpu::kDecodePrefetch, p.copies,
-                                      static_cast<double>(p.size) + 4.0 * p.out, [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    inferlab::cpu::matmul_int8_act(xq.data(), xs.data(), p.q.data() + c * p.size,
-                                   p.scale.data() + static_cast<std::size_t>(c) * p.out, p.y.data(), p.n, p.out,
-                                   p.in, pool);
-    c = c + 1 == p.copies ? 0 : c + 1;
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
 }
 
@@ -142,9 +118,5 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(matmul_f32)->Apply(shapes);
 BENCHMARK(matmul_int8)->Apply(shapes);
 BENCHMARK(matmul_int8_act)->Apply(shapes);
-BENCHMARK(matmul_int8_act_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
-  b->Args({1, 5632, 2048, 1})->Args({1, 2048, 5632, 1});
-  b->ArgNames({"n", "out", "in", "cold"})->UseRealTime()->Iterations(60);
-});
 
 }  // namespace

@@ -11,7 +11,6 @@
 
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
-#include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
@@ -205,31 +204,6 @@ TEST(MatmulInt8Act, FastMatchesRefOverAwkwardShapes) {
         ASSERT_NEAR(got[i], want[i], 1e-5f * std::max(1.0f, std::fabs(want[i]))) << i;
       }
     }
-}
-
-// Decode (one row) with the stream's software prefetch (the default), without it and with a
-// distance past the weights' end: the same bits (the prefetch only moves lines into the cache).
-TEST(MatmulInt8Act, DecodeWithOrWithoutPrefetchGivesTheSameBits) {
-  ThreadPool pool(2);
-  const int out = 37, in = 2048 + 40;
-  Rng rng(5);
-  std::vector<float> x(static_cast<std::size_t>(in)), w(static_cast<std::size_t>(out) * in);
-  for (float& v : x) v = static_cast<float>(rng.normal());
-  for (float& v : w) v = static_cast<float>(0.1 * rng.normal());
-  std::vector<std::int8_t> q(w.size()), xq(x.size());
-  std::vector<float> scale(static_cast<std::size_t>(out)), xs(static_cast<std::size_t>(ref::act_blocks(in)));
-  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
-  cpu::quantize_act_rows(x.data(), 1, in, xq.data(), xs.data(), pool);
-  std::vector<float> with(static_cast<std::size_t>(out)), without(with.size()), far(with.size());
-  ASSERT_EQ(cpu::decode_prefetch_bytes(), cpu::kDecodePrefetch);
-  cpu::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), with.data(), 1, out, in, pool);
-  cpu::set_decode_prefetch(0);
-  cpu::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), without.data(), 1, out, in, pool);
-  cpu::set_decode_prefetch(1 << 24);
-  cpu::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), far.data(), 1, out, in, pool);
-  cpu::set_decode_prefetch(cpu::kDecodePrefetch);
-  EXPECT_EQ(with, without);
-  EXPECT_EQ(with, far);
 }
 
 // The vectorised rounding (16 lanes at a time) against the scalar reference, bit for bit, on
