@@ -299,7 +299,8 @@ void run_panels(const ActTiles& a, const PackedPanelsInt8& pw, float* yall, int 
     }
     const auto& tiles = cols == kCols ? kFullTilesAvx2 : kNarrowTilesAvx2;
     const std::uint8_t* next = p + 1 < p1 ? w + pbytes : nullptr;  // [in4 / 4][its cols][4] bytes
-    const std::size_t next_bytes = static_cast<std::size_t>(round4(in)) * std::min(kCols, out - (p + 1) * kCols);
+    const std::size_t next_bytes =
+        next != nullptr ? static_cast<std::size_t>(round4(in)) * static_cast<std::size_t>(std::min(kCols, out - (p + 1) * kCols)) : 0;
     for (int r0 = 0, t = 0; r0 < n; r0 += kRows, ++t)
       tiles[static_cast<std::size_t>(std::min(kRows, n - r0) - 1)](a, t, w, scale, y + static_cast<std::size_t>(r0) * out,
                                                                    static_cast<std::size_t>(out), cols, t == 0 ? ahead : 0,
