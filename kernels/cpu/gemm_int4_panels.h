@@ -8,7 +8,7 @@
 // the zero point's term and the group's scale. Each token row's sums are formed in the same order
 // whatever the row count (speculative verification relies on it). Needs AVX-512 VNNI
 // (gemm_int4_panels_vnni.cpp; AMX prefill where the tiles run) or AVX2 (gemm_int4_panels_avx2.cpp:
-// `vpmaddubsw` with int16 block sums on half panels of 8 rows, the same per-output operations); in
+// `vpmaddubsw` with int16 block sums, a panel's 16 rows as two ymm halves, the same per-output operations); in
 // and group_size multiples of 32 (int4_panels_available). Parity: tests/kernels/test_gemm_int4_panels.cpp.
 #pragma once
 #include <cstdint>

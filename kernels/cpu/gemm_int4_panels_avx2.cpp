@@ -25,8 +25,8 @@ namespace {
 //    nibble blocks), where VNNI spends one vpdpbusd.
 //  - int16 activations: the 4 planes of a vector's 16-bit words (as the VNNI pass) against the
 //    activation pairs with `vpmaddwd`, summed in int32 (exact, |sum| <= 32 * 15 * 32767).
-// Token rows a half pass takes: R int sums, R group sums and R totals in registers beside the
-// codes (16 ymm).
+// Token rows a pass takes: on one half R int sums, R group sums and R totals fit in 16 ymm beside
+// the codes; on both halves (run_half_passes) 3-4 rows spill the group sums, and still win.
 constexpr int kHalfPassRows = 4;
 constexpr int kHalf = 8;  // weight rows per half
 
@@ -287,11 +287,7 @@ template <int kWholeRows, class Pass>
 void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
-  const std::size_t per_panel = static_cast<std::size_t>(P) * w.in * static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
-  pool.parallel_for(
-      static_cast<std::size_t>(w.panels),
-      [&](std::size_t p0, std::size_t p1) {
+  parallel_for_panels(w, n, pool, [&](std::size_t p0, std::size_t p1) {
         for (int p = static_cast<int>(p0); p < static_cast<int>(p1); ++p) {
           const int valid = std::min(P, w.out - p * P);
           float* yp = y + static_cast<std::size_t>(p) * P;
@@ -318,8 +314,7 @@ void run_half_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, con
               }
             }
         }
-      },
-      grain);
+      });
 }
 
 template <class T>

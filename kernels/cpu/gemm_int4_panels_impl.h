@@ -38,7 +38,6 @@ struct Acts {
   int in, blocks, groups, per;  // per: blocks per group
 };
 using PassArgs = Acts<std::int8_t>;
-using PassArgs16 = Acts<std::int16_t>;
 
 // The group scales and zero points of NP panels (streams of their own), group g's successors twice
 // as far ahead as the codes: TinyLlama W4A8 g128 one row, 2 threads, alternating: 22.5-24.4 ->
@@ -51,6 +50,14 @@ inline void prefetch_group(const float* sw, const std::uint8_t* zw, std::size_t 
     prefetch_line(sw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
     if (zw) prefetch_line(zw + q * panel_cells + static_cast<std::size_t>(g + sp) * P);
   }
+}
+
+// The panels of w split across the pool for n token rows, grains of about 2^16 multiply-adds:
+// fn(p0, p1) runs panels [p0, p1) (the VNNI and AVX2 passes' drivers).
+template <class Fn>
+void parallel_for_panels(const Int4Panels& w, int n, ThreadPool& pool, const Fn& fn) {
+  const std::size_t per_panel = static_cast<std::size_t>(P) * w.in * static_cast<std::size_t>(n);
+  pool.parallel_for(static_cast<std::size_t>(w.panels), fn, std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel));
 }
 
 // y [n, w.out] for a's n token rows: the VNNI passes (with the AMX prefill where it runs) and the

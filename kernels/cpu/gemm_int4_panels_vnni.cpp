@@ -321,11 +321,7 @@ template <class Pass>
 void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
-  const std::size_t per_panel = static_cast<std::size_t>(P) * w.in * static_cast<std::size_t>(n);
-  const std::size_t grain = std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel);
-  pool.parallel_for(
-      static_cast<std::size_t>(w.panels),
-      [&](std::size_t p0, std::size_t p1) {
+  parallel_for_panels(w, n, pool, [&](std::size_t p0, std::size_t p1) {
         int p = static_cast<int>(p0);
         // Decode: two panels a pass, two weight streams per thread (TinyLlama W4A8 g128 one row, 2
         // threads, AMX Xeon, 2026-12-06, alternating: 26.2-27.1 -> 24.8-25.6 ms).
@@ -352,8 +348,7 @@ void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pa
             }
           }
         }
-      },
-      grain);
+      });
 }
 
 }  // namespace
