@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "inferlab/error.h"
 #include "kernels/cpu/gemm_int4_panels_impl.h"
 #include "kernels/ref/matmul_int4.h"
@@ -144,14 +148,39 @@ void quantize_panel_acts_int16(const float* x, int n, int in, std::int16_t* xq, 
     for (int b = 0; b < blocks; ++b) {
       const float* xb = x + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
       std::int16_t* qb = xq + static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * kActBlock;
+#if defined(__AVX2__)
+      const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+      __m256 m = _mm256_and_ps(_mm256_loadu_ps(xb), abs_mask);
+      for (int i = 8; i < kActBlock; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + i), abs_mask));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+#else
       float amax = 0.0f;
       for (int i = 0; i < kActBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+#endif
       const float inv = amax > 0.0f ? kInt16ActMax / amax : 0.0f;
       xs[static_cast<std::size_t>(r) * blocks + b] = amax / kInt16ActMax;
+#if defined(__AVX2__)
+      // The same values as the loop below (one multiply, rounding to nearest even, the clamp),
+      // 8 at a time: a block's words in the pair order are a lane permutation of its 8-input
+      // groups. The scalar loop took 2 ns a value, a sixth of a 4-row W8A16 int16 pass.
+      const __m256 vinv = _mm256_set1_ps(inv), lim = _mm256_set1_ps(kInt16ActMax);
+      const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+      for (int i = 0; i < kActBlock; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xb + i), vinv);
+        v = _mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+        const __m256i w = _mm256_permutevar8x32_epi32(_mm256_cvtps_epi32(v), order);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + i),
+                         _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+      }
+#else
       for (int i = 0; i < kActBlock; ++i) {
         const float v = std::clamp(std::nearbyint(xb[i] * inv), -kInt16ActMax, kInt16ActMax);
         qb[int16_pair_slot(i)] = static_cast<std::int16_t>(v);
       }
+#endif
     }
 }
 

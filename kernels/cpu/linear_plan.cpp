@@ -31,6 +31,7 @@ const CpuKernelInfo& cpu_kernel_info(CpuKernel k) {
       {"panels_half", A::kFp32Fma, "kernels/cpu/gemm_panels_half.h"},
       {"amx_bf16", A::kAmxBf16, "kernels/cpu/gemm_amx_bf16.h"},
       {"panels_w8", A::kFp32Fma, "kernels/cpu/gemm_panels_w8.h"},
+      {"panels_w8_int16", A::kInt16Dot, "kernels/cpu/gemm_w8_int16.h"},
       {"int8_stream", A::kFp32Fma, "kernels/cpu/matmul_int8.h"},
       {"int8_tiles", A::kFp32Fma, "kernels/cpu/matmul_int8.h"},
       {"int8_amx", A::kAmxBf16, "kernels/cpu/matmul_int8_amx.h"},
@@ -112,6 +113,8 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
                  : CpuKernel::kPanelsHalf;
     case CpuFormat::kW8A16:  // without the AMX tiles the panels serve every row count
       return s.packed && (n <= kW8PanelMaxRows || !isa.amx_bf16) ? CpuKernel::kPanelsW8 : plan_int8_rows(n, s.in, isa);
+    case CpuFormat::kW8A16Int16:  // as W8A16: the AMX tiles' prefill past kW8PanelMaxRows
+      return s.packed && (n <= kW8PanelMaxRows || !isa.amx_bf16) ? CpuKernel::kPanelsW8Int16 : plan_int8_rows(n, s.in, isa);
     case CpuFormat::kW8A8:
       if (!s.packed) return CpuKernel::kInt8ActRows;
       return isa.amx_int8 && n >= kAmxBlocksMinRows && s.out % 32 == 0 && s.in % 32 == 0 ? CpuKernel::kPanelsInt8Amx
@@ -146,7 +149,9 @@ const std::vector<CpuFormatInfo>& cpu_formats() {
       {CpuFormat::kF32, "f32", "none; the fp32 classifiers", "fp32"},
       {CpuFormat::kF16, "f16", "f16", "IEEE half (AMX: amx = split, two bf16 terms; bf16, one)"},
       {CpuFormat::kBf16, "bf16", "bf16", "bfloat16"},
-      {CpuFormat::kW8A16, "w8a16", "int8 (default)", "int8 per output channel, fp32 activations"},
+      {CpuFormat::kW8A16, "w8a16", "int8 activations = fp32 (auto on AVX-512)", "int8 per output channel, fp32 activations"},
+      {CpuFormat::kW8A16Int16, "w8a16_int16", "int8 activations = int16 (auto on AVX2)",
+       "int8 per output channel, int16 activations per 32"},
       {CpuFormat::kW8A8, "w8a8", "int8 activations = int8", "int8 per output channel, int8 activations per 32"},
       {CpuFormat::kW8A8PerToken, "w8a8_per_token", "smoothquant", "int8 per output channel, int8 activations per token"},
       {CpuFormat::kW4A16, "w4a16", "int4 / gptq / awq activations = fp32", "int4 groups, fp32 activations"},

@@ -34,7 +34,8 @@ enum class CpuFormat {
   kF32,           // quantization none; the fp32 classifiers of the int4 / gptq / awq / smoothquant stacks
   kF16,           // quantization f16 (parameter amx: split = two bf16 weight terms, bf16 = one)
   kBf16,          // quantization bf16
-  kW8A16,         // int8 per channel, fp32 activations (quantization int8, the default)
+  kW8A16,         // int8 per channel, fp32 activations (int8 activations = fp32; auto on AVX-512 builds)
+  kW8A16Int16,    // int8 per channel, int16 activation blocks (int8 activations = int16; auto on AVX2 builds)
   kW8A8,          // int8 per channel, int8 activation blocks of 32 (int8 activations = int8)
   kW8A8PerToken,  // int8 per channel, one int8 scale per token row (smoothquant)
   kW4A16,         // int4 groups, fp32 activations (int4 / gptq / awq activations = fp32)
@@ -52,6 +53,7 @@ enum class CpuKernel {
   kPanelsHalf,      // gemm_panels_half.h: f16 / bf16 panels widened in the load, FMA
   kAmxBf16,         // gemm_amx_bf16.h: bf16 (or f16 as two bf16 terms) B tiles, tdpbf16ps
   kPanelsW8,        // gemm_panels_w8.h: int8 panels widened in the load, FMA, scales on the sums
+  kPanelsW8Int16,   // gemm_w8_int16.h: int8 panels widened to int16, vpmaddwd with int16 activations
   kInt8Stream,      // matmul_int8.cpp: each int8 weight row front to back, widened in registers
   kInt8Tiles,       // matmul_int8.cpp: dot_tile / a block widened once for every row (dot_tile.h)
   kInt8Amx,         // matmul_int8_amx.h: 16 weight rows widened to bf16 A tiles per step

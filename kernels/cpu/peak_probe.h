@@ -22,7 +22,8 @@ Peak measure_fma_peak(int threads);
 // int8 dot-product peak (u8 x s8 multiply-adds into s32 lanes) of `threads` threads.
 Peak measure_int8_dot_peak(int threads);
 // int16 dot-product peak (vpdpwssd: int16 pairs multiplied and summed into s32 lanes, the W4A16
-// int16 kernel's instruction) of `threads` threads; 0 without AVX-512 VNNI.
+// and W8A16 int16 kernels' instruction; AVX2: vpmaddwd + vpaddd) of `threads` threads; 0
+// without AVX2.
 Peak measure_int16_dot_peak(int threads);
 // bf16 dot-product peak (vdpbf16ps: bf16 pairs multiplied and summed into fp32 lanes; an op is
 // a multiply or an add, 2 per product) of `threads` threads; 0 without AVX-512 BF16.

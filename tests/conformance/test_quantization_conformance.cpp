@@ -199,14 +199,15 @@ TEST_P(QuantizationConformance, LinearMatchesFloatReferenceWithinItsPrecision) {
         // Strategies that quantize activations too (W8A8) pay an 8-bit activation error here:
         // smoothquant (unless its quantize = false) and any strategy whose resolved activations
         // are "int8" (gguf's default), or "auto" where that means int8 (int4, gptq and awq with
-        // group_size a multiple of 32: plugins/common/quantization/int4_linear.h).
+        // group_size a multiple of 32: plugins/common/quantization/int4_linear.h; int8's "auto" is
+        // int16 or fp32).
         const auto& given = GetParam().given;
         const Params resolved = resolve_case(GetParam());
         const auto act = resolved.values().find("activations");
         const bool int8_activations =
             act != resolved.values().end() && std::holds_alternative<std::string>(act->second) &&
             (std::get<std::string>(act->second) == "int8" ||
-             (std::get<std::string>(act->second) == "auto" &&
+             (std::get<std::string>(act->second) == "auto" && resolved.values().count("group_size") &&
               int4_activations("auto", static_cast<int>(resolved.get_int("group_size"))) == Int4Activations::kInt8));
         const bool quantizes_activations =
             int8_activations || (GetParam().plugin == "smoothquant" &&
@@ -223,7 +224,7 @@ TEST_P(QuantizationConformance, LinearMatchesFloatReferenceWithinItsPrecision) {
         const bool amx_bf16_rows = GetParam().device == DeviceKind::kCpu &&
                                    (GetParam().plugin == "f16" || GetParam().plugin == "bf16") && amx == "bf16" &&
                                    n >= cpu::kAmxBf16MinRows && cpu::amx_bf16_enabled();
-        // activations = "int16" (int4, gptq, awq on the CPU) stays within 1e-4 of the exact
+        // activations = "int16" (int8, int4, gptq, awq on the CPU) stays within 1e-4 of the exact
         // activations (2^-16 of each 32-block's largest) and needs no rounding here.
         std::vector<float> x_in = x;
         if (amx_bf16_rows)

@@ -183,7 +183,7 @@ TEST(KernelsCli, PrintsThePlanPerFormatAndRowCountAndRefusesUnknownNames) {
   ASSERT_EQ(r.code, 0) << r.err;
   const cpu::CpuLinearShape shape{.out = 5632, .in = 2048};  // the command's default linear; W8A16 packs its panels
   const cpu::CpuIsa isa = cpu::CpuIsa::host();
-  const std::string want = std::string("| w8a16 | int8 (default) | ") +
+  const std::string want = std::string("| w8a16 | int8 activations = fp32 (auto on AVX-512) | ") +
                            cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A16, 1, shape, isa)).name + " | " +
                            cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A16, 16, shape, isa)).name + " |";
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
@@ -308,7 +308,7 @@ TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
       {"--bandwidth=-1", "--bandwidth"}, {"--seed x1", "--seed"},    {"--device tpu", "--device"},
       {"--context 0", "--context"},    {"-p 1000", "-p"},            {"-p '' -n ''", "no tests"},
       {"--n-layers=-1", "--n-layers"}, {"--threads 5000", "--threads"}, {"--quantization nope", "nope"},
-      {"--quantization int8:nope=1", "allowed: activations"}, {"--quantization int8:activations=int16", "int16"},
+      {"--quantization int8:nope=1", "allowed: activations"}, {"--quantization int8:activations=int4", "int4"},
       {"--quantization int4:group_size=x", "group_size = 'x' is not of type int"}, {"--quantization int8:activations", "NAME[:KEY=VALUE"},
       {"--quantization int4:symmetric=yes", "allowed: true, false"},
       {"--quantization int4:group_size=64:group_size=32", "given twice"}, {"--cuda-graphs", "--cuda-graphs"},

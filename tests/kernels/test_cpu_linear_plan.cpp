@@ -81,6 +81,23 @@ TEST(CpuLinearPlan, W8A16PanelsThenTheAmxTilesThenTheDequantisingTiles) {
   EXPECT_EQ(plan_cpu_linear(F::kW8A16, kInt8WidenOnceRows - 1, rows, avx2()), K::kInt8Tiles);
 }
 
+// W8A16 with int16 activation blocks: its panels on every ISA (the portable loop without AVX2),
+// up to kW8PanelMaxRows where the AMX bf16 tiles run and at every row count elsewhere; past
+// them, and without its panels (in not a multiple of 32), matmul_int8's choice as W8A16's.
+TEST(CpuLinearPlan, W8A16Int16PanelsThenTheAmxTilesAsW8A16) {
+  for (const CpuIsa& isa : {CpuIsa::scalar(), avx2(), avx512(), vnni()})
+    for (int n : {1, 4, kW8PanelMaxRows + 1, 512}) EXPECT_EQ(plan_cpu_linear(F::kW8A16Int16, n, kNarrow, isa), K::kPanelsW8Int16);
+  for (int n = 1; n <= kW8PanelMaxRows; ++n) EXPECT_EQ(plan_cpu_linear(F::kW8A16Int16, n, kNarrow, amx()), K::kPanelsW8Int16);
+  for (int n : {kW8PanelMaxRows + 1, kInt8AmxMaxRows + 1}) {
+    EXPECT_NE(plan_cpu_linear(F::kW8A16Int16, n, kNarrow, amx()), K::kPanelsW8Int16) << n;
+    EXPECT_EQ(plan_cpu_linear(F::kW8A16Int16, n, kNarrow, amx()), plan_cpu_linear(F::kW8A16, n, kNarrow, amx())) << n;
+  }
+  CpuLinearShape rows = kNarrow;
+  rows.packed = false;
+  for (int n : {1, 4, 64}) EXPECT_EQ(plan_cpu_linear(F::kW8A16Int16, n, rows, avx2()), plan_cpu_linear(F::kW8A16, n, rows, avx2()));
+  EXPECT_EQ(cpu_kernel_info(K::kPanelsW8Int16).arithmetic, CpuArithmetic::kInt16Dot);
+}
+
 TEST(CpuLinearPlan, W8A8PanelsWithTheAmxTilesForWholePanelsAndBlocks) {
   EXPECT_EQ(plan_cpu_linear(F::kW8A8, kAmxBlocksMinRows - 1, kNarrow, amx()), K::kPanelsInt8);
   EXPECT_EQ(plan_cpu_linear(F::kW8A8, kAmxBlocksMinRows, kNarrow, amx()), K::kPanelsInt8Amx);

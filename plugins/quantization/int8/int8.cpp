@@ -1,6 +1,7 @@
 #include "int8.h"
 
 #include "inferlab/error.h"
+#include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/ref/matmul_int8.h"
@@ -46,41 +47,93 @@ bool w8_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsW8O
   return collect_group(group, out, [](const Int8Linear& q) -> const cpu::PackedPanelsW8& { return q.w8_panels(); });
 }
 
+// The group's int16 panels (PackedW8Int16 keeps its codes in `codes`, not `data`).
+bool int16_group(std::span<const GroupMember> group, std::vector<cpu::GemmW8Int16Output>& out) {
+  out.clear();
+  for (const GroupMember& m : group) {
+    const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
+    if (q == nullptr || q->int16_panels().codes.empty()) return false;
+    out.push_back({&q->int16_panels(), m.y});
+  }
+  return true;
+}
+
+// x [n, in] (in a multiple of 32) as int16 per 32-block into this thread's scratch.
+struct Int16Blocks {
+  const std::int16_t* xq;
+  const float* xs;
+};
+Int16Blocks hold_int16(const float* x, int n, int in) {
+  thread_local std::vector<std::int16_t> xq;
+  thread_local std::vector<float> xs;
+  xq.resize(static_cast<std::size_t>(n) * in);
+  xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
+  cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
+  return {xq.data(), xs.data()};
+}
+
 }  // namespace
 
-Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, bool int8_activations)
+Int8Activations int8_cpu_activations(const std::string& activations) {
+  if (activations == "fp32") return Int8Activations::kFp32;
+  if (activations == "int16") return Int8Activations::kInt16;
+  if (activations == "int8") return Int8Activations::kInt8;
+  check(activations == "auto", "int8 activations = \"" + activations + "\"; allowed: auto, fp32, int16, int8");
+  const cpu::CpuIsa isa = cpu::CpuIsa::host();
+  return isa.avx2 && !isa.avx512 ? Int8Activations::kInt16 : Int8Activations::kFp32;
+}
+
+Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, Int8Activations activations)
     : Linear(out, in),
       q_(weight.size()),
       scale_(static_cast<std::size_t>(out > 0 ? out : 0)),
-      int8_activations_(int8_activations) {
+      activations_(activations) {
   check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in,
         "quantization 'int8': weight holds " + std::to_string(weight.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
   ref::quantize_int8_rows(weight.data(), out, in, q_.data(), scale_.data());
 }
 
+cpu::CpuFormat Int8Linear::format() const {
+  if (activations_ == Int8Activations::kInt8) return cpu::CpuFormat::kW8A8;
+  return i16_.codes.empty() ? cpu::CpuFormat::kW8A16 : cpu::CpuFormat::kW8A16Int16;
+}
+
 cpu::CpuKernel Int8Linear::plan(int rows) const {
-  const bool packed = int8_activations_ ? !panels_.data.empty() : !w8_.data.empty();
-  return cpu::plan_cpu_linear(int8_activations_ ? cpu::CpuFormat::kW8A8 : cpu::CpuFormat::kW8A16, rows,
-                              cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = packed},
+  const cpu::CpuFormat f = format();
+  const bool packed = f == cpu::CpuFormat::kW8A8        ? !panels_.data.empty()
+                      : f == cpu::CpuFormat::kW8A16Int16 ? !i16_.codes.empty()
+                                                          : !w8_.data.empty();
+  return cpu::plan_cpu_linear(f, rows, cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = packed},
                               cpu::CpuIsa::host());
 }
 
 void Int8Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
-  if (!int8_activations_) {
-    if (plan(n) == cpu::CpuKernel::kPanelsW8)
-      cpu::gemm_panels_w8(x, w8_, y, n, pool);
-    else
-      cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool);
-    return;
+  if (activations_ != Int8Activations::kInt8) {
+    switch (plan(n)) {
+      case cpu::CpuKernel::kPanelsW8Int16: {
+        const Int16Blocks a = hold_int16(x, n, in_features());
+        cpu::gemm_w8_int16(a.xq, a.xs, i16_, y, n, pool);
+        return;
+      }
+      case cpu::CpuKernel::kPanelsW8: cpu::gemm_panels_w8(x, w8_, y, n, pool); return;
+      default: cpu::matmul_int8(x, q_.data(), scale_.data(), y, n, out_features(), in_features(), pool); return;
+    }
   }
   const ActBlocks a = quantize_acts(x, n, in_features(), pool);
   forward_act_blocks(a.xq, a.xs, y, n, device);
 }
 
 bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
-  if (!int8_activations_) {  // W8A16: the decode panels as one dispatch, where they run
+  if (activations_ == Int8Activations::kInt16 && plan(n) == cpu::CpuKernel::kPanelsW8Int16) {
+    thread_local std::vector<cpu::GemmW8Int16Output> members;
+    if (!int16_group(group, members)) return false;
+    const Int16Blocks a = hold_int16(x, n, in_features());  // once for the group
+    cpu::gemm_w8_int16_group(a.xq, a.xs, members, n, cpu_pool(device, "quantization 'int8'"));
+    return true;
+  }
+  if (activations_ != Int8Activations::kInt8) {  // W8A16: the decode panels as one dispatch, where they run
     thread_local std::vector<cpu::GemmPanelsW8Output> w8;
     if (plan(n) != cpu::CpuKernel::kPanelsW8 || !w8_group(group, w8)) return false;
     cpu::gemm_panels_w8_group(x, w8, n, cpu_pool(device, "quantization 'int8'"));
@@ -103,7 +156,7 @@ bool Int8Linear::try_forward_group_act_blocks(std::span<const GroupMember> group
 }
 
 void Int8Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
-  if (!int8_activations_) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
+  if (!reads_act_blocks()) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
   if (!panels_.data.empty()) {
     cpu::gemm_panels_int8(xq, xs, panels_, y, n, pool);
@@ -118,6 +171,10 @@ void Int8Linear::dequantize_row(int row, float* out) const {
     cpu::unpack_panel_row_int8(panels_, row, out);
     return;
   }
+  if (q_.empty()) {  // the int16 panels alone
+    cpu::unpack_w8_int16_row(i16_, row, out);
+    return;
+  }
   const std::size_t in = static_cast<std::size_t>(in_features());
   const std::int8_t* q = q_.data() + static_cast<std::size_t>(row) * in;
   const float s = scale_[static_cast<std::size_t>(row)];
@@ -125,7 +182,11 @@ void Int8Linear::dequantize_row(int row, float* out) const {
 }
 
 void Int8Linear::pack_for_host() {
-  if (!int8_activations_) {
+  if (activations_ == Int8Activations::kInt16 && cpu::w8_int16_available(in_features())) {
+    if (i16_.codes.empty()) i16_ = cpu::pack_w8_int16(q_.data(), scale_.data(), out_features(), in_features());
+    return;
+  }
+  if (activations_ != Int8Activations::kInt8) {
     if (w8_.data.empty()) w8_ = cpu::pack_panels_w8(q_.data(), scale_.data(), out_features(), in_features());
     return;
   }
@@ -136,13 +197,14 @@ void Int8Linear::pack_for_host() {
 
 std::uint64_t Int8Linear::weight_bytes() const {
   if (!panels_.data.empty()) return cpu::packed_bytes(panels_);
+  if (!i16_.codes.empty()) return cpu::w8_int16_bytes(i16_);
   return static_cast<std::uint64_t>(q_.size()) + static_cast<std::uint64_t>(scale_.size()) * 4;
 }
 
 std::unique_ptr<Linear> Int8Quantization::make_linear(const std::string& name,
                                                       std::vector<float> weight, int out, int in) {
   (void)name;
-  auto linear = std::make_unique<Int8Linear>(weight, out, in, int8_activations_);
+  auto linear = std::make_unique<Int8Linear>(weight, out, in, activations_);
   weight.clear();  // consumed: release the fp32 copy before the next layer is built
   weight.shrink_to_fit();
   return place(std::move(linear));

@@ -35,7 +35,7 @@ class Int8CudaLinear final : public Linear {
 // Int8Quantization whose linears run on `device`.
 class Int8CudaQuantization final : public Int8Quantization {
  public:
-  Int8CudaQuantization(bool int8_activations, Device& device) : Int8Quantization(int8_activations), device_(device) {}
+  Int8CudaQuantization(Int8Activations activations, Device& device) : Int8Quantization(activations), device_(device) {}
 
  protected:
   std::unique_ptr<Linear> place(std::unique_ptr<Int8Linear> linear) override;

@@ -8,7 +8,9 @@
 #include "inferlab/support/rng.h"
 #include "int8.h"
 #include "kernels/cpu/amx.h"
+#include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/linear_plan.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/ops.h"
 #include "linear_group_checks.h"
@@ -101,7 +103,7 @@ TEST(Int8Quantization, Int8ActivationsMatchReferenceForDecodeAndPrefill) {
   std::vector<std::int8_t> q(w.size());
   std::vector<float> scale(out);
   ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
-  auto linear = Int8Quantization(true).make_linear("layers.0.w1", w, out, in);
+  auto linear = Int8Quantization(Int8Activations::kInt8).make_linear("layers.0.w1", w, out, in);
   const auto& int8 = dynamic_cast<const Int8Linear&>(*linear);
   if (cpu::gemm_panels_int8_available()) {
     EXPECT_TRUE(int8.q().empty());
@@ -126,7 +128,7 @@ TEST(Int8Quantization, W8A8PrefillRunsOnTheAmxTilesWithTheVnniBits) {
   if (!cpu::amx_int8_enabled()) GTEST_SKIP() << "AMX int8 does not run here";
   CpuDevice device(2);
   const int out = 256, in = 2048;
-  const auto linear = Int8Quantization(true).make_linear("layers.0.wq", gaussian(static_cast<std::size_t>(out) * in, 10, 0.05), out, in);
+  const auto linear = Int8Quantization(Int8Activations::kInt8).make_linear("layers.0.wq", gaussian(static_cast<std::size_t>(out) * in, 10, 0.05), out, in);
   const auto& int8 = dynamic_cast<const Int8Linear&>(*linear);
   EXPECT_FALSE(cpu::gemm_panels_int8_uses_amx(int8.panels(), 15));
   for (int n : {16, 32, 128}) {
@@ -150,7 +152,7 @@ TEST(Int8Quantization, RejectsMismatchedWeight) {
 // on one thread alone (each under a grain) and are split over both together.
 TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
   if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
-  Int8Quantization quant(true);
+  Int8Quantization quant(Int8Activations::kInt8);
   const int d = 576, h = 1536;
   const auto w1 = quant.make_linear("layers.0.w1", gaussian(h * d, 1, 0.05), h, d),
              w3 = quant.make_linear("layers.0.w3", gaussian(h * d, 2, 0.05), h, d);
@@ -164,7 +166,7 @@ TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
   testing::expect_group_in_one_dispatch(qkv, device, 50, false);  // alone: inline, no dispatch at 1 row
   // fp32 activations (W8A16): the panels' rows (up to kW8PanelMaxRows where the AMX tiles run,
   // every count elsewhere) as one dispatch, the tiles' rows one call each; the same bits either way.
-  Int8Quantization fp32_acts(false);
+  Int8Quantization fp32_acts(Int8Activations::kFp32);
   const auto a = fp32_acts.make_linear("a", gaussian(h * d, 6, 0.05), h, d),
              b = fp32_acts.make_linear("b", gaussian(h * d, 7, 0.05), h, d);
   const Linear* const plain[] = {a.get(), b.get()};
@@ -174,6 +176,85 @@ TEST(Int8Quantization, PanelGroupRunsAsOneDispatchWithEachMembersBits) {
     EXPECT_GT(g.separate, g.grouped) << n << " rows";
   }
   testing::expect_group_matches_separate(plain, Int8Linear::kW8PanelMaxRows + 3, device, 70);
+}
+
+// activations = "int16" (W8A16 in integers): x held per 32-block as int16 into the int16 panels
+// (the row-major codes kept for the AMX tiles' prefill, as with fp32 activations), each token
+// row's output the same bits alone as in any batch up to kW8PanelMaxRows (every count without
+// the AMX tiles: speculative verification relies on it), within the int16 blocks' error of the
+// fp32 product, and the rows given back; a linear whose input is not a multiple of 32 keeps the
+// fp32-activation panels.
+TEST(Int8Quantization, Int16ActivationsRunTheInt16PanelsWithRowIndependentBits) {
+  CpuDevice device(2);
+  const int out = 200, in = 576;
+  const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 12, 0.05);
+  std::vector<std::int8_t> q(w.size());
+  std::vector<float> scale(out);
+  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+  auto linear = Int8Quantization(Int8Activations::kInt16).make_linear("layers.0.w1", w, out, in);
+  const auto& int8 = dynamic_cast<const Int8Linear&>(*linear);
+  EXPECT_EQ(int8.activations(), Int8Activations::kInt16);
+  EXPECT_FALSE(int8.reads_act_blocks());
+  EXPECT_EQ(linear->cpu_kernel(1), "panels_w8_int16");
+  EXPECT_EQ(linear->cpu_kernel(Int8Linear::kW8PanelMaxRows), "panels_w8_int16");
+  EXPECT_EQ(linear->weight_bytes(), static_cast<std::uint64_t>(out) * (in + 4));
+  std::vector<float> row(in);
+  for (int o : {0, 17, out - 1}) {
+    linear->dequantize_row(o, row.data());
+    for (int i = 0; i < in; ++i) ASSERT_EQ(row[i], scale[o] * static_cast<float>(q[static_cast<std::size_t>(o) * in + i]));
+  }
+  const int n = Int8Linear::kW8PanelMaxRows;
+  const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 13, 1.0);
+  std::vector<float> got(static_cast<std::size_t>(n) * out, std::nanf("")), one(static_cast<std::size_t>(out));
+  linear->forward(x.data(), got.data(), n, device);
+  std::vector<std::int16_t> xq(x.size());
+  std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
+  cpu::quantize_panel_acts_int16(x.data(), n, in, xq.data(), xs.data());
+  for (int r = 0; r < n; ++r) {
+    linear->forward(x.data() + static_cast<std::size_t>(r) * in, one.data(), 1, device);
+    for (int o = 0; o < out; ++o) {
+      ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * out + o]) << "row " << r << " alone, output " << o;
+      double want = 0, bound = 1e-5;
+      for (int i = 0; i < in; ++i) {
+        const double wi = static_cast<double>(scale[o]) * q[static_cast<std::size_t>(o) * in + i];
+        want += wi * x[static_cast<std::size_t>(r) * in + i];
+        bound += std::fabs(wi) * 0.5 * xs[static_cast<std::size_t>(r) * (in / 32) + i / 32];
+      }
+      ASSERT_NEAR(got[static_cast<std::size_t>(r) * out + o], want, bound) << r << " " << o;
+    }
+  }
+  // A group of them (SmolLM2's gate / up): one dispatch, each member's bits.
+  Int8Quantization quant(Int8Activations::kInt16);
+  const auto a = quant.make_linear("a", gaussian(static_cast<std::size_t>(1536) * in, 14, 0.05), 1536, in),
+             b = quant.make_linear("b", gaussian(static_cast<std::size_t>(1536) * in, 15, 0.05), 1536, in);
+  const Linear* const pair[] = {a.get(), b.get()};
+  testing::expect_group_in_one_dispatch(pair, device, 16);
+  // in = 100: no int16 panels; the fp32-activation linear's kernel and bits.
+  const std::vector<float> w100 = gaussian(static_cast<std::size_t>(out) * 100, 17, 0.05);
+  const auto odd = Int8Quantization(Int8Activations::kInt16).make_linear("odd", w100, out, 100),
+             fp32 = Int8Quantization(Int8Activations::kFp32).make_linear("fp32", w100, out, 100);
+  EXPECT_EQ(odd->cpu_kernel(4), fp32->cpu_kernel(4));
+  const std::vector<float> x100 = gaussian(static_cast<std::size_t>(3) * 100, 18, 1.0);
+  std::vector<float> y_odd(static_cast<std::size_t>(3) * out), y_fp32(y_odd.size());
+  odd->forward(x100.data(), y_odd.data(), 3, device);
+  fp32->forward(x100.data(), y_fp32.data(), 3, device);
+  EXPECT_EQ(y_odd, y_fp32);
+}
+
+// "auto" is int16 where its kernel is the faster one (AVX2 builds without AVX-512), fp32
+// elsewhere; anything else but the four values is refused, naming them.
+TEST(Int8Quantization, AutoActivationsFollowTheBuild) {
+  const cpu::CpuIsa isa = cpu::CpuIsa::host();
+  EXPECT_EQ(int8_cpu_activations("auto"), isa.avx2 && !isa.avx512 ? Int8Activations::kInt16 : Int8Activations::kFp32);
+  EXPECT_EQ(int8_cpu_activations("fp32"), Int8Activations::kFp32);
+  EXPECT_EQ(int8_cpu_activations("int16"), Int8Activations::kInt16);
+  EXPECT_EQ(int8_cpu_activations("int8"), Int8Activations::kInt8);
+  try {
+    int8_cpu_activations("int4");
+    FAIL() << "int4 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed: auto, fp32, int16, int8"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
