@@ -265,6 +265,23 @@ std::uint64_t w8_int16_bytes(const PackedW8Int16& w) {
   return static_cast<std::uint64_t>(w.out) * (static_cast<std::uint64_t>(w.in) + sizeof(float));
 }
 
+void widen_act_blocks_int16(const std::int8_t* xq, int n, int in, std::int16_t* out) {
+  check(w8_int16_available(in), "widen_act_blocks_int16: in must be a positive multiple of 32, got " + std::to_string(in));
+  const std::size_t count = static_cast<std::size_t>(n > 0 ? n : 0) * static_cast<std::size_t>(in);
+#if INFERLAB_W8_INT16_ZMM || INFERLAB_W8_INT16_YMM
+  // 8 codes at a time: widened, their int32 lanes put in the pair order, packed to int16.
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (std::size_t i = 0; i < count; i += 8) {
+    const __m256i w = _mm256_permutevar8x32_epi32(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(xq + i))), order);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+  }
+#else
+  for (std::size_t i = 0; i < count; ++i) out[i - i % kBlock + static_cast<std::size_t>(int16_pair_slot(static_cast<int>(i % kBlock)))] = xq[i];
+#endif
+}
+
 void gemm_w8_int16_group(const std::int16_t* xq, const float* xs, std::span<const GemmW8Int16Output> group, int n,
                          ThreadPool& pool) {
   if (n <= 0 || group.empty()) return;

@@ -57,6 +57,14 @@ std::uint64_t w8_int16_bytes(const PackedW8Int16& w);
 // quantize_panel_acts_int16 (gemm_int4_panels.h). n <= 0 is a no-op.
 void gemm_w8_int16(const std::int16_t* xq, const float* xs, const PackedW8Int16& w, float* y, int n, ThreadPool& pool);
 
+// W8A8 (int8 activation blocks of 32: cpu::quantize_act_rows) on these panels: xq [n, in] int8
+// (in a multiple of 32) as int16 in the pair order into out [n, in], exact. The int8 products
+// then run through gemm_w8_int16 with the blocks' own scales, which on AVX2 without VNNI gives
+// the bits of gemm_panels_int8 in 0.73-0.84x its time from 3 rows (its `vpmaddubsw` sign trick
+// spends three multiply-pipe operations per 32 products, `vpmaddwd` two; SmolLM2's shapes,
+// one thread, Zen 3, 2026-12-07): the plan's W8A8 kernel on such builds.
+void widen_act_blocks_int16(const std::int8_t* xq, int n, int in, std::int16_t* out);
+
 // One matrix of a group: y [n, w->out].
 struct GemmW8Int16Output {
   const PackedW8Int16* w;

@@ -117,6 +117,9 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
       return s.packed && (n <= kW8PanelMaxRows || !isa.amx_bf16) ? CpuKernel::kPanelsW8Int16 : plan_int8_rows(n, s.in, isa);
     case CpuFormat::kW8A8:
       if (!s.packed) return CpuKernel::kInt8ActRows;
+      // AVX2 without AVX-512: the int16 panels with the int8 blocks widened (gemm_w8_int16.h's
+      // widen_act_blocks_int16: gemm_panels_int8's bits, 0.73-0.84x its time from 3 rows).
+      if (isa.avx2 && !isa.avx512 && s.in % 32 == 0) return CpuKernel::kPanelsW8Int16;
       return isa.amx_int8 && n >= kAmxBlocksMinRows && s.out % 32 == 0 && s.in % 32 == 0 ? CpuKernel::kPanelsInt8Amx
                                                                                           : CpuKernel::kPanelsInt8;
     case CpuFormat::kW8A8PerToken:

@@ -16,6 +16,8 @@
 #include "inferlab/error.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_int4_panels.h"
+#include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/gemm_w8_int16.h"
 #include "kernels/ref/matmul_int8.h"
 #include "matmul_checks.h"
@@ -157,6 +159,40 @@ TEST(GemmW8Int16, PanelsGiveEachRowBackAndRefuseOtherShapes) {
   EXPECT_FALSE(cpu::w8_int16_available(0));
   EXPECT_TRUE(cpu::w8_int16_available(576));
   EXPECT_THROW(cpu::pack_w8_int16(c.q.data(), c.scale.data(), out, 100), Error);
+}
+
+// W8A8 on the int16 panels: int8 activation blocks widened into the pair order (exactly: each
+// code at its slot), then the kernel gives the reference W8A8 product, and where this build has
+// the int8 panels their bits (the same int32 block sums, the same fp32 operations).
+TEST(GemmW8Int16, WidenedInt8BlocksGiveTheW8A8Product) {
+  ThreadPool pool(2);
+  for (int n : {1, 3, 4, 7, 16}) {
+    SCOPED_TRACE(std::to_string(n) + " rows");
+    const int out = 72, in = 576;
+    const Codes c = codes(out, in, 30 + static_cast<std::uint64_t>(n));
+    const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 31, 2.0);
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(n) * (in / 32));
+    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool);
+    std::vector<std::int16_t> wide(x.size());
+    cpu::widen_act_blocks_int16(xq.data(), n, in, wide.data());
+    for (std::size_t i = 0; i < xq.size(); ++i)
+      ASSERT_EQ(wide[i - i % 32 + static_cast<std::size_t>(cpu::int16_pair_slot(static_cast<int>(i % 32)))], xq[i]) << i;
+    const cpu::PackedW8Int16 w = cpu::pack_w8_int16(c.q.data(), c.scale.data(), out, in);
+    std::vector<float> got(static_cast<std::size_t>(n) * out), want(got.size());
+    cpu::gemm_w8_int16(wide.data(), xs.data(), w, got.data(), n, pool);
+    ref::matmul_int8_act(xq.data(), xs.data(), c.q.data(), c.scale.data(), want.data(), n, out, in);
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * (1.0 + std::fabs(want[i]))) << i;
+    if (cpu::gemm_panels_int8_available()) {
+      const cpu::PackedPanelsInt8 p = cpu::pack_panels_int8(c.q.data(), c.scale.data(), out, in);
+      std::vector<float> panels(got.size());
+      cpu::gemm_panels_int8(xq.data(), xs.data(), p, panels.data(), n, pool);
+      EXPECT_EQ(got, panels);
+    }
+  }
+  std::vector<std::int16_t> wide(100);
+  const std::vector<std::int8_t> xq(100);
+  EXPECT_THROW(cpu::widen_act_blocks_int16(xq.data(), 1, 100, wide.data()), Error);
 }
 
 // The quantiser's vector form (AVX2 builds) against its scalar definition: xs = max |x| / 32767,

@@ -58,6 +58,14 @@ bool int16_group(std::span<const GroupMember> group, std::vector<cpu::GemmW8Int1
   return true;
 }
 
+// W8A8's int8 blocks xq [n, in] widened into the int16 panels' pair order, this thread's scratch.
+const std::int16_t* widen_blocks(const std::int8_t* xq, int n, int in) {
+  thread_local std::vector<std::int16_t> wide;
+  wide.resize(static_cast<std::size_t>(n) * in);
+  cpu::widen_act_blocks_int16(xq, n, in, wide.data());
+  return wide.data();
+}
+
 // x [n, in] (in a multiple of 32) as int16 per 32-block into this thread's scratch.
 struct Int16Blocks {
   const std::int16_t* xq;
@@ -101,7 +109,7 @@ cpu::CpuFormat Int8Linear::format() const {
 
 cpu::CpuKernel Int8Linear::plan(int rows) const {
   const cpu::CpuFormat f = format();
-  const bool packed = f == cpu::CpuFormat::kW8A8        ? !panels_.data.empty()
+  const bool packed = f == cpu::CpuFormat::kW8A8        ? !panels_.data.empty() || !i16_.codes.empty()
                       : f == cpu::CpuFormat::kW8A16Int16 ? !i16_.codes.empty()
                                                           : !w8_.data.empty();
   return cpu::plan_cpu_linear(f, rows, cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = packed},
@@ -139,6 +147,14 @@ bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const flo
     cpu::gemm_panels_w8_group(x, w8, n, cpu_pool(device, "quantization 'int8'"));
     return true;
   }
+  if (!i16_.codes.empty()) {  // W8A8 on the int16 panels
+    thread_local std::vector<cpu::GemmW8Int16Output> wide;
+    if (!int16_group(group, wide)) return false;
+    ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
+    const ActBlocks a = quantize_acts(x, n, in_features(), pool);  // once for the group
+    cpu::gemm_w8_int16_group(widen_blocks(a.xq, n, in_features()), a.xs, wide, n, pool);
+    return true;
+  }
   thread_local std::vector<cpu::GemmPanelsInt8Output> members;
   if (!panel_group(group, members)) return false;
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
@@ -149,6 +165,12 @@ bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const flo
 
 bool Int8Linear::try_forward_group_act_blocks(std::span<const GroupMember> group, const std::int8_t* xq,
                                               const float* xs, int n, Device& device) const {
+  if (!i16_.codes.empty()) {  // W8A8 on the int16 panels: the blocks widened once for the group
+    thread_local std::vector<cpu::GemmW8Int16Output> wide;
+    if (!int16_group(group, wide)) return false;
+    cpu::gemm_w8_int16_group(widen_blocks(xq, n, in_features()), xs, wide, n, cpu_pool(device, "quantization 'int8'"));
+    return true;
+  }
   thread_local std::vector<cpu::GemmPanelsInt8Output> members;
   if (!panel_group(group, members)) return false;
   cpu::gemm_panels_int8_group(xq, xs, members, n, cpu_pool(device, "quantization 'int8'"));
@@ -158,6 +180,10 @@ bool Int8Linear::try_forward_group_act_blocks(std::span<const GroupMember> group
 void Int8Linear::forward_act_blocks(const std::int8_t* xq, const float* xs, float* y, int n, Device& device) const {
   if (!reads_act_blocks()) Linear::forward_act_blocks(xq, xs, y, n, device);  // throws
   ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
+  if (!i16_.codes.empty()) {
+    cpu::gemm_w8_int16(widen_blocks(xq, n, in_features()), xs, i16_, y, n, pool);
+    return;
+  }
   if (!panels_.data.empty()) {
     cpu::gemm_panels_int8(xq, xs, panels_, y, n, pool);
     return;
@@ -190,8 +216,13 @@ void Int8Linear::pack_for_host() {
     if (w8_.data.empty()) w8_ = cpu::pack_panels_w8(q_.data(), scale_.data(), out_features(), in_features());
     return;
   }
-  if (!cpu::gemm_panels_int8_available()) return;
-  panels_ = cpu::pack_panels_int8(q_.data(), scale_.data(), out_features(), in_features());
+  const cpu::CpuLinearShape shape{.out = out_features(), .in = in_features()};
+  if (cpu::plan_cpu_linear(cpu::CpuFormat::kW8A8, 1, shape, cpu::CpuIsa::host()) == cpu::CpuKernel::kPanelsW8Int16)
+    i16_ = cpu::pack_w8_int16(q_.data(), scale_.data(), out_features(), in_features());  // AVX2: the int16 panels
+  else if (cpu::gemm_panels_int8_available())
+    panels_ = cpu::pack_panels_int8(q_.data(), scale_.data(), out_features(), in_features());
+  else
+    return;
   q_ = {};
 }
 

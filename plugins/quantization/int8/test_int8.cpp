@@ -241,6 +241,39 @@ TEST(Int8Quantization, Int16ActivationsRunTheInt16PanelsWithRowIndependentBits) 
   EXPECT_EQ(y_odd, y_fp32);
 }
 
+// W8A8 where the plan takes the int16 panels (AVX2 builds without AVX-512, in a multiple of 32):
+// the int8 blocks widened into them, the reference W8A8 product, each row alone its batch bits.
+TEST(Int8Quantization, W8A8OnTheInt16PanelsMatchesTheReference) {
+  const int out = 150, in = 576;
+  const cpu::CpuKernel k = cpu::plan_cpu_linear(cpu::CpuFormat::kW8A8, 4, cpu::CpuLinearShape{.out = out, .in = in},
+                                                cpu::CpuIsa::host());
+  if (k != cpu::CpuKernel::kPanelsW8Int16) GTEST_SKIP() << "W8A8 runs " << cpu::cpu_kernel_info(k).name << " here";
+  CpuDevice device(2);
+  const std::vector<float> w = gaussian(static_cast<std::size_t>(out) * in, 19, 0.05);
+  std::vector<std::int8_t> q(w.size());
+  std::vector<float> scale(out);
+  ref::quantize_int8_rows(w.data(), out, in, q.data(), scale.data());
+  auto linear = Int8Quantization(Int8Activations::kInt8).make_linear("layers.0.w2", w, out, in);
+  EXPECT_EQ(linear->cpu_kernel(4), "panels_w8_int16");
+  EXPECT_TRUE(dynamic_cast<const Int8Linear&>(*linear).q().empty());
+  const int n = 9;
+  const std::vector<float> x = gaussian(static_cast<std::size_t>(n) * in, 20, 1.0);
+  std::vector<std::int8_t> xq(x.size());
+  std::vector<float> xs(static_cast<std::size_t>(n) * ref::act_blocks(in));
+  ref::quantize_act_rows(x.data(), n, in, xq.data(), xs.data());
+  std::vector<float> want(static_cast<std::size_t>(n) * out), got(want.size(), std::nanf("")), one(out);
+  ref::matmul_int8_act(xq.data(), xs.data(), q.data(), scale.data(), want.data(), n, out, in);
+  linear->forward(x.data(), got.data(), n, device);
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4 * (1.0 + std::fabs(want[i]))) << i;
+  for (int r = 0; r < n; ++r) {
+    linear->forward(x.data() + static_cast<std::size_t>(r) * in, one.data(), 1, device);
+    for (int o = 0; o < out; ++o) ASSERT_EQ(one[o], got[static_cast<std::size_t>(r) * out + o]) << r << " " << o;
+  }
+  std::vector<float> row(in);
+  linear->dequantize_row(7, row.data());
+  for (int i = 0; i < in; ++i) ASSERT_EQ(row[i], scale[7] * static_cast<float>(q[static_cast<std::size_t>(7) * in + i]));
+}
+
 // "auto" is int16 where its kernel is the faster one (AVX2 builds without AVX-512), fp32
 // elsewhere; anything else but the four values is refused, naming them.
 TEST(Int8Quantization, AutoActivationsFollowTheBuild) {
