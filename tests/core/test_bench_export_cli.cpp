@@ -96,7 +96,13 @@ TEST(BenchCli, RowCountSweepPrintsCostsBesideBothLimits) {
     else EXPECT_GT(std::stod(row[21]), 0.0);
     EXPECT_GT(std::stod(row[22]), 0.0);
     EXPECT_GT(std::stod(row[23]), 0.0);
-    EXPECT_EQ(row[24], row[6] == "none" ? "fp32 FMA" : "int8 dot");
+    // W8A8's kernel at the preset's 64-input linears (most of its multiply-adds): on AVX2 builds
+    // without AVX-512 the int16 panels (vpmaddwd), else the int8 panels.
+    const std::string w8a8_peak = cpu::cpu_arithmetic_name(
+        cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A8, k, cpu::CpuLinearShape{.out = 64, .in = 64},
+                                                  cpu::CpuIsa::host()))
+            .arithmetic);
+    EXPECT_EQ(row[24], row[6] == "none" ? "fp32 FMA" : w8a8_peak);
     EXPECT_NE(row[25], "");  // the kernels the pass ran
   }
   // Rows 1, 3, 5: stack none at pp1, pp2, pp4. The read limit is the weights once for every k
