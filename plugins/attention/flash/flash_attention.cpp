@@ -31,7 +31,7 @@ struct Scratch {
   std::vector<float> qs;      // [vectors, head_dim] the item's queries times the softmax scale
   std::vector<float> scores;  // [kBlockVectors, tile_pad] (lane path: [tile_pad, lanes]) scores, then weights
   std::vector<float> k_t;     // [head_dim, tile_pad] the tile's K, transposed
-  std::vector<float> qt;      // [head_dim, lanes] one row's queries transposed (the lane kernels)
+  std::vector<float> qt;      // [head_dim / L, lanes] one row's queries for the lane kernels (lane_queries)
   std::vector<const float*> k_rows, v_rows;  // [tile] K/V vectors of the tile's positions
   std::vector<float> k_deq, v_deq;           // [tile, head_dim] those rows dequantized (int8 KV)
 };
@@ -70,10 +70,9 @@ void run_lanes(const AttentionBatch& batch, const KvLayerView& kv, const WorkIte
                int tile, Scratch& w) {
   const int d = batch.head_dim;
   constexpr int kL = flash::kNativeLanes;
-  w.qt.assign(static_cast<std::size_t>(d) * kL, 0.0f);
-  for (int v = 0; v < group; ++v)
-    for (int c = 0; c < d; ++c)
-      w.qt[static_cast<std::size_t>(c) * kL + v] = w.qs[static_cast<std::size_t>(v) * d + c];
+  const int l = flash::lane_channels(group, d);  // channels a lane group holds (spare lanes)
+  w.qt.resize(static_cast<std::size_t>(d) * kL);
+  flash::lane_queries(w.qs.data(), group, d, l, w.qt.data());
   float max[kL], denom[kL], alpha[kL];
   std::fill(max, max + kL, -INFINITY);
   std::fill(denom, denom + kL, 0.0f);
@@ -81,7 +80,7 @@ void run_lanes(const AttentionBatch& batch, const KvLayerView& kv, const WorkIte
     const int t1 = std::min(t0 + tile, end_pos), n = t1 - t0;
     resolve_tile(batch, kv, item, t0, t1, w);
     float* st = w.scores.data();  // [n rounded up to kLanePositions, lanes]
-    flash::lane_scores(w.qt.data(), d, w.k_rows.data(), n, st);
+    flash::lane_scores(w.qt.data(), d, w.k_rows.data(), n, st, l);
     flash::lane_softmax_step(st, n, max, denom, alpha);
     for (int v0 = 0; v0 < group; v0 += flash::kBlockVectors) {
       const int mv = std::min(flash::kBlockVectors, group - v0);

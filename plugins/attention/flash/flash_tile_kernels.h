@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "kernels/cpu/vec_exp.h"
-#if defined(__AVX512F__)
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
@@ -267,31 +267,146 @@ inline void block_pv(const float* p, int mv, int p_stride, const float* const* v
   }
 }
 
-// The lane kernels: one token row's GQA group (up to kNativeLanes query vectors, one per lane of
-// a machine vector) against a tile, with K read as it is stored (no transposed copy). Decode's
-// scores were a K transpose per tile and step (TinyLlama: 32 heads over 4 kv heads, so 8 vectors
-// per item) that cost more than the scores themselves.
-//   scores: st[j][v] = sum_c qt[c][v] * k_rows[j][c]   (qt: the queries transposed, [d, lanes])
+// The lane kernels: one token row's GQA group (up to kNativeLanes query vectors) against a tile,
+// with K read as it is stored (no transposed copy). Decode's scores were a K transpose per tile
+// and step (TinyLlama: 32 heads over 4 kv heads, so 8 vectors per item) that cost more than the
+// scores themselves.
+//   scores: st[j][v] = sum_c q_v[c] * k_rows[j][c]
 //   softmax: per lane over the tile's positions, every vector seeing all of them (one row)
 //   P·V: block_pv with p[v][j] = st[j][v] (p_stride 1, p_step lanes)
+// A group smaller than the lanes spends them on channels: with L = lane_channels(group, d)
+// (a power of two, group * L <= lanes), lane v * L + i of the queries' vector for channels
+// [c, c + L) holds q_v[c + i] (lane_queries), a position's K is broadcast L channels at a time,
+// and each position's L partial sums per vector are folded once at the end. SmolLM2's group of
+// 3 then takes 32 FMAs a position where one vector a lane took 64 (L = 2 on AVX2), a group of one
+// 8 (L = 8).
 constexpr int kLanePositions = 8;  // positions per score step: 8 accumulators, one FMA chain each
 
-// st[j][v] for j < n rounded up to kLanePositions (the rows past n repeat row n - 1: finite, unused).
-// qt: [d, kNativeLanes]; st: [n rounded up, kNativeLanes]
-inline void lane_scores(const float* qt, int d, const float* const* k_rows, int n, float* st) {
+// The channels a lane group holds for `group` vectors of head_dim d: the largest power of two L
+// with group * L <= kNativeLanes that divides d (1 when group > kNativeLanes / 2).
+constexpr int lane_channels(int group, int d) {
+  int l = 1;
+  while (2 * l * group <= kNativeLanes && d % (2 * l) == 0) l *= 2;
+  return l;
+}
+
+// qt [d / L, kNativeLanes]: qt[(c / L) * lanes + v * L + c % L] = qs[v * d + c] for v < group,
+// 0 in the other lanes.
+inline void lane_queries(const float* qs, int group, int d, int l, float* qt) {
+  std::fill(qt, qt + static_cast<std::size_t>(d / l) * kNativeLanes, 0.0f);
+  for (int v = 0; v < group; ++v)
+    for (int c = 0; c < d; ++c)
+      qt[static_cast<std::size_t>(c / l) * kNativeLanes + v * l + c % l] = qs[static_cast<std::size_t>(v) * d + c];
+}
+
+// r = a with lane c taken from lane idx[c] (one-source shuffle; see shuffle2 for Clang).
+inline void shuffle1(const VecN& a, const IntN& idx, VecN& r) {
+#if defined(__clang__)
+  for (int c = 0; c < kNativeLanes; ++c) r[c] = a[idx[c]];
+#else
+  r = __builtin_shuffle(a, idx);
+#endif
+}
+
+// The L floats at p in every group of L lanes: [p0 .. pL-1, p0 .. pL-1, ...].
+template <int L>
+[[gnu::always_inline]] inline void broadcast_channels(const float* p, VecN& r) {
+  if constexpr (L == 1) {
+    r = VecN{} + *p;
+  } else if constexpr (L == kNativeLanes) {
+    std::memcpy(&r, p, sizeof r);
+  } else if constexpr (L == 2) {  // one 8-byte broadcast (vbroadcastsd): the bits moved, no arithmetic
+    double pair;
+    std::memcpy(&pair, p, sizeof pair);
+#if defined(__AVX512F__)
+    const __m512d b = _mm512_set1_pd(pair);
+#elif defined(__AVX__)
+    const __m256d b = _mm256_set1_pd(pair);
+#else
+    using VecD = double __attribute__((vector_size(sizeof(VecN))));
+    VecD b;
+    for (int c = 0; c < kNativeLanes / 2; ++c) b[c] = pair;
+#endif
+    static_assert(sizeof b == sizeof r);
+    std::memcpy(&r, &b, sizeof r);
+#if defined(__AVX512F__)
+  } else if constexpr (L == 4) {
+    const __m512 b = _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+    std::memcpy(&r, &b, sizeof r);
+  } else if constexpr (L == 8) {
+    const __m512d b = _mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p)));
+    std::memcpy(&r, &b, sizeof r);
+#elif defined(__AVX__)
+  } else if constexpr (L == 4) {
+    const __m256 b = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
+    std::memcpy(&r, &b, sizeof r);
+#endif
+  } else {
+    for (int c = 0; c < kNativeLanes; ++c) r[c] = p[c % L];
+  }
+}
+
+// Lane v (v < kNativeLanes / L) = the sum of lanes v * L .. v * L + L - 1 of a: log2(L) rounds of
+// a shuffle and an add, then one shuffle that gathers the groups' sums into the first lanes.
+template <int L>
+[[gnu::always_inline]] inline void fold_channels(VecN& a) {
+  if constexpr (L > 1) {
+#pragma GCC unroll 4
+    for (int w = 1; w < L; w *= 2) {
+      IntN swap;
+      for (int c = 0; c < kNativeLanes; ++c) swap[c] = c ^ w;
+      VecN b;
+      shuffle1(a, swap, b);
+      a += b;
+    }
+    IntN gather;
+    for (int c = 0; c < kNativeLanes; ++c) gather[c] = (c % (kNativeLanes / L)) * L;
+    VecN g;
+    shuffle1(a, gather, g);
+    a = g;
+  }
+}
+
+// st[j][v] for j < n rounded up to kLanePositions (the rows past n repeat row n - 1: finite,
+// unused), lanes v < kNativeLanes / L (the others finite, unused).
+// qt: lane_queries' [d / L, kNativeLanes]; st: [n rounded up, kNativeLanes]
+template <int L>
+void lane_scores_l(const float* qt, int d, const float* const* k_rows, int n, float* st) {
   for (int j0 = 0; j0 < n; j0 += kLanePositions) {
     const float* rows[kLanePositions];
     for (int j = 0; j < kLanePositions; ++j) rows[j] = k_rows[j0 + std::min(j, n - j0 - 1)];
     VecN acc[kLanePositions];
     for (int j = 0; j < kLanePositions; ++j) acc[j] = VecN{};
-    for (int c = 0; c < d; ++c) {
+    for (int c = 0; c < d; c += L) {
       VecN q;
-      std::memcpy(&q, qt + static_cast<std::size_t>(c) * kNativeLanes, sizeof q);
+      std::memcpy(&q, qt + static_cast<std::size_t>(c / L) * kNativeLanes, sizeof q);
 #pragma GCC unroll 8
-      for (int j = 0; j < kLanePositions; ++j) acc[j] += q * rows[j][c];
+      for (int j = 0; j < kLanePositions; ++j) {
+        VecN k;
+        broadcast_channels<L>(rows[j] + c, k);
+        acc[j] += q * k;
+      }
     }
-    for (int j = 0; j < kLanePositions; ++j)
+#pragma GCC unroll 8
+    for (int j = 0; j < kLanePositions; ++j) {
+      fold_channels<L>(acc[j]);
       std::memcpy(st + static_cast<std::size_t>(j0 + j) * kNativeLanes, &acc[j], sizeof(VecN));
+    }
+  }
+}
+
+// lane_scores_l for l = lane_channels(...) (a power of two up to kNativeLanes).
+inline void lane_scores(const float* qt, int d, const float* const* k_rows, int n, float* st, int l = 1) {
+  switch (l) {
+    case 1: lane_scores_l<1>(qt, d, k_rows, n, st); return;
+    case 2: lane_scores_l<2>(qt, d, k_rows, n, st); return;
+    case 4: lane_scores_l<4>(qt, d, k_rows, n, st); return;
+    case 8: lane_scores_l<8>(qt, d, k_rows, n, st); return;
+    default:
+      if constexpr (kNativeLanes == 16) {
+        lane_scores_l<kNativeLanes>(qt, d, k_rows, n, st);
+        return;
+      }
   }
 }
 

@@ -155,6 +155,47 @@ TEST(FlashTileKernels, DecodeDotScoresMatchPlainLoops) {
     }
 }
 
+// A group smaller than the lanes spends them on channels (lane_channels: SmolLM2's 3 vectors of
+// 64 take 2 channels a lane group on AVX2, one vector all 8): the scores of every vector of the
+// group against plain loops, for groups 1..lanes and head_dims that L does and does not divide.
+TEST(FlashTileKernels, LaneScoresSpreadChannelsOverSpareLanes) {
+  constexpr int kL = flash::kNativeLanes;
+  EXPECT_EQ(flash::lane_channels(kL, 64), 1);
+  EXPECT_EQ(flash::lane_channels(kL / 2, 64), 2);
+  EXPECT_EQ(flash::lane_channels(3, 64), kL / 4);
+  EXPECT_EQ(flash::lane_channels(1, 64), kL);
+  EXPECT_EQ(flash::lane_channels(1, 6), 2);  // d = 6: pairs at most
+  EXPECT_EQ(flash::lane_channels(1, 5), 1);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal;
+  for (int group : {1, 2, 3, 4, 5, kL})
+    for (int d : {5, 6, 16, 20, 64})
+      for (int n : {1, 9, 30}) {
+        const int l = flash::lane_channels(group, d);
+        SCOPED_TRACE("group " + std::to_string(group) + " d " + std::to_string(d) + " n " + std::to_string(n) + " L " +
+                     std::to_string(l));
+        ASSERT_LE(group * l, kL);
+        ASSERT_EQ(d % l, 0);
+        std::vector<float> qs(static_cast<std::size_t>(group) * d), k(static_cast<std::size_t>(n) * d);
+        for (float& e : qs) e = normal(rng);
+        for (float& e : k) e = normal(rng);
+        std::vector<float> qt(static_cast<std::size_t>(d) * kL, std::nanf(""));
+        flash::lane_queries(qs.data(), group, d, l, qt.data());
+        std::vector<const float*> rows;
+        for (int j = 0; j < n; ++j) rows.push_back(k.data() + static_cast<std::size_t>(j) * d);
+        const int padded = (n + flash::kLanePositions - 1) / flash::kLanePositions * flash::kLanePositions;
+        std::vector<float> st(static_cast<std::size_t>(padded) * kL);
+        flash::lane_scores(qt.data(), d, rows.data(), n, st.data(), l);
+        for (int j = 0; j < n; ++j)
+          for (int v = 0; v < group; ++v) {
+            double want = 0;
+            for (int c = 0; c < d; ++c) want += double{qs[static_cast<std::size_t>(v) * d + c]} * rows[j][c];
+            ASSERT_NEAR(st[static_cast<std::size_t>(j) * kL + v], want, 1e-4 * d) << "j " << j << " v " << v;
+          }
+        for (float e : st) ASSERT_TRUE(std::isfinite(e));
+      }
+}
+
 // The lane kernels (one row's GQA group, a vector per lane): scores against K rows read in place
 // (lane v of position j = q_v . k_j, positions past n not required), then one online-softmax
 // step per lane over two tiles, then P·V with p read as [position][lane], against plain loops.
