@@ -42,8 +42,9 @@ std::size_t code_at(int blocks, int p, int b, int j, int lane, int t) {
 
 struct Acts {
   const std::int16_t* xq;
-  const float* xs;
+  const float* xs;  // [n, blocks], or [n] with per_token
   int in, blocks;
+  bool per_token = false;  // one scale a row, one int32 sum over it (gemm_w8_int16_per_token)
 };
 
 #if INFERLAB_W8_INT16_ZMM || INFERLAB_W8_INT16_YMM
@@ -69,6 +70,7 @@ struct V {
   static F scaled(I acc, float s, F sum) {
     return _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc), _mm512_set1_ps(s), sum);
   }
+  static F times(I acc, float s) { return _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc), _mm512_set1_ps(s)); }
   static void store(float* y, F sum, const float* scale) { _mm512_storeu_ps(y, _mm512_mul_ps(sum, _mm512_loadu_ps(scale))); }
 };
 constexpr int kOneRowPanels = 4;  // a one-row pass's panels at once (4 streams)
@@ -92,6 +94,7 @@ struct V {
   static void pin(I& v) { asm("" : "+x"(v)); }
   static F zerof() { return _mm256_setzero_ps(); }
   static F scaled(I acc, float s, F sum) { return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(s), sum); }
+  static F times(I acc, float s) { return _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(s)); }
   static void store(float* y, F sum, const float* scale) { _mm256_storeu_ps(y, _mm256_mul_ps(sum, _mm256_loadu_ps(scale))); }
 };
 constexpr int kOneRowPanels = 4;
@@ -101,25 +104,31 @@ constexpr int kPerPanel = P / V::kLanes;  // vectors a panel step
 // R token rows (from r0) against NP panels from p over the whole input: per block, each step's
 // codes widened once for all R rows, the int32 block sums kept in registers (16 ymm: R <= 6 with
 // one panel), the fp32 sums scaled per block.
-template <int R, int NP>
+template <int R, int NP, bool kPerToken>
 void tile(const Acts& a, int r0, const PackedW8Int16& w, int p, float* y, int out, int ahead) {
   constexpr int H = NP * kPerPanel;
   const int in = a.in, blocks = a.blocks;
   const std::size_t pstride = static_cast<std::size_t>(blocks) * kBlockBytes;
   const std::int8_t* base = w.codes.data() + static_cast<std::size_t>(p) * pstride;
   const std::int16_t* x = a.xq + static_cast<std::size_t>(r0) * in;
-  const float* xs = a.xs + static_cast<std::size_t>(r0) * blocks;
+  const float* xs = a.xs + static_cast<std::size_t>(r0) * (kPerToken ? 1 : blocks);
   typename V::F sums[R][H];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int h = 0; h < H; ++h) sums[r][h] = V::zerof();
+  typename V::I acc[R][H];  // per-token: the whole row's sums
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int h = 0; h < H; ++h) acc[r][h] = V::zero();
   for (int b = 0; b < blocks; ++b) {
-    typename V::I acc[R][H];
+    if constexpr (!kPerToken) {
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
+      for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-      for (int h = 0; h < H; ++h) acc[r][h] = V::zero();
+        for (int h = 0; h < H; ++h) acc[r][h] = V::zero();
+    }
     const std::int8_t* wb = base + static_cast<std::size_t>(b) * kBlockBytes;
     const std::int16_t* xb = x + static_cast<std::size_t>(b) * kBlock;
 #pragma GCC unroll 16
@@ -142,10 +151,18 @@ void tile(const Acts& a, int r0, const PackedW8Int16& w, int p, float* y, int ou
         }
       }
     }
+    if constexpr (!kPerToken) {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+        for (int h = 0; h < H; ++h) sums[r][h] = V::scaled(acc[r][h], xs[static_cast<std::size_t>(r) * blocks + b], sums[r][h]);
+    }
+  }
+  if constexpr (kPerToken) {  // float(sum) * xs[r]: the plain loop's first product
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-      for (int h = 0; h < H; ++h) sums[r][h] = V::scaled(acc[r][h], xs[static_cast<std::size_t>(r) * blocks + b], sums[r][h]);
+      for (int h = 0; h < H; ++h) sums[r][h] = V::times(acc[r][h], xs[r]);
   }
 #pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) {
@@ -174,28 +191,35 @@ void tile(const Acts& a, int r0, const PackedW8Int16& w, int p, float* y, int ou
 constexpr int kMaxOneTile = 6;
 constexpr int kTileRows = 4;
 
-template <int R>
+template <int R, bool kPerToken>
 void tile_rows(const Acts& a, int r0, const PackedW8Int16& w, int p, float* y, int out, int ahead) {
-  tile<R, 1>(a, r0, w, p, y, out, ahead);
+  tile<R, 1, kPerToken>(a, r0, w, p, y, out, ahead);
 }
 using TileFn = void (*)(const Acts&, int, const PackedW8Int16&, int, float*, int, int);
-constexpr TileFn kTiles[kMaxOneTile] = {&tile_rows<1>, &tile_rows<2>, &tile_rows<3>,
-                                        &tile_rows<4>, &tile_rows<5>, &tile_rows<6>};
+template <bool kPerToken>
+constexpr TileFn kTiles[kMaxOneTile] = {&tile_rows<1, kPerToken>, &tile_rows<2, kPerToken>, &tile_rows<3, kPerToken>,
+                                        &tile_rows<4, kPerToken>, &tile_rows<5, kPerToken>, &tile_rows<6, kPerToken>};
 
 // Panels [p0, p1) for all n rows.
-void run_panels(const Acts& a, const PackedW8Int16& w, float* y, int n, int p0, int p1, int ahead) {
+template <bool kPerToken>
+void run_panels_as(const Acts& a, const PackedW8Int16& w, float* y, int n, int p0, int p1, int ahead) {
   int p = p0;
   if (n == 1) {
-    for (; p + kOneRowPanels <= p1; p += kOneRowPanels) tile<1, kOneRowPanels>(a, 0, w, p, y, w.out, ahead);
-    for (; p < p1; ++p) tile<1, 1>(a, 0, w, p, y, w.out, ahead);
+    for (; p + kOneRowPanels <= p1; p += kOneRowPanels) tile<1, kOneRowPanels, kPerToken>(a, 0, w, p, y, w.out, ahead);
+    for (; p < p1; ++p) tile<1, 1, kPerToken>(a, 0, w, p, y, w.out, ahead);
     return;
   }
   const int rows = n <= kMaxOneTile ? n : kTileRows;
   for (; p < p1; ++p)
     for (int r0 = 0; r0 < n; r0 += rows) {
       const int r = std::min(rows, n - r0);
-      kTiles[r - 1](a, r0, w, p, y, w.out, r0 == 0 ? ahead : 0);
+      kTiles<kPerToken>[r - 1](a, r0, w, p, y, w.out, r0 == 0 ? ahead : 0);
     }
+}
+
+void run_panels(const Acts& a, const PackedW8Int16& w, float* y, int n, int p0, int p1, int ahead) {
+  if (a.per_token) run_panels_as<true>(a, w, y, n, p0, p1, ahead);
+  else run_panels_as<false>(a, w, y, n, p0, p1, ahead);
 }
 
 #else  // the portable loop: the same sums in the same order
@@ -207,14 +231,16 @@ void run_panels(const Acts& a, const PackedW8Int16& w, float* y, int n, int p0, 
       const std::int16_t* x = a.xq + static_cast<std::size_t>(r) * a.in;
       for (int l = 0; l < P && p * P + l < w.out; ++l) {
         float sum = 0.0f;
+        std::int32_t acc = 0;
         for (int b = 0; b < a.blocks; ++b) {
-          std::int32_t acc = 0;
+          if (!a.per_token) acc = 0;
           for (int j = 0; j < kSteps; ++j)
             for (int t = 0; t < 2; ++t)
               acc += static_cast<std::int32_t>(w.codes[code_at(a.blocks, p, b, j, l, t)]) *
                      x[static_cast<std::size_t>(b) * kBlock + 2 * j + t];
-          sum = std::fma(static_cast<float>(acc), a.xs[static_cast<std::size_t>(r) * a.blocks + b], sum);
+          if (!a.per_token) sum = std::fma(static_cast<float>(acc), a.xs[static_cast<std::size_t>(r) * a.blocks + b], sum);
         }
+        if (a.per_token) sum = static_cast<float>(acc) * a.xs[r];
         y[static_cast<std::size_t>(r) * w.out + p * P + l] = sum * w.scale[static_cast<std::size_t>(p) * P + l];
       }
     }
@@ -284,8 +310,10 @@ void widen_act_blocks_int16(const std::int8_t* xq, int n, int in, std::int16_t* 
 #endif
 }
 
-void gemm_w8_int16_group(const std::int16_t* xq, const float* xs, std::span<const GemmW8Int16Output> group, int n,
-                         ThreadPool& pool) {
+namespace {
+
+void run_group(const std::int16_t* xq, const float* xs, bool per_token, std::span<const GemmW8Int16Output> group, int n,
+               ThreadPool& pool) {
   if (n <= 0 || group.empty()) return;
   const int in = group.front().w->in;
   thread_local std::vector<PanelSpan> spans;
@@ -297,7 +325,7 @@ void gemm_w8_int16_group(const std::int16_t* xq, const float* xs, std::span<cons
     });
     spans.push_back({m.w->panels, static_cast<std::size_t>(in) * P});
   }
-  const Acts a{xq, xs, in, in / kBlock};
+  const Acts a{xq, xs, in, in / kBlock, per_token};
   const int ahead = decode_prefetch_bytes();
   // A run should carry at least ~256K multiply-adds so the dispatch cost stays small.
   const std::size_t per_panel = static_cast<std::size_t>(P) * static_cast<std::size_t>(in) * static_cast<std::size_t>(n);
@@ -313,9 +341,26 @@ void gemm_w8_int16_group(const std::int16_t* xq, const float* xs, std::span<cons
   });
 }
 
+}  // namespace
+
+void gemm_w8_int16_group(const std::int16_t* xq, const float* xs, std::span<const GemmW8Int16Output> group, int n,
+                         ThreadPool& pool) {
+  run_group(xq, xs, false, group, n, pool);
+}
+
 void gemm_w8_int16(const std::int16_t* xq, const float* xs, const PackedW8Int16& w, float* y, int n, ThreadPool& pool) {
   const GemmW8Int16Output one{&w, y};
-  gemm_w8_int16_group(xq, xs, std::span<const GemmW8Int16Output>(&one, 1), n, pool);
+  run_group(xq, xs, false, std::span<const GemmW8Int16Output>(&one, 1), n, pool);
+}
+
+void gemm_w8_int16_per_token(const std::int16_t* xq, const float* xs, const PackedW8Int16& w, float* y, int n,
+                             ThreadPool& pool) {
+  check(w.in <= kW8Int16PerTokenMaxIn, [&] {
+    return "gemm_w8_int16_per_token: in " + std::to_string(w.in) + " exceeds " +
+           std::to_string(kW8Int16PerTokenMaxIn) + " (the int32 row sums could overflow)";
+  });
+  const GemmW8Int16Output one{&w, y};
+  run_group(xq, xs, true, std::span<const GemmW8Int16Output>(&one, 1), n, pool);
 }
 
 }  // namespace inferlab::cpu

@@ -65,6 +65,14 @@ void gemm_w8_int16(const std::int16_t* xq, const float* xs, const PackedW8Int16&
 // one thread, Zen 3, 2026-12-07): the plan's W8A8 kernel on such builds.
 void widen_act_blocks_int16(const std::int8_t* xq, int n, int in, std::int16_t* out);
 
+// Per-token W8A8 (smoothquant: cpu::quantize_act_rows with block = in, xs [n] one scale a row)
+// on these panels, the int8 codes widened by widen_act_blocks_int16: each output one exact int32
+// sum over the whole row, y[r, o] = (float(sum) * xs[r]) * scale[o], the plain loop's operations,
+// so its bits. in at most kW8Int16PerTokenMaxIn (|sum| <= in * 127^2 < 2^31; throws beyond).
+constexpr int kW8Int16PerTokenMaxIn = 65536;
+void gemm_w8_int16_per_token(const std::int16_t* xq, const float* xs, const PackedW8Int16& w, float* y, int n,
+                             ThreadPool& pool);
+
 // One matrix of a group: y [n, w->out].
 struct GemmW8Int16Output {
   const PackedW8Int16* w;

@@ -124,6 +124,8 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
                                                                                           : CpuKernel::kPanelsInt8;
     case CpuFormat::kW8A8PerToken:
       if (!s.packed) return CpuKernel::kInt8Loop;
+      // As W8A8: the int16 panels on AVX2 without AVX-512, one int32 sum a row (the same bits).
+      if (isa.avx2 && !isa.avx512 && s.in % 32 == 0 && s.in <= 65536) return CpuKernel::kPanelsW8Int16;
       return isa.amx_int8 && n >= kPerTokenAmxMinRows && s.out % 32 == 0 && s.in % 64 == 0 && s.in <= 65536
                  ? CpuKernel::kPerTokenAmx
                  : CpuKernel::kPanelsInt8;

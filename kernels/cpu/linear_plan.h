@@ -54,7 +54,8 @@ enum class CpuKernel {
   kAmxBf16,         // gemm_amx_bf16.h: bf16 (or f16 as two bf16 terms) B tiles, tdpbf16ps
   kPanelsW8,        // gemm_panels_w8.h: int8 panels widened in the load, FMA, scales on the sums
   kPanelsW8Int16,   // gemm_w8_int16.h: int8 panels widened to int16, vpmaddwd with int16 activations
-                    // (W8A16 int16; W8A8 on AVX2 without AVX-512, its int8 blocks widened)
+                    // (W8A16 int16; W8A8 and per-token W8A8 on AVX2 without AVX-512, the int8
+                    // codes widened)
   kInt8Stream,      // matmul_int8.cpp: each int8 weight row front to back, widened in registers
   kInt8Tiles,       // matmul_int8.cpp: dot_tile / a block widened once for every row (dot_tile.h)
   kInt8Amx,         // matmul_int8_amx.h: 16 weight rows widened to bf16 A tiles per step

@@ -100,8 +100,12 @@ TEST(CpuLinearPlan, W8A16Int16PanelsThenTheAmxTilesAsW8A16) {
 
 TEST(CpuLinearPlan, W8A8PanelsWithTheAmxTilesForWholePanelsAndBlocks) {
   // AVX2 without AVX-512: the int16 panels, the int8 blocks widened (in a multiple of 32; else
-  // the maddubs panels); AVX-512 builds keep the int8 panels.
+  // the maddubs panels); AVX-512 builds keep the int8 panels. Per-token W8A8 the same (in up to
+  // 65536: one int32 sum a row).
   for (int n : {1, 4, 16, 512}) {
+    EXPECT_EQ(plan_cpu_linear(F::kW8A8PerToken, n, kNarrow, avx2()), K::kPanelsW8Int16) << n;
+    EXPECT_EQ(plan_cpu_linear(F::kW8A8PerToken, n, CpuLinearShape{.out = 64, .in = 65536 + 32}, avx2()), K::kPanelsInt8);
+    EXPECT_EQ(plan_cpu_linear(F::kW8A8PerToken, n, kNarrow, avx512()), K::kPanelsInt8) << n;
     EXPECT_EQ(plan_cpu_linear(F::kW8A8, n, kNarrow, avx2()), K::kPanelsW8Int16) << n;
     EXPECT_EQ(plan_cpu_linear(F::kW8A8, n, CpuLinearShape{.out = 5632, .in = 2048 + 16}, avx2()), K::kPanelsInt8) << n;
     EXPECT_EQ(plan_cpu_linear(F::kW8A8, n, kNarrow, avx512()), K::kPanelsInt8) << n;

@@ -195,6 +195,40 @@ TEST(GemmW8Int16, WidenedInt8BlocksGiveTheW8A8Product) {
   EXPECT_THROW(cpu::widen_act_blocks_int16(xq.data(), 1, 100, wide.data()), Error);
 }
 
+// Per-token W8A8 (one scale a row): one exact int32 sum over the row, then (float(sum) * xs[r]) *
+// scale[o], the plain loop's operations: its bits, for 1..9 rows; in past the limit is refused.
+TEST(GemmW8Int16, PerTokenGivesThePlainLoopsBits) {
+  ThreadPool pool(2);
+  for (int n : {1, 2, 5, 9}) {
+    const int out = 40, in = 1536;
+    const Codes c = codes(out, in, 50 + static_cast<std::uint64_t>(n));
+    const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, 51, 2.0);
+    std::vector<std::int8_t> xq(x.size());
+    std::vector<float> xs(static_cast<std::size_t>(n));
+    cpu::quantize_act_rows(x.data(), n, in, xq.data(), xs.data(), pool, in);
+    std::vector<std::int16_t> wide(x.size());
+    cpu::widen_act_blocks_int16(xq.data(), n, in, wide.data());
+    const cpu::PackedW8Int16 w = cpu::pack_w8_int16(c.q.data(), c.scale.data(), out, in);
+    std::vector<float> got(static_cast<std::size_t>(n) * out), want(got.size());
+    cpu::gemm_w8_int16_per_token(wide.data(), xs.data(), w, got.data(), n, pool);
+    for (int r = 0; r < n; ++r)
+      for (int o = 0; o < out; ++o) {
+        std::int32_t acc = 0;
+        for (int i = 0; i < in; ++i)
+          acc += static_cast<std::int32_t>(xq[static_cast<std::size_t>(r) * in + i]) * c.q[static_cast<std::size_t>(o) * in + i];
+        want[static_cast<std::size_t>(r) * out + o] = static_cast<float>(acc) * xs[r] * c.scale[o];
+      }
+    EXPECT_EQ(got, want) << n << " rows";
+  }
+  const int big = cpu::kW8Int16PerTokenMaxIn + 32;
+  const std::vector<std::int8_t> q(big);
+  const float scale = 1.0f, xs = 1.0f;
+  const cpu::PackedW8Int16 w = cpu::pack_w8_int16(q.data(), &scale, 1, big);
+  const std::vector<std::int16_t> wide(big);
+  float y = 0;
+  EXPECT_THROW(cpu::gemm_w8_int16_per_token(wide.data(), &xs, w, &y, 1, pool), Error);
+}
+
 // The quantiser's vector form (AVX2 builds) against its scalar definition: xs = max |x| / 32767,
 // xq = the nearest integer (ties to even) of x * (32767 / max |x|), clamped, in the pair order;
 // inputs include exact halves, an all-zero block and a block whose largest value is negative.

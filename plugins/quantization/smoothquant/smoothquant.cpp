@@ -75,6 +75,12 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
     cpu::gemm_panels_int8_per_token(xq_.data(), x_scale_.data(), panels_, y, n, pool);
     return;
   }
+  if (!i16_.codes.empty()) {  // AVX2: the int16 panels, the codes widened; the same bits
+    xq16_.resize(xq_.size());
+    cpu::widen_act_blocks_int16(xq_.data(), n, in_features(), xq16_.data());
+    cpu::gemm_w8_int16_per_token(xq16_.data(), x_scale_.data(), i16_, y, n, pool);
+    return;
+  }
   // int8 × int8 → int32 per (token, output), threads over output channels.
   pool.parallel_for(out, [&](std::size_t o0, std::size_t o1) {
     for (std::size_t o = o0; o < o1; ++o) {
@@ -94,7 +100,7 @@ cpu::CpuKernel W8A8Linear::plan(int rows) const {
   if (!quantize_) return cpu::CpuKernel::kPanelsF32;
   return cpu::plan_cpu_linear(
       cpu::CpuFormat::kW8A8PerToken, rows,
-      cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = !panels_.data.empty()},
+      cpu::CpuLinearShape{.out = out_features(), .in = in_features(), .packed = !panels_.data.empty() || !i16_.codes.empty()},
       cpu::CpuIsa::host());
 }
 
@@ -104,8 +110,12 @@ void W8A8Linear::pack_for_host() {
     std::vector<float>().swap(w_smoothed_);
     return;
   }
-  if (!cpu::gemm_panels_int8_available() || !panels_.data.empty()) return;
-  panels_ = cpu::pack_panels_int8(q_.data(), w_scale_.data(), out_features(), in_features());
+  if (!cpu::gemm_panels_int8_available() || !panels_.data.empty() || !i16_.codes.empty()) return;
+  const cpu::CpuLinearShape shape{.out = out_features(), .in = in_features()};
+  if (cpu::plan_cpu_linear(cpu::CpuFormat::kW8A8PerToken, 1, shape, cpu::CpuIsa::host()) == cpu::CpuKernel::kPanelsW8Int16)
+    i16_ = cpu::pack_w8_int16(q_.data(), w_scale_.data(), out_features(), in_features());
+  else
+    panels_ = cpu::pack_panels_int8(q_.data(), w_scale_.data(), out_features(), in_features());
   std::vector<std::int8_t>().swap(q_);  // the panels hold the codes now
 }
 
@@ -117,8 +127,9 @@ void W8A8Linear::dequantize_row(int row, float* out) const {
     for (std::size_t j = 0; j < in && !inv_smooth_.empty(); ++j) out[j] *= inv_smooth_[j];
     return;
   }
-  if (!panels_.data.empty()) {
-    cpu::unpack_panel_row_int8(panels_, row, out);  // scale[row] * codes
+  if (!panels_.data.empty() || !i16_.codes.empty()) {  // scale[row] * codes
+    if (!panels_.data.empty()) cpu::unpack_panel_row_int8(panels_, row, out);
+    else cpu::unpack_w8_int16_row(i16_, row, out);
     for (std::size_t j = 0; j < in && !inv_smooth_.empty(); ++j) out[j] *= inv_smooth_[j];
     return;
   }
@@ -132,6 +143,7 @@ std::uint64_t W8A8Linear::weight_bytes() const {
   const std::uint64_t smooth = inv_smooth_.size() * sizeof(float);
   if (!quantize_) return static_cast<std::uint64_t>(out_features()) * static_cast<std::uint64_t>(in_features()) * sizeof(float) + smooth;
   if (!panels_.data.empty()) return cpu::packed_bytes(panels_) + smooth;
+  if (!i16_.codes.empty()) return cpu::w8_int16_bytes(i16_) + smooth;
   return q_.size() + w_scale_.size() * sizeof(float) + smooth;
 }
 

@@ -10,6 +10,7 @@
 #include "inferlab/plugin/quantization.h"
 #include "kernels/cpu/gemm_panels_f32.h"
 #include "kernels/cpu/gemm_panels_int8.h"
+#include "kernels/cpu/gemm_w8_int16.h"
 #include "kernels/cpu/linear_plan.h"
 
 namespace inferlab::plugins {
@@ -22,10 +23,11 @@ class W8A8Linear : public Linear {
   W8A8Linear(const std::vector<float>& weight, int out, int in, std::vector<float> smooth, bool quantize);
   // On the CPU (CUDA: W8A8CudaLinear).
   void forward(const float* x, float* y, int n, Device& device) const override;
-  // With AVX-512 VNNI: the int8 codes move into the packed panels of
-  // kernels/cpu/gemm_panels_int8.h (the row-major copy is released), and forward runs
-  // gemm_panels_int8_per_token — bit-identical to the plain loop it replaces; without VNNI nothing
-  // changes. With quantize false the fp32 W diag(s) moves into gemm_panels_f32's panels (a forward
+  // With AVX-512 VNNI (or AVX2 and in not a multiple of 32): the int8 codes move into the packed
+  // panels of kernels/cpu/gemm_panels_int8.h (the row-major copy is released), and forward runs
+  // gemm_panels_int8_per_token — bit-identical to the plain loop it replaces; on AVX2 builds
+  // without AVX-512 (in a multiple of 32, at most 65536) into kernels/cpu/gemm_w8_int16.h's
+  // panels instead, forward widening the int8 codes for gemm_w8_int16_per_token (the same bits). With quantize false the fp32 W diag(s) moves into gemm_panels_f32's panels (a forward
   // before this packs them per call).
   void pack_for_host();
   // int8: out·in codes + 4·out scales (+ 4·in for s⁻¹ when smoothing); fp32 (quantize false):
@@ -50,12 +52,14 @@ class W8A8Linear : public Linear {
   std::vector<float> inv_smooth_;     // [in] s⁻¹; empty when s = 1
   std::vector<std::int8_t> q_;        // [out, in] int8(W diag(s)) (released once packed)
   cpu::PackedPanelsInt8 panels_;      // the same codes and scales in VNNI panels (pack_for_host)
+  cpu::PackedW8Int16 i16_;            // or in the int16 panels (AVX2 without AVX-512: pack_for_host)
   std::vector<float> w_scale_;        // [out]
   std::vector<float> w_smoothed_;     // [out, in] fp32 W diag(s) (quantize false only; released once packed)
   cpu::PackedPanelsF32 f32_;          // the same in fp32 panels (quantize false, pack_for_host)
   mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹
   mutable std::vector<std::int8_t> xq_;  // [n, in] scratch: int8 activations
   mutable std::vector<float> x_scale_;   // [n]
+  mutable std::vector<std::int16_t> xq16_;  // [n, in] xq_ widened into the int16 panels' pair order
 };
 
 // s_j = (max|X_j| / max|W_j|)^α over calibration inputs X and the weight column W_{:, j}; 1 where

@@ -88,12 +88,14 @@ TEST(SmoothQuant, SmoothingLowersTheErrorOnOutlierChannels) {
   EXPECT_EQ(lin->weight_bytes(), 32u * 128 + 4u * 32 + 4u * 128);
 }
 
-// The VNNI panels (pack_for_host, as make_linear does on the host) against the plain int32 loop
-// of an unpacked linear: the same bits for every token and output, and the same dequantised
-// rows, at shapes off the 32-channel panels and the 4-input steps.
+// The packed panels (pack_for_host, as make_linear does on the host: VNNI / AVX2 int8 panels, or
+// on AVX2 builds without AVX-512 and in a multiple of 32 the int16 panels) against the plain
+// int32 loop of an unpacked linear: the same bits for every token and output, and the same
+// dequantised rows, at shapes off the 32-channel panels and the 4-input steps.
 TEST(SmoothQuant, PackedPanelsAreBitIdenticalToThePlainLoop) {
   if (!cpu::gemm_panels_int8_available()) GTEST_SKIP() << "this build has no int8 panels (neither AVX-512 VNNI nor AVX2)";
-  for (const auto& [out, in, n] : {std::tuple{37, 130, 7}, std::tuple{64, 96, 1}, std::tuple{5, 1001, 13}}) {
+  for (const auto& [out, in, n] : {std::tuple{37, 130, 7}, std::tuple{64, 96, 1}, std::tuple{5, 1001, 13},
+                                   std::tuple{40, 576, 9}, std::tuple{33, 1536, 4}}) {
     const Problem p = make_problem(out, in, n, static_cast<std::uint64_t>(out + in));
     const std::vector<float> s = smoothing_scales(p.w, out, in, p.calib.max_abs, 0.5);
     W8A8Linear plain(p.w, out, in, s, true), packed(p.w, out, in, s, true);
