@@ -170,7 +170,7 @@ constexpr int kGgufAmxMinRows = 16;
 struct CpuFormatInfo {
   CpuFormat format;
   const char* name;      // "w8a16"
-  const char* plugins;   // "int8 (default)"
+  const char* plugins;   // "int8 activations = int16 (auto on AVX2)"
   const char* weights;   // "int8 per output channel, fp32 scale"
 };
 const std::vector<CpuFormatInfo>& cpu_formats();
