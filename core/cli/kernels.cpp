@@ -53,11 +53,6 @@ cpu::CpuLinearShape as_built(cpu::CpuFormat f, int out, int in, int group_size, 
   return s;
 }
 
-std::string isa_text(const cpu::CpuIsa& isa) {
-  std::string v = isa.vnni ? "AVX-512 VNNI" : isa.avx512 ? "AVX-512" : isa.avx2 ? "AVX2" : "scalar";
-  return v + ", AMX int8 " + (isa.amx_int8 ? "on" : "off") + ", AMX bf16 " + (isa.amx_bf16 ? "on" : "off");
-}
-
 }  // namespace
 
 int cmd_kernels(const std::vector<std::string>& args) {
@@ -105,7 +100,7 @@ int cmd_kernels(const std::vector<std::string>& args) {
   }
 
   const cpu::CpuIsa isa = cpu::CpuIsa::host();
-  std::cout << "CPU linear kernels on this host (" << isa_text(isa) << "), a linear of " << out << " x " << in
+  std::cout << "CPU linear kernels on this host (" << cpu::cpu_isa_text(isa) << "), a linear of " << out << " x " << in
             << ", int4 groups of " << group << ", GGUF " << type_name << "; columns: token rows per pass\n\n| format | strategies |";
   for (int n : rows) std::cout << " " << n << " |";
   std::cout << "\n|---|---|";

@@ -24,6 +24,11 @@ CpuIsa CpuIsa::host() {
   return isa;
 }
 
+std::string cpu_isa_text(const CpuIsa& isa) {
+  const std::string v = isa.vnni ? "AVX-512 VNNI" : isa.avx512 ? "AVX-512" : isa.avx2 ? "AVX2" : "scalar";
+  return v + ", AMX int8 " + (isa.amx_int8 ? "on" : "off") + ", AMX bf16 " + (isa.amx_bf16 ? "on" : "off");
+}
+
 const CpuKernelInfo& cpu_kernel_info(CpuKernel k) {
   using A = CpuArithmetic;
   static const CpuKernelInfo kInfo[] = {

@@ -10,6 +10,7 @@
 // thresholds are set (docs/kernels.md, "What runs where"; the figures beside each constant).
 #pragma once
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct CpuIsa {
   static CpuIsa host();   // this build on this machine, now
   static CpuIsa scalar() { return {}; }
 };
+
+// "AVX2, AMX int8 off, AMX bf16 off": the vector ISA and the tiles, as `inferlab kernels` heads its
+// table and manifest.json's "cpu_isa" records it (what an "auto" parameter resolved against).
+std::string cpu_isa_text(const CpuIsa& isa);
 
 // A weight format of the CPU linears and the activations it multiplies.
 enum class CpuFormat {

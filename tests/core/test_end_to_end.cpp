@@ -45,7 +45,7 @@ TEST(EndToEnd, QuickstartWritesEveryFileAndColumn) {
   EXPECT_TRUE(cfg["variant"][1]["attention"]["tile"].is_integer());  // flash's default, resolved
 
   const std::string manifest = slurp(dir / "manifest.json");
-  for (const char* key : {"\"git_commit\"", "\"git_dirty\"", "\"compiler\"", "\"cpu\"", "\"config_hash\"", "\"plugins\"",
+  for (const char* key : {"\"git_commit\"", "\"git_dirty\"", "\"compiler\"", "\"cpu\"", "\"cpu_isa\"", "\"config_hash\"", "\"plugins\"",
                           "\"stacks\"", "\"repeat_seeds\"", "\"weights_seed\"", "flash 1.0.0", "\"tokenization\""})
     EXPECT_NE(manifest.find(key), std::string::npos) << key;
 

@@ -204,7 +204,7 @@ document.querySelectorAll('script.manifest').forEach(function (s) {
     a.textContent = k;
     b.textContent = typeof v === 'object' ? JSON.stringify(v) : String(v);
   }
-  ['git_commit', 'git_dirty', 'compiler', 'cpu', 'gpu', 'hardware_threads', 'threads', 'device', 'config_hash',
+  ['git_commit', 'git_dirty', 'compiler', 'cpu', 'cpu_isa', 'gpu', 'hardware_threads', 'threads', 'device', 'config_hash',
    'seed', 'repeats'].forEach(function (k) { row(k, m[k]); });
   if (m.model) row('model', [m.model.name, m.model.hash].filter(Boolean).join(' '));
   if (m.run) row('run status', m.run.status);

@@ -16,6 +16,7 @@
 #include "inferlab/support/sha256.h"
 #include "inferlab/tokenizer/tokenizer.h"
 #include "inferlab/experiment/quantization_rules.h"
+#include "kernels/cpu/linear_plan.h"
 
 namespace inferlab {
 
@@ -67,7 +68,8 @@ std::string manifest_json(const Plan& plan, const Registry& registry, const Mode
   for (std::size_t i = 0; i < spec.overrides.size(); ++i) m << (i ? ", " : "") << json_quote(spec.overrides[i]);
   m << "],\n  \"git_commit\": " << json_quote(commit.empty() ? "unknown" : commit)
     << ",\n  \"git_dirty\": " << (dirty.empty() ? "false" : "true") << ",\n  \"compiler\": " << json_quote(INFERLAB_CXX_COMPILER)
-    << ",\n  \"cpu\": " << json_quote(cpu_model()) << ",\n  \"hardware_threads\": " << std::thread::hardware_concurrency()
+    << ",\n  \"cpu\": " << json_quote(cpu_model()) << ",\n  \"cpu_isa\": " << json_quote(cpu::cpu_isa_text(cpu::CpuIsa::host()))
+    << ",\n  \"hardware_threads\": " << std::thread::hardware_concurrency()
     << ",\n  \"threads\": " << threads << ",\n  \"device\": " << json_quote(device_kind_name(spec.device.kind))
     << ",\n  \"model\": {\"name\": " << json_quote(model.name) << ", \"preset\": " << json_quote(spec.model.preset)
     << ", \"path\": " << json_quote(spec.model.path)

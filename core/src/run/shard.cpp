@@ -164,6 +164,7 @@ MergeOutcome merge_shards(const MergeOptions& options) {
             << ", \"git_commit\": " << json_quote(json_text_at(s.manifest, "git_commit", ""))
             << ", \"git_dirty\": " << (json_text_at(s.manifest, "git_dirty", "false") == "true" ? "true" : "false")
             << ", \"cpu\": " << json_quote(json_text_at(s.manifest, "cpu", ""))
+            << ", \"cpu_isa\": " << json_quote(json_text_at(s.manifest, "cpu_isa", ""))
             << ", \"hardware_threads\": " << json_int_at(s.manifest, "hardware_threads", 0)
             << ", \"threads\": " << json_int_at(s.manifest, "threads", 0) << ", \"cells_done\": " << g.done.size()
             << ", \"cells_failed\": " << failed << ", \"resumes\": " << json_int_at(s.manifest, "run.resumes", 0) << "}";
