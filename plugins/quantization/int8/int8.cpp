@@ -47,12 +47,15 @@ bool w8_group(std::span<const GroupMember> group, std::vector<cpu::GemmPanelsW8O
   return collect_group(group, out, [](const Int8Linear& q) -> const cpu::PackedPanelsW8& { return q.w8_panels(); });
 }
 
-// The group's int16 panels (PackedW8Int16 keeps its codes in `codes`, not `data`).
-bool int16_group(std::span<const GroupMember> group, std::vector<cpu::GemmW8Int16Output>& out) {
+// The group's int16 panels when every member holds them and multiplies the activations as
+// `activations` (int16 blocks, or W8A8's int8 blocks widened: both use these panels, so a group
+// mixing the two under per-layer rules runs member by member).
+bool int16_group(std::span<const GroupMember> group, Int8Activations activations,
+                 std::vector<cpu::GemmW8Int16Output>& out) {
   out.clear();
   for (const GroupMember& m : group) {
     const auto* q = dynamic_cast<const Int8Linear*>(m.linear);
-    if (q == nullptr || q->int16_panels().codes.empty()) return false;
+    if (q == nullptr || q->int16_panels().codes.empty() || q->activations() != activations) return false;
     out.push_back({&q->int16_panels(), m.y});
   }
   return true;
@@ -136,7 +139,7 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
 bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const float* x, int n, Device& device) const {
   if (activations_ == Int8Activations::kInt16 && plan(n) == cpu::CpuKernel::kPanelsW8Int16) {
     thread_local std::vector<cpu::GemmW8Int16Output> members;
-    if (!int16_group(group, members)) return false;
+    if (!int16_group(group, activations_, members)) return false;
     const Int16Blocks a = hold_int16(x, n, in_features());  // once for the group
     cpu::gemm_w8_int16_group(a.xq, a.xs, members, n, cpu_pool(device, "quantization 'int8'"));
     return true;
@@ -149,7 +152,7 @@ bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const flo
   }
   if (!i16_.codes.empty()) {  // W8A8 on the int16 panels
     thread_local std::vector<cpu::GemmW8Int16Output> wide;
-    if (!int16_group(group, wide)) return false;
+    if (!int16_group(group, activations_, wide)) return false;
     ThreadPool& pool = cpu_pool(device, "quantization 'int8'");
     const ActBlocks a = quantize_acts(x, n, in_features(), pool);  // once for the group
     cpu::gemm_w8_int16_group(widen_blocks(a.xq, n, in_features()), a.xs, wide, n, pool);
@@ -167,7 +170,7 @@ bool Int8Linear::try_forward_group_act_blocks(std::span<const GroupMember> group
                                               const float* xs, int n, Device& device) const {
   if (!i16_.codes.empty()) {  // W8A8 on the int16 panels: the blocks widened once for the group
     thread_local std::vector<cpu::GemmW8Int16Output> wide;
-    if (!int16_group(group, wide)) return false;
+    if (!int16_group(group, activations_, wide)) return false;
     cpu::gemm_w8_int16_group(widen_blocks(xq, n, in_features()), xs, wide, n, cpu_pool(device, "quantization 'int8'"));
     return true;
   }

@@ -229,6 +229,11 @@ TEST(Int8Quantization, Int16ActivationsRunTheInt16PanelsWithRowIndependentBits) 
              b = quant.make_linear("b", gaussian(static_cast<std::size_t>(1536) * in, 15, 0.05), 1536, in);
   const Linear* const pair[] = {a.get(), b.get()};
   testing::expect_group_in_one_dispatch(pair, device, 16);
+  // A group mixing int16 and W8A8 members (both may hold these panels): each its own numerics.
+  const auto w8a8 = Int8Quantization(Int8Activations::kInt8)
+                        .make_linear("c", gaussian(static_cast<std::size_t>(96) * in, 21, 0.05), 96, in);
+  const Linear* const mixed[] = {a.get(), w8a8.get()};
+  testing::expect_group_matches_separate(mixed, 4, device, 22);
   // in = 100: no int16 panels; the fp32-activation linear's kernel and bits.
   const std::vector<float> w100 = gaussian(static_cast<std::size_t>(out) * 100, 17, 0.05);
   const auto odd = Int8Quantization(Int8Activations::kInt16).make_linear("odd", w100, out, 100),
