@@ -184,6 +184,15 @@ void quantize_panel_acts_int16(const float* x, int n, int in, std::int16_t* xq, 
     }
 }
 
+PanelActsInt16 quantize_panel_acts_int16(const float* x, int n, int in) {
+  thread_local std::vector<std::int16_t> xq;
+  thread_local std::vector<float> xs;
+  xq.resize(static_cast<std::size_t>(n) * in);
+  xs.resize(static_cast<std::size_t>(n) * (in / kActBlock));
+  quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
+  return {xq.data(), xs.data()};
+}
+
 void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4Panels& w, float* y, int n,
                             ThreadPool& pool) {
   if (n <= 0 || w.out <= 0) return;

@@ -61,6 +61,13 @@ constexpr int int16_pair_slot(int i) { return (i & ~7) + ((i & 1) ? 4 + (i & 7) 
 // x [n, in] (in a multiple of 32) as xq [n, in] int16 in the pair order and xs [n, in / 32]:
 // xq = round(x / xs), xs = max |x| / 32767 per block (0 for an all-zero block).
 void quantize_panel_acts_int16(const float* x, int n, int in, std::int16_t* xq, float* xs);
+// The same into the calling thread's scratch, valid until its next call (the int4 and int8
+// linears' int16 paths).
+struct PanelActsInt16 {
+  const std::int16_t* xq;
+  const float* xs;
+};
+PanelActsInt16 quantize_panel_acts_int16(const float* x, int n, int in);
 // y[n, out] = x · Wᵀ for xq, xs from quantize_panel_acts_int16. Passes of up to 8 token rows as
 // gemm_int4_panels' (no AMX path).
 void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4Panels& w, float* y, int n,

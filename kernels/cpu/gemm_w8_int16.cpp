@@ -73,7 +73,6 @@ struct V {
   static F times(I acc, float s) { return _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xffff, acc), _mm512_set1_ps(s)); }
   static void store(float* y, F sum, const float* scale) { _mm512_storeu_ps(y, _mm512_mul_ps(sum, _mm512_loadu_ps(scale))); }
 };
-constexpr int kOneRowPanels = 4;  // a one-row pass's panels at once (4 streams)
 #else
 struct V {
   using I = __m256i;
@@ -97,9 +96,11 @@ struct V {
   static F times(I acc, float s) { return _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(s)); }
   static void store(float* y, F sum, const float* scale) { _mm256_storeu_ps(y, _mm256_mul_ps(sum, _mm256_loadu_ps(scale))); }
 };
-constexpr int kOneRowPanels = 4;
 #endif
 constexpr int kPerPanel = P / V::kLanes;  // vectors a panel step
+// A one-row pass's panels at once (4 streams): 2 took 1.05-1.10x the time (AVX2, SmolLM2's shapes,
+// 100 copies streamed, one thread, Zen 3, 2026-12-07).
+constexpr int kOneRowPanels = 4;
 
 // R token rows (from r0) against NP panels from p over the whole input: per block, each step's
 // codes widened once for all R rows, the int32 block sums kept in registers (16 ymm: R <= 6 with
@@ -124,10 +125,11 @@ void tile(const Acts& a, int r0, const PackedW8Int16& w, int p, float* y, int ou
     for (int h = 0; h < H; ++h) acc[r][h] = V::zero();
   for (int b = 0; b < blocks; ++b) {
     if constexpr (!kPerToken) {
+      if (b > 0)
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
+        for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-        for (int h = 0; h < H; ++h) acc[r][h] = V::zero();
+          for (int h = 0; h < H; ++h) acc[r][h] = V::zero();
     }
     const std::int8_t* wb = base + static_cast<std::size_t>(b) * kBlockBytes;
     const std::int16_t* xb = x + static_cast<std::size_t>(b) * kBlock;

@@ -142,13 +142,8 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     return;
   }
   if (plan(n) == cpu::CpuKernel::kInt4PanelsInt16) {
-    thread_local std::vector<std::int16_t> xq;
-    thread_local std::vector<float> xs;
-    const int in = in_features();
-    xq.resize(static_cast<std::size_t>(n) * in);
-    xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
-    cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
-    cpu::gemm_int4_panels_int16(xq.data(), xs.data(), panels_, y, n, pool);
+    const cpu::PanelActsInt16 a = cpu::quantize_panel_acts_int16(x, n, in_features());
+    cpu::gemm_int4_panels_int16(a.xq, a.xs, panels_, y, n, pool);
     return;
   }
   if (plan(n) == cpu::CpuKernel::kInt4PanelsF32) {
@@ -160,12 +155,11 @@ void Int4Linear::forward(const float* x, float* y, int n, Device& device) const 
     // No int16 panels here (a build without AVX-512 VNNI): the same int16 blocks, as fp32 values
     // (xq * xs, exact) into the fp32 kernel, so the parameter gives its activations' numerics.
     const int in = in_features(), blocks = in / ref::kActBlock;
-    thread_local std::vector<std::int16_t> xq;
-    thread_local std::vector<float> xs, rounded;
-    xq.resize(static_cast<std::size_t>(n) * in);
-    xs.resize(static_cast<std::size_t>(n) * blocks);
-    rounded.resize(xq.size());
-    cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
+    const cpu::PanelActsInt16 a = cpu::quantize_panel_acts_int16(x, n, in);
+    const std::int16_t* xq = a.xq;
+    const float* xs = a.xs;
+    thread_local std::vector<float> rounded;
+    rounded.resize(static_cast<std::size_t>(n) * in);
     for (int r = 0; r < n; ++r)
       for (int b = 0; b < blocks; ++b) {
         const std::size_t at = static_cast<std::size_t>(r) * in + static_cast<std::size_t>(b) * ref::kActBlock;

@@ -69,20 +69,6 @@ const std::int16_t* widen_blocks(const std::int8_t* xq, int n, int in) {
   return wide.data();
 }
 
-// x [n, in] (in a multiple of 32) as int16 per 32-block into this thread's scratch.
-struct Int16Blocks {
-  const std::int16_t* xq;
-  const float* xs;
-};
-Int16Blocks hold_int16(const float* x, int n, int in) {
-  thread_local std::vector<std::int16_t> xq;
-  thread_local std::vector<float> xs;
-  xq.resize(static_cast<std::size_t>(n) * in);
-  xs.resize(static_cast<std::size_t>(n) * ref::act_blocks(in));
-  cpu::quantize_panel_acts_int16(x, n, in, xq.data(), xs.data());
-  return {xq.data(), xs.data()};
-}
-
 }  // namespace
 
 Int8Activations int8_cpu_activations(const std::string& activations) {
@@ -124,7 +110,7 @@ void Int8Linear::forward(const float* x, float* y, int n, Device& device) const 
   if (activations_ != Int8Activations::kInt8) {
     switch (plan(n)) {
       case cpu::CpuKernel::kPanelsW8Int16: {
-        const Int16Blocks a = hold_int16(x, n, in_features());
+        const cpu::PanelActsInt16 a = cpu::quantize_panel_acts_int16(x, n, in_features());
         cpu::gemm_w8_int16(a.xq, a.xs, i16_, y, n, pool);
         return;
       }
@@ -140,7 +126,7 @@ bool Int8Linear::try_forward_group(std::span<const GroupMember> group, const flo
   if (activations_ == Int8Activations::kInt16 && plan(n) == cpu::CpuKernel::kPanelsW8Int16) {
     thread_local std::vector<cpu::GemmW8Int16Output> members;
     if (!int16_group(group, activations_, members)) return false;
-    const Int16Blocks a = hold_int16(x, n, in_features());  // once for the group
+    const cpu::PanelActsInt16 a = cpu::quantize_panel_acts_int16(x, n, in_features());  // once for the group
     cpu::gemm_w8_int16_group(a.xq, a.xs, members, n, cpu_pool(device, "quantization 'int8'"));
     return true;
   }
