@@ -252,8 +252,13 @@ void run_panels(const Problem<Load>& pb, int p0, int p1) {
       for (int k0 = 0; k0 < in; k0 += kDepth) block_times_rows(pb, p, k0, std::min(kDepth, in - k0), pb.ahead);
     return;
   }
+  // Each block's first tile prefetches the block the next panel brings at this depth (a panel's
+  // bytes on: block_times_rows' `ahead`; a full next panel's), which no hardware prefetcher guesses: 16-row f16 passes
+  // 0.88x the time without it, 32 rows 0.94x, 128 rows 0.98x, same bits (5632 x 2048 x4 streamed,
+  // 2 threads, Zen 3, 2026-12-07, in-process alternating, 30 pairs; an A/A of one build 1.00).
+  const int next_panel = static_cast<int>(static_cast<std::size_t>(kPanel) * in * sizeof(typename Load::Storage));
   for (int k0 = 0; k0 < in; k0 += kDepth)
-    for (int p = p0; p < p1; ++p) block_times_rows(pb, p, k0, std::min(kDepth, in - k0));
+    for (int p = p0; p < p1; ++p) block_times_rows(pb, p, k0, std::min(kDepth, in - k0), p + 1 < p1 && (p + 2) * kPanel <= pb.out ? next_panel : 0);
 }
 
 // One matrix of a group reading the same x: W [out, in] in panels of Load::Storage, y [n, out].
