@@ -20,6 +20,16 @@ double weight_at(const std::uint8_t* packed, const float* scale, const std::uint
 
 }  // namespace
 
+Int4GroupGrid int4_group_grid(float lo, float hi, float amax, bool asymmetric) {
+  if (!asymmetric) return {amax / 7.0f, kInt4SymmetricZero};
+  const float s = (hi - lo) / 15.0f;
+  return {s, s > 0.0f ? std::clamp(std::lround(-lo / s), 0L, 15L) : 0L};
+}
+
+int int4_code(float w, Int4GroupGrid grid) {
+  return static_cast<int>(std::clamp((grid.scale > 0.0f ? std::lround(w / grid.scale) : 0L) + grid.zero, 0L, 15L));
+}
+
 void quantize_int4_groups(const float* w, int out, int in, int group_size, std::uint8_t* packed,
                           float* scale, std::uint8_t* zero) {
   const int G = int4_groups(in, group_size);
@@ -37,20 +47,11 @@ void quantize_int4_groups(const float* w, int out, int in, int group_size, std::
         amax = std::max(amax, std::fabs(row[i]));
       }
       const std::size_t og = static_cast<std::size_t>(o) * G + g;
-      float s = 0.0f;
-      long z = kInt4SymmetricZero;
-      if (zero) {
-        s = (hi - lo) / 15.0f;
-        z = s > 0.0f ? std::clamp(std::lround(-lo / s), 0L, 15L) : 0L;
-        zero[og] = static_cast<std::uint8_t>(z);
-      } else {
-        s = amax / 7.0f;
-      }
-      scale[og] = s;
-      for (int i = k0; i < k1; ++i) {
-        const long u = std::clamp((s > 0.0f ? std::lround(row[i] / s) : 0L) + z, 0L, 15L);
-        prow[i / 2] = static_cast<std::uint8_t>(prow[i / 2] | (u << ((i & 1) * 4)));
-      }
+      const Int4GroupGrid grid = int4_group_grid(lo, hi, amax, zero != nullptr);
+      if (zero) zero[og] = static_cast<std::uint8_t>(grid.zero);
+      scale[og] = grid.scale;
+      for (int i = k0; i < k1; ++i)
+        prow[i / 2] = static_cast<std::uint8_t>(prow[i / 2] | (int4_code(row[i], grid) << ((i & 1) * 4)));
     }
   }
 }

@@ -34,6 +34,16 @@ inline constexpr int kInt4SymmetricZero = 8;
 // code 8 if symmetric), so it dequantizes to exactly 0. Rounding is half away from zero.
 void quantize_int4_groups(const float* w, int out, int in, int group_size, std::uint8_t* packed,
                           float* scale, std::uint8_t* zero);
+// quantize_int4_groups' rule for one group, from lo = min(min w, 0), hi = max(max w, 0) and
+// a = max |w| over it: its scale and zero point (kInt4SymmetricZero when symmetric).
+struct Int4GroupGrid {
+  float scale;
+  long zero;
+};
+Int4GroupGrid int4_group_grid(float lo, float hi, float amax, bool asymmetric);
+// The code of weight w on that grid: clamp(round(w / scale) + zero, 0, 15), rounding half away
+// from zero (std::lround); zero itself when the scale is 0.
+int int4_code(float w, Int4GroupGrid grid);
 
 // w: [out, in] = scale * (u - zero), the exact values the codes stand for (computed in double,
 // rounded once to float).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "inferlab/error.h"
@@ -13,6 +14,7 @@
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int4_act.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/cpu/quantize_int4.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/matmul_int4.h"
 #include "matmul_checks.h"
@@ -81,6 +83,46 @@ TEST(QuantizeInt4Groups, ScalesZerosCodesAndRoundingError) {
       EXPECT_EQ(q.zero[1 * G + 0], 0);       // all-zero group: zero point 0
       EXPECT_EQ(q.zero[2 * G + 1], 0);       // all-positive group: range [0, max], zero 0
       EXPECT_EQ(code(q.packed, in, 2, 31), 15);
+    }
+  }
+}
+
+// cpu::quantize_int4_groups writes the reference's bytes, scales and zero points: random rows over
+// awkward shapes (groups not a multiple of 8, a partial last group, odd in), and rows built to hit
+// the rounding's ties (w / scale exactly k + 0.5), zeros of both signs, subnormals, and groups
+// holding a NaN or an infinity (which take the scalar rule).
+TEST(QuantizeInt4Groups, FastMatchesRefBitForBit) {
+  ThreadPool pool(2);
+  struct Shape {
+    int out, in, gs;
+  };
+  for (const Shape s : {Shape{7, 256, 128}, Shape{5, 77, 32}, Shape{3, 129, 64}, Shape{4, 40, 20}, Shape{2, 9, 9},
+                        Shape{6, 300, 24}, Shape{1, 5, 8}}) {
+    for (const bool symmetric : {true, false}) {
+      std::vector<float> w = testing::random_normal(static_cast<std::size_t>(s.out) * s.in,
+                                                    static_cast<std::uint64_t>(s.out * 1000 + s.in + s.gs + symmetric), 0.5);
+      for (std::size_t k = 0; k < w.size(); k += 3) w[k] *= 1e-3f;
+      // Row 0, group 0: ties. Its extreme values fix the scale: hi = 7.5, lo = -7.5 (symmetric:
+      // scale 7.5 / 7) or lo = -7 (asymmetric: scale 1), so k + 0.5 lands on a tie.
+      for (int i = 0; i < std::min(s.gs, s.in); ++i) w[static_cast<std::size_t>(i)] = -7.0f + 0.5f * static_cast<float>(i % 30);
+      if (s.out > 1) {  // row 1: signed zeros and subnormals
+        for (int i = 0; i < s.in; ++i) w[static_cast<std::size_t>(s.in + i)] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : 1e-40f * static_cast<float>(i % 7 - 3);
+      }
+      if (s.out > 2) {  // row 2: a NaN and an infinity
+        w[static_cast<std::size_t>(2 * s.in)] = std::nanf("");
+        w[static_cast<std::size_t>(2 * s.in + s.in - 1)] = -INFINITY;
+      }
+      const Quantized want(w, s.out, s.in, s.gs, symmetric);
+      std::vector<std::uint8_t> packed(want.packed.size(), 0xAB), zero(want.zero.size(), 0xCD);
+      std::vector<float> scale(want.scale.size(), -1.0f);
+      cpu::quantize_int4_groups(w.data(), s.out, s.in, s.gs, packed.data(), scale.data(), symmetric ? nullptr : zero.data(),
+                                pool);
+      SCOPED_TRACE(::testing::Message() << s.out << " x " << s.in << " gs " << s.gs << (symmetric ? " symmetric" : " asymmetric"));
+      EXPECT_EQ(packed, want.packed);
+      EXPECT_EQ(zero, want.zero);
+      ASSERT_EQ(scale.size(), want.scale.size());
+      for (std::size_t k = 0; k < scale.size(); ++k)
+        EXPECT_EQ(std::memcmp(&scale[k], &want.scale[k], sizeof(float)), 0) << "scale " << k << ": " << scale[k] << " vs " << want.scale[k];
     }
   }
 }

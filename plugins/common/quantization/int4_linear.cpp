@@ -4,10 +4,12 @@
 #include <cmath>
 
 #include "inferlab/error.h"
+#include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int4_act.h"
 #include "kernels/cpu/matmul_int8_act.h"
+#include "kernels/cpu/quantize_int4.h"
 #include "kernels/ref/matmul_int8.h"
 #include "kernels/ref/matmul_int4.h"
 
@@ -71,8 +73,9 @@ Int4Linear::Int4Linear(const std::vector<float>& weight, int out, int in, int gr
   rows_.packed.resize(static_cast<std::size_t>(out) * ref::int4_row_bytes(in));
   rows_.scale.resize(cells);
   if (!symmetric) rows_.zero.resize(cells);
-  ref::quantize_int4_groups(weight.data(), out, in, group_size, rows_.packed.data(), rows_.scale.data(),
-                            symmetric ? nullptr : rows_.zero.data());
+  ThreadPool pool;  // all cores, as the seeded weights are drawn (core/src/model/weights.cpp)
+  cpu::quantize_int4_groups(weight.data(), out, in, group_size, rows_.packed.data(), rows_.scale.data(),
+                            symmetric ? nullptr : rows_.zero.data(), pool);
 }
 
 Int4Linear::Int4Linear(int out, int in, int group_size, std::vector<std::uint8_t> packed, std::vector<float> scale,

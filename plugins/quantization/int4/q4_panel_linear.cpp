@@ -1,9 +1,11 @@
 #include "q4_panel_linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "inferlab/error.h"
+#include "inferlab/thread_pool.h"
 #include "inferlab/formats/formats.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "inferlab/gguf_blocks.h"
@@ -92,11 +94,16 @@ std::optional<std::vector<std::uint8_t>> quantize_q4_blocks(const std::vector<fl
   const std::size_t block_bytes = ggml_tensor_bytes(type, kBlock);
   if (!std::all_of(w.begin(), w.end(), [](float v) { return std::isfinite(v); })) return std::nullopt;
   std::vector<std::uint8_t> blocks(count / kBlock * block_bytes);
-  for (std::size_t b = 0; b < count / kBlock; ++b) {
-    const bool fits = symmetric ? quantize_q4_0_block(w.data() + b * kBlock, blocks.data() + b * block_bytes)
-                                : quantize_q4_1_block(w.data() + b * kBlock, blocks.data() + b * block_bytes);
-    if (!fits) return std::nullopt;
-  }
+  std::atomic<bool> all_fit{true};
+  ThreadPool pool;  // blocks across all cores at load: each block is its own
+  pool.parallel_for(count / kBlock, [&](std::size_t b0, std::size_t b1) {
+    for (std::size_t b = b0; b < b1 && all_fit.load(std::memory_order_relaxed); ++b) {
+      const bool fits = symmetric ? quantize_q4_0_block(w.data() + b * kBlock, blocks.data() + b * block_bytes)
+                                  : quantize_q4_1_block(w.data() + b * kBlock, blocks.data() + b * block_bytes);
+      if (!fits) all_fit.store(false, std::memory_order_relaxed);
+    }
+  }, 512);
+  if (!all_fit.load()) return std::nullopt;
   return blocks;
 }
 

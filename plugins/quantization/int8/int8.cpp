@@ -1,6 +1,9 @@
 #include "int8.h"
 
+#include <algorithm>
+
 #include "inferlab/error.h"
+#include "inferlab/thread_pool.h"
 #include "kernels/cpu/gemm_int4_panels.h"
 #include "kernels/cpu/matmul_int8.h"
 #include "kernels/cpu/matmul_int8_act.h"
@@ -88,7 +91,11 @@ Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, Int8Ac
   check(out > 0 && in > 0 && weight.size() == static_cast<std::size_t>(out) * in,
         "quantization 'int8': weight holds " + std::to_string(weight.size()) +
             " values, expected out*in = " + std::to_string(out) + "*" + std::to_string(in));
-  ref::quantize_int8_rows(weight.data(), out, in, q_.data(), scale_.data());
+  ThreadPool pool;  // rows across all cores at load: each row's codes and scale are its own
+  const std::size_t w = static_cast<std::size_t>(in);
+  pool.parallel_for(static_cast<std::size_t>(out), [&](std::size_t o0, std::size_t o1) {
+    ref::quantize_int8_rows(weight.data() + o0 * w, static_cast<int>(o1 - o0), in, q_.data() + o0 * w, scale_.data() + o0);
+  }, std::max<std::size_t>(1, 16384 / w));
 }
 
 cpu::CpuFormat Int8Linear::format() const {
