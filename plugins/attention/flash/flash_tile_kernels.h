@@ -193,7 +193,9 @@ struct ScoreBlock {
     VecN acc[MV][NC * kPer] = {};
     for (int c = 0; c < d; ++c)
       rank1_update<MV, NC>(acc, k_t + static_cast<std::size_t>(c) * k_stride, qs + c, static_cast<std::size_t>(d));
+#pragma GCC unroll 8
     for (int v = 0; v < MV; ++v)
+#pragma GCC unroll 8
       for (int k = 0; k < NC * kPer; ++k)
         std::memcpy(s + static_cast<std::size_t>(v) * s_stride + k * kNativeLanes, &acc[v][k], sizeof(VecN));
   }
@@ -208,15 +210,25 @@ template <int MV, int NC>
 struct PvBlock {
   static void run(const float* p, int p_stride, int p_step, const float* const* v_rows, int n, int c0,
                   const float* alpha, float* acc, int d) {
+    // Every loop over the tile unrolled, so that it stays in registers: a rolled one here left it
+    // on the stack, each vector loaded as two halves and reloaded whole (a store-forwarding stall
+    // per vector and call; a quarter of PvBlock's samples in SmolLM2's decode, perf, Zen 3).
     VecN a[MV][NC * kPer];
+#pragma GCC unroll 8
     for (int v = 0; v < MV; ++v)
+#pragma GCC unroll 8
       for (int k = 0; k < NC * kPer; ++k) {
         std::memcpy(&a[v][k], acc + static_cast<std::size_t>(v) * d + c0 + k * kNativeLanes, sizeof(VecN));
         a[v][k] *= alpha[v];
       }
-    for (int j = 0; j < n; ++j)
+    for (int j = 0; j < n; ++j) {
+      if (j + 8 < n)  // the V row 8 positions on (see lane_scores_l)
+        for (int k = 0; k < NC * kLanes; k += 16) __builtin_prefetch(v_rows[j + 8] + c0 + k);
       rank1_update<MV, NC>(a, v_rows[j] + c0, p + static_cast<std::size_t>(j) * p_step, static_cast<std::size_t>(p_stride));
+    }
+#pragma GCC unroll 8
     for (int v = 0; v < MV; ++v)
+#pragma GCC unroll 8
       for (int k = 0; k < NC * kPer; ++k)
         std::memcpy(acc + static_cast<std::size_t>(v) * d + c0 + k * kNativeLanes, &a[v][k], sizeof(VecN));
   }
@@ -235,12 +247,25 @@ inline constexpr auto kScoreKernels =
     kernel_table<ScoreBlock>(std::make_integer_sequence<int, kBlockVectors>{});
 inline constexpr auto kPvKernels = kernel_table<PvBlock>(std::make_integer_sequence<int, kBlockVectors>{});
 
+// Vec16 chunks per micro-kernel call for mv vectors: the most (up to kBlockChunks) whose
+// accumulators (mv x nc x kPer), one row's nc x kPer vectors and a broadcast fit the register
+// file. One register more and GCC 12 keeps an accumulator on the stack, chaining every step's FMA
+// through a store and its reload: on AVX2, 3 vectors x 2 chunks need 17 ymm (PvBlock<3, 2> spent
+// 45 % of its samples on that store, perf annotate, Zen 3).
+constexpr int kVectorRegisters = kNativeLanes == 16 ? 32 : 16;
+constexpr int fitting_chunks(int mv) {
+  int nc = kBlockChunks;
+  while (nc > 1 && mv * nc * kPer + nc * kPer + 1 > kVectorRegisters) --nc;
+  return nc;
+}
+
 // Scores of `mv` vectors over tile columns [0, n), rounded up to whole Vec16s (the extra
 // columns read stale but finite K^T columns; the softmax masks them).
 inline void block_scores(const float* qs, int mv, int d, const float* k_t, int k_stride, int n,
                          float* s, int s_stride) {
-  for (int j0 = 0; j0 < n; j0 += kBlockColumns) {
-    const int nc = std::min(kBlockChunks, (n - j0 + kLanes - 1) / kLanes);
+  const int chunks = fitting_chunks(mv);
+  for (int j0 = 0; j0 < n; j0 += chunks * kLanes) {
+    const int nc = std::min(chunks, (n - j0 + kLanes - 1) / kLanes);
     kScoreKernels[static_cast<std::size_t>(mv - 1)][static_cast<std::size_t>(nc - 1)](
         qs, d, k_t + j0, k_stride, s + j0, s_stride);
   }
@@ -251,8 +276,9 @@ inline void block_scores(const float* qs, int mv, int d, const float* k_t, int k
 inline void block_pv(const float* p, int mv, int p_stride, const float* const* v_rows, int n,
                      const float* alpha, float* acc, int d, int p_step = 1) {
   const int d_vec = d / kLanes * kLanes;
-  for (int c0 = 0; c0 < d_vec; c0 += kBlockColumns) {
-    const int nc = std::min(kBlockChunks, (d_vec - c0) / kLanes);
+  const int chunks = fitting_chunks(mv);
+  for (int c0 = 0; c0 < d_vec; c0 += chunks * kLanes) {
+    const int nc = std::min(chunks, (d_vec - c0) / kLanes);
     kPvKernels[static_cast<std::size_t>(mv - 1)][static_cast<std::size_t>(nc - 1)](
         p, p_stride, p_step, v_rows, n, c0, alpha, acc, d);
   }
@@ -381,6 +407,12 @@ void lane_scores_l(const float* qt, int d, const float* const* k_rows, int n, fl
     for (int j = 0; j < kLanePositions; ++j) rows[j] = k_rows[j0 + std::min(j, n - j0 - 1)];
     VecN acc[kLanePositions];
     for (int j = 0; j < kLanePositions; ++j) acc[j] = VecN{};
+    // The next 8 positions' K rows asked for now (the rows of a paged cache are scattered, so no
+    // hardware prefetcher runs ahead of them): with the V rows' below, SmolLM2's decode attention
+    // over 1500 positions, 4 sequences x 30 layers streamed from DRAM, 0.80-0.85x the time
+    // (one thread, Zen 3, 2026-12-07; 16 or 32 positions ahead: 0.86-0.89x).
+    for (int j = j0 + kLanePositions; j < std::min(n, j0 + 2 * kLanePositions); ++j)
+      for (int c = 0; c < d; c += 16) __builtin_prefetch(k_rows[j] + c);
     for (int c = 0; c < d; c += L) {
       VecN q;
       std::memcpy(&q, qt + static_cast<std::size_t>(c / L) * kNativeLanes, sizeof q);

@@ -238,10 +238,13 @@ class OpScope {
 
 // The host: memory is ordinary memory, ops run on a thread pool with the AVX2 kernels of
 // kernels/cpu, timing is the steady clock.
+struct CpuHugeBlocks;  // device.cpp
+
 class CpuDevice final : public ComputeDevice {
  public:
   // threads <= 0 picks std::thread::hardware_concurrency().
   explicit CpuDevice(int threads = 0);
+  ~CpuDevice();
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   std::string describe() const override;
   ThreadPool& pool() { return pool_; }
@@ -295,6 +298,9 @@ class CpuDevice final : public ComputeDevice {
   };
   std::vector<OpenOp> open_;  // innermost last
   double timer_overhead_s_ = 0;
+  // Allocations of a huge page or more (the KV cache, activation buffers of long prompts) sit
+  // on huge pages (inferlab/huge_pages.h): their sizes, for deallocate.
+  std::unique_ptr<CpuHugeBlocks> huge_;
 };
 
 // The CPU thread pool of a device that must be a CpuDevice; throws Error naming `who` otherwise
