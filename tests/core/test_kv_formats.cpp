@@ -19,6 +19,7 @@
 #include "inferlab/ggml_types.h"
 #include "inferlab/kv/kv_storage.h"
 #include "inferlab/model/model_config.h"
+#include "inferlab/paged_kv.h"
 #include "inferlab/results/quality.h"
 #include "inferlab/plugin/registry.h"
 #include "inferlab/support/rng.h"
@@ -42,6 +43,50 @@ KvFormat format(const char* dtypes, int group = 32, int first = 0, int last = 0)
   f.f32_first_layers = first;
   f.f32_last_layers = last;
   return f;
+}
+
+// kv_dequantize_row's vector loops give every value the scalar rule's bits: int8 s * q, int4
+// lo + s * q in one rounding where the build has FMA (two without), f16 / bf16 widened exactly;
+// rows of whole groups of 8, groups with tails (12, 20) and a row shorter than a vector.
+TEST(KvFormats, DequantiseRowGivesTheScalarRuleBitForBit) {
+  Rng rng(11);
+  for (const int d : {64, 40, 24, 6}) {
+    for (const int g : {d, d / 2}) {
+      if (g % 2 != 0) continue;
+      for (const KvDtype dtype : {KvDtype::kInt8, KvDtype::kInt4, KvDtype::kF16, KvDtype::kBf16}) {
+        std::vector<unsigned char> codes(kv_code_bytes(dtype, d));
+        for (auto& b : codes) b = static_cast<unsigned char>(rng.next_u64() & 0xFF);
+        if (kv_dtype_half(dtype))  // finite halves only: clear each value's exponent top bit
+          for (std::size_t i = 1; i < codes.size(); i += 2) codes[i] &= 0xBF;
+        std::vector<float> params(std::max<std::size_t>(kv_param_floats(dtype, d, g), 1));
+        for (auto& p : params) p = static_cast<float>(rng.uniform() * 2.0 - 0.5);
+        std::vector<float> got(static_cast<std::size_t>(d), -1.0f), want(static_cast<std::size_t>(d));
+        kv_dequantize_row(dtype, g, codes.data(), params.data(), d, got.data());
+        for (int c = 0; c < d; ++c) {
+          const int gi = c / g;
+          float w = 0.0f;
+          if (dtype == KvDtype::kInt8) {
+            w = params[static_cast<std::size_t>(gi)] * static_cast<float>(static_cast<signed char>(codes[static_cast<std::size_t>(c)]));
+          } else if (dtype == KvDtype::kInt4) {
+            const int q = (codes[static_cast<std::size_t>(c / 2)] >> (4 * (c % 2))) & 0x0F;
+            const float s = params[static_cast<std::size_t>(2 * gi)], lo = params[static_cast<std::size_t>(2 * gi + 1)];
+#if defined(__FMA__)
+            w = std::fma(s, static_cast<float>(q), lo);
+#else
+            w = lo + s * static_cast<float>(q);
+#endif
+          } else {
+            std::uint16_t h;
+            std::memcpy(&h, codes.data() + 2 * c, 2);
+            w = dtype == KvDtype::kF16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+          }
+          want[static_cast<std::size_t>(c)] = w;
+        }
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << kv_dtype_name(dtype) << " d " << d << " g " << g;
+      }
+    }
+  }
 }
 
 // Rows with an outlier channel (as keys have): every element comes back within half a step of
