@@ -43,7 +43,7 @@ void quantize_row(const float* row, int in, int group_size, std::uint8_t* prow, 
     const int k0 = g * group_size, k1 = std::min(in, k0 + group_size);
     float lo = 0.0f, hi = 0.0f, amax = 0.0f;
     int i = k0;
-    bool vector = false;
+    [[maybe_unused]] bool vector = false;  // AVX2 builds: the range came from the vector loop
 #if defined(__AVX2__)
     if (k1 - k0 >= 8) {
       const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
