@@ -1,6 +1,7 @@
 // Paged KV in the base library: the dtypes' row routines and the attention-batch contract check
 // (inferlab/paged_kv.h).
 #include "inferlab/paged_kv.h"
+#include "inferlab/paged_kv_rows.h"
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -94,11 +95,8 @@ void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, f
 }
 
 void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out) {
-  // The AVX2 loops compute each value as the scalar loops below do (the same products, int4's
-  // one fused multiply-add, exact half-precision widening), 8 at a time: the attention kernels
-  // call this per position and side, and the scalar rows had cost int8 (groups of 16) 17 ns, int4
-  // 44 ns and f16 170 ns a row of 64 (Zen 3), more than the attention arithmetic they feed
-  // (now 11.5, 13.9 and 6.2 ns). Tails past a multiple of 8 take the scalar loops.
+  // f16 / bf16 8 values at a time on AVX2 (the widening is exact: the scalar conversion's bits;
+  // 170 -> 6.5 ns a row of 64, Zen 3), int8 / int4 through the inline row helpers (paged_kv_rows.h).
   int c0 = 0;  // f16 / bf16: values done by the vector loop
   if (kv_dtype_half(dtype)) {
     const auto* h = static_cast<const std::uint16_t*>(codes);
@@ -118,48 +116,10 @@ void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* par
     return;
   }
   if (dtype == KvDtype::kInt8) {
-    const auto* q = static_cast<const signed char*>(codes);
-    for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
-      const float s = params[gi];
-      int c = g0;
-#if defined(__AVX2__)
-      const __m256 sv = _mm256_set1_ps(s);
-      for (; c + 8 <= g0 + g; c += 8) {
-        const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
-        _mm256_storeu_ps(out + c, _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))));
-      }
-#endif
-      for (; c < g0 + g; ++c) out[c] = s * static_cast<float>(q[c]);
-    }
+    kv_dequantize_int8_row(static_cast<const signed char*>(codes), params, g, d, out);
     return;
   }
-  const auto* q = static_cast<const unsigned char*>(codes);
-  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
-    const float s = params[2 * gi], lo = params[2 * gi + 1];
-    int c = g0;
-#if defined(__AVX2__) && defined(__FMA__)
-    const __m256 sv = _mm256_set1_ps(s), lov = _mm256_set1_ps(lo);
-    const __m128i nibble = _mm_set1_epi8(0x0F);
-    for (; c + 8 <= g0 + g; c += 8) {
-      std::uint32_t word;
-      std::memcpy(&word, q + c / 2, sizeof word);
-      const __m128i b = _mm_cvtsi32_si128(static_cast<int>(word));
-      // bytes [b0 & 15, b0 >> 4, b1 & 15, b1 >> 4, ...]: element c in the low nibble of byte c / 2
-      const __m128i u = _mm_unpacklo_epi8(_mm_and_si128(b, nibble), _mm_and_si128(_mm_srli_epi16(b, 4), nibble));
-      _mm256_storeu_ps(out + c, _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u)), lov));
-    }
-#endif
-    for (; c < g0 + g; c += 2) {
-      const unsigned char b = q[c / 2];
-#if defined(__FMA__)  // one rounding, as the vector loop's (and as GCC contracts lo + s * q)
-      out[c] = std::fma(s, static_cast<float>(b & 0x0F), lo);
-      out[c + 1] = std::fma(s, static_cast<float>(b >> 4), lo);
-#else
-      out[c] = lo + s * static_cast<float>(b & 0x0F);
-      out[c + 1] = lo + s * static_cast<float>(b >> 4);
-#endif
-    }
-  }
+  kv_dequantize_int4_row(static_cast<const unsigned char*>(codes), params, g, d, out);
 }
 
 float kv_row_error_bound(KvDtype dtype, int g, const float* x, int d) {

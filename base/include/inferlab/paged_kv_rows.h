@@ -1,0 +1,65 @@
+// The int8 / int4 KV rows' dequantisation as inline functions: kv_dequantize_row's definition for
+// those dtypes (base/src/paged_kv.cpp calls them), for attention kernels that dequantise a tile's
+// rows in their own loop instead of through KvLayerView::k_row / v_row's call per row.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__AVX2__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
+
+namespace inferlab {
+
+// The int8 and int4 rows of kv_dequantize_row (inferlab/paged_kv.h; it calls these), inline for
+// the CPU attention kernels that dequantise a tile's rows themselves (flash's resolve_tile), once
+// per position and side: 8 values at a time on
+// AVX2 with the scalar rule's bits (int8 s · q; int4 lo + s · q in one rounding where the build has
+// FMA), the scalar loop for the values past a group's last multiple of 8. A rolled scalar row had
+// cost int8 (groups of 16) 17 ns, int4 44 ns a row of 64, and the calls around it 4-5 ns more
+// (Zen 3, 2026-12-07): more than the attention arithmetic each row feeds.
+inline void kv_dequantize_int8_row(const signed char* q, const float* scales, int g, int d, float* out) {
+  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
+    const float s = scales[gi];
+    int c = g0;
+#if defined(__AVX2__) && !defined(__CUDACC__)
+    const __m256 sv = _mm256_set1_ps(s);
+    for (; c + 8 <= g0 + g; c += 8) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c));
+      _mm256_storeu_ps(out + c, _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b))));
+    }
+#endif
+    for (; c < g0 + g; ++c) out[c] = s * static_cast<float>(q[c]);
+  }
+}
+inline void kv_dequantize_int4_row(const unsigned char* q, const float* params, int g, int d, float* out) {
+  for (int g0 = 0, gi = 0; g0 < d; g0 += g, ++gi) {
+    const float s = params[2 * gi], lo = params[2 * gi + 1];
+    int c = g0;
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__CUDACC__)
+    const __m256 sv = _mm256_set1_ps(s), lov = _mm256_set1_ps(lo);
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    for (; c + 8 <= g0 + g; c += 8) {
+      std::uint32_t word;
+      std::memcpy(&word, q + c / 2, sizeof word);
+      const __m128i b = _mm_cvtsi32_si128(static_cast<int>(word));
+      // bytes [b0 & 15, b0 >> 4, b1 & 15, b1 >> 4, ...]: element c in the low nibble of byte c / 2
+      const __m128i u = _mm_unpacklo_epi8(_mm_and_si128(b, nibble), _mm_and_si128(_mm_srli_epi16(b, 4), nibble));
+      _mm256_storeu_ps(out + c, _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u)), lov));
+    }
+#endif
+    for (; c < g0 + g; c += 2) {
+      const unsigned char b = q[c / 2];
+#if defined(__FMA__)  // one rounding, as the vector loop's (and as GCC contracts lo + s * q)
+      out[c] = std::fma(s, static_cast<float>(b & 0x0F), lo);
+      out[c + 1] = std::fma(s, static_cast<float>(b >> 4), lo);
+#else
+      out[c] = lo + s * static_cast<float>(b & 0x0F);
+      out[c + 1] = lo + s * static_cast<float>(b >> 4);
+#endif
+    }
+  }
+}
+
+}  // namespace inferlab
