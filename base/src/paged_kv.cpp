@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
 #include <string>
 
@@ -97,9 +96,9 @@ void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, f
 void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out) {
   // f16 / bf16 8 values at a time on AVX2 (the widening is exact: the scalar conversion's bits;
   // 170 -> 6.5 ns a row of 64, Zen 3), int8 / int4 through the inline row helpers (paged_kv_rows.h).
-  int c0 = 0;  // f16 / bf16: values done by the vector loop
   if (kv_dtype_half(dtype)) {
     const auto* h = static_cast<const std::uint16_t*>(codes);
+    int c0 = 0;  // values done by the vector loop
 #if defined(__AVX2__) && defined(__F16C__)
     for (; c0 + 8 <= d; c0 += 8) {
       const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c0));
