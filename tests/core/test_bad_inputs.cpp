@@ -102,9 +102,11 @@ TEST(BadInputs, ExperimentFiles) {
       {"non-ASCII after a value", std::string(kModel) + "[experiment]\nrepeats = 1 \xce\xb3\n", {},
        {":4: a non-ASCII character outside a quoted string", "allowed: ASCII there"}},
       {"non-ASCII in an array", std::string(kModel) + "[workload]\nclass_mix = [1, \xc2\xa7]\n", {}, {":4: a non-ASCII"}},
-      {"line-ending backslash then non-ASCII",
-       std::string(kModel) + "[experiment]\ndescription = \"\"\"\\\n  \xc2\xa7\"\"\"\n", {},
-       {":4: a line-ending backslash in a multi-line string is followed by a non-ASCII character"}},
+      // toml++ 3.3 asks whether a quoted key's characters are whitespace, and reached
+      // __builtin_unreachable for most non-ASCII ones (inferlab/experiment/tomlpp.h compiles the
+      // answer in); the key must come back whole in the message.
+      {"non-ASCII quoted key", std::string(kModel) + "[experiment]\n\"caf\xc3\xa9\xc3\x91\" = 1\n", {},
+       {":4:", "unknown key 'caf\xc3\xa9\xc3\x91' in [experiment]"}},
       {"table header starting with '&'", std::string(kModel) + "[&\n", {}, {":3: a table header starting with '&'"}},
       {"array-of-tables header starting with '.'", std::string(kModel) + "[[ .]]\n", {}, {":3: a table header starting with '.'"}},
       {"quote straight after a number, non-ASCII inside", std::string(kModel) + "[experiment]\nrepeats =0\"*\xd2\x8b\" \"2\"\n", {},
@@ -139,6 +141,15 @@ TEST(BadInputs, ValidTomlIsNotRefusedByThePreScan) {
   EXPECT_NO_THROW(check_toml_text(text, "t.toml"));
   EXPECT_HAS(error_of([] { check_toml_text("x = 1.2.3" + repeat(".4", 200), "t.toml"); }), "t.toml:1: a dotted key");
   EXPECT_HAS(error_of([] { check_toml_text(std::string(kMaxConfigBytes + 1, '#'), "t.toml"); }), "at most 16777216 bytes");
+}
+
+TEST(BadInputs, NonAsciiAfterALineEndingBackslashIsRead) {
+  // Valid TOML that toml++ 3.3 answered with undefined behaviour (its whitespace test on the
+  // first character after the skipped lines); the pre-scan once refused it for that reason.
+  testing::TempDir dir("bad_inputs_backslash");
+  const std::string path = dir.file("exp.toml");
+  testing::write_file(path, std::string(kModel) + "[experiment]\ndescription = \"\"\"a \\\n  \xc2\xa7 \xce\xb3\"\"\"\n");
+  EXPECT_EQ(load_experiment(path, {}).description, "a \xc2\xa7 \xce\xb3");
 }
 
 TEST(BadInputs, QuotedSetKeysKeepTheirDots) {

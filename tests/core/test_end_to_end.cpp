@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "inferlab/formats/checkpoint.h"
 #include "inferlab/results/metrics.h"

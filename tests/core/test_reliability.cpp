@@ -17,7 +17,7 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <gtest/gtest.h>
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "inferlab/run/cell.h"
 #include "cli_runs.h"

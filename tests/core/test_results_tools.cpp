@@ -15,7 +15,7 @@
 #include <boost/property_tree/json_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <gtest/gtest.h>
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "inferlab/results/compare.h"
 #include "inferlab/error.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "experiment/experiment_inert_keys.h"
 #include "experiment/experiment_model.h"

@@ -1,6 +1,6 @@
 // Keys that would do nothing where they land (internal to core/src/experiment*.cpp).
 #pragma once
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "experiment/experiment_parse.h"
 #include "inferlab/experiment/experiment.h"

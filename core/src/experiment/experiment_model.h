@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "experiment/experiment_parse.h"
 #include "inferlab/experiment/experiment.h"

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 namespace inferlab {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "experiment/experiment_override.h"
 #include "inferlab/error.h"

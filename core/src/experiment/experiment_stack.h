@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "experiment/experiment_parse.h"
 #include "inferlab/experiment/experiment.h"

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "experiment/experiment_parse.h"
 #include "inferlab/experiment/experiment.h"

@@ -60,18 +60,7 @@ void check_toml_text(std::string_view text, const std::string& name) {
     }
     if (!multi.empty()) {
       if (c == '\\' && multi == "\"\"\"") {
-        // toml++ 3.3 reaches __builtin_unreachable (undefined behaviour) when a line-ending
-        // backslash is followed, after the skipped whitespace, by some non-ASCII characters.
-        std::size_t j = i + 1;
-        while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) ++j;
-        if (j < text.size() && text[j] == '\n') {
-          while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) ++j;
-          if (j < text.size() && static_cast<unsigned char>(text[j]) >= 0x80)
-            throw Error(name + ":" + std::to_string(line_no) +
-                        ": a line-ending backslash in a multi-line string is followed by a non-ASCII character; "
-                        "allowed: an ASCII character first, or the character written as \\uXXXX");
-        }
-        ++i;
+        ++i;  // an escape: the next character cannot close the string
       } else if (text.substr(i, 3) == multi) {
         i += 2;
         multi = {};
@@ -87,8 +76,8 @@ void check_toml_text(std::string_view text, const std::string& name) {
     }
     if (c == '"' || c == '\'') {
       // A quote straight after a bare value or key character (0"x", a'b') opens no string in
-      // TOML; toml++ 3.3 reads on into what follows and reaches __builtin_unreachable on a
-      // non-ASCII character there (a fuzzer finding). Refused here, before it can.
+      // TOML; toml++ 3.3 reads on into what follows. Refused here at the quote, with what is
+      // allowed.
       if (i > line_start) {
         const char p = text[i - 1];
         if ((p >= 'A' && p <= 'Z') || (p >= 'a' && p <= 'z') || is_digit(p) || p == '_' || p == '-' || p == '+')
@@ -105,7 +94,7 @@ void check_toml_text(std::string_view text, const std::string& name) {
       if (i < text.size() && text[i] == '\n') --i;  // unterminated: the parser reports it
       continue;
     }
-    if (static_cast<unsigned char>(c) >= 0x80)  // invalid TOML, and undefined behaviour in toml++ 3.3
+    if (static_cast<unsigned char>(c) >= 0x80)  // invalid TOML: said here with what is allowed
       throw Error(name + ":" + std::to_string(line_no) +
                   ": a non-ASCII character outside a quoted string or comment; allowed: ASCII there (bare keys are "
                   "A-Z a-z 0-9 _ -; quote keys and values that hold other characters)");

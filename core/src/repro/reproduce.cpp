@@ -11,7 +11,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "inferlab/repro/attention_io.h"
 #include "inferlab/repro/attention_memory.h"

@@ -18,7 +18,7 @@
 #include <memory>
 #include <sstream>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "formats/json.h"
 #include "inferlab/error.h"

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <tuple>
 
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "formats/json.h"
 #include "inferlab/error.h"

@@ -19,7 +19,7 @@
 #pragma GCC diagnostic ignored "-Wuse-after-free"
 #endif
 #include <Eigen/Dense>
-#include <toml++/toml.h>
+#include "inferlab/experiment/tomlpp.h"
 
 #include "inferlab/engine/engine.h"
 #include "inferlab/error.h"
