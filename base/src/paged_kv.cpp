@@ -39,23 +39,6 @@ int kv_dtype_bits(KvDtype dtype) {
   return 0;
 }
 
-std::size_t kv_code_bytes(KvDtype dtype, int d) {
-  switch (dtype) {
-    case KvDtype::kInt8: return static_cast<std::size_t>(d);
-    case KvDtype::kInt4: return static_cast<std::size_t>(d) / 2;
-    case KvDtype::kF16:
-    case KvDtype::kBf16: return 2 * static_cast<std::size_t>(d);
-    case KvDtype::kF32: break;
-  }
-  return 4 * static_cast<std::size_t>(d);
-}
-
-std::size_t kv_param_floats(KvDtype dtype, int d, int g) {
-  if (dtype == KvDtype::kInt8) return static_cast<std::size_t>(d / g);
-  if (dtype == KvDtype::kInt4) return 2 * static_cast<std::size_t>(d / g);
-  return 0;
-}
-
 void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, float* params) {
   if (kv_dtype_half(dtype)) {  // each value rounded to nearest even; no params
     auto* h = static_cast<std::uint16_t*>(codes);

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <span>
 
+#include "inferlab/paged_kv_rows.h"
+
 namespace inferlab {
 
 // How one side of one layer's K/V is stored.
@@ -42,8 +44,22 @@ inline bool kv_dtype_half(KvDtype dtype) { return dtype == KvDtype::kF16 || dtyp
 int kv_dtype_bits(KvDtype dtype);
 
 // Bytes of one token-head's codes and params (scales) in `dtype`, head_dim `d`, group `g` (> 0).
-std::size_t kv_code_bytes(KvDtype dtype, int d);
-std::size_t kv_param_floats(KvDtype dtype, int d, int g);
+// Inline: KvLayerView::row computes them per position.
+inline std::size_t kv_code_bytes(KvDtype dtype, int d) {
+  switch (dtype) {
+    case KvDtype::kInt8: return static_cast<std::size_t>(d);
+    case KvDtype::kInt4: return static_cast<std::size_t>(d) / 2;
+    case KvDtype::kF16:
+    case KvDtype::kBf16: return 2 * static_cast<std::size_t>(d);
+    case KvDtype::kF32: break;
+  }
+  return 4 * static_cast<std::size_t>(d);
+}
+inline std::size_t kv_param_floats(KvDtype dtype, int d, int g) {
+  if (dtype == KvDtype::kInt8) return static_cast<std::size_t>(d / g);
+  if (dtype == KvDtype::kInt4) return 2 * static_cast<std::size_t>(d / g);
+  return 0;
+}
 
 // One token-head: x [d] -> codes [kv_code_bytes] and params [kv_param_floats] (quantized
 // dtypes only; f16 / bf16 round each value to nearest even, as the CUDA writers do, and take no
@@ -82,9 +98,12 @@ struct KvLayerView {
     return static_cast<const float*>(v) + (static_cast<std::size_t>(slot) * n_kv_heads + kv_head) * head_dim;
   }
   // Any stored dtype, host memory: the K (V) vector of `kv_head` at `slot` as floats — a
-  // pointer into f32 storage, or the codes dequantized by kv_dequantize_row into `scratch`
+  // pointer into f32 storage, or the codes dequantized by kv_dequantize_row's rule into `scratch`
   // [head_dim] and `scratch` returned. Attention kernels call it per position of a tile, so
-  // quantized KV is dequantized in the tile loop, by the one routine all plugins share.
+  // quantized KV is dequantized in the tile loop, by the one routine all plugins share: int8 and
+  // int4 inline (inferlab/paged_kv_rows.h, 8 values at a time on AVX2), f16 / bf16 through the
+  // out-of-line kv_dequantize_row. (Through that call, plus two more for the row's sizes, an int8
+  // or int4 row had cost 4-5 ns more of its 13-17, Zen 3, 2026-12-07.)
   const float* k_row(int slot, int kv_head, float* scratch) const {
     return row(k_dtype, k, k_params, slot, kv_head, scratch);
   }
@@ -95,9 +114,18 @@ struct KvLayerView {
  private:
   const float* row(KvDtype dtype, const void* base, const float* params, int slot, int kv_head, float* scratch) const {
     const std::size_t cell = static_cast<std::size_t>(slot) * n_kv_heads + kv_head;
-    if (dtype == KvDtype::kF32) return static_cast<const float*>(base) + cell * head_dim;
-    kv_dequantize_row(dtype, group_size, static_cast<const unsigned char*>(base) + cell * kv_code_bytes(dtype, head_dim),
-                      params + cell * kv_param_floats(dtype, head_dim, group_size), head_dim, scratch);
+    const auto* codes = static_cast<const unsigned char*>(base) + cell * kv_code_bytes(dtype, head_dim);
+    const float* p = params + cell * kv_param_floats(dtype, head_dim, group_size);
+    switch (dtype) {
+      case KvDtype::kF32: return reinterpret_cast<const float*>(codes);
+      case KvDtype::kInt8:
+        kv_dequantize_int8_row(reinterpret_cast<const signed char*>(codes), p, group_size, head_dim, scratch);
+        return scratch;
+      case KvDtype::kInt4: kv_dequantize_int4_row(codes, p, group_size, head_dim, scratch); return scratch;
+      case KvDtype::kF16:
+      case KvDtype::kBf16: break;
+    }
+    kv_dequantize_row(dtype, group_size, codes, p, head_dim, scratch);
     return scratch;
   }
 };

@@ -1,6 +1,7 @@
 // The int8 / int4 KV rows' dequantisation as inline functions: kv_dequantize_row's definition for
-// those dtypes (base/src/paged_kv.cpp calls them), for attention kernels that dequantise a tile's
-// rows in their own loop instead of through KvLayerView::k_row / v_row's call per row.
+// those dtypes (base/src/paged_kv.cpp calls them) and what KvLayerView::k_row / v_row run inline
+// (inferlab/paged_kv.h includes this header), so every attention kernel's tile loop dequantises
+// a quantized row without a call.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -13,8 +14,8 @@
 namespace inferlab {
 
 // The int8 and int4 rows of kv_dequantize_row (inferlab/paged_kv.h; it calls these), inline for
-// the CPU attention kernels that dequantise a tile's rows themselves (flash's resolve_tile), once
-// per position and side: 8 values at a time on
+// the CPU attention kernels' tile loops (through KvLayerView::k_row / v_row), once per position
+// and side: 8 values at a time on
 // AVX2 with the scalar rule's bits (int8 s · q; int4 lo + s · q in one rounding where the build has
 // FMA), the scalar loop for the values past a group's last multiple of 8. A rolled scalar row had
 // cost int8 (groups of 16) 17 ns, int4 44 ns a row of 64, and the calls around it 4-5 ns more

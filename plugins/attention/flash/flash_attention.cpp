@@ -8,7 +8,6 @@
 
 #include "flash_tile_kernels.h"
 #include "inferlab/error.h"
-#include "inferlab/paged_kv_rows.h"
 #include "kernels/ref/attention.h"
 
 namespace inferlab::plugins {
@@ -44,52 +43,21 @@ constexpr std::size_t kTransposeMinVectors = 8;
 // Tile rows padded to whole score micro-kernel columns (a partial last Vec16 stays in bounds).
 int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kBlockColumns * flash::kBlockColumns; }
 
-// One side (K or V) of the layer as resolve_tile reads it: f32 rows in place, int8 / int4 rows
-// dequantised inline (inferlab/paged_kv_rows.h: kv_dequantize_row's own definition for them), f16
-// / bf16 through KvLayerView's row call.
-struct RowSide {
-  KvDtype dtype;
-  const unsigned char* codes;  // the side's storage
-  const float* params;         // int8 / int4 scales
-  std::size_t code_bytes, param_floats;
-  int n_kv_heads, head_dim, group;
-  RowSide(KvDtype t, const void* c, const float* p, const KvLayerView& kv)
-      : dtype(t), codes(static_cast<const unsigned char*>(c)), params(p), code_bytes(kv_code_bytes(t, kv.head_dim)),
-        param_floats(kv_param_floats(t, kv.head_dim, kv.group_size)), n_kv_heads(kv.n_kv_heads), head_dim(kv.head_dim),
-        group(kv.group_size) {}
-  const float* row(const KvLayerView& kv, bool k_side, int slot, int kv_head, float* scratch) const {
-    const std::size_t cell = static_cast<std::size_t>(slot) * n_kv_heads + kv_head;
-    switch (dtype) {
-      case KvDtype::kF32: return reinterpret_cast<const float*>(codes) + cell * head_dim;
-      case KvDtype::kInt8:
-        kv_dequantize_int8_row(reinterpret_cast<const signed char*>(codes + cell * code_bytes), params + cell * param_floats,
-                               group, head_dim, scratch);
-        return scratch;
-      case KvDtype::kInt4:
-        kv_dequantize_int4_row(codes + cell * code_bytes, params + cell * param_floats, group, head_dim, scratch);
-        return scratch;
-      default: return k_side ? kv.k_row(slot, kv_head, scratch) : kv.v_row(slot, kv_head, scratch);
-    }
-  }
-};
-
 // Resolves positions [t0, t1) of the item's sequence through the block table once for all its
 // query vectors: w.k_rows / w.v_rows point at each position's K / V vector (quantized KV
-// dequantised into w.k_deq / w.v_deq). A run of positions in one block takes one table lookup.
-// (Quantized rows had gone through one out-of-line call each, and the row sizes through two
-// more: 4-5 ns of a row's 13-17, Zen 3.)
+// dequantised into w.k_deq / w.v_deq, int8 / int4 inline in KvLayerView's row). A run of
+// positions in one block takes one table lookup.
 void resolve_tile(const AttentionBatch& batch, const KvLayerView& kv, const WorkItem& item, int t0, int t1, Scratch& w) {
   const int d = batch.head_dim, bs = kv.block_size;
   const auto table = batch.table(item.seq);
-  const RowSide ks(kv.k_dtype, kv.k, kv.k_params, kv), vs(kv.v_dtype, kv.v, kv.v_params, kv);
   for (int p = t0; p < t1;) {
     const int off = p % bs, run = std::min(bs - off, t1 - p);
     const int slot0 = table[static_cast<std::size_t>(p / bs)] * bs + off;
     for (int i = 0; i < run; ++i, ++p) {
       const auto at = static_cast<std::size_t>(p - t0);
       const std::size_t j = at * static_cast<std::size_t>(d);
-      w.k_rows[at] = ks.row(kv, true, slot0 + i, item.kv_head, w.k_deq.data() + j);
-      w.v_rows[at] = vs.row(kv, false, slot0 + i, item.kv_head, w.v_deq.data() + j);
+      w.k_rows[at] = kv.k_row(slot0 + i, item.kv_head, w.k_deq.data() + j);
+      w.v_rows[at] = kv.v_row(slot0 + i, item.kv_head, w.v_deq.data() + j);
     }
   }
 }
