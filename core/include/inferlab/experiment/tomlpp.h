@@ -2,8 +2,8 @@
 // never <toml++/toml.h> itself, so that every translation unit sees the same definitions.
 //
 // toml++ 3.3 (Debian 12's package) generates is_non_ascii_horizontal_whitespace with a switch
-// whose unmatched cases are marked unreachable: any non-ASCII character in U+00A1-U+0499 (Latin-1
-// accents, Greek, Cyrillic), or beside U+3000 or U+FEFF, that is not itself whitespace reaches
+// whose unmatched cases are marked unreachable: every character in U+00A1-U+0499 (Latin-1
+// accents, Greek, Cyrillic), U+2C5E-U+3057 but U+3000, and U+FB26-U+FEFE reaches
 // __builtin_unreachable, i.e. undefined behaviour. Its parser asks that question of characters in
 // quoted keys ("café" = 1), after a multi-line string's line-ending backslash, and while reading
 // bare values (UBSan under fuzz_experiment: "execution reached an unreachable program point").
