@@ -3,10 +3,6 @@
 #include "inferlab/paged_kv.h"
 #include "inferlab/paged_kv_rows.h"
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -77,20 +73,9 @@ void kv_quantize_row(KvDtype dtype, int g, const float* x, int d, void* codes, f
 }
 
 void kv_dequantize_row(KvDtype dtype, int g, const void* codes, const float* params, int d, float* out) {
-  // f16 / bf16 8 values at a time on AVX2 (the widening is exact: the scalar conversion's bits;
-  // 170 -> 6.5 ns a row of 64, Zen 3), int8 / int4 through the inline row helpers (paged_kv_rows.h).
+  // The rows' definitions are inline in inferlab/paged_kv_rows.h (KvLayerView::row runs them).
   if (kv_dtype_half(dtype)) {
-    const auto* h = static_cast<const std::uint16_t*>(codes);
-    int c0 = 0;  // values done by the vector loop
-#if defined(__AVX2__) && defined(__F16C__)
-    for (; c0 + 8 <= d; c0 += 8) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + c0));
-      _mm256_storeu_ps(out + c0, dtype == KvDtype::kF16
-                                     ? _mm256_cvtph_ps(v)
-                                     : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16)));
-    }
-#endif
-    for (int c = c0; c < d; ++c) out[c] = dtype == KvDtype::kF16 ? fp16_to_fp32(h[c]) : bf16_to_fp32(h[c]);
+    kv_dequantize_half_row(static_cast<const std::uint16_t*>(codes), dtype == KvDtype::kF16, d, out);
     return;
   }
   if (dtype == KvDtype::kF32) {

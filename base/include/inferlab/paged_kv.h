@@ -100,10 +100,9 @@ struct KvLayerView {
   // Any stored dtype, host memory: the K (V) vector of `kv_head` at `slot` as floats — a
   // pointer into f32 storage, or the codes dequantized by kv_dequantize_row's rule into `scratch`
   // [head_dim] and `scratch` returned. Attention kernels call it per position of a tile, so
-  // quantized KV is dequantized in the tile loop, by the one routine all plugins share: int8 and
-  // int4 inline (inferlab/paged_kv_rows.h, 8 values at a time on AVX2), f16 / bf16 through the
-  // out-of-line kv_dequantize_row. (Through that call, plus two more for the row's sizes, an int8
-  // or int4 row had cost 4-5 ns more of its 13-17, Zen 3, 2026-12-07.)
+  // quantized KV is dequantized in the tile loop, by the rule all plugins share (kv_dequantize_row's
+  // rows, inline in inferlab/paged_kv_rows.h, 8 values at a time on AVX2). Through that call, plus
+  // two more for the row's sizes, a row had cost 4-6 ns more of its 12-18 (Zen 3, 2026-12-07).
   const float* k_row(int slot, int kv_head, float* scratch) const {
     return row(k_dtype, k, k_params, slot, kv_head, scratch);
   }
@@ -123,10 +122,11 @@ struct KvLayerView {
         return scratch;
       case KvDtype::kInt4: kv_dequantize_int4_row(codes, p, group_size, head_dim, scratch); return scratch;
       case KvDtype::kF16:
-      case KvDtype::kBf16: break;
+      case KvDtype::kBf16:
+        kv_dequantize_half_row(reinterpret_cast<const std::uint16_t*>(codes), dtype == KvDtype::kF16, head_dim, scratch);
+        return scratch;
     }
-    kv_dequantize_row(dtype, group_size, codes, p, head_dim, scratch);
-    return scratch;
+    return scratch;  // not reached: every dtype is a case
   }
 };
 
