@@ -55,12 +55,21 @@ W8A8Linear::W8A8Linear(const std::vector<float>& weight, int out, int in, std::v
 void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const {
   ThreadPool& pool = cpu_pool(device, "quantization 'smoothquant'");
   const std::size_t in = static_cast<std::size_t>(in_features()), out = static_cast<std::size_t>(out_features());
+  // The calling thread's scratch, shared by every linear (as the int8 / int4 plugins' activation
+  // blocks). Per linear, as they were, each of a model's ~200 linears held its own [rows, in]
+  // buffers: hundreds of MB for a 256-row prefill, and their first touch in the first step put
+  // 0.17 s of page clearing into SmolLM2's first TTFT (0.56 s of linears against 0.39 in the
+  // next prefill; Zen 3, 2026-12-07).
+  thread_local std::vector<float> xs;            // [n, in]: x ⊙ s⁻¹
+  thread_local std::vector<std::int8_t> xq;      // [n, in]: int8 activations
+  thread_local std::vector<float> x_scale;       // [n]
+  thread_local std::vector<std::int16_t> xq16;   // [n, in]: xq widened into the int16 panels' pair order
   const float* xsm = x;  // x ⊙ s⁻¹ (x itself without smoothing)
   if (!inv_smooth_.empty()) {
-    xs_.resize(static_cast<std::size_t>(n) * in);
+    xs.resize(static_cast<std::size_t>(n) * in);
     for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t)
-      for (std::size_t j = 0; j < in; ++j) xs_[t * in + j] = x[t * in + j] * inv_smooth_[j];
-    xsm = xs_.data();
+      for (std::size_t j = 0; j < in; ++j) xs[t * in + j] = x[t * in + j] * inv_smooth_[j];
+    xsm = xs.data();
   }
   if (!quantize_) {
     if (!f32_.data.empty()) cpu::gemm_panels_f32(xsm, f32_, y, n, pool);
@@ -68,29 +77,32 @@ void W8A8Linear::forward(const float* x, float* y, int n, Device& device) const 
     return;
   }
   // Dynamic per-token activation scale: max|x_t| / 127 (one block of `in` values per row).
-  xq_.resize(static_cast<std::size_t>(n) * in);
-  x_scale_.resize(static_cast<std::size_t>(n));
-  cpu::quantize_act_rows(xsm, n, in_features(), xq_.data(), x_scale_.data(), pool, in_features());
+  xq.resize(static_cast<std::size_t>(n) * in);
+  x_scale.resize(static_cast<std::size_t>(n));
+  cpu::quantize_act_rows(xsm, n, in_features(), xq.data(), x_scale.data(), pool, in_features());
   if (!panels_.data.empty()) {  // the VNNI panels: one int32 sum per (token, output), bit-identical to the loop below
-    cpu::gemm_panels_int8_per_token(xq_.data(), x_scale_.data(), panels_, y, n, pool);
+    cpu::gemm_panels_int8_per_token(xq.data(), x_scale.data(), panels_, y, n, pool);
     return;
   }
   if (!i16_.codes.empty()) {  // AVX2: the int16 panels, the codes widened; the same bits
-    xq16_.resize(xq_.size());
-    cpu::widen_act_blocks_int16(xq_.data(), n, in_features(), xq16_.data());
-    cpu::gemm_w8_int16_per_token(xq16_.data(), x_scale_.data(), i16_, y, n, pool);
+    xq16.resize(xq.size());
+    cpu::widen_act_blocks_int16(xq.data(), n, in_features(), xq16.data());
+    cpu::gemm_w8_int16_per_token(xq16.data(), x_scale.data(), i16_, y, n, pool);
     return;
   }
-  // int8 × int8 → int32 per (token, output), threads over output channels.
+  // int8 × int8 → int32 per (token, output), threads over output channels (the scratch by pointer:
+  // a worker's own thread_local buffers are not these).
+  const std::int8_t* xqp = xq.data();
+  const float* xsc = x_scale.data();
   pool.parallel_for(out, [&](std::size_t o0, std::size_t o1) {
     for (std::size_t o = o0; o < o1; ++o) {
       const std::int8_t* w = q_.data() + o * in;
       for (std::size_t t = 0; t < static_cast<std::size_t>(n); ++t) {
-        const std::int8_t* a = xq_.data() + t * in;
+        const std::int8_t* a = xqp + t * in;
         std::int32_t acc = 0;
 #pragma omp simd reduction(+ : acc)
         for (std::size_t j = 0; j < in; ++j) acc += static_cast<std::int32_t>(a[j]) * static_cast<std::int32_t>(w[j]);
-        y[t * out + o] = static_cast<float>(acc) * x_scale_[t] * w_scale_[o];
+        y[t * out + o] = static_cast<float>(acc) * xsc[t] * w_scale_[o];
       }
     }
   }, /*grain=*/16);

@@ -56,10 +56,6 @@ class W8A8Linear : public Linear {
   std::vector<float> w_scale_;        // [out]
   std::vector<float> w_smoothed_;     // [out, in] fp32 W diag(s) (quantize false only; released once packed)
   cpu::PackedPanelsF32 f32_;          // the same in fp32 panels (quantize false, pack_for_host)
-  mutable std::vector<float> xs_;     // [n, in] scratch: x ⊙ s⁻¹
-  mutable std::vector<std::int8_t> xq_;  // [n, in] scratch: int8 activations
-  mutable std::vector<float> x_scale_;   // [n]
-  mutable std::vector<std::int16_t> xq16_;  // [n, in] xq_ widened into the int16 panels' pair order
 };
 
 // s_j = (max|X_j| / max|W_j|)^α over calibration inputs X and the weight column W_{:, j}; 1 where

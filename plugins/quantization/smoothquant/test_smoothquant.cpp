@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 #include <tuple>
 
 #include "inferlab/device/device.h"
@@ -108,6 +109,26 @@ TEST(SmoothQuant, PackedPanelsAreBitIdenticalToThePlainLoop) {
       packed.dequantize_row(row, b.data());
       EXPECT_EQ(a, b) << "row " << row;
     }
+  }
+}
+
+// The activation scratch is each calling thread's own (it was each linear's, shared by every
+// thread that ran it): two threads running one linear at once on different batches each get
+// what that batch gives alone, packed or not.
+TEST(SmoothQuant, ConcurrentForwardsOfOneLinearDoNotShareScratch) {
+  const Problem a = make_problem(48, 576, 9, 11), b = make_problem(48, 576, 3, 12);
+  const std::vector<float> s = smoothing_scales(a.w, 48, 576, a.calib.max_abs, 0.5);
+  for (const bool pack : {false, true}) {
+    W8A8Linear l(a.w, 48, 576, s, true);
+    if (pack) l.pack_for_host();
+    const std::vector<float> want_a = run(l, a), want_b = run(l, b);
+    int mine = 0, theirs = 0;
+    std::thread other([&] {
+      for (int i = 0; i < 200; ++i) theirs += run(l, b) != want_b;
+    });
+    for (int i = 0; i < 200; ++i) mine += run(l, a) != want_a;
+    other.join();
+    EXPECT_EQ(mine + theirs, 0) << (pack ? "packed" : "plain");
   }
 }
 
