@@ -1,7 +1,7 @@
-// The KV rows' dequantisation as inline functions: kv_dequantize_row's definition for the int8,
-// int4, f16 and bf16 rows (base/src/paged_kv.cpp calls them) and what KvLayerView::k_row / v_row run inline
-// (inferlab/paged_kv.h includes this header), so every attention kernel's tile loop dequantises
-// a quantized row without a call.
+// The KV rows' dequantisation as inline functions: kv_dequantize_row's definition for int8, int4,
+// f16 and bf16 rows (base/src/paged_kv.cpp calls them), and what KvLayerView::k_row / v_row run
+// (inferlab/paged_kv.h includes this header), so an attention kernel's tile loop widens a stored
+// row to floats without a call.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -67,7 +67,7 @@ inline void kv_dequantize_int4_row(const unsigned char* q, const float* params, 
 
 // f16 / bf16 rows: 8 values at a time on AVX2 with F16C (the widening is exact: the scalar
 // conversions' bits), the rest through fp16_to_fp32 / bf16_to_fp32. Through kv_dequantize_row's
-// call a row of 64 had cost 8.7 ns (Zen 3, 2026-12-07).
+// call from KvLayerView::row a row of 64 cost 8.7 ns, inline 6.5 (Zen 3, 2026-12-07).
 inline void kv_dequantize_half_row(const std::uint16_t* h, bool f16, int d, float* out) {
   int c = 0;
 #if defined(__AVX2__) && defined(__F16C__) && !defined(__CUDACC__)
