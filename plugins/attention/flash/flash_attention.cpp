@@ -44,9 +44,9 @@ constexpr std::size_t kTransposeMinVectors = 8;
 int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kBlockColumns * flash::kBlockColumns; }
 
 // Resolves positions [t0, t1) of the item's sequence through the block table once for all its
-// query vectors: w.k_rows / w.v_rows point at each position's K / V vector (quantized KV
-// dequantised into w.k_deq / w.v_deq, int8 / int4 inline in KvLayerView's row). A run of
-// positions in one block takes one table lookup.
+// query vectors: w.k_rows / w.v_rows point at each position's K / V vector (f32 in place, other
+// dtypes widened into w.k_deq / w.v_deq by KvLayerView's inline rows). A run of positions in one
+// block takes one table lookup.
 void resolve_tile(const AttentionBatch& batch, const KvLayerView& kv, const WorkItem& item, int t0, int t1, Scratch& w) {
   const int d = batch.head_dim, bs = kv.block_size;
   const auto table = batch.table(item.seq);
