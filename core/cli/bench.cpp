@@ -81,7 +81,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       "repeats,r", po::value<int>()->default_value(5), "timed repetitions (stacks alternate within each)")(
       "threads,t", po::value<int>()->default_value(0), "threads (0 = all cores)")(
       "device", po::value<std::string>()->default_value("cpu"), "cpu or cuda (every forward ends in a logits download, which waits for the GPU)")(
-      "fuse", po::bool_switch(), "fused ops (cpu or cuda), as [device] fuse = true (RMSNorm + residual, RoPE + KV write, int8 activation blocks quantised once per shared input); the backend column ends in ' fused'")(
+      "fuse", po::value<bool>()->implicit_value(true), "fused ops, as [device] fuse (RMSNorm + residual, RoPE + KV write, int8 activation blocks quantised once per shared input; the backend column ends in ' fused'): on by default with --device cpu, off with cuda; --fuse=false or --fuse=true sets it")(
       "cuda-graphs", po::bool_switch(), "CUDA only: decode steps captured and replayed as CUDA graphs, as [device] cuda_graphs = true (a capturable attention: flash); the backend column adds ' graphs'")(
       "device-choice", po::bool_switch(), "decode steps choose their greedy tokens on the device and download only the ids, as the engine does for greedy or untruncated sampling (else they download every logit); the backend column adds ' device-choice'")(
       "output,o", po::value<std::string>()->default_value("md"), "md, csv or json (to stdout)")(
@@ -91,7 +91,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_options(args,
                      "usage: inferlab bench [--model M | --preset P] [--attention a,b] [--quantization x[:key=value...],y] [-p 128,512] "
-                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse] [--cuda-graphs] [--device-choice] [-o md|csv|json]",
+                     "[-n 64] [--batch 1,8 --context N] [-r R] [-t T] [--device cpu|cuda] [--fuse[=false]] [--cuda-graphs] [--device-choice] [-o md|csv|json]",
                      o, nullptr, vm))
     return 0;
   const std::vector<int> prompts = int_list("bench", vm["n-prompt"].as<std::string>(), "--n-prompt (-p)", 1, 1 << 20);
@@ -157,7 +157,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::string device_name = vm["device"].as<std::string>();
   if (!parse_device_kind(device_name, device_kind) || device_kind == DeviceKind::kSim)
     throw Error("bench: --device = " + device_name + "; allowed: cpu, cuda");
-  const bool fuse = vm["fuse"].as<bool>();
+  const bool fuse = vm.count("fuse") != 0 ? vm["fuse"].as<bool>() : device_kind == DeviceKind::kCpu;
   const std::unique_ptr<Device> device = make_device(device_kind, threads);
   compute_device(*device, "bench").set_fuse(fuse);
   const bool graphs = vm["cuda-graphs"].as<bool>();

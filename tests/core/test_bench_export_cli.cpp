@@ -51,7 +51,7 @@ TEST(BenchCli, CsvHasTheColumnsAndOneRowPerStackAndTest) {
     EXPECT_EQ(row[7], tests[i - 1]);
     EXPECT_EQ(row[6], i % 2 ? "none" : "int8");
     EXPECT_EQ(row[2], std::to_string(params));
-    EXPECT_EQ(row[3], "CPU");
+    EXPECT_EQ(row[3], "CPU fused");  // the CPU's default
     EXPECT_EQ(row[4], "1");
     EXPECT_EQ(row[12], "2");
     EXPECT_GT(std::stod(row[13]), 0.0);
@@ -284,14 +284,18 @@ TEST(BenchCli, QuantizationEntriesCarryPluginParameters) {
   EXPECT_LT(std::stoll(rows[2][1]), std::stoll(rows[1][1]));
 }
 
+// --fuse sets the device's own fuse() flag (on by default on the CPU); --fuse=false runs unfused.
 TEST(BenchCli, FuseRunsTheCpuDeviceFused) {
   testing::TempDir dir("bench_fuse");
-  const auto r = run_inferlab(tiny_bench(dir, "-p 8 -n 2 -r 1", "int8:activations=int8") + "--fuse -o csv");
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto rows = csv_rows(r.out, dir);
-  ASSERT_EQ(rows.size(), 3u) << r.out;
-  EXPECT_EQ(rows[1][3], "CPU fused");  // the device's own fuse() flag
-  EXPECT_EQ(rows[2][3], "CPU fused");
+  for (const std::string flag : {"--fuse", "--fuse=false", "--fuse=true"}) {
+    const auto r = run_inferlab(tiny_bench(dir, "-p 8 -n 2 -r 1", "int8:activations=int8") + flag + " -o csv");
+    ASSERT_EQ(r.code, 0) << flag << ": " << r.err;
+    const auto rows = csv_rows(r.out, dir);
+    ASSERT_EQ(rows.size(), 3u) << r.out;
+    const std::string backend = flag == "--fuse=false" ? "CPU" : "CPU fused";
+    EXPECT_EQ(rows[1][3], backend) << flag;
+    EXPECT_EQ(rows[2][3], backend) << flag;
+  }
 }
 
 TEST(BenchCli, DeviceChoiceDecodesThroughTheDevicesTokenChoice) {
@@ -300,8 +304,8 @@ TEST(BenchCli, DeviceChoiceDecodesThroughTheDevicesTokenChoice) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto rows = csv_rows(r.out, dir);
   ASSERT_EQ(rows.size(), 3u) << r.out;  // tg2 and tg2 x2 @ d8
-  EXPECT_EQ(rows[1][3], "CPU device-choice");
-  EXPECT_EQ(rows[2][3], "CPU device-choice");
+  EXPECT_EQ(rows[1][3], "CPU fused device-choice");
+  EXPECT_EQ(rows[2][3], "CPU fused device-choice");
 }
 
 TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
@@ -319,6 +323,7 @@ TEST(BenchCli, BadValuesAreRefusedNamingTheFlag) {
       {"--quantization int4:symmetric=yes", "allowed: true, false"},
       {"--quantization int4:group_size=64:group_size=32", "given twice"}, {"--cuda-graphs", "--cuda-graphs"},
       {"--quantization int8:bits", "NAME[:KEY=VALUE"}, {"--attention naive:=1", "--attention"},
+      {"--fuse=maybe", "--fuse"},
   };
   for (const auto& [args, flag] : cases) {
     const auto r = run_inferlab(base + args);

@@ -156,14 +156,18 @@ TEST(Experiment, ErrorsNameFileLineColumnAndAllowed) {
   }
 }
 
-// [device] fuse: a boolean for cpu and cuda (refused at its line with kind = "sim"), off by
-// default, and switched by --set without editing the file.
+// [device] fuse: a boolean for cpu and cuda (refused at its line with kind = "sim"), on by
+// default on cpu (the fast path), off on cuda and sim, and switched by --set without editing the file.
 TEST(Experiment, DeviceFuseIsABooleanForCpuAndCuda) {
-  EXPECT_FALSE(load_experiment(write_toml("fuse_default.toml", kBase), {}).device.fuse);
-  const std::string path = write_toml("fuse_on.toml", std::string(kBase) + "[device]\nkind = \"cpu\"\nfuse = true\n");
-  EXPECT_TRUE(load_experiment(path, {}).device.fuse);
-  EXPECT_FALSE(load_experiment(path, {"device.fuse=false"}).device.fuse);
-  EXPECT_TRUE(load_experiment(write_toml("fuse_set.toml", kBase), {"device.fuse=true"}).device.fuse);
+  EXPECT_TRUE(load_experiment(write_toml("fuse_default.toml", kBase), {}).device.fuse);
+  EXPECT_TRUE(load_experiment(write_toml("fuse_cpu.toml", std::string(kBase) + "[device]\nthreads = 1\n"), {}).device.fuse);
+  EXPECT_FALSE(load_experiment(write_toml("fuse_cpu.toml", kBase), {"device.fuse=false"}).device.fuse);
+  EXPECT_FALSE(load_experiment(write_toml("fuse_cuda_default.toml", std::string(kBase) + "[device]\nkind = \"cuda\"\n"), {})
+                   .device.fuse);
+  EXPECT_FALSE(load_experiment(write_toml("fuse_sim_default.toml", kBase), {"device.kind=sim"}).device.fuse);
+  const std::string path = write_toml("fuse_off.toml", std::string(kBase) + "[device]\nkind = \"cpu\"\nfuse = false\n");
+  EXPECT_FALSE(load_experiment(path, {}).device.fuse);
+  EXPECT_TRUE(load_experiment(path, {"device.fuse=true"}).device.fuse);
   EXPECT_TRUE(
       load_experiment(write_toml("fuse_cuda.toml", std::string(kBase) + "[device]\nkind = \"cuda\"\nfuse = true\n"), {})
           .device.fuse);

@@ -203,7 +203,7 @@ std::vector<Probe> probes() {
       {"device.kind", {}, "device.kind=%OTHER%"},
       {"device.threads", {}, "device.threads=1"},
       {"device.threads", {"quality.text=" + q + text + q}, "device.threads=1"},
-      {"device.fuse", {}, "device.fuse=true"},
+      {"device.fuse", {}, "device.fuse=%NOT_DEFAULT%"},  // fused by default on cpu only
       {"device.cuda_graphs", {}, "device.cuda_graphs=true"},
       {"device.profile", {}, "device.profile=a100-80gb"},
       {"device.tp", {}, "device.tp=2"},
@@ -329,6 +329,7 @@ void walk(const std::string& kind) {
   for (Probe p : probes()) {
     probed.insert(p.key);
     if (auto at = p.set.find("%OTHER%"); at != std::string::npos) p.set.replace(at, 7, other);
+    if (auto at = p.set.find("%NOT_DEFAULT%"); at != std::string::npos) p.set.replace(at, 13, kind == "cpu" ? "false" : "true");
     std::string context_error, error;
     const std::string before = resolve(reg, file, p.context, context_error);
     if (before.empty()) continue;  // the context itself does not exist on this device

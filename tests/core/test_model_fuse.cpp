@@ -71,6 +71,7 @@ TEST(ModelFuse, FusedForwardGivesTheUnfusedLogitsWithFewerDispatches) {
       SCOPED_TRACE(std::string(quant == &f32 ? "fp32" : "int4 + int8 activations") + ", " + std::to_string(threads) +
                    " threads");
       CpuDevice device(threads);
+      device.set_fuse(false);  // a CPU device starts fused
       Model model(w, *quant, device);
       const std::uint64_t d0 = device.pool().dispatches();
       const std::vector<float> unfused = run(model);
@@ -159,6 +160,9 @@ TEST(ModelFuse, TiedEmbeddingReadsTheClassifierRows) {
 // device has no ops to fuse.
 TEST(ModelFuse, FuseNeedsADeviceThatRunsOps) {
   CpuDevice cpu(1);
+  EXPECT_TRUE(cpu.fuse()) << "a CPU device runs the fused ops unless told otherwise";
+  cpu.set_fuse(false);
+  EXPECT_FALSE(cpu.fuse());
   cpu.set_fuse(true);
   EXPECT_TRUE(cpu.fuse());
   // A simulated device runs no ops at all, fused or not: asking for them names who asked.

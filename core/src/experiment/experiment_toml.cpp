@@ -65,7 +65,7 @@ std::string resolved_config_toml(const Plan& plan) {
   if (!s.model.preset.empty() && s.device.kind != DeviceKind::kSim) t << "seed = " << s.model.seed << "\n";
   t << "\n[device]\nkind = " << json_quote(device_kind_name(s.device.kind))
     << "\nthreads = " << s.device.threads;
-  if (s.device.fuse) t << "\nfuse = true";
+  if (s.device.kind != DeviceKind::kSim) t << "\nfuse = " << (s.device.fuse ? "true" : "false");
   if (s.device.cuda_graphs) t << "\ncuda_graphs = true";
   if (s.device.kind == DeviceKind::kSim) t << "\nprofile = " << json_quote(s.device.profile) << "\ntp = " << s.device.tp << "\npp = " << s.device.pp;
   t << "\n\n";

@@ -400,7 +400,8 @@ void PlanRun::measure_baseline_quality() {
   // its parent's CUDA state), so a CUDA run's reference log-probs come from the CPU.
   const ResolvedVariant& b = plan_.variants.front();
   auto device = make_device(device_kind_ == DeviceKind::kCuda ? DeviceKind::kCpu : device_kind_, spec_.device.threads);
-  if (spec_.device.fuse) compute_device(*device, "[device] fuse").set_fuse(true);  // same results; fused as the cells
+  if (device->kind() != DeviceKind::kSim)  // same results; fused as the cells
+    compute_device(*device, "[device] fuse").set_fuse(spec_.device.fuse);
   auto attention = registry_.create_attention(b.stack.attention.name, b.attention, *device);
   auto quant = make_variant_quantization(registry_, b, *device, &weights);
   Model model(weights, *quant, *device, calibration_.get());

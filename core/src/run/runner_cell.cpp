@@ -80,7 +80,7 @@ void make_strategies(const RunContext& cx, const ResolvedVariant& v, const Model
   const ExperimentSpec& spec = cx.plan.spec;
   const bool sim = cx.device_kind == DeviceKind::kSim;
   p.device = make_device(cx.device_kind, spec.device.threads, sim ? sim_device_description(spec.device) : "sim");
-  if (spec.device.fuse) compute_device(*p.device, "[device] fuse").set_fuse(true);  // cpu or cuda ([device])
+  if (!sim) compute_device(*p.device, "[device] fuse").set_fuse(spec.device.fuse);  // cpu or cuda ([device])
   if (spec.device.cuda_graphs)  // cuda only (validated at [device])
     compute_device(*p.device, "[device] cuda_graphs").set_cuda_graphs(true);
   p.attention = cx.registry.create_attention(v.stack.attention.name, v.attention, *p.device);

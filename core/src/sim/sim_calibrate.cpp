@@ -21,6 +21,7 @@ CalibratedCostModel calibrate_plan(const Plan& plan, const Registry& registry, c
   const ModelConfig& cfg = loaded.weights.config;
   const CalibrationGrid g = clip_grid(grid, cfg);
   CpuDevice device(spec.device.threads);
+  device.set_fuse(spec.device.fuse);  // the step as `run` times it on this CPU
   CalibratedCostModel out;
   out.model = cfg.name;
   out.dim = cfg.dim;

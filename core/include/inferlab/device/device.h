@@ -154,9 +154,10 @@ class ComputeDevice : public Device {
   // y[r, :] += b for rows of width.
   virtual void add_bias(float* y, const float* b, int rows, int width) = 0;
 
-  // ---- fused ops ([device] fuse = true; the CPU and CUDA devices) -------------------------
+  // ---- fused ops ([device] fuse; the CPU and CUDA devices) ---------------------------------
   // When fuse() is on, the model runs these instead of the unfused sequences they stand for; the
-  // results are bit-identical (kernels/cpu/ops_fused.h, kernels/cuda/fused.h). The CPU and CUDA
+  // results are bit-identical (kernels/cpu/ops_fused.h, kernels/cuda/fused.h). A CpuDevice starts
+  // fused (the default everywhere on the CPU), every other device unfused. The CPU and CUDA
   // devices have them: set_fuse(true) on any other device throws Error (the experiment refuses
   // fuse with kind = "sim" at its [device] line), and the ops below throw there. act_q/act_scale
   // are memory of this device.
