@@ -310,7 +310,7 @@ BENCHMARK(gemm_gguf_unpack)->Apply([](benchmark::internal::Benchmark* b) {
 BENCHMARK(gemm_gguf_prefetch)->Apply([](benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
-      for (int n : {1, 4, 8})
+      for (int n : {1, 2, 4, 8})
         for (int ahead : {1024, inferlab::cpu::kDecodePrefetch, 4096}) b->Args({static_cast<int>(t), n, 5632, 2048, 1, ahead, threads});
   b->ArgNames({"type", "n", "out", "in", "cold", "ahead", "threads"})->UseRealTime()->Iterations(60);
 });
