@@ -50,6 +50,20 @@ int padded_tile(int tile) { return (tile + flash::kBlockColumns - 1) / flash::kB
 void resolve_tile(const AttentionBatch& batch, const KvLayerView& kv, const WorkItem& item, int t0, int t1, Scratch& w) {
   const int d = batch.head_dim, bs = kv.block_size;
   const auto table = batch.table(item.seq);
+  if (kv.all_f32()) {  // the rows in place: a run's rows lie a slot apart
+    const std::size_t step = static_cast<std::size_t>(kv.n_kv_heads) * static_cast<std::size_t>(d);
+    for (int p = t0; p < t1;) {
+      const int off = p % bs, run = std::min(bs - off, t1 - p);
+      const int slot0 = table[static_cast<std::size_t>(p / bs)] * bs + off;
+      const float* k = kv.k_at(slot0, item.kv_head);
+      const float* v = kv.v_at(slot0, item.kv_head);
+      for (int i = 0; i < run; ++i, ++p, k += step, v += step) {
+        w.k_rows[static_cast<std::size_t>(p - t0)] = k;
+        w.v_rows[static_cast<std::size_t>(p - t0)] = v;
+      }
+    }
+    return;
+  }
   for (int p = t0; p < t1;) {
     const int off = p % bs, run = std::min(bs - off, t1 - p);
     const int slot0 = table[static_cast<std::size_t>(p / bs)] * bs + off;
