@@ -649,8 +649,10 @@ void gemm_gguf_group(const std::int8_t* xq, const float* xs, std::span<const Gem
   bool needs_sum16 = false;
   for (std::size_t i = 0; i < group.size(); ++i) {
     const PackedGguf& w = *group[i].w;
-    check(w.in == in, "gemm_gguf_group: the matrices read one input, but their in differ (" + std::to_string(in) +
-                          " and " + std::to_string(w.in) + ")");
+    check(w.in == in, [&] {
+      return "gemm_gguf_group: the matrices read one input, but their in differ (" + std::to_string(in) + " and " +
+             std::to_string(w.in) + ")";
+    });
     // What a thread streams per panel: all of its bytes (codes, scales, mins, top bits).
     const int panels = (w.out + kPanel - 1) / kPanel;
     spans[i] = {panels, panel_bytes(w.type, w.in)};

@@ -407,8 +407,10 @@ void run_gemm(const std::int8_t* xq, const float* xs, int block, std::span<const
   spans.resize(group.size());
   for (std::size_t i = 0; i < group.size(); ++i) {
     const PackedPanelsInt8& w = *group[i].w;
-    check(w.in == in, "gemm_panels_int8_group: the matrices read one input, but their in differ (" +
-                          std::to_string(in) + " and " + std::to_string(w.in) + ")");
+    check(w.in == in, [&] {
+      return "gemm_panels_int8_group: the matrices read one input, but their in differ (" + std::to_string(in) +
+             " and " + std::to_string(w.in) + ")";
+    });
     spans[i] = {(w.out + kCols - 1) / kCols, full_panel_bytes(in) + kCols * sizeof(float)};  // codes + scales
   }
   const ActTiles a = pack_act_tiles(xq, xs, n, in, block, false, pool);  // the caller's: thread_local

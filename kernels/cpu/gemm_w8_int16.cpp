@@ -296,7 +296,8 @@ std::uint64_t w8_int16_bytes(const PackedW8Int16& w) {
 }
 
 void widen_act_blocks_int16(const std::int8_t* xq, int n, int in, std::int16_t* out) {
-  check(w8_int16_available(in), "widen_act_blocks_int16: in must be a positive multiple of 32, got " + std::to_string(in));
+  check(w8_int16_available(in),
+        [&] { return "widen_act_blocks_int16: in must be a positive multiple of 32, got " + std::to_string(in); });
   const std::size_t count = static_cast<std::size_t>(n > 0 ? n : 0) * static_cast<std::size_t>(in);
 #if INFERLAB_W8_INT16_ZMM || INFERLAB_W8_INT16_YMM
   // 8 codes at a time: widened, their int32 lanes put in the pair order, packed to int16.

@@ -229,11 +229,15 @@ void with_format(GgmlType type, const Fn& fn) {
 
 void check_shape(GgmlType type, int in) {
   const std::size_t per = ggml_block_elements(type);
-  check(gguf_native_kernel(type), "matmul_gguf: no native kernel for GGML type " +
-                                      ggml_type_name(static_cast<std::uint32_t>(type)) + " (" + kNativeNames + ")");
-  check(in > 0 && static_cast<std::size_t>(in) % per == 0,
-        "matmul_gguf: in = " + std::to_string(in) + " is not a multiple of the " +
-            ggml_type_name(static_cast<std::uint32_t>(type)) + " block of " + std::to_string(per));
+  // Every call: the messages only on a failure.
+  check(gguf_native_kernel(type), [&] {
+    return "matmul_gguf: no native kernel for GGML type " + ggml_type_name(static_cast<std::uint32_t>(type)) + " (" +
+           kNativeNames + ")";
+  });
+  check(in > 0 && static_cast<std::size_t>(in) % per == 0, [&] {
+    return "matmul_gguf: in = " + std::to_string(in) + " is not a multiple of the " +
+           ggml_type_name(static_cast<std::uint32_t>(type)) + " block of " + std::to_string(per);
+  });
 }
 
 template <class Acts>

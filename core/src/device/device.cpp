@@ -324,7 +324,8 @@ void CpuDevice::kv_write_int8(std::int8_t* k_codes, std::int8_t* v_codes, float*
 }
 void CpuDevice::kv_write_half(KvDtype dtype, void* k_cache, void* v_cache, const float* k, const float* v,
                               const int* slots, int rows, int kv_dim) {
-  check(kv_dtype_half(dtype), std::string("kv_write_half: dtype ") + kv_dtype_name(dtype) + " (allowed: f16, bf16)");
+  check(kv_dtype_half(dtype),
+        [&] { return std::string("kv_write_half: dtype ") + kv_dtype_name(dtype) + " (allowed: f16, bf16)"; });
   // Single-threaded, as kv_write_int8: a step writes only its own rows. A whole row at once: the
   // conversion is per value, so the row's heads need no separate calls.
   const std::size_t w = static_cast<std::size_t>(kv_dim);

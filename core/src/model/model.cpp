@@ -134,13 +134,15 @@ bool Model::chooses_tokens() const { return device_.chooses_tokens() && !(plan_ 
 
 void Model::forward_choosing(const StepBatch& batch, KvStorage& kv, Attention& attention, const TokenChoice& choice,
                              std::span<const double> draws, std::vector<int>& tokens) {
-  check(chooses_tokens(), std::string("model forward_choosing: device '") + device_kind_name(device_.kind()) +
-                              (device_.chooses_tokens() ? "' chooses tokens, but the layer plan exits early"
-                                                        : "' does not choose tokens"));
+  check(chooses_tokens(), [&] {
+    return std::string("model forward_choosing: device '") + device_kind_name(device_.kind()) +
+           (device_.chooses_tokens() ? "' chooses tokens, but the layer plan exits early" : "' does not choose tokens");
+  });
   check(choice.kind != TokenChoice::Kind::kNone, "model forward_choosing: no choice to make (kind none)");
-  check(draws.size() == batch.logit_rows.size(), "model forward_choosing: " + std::to_string(draws.size()) +
-                                                     " draws for " + std::to_string(batch.logit_rows.size()) +
-                                                     " logit rows; allowed: one per logit row");
+  check(draws.size() == batch.logit_rows.size(), [&] {
+    return "model forward_choosing: " + std::to_string(draws.size()) + " draws for " +
+           std::to_string(batch.logit_rows.size()) + " logit rows; allowed: one per logit row";
+  });
   const Choosing choosing{choice, draws, &tokens};
   std::vector<float> no_logits;  // no early exit: nothing writes host logits
   run_forward(batch, kv, attention, no_logits, &choosing);
@@ -214,9 +216,10 @@ void Model::check_step_batch(const StepBatch& batch, const KvStorage& kv) const 
   const long long kv_slots = kv.slots();
   for (int r = 0; r < rows; ++r) {
     const int t = batch.tokens[static_cast<std::size_t>(r)], s = batch.slots[static_cast<std::size_t>(r)];
-    check(t >= 0 && t < config_.vocab_size,
-          "step batch: token " + std::to_string(t) + " outside the vocabulary of " + std::to_string(config_.vocab_size));
-    check(s >= 0 && s < kv_slots, "step batch: KV slot " + std::to_string(s) + " outside the cache");
+    check(t >= 0 && t < config_.vocab_size, [&] {  // per row and step: the message only on failure
+      return "step batch: token " + std::to_string(t) + " outside the vocabulary of " + std::to_string(config_.vocab_size);
+    });
+    check(s >= 0 && s < kv_slots, [&] { return "step batch: KV slot " + std::to_string(s) + " outside the cache"; });
     check(batch.positions[static_cast<std::size_t>(r)] >= 0, "step batch: negative position");
   }
   int last = -1;

@@ -39,13 +39,16 @@ bool Linear::try_forward_group_act_blocks(std::span<const GroupMember>, const st
 namespace {
 
 void check_group(std::span<const GroupMember> group, const char* who) {
-  check(!group.empty(), std::string(who) + ": an empty group of linears");
+  // Twice a layer and step: the messages are built only on a failure.
+  check(!group.empty(), [&] { return std::string(who) + ": an empty group of linears"; });
   for (const GroupMember& m : group) {
-    check(m.linear != nullptr && m.y != nullptr, std::string(who) + ": a group member without a linear or an output");
-    check(m.linear->in_features() == group.front().linear->in_features(),
-          std::string(who) + ": the members read one input, but their in_features differ (" +
-              std::to_string(group.front().linear->in_features()) + " and " + std::to_string(m.linear->in_features()) +
-              ")");
+    check(m.linear != nullptr && m.y != nullptr,
+          [&] { return std::string(who) + ": a group member without a linear or an output"; });
+    check(m.linear->in_features() == group.front().linear->in_features(), [&] {
+      return std::string(who) + ": the members read one input, but their in_features differ (" +
+             std::to_string(group.front().linear->in_features()) + " and " + std::to_string(m.linear->in_features()) +
+             ")";
+    });
   }
 }
 
@@ -65,8 +68,9 @@ void forward_group_act_blocks(std::span<const GroupMember> group, const std::int
 }
 
 void check_linear_row(const Linear& linear, int row, const char* who) {
-  check(row >= 0 && row < linear.out_features(), std::string(who) + ": row " + std::to_string(row) +
-                                                     " outside [0, " + std::to_string(linear.out_features()) + ")");
+  check(row >= 0 && row < linear.out_features(), [&] {
+    return std::string(who) + ": row " + std::to_string(row) + " outside [0, " + std::to_string(linear.out_features()) + ")";
+  });
 }
 
 }  // namespace inferlab

@@ -23,8 +23,10 @@ void add_row_block(TiledPlan& plan, int seq, int row_begin, int row_end, int n_q
     plan.items.push_back({seq, row_begin, row_end, 0, ctx - n_q + row_end, -1});
     return;
   }
-  check(splits <= ctx, "attention plan: " + std::to_string(splits) + " splits of a context of " +
-                           std::to_string(ctx) + " positions (each chunk needs one)");
+  check(splits <= ctx, [&] {
+    return "attention plan: " + std::to_string(splits) + " splits of a context of " + std::to_string(ctx) +
+           " positions (each chunk needs one)";
+  });
   const long long vectors = static_cast<long long>(row_end - row_begin) * group;
   plan.merges.push_back({seq, row_begin, row_end - row_begin, splits, static_cast<int>(plan.partial_vectors)});
   for (int j = 0; j < splits; ++j) {

@@ -73,7 +73,7 @@ void SamplingDecoder::branch(const BranchRequest& req, std::span<const std::span
 
 void SamplingDecoder::branch_result(int seq, std::vector<BranchOutput>& out) {
   auto found = samples_.find(seq);
-  check(found != samples_.end(), "decoding 'sampling': no samples for request " + std::to_string(seq));
+  check(found != samples_.end(), [&] { return "decoding 'sampling': no samples for request " + std::to_string(seq); });
   out = found->second.finished;
 }
 
