@@ -218,6 +218,15 @@ TEST(SimCalibration, CalibratedSimulationMatchesARealCpuRun) {
   auto threads = testing::run_inferlab("calibrate " + exp + " --clock thread-cpu --set device.threads=2 --out " + cm);
   EXPECT_NE(threads.code, 0);
   EXPECT_NE((threads.out + threads.err).find("device.threads=1"), std::string::npos) << threads.out << threads.err;
+  // The steps are timed as `run` runs them on this CPU: fused by default, also for a file that
+  // simulates (which cannot set fuse), and unfused when the file says fuse = false.
+  const std::string tiny = " --prefill 8 --batch 1 --context 8 --repeats 1 --log info --set model.preset=stories260k --out " + cm;
+  for (const auto& [sets, want] : std::vector<std::pair<std::string, std::string>>{
+           {"", "fused ops"}, {" --set device.kind=sim --set device.threads=0", "fused ops"}, {" --set device.fuse=false", "unfused ops"}}) {
+    auto r = testing::run_inferlab("calibrate " + exp + tiny + sets);
+    ASSERT_EQ(r.code, 0) << sets << ": " << r.out << r.err;
+    EXPECT_NE((r.out + r.err).find("(variant 'baseline', " + want + ")"), std::string::npos) << sets << ": " << r.out << r.err;
+  }
   fs::remove_all(dir);
 }
 

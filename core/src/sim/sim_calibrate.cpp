@@ -49,7 +49,8 @@ CalibratedCostModel calibrate_plan(const Plan& plan, const Registry& registry, c
                   "'); calibrate its stack with a non-speculative decoder (sampling)");
     Model model(loaded.weights, *quant, device, nullptr);
     ModelExecutor executor(model, *attention, v.stack.kv.format);
-    log::info("calibrate: " + v.stack.attention.name + " + " + v.stack.quantization.name + " (variant '" + v.name + "')");
+    log::info("calibrate: " + v.stack.attention.name + " + " + v.stack.quantization.name + " (variant '" + v.name +
+              "', " + (device.fuse() ? "fused" : "unfused") + " ops)");
     CalibratedStack s = calibrate_stack(executor, *decoder, g, clock);
     s.attention = v.stack.attention.name;
     s.quantization = v.stack.quantization.name;
