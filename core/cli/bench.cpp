@@ -157,7 +157,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   const std::string device_name = vm["device"].as<std::string>();
   if (!parse_device_kind(device_name, device_kind) || device_kind == DeviceKind::kSim)
     throw Error("bench: --device = " + device_name + "; allowed: cpu, cuda");
-  const bool fuse = vm.count("fuse") != 0 ? vm["fuse"].as<bool>() : device_kind == DeviceKind::kCpu;
+  const bool fuse = vm.count("fuse") != 0 ? vm["fuse"].as<bool>() : fused_by_default(device_kind);
   const std::unique_ptr<Device> device = make_device(device_kind, threads);
   compute_device(*device, "bench").set_fuse(fuse);
   const bool graphs = vm["cuda-graphs"].as<bool>();

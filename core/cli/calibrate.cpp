@@ -94,8 +94,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   std::vector<std::string> sets;
   if (vm.count("set")) sets = vm["set"].as<std::vector<std::string>>();
   ExperimentSpec spec = load_experiment(vm["file"].as<std::string>(), sets);
-  // A simulated file cannot set fuse (refused there): the CPU's default, fused, is what `run` times.
-  if (spec.device.kind == DeviceKind::kSim) spec.device.fuse = true;
+  // A simulated file cannot set fuse (refused there): the CPU's default is what `run` times.
+  if (spec.device.kind == DeviceKind::kSim) spec.device.fuse = fused_by_default(DeviceKind::kCpu);
   spec.device.kind = DeviceKind::kCpu;  // the stacks are timed on this CPU whatever the file simulates
   std::vector<std::string> plugin_path = spec.plugin_paths;
   for (const auto& d : Registry::default_search_path()) plugin_path.push_back(d);

@@ -161,7 +161,7 @@ TEST(Experiment, ErrorsNameFileLineColumnAndAllowed) {
 TEST(Experiment, DeviceFuseIsABooleanForCpuAndCuda) {
   EXPECT_TRUE(load_experiment(write_toml("fuse_default.toml", kBase), {}).device.fuse);
   EXPECT_TRUE(load_experiment(write_toml("fuse_cpu.toml", std::string(kBase) + "[device]\nthreads = 1\n"), {}).device.fuse);
-  EXPECT_FALSE(load_experiment(write_toml("fuse_cpu.toml", kBase), {"device.fuse=false"}).device.fuse);
+  EXPECT_FALSE(load_experiment(write_toml("fuse_cpu_set_off.toml", kBase), {"device.fuse=false"}).device.fuse);
   EXPECT_FALSE(load_experiment(write_toml("fuse_cuda_default.toml", std::string(kBase) + "[device]\nkind = \"cuda\"\n"), {})
                    .device.fuse);
   EXPECT_FALSE(load_experiment(write_toml("fuse_sim_default.toml", kBase), {"device.kind=sim"}).device.fuse);

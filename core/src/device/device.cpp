@@ -216,7 +216,7 @@ struct CpuHugeBlocks {
 };
 
 CpuDevice::CpuDevice(int threads) : pool_(threads), huge_(std::make_unique<CpuHugeBlocks>()) {
-  fuse_ = true;  // the fused ops by default (same results, fewer passes): set_fuse(false) is the ablation
+  fuse_ = fused_by_default(DeviceKind::kCpu);  // same results, fewer passes: set_fuse(false) is the ablation
   open_.reserve(8);
   // The cost of one timed op: the median of a few batches of empty begin/end pairs.
   constexpr int kPairs = 2000;

@@ -207,7 +207,7 @@ void parse_device(const Ctx& c, const toml::node& n, const std::string& base_dir
           c.at(*v) + ": [device] fuse = true runs on cpu and cuda (the fused ops are their kernels); kind is \"" +
               device_kind_name(device.kind) + "\", allowed there: fuse = false");
   } else {
-    device.fuse = device.kind == DeviceKind::kCpu;  // the default: fused on the CPU (DeviceSpec::fuse)
+    device.fuse = fused_by_default(device.kind);
   }
   if (auto v = t.get("cuda_graphs")) {
     check(v->is_boolean(), c.at(*v) + ": 'cuda_graphs' must be true or false, got " + type_name(*v));

@@ -26,6 +26,11 @@ enum class DeviceKind { kCpu, kCuda, kSim };
 const char* device_kind_name(DeviceKind kind);
 // "cpu", "cuda", "sim".
 bool parse_device_kind(const std::string& text, DeviceKind& kind);
+// Whether a device of this kind runs the fused ops (ComputeDevice::set_fuse) unless told
+// otherwise: the CPU does; CUDA not until its fused kernels have run on a GPU
+// (docs/performance.md, "Not yet run on a GPU"); sim has none. What [device] fuse, bench --fuse
+// and a CpuDevice default to.
+constexpr bool fused_by_default(DeviceKind kind) { return kind == DeviceKind::kCpu; }
 
 enum class DType { kF32, kF16, kBF16, kI8, kU8, kI32 };
 const char* dtype_name(DType dtype);

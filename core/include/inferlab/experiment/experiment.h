@@ -73,9 +73,9 @@ struct DeviceSpec {
   int threads = 0;  // 0 = all cores
   // Fused elementwise ops (Device::set_fuse: RMSNorm with the residual add and the int8
   // activation quantisation, RoPE with the KV write, SwiGLU with the quantisation); same results,
-  // so the gain is this one line. Default: on with kind = "cpu" (the fast path), off with
-  // "cuda" (its fused kernels have not yet run on a GPU: docs/performance.md); refused on "sim".
-  bool fuse = true;
+  // so the gain is this one line. Default: fused_by_default(kind) — on with kind = "cpu" (the
+  // fast path), off with "cuda" (its fused kernels have not yet run on a GPU); refused on "sim".
+  bool fuse = fused_by_default(DeviceKind::kCpu);
   // CUDA graphs for decode steps (ComputeDevice::set_cuda_graphs): each decode step is captured
   // once per padded batch bucket and replayed; prefill and mixed steps run eagerly. CUDA only:
   // refused with kind = "cpu" or "sim".
