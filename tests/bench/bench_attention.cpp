@@ -3,7 +3,8 @@
 // block_size 16, shuffled block tables, 1 and 2 threads; and attention_prefill_smol, SmolLM2's
 // shape (9 heads over 3 kv heads, head_dim 64) at 128 and 512 rows, and attention_decode_smol, its
 // decode (one row) at contexts 64, 256 and 1024; attention_decode_lanes, flash's decode with its
-// lane kernels on and off (the `lanes` parameter) at GQA groups 3 and 8.
+// lane kernels on and off (the `lanes` parameter) at GQA groups 3 and 8; attention_decode_kv,
+// flash's decode over every stored KV format.
 //   ./inferlab_bench --benchmark_filter='attention|Peak'
 // Counter kv_bytes_per_s: bytes of K and V the problem must read at least once per call,
 // divided by wall time: compare it with the machine's memory bandwidth (decode is bound by it;
@@ -160,6 +161,50 @@ BENCHMARK(attention_decode_lanes)->Apply([](benchmark::internal::Benchmark* b) {
       for (int threads : {1, 2})
         for (int lanes : {1, 0}) b->Args({context, threads, group, lanes});
   b->ArgNames({"context", "threads", "group", "lanes"});
+  b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->ComputeStatistics("min", fastest);
+});
+
+// Flash decode over each stored KV format (the `[kv] dtype` of a run), SmolLM2's shape (9 heads
+// over 3 kv heads), one sequence at contexts 512 and 4096, each call the next of 30 layers' caches
+// (as a decode step reads them: from memory, behind the other layers'). Args: {context, threads,
+// dtype: 0 f32, 1 f16, 2 bf16, 3 int8, 4 int4}. Counter kv_bytes_per_s: the stored bytes (codes
+// and scales) of a layer's K/V per second.
+void attention_decode_kv(benchmark::State& state) {
+  constexpr inferlab::KvDtype kDtypes[] = {inferlab::KvDtype::kF32, inferlab::KvDtype::kF16, inferlab::KvDtype::kBf16,
+                                           inferlab::KvDtype::kInt8, inferlab::KvDtype::kInt4};
+  const inferlab::KvDtype dtype = kDtypes[state.range(2)];
+  std::vector<std::unique_ptr<AttentionProblem>> layers;
+  for (int l = 0; l < 30; ++l) {
+    AttentionProblemSpec s = bench_spec(static_cast<int>(state.range(0)), 1, 9, 3);
+    s.seed = static_cast<std::uint64_t>(7 + l);
+    s.kv_dtype = dtype;
+    layers.push_back(std::make_unique<AttentionProblem>(s));
+  }
+  inferlab::CpuDevice device(static_cast<int>(state.range(1)));
+  FlashAttention attention;
+  std::vector<float> out(layers[0]->out_size());
+  std::size_t l = 0;
+  auto call = [&] {
+    attention.forward(layers[l]->batch(), layers[l]->kv(), layers[l]->q(), out.data(), device);
+    l = l + 1 == layers.size() ? 0 : l + 1;
+  };
+  for (std::size_t i = 0; i < layers.size(); ++i) call();  // warm-up
+  for (auto _ : state) {
+    call();
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  const double row = static_cast<double>(inferlab::kv_code_bytes(dtype, 64) +
+                                         sizeof(float) * inferlab::kv_param_floats(dtype, 64, 64));
+  state.counters["kv_bytes_per_s"] = benchmark::Counter(
+      2.0 * row * static_cast<double>(state.range(0)) * 3 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(attention_decode_kv)->Apply([](benchmark::internal::Benchmark* b) {
+  for (int context : {512, 4096})
+    for (int threads : {1, 2})
+      for (int dtype = 0; dtype < 5; ++dtype) b->Args({context, threads, dtype});
+  b->ArgNames({"context", "threads", "dtype"});
   b->Repetitions(5)->ReportAggregatesOnly(true)->UseRealTime()->ComputeStatistics("min", fastest);
 });
 

@@ -59,6 +59,35 @@ AttentionProblem::AttentionProblem(const AttentionProblemSpec& spec) : spec_(spe
 
   q_.resize(static_cast<std::size_t>(rows()) * spec.n_heads * spec.head_dim);
   for (float& x : q_) x = static_cast<float>(rng.normal()) * spec.q_scale;
+
+  const int g = spec.kv_group > 0 ? spec.kv_group : spec.head_dim;
+  if (spec.kv_dtype == KvDtype::kF32 && spec.kv_values_of != KvDtype::kF32) {
+    const int d = spec.head_dim;
+    const std::size_t cb = kv_code_bytes(spec.kv_values_of, d), pf = kv_param_floats(spec.kv_values_of, d, g);
+    std::vector<unsigned char> codes(cb);
+    std::vector<float> params(pf + 1);
+    for (std::vector<float>* side : {&k_, &v_})
+      for (std::size_t c = 0; c * d < side->size(); ++c) {
+        float* x = side->data() + c * d;
+        if (std::isnan(x[0])) continue;
+        kv_quantize_row(spec.kv_values_of, g, x, d, codes.data(), params.data());
+        kv_dequantize_row(spec.kv_values_of, g, codes.data(), params.data(), d, x);
+      }
+  }
+  if (spec.kv_dtype != KvDtype::kF32) {  // every cell stored, the NaN ones as NaN half / codes 0xFF
+    const int d = spec.head_dim;
+    const std::size_t cells = static_cast<std::size_t>(total_blocks) * bs * spec.n_kv_heads;
+    const std::size_t cb = kv_code_bytes(spec.kv_dtype, d), pf = kv_param_floats(spec.kv_dtype, d, g);
+    k_codes_.assign(cells * cb, 0xFF);
+    v_codes_.assign(cells * cb, 0xFF);
+    k_params_.assign(cells * pf, nan);
+    v_params_.assign(cells * pf, nan);
+    for (std::size_t c = 0; c < cells; ++c) {
+      if (std::isnan(k_[c * d])) continue;
+      kv_quantize_row(spec.kv_dtype, g, k_.data() + c * d, d, k_codes_.data() + c * cb, k_params_.data() + c * pf);
+      kv_quantize_row(spec.kv_dtype, g, v_.data() + c * d, d, v_codes_.data() + c * cb, v_params_.data() + c * pf);
+    }
+  }
 }
 
 AttentionBatch AttentionProblem::batch() const {
@@ -78,6 +107,14 @@ KvLayerView AttentionProblem::kv() const {
   KvLayerView view;
   view.k = k_.data();
   view.v = v_.data();
+  if (spec_.kv_dtype != KvDtype::kF32) {
+    view.k_dtype = view.v_dtype = spec_.kv_dtype;
+    view.k = k_codes_.data();
+    view.v = v_codes_.data();
+    view.k_params = k_params_.empty() ? nullptr : k_params_.data();
+    view.v_params = v_params_.empty() ? nullptr : v_params_.data();
+    view.group_size = spec_.kv_group > 0 ? spec_.kv_group : spec_.head_dim;
+  }
   view.num_blocks = num_blocks_;
   view.block_size = spec_.block_size;
   view.n_kv_heads = spec_.n_kv_heads;

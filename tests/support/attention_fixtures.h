@@ -28,6 +28,14 @@ struct AttentionProblemSpec {
   int spare_blocks = 3;        // NaN-filled blocks nobody owns
   float q_scale = 1.0f;        // q ~ N(0, q_scale^2); large values make peaked softmaxes
   std::uint64_t seed = 1;
+  // The stored K/V format (both sides): the values are drawn as for f32, then stored by
+  // kv_quantize_row (int8 / int4 in groups of kv_group, 0 = head_dim); reference_output reads
+  // them back through the same view.
+  KvDtype kv_dtype = KvDtype::kF32;
+  int kv_group = 0;
+  // With kv_dtype f32: each value rounded through this format first (stored and read back), so
+  // an f32 cache holds exactly what a cache of that format stands for.
+  KvDtype kv_values_of = KvDtype::kF32;
 };
 
 class AttentionProblem {
@@ -53,6 +61,8 @@ class AttentionProblem {
   int max_blocks_ = 0;
   int num_blocks_ = 0;
   std::vector<float> k_, v_;  // [num_blocks, block_size, n_kv_heads, head_dim]
+  std::vector<unsigned char> k_codes_, v_codes_;  // kv_dtype != f32: the stored rows
+  std::vector<float> k_params_, v_params_;
   std::vector<float> q_;      // [rows, n_heads, head_dim]
 };
 

@@ -291,6 +291,34 @@ TEST(FlashAttention, LaneDecodeMatchesReference) {
       }
 }
 
+// Decode over a KV that is not f32 (f16, bf16, int8, int4): the lane path widens its rows a
+// sub-tile at a time and must sum as one pass over the tile does, so its output has the bits of
+// the same attention over an f32 cache holding exactly the stored values, and matches the
+// reference on that cache; tiles that are and are not multiples of the sub-tile, and contexts
+// shorter than one.
+TEST(FlashAttention, WidenedKvDecodeHasTheBitsOfF32HoldingItsValues) {
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8, KvDtype::kInt4})
+    for (int tile : {7, 64}) {
+      SCOPED_TRACE(std::string(kv_dtype_name(dtype)) + " tile " + std::to_string(tile));
+      AttentionProblemSpec s;
+      s.seqs = {{301, 1}, {40, 1}, {16, 1}, {1, 1}};
+      s.n_kv_heads = 2;
+      s.n_heads = 6;
+      s.head_dim = 64;
+      s.block_size = 16;
+      s.seed = 11;
+      AttentionProblemSpec f32 = s;
+      s.kv_dtype = dtype;
+      f32.kv_values_of = dtype;
+      AttentionProblem stored(s), widened(f32);
+      plugins::FlashAttention flash(tile, 16, true);
+      CpuDevice device(2);
+      const std::vector<float> out = run_attention(flash, stored, device);
+      EXPECT_EQ(out, run_attention(flash, widened, device));
+      EXPECT_LT(max_relative_error(out, reference_output(widened)), kTolerance);
+    }
+}
+
 // `lanes` as a user sets it: resolved through the registry (default true), false accepted on
 // the CPU and refused on CUDA, where it would change nothing.
 TEST(FlashAttention, LanesParameterIsACpuSwitch) {
