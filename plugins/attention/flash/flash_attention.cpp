@@ -91,9 +91,10 @@ void resolve_tile(const AttentionBatch& batch, const KvLayerView& kv, const Work
 
 // Rows of a KV that is not f32 the lane path widens at a time: 16 rows of K and of V at head_dim
 // 64 are 8 KiB of floats, where a tile of 64 positions widened at once took 32 KiB, all of L1,
-// before the kernels read it back. SmolLM2 int4 g128 with f16 KV, one 1500-token prompt decoding
-// on 2 threads: attention per decode step 10.4-12.1 -> 9.7-10.1 ms (8 and 32 rows level with 16;
-// f32 KV 8.1-8.5; alternating runs, Zen 3, 2026-12-07).
+// before the kernels read it back. SmolLM2 int4 g128, one 1500-token prompt decoding on 2
+// threads, attention per decode step: int8 KV 8.9-9.1 -> 7.2-7.6 ms, f16 11.8 -> 11.1 (medians
+// of five runs), f32 8.1-9.3 (alternating runs, Zen 3, 2026-12-07; whole tiles of 8 or 32
+// positions instead of 16 were level with it).
 constexpr int kWidenedRows = 16;
 
 // One row whose GQA group fits the lanes of a machine vector (decode: every item is one row)
