@@ -17,6 +17,7 @@ void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, con
   const int group = batch.n_heads / batch.n_kv_heads;  // query heads per kv head
   std::vector<double> scores;                           // [context_len]
   std::vector<double> acc(static_cast<std::size_t>(d));  // [head_dim]
+  std::vector<float> widened(static_cast<std::size_t>(d));  // a stored row that is not f32, widened
 
   for (int s = 0; s < batch.n_seqs(); ++s) {
     const int row0 = batch.query_start[s];
@@ -33,7 +34,7 @@ void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, con
         double max_score = -std::numeric_limits<double>::infinity();
         for (int p = 0; p <= pos; ++p) {
           const int slot = table[p / kv.block_size] * kv.block_size + p % kv.block_size;
-          const float* kp = kv.k_at(slot, kvh);
+          const float* kp = kv.k_row(slot, kvh, widened.data());
           double dot = 0.0;
           for (int c = 0; c < d; ++c) dot += static_cast<double>(qh[c]) * kp[c];
           scores[static_cast<std::size_t>(p)] = dot * batch.scale;
@@ -47,7 +48,7 @@ void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, con
         acc.assign(static_cast<std::size_t>(d), 0.0);
         for (int p = 0; p <= pos; ++p) {
           const int slot = table[p / kv.block_size] * kv.block_size + p % kv.block_size;
-          const float* vp = kv.v_at(slot, kvh);
+          const float* vp = kv.v_row(slot, kvh, widened.data());
           const double w = scores[static_cast<std::size_t>(p)] / denom;
           for (int c = 0; c < d; ++c) acc[static_cast<std::size_t>(c)] += w * vp[c];
         }

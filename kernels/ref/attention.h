@@ -9,7 +9,9 @@ namespace inferlab::ref {
 
 // q:   [rows, n_heads, head_dim]
 // out: [rows, n_heads, head_dim]
-// Single-threaded, slow on purpose; throws inferlab::Error on an inconsistent batch
+// Any stored KV format: each row read through KvLayerView::k_row / v_row (f32 in place, the others
+// widened by the rule every plugin shares). Single-threaded, slow on purpose; throws
+// inferlab::Error on an inconsistent batch
 // (inferlab::check_attention_batch).
 void ref_paged_attention(const AttentionBatch& batch, const KvLayerView& kv, const float* q,
                          float* out);

@@ -60,7 +60,7 @@ AttentionProblem::AttentionProblem(const AttentionProblemSpec& spec) : spec_(spe
   q_.resize(static_cast<std::size_t>(rows()) * spec.n_heads * spec.head_dim);
   for (float& x : q_) x = static_cast<float>(rng.normal()) * spec.q_scale;
 
-  const int g = spec.kv_group > 0 ? spec.kv_group : spec.head_dim;
+  const int g = kv_group();
   if (spec.kv_dtype == KvDtype::kF32 && spec.kv_values_of != KvDtype::kF32) {
     const int d = spec.head_dim;
     const std::size_t cb = kv_code_bytes(spec.kv_values_of, d), pf = kv_param_floats(spec.kv_values_of, d, g);
@@ -113,7 +113,7 @@ KvLayerView AttentionProblem::kv() const {
     view.v = v_codes_.data();
     view.k_params = k_params_.empty() ? nullptr : k_params_.data();
     view.v_params = v_params_.empty() ? nullptr : v_params_.data();
-    view.group_size = spec_.kv_group > 0 ? spec_.kv_group : spec_.head_dim;
+    view.group_size = kv_group();
   }
   view.num_blocks = num_blocks_;
   view.block_size = spec_.block_size;

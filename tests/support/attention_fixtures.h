@@ -61,6 +61,7 @@ class AttentionProblem {
   int max_blocks_ = 0;
   int num_blocks_ = 0;
   std::vector<float> k_, v_;  // [num_blocks, block_size, n_kv_heads, head_dim]
+  int kv_group() const { return spec_.kv_group > 0 ? spec_.kv_group : spec_.head_dim; }
   std::vector<unsigned char> k_codes_, v_codes_;  // kv_dtype != f32: the stored rows
   std::vector<float> k_params_, v_params_;
   std::vector<float> q_;      // [rows, n_heads, head_dim]

@@ -136,8 +136,9 @@ void run_lanes(const AttentionBatch& batch, const KvLayerView& kv, const WorkIte
       }
     }
     flash::lane_softmax_step(st, n, max, denom, alpha);
-    for (int s0 = 0; s0 < n; s0 += widened ? kWidenedRows : n) {
-      const int m = widened ? std::min(kWidenedRows, n - s0) : n;
+    const int pv_step = widened ? kWidenedRows : n;  // f32: the whole tile in one P·V
+    for (int s0 = 0; s0 < n; s0 += pv_step) {
+      const int m = std::min(pv_step, n - s0);
       if (widened) widen_rows(batch, kv, item, t0 + s0, t0 + s0 + m, false, w.v_rows.data(), w.v_deq.data());
       for (int v0 = 0; v0 < group; v0 += flash::kBlockVectors) {
         const int mv = std::min(flash::kBlockVectors, group - v0);
