@@ -40,6 +40,7 @@
 
 #include "kernels/cpu/decode_prefetch.h"
 #include "kernels/cpu/gemm_gguf_layout.h"
+#include "kernels/cpu/simd.h"
 
 namespace inferlab::cpu {
 
@@ -60,12 +61,10 @@ inline __m256 halves8(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_
 inline __m256i bits_to(__m256i v, int from, int to) {
   return from <= to ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(to - from)) : _mm256_srl_epi16(v, _mm_cvtsi32_si128(from - to));
 }
-// Holds v in a register at this point. Without it GCC's reassociation turns a block's chain of
-// integer adds into one tree over all the block's products, each kept on the stack until it is
-// summed (108 ymm stack accesses in Q4_0's 6 x 8 tile, 30 with it; objdump). Q5_K / Q6_K keep
-// their int16 chains unpinned: in their 3 x 8 tiles the pin cost 18 % / 41 % (GCC stopped
-// unrolling their halves).
-inline void pin(__m256i& v) { asm("" : "+x"(v)); }
+// simd.h's pin: without it GCC's reassociation turns a block's chain of integer adds into one
+// tree over all the block's products, each kept on the stack until it is summed (108 ymm stack
+// accesses in Q4_0's 6 x 8 tile, 30 with it; objdump). Q5_K / Q6_K keep their int16 chains
+// unpinned: in their 3 x 8 tiles the pin cost 18 % / 41 % (GCC stopped unrolling their halves).
 inline __m256 u8x8_to_float(const std::uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }

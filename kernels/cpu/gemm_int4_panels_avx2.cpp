@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "inferlab/huge_pages.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/ref/matmul_int4.h"
 
 namespace inferlab::cpu::int4_panels {
@@ -36,8 +37,6 @@ inline __m256i bcast4_avx2(const void* p) {
   return _mm256_set1_epi32(v);
 }
 inline __m256i load32_avx2(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-// Holds v in a register here, so GCC keeps a block's int16 chain as a chain (gemm_gguf_avx2.cpp's pin).
-inline void pin_avx2(__m256i& v) { asm("" : "+x"(v)); }
 
 // Half h0 of panel p (its first row 8 h0): the codes, group scales and zero points from there.
 struct HalfPanel {
@@ -137,7 +136,7 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
                                        : _mm256_and_si256(t == 0 ? v[q] : _mm256_srli_epi16(v[q], 4 * t), mask);
               for (int r = 0; r < R; ++r) {
                 d[q][r] = _mm256_add_epi32(d[q][r], _mm256_madd_epi16(u, bcast4_avx2(xr[r] + 8 * j + 2 * t)));
-                pin_avx2(d[q][r]);  // a chain, not GCC's reassociated tree over the block's products
+                pin(d[q][r]);  // a chain, not GCC's reassociated tree over the block's products
               }
             }
         } else {
@@ -152,9 +151,9 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
             const __m256i xl = bcast4_avx2(xb), xh = bcast4_avx2(xb + 4);
             for (int q = 0; q < G; ++q) {  // one chain of adds (a tree of two cost 1.2-1.5x, hot loop, Zen 3)
               d[q][r] = _mm256_add_epi16(d[q][r], _mm256_maddubs_epi16(lo[q], xl));
-              pin_avx2(d[q][r]);
+              pin(d[q][r]);
               d[q][r] = _mm256_add_epi16(d[q][r], _mm256_maddubs_epi16(hi[q], xh));
-              pin_avx2(d[q][r]);
+              pin(d[q][r]);
             }
           }
         }

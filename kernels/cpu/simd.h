@@ -12,6 +12,10 @@
 
 namespace inferlab::cpu {
 
+// Holds v in a register at this point, so GCC keeps a chain of integer adds as a chain rather than
+// reassociating a block's products into one tree whose leaves it spills (gemm_gguf_avx2.cpp).
+inline void pin(__m256i& v) { asm("" : "+x"(v)); }
+
 // The sum of the 8 floats of v.
 inline float hsum(__m256 v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -360,11 +360,11 @@ template <int L>
     static_assert(sizeof b == sizeof r);
     std::memcpy(&r, &b, sizeof r);
 #if defined(__AVX512F__)
-  } else if constexpr (L == 4) {
-    const __m512 b = _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+  } else if constexpr (L == 4) {  // the all-lanes zero-mask forms: GCC 12's plain ones trip -Wmaybe-uninitialized
+    const __m512 b = _mm512_maskz_broadcast_f32x4(__mmask16{0xFFFF}, _mm_loadu_ps(p));
     std::memcpy(&r, &b, sizeof r);
   } else if constexpr (L == 8) {
-    const __m512d b = _mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p)));
+    const __m512d b = _mm512_maskz_broadcast_f64x4(__mmask8{0xFF}, _mm256_loadu_pd(reinterpret_cast<const double*>(p)));
     std::memcpy(&r, &b, sizeof r);
 #elif defined(__AVX__)
   } else if constexpr (L == 4) {
