@@ -39,8 +39,8 @@ enum class CpuFormat {
   kF32,           // quantization none; the fp32 classifiers of the int4 / gptq / awq / smoothquant stacks
   kF16,           // quantization f16 (parameter amx: split = two bf16 weight terms, bf16 = one)
   kBf16,          // quantization bf16
-  kW8A16,         // int8 per channel, fp32 activations (int8 activations = fp32; auto on AVX-512 builds)
-  kW8A16Int16,    // int8 per channel, int16 activation blocks (int8 activations = int16; auto on AVX2 builds)
+  kW8A16,         // int8 per channel, fp32 activations (int8 activations = fp32; auto on portable builds)
+  kW8A16Int16,    // int8 per channel, int16 activation blocks (int8 activations = int16; auto on AVX2 / AVX-512 builds)
   kW8A8,          // int8 per channel, int8 activation blocks of 32 (int8 activations = int8)
   kW8A8PerToken,  // int8 per channel, one int8 scale per token row (smoothquant)
   kW4A16,         // int4 groups, fp32 activations (int4 / gptq / awq activations = fp32)
@@ -175,7 +175,7 @@ constexpr int kGgufAmxMinRows = 16;
 struct CpuFormatInfo {
   CpuFormat format;
   const char* name;      // "w8a16"
-  const char* plugins;   // "int8 activations = int16 (auto on AVX2)"
+  const char* plugins;   // "int8 activations = int16 (auto on AVX2 / AVX-512)"
   const char* weights;   // "int8 per output channel, fp32 scale"
 };
 const std::vector<CpuFormatInfo>& cpu_formats();

@@ -189,7 +189,7 @@ TEST(KernelsCli, PrintsThePlanPerFormatAndRowCountAndRefusesUnknownNames) {
   ASSERT_EQ(r.code, 0) << r.err;
   const cpu::CpuLinearShape shape{.out = 5632, .in = 2048};  // the command's default linear; W8A16 packs its panels
   const cpu::CpuIsa isa = cpu::CpuIsa::host();
-  const std::string want = std::string("| w8a16 | int8 activations = fp32 (auto on AVX-512) | ") +
+  const std::string want = std::string("| w8a16 | int8 activations = fp32 (auto on cuda and portable builds) | ") +
                            cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A16, 1, shape, isa)).name + " | " +
                            cpu::cpu_kernel_info(cpu::plan_cpu_linear(cpu::CpuFormat::kW8A16, 16, shape, isa)).name + " |";
   EXPECT_NE(r.out.find(want), std::string::npos) << r.out;

@@ -80,7 +80,9 @@ Int8Activations int8_cpu_activations(const std::string& activations) {
   if (activations == "int8") return Int8Activations::kInt8;
   check(activations == "auto", "int8 activations = \"" + activations + "\"; allowed: auto, fp32, int16, int8");
   const cpu::CpuIsa isa = cpu::CpuIsa::host();
-  return isa.avx2 && !isa.avx512 ? Int8Activations::kInt16 : Int8Activations::kFp32;
+  // int16 wherever its panels are vectorised (AVX2, AVX-512): faster than fp32 activations from 4
+  // rows and at prefill on Zen 3 and Zen 4, level at one row (docs/performance.md).
+  return isa.avx2 ? Int8Activations::kInt16 : Int8Activations::kFp32;
 }
 
 Int8Linear::Int8Linear(const std::vector<float>& weight, int out, int in, Int8Activations activations)

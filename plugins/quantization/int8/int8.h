@@ -24,8 +24,9 @@ namespace inferlab::plugins {
 enum class Int8Activations { kFp32, kInt16, kInt8 };
 
 // The parameter's value on the CPU: "fp32", "int16", "int8", or "auto" (the default): int16 on
-// builds with AVX2 and without AVX-512, where its kernel is the faster one at every row count
-// (docs/kernels.md, "W8A16 in integers"), fp32 elsewhere. Throws Error on any other value.
+// builds with AVX2 or AVX-512, where its kernel is the faster one from 4 rows and at prefill
+// (docs/kernels.md, "W8A16 in integers"), fp32 on the portable build. Throws Error on any other
+// value.
 Int8Activations int8_cpu_activations(const std::string& activations);
 
 class Int8Linear : public Linear {

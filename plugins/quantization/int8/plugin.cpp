@@ -17,8 +17,8 @@ inferlab::PluginDescriptor describe() {
       "of 32 (dynamic W8A8); fp32 KV cache";
   d.params = {{"activations", ParamType::kString, std::string("auto"), std::nullopt, std::nullopt,
                {"auto", "fp32", "int16", "int8"},
-               "auto (default): int16 on CPU builds with AVX2 and without AVX-512 (the faster kernel there), fp32 "
-               "elsewhere; fp32: weight-only, exact fp32 activations; int16: 16-bit activations, int16 per 32-block "
+               "auto (default): int16 on CPU builds with AVX2 or AVX-512 (the faster kernel there), fp32 on the "
+               "portable build and on cuda; fp32: weight-only, exact fp32 activations; int16: 16-bit activations, int16 per 32-block "
                "(W8A16 in integers, error below fp16's; CPU; linears whose input is not a multiple of 32 keep fp32); "
                "int8: activations quantised per 32-block on the fly, integer dot products (W8A8)"}};
   d.devices[DeviceKind::kCpu] = [](const PluginContext& ctx) -> std::unique_ptr<Quantization> {

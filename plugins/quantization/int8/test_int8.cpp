@@ -279,11 +279,11 @@ TEST(Int8Quantization, W8A8OnTheInt16PanelsMatchesTheReference) {
   for (int i = 0; i < in; ++i) ASSERT_EQ(row[i], scale[7] * static_cast<float>(q[static_cast<std::size_t>(7) * in + i]));
 }
 
-// "auto" is int16 where its kernel is the faster one (AVX2 builds without AVX-512), fp32
-// elsewhere; anything else but the four values is refused, naming them.
+// "auto" is int16 where its kernel is vectorised and the faster one (AVX2 and AVX-512 builds),
+// fp32 on the portable build; anything else but the four values is refused, naming them.
 TEST(Int8Quantization, AutoActivationsFollowTheBuild) {
   const cpu::CpuIsa isa = cpu::CpuIsa::host();
-  EXPECT_EQ(int8_cpu_activations("auto"), isa.avx2 && !isa.avx512 ? Int8Activations::kInt16 : Int8Activations::kFp32);
+  EXPECT_EQ(int8_cpu_activations("auto"), isa.avx2 ? Int8Activations::kInt16 : Int8Activations::kFp32);
   EXPECT_EQ(int8_cpu_activations("fp32"), Int8Activations::kFp32);
   EXPECT_EQ(int8_cpu_activations("int16"), Int8Activations::kInt16);
   EXPECT_EQ(int8_cpu_activations("int8"), Int8Activations::kInt8);
