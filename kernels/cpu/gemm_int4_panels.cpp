@@ -16,6 +16,7 @@
 #endif
 
 #include "inferlab/error.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/gemm_int4_panels_impl.h"
 #include "kernels/ref/matmul_int4.h"
 
@@ -209,9 +210,37 @@ void gemm_int4_panels_int16(const std::int16_t* xq, const float* xs, const Int4P
 #endif
 }
 
+namespace int4_panels {
+F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n) {
+  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
+  thread_local HugeVector<float> xw_buffer;
+  thread_local std::vector<float> gsum_buffer;
+  if (xw_buffer.size() < static_cast<std::size_t>(n) * in) xw_buffer.resize(static_cast<std::size_t>(n) * in);
+  gsum_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * in;
+    float* dst = xw_buffer.data() + static_cast<std::size_t>(r) * in;
+    constexpr float kScale[4] = {1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f};  // exact: powers of two
+    for (int i = 0; i < in; ++i) dst[i] = xr[i] * kScale[i % 4];
+    for (int g = 0; g < w.groups; ++g) {
+      const int i1 = std::min(in, (g + 1) * w.group_size);
+      float sum = 0.0f;
+      for (int i = g * w.group_size; i < i1; ++i) sum += xr[i];
+      gsum_buffer[static_cast<std::size_t>(r) * w.groups + g] = sum;
+    }
+  }
+  return {xw_buffer.data(), gsum_buffer.data(), in, blocks, w.groups, per};
+}
+}  // namespace int4_panels
+
 bool int4_panels_f32_available(int in, int group_size) {
 #if INFERLAB_INT4_PANELS_AVX2
   return int4_panels_available(in, group_size);
+#elif INFERLAB_INT4_PANELS_VNNI
+  // Where the AMX bf16 tiles run, fp32 activations keep the rows (the register lookup for few rows,
+  // the tiles' dequantised prefill: the AMX Xeon's measured paths); elsewhere the panels at every
+  // row count (Zen 4, 2026-12-07: docs/kernels.md "W4A16 on the panels with AVX-512").
+  return int4_panels_available(in, group_size) && !amx_bf16_enabled();
 #else
   (void)in, (void)group_size;
   return false;
@@ -222,9 +251,11 @@ void gemm_int4_panels_f32(const float* x, const Int4Panels& w, float* y, int n, 
   if (n <= 0 || w.out <= 0) return;
 #if INFERLAB_INT4_PANELS_AVX2
   run_avx2_f32(x, w, y, n, pool);
+#elif INFERLAB_INT4_PANELS_VNNI
+  run_vnni_f32(x, w, y, n, pool);
 #else
   (void)x, (void)y, (void)pool;
-  check(false, "gemm_int4_panels_f32: this build has no AVX2-only kernel (int4_panels_f32_available)");
+  check(false, "gemm_int4_panels_f32: this build has no AVX2 or AVX-512 VNNI kernel (int4_panels_f32_available)");
 #endif
 }
 

@@ -173,45 +173,12 @@ void half_pass(const Acts<T>& a, const Int4Panels& w, int p, int h0, int r0, flo
   store_halves<R, G>(acc, h0, valid, y, ys);
 }
 
-// W4A16 with exact fp32 activations on AVX2 (gemm_int4_panels_f32): a code vector's byte t holds
-// the codes of inputs 8j + t (low nibble) and 8j + 4 + t (high). `vpand` with 0xF << 8t leaves
-// code * 2^8t in each row's int32 lane (the high nibbles the same from the vector shifted right by
-// 4), which `vcvtdq2ps` makes an exact float, so the FMA takes the activation pre-scaled by 2^-8t
-// (F32Acts::xw; exact for activations above 2^-102): the FMA's product is code * x, rounded once
-// into the sum as with the codes' own floats. One AND and one conversion per 8 weights, shared by
-// the pass's token rows, and one FMA per 8 weights and row. Per group the zero point's term is
-// taken off the products' sum once: s (Σ x q - z Σ x), as the int8 passes fold theirs. Each row's
-// products run in two chains (low and high nibbles) whatever the row count, so a row's bits do
-// not depend on its pass. Tried (2026-12-07, Zen 3, 1536 x 576 g128 x150 streamed, one thread):
-// 4 chains a row with the codes shifted into place (one mask register) spilled at one row and
-// took 7.9-8.9 ms against 6.4-6.7 for this (f16's panels 11.4-14.3, matmul_int4 16.2).
-struct F32Acts {
-  const float* xw;    // [n, in]: x, input 8j + t and 8j + 4 + t scaled by 2^-8t (t < 4)
-  const float* gsum;  // [n, groups]: Σ x over the group
-  int in, blocks, groups, per;
-};
-
-F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n) {
-  const int in = w.in, blocks = in / kActBlock, per = w.group_size / kActBlock;
-  thread_local HugeVector<float> xw_buffer;
-  thread_local std::vector<float> gsum_buffer;
-  if (xw_buffer.size() < static_cast<std::size_t>(n) * in) xw_buffer.resize(static_cast<std::size_t>(n) * in);
-  gsum_buffer.assign(static_cast<std::size_t>(n) * w.groups, 0.0f);
-  for (int r = 0; r < n; ++r) {
-    const float* xr = x + static_cast<std::size_t>(r) * in;
-    float* dst = xw_buffer.data() + static_cast<std::size_t>(r) * in;
-    constexpr float kScale[4] = {1.0f, 0x1p-8f, 0x1p-16f, 0x1p-24f};  // exact: powers of two
-    for (int i = 0; i < in; ++i) dst[i] = xr[i] * kScale[i % 4];
-    for (int g = 0; g < w.groups; ++g) {
-      const int i1 = std::min(in, (g + 1) * w.group_size);
-      float sum = 0.0f;
-      for (int i = g * w.group_size; i < i1; ++i) sum += xr[i];
-      gsum_buffer[static_cast<std::size_t>(r) * w.groups + g] = sum;
-    }
-  }
-  return {xw_buffer.data(), gsum_buffer.data(), in, blocks, w.groups, per};
-}
-
+// W4A16 with exact fp32 activations (gemm_int4_panels_f32; the arithmetic at F32Acts,
+// gemm_int4_panels_impl.h) on half panels: one AND and one conversion per 8 weights, shared by the
+// pass's token rows, and one FMA per 8 weights and row. Tried (2026-12-07, Zen 3, 1536 x 576 g128
+// x150 streamed, one thread): 4 chains a row with the codes shifted into place (one mask
+// register) spilled at one row and took 7.9-8.9 ms against 6.4-6.7 for this (f16's panels
+// 11.4-14.3, matmul_int4 16.2).
 template <int R, int G>
 void f32_half_pass(const F32Acts& a, const Int4Panels& w, int p, int h0, int r0, float* y, std::size_t ys, int valid,
                    int ahead) {

@@ -60,13 +60,31 @@ void parallel_for_panels(const Int4Panels& w, int n, ThreadPool& pool, const Fn&
   pool.parallel_for(static_cast<std::size_t>(w.panels), fn, std::max<std::size_t>(1, (std::size_t{1} << 16) / per_panel));
 }
 
+// W4A16 with exact fp32 activations on the panels (gemm_int4_panels_f32): a code vector's byte t
+// holds the codes of inputs 8j + t (low nibble) and 8j + 4 + t (high). `vpand` with 0xF << 8t
+// leaves code * 2^8t in each row's int32 lane (the high nibbles the same from the vector shifted
+// right by 4), which `vcvtdq2ps` makes an exact float, so the FMA takes the activation pre-scaled
+// by 2^-8t (xw; exact for activations above 2^-102): the FMA's product is code * x, rounded once
+// into the sum as with the codes' own floats. Per group the zero point's term is taken off the
+// products' sum once: s (Σ x q - z Σ x), as the int8 passes fold theirs. Each row's products run
+// in two chains (low and high nibbles) whatever the row count and ISA (AVX2 half panels, AVX-512
+// whole ones: the same operations per lane in the same order), so a row's bits depend on neither.
+struct F32Acts {
+  const float* xw;    // [n, in]: x, input 8j + t and 8j + 4 + t scaled by 2^-8t (t < 4)
+  const float* gsum;  // [n, groups]: Σ x over the group
+  int in, blocks, groups, per;
+};
+// x [n, w.in] as F32Acts, in the calling thread's scratch (valid until its next call).
+F32Acts make_f32_acts(const float* x, const Int4Panels& w, int n);
+
 // y [n, w.out] for a's n token rows: the VNNI passes (with the AMX prefill where it runs) and the
 // AVX2 passes; each is defined only where its ISA is built (INFERLAB_INT4_PANELS_*).
 void run_vnni(const Acts<std::int8_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 void run_vnni(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 void run_avx2(const Acts<std::int8_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 void run_avx2(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n, ThreadPool& pool);
-// W4A16 with fp32 activations x [n, in] (AVX2 builds).
+// W4A16 with fp32 activations x [n, in] (AVX2 and AVX-512 VNNI builds).
 void run_avx2_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool);
+void run_vnni_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool);
 
 }  // namespace inferlab::cpu::int4_panels

@@ -315,9 +315,93 @@ void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n
 }
 #endif
 
+// W4A16 with exact fp32 activations (gemm_int4_panels_f32; F32Acts in gemm_int4_panels_impl.h) on
+// whole panels, a zmm lane per row: the AVX2 half passes' operations per lane in the same order
+// (two chains a row, the group fold), so each output has the same bits on either ISA. Per 64
+// bytes of codes (16 rows x 8 inputs): a shift, 8 ANDs and 8 conversions shared by the pass's
+// rows, 8 FMAs a row. Up to kF32PassRows rows a pass (3 x R accumulators beside the 4 masks and
+// the codes).
+constexpr int kF32PassRows = 4;
+template <int R, int NP>
+void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, const int* valid,
+                    int ahead) {
+  constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
+  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
+  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes;
+  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
+  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
+  const float* gsum = a.gsum + static_cast<std::size_t>(r0) * a.groups;
+  const __m512i mask[4] = {_mm512_set1_epi32(0xF), _mm512_set1_epi32(0xF00), _mm512_set1_epi32(0xF0000),
+                           _mm512_set1_epi32(0xF000000)};
+  __m512 acc[NP][R];
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[q][r] = _mm512_setzero_ps();
+  for (int g = 0; g < a.groups; ++g) {
+    __m512 c0[NP][R], c1[NP][R];  // the group's products: low nibbles, high nibbles
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) c0[q][r] = c1[q][r] = _mm512_setzero_ps();
+    const int b1 = std::min(a.blocks, (g + 1) * a.per);
+    prefetch_group<NP>(sw, zw, panel_cells, g, a.per, ahead);
+    const float* xr[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      xr[r] = a.xw + static_cast<std::size_t>(r0 + r) * a.in + static_cast<std::size_t>(g * a.per) * kActBlock;
+    for (int b = g * a.per; b < b1; ++b) {
+      const std::uint8_t* pc[NP];
+#pragma GCC unroll 2
+      for (int q = 0; q < NP; ++q) {
+        pc[q] = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+        prefetch_ahead(pc[q], kBlockBytes, ahead);
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < kVectors; ++j) {
+        __m512i v[NP], vh[NP];
+#pragma GCC unroll 2
+        for (int q = 0; q < NP; ++q) {
+          v[q] = _mm512_loadu_si512(pc[q] + 64 * j);
+          vh[q] = _mm512_maskz_srli_epi32(kAll, v[q], 4);
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          __m512 lo[NP], hi[NP];
+#pragma GCC unroll 2
+          for (int q = 0; q < NP; ++q) {
+            lo[q] = _mm512_maskz_cvtepi32_ps(kAll, _mm512_and_si512(v[q], mask[t]));
+            hi[q] = _mm512_maskz_cvtepi32_ps(kAll, _mm512_and_si512(vh[q], mask[t]));
+          }
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const __m512 xl = _mm512_set1_ps(xr[r][8 * j + t]), xh = _mm512_set1_ps(xr[r][8 * j + 4 + t]);
+#pragma GCC unroll 2
+            for (int q = 0; q < NP; ++q) {
+              c0[q][r] = _mm512_fmadd_ps(lo[q], xl, c0[q][r]);
+              c1[q][r] = _mm512_fmadd_ps(hi[q], xh, c1[q][r]);
+            }
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xr[r] += kActBlock;
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; ++q) {
+      __m512 sum[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) sum[r] = _mm512_add_ps(c0[q][r], c1[q][r]);
+      fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, gsum + g, a.groups, sum, acc[q]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) store_panel<R>(acc[q], valid[q], y + q * P, ys);
+}
+
 // The VNNI passes over the panels, split across the pool: pass.template operator()<R, NP>(p, r0, y,
-// valid, ahead) runs R token rows from r0 against NP panels from p, y at (r0, 16p).
-template <class Pass>
+// valid, ahead) runs R token rows from r0 (R <= kRows) against NP panels from p, y at (r0, 16p).
+template <int kRows = kPassRows, class Pass>
 void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pass& pass) {
   const int ahead = decode_prefetch_bytes();
   const std::size_t ys = static_cast<std::size_t>(w.out);
@@ -332,19 +416,19 @@ void run_passes(const Int4Panels& w, float* y, int n, ThreadPool& pool, const Pa
           }
         for (; p < static_cast<int>(p1); ++p) {
           const int valid[1] = {std::min(P, w.out - p * P)};
-          // The panel once from memory, then from L1 / L2 for every further group of kPassRows rows.
-          for (int r0 = 0; r0 < n; r0 += kPassRows) {
+          // The panel once from memory, then from L1 / L2 for every further group of kRows rows.
+          for (int r0 = 0; r0 < n; r0 += kRows) {
             float* yp = y + static_cast<std::size_t>(r0) * ys + static_cast<std::size_t>(p) * P;
             const int ahead_once = r0 == 0 ? ahead : 0;
-            switch (std::min(kPassRows, n - r0)) {
+            switch (std::min(kRows, n - r0)) {
               case 1: pass.template operator()<1, 1>(p, r0, yp, valid, ahead_once); break;
               case 2: pass.template operator()<2, 1>(p, r0, yp, valid, ahead_once); break;
               case 3: pass.template operator()<3, 1>(p, r0, yp, valid, ahead_once); break;
               case 4: pass.template operator()<4, 1>(p, r0, yp, valid, ahead_once); break;
-              case 5: pass.template operator()<5, 1>(p, r0, yp, valid, ahead_once); break;
-              case 6: pass.template operator()<6, 1>(p, r0, yp, valid, ahead_once); break;
-              case 7: pass.template operator()<7, 1>(p, r0, yp, valid, ahead_once); break;
-              default: pass.template operator()<8, 1>(p, r0, yp, valid, ahead_once); break;
+              case 5: if constexpr (kRows >= 5) pass.template operator()<5, 1>(p, r0, yp, valid, ahead_once); break;
+              case 6: if constexpr (kRows >= 6) pass.template operator()<6, 1>(p, r0, yp, valid, ahead_once); break;
+              case 7: if constexpr (kRows >= 7) pass.template operator()<7, 1>(p, r0, yp, valid, ahead_once); break;
+              default: if constexpr (kRows >= 8) pass.template operator()<8, 1>(p, r0, yp, valid, ahead_once); break;
             }
           }
         }
@@ -393,6 +477,14 @@ void run_vnni(const Acts<std::int16_t>& a, const Int4Panels& w, float* y, int n,
   const std::size_t ys = static_cast<std::size_t>(w.out);
   run_passes(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
     panel_pass<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
+  });
+}
+
+void run_vnni_f32(const float* x, const Int4Panels& w, float* y, int n, ThreadPool& pool) {
+  const F32Acts a = make_f32_acts(x, w, n);
+  const std::size_t ys = static_cast<std::size_t>(w.out);
+  run_passes<kF32PassRows>(w, y, n, pool, [&]<int R, int NP>(int p, int r0, float* yp, const int* valid, int ahead) {
+    f32_panel_pass<R, NP>(a, w, p, r0, yp, ys, valid, ahead);
   });
 }
 

@@ -132,7 +132,14 @@ TEST(CpuLinearPlan, W4A16LookupThenTheAmxTilesByGroupSize) {
     s.group_size = g;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4RowsMaxRows, s, amx()), K::kInt4Rows) << g;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxCodesMinRows, s, amx()), K::kAmxDequant) << g;
+    // AVX-512 without the AMX tiles: the panels with fp32 activations where packed at every row
+    // count, else the lookup, then the dequantised rows.
+    EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx512()), K::kInt4PanelsF32) << g;
+    EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxCodesMinRows, s, avx512()), K::kInt4PanelsF32) << g;
+    s.packed = false;
+    EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4RowsMaxRows, s, avx512()), K::kInt4Rows) << g;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxCodesMinRows, s, avx512()), K::kInt4Dequant) << g;
+    s.packed = true;
   }
   s.group_size = 48;  // no lookup (not dividing 128), three bf16 terms from kInt4AmxMinRows
   EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, amx()), K::kInt4Dequant);
@@ -212,7 +219,7 @@ TEST(CpuLinearPlan, HostIsaAgreesWithTheKernelsBuild) {
   const CpuIsa isa = CpuIsa::host();
   EXPECT_EQ(isa.vnni || isa.avx2, gemm_panels_int8_available());
   EXPECT_EQ(isa.vnni || isa.avx2, int4_panels_available(64, 32));
-  EXPECT_EQ(isa.avx2 && !isa.avx512, int4_panels_f32_available(64, 32));
+  EXPECT_EQ(isa.avx2 && !isa.amx_bf16, int4_panels_f32_available(64, 32));
   EXPECT_EQ(isa.vnni || isa.avx2, gemm_gguf_available());
   EXPECT_EQ(isa.avx512, int4_rows_supported(32));
   EXPECT_EQ(isa.amx_int8, amx_int8_enabled());

@@ -184,11 +184,12 @@ TEST(GemmInt4Panels, Int16ActivationsMatchTheReference) {
   });
 }
 
-// W4A16 with exact fp32 activations on the panels (gemm_int4_panels_f32, AVX2 builds): against a
+// W4A16 with exact fp32 activations on the panels (gemm_int4_panels_f32: AVX2 and AVX-512 builds
+// where the AMX bf16 tiles do not run): against a
 // double reference on the dequantised weights over the shapes above (rows 1-4 a pass, 5 = 4 + 1,
 // partial panels and groups), and each row alone gives its row of the batch bit for bit.
 TEST(GemmInt4Panels, Fp32ActivationsMatchTheReference) {
-  if (!cpu::int4_panels_f32_available(64, 128)) GTEST_SKIP() << "the fp32-activation panels are an AVX2-only kernel";
+  if (!cpu::int4_panels_f32_available(64, 128)) GTEST_SKIP() << "the fp32-activation panels: AVX2 / AVX-512 builds, not where the AMX bf16 tiles run";
   EXPECT_FALSE(cpu::int4_panels_f32_available(100, 32));
   EXPECT_FALSE(cpu::int4_panels_f32_available(576, 16));
   const testing::Int4Shape shapes[] = {{1, 1, 32, 32},     {1, 16, 576, 128}, {2, 17, 576, 256}, {3, 33, 1536, 128},
