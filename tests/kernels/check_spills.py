@@ -10,8 +10,9 @@ every innermost loop of a function in inferlab::cpu that does vector multiply-ad
 vpdpbusd, vdpbf16ps), counts the vector registers it stores to the stack per pass. More than
 --max-stores (9) in one loop is a failure, naming the function: the defect above stored 12-18
 per loop at the row counts where it cost most (4-8 rows); a few are register pressure or a
-rarely run remainder loop (2026-12-06, GCC 12: at most 9, in IQ4_XS's int8-activation 4-row row
-kernel, not traced; 6 in the W8A8 6-row tile's partial-block loop).
+rarely run remainder loop (GCC 12: 6 in the W8A8 6-row tile's partial-block loop). The K-quant
+row kernel's 4-row form stored 9 (AMX Xeon) and 10 (Zen 4) a block, a block's 8 chunks of codes
+and scales held across the rows, until it took each chunk into every row at once (2026-12-07).
 
 Exit 77 (a ctest skip) when the library has no AVX-512 code (a portable or non-x86 build: the
 spills this catches are of zmm accumulators) or objdump is missing.
