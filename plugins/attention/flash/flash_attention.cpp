@@ -100,8 +100,11 @@ constexpr int kWidenedRows = 16;
 // One row whose GQA group fits the lanes of a machine vector (decode: every item is one row)
 // runs the lane kernels (flash_tile_kernels.h): its vectors see the same positions, so the
 // tile's scores, softmax and weights are computed for all of them at once, K read in place.
-bool lane_item(const WorkItem& item, int group) {
-  return item.row_end - item.row_begin == 1 && group <= flash::kNativeLanes;
+// Groups that would leave more than kMaxLaneChannels channels a lane group (AVX-512: groups of
+// 1 and 2) take the block path, the faster one there.
+bool lane_item(const WorkItem& item, int group, int d) {
+  return item.row_end - item.row_begin == 1 && group <= flash::kNativeLanes &&
+         flash::lane_channels(group, d) <= flash::kMaxLaneChannels;
 }
 
 // run_item's lane path: the item's `group` vectors (qs [group, d], pre-scaled) over positions
@@ -180,7 +183,7 @@ void run_item(const AttentionBatch& batch, const KvLayerView& kv, const float* q
 
   // Positions this item needs: [0, position of its last row].
   const int end_pos = first_pos + item.row_end;  // exclusive
-  if (lanes && lane_item(item, group)) {
+  if (lanes && lane_item(item, group, d)) {
     run_lanes(batch, kv, item, group, end_pos, tile, w);
   } else {
     for (int t0 = 0; t0 < end_pos; t0 += tile) {

@@ -316,6 +316,15 @@ constexpr int lane_channels(int group, int d) {
   return l;
 }
 
+// The most channels a lane group may hold for the lane kernels to be the faster decode path: each
+// position's L partial sums per vector take log2(L) shuffles and adds and a gather, against d / L
+// FMAs. With 16 lanes (AVX-512) groups of 1 and 2 (L = 16, 8) ran slower than the block path
+// (Zen 4, one / two threads, head_dim 64, contexts 512 and 2048: group 1 1.42-2.16x, group 2
+// 1.09-1.18x the block path's time; group 3 (L = 4) 0.78-1.01x, group 8 0.84-0.86x;
+// 2026-12-07); with 8 lanes (AVX2, Zen 3) every group up to 8 lanes ran faster on them (group 1,
+// L = 8: 0.69-0.72x; the flash README's table).
+constexpr int kMaxLaneChannels = kNativeLanes == 16 ? 4 : kNativeLanes;
+
 // qt [d / L, kNativeLanes]: qt[(c / L) * lanes + v * L + c % L] = qs[v * d + c] for v < group,
 // 0 in the other lanes.
 inline void lane_queries(const float* qs, int group, int d, int l, float* qt) {

@@ -24,8 +24,8 @@ inferlab::PluginDescriptor describe_flash() {
        1.0, 1024.0, {},
        "query rows of one sequence processed together (times the GQA group) per K/V pass"},
       {"lanes", inferlab::ParamType::kBool, true, std::nullopt, std::nullopt, {},
-       "CPU: a one-row item (decode) whose GQA group fits a machine vector scores K in place with the group in "
-       "the vector's lanes; false: per-vector dot products or a transposed K tile (the ablation of that path)"},
+       "CPU: a one-row item (decode) whose GQA group fits a machine vector (with AVX-512: groups of 3 or more) "
+       "scores K in place with the group in the vector's lanes; false: per-vector dot products or a transposed K tile (the ablation of that path)"},
       {"decode_split", inferlab::ParamType::kBool, true, std::nullopt, std::nullopt, {},
        "CUDA: a sequence whose rows fit one item (decode, speculative verify) is split over its context into "
        "chunks chosen from the context length and the SM count, merged by a second kernel (FlashDecoding); "
