@@ -35,6 +35,20 @@ inline __m512i bcast4(const T* p) {
   return _mm512_set1_epi32(v);
 }
 
+// Panel p's codes, group scales and zero points (null when symmetric), and the strides from one
+// panel to the next (a pass over NP panels reads panel p + q at q strides on).
+struct PanelAt {
+  const std::uint8_t* codes;
+  const float* sw;
+  const std::uint8_t* zw;
+  std::size_t panel_bytes, panel_cells;
+};
+inline PanelAt panel_at(const Int4Panels& w, int blocks, int groups, int p) {
+  const std::size_t pb = static_cast<std::size_t>(blocks) * kBlockBytes, pc = static_cast<std::size_t>(groups) * P;
+  return {w.codes.data() + static_cast<std::size_t>(p) * pb, w.scale.data() + static_cast<std::size_t>(p) * pc,
+          w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * pc, pb, pc};
+}
+
 // acc[r] += s ⊙ (accg[r] - z ⊙ zc[r * zc_stride]) for the group whose 16 scales and zero points
 // sit at `cell` of the panel's sw and zw.
 template <int R>
@@ -78,10 +92,11 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
   [[maybe_unused]] constexpr __mmask32 kAll32 = ~__mmask32{0};
   [[maybe_unused]] constexpr int kChains = R == 1 ? 4 : R <= kTwoChainRows ? 2 : 1;  // int16: chains per row
   constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
-  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
-  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes;
-  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
-  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
+  const PanelAt at = panel_at(w, a.blocks, a.groups, p);
+  const std::size_t panel_bytes = at.panel_bytes, panel_cells = at.panel_cells;
+  const std::uint8_t* codes = at.codes;
+  const float* sw = at.sw;
+  const std::uint8_t* zw = at.zw;
   const T* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
   const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
   const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
@@ -326,10 +341,7 @@ template <int R, int NP>
 void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float* y, std::size_t ys, const int* valid,
                     int ahead) {
   constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
-  const std::size_t panel_bytes = static_cast<std::size_t>(a.blocks) * kBlockBytes, panel_cells = static_cast<std::size_t>(a.groups) * P;
-  const std::uint8_t* codes = w.codes.data() + static_cast<std::size_t>(p) * panel_bytes;
-  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
-  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
+  const PanelAt at = panel_at(w, a.blocks, a.groups, p);
   const float* gsum = a.gsum + static_cast<std::size_t>(r0) * a.groups;
   const __m512i mask[4] = {_mm512_set1_epi32(0xF), _mm512_set1_epi32(0xF00), _mm512_set1_epi32(0xF0000),
                            _mm512_set1_epi32(0xF000000)};
@@ -345,7 +357,7 @@ void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float*
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) c0[q][r] = c1[q][r] = _mm512_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    prefetch_group<NP>(sw, zw, panel_cells, g, a.per, ahead);
+    prefetch_group<NP>(at.sw, at.zw, at.panel_cells, g, a.per, ahead);
     const float* xr[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -354,7 +366,7 @@ void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float*
       const std::uint8_t* pc[NP];
 #pragma GCC unroll 2
       for (int q = 0; q < NP; ++q) {
-        pc[q] = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+        pc[q] = at.codes + q * at.panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
         prefetch_ahead(pc[q], kBlockBytes, ahead);
       }
 #pragma GCC unroll 4
@@ -392,7 +404,7 @@ void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float*
       __m512 sum[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) sum[r] = _mm512_add_ps(c0[q][r], c1[q][r]);
-      fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, gsum + g, a.groups, sum, acc[q]);
+      fold_group<R>(at.sw, at.zw, q * at.panel_cells + static_cast<std::size_t>(g) * P, gsum + g, a.groups, sum, acc[q]);
     }
   }
 #pragma GCC unroll 2
