@@ -526,7 +526,9 @@ bool two_decode_panels() {
 // (the int4 plugin's W4A8 g32 panels too); the nibble types at 4 rows and the K-quants keep one,
 // their two-panel tiles spilling 11-12 zmm per block (tests/kernels/check_spills.py). TinyLlama,
 // AMX Xeon, alternating, 2026-12-06: Q8_0 2 rows 45-48 -> 39-41 ms, 4 rows 45-47 -> 42-44; Q4_0
-// 2-3 rows 25-27 -> 23-25.
+// 2-3 rows 25-27 -> 23-25. The nibble types take them where decode does (two_decode_panels: on
+// Intel's cores); on the Zen 4 their 2- and 3-row passes cost more than the 4-row one with two
+// panels (TinyLlama Q4_0, 2 threads, 2026-12-07: 1.19-1.35x a one-row pass against 1.12-1.13).
 template <GgmlType T>
 constexpr int kTwoPanelMaxRows = T == GgmlType::kQ8_0 ? 4 : T == GgmlType::kQ4_0 || T == GgmlType::kQ4_1 ? 3 : 0;
 
@@ -582,7 +584,7 @@ void run_panels(const ActTiles& a, const void* amx, const PackedGguf& w, float* 
       }
       continue;
     }
-    if (n <= kTwoPanelMaxRows<T> && p + 2 <= p1) {  // two streams, as decode
+    if (n <= kTwoPanelMaxRows<T> && two_decode_panels<T>() && p + 2 <= p1) {  // two streams, as decode
       const int both = std::min(2 * kPanel, w.out - p * kPanel);
       if (n == 2) packed_tile<T, 2, 2>(a, 0, w, p, yp, ldc, both, ahead);
       else if (n == 3) packed_tile<T, 3, 2>(a, 0, w, p, yp, ldc, both, ahead);
