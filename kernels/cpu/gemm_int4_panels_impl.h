@@ -67,8 +67,10 @@ void parallel_for_panels(const Int4Panels& w, int n, ThreadPool& pool, const Fn&
 // by 2^-8t (xw; exact for activations above 2^-102): the FMA's product is code * x, rounded once
 // into the sum as with the codes' own floats. Per group the zero point's term is taken off the
 // products' sum once: s (Σ x q - z Σ x), as the int8 passes fold theirs. Each row's products run
-// in two chains (low and high nibbles) whatever the row count and ISA (AVX2 half panels, AVX-512
-// whole ones: the same operations per lane in the same order), so a row's bits depend on neither.
+// in two chains (low and high nibbles) whatever the row count, so a row's bits do not depend on its
+// pass (GemmInt4Panels.Fp32ActivationsMatchTheReference); the AVX2 half panels and the AVX-512
+// whole ones run the same operations per lane in the same order (equal outputs across the two ISAs
+// by construction: no machine here runs both).
 struct F32Acts {
   const float* xw;    // [n, in]: x, input 8j + t and 8j + 4 + t scaled by 2^-8t (t < 4)
   const float* gsum;  // [n, groups]: Σ x over the group

@@ -42,6 +42,11 @@ struct PanelAt {
   const float* sw;
   const std::uint8_t* zw;
   std::size_t panel_bytes, panel_cells;
+  // Panel p + q's codes of block b, and the cell of its group g in sw / zw.
+  const std::uint8_t* block(int q, int b) const {
+    return codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+  }
+  std::size_t cell(int q, int g) const { return q * panel_cells + static_cast<std::size_t>(g) * P; }
 };
 inline PanelAt panel_at(const Int4Panels& w, int blocks, int groups, int p) {
   const std::size_t pb = static_cast<std::size_t>(blocks) * kBlockBytes, pc = static_cast<std::size_t>(groups) * P;
@@ -93,10 +98,6 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
   [[maybe_unused]] constexpr int kChains = R == 1 ? 4 : R <= kTwoChainRows ? 2 : 1;  // int16: chains per row
   constexpr __mmask16 kAll = 0xFFFF;  // zero-mask forms: GCC 12 (see gemm_panels_int8.cpp)
   const PanelAt at = panel_at(w, a.blocks, a.groups, p);
-  const std::size_t panel_bytes = at.panel_bytes, panel_cells = at.panel_cells;
-  const std::uint8_t* codes = at.codes;
-  const float* sw = at.sw;
-  const std::uint8_t* zw = at.zw;
   const T* xq = a.xq + static_cast<std::size_t>(r0) * a.in;
   const float* xs = a.xs + static_cast<std::size_t>(r0) * a.blocks;
   const float* zc = a.zc + static_cast<std::size_t>(r0) * a.groups;
@@ -113,13 +114,13 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) accg[q][r] = _mm512_setzero_ps();
     const int b1 = std::min(a.blocks, (g + 1) * a.per);
-    prefetch_group<NP>(sw, zw, panel_cells, g, a.per, ahead);
+    prefetch_group<NP>(at.sw, at.zw, at.panel_cells, g, a.per, ahead);
     for (int b = g * a.per; b < b1; ++b) {
       if constexpr (kInt16) {
         const std::uint8_t* pc[NP];
   #pragma GCC unroll 2
         for (int q = 0; q < NP; ++q) {
-          pc[q] = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+          pc[q] = at.block(q, b);
           prefetch_ahead(pc[q], kBlockBytes, ahead);
         }
         __m512i d[NP][R][kChains];
@@ -166,7 +167,7 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
         __m512i u[NP][2 * kVectors];
   #pragma GCC unroll 2
         for (int q = 0; q < NP; ++q) {
-          const std::uint8_t* pc = codes + q * panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+          const std::uint8_t* pc = at.block(q, b);
           prefetch_ahead(pc, kBlockBytes, ahead);
   #pragma GCC unroll 4
           for (int j = 0; j < kVectors; ++j) {
@@ -204,7 +205,7 @@ void panel_pass(const Acts<T>& a, const Int4Panels& w, int p, int r0, float* y, 
     // The group: sum over its blocks of xs (dot - zero * sum(x)), times its scale.
 #pragma GCC unroll 2
     for (int q = 0; q < NP; ++q)
-      fold_group<R>(sw, zw, q * panel_cells + static_cast<std::size_t>(g) * P, zc + g, a.groups, accg[q], acc[q]);
+      fold_group<R>(at.sw, at.zw, at.cell(q, g), zc + g, a.groups, accg[q], acc[q]);
   }
 #pragma GCC unroll 2
   for (int q = 0; q < NP; ++q) store_panel<R>(acc[q], valid[q], y + q * P, ys);
@@ -279,9 +280,9 @@ void unpack_amx_panel(const Int4Panels& w, int blocks, int p, std::uint8_t* u) {
 void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n, const std::uint8_t* u, int p,
                float* y, std::size_t ys, int valid, SpreadPrefetch next) {
   constexpr __mmask16 kAll = 0xFFFF;
-  const std::size_t panel_cells = static_cast<std::size_t>(a.groups) * P;
-  const float* sw = w.scale.data() + static_cast<std::size_t>(p) * panel_cells;
-  const std::uint8_t* zw = w.symmetric() ? nullptr : w.zero.data() + static_cast<std::size_t>(p) * panel_cells;
+  const PanelAt at = panel_at(w, a.blocks, a.groups, p);
+  const float* sw = at.sw;
+  const std::uint8_t* zw = at.zw;
   const std::int8_t* kx = k.x.data();
   const float* kxs = k.xs.data();
   const float* kzc = k.zc.data();
@@ -332,7 +333,7 @@ void amx_panel(const PassArgs& a, const Int4Panels& w, const AmxTokens& k, int n
 
 // W4A16 with exact fp32 activations (gemm_int4_panels_f32; F32Acts in gemm_int4_panels_impl.h) on
 // whole panels, a zmm lane per row: the AVX2 half passes' operations per lane in the same order
-// (two chains a row, the group fold), so each output has the same bits on either ISA. Per 64
+// (two chains a row, the group fold). Per 64
 // bytes of codes (16 rows x 8 inputs): a shift, 8 ANDs and 8 conversions shared by the pass's
 // rows, 8 FMAs a row. Up to kF32PassRows rows a pass (3 x R accumulators beside the 4 masks and
 // the codes).
@@ -366,7 +367,7 @@ void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float*
       const std::uint8_t* pc[NP];
 #pragma GCC unroll 2
       for (int q = 0; q < NP; ++q) {
-        pc[q] = at.codes + q * at.panel_bytes + static_cast<std::size_t>(b) * kBlockBytes;
+        pc[q] = at.block(q, b);
         prefetch_ahead(pc[q], kBlockBytes, ahead);
       }
 #pragma GCC unroll 4
@@ -404,7 +405,7 @@ void f32_panel_pass(const F32Acts& a, const Int4Panels& w, int p, int r0, float*
       __m512 sum[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) sum[r] = _mm512_add_ps(c0[q][r], c1[q][r]);
-      fold_group<R>(at.sw, at.zw, q * at.panel_cells + static_cast<std::size_t>(g) * P, gsum + g, a.groups, sum, acc[q]);
+      fold_group<R>(at.sw, at.zw, at.cell(q, g), gsum + g, a.groups, sum, acc[q]);
     }
   }
 #pragma GCC unroll 2

@@ -134,8 +134,8 @@ CpuKernel plan_cpu_linear(CpuFormat f, int n, const CpuLinearShape& s, const Cpu
       return isa.amx_int8 && n >= kPerTokenAmxMinRows && s.out % 32 == 0 && s.in % 64 == 0 && s.in <= 65536
                  ? CpuKernel::kPerTokenAmx
                  : CpuKernel::kPanelsInt8;
-    case CpuFormat::kW4A16:  // the panels where packed (int4_panels_f32_available: not where AMX bf16 runs)
-      return s.packed && isa.avx2 && !isa.amx_bf16 ? CpuKernel::kInt4PanelsF32 : plan_int4_rows(n, s.in, s.group_size, isa);
+    case CpuFormat::kW4A16:  // the panels where packed (at load: int4_panels_f32_available), else the rows
+      return s.packed ? CpuKernel::kInt4PanelsF32 : plan_int4_rows(n, s.in, s.group_size, isa);
     case CpuFormat::kW4A16Int16:
       return s.packed ? CpuKernel::kInt4PanelsInt16 : plan_int4_rows(n, s.in, s.group_size, isa);
     case CpuFormat::kW4A8:

@@ -215,8 +215,9 @@ void matmul_int4(const float* x, const std::uint8_t* packed, const float* scale,
   if (n <= 0 || out <= 0) return;
   const Int4Matrix m{packed, scale, zero, ref::int4_row_bytes(in),
                      static_cast<std::size_t>(ref::int4_groups(in, group_size)), in, group_size};
-  const CpuKernel k = plan_cpu_linear(CpuFormat::kW4A16, n, CpuLinearShape{.out = out, .in = in, .group_size = group_size},
-                                      CpuIsa::host());
+  // The row-major codes (not the panels): the lookup, the tiles or the dequantised rows.
+  const CpuKernel k = plan_cpu_linear(
+      CpuFormat::kW4A16, n, CpuLinearShape{.out = out, .in = in, .group_size = group_size, .packed = false}, CpuIsa::host());
   if (k == CpuKernel::kInt4Rows) {
     matmul_int4_rows(x, packed, scale, zero, y, n, out, in, group_size, pool);
     return;

@@ -127,19 +127,16 @@ TEST(CpuLinearPlan, W8A8PanelsWithTheAmxTilesForWholePanelsAndBlocks) {
 }
 
 TEST(CpuLinearPlan, W4A16LookupThenTheAmxTilesByGroupSize) {
+  // Rows held (the panels are not packed where the AMX bf16 tiles run, int4_panels_f32_available):
+  // the lookup, then the tiles or the dequantised rows.
   CpuLinearShape s = kNarrow;
+  s.packed = false;
   for (int g : {32, 128, 256}) {
     s.group_size = g;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4RowsMaxRows, s, amx()), K::kInt4Rows) << g;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxCodesMinRows, s, amx()), K::kAmxDequant) << g;
-    // AVX-512 without the AMX tiles: the panels with fp32 activations where packed at every row
-    // count, else the lookup, then the dequantised rows.
-    EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx512()), K::kInt4PanelsF32) << g;
-    EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxCodesMinRows, s, avx512()), K::kInt4PanelsF32) << g;
-    s.packed = false;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4RowsMaxRows, s, avx512()), K::kInt4Rows) << g;
     EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxCodesMinRows, s, avx512()), K::kInt4Dequant) << g;
-    s.packed = true;
   }
   s.group_size = 48;  // no lookup (not dividing 128), three bf16 terms from kInt4AmxMinRows
   EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, amx()), K::kInt4Dequant);
@@ -149,12 +146,14 @@ TEST(CpuLinearPlan, W4A16LookupThenTheAmxTilesByGroupSize) {
   EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4RowsMaxRows, s, amx()), K::kInt4Rows);
   EXPECT_EQ(plan_cpu_linear(F::kW4A16, kInt4AmxMinRows - 1, s, amx()), K::kInt4Dequant);
   s.group_size = 32;
-  // AVX2 without AVX-512 (no lookup): the panels with fp32 activations where packed, else the rows.
-  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx2()), K::kInt4PanelsF32);
-  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 64, s, avx2()), K::kInt4PanelsF32);
-  s.packed = false;
-  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx2()), K::kInt4Dequant);
+  EXPECT_EQ(plan_cpu_linear(F::kW4A16, 1, s, avx2()), K::kInt4Dequant);  // AVX2: no lookup
+  // Panels packed (AVX2 and AVX-512 builds where the tiles did not run at load): they hold the
+  // only copy of the weights, so they serve every row count whatever the tiles do now (tiles
+  // switched on after the load must not send the linear to rows it released).
   s.packed = true;
+  for (const CpuIsa& isa : {avx2(), avx512(), amx()})
+    for (int n : {1, kInt4RowsMaxRows, kInt4AmxCodesMinRows, 512})
+      EXPECT_EQ(plan_cpu_linear(F::kW4A16, n, s, isa), K::kInt4PanelsF32) << n;
   // int16 activations: their panels where packed (no AMX form), else the fp32 plan.
   EXPECT_EQ(plan_cpu_linear(F::kW4A16Int16, 512, s, amx()), K::kInt4PanelsInt16);
   s.packed = false;

@@ -12,7 +12,9 @@
 #include "inferlab/support/rng.h"
 #include "inferlab/thread_pool.h"
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/linear_plan.h"
 #include "kernels/cpu/matmul_int4_act.h"
+#include "kernels/cpu/matmul_int4_rows.h"
 #include "kernels/cpu/matmul_int8_act.h"
 #include "kernels/cpu/quantize_int4.h"
 #include "kernels/ref/matmul_int8.h"
@@ -186,6 +188,25 @@ TEST(MatmulInt4, FastMatchesRefOverAwkwardShapes) {
                 }
             }
           }
+}
+
+// The row-major codes take the register lookup up to kInt4RowsMaxRows rows wherever it is built
+// (AVX-512), whatever the panels' plan for a packed linear says: matmul_int4 gives
+// matmul_int4_rows' bits there (the dequantised rows sum in another order).
+TEST(MatmulInt4, FewRowsTakeTheLookupWhereItIsBuilt) {
+  if (!cpu::int4_rows_supported(128)) GTEST_SKIP() << "the register lookup is an AVX-512 kernel";
+  ThreadPool pool(2);
+  const int out = 40, in = 576;
+  for (int gs : {32, 128})
+    for (int n : {1, 4, cpu::kInt4RowsMaxRows}) {
+      const std::uint64_t seed = static_cast<std::uint64_t>(n * 31 + gs);
+      const std::vector<float> x = testing::random_normal(static_cast<std::size_t>(n) * in, seed);
+      const Quantized q(testing::random_normal(static_cast<std::size_t>(out) * in, seed + 1, 0.05), out, in, gs, false);
+      std::vector<float> got(static_cast<std::size_t>(n) * out), want(got.size());
+      cpu::matmul_int4(x.data(), q.packed.data(), q.scale.data(), q.zp(), got.data(), n, out, in, gs, pool);
+      cpu::matmul_int4_rows(x.data(), q.packed.data(), q.scale.data(), q.zp(), want.data(), n, out, in, gs, pool);
+      EXPECT_EQ(got, want) << "n " << n << " gs " << gs;
+    }
 }
 
 TEST(MatmulInt4, ZeroWeightsGiveZeroNotNaN) {
